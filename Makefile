@@ -1,0 +1,45 @@
+# Two commands set up everything on a fresh machine: `make synth` and `make test`.
+# .venv and node_modules are rebuilt only when pyproject.toml / package-lock.json change (stamp files).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CDK := node_modules/.bin/cdk
+ENV ?=
+# Node 20 works; jsii's end-of-life banner for it is noise in every synth.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+.PHONY: synth test lint format bench clean
+
+$(VENV)/.stamp-deps: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+node_modules/.stamp-deps: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.stamp-deps node_modules/.stamp-deps
+
+synth: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --quiet --no-notices --no-version-reporting $(if $(ENV),-c env=$(ENV) --all,--all)
+	@$(BIN)/python -m llm_eks.infra.report cdk.out
+
+test: setup
+	$(BIN)/ruff check src tests app.py examples
+	$(BIN)/ruff format --check src tests app.py examples
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+format: setup
+	$(BIN)/ruff check --fix src tests app.py examples
+	$(BIN)/ruff format src tests app.py examples
+
+bench: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/bench.py
+
+clean:
+	rm -rf cdk.out .pytest_cache

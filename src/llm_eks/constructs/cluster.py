@@ -1,0 +1,283 @@
+"""`InferenceCluster`: the VPC, the EKS control plane, the system node group and the managed add-ons.
+
+GPU capacity is not here: Karpenter launches it. This construct only provides what every controller needs: a
+private network tagged for discovery, a cluster with every log type and envelope encryption, and a small managed
+node group that the controllers are pinned to (Karpenter must never run on nodes it manages).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from llm_eks.errors import ConfigError
+from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
+
+# Label on the system node group; controllers select it, GPU/CPU workloads never do.
+SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
+# Karpenter finds subnets (and we tag nothing else) by this key.
+DISCOVERY_TAG = "karpenter.sh/discovery"
+
+# Managed add-ons every inference cluster needs. EKS picks the default add-on version for the cluster's Kubernetes
+# version; bumping KUBERNETES_MINOR therefore moves them too.
+CORE_ADDONS = ("vpc-cni", "coredns", "kube-proxy")
+
+
+@dataclass(frozen=True)
+class InferenceClusterProps:
+    """What a reviewer checks on the cluster; every default is the production-right one."""
+
+    cluster_name: str
+    # Existing VPC (imported by the caller); None creates one from vpc_cidr / availability_zones.
+    vpc: ec2.IVpc | None = None
+    # /16: GPU nodes plus the VPC CNI's one IP per pod need room to grow.
+    vpc_cidr: str = "10.0.0.0/16"
+    # Explicit zone names (no lookup); empty: the stack's first two zones.
+    availability_zones: tuple[str, ...] = ()
+    # Empty: private endpoint only, the safe default. Otherwise public too, but only from these CIDRs.
+    public_endpoint_cidrs: tuple[str, ...] = ()
+    # 4 vCPU / 16 GiB per node fits Karpenter, KEDA, Prometheus, Grafana and the operators.
+    system_instance_type: str = "m7i.xlarge"
+    # Karpenter's 2 replicas use one-per-host anti-affinity: at least 2 nodes, spread over 2 AZs.
+    system_min_size: int = 2
+    system_desired_size: int = 2
+    system_max_size: int = 4
+    system_disk_gib: int = 50
+    admin_role_arns: tuple[str, ...] = ()
+    # NAT per AZ: one NAT gateway's AZ failing must not cut every GPU node off image pulls and the HF hub.
+    nat_gateways_per_az: bool = True
+    # Flow logs kept 90 days: long enough to investigate, short enough not to grow cost forever.
+    flow_log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS
+    tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def validate(self) -> None:
+        if self.system_min_size < 2:
+            raise ConfigError(
+                f"system_min_size: {self.system_min_size} is not allowed; must be at least 2 "
+                "(Karpenter's 2 replicas need 2 nodes in 2 AZs)"
+            )
+        if not self.system_min_size <= self.system_desired_size <= self.system_max_size:
+            raise ConfigError(
+                f"system_desired_size: {self.system_desired_size} is not allowed; must be between "
+                f"system_min_size ({self.system_min_size}) and system_max_size ({self.system_max_size})"
+            )
+        if self.availability_zones and len(self.availability_zones) < 2:
+            raise ConfigError(
+                f"availability_zones: {list(self.availability_zones)} is not allowed; list at least 2 zones"
+            )
+
+
+def kubectl_layer(scope: Construct, id: str) -> Construct:
+    """The kubectl/helm Lambda layer matching KUBERNETES_MINOR (the package is pinned in pyproject.toml)."""
+    module = importlib.import_module(f"aws_cdk.lambda_layer_kubectl_v{KUBERNETES_MINOR}")
+    return getattr(module, f"KubectlV{KUBERNETES_MINOR}Layer")(scope, id)
+
+
+class InferenceCluster(Construct):
+    """VPC + EKS (aws_eks_v2, node-group mode) + system node group + managed add-ons + access entries."""
+
+    def __init__(self, scope: Construct, id: str, props: InferenceClusterProps) -> None:
+        props.validate()
+        super().__init__(scope, id)
+        self.props = props
+        self.cluster_name = props.cluster_name
+        self.vpc = props.vpc or self._new_vpc(props)
+        self._tag_subnets(props)
+
+        # Envelope encryption of Kubernetes Secrets; rotation yearly, as cdk-nag and CIS expect.
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"EKS secrets envelope encryption for {props.cluster_name}",
+            enable_key_rotation=True,
+            # The key only protects this cluster's etcd; deleting the stack schedules it for deletion too.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            pending_window=cdk.Duration.days(30),
+        )
+        endpoint = (
+            eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*props.public_endpoint_cidrs)
+            if props.public_endpoint_cidrs
+            else eks.EndpointAccess.PRIVATE
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=props.cluster_name,
+            version=eks.KubernetesVersion.of(KUBERNETES_VERSION),
+            vpc=self.vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            endpoint_access=endpoint,
+            # Node-group mode: EKS Auto Mode would compete with Karpenter for the same pods.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            # Managed add-ons below replace the self-managed copies EKS would otherwise install unmanaged.
+            bootstrap_self_managed_addons=False,
+            # Cluster admins come from config as access entries; the deploying role gets no standing access.
+            bootstrap_cluster_creator_admin_permissions=False,
+            cluster_logging=[
+                eks.ClusterLoggingTypes.API,
+                eks.ClusterLoggingTypes.AUDIT,
+                eks.ClusterLoggingTypes.AUTHENTICATOR,
+                eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+                eks.ClusterLoggingTypes.SCHEDULER,
+            ],
+            secrets_encryption_key=self.secrets_key,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, "KubectlLayer"),
+                # Helm installs of the operators need more than the 1 GiB default to unpack their charts.
+                memory=cdk.Size.gibibytes(2),
+            ),
+            tags=dict(props.tags),
+        )
+        self.system_nodegroup = self._system_nodegroup(props)
+        self.addons = self._managed_addons()
+        for i, arn in enumerate(props.admin_role_arns):
+            self.add_cluster_admin(f"Admin{i}", arn)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+
+    def add_cluster_admin(self, id: str, role_arn: str) -> None:
+        """Grant a role cluster-admin through an EKS access entry (no aws-auth ConfigMap)."""
+        self.cluster.grant_access(
+            id,
+            role_arn,
+            [
+                eks.AccessPolicy.from_access_policy_name(
+                    "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                )
+            ],
+        )
+
+    @property
+    def system_node_selector(self) -> dict[str, str]:
+        """nodeSelector that pins a controller to the system node group."""
+        return {SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]}
+
+    def _new_vpc(self, props: InferenceClusterProps) -> ec2.Vpc:
+        zones = list(props.availability_zones) or None
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(props.vpc_cidr),
+            availability_zones=zones,
+            max_azs=None if zones else 2,
+            nat_gateways=(len(zones) if zones else 2) if props.nat_gateways_per_az else 1,
+            subnet_configuration=[
+                # Public subnets hold only NAT gateways and internet-facing load balancers.
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                # /19 per AZ: 8k addresses for nodes and pods (VPC CNI gives every pod a VPC IP).
+                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19),
+            ],
+        )
+        vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                logs.LogGroup(
+                    self,
+                    "FlowLogGroup",
+                    retention=props.flow_log_retention,
+                    removal_policy=cdk.RemovalPolicy.DESTROY,
+                )
+            ),
+            traffic_type=ec2.FlowLogTrafficType.REJECT,
+        )
+        return vpc
+
+    def _tag_subnets(self, props: InferenceClusterProps) -> None:
+        """Load balancer role tags and Karpenter discovery on the subnets we own (imported ones are selected by id)."""
+        if props.vpc is not None:
+            return
+        for subnet in self.vpc.private_subnets:
+            cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+            cdk.Tags.of(subnet).add(DISCOVERY_TAG, props.cluster_name)
+        for subnet in self.vpc.public_subnets:
+            cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1")
+
+    def _system_nodegroup(self, props: InferenceClusterProps) -> eks.Nodegroup:
+        return self.cluster.add_nodegroup_capacity(
+            "SystemNodes",
+            nodegroup_name="system",
+            instance_types=[ec2.InstanceType(props.system_instance_type)],
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            # Controllers must not vanish on a Spot reclaim: on-demand only.
+            capacity_type=eks.CapacityType.ON_DEMAND,
+            min_size=props.system_min_size,
+            desired_size=props.system_desired_size,
+            max_size=props.system_max_size,
+            disk_size=props.system_disk_gib,
+            labels=self.system_node_selector,
+            subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            # Replace unhealthy controller nodes automatically instead of paging someone.
+            enable_node_auto_repair=True,
+            # One node at a time during AMI updates keeps one Karpenter replica running.
+            max_unavailable=1,
+        )
+
+    def _managed_addons(self) -> dict[str, Construct]:
+        addons: dict[str, Construct] = {}
+        for name in CORE_ADDONS:
+            addon = eks_l1.CfnAddon(
+                self,
+                f"Addon-{name}",
+                addon_name=name,
+                cluster_name=self.cluster.cluster_name,
+                # The add-on owns its configuration; a drifted field is put back on every update.
+                resolve_conflicts="OVERWRITE",
+            )
+            addon.node.add_dependency(self.cluster)
+            addons[name] = addon
+        # Created through the cluster so aws_eks_v2's own Pod Identity service accounts reuse the same add-on.
+        addons["eks-pod-identity-agent"] = self.cluster.eks_pod_identity_agent
+        addons["aws-ebs-csi-driver"] = self._ebs_csi_addon()
+        # CoreDNS pods need a node to run on before the add-on reports ACTIVE.
+        addons["coredns"].node.add_dependency(self.system_nodegroup)
+        return addons
+
+    def _ebs_csi_addon(self) -> Construct:
+        """EBS CSI driver with its controller on Pod Identity (Prometheus and Grafana volumes use it)."""
+        role = iam.Role(
+            self,
+            "EbsCsiRole",
+            # Pod Identity needs sts:TagSession besides sts:AssumeRole.
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            description=f"EBS CSI controller of {self.cluster_name} (Pod Identity)",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonEBSCSIDriverPolicy")],
+        )
+        addon = eks_l1.CfnAddon(
+            self,
+            "Addon-aws-ebs-csi-driver",
+            addon_name="aws-ebs-csi-driver",
+            cluster_name=self.cluster.cluster_name,
+            resolve_conflicts="OVERWRITE",
+            pod_identity_associations=[
+                eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                    service_account="ebs-csi-controller-sa", role_arn=role.role_arn
+                )
+            ],
+            # Controller on the system nodes; the node DaemonSet must reach GPU nodes (their taints) too.
+            configuration_values=json.dumps(
+                {
+                    "controller": {"nodeSelector": self.system_node_selector},
+                    "node": {"tolerateAllTaints": True},
+                },
+                sort_keys=True,
+            ),
+        )
+        addon.node.add_dependency(self.cluster.eks_pod_identity_agent, self.system_nodegroup)
+        self.ebs_csi_role = role
+        return addon
+
+    def private_subnet_ids(self) -> Sequence[str]:
+        return [s.subnet_id for s in self.vpc.private_subnets]

@@ -1,0 +1,51 @@
+"""Build the CDK app from cdk.json context: one InferenceStack per environment (all, or `-c env=NAME`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
+from llm_eks.infra.review import write_stack_review
+from llm_eks.infra.stack import InferenceStack
+
+
+def read_context(app: cdk.App) -> dict[str, Any]:
+    """The `environments` context (from cdk.json through the CLI, or from cdk.json directly in tests)."""
+    environments = app.node.try_get_context("environments")
+    if isinstance(environments, str):  # `-c environments=...` arrives as JSON text
+        environments = json.loads(environments)
+    return {"environments": environments}
+
+
+def build_app(app: cdk.App) -> list[InferenceStack]:
+    """Validate every selected environment first, then build the stacks; errors are ConfigError one-liners."""
+    configs: list[EnvironmentConfig] = select_environments(
+        load_environments(read_context(app)), app.node.try_get_context("env")
+    )
+    return [InferenceStack(app, config) for config in configs]
+
+
+def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_api.CloudAssembly) -> None:
+    """cdk.out/manifests/<env>/: every Kubernetes object and Helm release, as YAML a reviewer can read."""
+    for stack in stacks:
+        template = json.loads(Path(assembly.directory, stack.template_file).read_text())
+        write_stack_review(
+            stack.review_objects(), template, Path(assembly.directory, "manifests", stack.config.name)
+        )
+
+
+def main() -> None:
+    app = cdk.App()
+    try:
+        stacks = build_app(app)
+    except ConfigError as err:
+        print(f"llm-eks: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    assembly = app.synth()
+    write_review(app, stacks, assembly)

@@ -1,0 +1,408 @@
+"""Typed, validated configuration for one environment, read from cdk.json context `environments`.
+
+Every error is one line: `environments.<env>.<field>: <value> is not allowed; <what is allowed>`, raised before any
+construct is built. No aws_cdk import here: the `llm-eks plan` CLI reads the same config and must stay fast.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.schema import build, fail
+from llm_eks.versions import KUBERNETES_VERSION
+
+if TYPE_CHECKING:
+    from llm_eks.infra.plan import PlanRequest
+
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+_SECRET_NAME = re.compile(r"^[\w/+=.@-]{1,512}$")
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
+_TAG_KEY = re.compile(r"^[\w .:/=+@-]{1,128}$")
+
+ENGINES = ("vllm", "ray-serve")
+CAPACITY_TYPES = ("spot", "on-demand")
+WEIGHT_SOURCES = ("hf", "s3")
+
+
+@dataclass(frozen=True)
+class VpcConfig:
+    """A new VPC (cidr, az_count) or an existing one (vpc_id with its AZs and private subnets)."""
+
+    # /16 leaves room for Karpenter to add GPU nodes and the VPC CNI's one-IP-per-pod without exhaustion.
+    cidr: str = "10.0.0.0/16"
+    # Two AZs is what an env-agnostic stack can resolve without a lookup; Karpenter and KEDA need at least two.
+    az_count: int = 2
+    # Pin AZ names to get more than two zones without a context lookup (needs account and region).
+    availability_zones: tuple[str, ...] = ()
+    # Existing VPC: its id and private subnet ids (imported as given; synth never looks them up).
+    vpc_id: str | None = None
+    private_subnet_ids: tuple[str, ...] = ()
+    public_subnet_ids: tuple[str, ...] = ()
+
+    @property
+    def imported(self) -> bool:
+        return self.vpc_id is not None
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Kubernetes API endpoint: private only, or public restricted to listed CIDRs (plus private)."""
+
+    # Private by default: the API of a GPU cluster is not something to expose to the internet.
+    access: str = "private"
+    public_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SystemNodesConfig:
+    """The managed node group that runs controllers (Karpenter, KEDA, Prometheus, operators)."""
+
+    # 4 vCPU / 16 GiB holds Karpenter, KEDA, Prometheus and Grafana with headroom; Graviton is not used because
+    # some operator images are amd64-only.
+    instance_type: str = "m7i.xlarge"
+    # Karpenter runs 2 replicas with one-per-host anti-affinity, so 2 nodes in 2 AZs is the floor.
+    min_size: int = 2
+    desired_size: int = 2
+    max_size: int = 4
+    # Enough for container images and logs of the controllers; encrypted by the launch template default.
+    disk_gib: int = 50
+
+
+@dataclass(frozen=True)
+class ReplicasConfig:
+    # One warm replica: a GPU replica takes minutes to start, so zero is opt-in (scale_to_zero).
+    min: int = 1
+    max: int = 2
+
+
+@dataclass(frozen=True)
+class SloConfig:
+    # Interactive chat expects the first token within about a second at p99.
+    ttft_p99_ms: float = 1000.0
+    # ~20 tokens/s per stream reads faster than a person reads.
+    itl_p99_ms: float = 50.0
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """The `vllm bench serve` workload the benchmark Job sends."""
+
+    # The typical request sizes default to the workload's, so the benchmark measures what the plan assumed.
+    request_rate: float = 4.0
+    num_prompts: int = 200
+
+
+@dataclass(frozen=True)
+class AutoscalingConfig:
+    # Queue-based: scale up once more than this many requests wait per replica.
+    waiting_per_replica: int = 4
+    # KV-cache pressure: scale up when average usage passes this fraction (vllm:kv_cache_usage_perc is 0..1).
+    kv_cache_usage: float = 0.8
+    # Off by default: at zero replicas the first request waits for a full GPU cold start.
+    scale_to_zero: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """What to serve and how; the planner turns it into instance types, parallelism and engine arguments."""
+
+    # vLLM directly is the leanest path to an OpenAI-compatible endpoint; ray-serve for Ray-based platforms.
+    engine: str = "vllm"
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    # A model not in the catalog: the same fields as the catalog rows.
+    model_spec: Mapping[str, Any] | None = None
+    # The checkpoint's own format unless asked: quantization is a quality decision, not a default.
+    weight_format: str = "auto"
+    kv_cache_dtype: str = "auto"
+    # 8k context keeps KV cache per sequence small enough for useful concurrency on one GPU.
+    max_model_len: int = 8192
+    # vLLM's own default; leaves headroom for activations and CUDA graphs.
+    gpu_memory_utilization: float = 0.90
+    # Let the planner pick the cheapest instance that meets the targets.
+    accelerator: str = "auto"
+    target_concurrency: int = 16
+    typical_input_tokens: int = 1024
+    typical_output_tokens: int = 256
+    # Spot first (cheaper), on-demand as the fallback when Spot has no capacity.
+    capacity_types: tuple[str, ...] = ("spot", "on-demand")
+    replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
+    # Cap on accelerators this environment's node pool may launch; None: what max replicas need.
+    accelerator_limit: int | None = None
+    slo: SloConfig = field(default_factory=SloConfig)
+    autoscaling: AutoscalingConfig = field(default_factory=AutoscalingConfig)
+    # hf: download from Hugging Face into the node's NVMe cache; s3: stream from weights_s3_uri.
+    weights: str = "hf"
+    weights_s3_uri: str | None = None
+    # Secrets Manager secret NAME holding the Hugging Face token (gated models); never the token itself.
+    hf_token_secret: str | None = None
+    # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
+    internal_alb: bool = False
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+
+    def plan_request(self) -> PlanRequest:
+        """The planner's input for this workload."""
+        from llm_eks.infra.models import ModelSpec
+        from llm_eks.infra.plan import PlanRequest
+
+        model: Any = self.model
+        if self.model_spec is not None:
+            model = ModelSpec.from_mapping({"id": self.model, **self.model_spec})
+        return PlanRequest(
+            model=model,
+            weight_format=self.weight_format,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            accelerator=self.accelerator,
+            target_concurrency=self.target_concurrency,
+            typical_input_tokens=self.typical_input_tokens,
+            typical_output_tokens=self.typical_output_tokens,
+            weights_source="s3" if self.weights == "s3" else "nvme",
+        )
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    """One deployable environment: becomes the stack `LlmEks-<name>`."""
+
+    name: str
+    # Env-agnostic when both are absent: synth needs no account and no lookups.
+    account: str | None = None
+    region: str | None = None
+    kubernetes_version: str = KUBERNETES_VERSION
+    vpc: VpcConfig = field(default_factory=VpcConfig)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    system_nodes: SystemNodesConfig = field(default_factory=SystemNodesConfig)
+    # IAM roles that get cluster-admin through EKS access entries (no aws-auth ConfigMap).
+    admin_role_arns: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+
+    @property
+    def stack_name(self) -> str:
+        return f"LlmEks-{self.name}"
+
+    @property
+    def cluster_name(self) -> str:
+        """Fixed, readable cluster name: Karpenter's queue, tags and IAM conditions all key on it."""
+        return f"llm-eks-{self.name}"
+
+
+def load_environments(context: Mapping[str, Any]) -> dict[str, EnvironmentConfig]:
+    """Every environment in the CDK context key `environments`, validated."""
+    raw = context.get("environments")
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError("environments: missing or empty; cdk.json context must map environment names to objects")
+    return {name: parse_environment(name, body) for name, body in raw.items()}
+
+
+def select_environments(environments: Mapping[str, EnvironmentConfig], selected: str | None) -> list[EnvironmentConfig]:
+    """All environments, or the one named by `-c env=NAME`."""
+    if selected is None:
+        return list(environments.values())
+    if selected not in environments:
+        from llm_eks.infra.schema import did_you_mean
+
+        raise ConfigError(
+            f"env: {selected!r} is not allowed; {did_you_mean(selected, environments)}"
+            f"defined environments: {', '.join(environments)}"
+        )
+    return [environments[selected]]
+
+
+def parse_environment(name: str, body: Any) -> EnvironmentConfig:
+    """One environment from its cdk.json object; raises ConfigError with the field path."""
+    path = f"environments.{name}"
+    if not isinstance(name, str) or not _ENV_NAME.match(name):
+        raise fail(
+            "environments",
+            name,
+            "names are 1-20 characters: lowercase letters, digits and '-', starting with a letter",
+        )
+    if isinstance(body, Mapping) and "name" in body:
+        raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
+    config = build(EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path)
+    _validate(config, path)
+    return config
+
+
+def _validate(c: EnvironmentConfig, path: str) -> None:
+    if c.account is not None and not _ACCOUNT.match(c.account):
+        raise fail(f"{path}.account", c.account, "must be a 12-digit AWS account id")
+    if c.region is not None and not _REGION.match(c.region):
+        raise fail(f"{path}.region", c.region, "must be an AWS region name such as us-east-1")
+    if (c.account is None) != (c.region is None):
+        raise ConfigError(f"{path}: account and region must be given together (or neither, for an env-agnostic stack)")
+    if c.kubernetes_version != KUBERNETES_VERSION:
+        raise fail(
+            f"{path}.kubernetes_version",
+            c.kubernetes_version,
+            f"must be {KUBERNETES_VERSION}, the version llm-eks pins its kubectl layer and cdk8s-plus to "
+            "(see llm_eks/versions.py)",
+        )
+    _validate_vpc(c, f"{path}.vpc")
+    _validate_endpoint(c.endpoint, f"{path}.endpoint")
+    _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
+    for i, arn in enumerate(c.admin_role_arns):
+        if not _ROLE_ARN.match(arn):
+            raise fail(
+                f"{path}.admin_role_arns[{i}]",
+                arn,
+                "must be an IAM role ARN (arn:aws:iam::<account>:role/...)",
+            )
+    for key, value in c.tags.items():
+        if not _TAG_KEY.match(key) or key.lower().startswith("aws:"):
+            raise fail(f"{path}.tags", key, "tag keys are 1-128 characters and may not start with 'aws:'")
+        if len(value) > 256:
+            raise fail(f"{path}.tags.{key}", value, "tag values are at most 256 characters")
+    _validate_workload(c.workload, f"{path}.workload")
+
+
+def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
+    v = c.vpc
+    if v.imported:
+        if not _VPC_ID.match(v.vpc_id or ""):
+            raise fail(f"{path}.vpc_id", v.vpc_id, "must be a VPC id such as vpc-0abc12345def67890")
+        if len(v.availability_zones) < 2:
+            raise fail(
+                f"{path}.availability_zones",
+                list(v.availability_zones),
+                "an existing VPC needs its availability zones listed (at least 2), so synth needs no lookup",
+            )
+        if len(v.private_subnet_ids) != len(v.availability_zones):
+            raise fail(
+                f"{path}.private_subnet_ids",
+                list(v.private_subnet_ids),
+                f"must list one private subnet per availability zone ({len(v.availability_zones)})",
+            )
+        for i, subnet in enumerate((*v.private_subnet_ids, *v.public_subnet_ids)):
+            if not _SUBNET_ID.match(subnet):
+                raise fail(f"{path}.subnet_ids[{i}]", subnet, "must be a subnet id such as subnet-0abc12345def67890")
+        return
+    if v.private_subnet_ids or v.public_subnet_ids:
+        raise ConfigError(f"{path}: subnet ids are only allowed with vpc_id (an existing VPC)")
+    try:
+        network = ipaddress.IPv4Network(v.cidr)
+    except ValueError:
+        raise fail(f"{path}.cidr", v.cidr, "must be an IPv4 CIDR such as 10.0.0.0/16") from None
+    if not 16 <= network.prefixlen <= 20:
+        raise fail(f"{path}.cidr", v.cidr, "prefix length must be /16 to /20 (GPU nodes and pods need addresses)")
+    zones = v.availability_zones
+    if zones:
+        if c.region is None:
+            raise ConfigError(f"{path}.availability_zones: needs account and region (zone names belong to a region)")
+        if len(zones) < 2 or any(not z.startswith(c.region) for z in zones):
+            raise fail(f"{path}.availability_zones", list(zones), f"must be 2 or more zones of {c.region}")
+        if v.az_count not in (VpcConfig.az_count, len(zones)):
+            raise fail(f"{path}.az_count", v.az_count, f"must equal the number of availability_zones ({len(zones)})")
+    elif v.az_count != 2:
+        raise fail(
+            f"{path}.az_count",
+            v.az_count,
+            "must be 2 unless availability_zones are listed (with account and region): "
+            "an env-agnostic stack resolves only 2 zones without a context lookup",
+        )
+
+
+def _validate_endpoint(e: EndpointConfig, path: str) -> None:
+    if e.access not in ("private", "public"):
+        raise fail(f"{path}.access", e.access, "must be 'private' or 'public' (public is limited to public_cidrs)")
+    if e.access == "private" and e.public_cidrs:
+        raise ConfigError(f"{path}.public_cidrs: only allowed with access 'public'")
+    if e.access == "public" and not e.public_cidrs:
+        raise fail(f"{path}.public_cidrs", [], "access 'public' needs at least one CIDR to allow")
+    for i, cidr in enumerate(e.public_cidrs):
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise fail(f"{path}.public_cidrs[{i}]", cidr, "must be an IPv4 CIDR such as 198.51.100.0/24") from None
+        if network.prefixlen == 0:
+            raise fail(f"{path}.public_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+
+
+def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
+    if not _INSTANCE_TYPE.match(s.instance_type):
+        raise fail(f"{path}.instance_type", s.instance_type, "must be an EC2 instance type such as m7i.xlarge")
+    if s.instance_type.split(".")[0][0] in ("g", "p") or s.instance_type.startswith(("inf", "trn")):
+        raise fail(
+            f"{path}.instance_type",
+            s.instance_type,
+            "must be a CPU instance type (GPU capacity is Karpenter's)",
+        )
+    if s.min_size < 2:
+        raise fail(
+            f"{path}.min_size",
+            s.min_size,
+            "must be at least 2 (Karpenter's 2 replicas need 2 nodes in 2 AZs)",
+        )
+    if not s.min_size <= s.desired_size <= s.max_size:
+        raise fail(
+            f"{path}.desired_size",
+            s.desired_size,
+            f"must be between min_size ({s.min_size}) and max_size ({s.max_size})",
+        )
+    if not 20 <= s.disk_gib <= 1000:
+        raise fail(f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
+
+
+def _validate_workload(w: WorkloadConfig, path: str) -> None:
+    if w.engine not in ENGINES:
+        raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
+    if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
+        raise fail(
+            f"{path}.capacity_types",
+            list(w.capacity_types),
+            f"must be a non-empty subset of {list(CAPACITY_TYPES)}",
+        )
+    if len(set(w.capacity_types)) != len(w.capacity_types):
+        raise fail(f"{path}.capacity_types", list(w.capacity_types), "must not repeat a capacity type")
+    r = w.replicas
+    if r.min < 0 or (r.min == 0 and not w.autoscaling.scale_to_zero):
+        raise fail(f"{path}.replicas.min", r.min, "must be at least 1 (0 only with autoscaling.scale_to_zero: true)")
+    if r.max < max(r.min, 1):
+        raise fail(f"{path}.replicas.max", r.max, f"must be at least replicas.min ({r.min}) and at least 1")
+    if r.max > 64:
+        raise fail(f"{path}.replicas.max", r.max, "must be at most 64")
+    if w.accelerator_limit is not None and w.accelerator_limit < 1:
+        raise fail(f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
+    for name in ("ttft_p99_ms", "itl_p99_ms"):
+        value = getattr(w.slo, name)
+        if not 0 < value <= 600_000:
+            raise fail(f"{path}.slo.{name}", value, "must be a positive number of milliseconds (at most 600000)")
+    a = w.autoscaling
+    if a.waiting_per_replica < 1:
+        raise fail(f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
+    if not 0 < a.kv_cache_usage < 1:
+        raise fail(f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
+    if w.weights not in WEIGHT_SOURCES:
+        raise fail(f"{path}.weights", w.weights, f"must be one of {', '.join(WEIGHT_SOURCES)}")
+    if w.weights == "s3":
+        if w.weights_s3_uri is None or not _S3_URI.match(w.weights_s3_uri):
+            raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, "weights 's3' needs an s3://bucket/prefix URI")
+    elif w.weights_s3_uri is not None:
+        raise ConfigError(f"{path}.weights_s3_uri: only allowed with weights 's3'")
+    if w.hf_token_secret is not None and (
+        not _SECRET_NAME.match(w.hf_token_secret) or w.hf_token_secret.startswith(("hf_", "arn:"))
+    ):
+        raise fail(
+            f"{path}.hf_token_secret",
+            "hf_…" if w.hf_token_secret.startswith("hf_") else w.hf_token_secret,
+            "must be the NAME of a Secrets Manager secret holding the token (never the token, never an ARN)",
+        )
+    b = w.benchmark
+    if b.request_rate <= 0:
+        raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")
+    if not 1 <= b.num_prompts <= 100_000:
+        raise fail(f"{path}.benchmark.num_prompts", b.num_prompts, "must be 1 to 100000")

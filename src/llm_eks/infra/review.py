@@ -1,0 +1,91 @@
+"""Review output: every Kubernetes object and Helm release a stack adds to its cluster, as plain YAML.
+
+Written to `cdk.out/manifests/<env>/` by the same `cdk synth`. CloudFormation references inside objects (a role
+name, the cluster name) are shown as `${Ref:LogicalId}` / `${GetAtt:LogicalId.Attr}` so a reviewer reads one file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HELM_RESOURCE = "Custom::AWSCDK-EKS-HelmChart"
+
+
+def readable(value: Any) -> Any:
+    """Turn CloudFormation intrinsics into `${...}` text; leave everything else as is."""
+    if isinstance(value, dict):
+        if len(value) == 1:
+            (key, arg), = value.items()
+            if key == "Ref":
+                return f"${{Ref:{arg}}}"
+            if key == "Fn::GetAtt":
+                return f"${{GetAtt:{'.'.join(arg) if isinstance(arg, list) else arg}}}"
+            if key == "Fn::Join":
+                sep, parts = arg
+                return sep.join(str(readable(p)) for p in parts)
+            if key == "Fn::Select":
+                return f"${{Select:{arg[0]}:{readable(arg[1])}}}"
+            if key.startswith("Fn::"):
+                return f"${{{key[4:]}:{json.dumps(arg, sort_keys=True)}}}"
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    return value
+
+
+def _dump_all(docs: list[Any]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120)
+
+
+def write_stack_review(charts: list[tuple[str, list[dict[str, Any]]]], template: dict[str, Any], out: Path) -> list[Path]:
+    """Write one YAML per chart (in install order) and helm-releases.yaml; return the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.yaml"):
+        old.unlink()
+    written = []
+    for index, (name, objects) in enumerate(charts, start=1):
+        path = out / f"{index:02d}-{re.sub(r'[^a-z0-9-]+', '-', name.lower())}.yaml"
+        path.write_text(_dump_all([readable(o) for o in objects]))
+        written.append(path)
+    releases = []
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") != HELM_RESOURCE:
+            continue
+        props = resource["Properties"]
+        values = props.get("Values")
+        releases.append(
+            {
+                "logicalId": logical_id,
+                "release": props.get("Release"),
+                "chart": props.get("Chart"),
+                "repository": props.get("Repository"),
+                "version": props.get("Version"),
+                "namespace": props.get("Namespace"),
+                "wait": props.get("Wait", False),
+                "timeout": props.get("Timeout"),
+                "values": _decode_values(values),
+            }
+        )
+    if releases:
+        path = out / "helm-releases.yaml"
+        path.write_text(_dump_all([readable(r) for r in releases]))
+        written.append(path)
+    return written
+
+
+def _decode_values(values: Any) -> Any:
+    """Helm values are a JSON string, or an Fn::Join of pieces when they hold references."""
+    if isinstance(values, str):
+        return json.loads(values)
+    if isinstance(values, dict) and "Fn::Join" in values:
+        text = readable(values)
+        try:
+            return json.loads(text)
+        except (TypeError, json.JSONDecodeError):
+            return text
+    return readable(values)

@@ -1,0 +1,100 @@
+"""Build frozen dataclasses from plain JSON (cdk.json context) with one-line errors.
+
+Only what config needs: str, int, float, bool, Optional[...], tuple[X, ...], Mapping[str, str], and nested
+dataclasses. Unknown keys get a "did you mean" hint; a wrong type names the path, the value and the type wanted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from llm_eks.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def fail(path: str, value: Any, allowed: str) -> ConfigError:
+    """The one error shape: `<path>: <value> is not allowed; <what is allowed>`."""
+    return ConfigError(f"{path}: {value!r} is not allowed; {allowed}")
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def build(cls: type[T], data: Any, path: str) -> T:
+    """Instantiate dataclass `cls` from `data` (a mapping), checking keys and types recursively."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise fail(path, data, "must be an object")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    for key in data:
+        if key not in fields:
+            raise ConfigError(
+                f"{path}: unknown key {key!r}; {did_you_mean(key, fields)}allowed: {', '.join(sorted(fields))}"
+            )
+    kwargs: dict[str, Any] = {}
+    for name, field in fields.items():
+        if name in data:
+            kwargs[name] = _convert(hints[name], data[name], f"{path}.{name}")
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{path}.{name}: missing; this field is required")
+    return cls(**kwargs)
+
+
+def _convert(hint: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        if len(non_none) == 1:
+            return _convert(non_none[0], value, path)
+        errors = []
+        for arg in non_none:
+            try:
+                return _convert(arg, value, path)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[-1])
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value, path)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise fail(path, value, "must be a list")
+        return tuple(_convert(args[0], item, f"{path}[{i}]") for i, item in enumerate(value))
+    if origin in (Mapping, dict) or hint is dict:
+        if not isinstance(value, Mapping):
+            raise fail(path, value, "must be an object")
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise fail(f"{path}.{k}", v, "keys and values must be strings")
+        return types.MappingProxyType(dict(value))
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise fail(path, value, "must be true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(path, value, "must be an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise fail(path, value, "must be a number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise fail(path, value, "must be a string")
+        return value
+    if hint is Any:
+        return value
+    raise TypeError(f"unsupported config type {hint!r} at {path}")  # a bug in our dataclasses, not user input

@@ -99,8 +99,7 @@ def validation_errors(obj: dict[str, Any]) -> list[str]:
     if validator is None:
         return [f"{name}: no schema for {api_version} {kind} in {SCHEMAS}"]
     return [
-        f"{name}: {'.'.join(str(p) for p in err.absolute_path)}: {err.message}"
-        for err in validator.iter_errors(obj)
+        f"{name}: {'.'.join(str(p) for p in err.absolute_path)}: {err.message}" for err in validator.iter_errors(obj)
     ]
 
 

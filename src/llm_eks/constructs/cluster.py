@@ -22,6 +22,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from llm_eks.constructs.nag import acknowledge, managed_policy
 from llm_eks.errors import ConfigError
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
@@ -145,6 +146,7 @@ class InferenceCluster(Construct):
         self.addons = self._managed_addons()
         for i, arn in enumerate(props.admin_role_arns):
             self.add_cluster_admin(f"Admin{i}", arn)
+        self._acknowledge_findings()
 
     # -- helpers --------------------------------------------------------------------------------------------
 
@@ -281,3 +283,48 @@ class InferenceCluster(Construct):
 
     def private_subnet_ids(self) -> Sequence[str]:
         return [s.subnet_id for s in self.vpc.private_subnets]
+
+    def _acknowledge_findings(self) -> None:
+        acknowledge(
+            self.cluster.role,
+            managed_policy("AmazonEKSClusterPolicy"),
+            "EKS requires this AWS managed policy on the cluster service role.",
+        )
+        for policy in ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"):
+            acknowledge(
+                self.system_nodegroup.role,
+                managed_policy(policy),
+                "AWS maintains the node policies that managed node groups need to join and pull images.",
+            )
+        acknowledge(
+            self.ebs_csi_role,
+            managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
+            "AWS keeps the EBS CSI policy in step with the driver; it is tag-scoped to CSI-created volumes.",
+        )
+        provider = self.cluster.kubectl_provider
+        for policy in (
+            "service-role/AWSLambdaBasicExecutionRole",
+            "service-role/AWSLambdaVPCAccessExecutionRole",
+            "AmazonEC2ContainerRegistryReadOnly",
+        ):
+            acknowledge(
+                provider, managed_policy(policy), "aws_eks_v2's kubectl provider Lambdas need these to run in the VPC."
+            )
+        acknowledge(
+            provider,
+            'IAM4[Policy::{"Fn::If":["%s",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
+            '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]'
+            % cdk.Stack.of(self).get_logical_id(provider.node.find_child("Handler").node.find_child("HasEcrPublic")),
+            "aws_eks_v2 adds public ECR read only when a chart is pulled from public.ecr.aws (Karpenter's).",
+        )
+        acknowledge(
+            provider,
+            "IAM5[Resource::<%s.Arn>:*]"
+            % cdk.Stack.of(self).get_logical_id(provider.node.find_child("Handler").node.default_child),
+            "The provider framework invokes any version of its own kubectl handler, nothing else.",
+        )
+        acknowledge(
+            provider,
+            "L1",
+            "aws_eks_v2 pins the kubectl handler's runtime to the one its kubectl/helm layer is built for.",
+        )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
 
 from llm_eks.errors import ConfigError
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
@@ -31,19 +32,23 @@ def build_app(app: cdk.App) -> list[InferenceStack]:
     return [InferenceStack(app, config) for config in configs]
 
 
+def add_checks(app: cdk.App) -> None:
+    """Synth fails on any unacknowledged cdk-nag AwsSolutions finding."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+
+
 def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_api.CloudAssembly) -> None:
     """cdk.out/manifests/<env>/: every Kubernetes object and Helm release, as YAML a reviewer can read."""
     for stack in stacks:
         template = json.loads(Path(assembly.directory, stack.template_file).read_text())
-        write_stack_review(
-            stack.review_objects(), template, Path(assembly.directory, "manifests", stack.config.name)
-        )
+        write_stack_review(stack.review_objects(), template, Path(assembly.directory, "manifests", stack.config.name))
 
 
 def main() -> None:
     app = cdk.App()
     try:
         stacks = build_app(app)
+        add_checks(app)
     except ConfigError as err:
         print(f"llm-eks: error: {err}", file=sys.stderr)
         sys.exit(2)

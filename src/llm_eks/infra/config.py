@@ -233,7 +233,9 @@ def parse_environment(name: str, body: Any) -> EnvironmentConfig:
         )
     if isinstance(body, Mapping) and "name" in body:
         raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
-    config = build(EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path)
+    config = build(
+        EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path, hidden=("name",)
+    )
     _validate(config, path)
     return config
 

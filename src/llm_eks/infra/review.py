@@ -20,7 +20,7 @@ def readable(value: Any) -> Any:
     """Turn CloudFormation intrinsics into `${...}` text; leave everything else as is."""
     if isinstance(value, dict):
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return f"${{Ref:{arg}}}"
             if key == "Fn::GetAtt":
@@ -42,7 +42,9 @@ def _dump_all(docs: list[Any]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120)
 
 
-def write_stack_review(charts: list[tuple[str, list[dict[str, Any]]]], template: dict[str, Any], out: Path) -> list[Path]:
+def write_stack_review(
+    charts: list[tuple[str, list[dict[str, Any]]]], template: dict[str, Any], out: Path
+) -> list[Path]:
     """Write one YAML per chart (in install order) and helm-releases.yaml; return the files written."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):

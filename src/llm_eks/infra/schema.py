@@ -28,8 +28,11 @@ def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
-def build(cls: type[T], data: Any, path: str) -> T:
-    """Instantiate dataclass `cls` from `data` (a mapping), checking keys and types recursively."""
+def build(cls: type[T], data: Any, path: str, hidden: tuple[str, ...] = ()) -> T:
+    """Instantiate dataclass `cls` from `data` (a mapping), checking keys and types recursively.
+
+    `hidden` fields are filled by the caller, not the user, and are left out of the "allowed" list.
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -39,7 +42,8 @@ def build(cls: type[T], data: Any, path: str) -> T:
     for key in data:
         if key not in fields:
             raise ConfigError(
-                f"{path}: unknown key {key!r}; {did_you_mean(key, fields)}allowed: {', '.join(sorted(fields))}"
+                f"{path}: unknown key {key!r}; {did_you_mean(key, fields)}"
+                f"allowed: {', '.join(sorted(set(fields) - set(hidden)))}"
             )
     kwargs: dict[str, Any] = {}
     for name, field in fields.items():

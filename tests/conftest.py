@@ -1,0 +1,79 @@
+"""Session fixtures: the default app (every environment in cdk.json) is synthesized ONCE per test session.
+
+With pytest-xdist the first worker synthesizes into a shared folder under a file lock; the others reuse it.
+Tests read what a user reads: the templates, the review YAML under manifests/<env>/, the validation report.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CDK_JSON = json.loads((REPO_ROOT / "cdk.json").read_text())
+ENVIRONMENTS = tuple(CDK_JSON["context"]["environments"])
+
+
+@dataclass
+class Synthesized:
+    """The default app's synth output."""
+
+    outdir: Path
+    error: str | None
+
+    def template(self, env: str) -> dict[str, Any]:
+        return json.loads((self.outdir / f"LlmEks-{env}.template.json").read_text())
+
+    def manifests(self, env: str) -> dict[str, list[dict[str, Any]]]:
+        """Review YAML files of one environment: file name -> objects."""
+        folder = self.outdir / "manifests" / env
+        return {p.name: [d for d in yaml.safe_load_all(p.read_text()) if d] for p in sorted(folder.glob("*.yaml"))}
+
+    def objects(self, env: str) -> list[dict[str, Any]]:
+        """Every Kubernetes object applied by the app (helm-releases.yaml is a listing, not objects)."""
+        return [o for name, objs in self.manifests(env).items() if name != "helm-releases.yaml" for o in objs]
+
+
+def _synth(outdir: Path) -> str | None:
+    import aws_cdk as cdk
+
+    from llm_eks.infra.app import add_checks, build_app, write_review
+
+    app = cdk.App(context=CDK_JSON["context"], outdir=str(outdir))
+    stacks = build_app(app)
+    add_checks(app)
+    try:
+        assembly = app.synth()
+    except Exception:
+        return traceback.format_exc()
+    write_review(app, stacks, assembly)
+    return None
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Synthesized:
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent
+    outdir = root / "default-app"
+    with open(root / "default-app.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / "default-app.done"
+        if not done.exists():
+            error = _synth(outdir)
+            done.write_text(json.dumps({"error": error}))
+        error = json.loads(done.read_text())["error"]
+    return Synthesized(outdir, error)
+
+
+@pytest.fixture(scope="session")
+def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    assert synthesized.error is None, synthesized.error
+    return {env: synthesized.template(env) for env in ENVIRONMENTS}

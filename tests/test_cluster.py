@@ -1,0 +1,142 @@
+"""What a reviewer checks on the cluster, read from the synthesized templates of the default app."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from tests.conftest import ENVIRONMENTS
+
+
+def resources(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: r["Properties"] for k, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def only(template: dict[str, Any], type_: str) -> dict[str, Any]:
+    (props,) = resources(template, type_).values()
+    return props
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_cluster_version_logging_encryption_endpoint(templates: dict[str, Any], env: str) -> None:
+    cluster = only(templates[env], "AWS::EKS::Cluster")
+    assert cluster["Name"] == f"llm-eks-{env}"
+    assert cluster["Version"] == "1.35"
+    assert {t["Type"] for t in cluster["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
+    }
+    assert cluster["EncryptionConfig"][0]["Resources"] == ["secrets"]
+    key_id = cluster["EncryptionConfig"][0]["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    assert templates[env]["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    # Private endpoint by default; the deploying role gets no standing admin.
+    assert cluster["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert cluster["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert cluster["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+    # Node-group mode, not Auto Mode (which would fight Karpenter).
+    assert cluster["ComputeConfig"] == {"Enabled": False}
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_system_node_group_spans_two_azs(templates: dict[str, Any], env: str) -> None:
+    groups = resources(templates[env], "AWS::EKS::Nodegroup")
+    (group,) = [g for g in groups.values() if g["NodegroupName"] == "system"]
+    assert group["ScalingConfig"]["MinSize"] >= 2
+    assert group["CapacityType"] == "ON_DEMAND"
+    assert group["Labels"] == {"llm-eks.io/node-role": "system"}
+    assert group["AmiType"] == "AL2023_x86_64_STANDARD"
+    assert "Taints" not in group
+    subnet_ids = [s["Ref"] for s in group["Subnets"]]
+    assert len(subnet_ids) >= 2
+    subnets = templates[env]["Resources"]
+    zones = {json.dumps(subnets[s]["Properties"]["AvailabilityZone"], sort_keys=True) for s in subnet_ids}
+    assert len(zones) == len(subnet_ids) >= 2
+    for s in subnet_ids:
+        tags = {t["Key"]: t["Value"] for t in subnets[s]["Properties"]["Tags"]}
+        assert tags["karpenter.sh/discovery"] == f"llm-eks-{env}"
+        assert tags["kubernetes.io/role/internal-elb"] == "1"
+
+
+def test_node_group_sizes_follow_config(templates: dict[str, Any]) -> None:
+    prod = [g for g in resources(templates["prod"], "AWS::EKS::Nodegroup").values() if g["NodegroupName"] == "system"]
+    assert prod[0]["ScalingConfig"] == {"DesiredSize": 3, "MaxSize": 6, "MinSize": 3}
+    assert prod[0]["InstanceTypes"] == ["m7i.2xlarge"]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_managed_addons(templates: dict[str, Any], env: str) -> None:
+    addons = {a["AddonName"]: a for a in resources(templates[env], "AWS::EKS::Addon").values()}
+    assert set(addons) >= {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-ebs-csi-driver"}
+    ebs = addons["aws-ebs-csi-driver"]
+    (association,) = ebs["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "ebs-csi-controller-sa"
+    role = templates[env]["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    statement = role["AssumeRolePolicyDocument"]["Statement"][0]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+
+
+def test_vpc_flow_logs_and_nat_per_az(templates: dict[str, Any]) -> None:
+    template = Template.from_json(templates["dev"])
+    template.resource_count_is("AWS::EC2::NatGateway", 2)
+    template.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "REJECT", "ResourceType": "VPC"})
+    template.has_resource_properties("AWS::EC2::VPC", {"CidrBlock": "10.0.0.0/16"})
+
+
+def test_kubectl_provider_runs_in_the_vpc(templates: dict[str, Any]) -> None:
+    functions = resources(templates["dev"], "AWS::Lambda::Function")
+    handlers = [f for k, f in functions.items() if "KubectlProviderHandler" in k]
+    assert handlers and all(h["VpcConfig"]["SubnetIds"] for h in handlers)
+    assert handlers[0]["Timeout"] == 900
+
+
+def test_stacks_are_tagged(templates: dict[str, Any]) -> None:
+    Template.from_json(templates["prod"]).has_resource_properties(
+        "AWS::EKS::Cluster",
+        {"Tags": Match.array_with([{"Key": "cost-center", "Value": "ml-platform-prod"}])},
+    )
+
+
+def test_admin_roles_get_access_entries() -> None:
+    """Access entries for configured admin roles (built in-process: the default app lists none)."""
+    import aws_cdk as cdk
+
+    from llm_eks.infra.config import parse_environment
+    from llm_eks.infra.stack import InferenceStack
+
+    arn = "arn:aws:iam::123456789012:role/platform-admins"
+    config = parse_environment(
+        "adm",
+        {
+            "admin_role_arns": [arn],
+            "endpoint": {"access": "public", "public_cidrs": ["198.51.100.0/24"]},
+        },
+    )
+    stack = InferenceStack(cdk.App(), config)
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::EKS::AccessEntry",
+        {
+            "PrincipalArn": arn,
+            "AccessPolicies": [
+                {
+                    "AccessScope": {"Type": "cluster"},
+                    "PolicyArn": Match.any_value(),
+                }
+            ],
+        },
+    )
+    template.has_resource_properties(
+        "AWS::EKS::Cluster",
+        {
+            "ResourcesVpcConfig": Match.object_like(
+                {"EndpointPublicAccess": True, "PublicAccessCidrs": ["198.51.100.0/24"]}
+            )
+        },
+    )

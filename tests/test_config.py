@@ -1,0 +1,253 @@
+"""Environment config: defaults, parsing, and one test per error with its exact one-line message."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.config import load_environments, parse_environment, select_environments
+from tests.conftest import CDK_JSON, REPO_ROOT
+
+
+def env(**body: Any) -> dict[str, Any]:
+    return body
+
+
+def error_of(body: Any, name: str = "dev") -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_environment(name, body)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_default_environments_parse() -> None:
+    environments = load_environments(CDK_JSON["context"])
+    assert list(environments) == ["dev", "staging", "prod"]
+    dev = environments["dev"]
+    assert dev.stack_name == "LlmEks-dev"
+    assert dev.cluster_name == "llm-eks-dev"
+    assert dev.account is None and dev.region is None
+    assert dev.endpoint.access == "private"
+    assert dev.workload.capacity_types == ("spot", "on-demand")
+    assert environments["staging"].workload.engine == "ray-serve"
+
+
+def test_defaults_are_production_choices() -> None:
+    config = parse_environment("x", {})
+    assert config.kubernetes_version == "1.35"
+    assert config.vpc.cidr == "10.0.0.0/16"
+    assert config.system_nodes.min_size == 2
+    assert config.workload.replicas.min == 1
+    assert config.workload.autoscaling.scale_to_zero is False
+
+
+def test_config_is_frozen() -> None:
+    config = parse_environment("x", {})
+    with pytest.raises(AttributeError):
+        config.name = "y"  # type: ignore[misc]
+
+
+def test_existing_vpc() -> None:
+    config = parse_environment(
+        "x",
+        {
+            "account": "123456789012",
+            "region": "eu-west-1",
+            "vpc": {
+                "vpc_id": "vpc-0abc12345def67890",
+                "availability_zones": ["eu-west-1a", "eu-west-1b"],
+                "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+            },
+        },
+    )
+    assert config.vpc.imported
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"acount": "123456789012"},
+            "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: account, admin_role_arns, "
+            "endpoint, kubernetes_version, region, system_nodes, tags, vpc, workload",
+        ),
+        (
+            {"workload": {"modle": "x"}},
+            "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
+            "accelerator_limit, autoscaling, benchmark, capacity_types, engine, gpu_memory_utilization, "
+            "hf_token_secret, internal_alb, kv_cache_dtype, max_model_len, model, model_spec, replicas, slo, "
+            "target_concurrency, typical_input_tokens, typical_output_tokens, weight_format, weights, weights_s3_uri",
+        ),
+        (
+            {"account": "1234"},
+            "environments.dev.account: '1234' is not allowed; must be a 12-digit AWS account id",
+        ),
+        (
+            {"account": "123456789012"},
+            "environments.dev: account and region must be given together (or neither, for an env-agnostic stack)",
+        ),
+        (
+            {"region": "mars-1", "account": "123456789012"},
+            "environments.dev.region: 'mars-1' is not allowed; must be an AWS region name such as us-east-1",
+        ),
+        (
+            {"kubernetes_version": "1.29"},
+            "environments.dev.kubernetes_version: '1.29' is not allowed; must be 1.35, the version llm-eks pins its "
+            "kubectl layer and cdk8s-plus to (see llm_eks/versions.py)",
+        ),
+        (
+            {"vpc": {"cidr": "10.0.0.0/8"}},
+            "environments.dev.vpc.cidr: '10.0.0.0/8' is not allowed; prefix length must be /16 to /20 "
+            "(GPU nodes and pods need addresses)",
+        ),
+        (
+            {"vpc": {"cidr": "banana"}},
+            "environments.dev.vpc.cidr: 'banana' is not allowed; must be an IPv4 CIDR such as 10.0.0.0/16",
+        ),
+        (
+            {"vpc": {"az_count": 3}},
+            "environments.dev.vpc.az_count: 3 is not allowed; must be 2 unless availability_zones are listed "
+            "(with account and region): an env-agnostic stack resolves only 2 zones without a context lookup",
+        ),
+        (
+            {"vpc": {"vpc_id": "vpc-0abc12345def67890"}},
+            "environments.dev.vpc.availability_zones: [] is not allowed; an existing VPC needs its availability "
+            "zones listed (at least 2), so synth needs no lookup",
+        ),
+        (
+            {"endpoint": {"access": "public"}},
+            "environments.dev.endpoint.public_cidrs: [] is not allowed; access 'public' needs at least one CIDR "
+            "to allow",
+        ),
+        (
+            {"endpoint": {"access": "public", "public_cidrs": ["0.0.0.0/0"]}},
+            "environments.dev.endpoint.public_cidrs[0]: '0.0.0.0/0' is not allowed; must not be the whole "
+            "internet; list your own ranges",
+        ),
+        (
+            {"endpoint": {"access": "open"}},
+            "environments.dev.endpoint.access: 'open' is not allowed; must be 'private' or 'public' (public is "
+            "limited to public_cidrs)",
+        ),
+        (
+            {"system_nodes": {"min_size": 1}},
+            "environments.dev.system_nodes.min_size: 1 is not allowed; must be at least 2 (Karpenter's 2 "
+            "replicas need 2 nodes in 2 AZs)",
+        ),
+        (
+            {"system_nodes": {"instance_type": "g6e.xlarge"}},
+            "environments.dev.system_nodes.instance_type: 'g6e.xlarge' is not allowed; must be a CPU instance "
+            "type (GPU capacity is Karpenter's)",
+        ),
+        (
+            {"system_nodes": {"desired_size": 9}},
+            "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (2) and "
+            "max_size (4)",
+        ),
+        (
+            {"admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]},
+            "environments.dev.admin_role_arns[0]: 'arn:aws:iam::123456789012:user/bob' is not allowed; must be "
+            "an IAM role ARN (arn:aws:iam::<account>:role/...)",
+        ),
+        (
+            {"tags": {"aws:owner": "me"}},
+            "environments.dev.tags: 'aws:owner' is not allowed; tag keys are 1-128 characters and may not start "
+            "with 'aws:'",
+        ),
+        (
+            {"workload": {"engine": "tgi"}},
+            "environments.dev.workload.engine: 'tgi' is not allowed; must be one of vllm, ray-serve",
+        ),
+        (
+            {"workload": {"capacity_types": ["spot", "reserved"]}},
+            "environments.dev.workload.capacity_types: ['spot', 'reserved'] is not allowed; must be a non-empty "
+            "subset of ['spot', 'on-demand']",
+        ),
+        (
+            {"workload": {"replicas": {"min": 3, "max": 2}}},
+            "environments.dev.workload.replicas.max: 2 is not allowed; must be at least replicas.min (3) and at "
+            "least 1",
+        ),
+        (
+            {"workload": {"replicas": {"min": 0}}},
+            "environments.dev.workload.replicas.min: 0 is not allowed; must be at least 1 (0 only with "
+            "autoscaling.scale_to_zero: true)",
+        ),
+        (
+            {"workload": {"slo": {"ttft_p99_ms": -5}}},
+            "environments.dev.workload.slo.ttft_p99_ms: -5.0 is not allowed; must be a positive number of "
+            "milliseconds (at most 600000)",
+        ),
+        (
+            {"workload": {"max_model_len": "8k"}},
+            "environments.dev.workload.max_model_len: '8k' is not allowed; must be an integer",
+        ),
+        (
+            {"workload": {"weights": "s3"}},
+            "environments.dev.workload.weights_s3_uri: None is not allowed; weights 's3' needs an "
+            "s3://bucket/prefix URI",
+        ),
+        (
+            {"workload": {"hf_token_secret": "hf_abcdefghijklmnop"}},
+            "environments.dev.workload.hf_token_secret: 'hf_…' is not allowed; must be the NAME of a Secrets "
+            "Manager secret holding the token (never the token, never an ARN)",
+        ),
+        (
+            {"workload": {"autoscaling": {"kv_cache_usage": 95}}},
+            "environments.dev.workload.autoscaling.kv_cache_usage: 95.0 is not allowed; must be between 0 and 1 "
+            "(exclusive)",
+        ),
+        (
+            {"name": "other"},
+            "environments.dev.name: not allowed; the environment's name is its key in environments",
+        ),
+        ("not-an-object", "environments.dev: 'not-an-object' is not allowed; must be an object"),
+    ],
+)
+def test_config_errors(body: Any, message: str) -> None:
+    assert error_of(body) == message
+
+
+def test_bad_environment_name() -> None:
+    assert error_of({}, name="Prod_1") == (
+        "environments: 'Prod_1' is not allowed; names are 1-20 characters: lowercase letters, digits and '-', "
+        "starting with a letter"
+    )
+
+
+def test_missing_environments() -> None:
+    with pytest.raises(ConfigError, match=r"^environments: missing or empty"):
+        load_environments({})
+
+
+def test_unknown_selected_environment() -> None:
+    environments = load_environments(CDK_JSON["context"])
+    with pytest.raises(ConfigError) as info:
+        select_environments(environments, "prd")
+    assert str(info.value) == "env: 'prd' is not allowed; did you mean 'prod'? defined environments: dev, staging, prod"
+    assert [e.name for e in select_environments(environments, "prod")] == ["prod"]
+
+
+def test_app_reports_one_line_and_exit_2() -> None:
+    """A user's typo reaches them as one line on stderr and a non-zero exit, never a traceback."""
+    context = {"environments": {"dev": {"workload": {"engine": "tgi"}}}}
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": "/tmp/llm-eks-bad-config"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "llm-eks: error: environments.dev.workload.engine: 'tgi' is not allowed; must be one of vllm, ray-serve"
+    )
+    assert "Traceback" not in result.stderr

@@ -310,17 +310,36 @@ class InferenceCluster(Construct):
             acknowledge(
                 provider, managed_policy(policy), "aws_eks_v2's kubectl provider Lambdas need these to run in the VPC."
             )
-        acknowledge(
-            provider,
-            'IAM4[Policy::{"Fn::If":["%s",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
-            '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]'
-            % cdk.Stack.of(self).get_logical_id(provider.node.find_child("Handler").node.find_child("HasEcrPublic")),
-            "aws_eks_v2 adds public ECR read only when a chart is pulled from public.ecr.aws (Karpenter's).",
+        handler = provider.node.find_child("Handler")
+        stack = cdk.Stack.of(self)
+        ecr_public = json.dumps(
+            {
+                "Fn::If": [
+                    stack.get_logical_id(handler.node.find_child("HasEcrPublic")),  # type: ignore[arg-type]
+                    {
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:",
+                                {"Ref": "AWS::Partition"},
+                                ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly",
+                            ],
+                        ]
+                    },
+                    {"Ref": "AWS::NoValue"},
+                ]
+            },
+            separators=(",", ":"),
         )
         acknowledge(
             provider,
-            "IAM5[Resource::<%s.Arn>:*]"
-            % cdk.Stack.of(self).get_logical_id(provider.node.find_child("Handler").node.default_child),
+            f"IAM4[Policy::{ecr_public}]",
+            "aws_eks_v2 adds public ECR read only when a chart is pulled from public.ecr.aws (Karpenter's).",
+        )
+        handler_id = stack.get_logical_id(handler.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            provider,
+            f"IAM5[Resource::<{handler_id}.Arn>:*]",
             "The provider framework invokes any version of its own kubectl handler, nothing else.",
         )
         acknowledge(

@@ -63,7 +63,7 @@ def _strict(schema: Any) -> Any:
 def _crd_validators() -> dict[tuple[str, str], jsonschema.Draft7Validator]:
     validators: dict[tuple[str, str], jsonschema.Draft7Validator] = {}
     for path in sorted(SCHEMAS.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]

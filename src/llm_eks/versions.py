@@ -10,3 +10,62 @@ from __future__ import annotations
 # together: pyproject.toml pins the two packages whose names carry this number.
 KUBERNETES_MINOR = 35
 KUBERNETES_VERSION = f"1.{KUBERNETES_MINOR}"
+
+# Karpenter controller and karpenter-crd Helm charts (oci://public.ecr.aws/karpenter/{karpenter,karpenter-crd}),
+# always the same version. Chart versions carry no leading "v": hack/release/release.sh publishes "${git_tag#v}";
+# v1.14.1 docs pin KARPENTER_VERSION="1.14.1" and the IAM in ../shared/reference/karpenter-cloudformation.yaml.
+KARPENTER_VERSION = "1.14.1"
+
+# vLLM OpenAI-compatible server image (ENTRYPOINT ["vllm", "serve"], runs as root, ships user vllm UID 2000/GID 0),
+# pinned by tag. v0.33.0 is the newest vllm release on PyPI (`pip index versions vllm`, 2026-11-29); the image is
+# published as vllm/vllm-openai:v<version> (docker/Dockerfile target vllm-openai).
+VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
+
+# GPU node AMIs, pinned in the Karpenter EC2NodeClass alias (never `@latest`: every AWS release would drift and
+# replace every GPU node). Bottlerocket 1.65.0: bottlerocket-os/bottlerocket PR #4928 (v1.65.0 changelog,
+# 2026-09-03); EKS lists it as node AMI release 1.65.0-0be31b34 (aws-k8s-1.35-nvidia exists since v1.53.0).
+BOTTLEROCKET_AMI_VERSION = "v1.65.0"
+# AL2023 EKS-optimized AMI release (alias al2023@vYYYYMMDD, the awslabs/amazon-eks-ami release tag); EKS lists
+# 1.35.7-20260903 for AL2023 alongside Bottlerocket 1.65.0-0be31b34.
+AL2023_AMI_VERSION = "v20260903"
+
+# NVIDIA device plugin Helm chart (https://nvidia.github.io/k8s-device-plugin, chart nvidia-device-plugin); 0.20.0 is
+# the newest entry in the repo's gh-pages index.yaml (created 2026-08-20, tag v0.20.0).
+NVIDIA_DEVICE_PLUGIN_CHART_VERSION = "0.20.0"
+# DCGM exporter Helm chart (https://nvidia.github.io/dcgm-exporter/helm-charts, chart dcgm-exporter); 4.8.2 (app
+# 4.5.3-4.8.2) is the newest in the repo's gh-pages helm-charts/index.yaml (tag 4.5.3-4.8.2, 2026-05-06).
+DCGM_EXPORTER_CHART_VERSION = "4.8.2"
+# AWS Neuron Helm chart (oci://public.ecr.aws/neuron/neuron-helm-chart); 1.10.0 is the newest GitHub release of
+# aws-neuron/neuron-helm-charts (2026-08-19; 1.9.0 = Neuron SDK 2.31.0).
+NEURON_HELM_CHART_VERSION = "1.10.0"
+
+# --- Cluster add-on charts (issue 5). Each confirmed in the chart's own source at the named tag/commit; the stored
+# snapshots read were the newest available (Aug 2026 at the latest), so a newer patch may exist by deploy time.
+# KEDA chart kedacore/keda: 2.20.2 ships KEDA v2.20.2, the shared CRD schema version (kedacore/charts
+# keda/Chart.yaml at tag v2.20.2, 2026-07-31; newest release in the repo).
+KEDA_CHART_VERSION = "2.20.2"
+# kube-prometheus-stack: 88.3.0 is the last release on prometheus-operator v0.93.0, the shared CRD schemas' version
+# (prometheus-community/helm-charts tag kube-prometheus-stack-88.3.0, 2026-08-11; 88.4.0+ move to v0.93.1).
+KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.3.0"
+# prometheus-operator-crds: 31.0.0 carries the v0.93.0 CRDs as templates, so `helm upgrade` upgrades them
+# (prometheus-community/helm-charts tag prometheus-operator-crds-31.0.0, appVersion v0.93.0, 2026-07-28).
+PROMETHEUS_OPERATOR_CRDS_CHART_VERSION = "31.0.0"
+# kuberay-operator: 1.7.0 = KubeRay v1.7.0, the shared ray.io CRDs (ray-project/kuberay
+# helm-chart/kuberay-operator/Chart.yaml at tag v1.7.0; newest tag in the repo, 2026-08).
+KUBERAY_OPERATOR_CHART_VERSION = "1.7.0"
+# secrets-store-csi-driver: 1.6.0 (kubernetes-sigs/secrets-store-csi-driver charts/ at tag v1.6.0, 2026-04-27);
+# the same version the AWS provider chart 3.1.1 locks in its Chart.lock.
+SECRETS_STORE_CSI_DRIVER_CHART_VERSION = "1.6.0"
+# secrets-store-csi-driver-provider-aws (ASCP): 3.1.1, image tag 3.1.1, Pod Identity supported (aws/secrets-store-
+# csi-driver-provider-aws charts/secrets-store-csi-driver-provider-aws/Chart.yaml at 5f47771, 2026-06-01).
+SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION = "3.1.1"
+# aws-load-balancer-controller: chart 3.5.0 = controller v3.5.0 (aws/eks-charts stable/aws-load-balancer-controller
+# at 5239609, 2026-08-03; kubernetes-sigs/aws-load-balancer-controller tag v3.5.0 is the newest release tag).
+AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION = "3.5.0"
+
+# Ray (KubeRay RayService rayVersion) and the Ray Serve LLM image. 2.60.0 is the newest ray on PyPI
+# (`pip index versions ray`, 2026-11-29); its wheel's ray[llm] extra pins vllm[audio]==0.29.0. ray-llm images are
+# built from the rayllm_py312_cu130 lock (docker/ray-llm/cuda.wanda.yaml) and tagged <ray>-py312-cu130, as the
+# published 2.58.0-py312-cu130 is.
+RAY_VERSION = "2.60.0"
+RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py312-cu130"

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from llm_eks.errors import ConfigError
-from llm_eks.infra.schema import build, fail
+from llm_eks.errors import ConfigError, did_you_mean, fail
+from llm_eks.infra.schema import build
 from llm_eks.versions import KUBERNETES_VERSION
 
 if TYPE_CHECKING:
@@ -213,8 +213,6 @@ def select_environments(environments: Mapping[str, EnvironmentConfig], selected:
     if selected is None:
         return list(environments.values())
     if selected not in environments:
-        from llm_eks.infra.schema import did_you_mean
-
         raise ConfigError(
             f"env: {selected!r} is not allowed; {did_you_mean(selected, environments)}"
             f"defined environments: {', '.join(environments)}"

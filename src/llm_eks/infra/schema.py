@@ -7,25 +7,14 @@ dataclasses. Unknown keys get a "did you mean" hint; a wrong type names the path
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, did_you_mean, fail
 
 T = TypeVar("T")
-
-
-def fail(path: str, value: Any, allowed: str) -> ConfigError:
-    """The one error shape: `<path>: <value> is not allowed; <what is allowed>`."""
-    return ConfigError(f"{path}: {value!r} is not allowed; {allowed}")
-
-
-def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def build(cls: type[T], data: Any, path: str, hidden: tuple[str, ...] = ()) -> T:

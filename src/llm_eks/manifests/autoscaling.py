@@ -1,0 +1,269 @@
+"""`VllmAutoscalingChart`: a KEDA ScaledObject that scales the vLLM Deployment on vLLM's own queue.
+
+A separate chart from `VllmChart` so it can be applied after KEDA's CRDs exist, while the workload does not wait.
+
+Triggers (Prometheus, each query wrapped so it returns exactly one element):
+- `sum(vllm:num_requests_waiting{model_name="<served>"})` with metricType AverageValue: the HPA wants
+  ceil(waiting / threshold) replicas, i.e. `threshold` is "waiting requests per replica". It does not depend on how
+  many replicas exist, so replicas still loading a model do not make it compound.
+- `avg(vllm:kv_cache_usage_perc{model_name="<served>"})` (0..1) with metricType Value: the HPA wants
+  ceil(ready replicas x average / target), proportional scaling like CPU utilisation. avg, not max: one replica
+  filled by a few long contexts is not relieved by adding replicas (its requests stay where they are), the fleet
+  average is what new replicas lower. AverageValue would divide a ratio by the replica count again.
+
+Behavior: up fast (no stabilization; +100 % or +N pods a minute, whichever is more), because a GPU replica needs
+minutes before it helps; down slowly (a long stabilization window, then one pod per period), because removing a
+replica that is needed again within its start-up time costs a full cold start, so the window must be at least the
+planner's start-up estimate.
+
+Scale to zero: vLLM's metrics vanish with its last pod, so they can never wake the Deployment, and nothing in this
+stack holds or counts requests while no pod exists (the ClusterIP Service just refuses; the ALB's request counts are
+CloudWatch metrics of a target group whose name is only known after deploy). The one sound signal that exists at
+zero replicas here is the clock: `scale_to_zero` adds a KEDA cron trigger that keeps `replicas` running inside a
+working-hours window and lets the Deployment go to zero outside it once idle. Cold start: the first replica serves
+about (node launch + image pull + startup_seconds) after the window opens, so open it that much earlier; requests
+outside the window fail until it opens. Demand-driven wake-up needs a request-holding proxy (the KEDA HTTP add-on's
+interceptor or a gateway exporting request metrics); without one, min_replicas 0 without a schedule is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
+from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
+
+# The Prometheus Operator's governing Service: independent of the kube-prometheus-stack release name.
+PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc.cluster.local:9090"
+
+_CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
+_CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
+_TIMEZONE = re.compile(r"^(UTC|[A-Za-z]+(/[A-Za-z0-9_+\-]+)+)$")
+
+
+@dataclass(frozen=True)
+class ScaleToZeroSchedule:
+    """Working hours for a Deployment that may sit at zero replicas outside them (KEDA cron trigger)."""
+
+    # IANA time zone, e.g. "Europe/Paris".
+    timezone: str
+    # Cron expressions (minute hour day-of-month month day-of-week); open the window a cold start early.
+    start: str
+    end: str
+    # Replicas kept inside the window.
+    replicas: int
+
+
+@dataclass(frozen=True)
+class AutoscalingProps:
+    """KEDA settings from the environment's config; the target and the metric label come from VllmProps."""
+
+    max_replicas: int
+    # HPA target for sum(vllm:num_requests_waiting): waiting requests per replica.
+    waiting_requests_per_replica: float
+    # HPA target for avg(vllm:kv_cache_usage_perc), 0..1.
+    kv_cache_usage_target: float
+    # One warm replica: a GPU cold start takes minutes.
+    min_replicas: int = 1
+    scale_to_zero: ScaleToZeroSchedule | None = None
+    # Each scale-up step may add this many pods (or double, whichever is more); Karpenter launches the nodes.
+    scale_up_pods: int = 2
+    # Seconds the HPA looks back before it removes replicas; must cover a cold start.
+    scale_down_stabilization_seconds: int = 600
+    # Then one replica per this many seconds.
+    scale_down_period_seconds: int = 300
+    # KEDA polls Prometheus this often (Prometheus scrapes every 30 s by default).
+    polling_interval_seconds: int = 15
+    # Only for the last replica (1 -> 0): idle this long first.
+    cooldown_seconds: int = 900
+    prometheus_url: str = PROMETHEUS_URL
+
+
+def waiting_query(served_model_name: str) -> str:
+    return f'sum(vllm:num_requests_waiting{{model_name="{served_model_name}"}})'
+
+
+def kv_cache_query(served_model_name: str) -> str:
+    return f'avg(vllm:kv_cache_usage_perc{{model_name="{served_model_name}"}})'
+
+
+def _number(value: float) -> str:
+    """KEDA takes thresholds as strings; 4.0 -> "4", 0.8 -> "0.8"."""
+    return f"{value:g}"
+
+
+def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
+    if a.max_replicas < 1:
+        raise ConfigError(f"autoscaling.max_replicas: {a.max_replicas} is not allowed; must be at least 1")
+    if a.min_replicas < 0:
+        raise ConfigError(f"autoscaling.min_replicas: {a.min_replicas} is not allowed; must be at least 0")
+    if a.min_replicas > a.max_replicas:
+        raise ConfigError(
+            f"autoscaling.min_replicas: {a.min_replicas} is not allowed; must be at most max_replicas "
+            f"({a.max_replicas})"
+        )
+    if not a.waiting_requests_per_replica > 0:
+        raise ConfigError(
+            f"autoscaling.waiting_requests_per_replica: {a.waiting_requests_per_replica} is not allowed; "
+            "must be above 0"
+        )
+    if not 0 < a.kv_cache_usage_target <= 1:
+        raise ConfigError(
+            f"autoscaling.kv_cache_usage_target: {a.kv_cache_usage_target} is not allowed; must be above 0 and "
+            "at most 1 (vllm:kv_cache_usage_perc is a fraction)"
+        )
+    for name, value, minimum in (
+        ("scale_up_pods", a.scale_up_pods, 1),
+        ("scale_down_period_seconds", a.scale_down_period_seconds, 1),
+        ("polling_interval_seconds", a.polling_interval_seconds, 1),
+        ("cooldown_seconds", a.cooldown_seconds, 0),
+    ):
+        if value < minimum:
+            raise ConfigError(f"autoscaling.{name}: {value} is not allowed; must be at least {minimum}")
+    if a.scale_down_stabilization_seconds < vllm.startup_seconds:
+        raise ConfigError(
+            f"autoscaling.scale_down_stabilization_seconds: {a.scale_down_stabilization_seconds} is not allowed; "
+            f"must be at least startup_seconds ({vllm.startup_seconds}): removing a replica sooner than one "
+            "starts again thrashes GPU nodes"
+        )
+    if a.scale_down_period_seconds > 1800:
+        raise ConfigError(
+            f"autoscaling.scale_down_period_seconds: {a.scale_down_period_seconds} is not allowed; "
+            "must be at most 1800 (the HPA's limit)"
+        )
+    if a.scale_down_stabilization_seconds > 3600:
+        raise ConfigError(
+            f"autoscaling.scale_down_stabilization_seconds: {a.scale_down_stabilization_seconds} is not allowed; "
+            "must be at most 3600 (the HPA's limit)"
+        )
+    if not a.prometheus_url.startswith(("http://", "https://")):
+        raise ConfigError(f"autoscaling.prometheus_url: {a.prometheus_url!r} is not allowed; must be an http(s) URL")
+    if a.min_replicas == 0 and a.scale_to_zero is None:
+        raise ConfigError(
+            "autoscaling.min_replicas: 0 is not allowed without scale_to_zero; vLLM's metrics vanish with its last "
+            "pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron) or put a request-holding "
+            "proxy such as the KEDA HTTP add-on in front, which this stack does not install"
+        )
+    if a.scale_to_zero is not None:
+        _validate_schedule(a.scale_to_zero, a)
+    lowest = a.min_replicas
+    if not lowest <= vllm.replicas <= a.max_replicas:
+        raise ConfigError(
+            f"replicas: {vllm.replicas} is not allowed; must be between autoscaling.min_replicas ({lowest}) and "
+            f"autoscaling.max_replicas ({a.max_replicas})"
+        )
+
+
+def _validate_schedule(s: ScaleToZeroSchedule, a: AutoscalingProps) -> None:
+    if a.min_replicas != 0:
+        raise ConfigError(
+            f"autoscaling.min_replicas: {a.min_replicas} is not allowed with scale_to_zero; must be 0 "
+            "(the schedule is what brings replicas back)"
+        )
+    if not _TIMEZONE.match(s.timezone):
+        raise ConfigError(
+            f"autoscaling.scale_to_zero.timezone: {s.timezone!r} is not allowed; must be an IANA time zone such "
+            "as Europe/Paris"
+        )
+    for name, expr in (("start", s.start), ("end", s.end)):
+        if not _CRON.match(expr):
+            raise ConfigError(
+                f"autoscaling.scale_to_zero.{name}: {expr!r} is not allowed; must be a 5-field cron expression "
+                "such as '0 7 * * 1-5'"
+            )
+    if s.start == s.end:
+        raise ConfigError(
+            f"autoscaling.scale_to_zero.end: {s.end!r} is not allowed; must differ from start (KEDA rejects it)"
+        )
+    if not 1 <= s.replicas <= a.max_replicas:
+        raise ConfigError(
+            f"autoscaling.scale_to_zero.replicas: {s.replicas} is not allowed; must be 1 to max_replicas "
+            f"({a.max_replicas})"
+        )
+
+
+class VllmAutoscalingChart(cdk8s.Chart):
+    """The KEDA ScaledObject (keda.sh/v1alpha1) for one `VllmChart` Deployment."""
+
+    def __init__(self, scope: Construct, construct_id: str, vllm: VllmProps, autoscaling: AutoscalingProps) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        validate_vllm_props(vllm)
+        validate_autoscaling_props(autoscaling, vllm)
+        a = autoscaling
+        triggers = [
+            {
+                "type": "prometheus",
+                "name": "waiting-requests",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": a.prometheus_url,
+                    "query": waiting_query(vllm.served_model_name),
+                    "threshold": _number(a.waiting_requests_per_replica),
+                },
+            },
+            {
+                "type": "prometheus",
+                "name": "kv-cache-usage",
+                "metricType": "Value",
+                "metadata": {
+                    "serverAddress": a.prometheus_url,
+                    "query": kv_cache_query(vllm.served_model_name),
+                    "threshold": _number(a.kv_cache_usage_target),
+                },
+            },
+        ]
+        if a.scale_to_zero is not None:
+            s = a.scale_to_zero
+            triggers.append(
+                {
+                    "type": "cron",
+                    "name": "working-hours",
+                    "metadata": {
+                        "timezone": s.timezone,
+                        "start": s.start,
+                        "end": s.end,
+                        "desiredReplicas": str(s.replicas),
+                    },
+                }
+            )
+        spec = {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": vllm.name},
+            "minReplicaCount": a.min_replicas,
+            "maxReplicaCount": a.max_replicas,
+            "pollingInterval": a.polling_interval_seconds,
+            "cooldownPeriod": a.cooldown_seconds,
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "name": vllm.name,
+                    "behavior": {
+                        "scaleUp": {
+                            "stabilizationWindowSeconds": 0,
+                            "selectPolicy": "Max",
+                            "policies": [
+                                {"type": "Percent", "value": 100, "periodSeconds": 60},
+                                {"type": "Pods", "value": a.scale_up_pods, "periodSeconds": 60},
+                            ],
+                        },
+                        "scaleDown": {
+                            "stabilizationWindowSeconds": a.scale_down_stabilization_seconds,
+                            "selectPolicy": "Min",
+                            "policies": [{"type": "Pods", "value": 1, "periodSeconds": a.scale_down_period_seconds}],
+                        },
+                    },
+                }
+            },
+            "triggers": triggers,
+        }
+        plain_object(
+            self,
+            "scaled-object",
+            api_version="keda.sh/v1alpha1",
+            kind="ScaledObject",
+            metadata={"name": vllm.name, "namespace": vllm.namespace, "labels": app_labels(VLLM_APP, vllm.name)},
+            body={"spec": spec},
+        )

@@ -1,0 +1,256 @@
+"""`BenchmarkChart`: a one-shot Job that runs `vllm bench serve` against the vLLM Service and prints the result JSON.
+
+It runs on CPU (system) capacity with the same pinned vLLM image, as the vLLM ServiceAccount (so the same Pod
+Identity association lets it read a gated model's tokenizer through the Hugging Face token file, or an S3 prefix).
+Requests go to /v1/completions with random token prompts of exactly `input_len` tokens and `--ignore-eos`, so every
+request generates `output_len` tokens: the shape the capacity plan assumed.
+
+Run it after a deploy (a Job is immutable and meant to run on demand, so apply it yourself rather than with the
+stack):
+
+    kubectl -n inference rollout status deploy/<vllm name> --timeout=30m
+    kubectl delete -f cdk.out/manifests/<env>/<benchmark file>.yaml --ignore-not-found
+    kubectl apply -f cdk.out/manifests/<env>/<benchmark file>.yaml
+    kubectl -n inference wait --for=condition=complete job/<name> --timeout=60m
+    kubectl -n inference logs job/<name> | tail -n 1 | jq '{completed, failed, request_goodput,
+        p50_ttft_ms, p99_ttft_ms, p99_tpot_ms, p99_itl_ms, output_throughput}'
+
+The last log line is the result JSON (after a `=== vllm bench serve result.json ===` marker). Compare p99_ttft_ms
+with the environment's TTFT p99 SLO and p99_itl_ms with its inter-token-latency p99 SLO (p99_tpot_ms is the per
+request average of the same gaps, so it sits at or below p99_itl_ms). With the SLOs in the props the Job also passes
+`--goodput ttft:<ms> tpot:<ms>`, and request_goodput is the requests per second that met both: compare it with
+request_throughput to see the share of requests inside the SLO. `failed` must be 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035
+from llm_eks.manifests.vllm import (
+    HF_TOKEN_PATH,
+    VllmProps,
+    container_security_context,
+    hf_token_mount,
+    hf_token_volume,
+    parse_quantity,
+    pod_security_context,
+    service_url,
+    validate_vllm_props,
+)
+
+BENCHMARK_APP = "vllm-benchmark"
+WORK_DIR = "/work"
+RESULT_FILE = "result.json"
+RESULT_MARKER = "=== vllm bench serve result.json ==="
+# Extended resources of accelerators: the benchmark must never tolerate their taints.
+_ACCELERATOR_KEYS = ("nvidia.com/gpu", "aws.amazon.com/neuron")
+
+
+@dataclass(frozen=True)
+class BenchmarkProps:
+    """The workload the Job sends (from the environment's config) and where it runs."""
+
+    # Job name (DNS-1035), e.g. "bench-vllm-llama-3-1-8b".
+    name: str
+    # Prompt and generation lengths in tokens.
+    input_len: int
+    output_len: int
+    num_prompts: int
+    # Requests per second (Poisson arrivals); None sends them all at once (vLLM's "inf").
+    request_rate: float | None
+    # Cap on requests in flight; None: only the rate limits them.
+    max_concurrency: int | None = None
+    # The environment's SLOs in milliseconds; when set they become --goodput targets.
+    slo_ttft_p99_ms: float | None = None
+    slo_itl_p99_ms: float | None = None
+    # Tokenizer to count tokens with; None: the served model's own (its HF repo or S3 prefix).
+    tokenizer: str | None = None
+    # Same prompts on every run, so runs compare.
+    seed: int = 0
+    # The client is one asyncio process plus a tokenizer; 2 CPUs keep it from being the bottleneck.
+    cpu: str = "2"
+    # torch and the tokenizer load at import; limit = request.
+    memory: str = "8Gi"
+    # System (CPU) nodes; GPU nodes are for serving.
+    node_selector: Mapping[str, str] = field(default_factory=lambda: {"llm-eks.io/node-role": "system"})
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Keep the finished Job (and its log) for a day.
+    ttl_seconds_after_finished: int = 86400
+    # A hung run ends after an hour (vLLM's own readiness wait is 10 minutes of it).
+    active_deadline_seconds: int = 3600
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def validate_benchmark_props(b: BenchmarkProps) -> None:
+    require_dns1035("benchmark.name", b.name)
+    for name, value in (("input_len", b.input_len), ("output_len", b.output_len), ("num_prompts", b.num_prompts)):
+        if value < 1:
+            raise ConfigError(f"benchmark.{name}: {value} is not allowed; must be at least 1")
+    if b.request_rate is not None and not (b.request_rate > 0 and math.isfinite(b.request_rate)):
+        raise ConfigError(
+            f"benchmark.request_rate: {b.request_rate} is not allowed; must be above 0 (None sends all at once)"
+        )
+    if b.max_concurrency is not None and b.max_concurrency < 1:
+        raise ConfigError(f"benchmark.max_concurrency: {b.max_concurrency} is not allowed; must be at least 1")
+    for name, slo in (("slo_ttft_p99_ms", b.slo_ttft_p99_ms), ("slo_itl_p99_ms", b.slo_itl_p99_ms)):
+        if slo is not None and not slo > 0:
+            raise ConfigError(f"benchmark.{name}: {slo} is not allowed; must be above 0")
+    for name, value in (("cpu", b.cpu), ("memory", b.memory)):
+        if parse_quantity(f"benchmark.{name}", value) <= 0:
+            raise ConfigError(f"benchmark.{name}: {value!r} is not allowed; must be above 0")
+    for toleration in b.tolerations:
+        key = toleration.get("key")
+        if key in _ACCELERATOR_KEYS or (toleration.get("operator") == "Exists" and key is None):
+            raise ConfigError(
+                f"benchmark.tolerations: {key or 'every taint'!r} is not allowed; the benchmark runs on CPU capacity"
+            )
+    for name, value in (
+        ("ttl_seconds_after_finished", b.ttl_seconds_after_finished),
+        ("active_deadline_seconds", b.active_deadline_seconds),
+    ):
+        if value < 1:
+            raise ConfigError(f"benchmark.{name}: {value} is not allowed; must be at least 1")
+
+
+def bench_args(b: BenchmarkProps, vllm: VllmProps) -> list[str]:
+    """Arguments after `vllm bench serve`."""
+    args = [
+        "--backend",
+        "openai",
+        "--base-url",
+        service_url(vllm),
+        "--endpoint",
+        "/v1/completions",
+        # --model names the tokenizer source; --served-model-name is what requests ask for.
+        "--model",
+        vllm.model,
+        "--served-model-name",
+        vllm.served_model_name,
+    ]
+    if b.tokenizer is not None:
+        args += ["--tokenizer", b.tokenizer]
+    args += [
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(b.input_len),
+        "--random-output-len",
+        str(b.output_len),
+        "--num-prompts",
+        str(b.num_prompts),
+        "--request-rate",
+        "inf" if b.request_rate is None else _number(b.request_rate),
+    ]
+    if b.max_concurrency is not None:
+        args += ["--max-concurrency", str(b.max_concurrency)]
+    args += [
+        "--ignore-eos",
+        "--seed",
+        str(b.seed),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
+    ]
+    goodput = []
+    if b.slo_ttft_p99_ms is not None:
+        goodput.append(f"ttft:{_number(b.slo_ttft_p99_ms)}")
+    if b.slo_itl_p99_ms is not None:
+        # A request's TPOT is the mean of its inter-token gaps: the per-request form of the ITL SLO.
+        goodput.append(f"tpot:{_number(b.slo_itl_p99_ms)}")
+    if goodput:
+        args += ["--goodput", *goodput]
+    return [
+        *args,
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        f"{WORK_DIR}/results",
+        "--result-filename",
+        RESULT_FILE,
+    ]
+
+
+# "$@" are the arguments above: no quoting to get wrong. The JSON is the last line of the log.
+SCRIPT = (
+    f'mkdir -p "{WORK_DIR}/results" && vllm bench serve "$@" && echo "{RESULT_MARKER}" '
+    f'&& cat "{WORK_DIR}/results/{RESULT_FILE}" && echo'
+)
+
+
+class BenchmarkChart(cdk8s.Chart):
+    """The `vllm bench serve` Job for one `VllmChart` workload."""
+
+    def __init__(self, scope: Construct, construct_id: str, vllm: VllmProps, benchmark: BenchmarkProps) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        validate_vllm_props(vllm)
+        validate_benchmark_props(benchmark)
+        b = benchmark
+        labels = app_labels(BENCHMARK_APP, b.name)
+        env = [
+            {"name": "HF_HOME", "value": f"{WORK_DIR}/huggingface"},
+            {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+            {"name": "DO_NOT_TRACK", "value": "1"},
+        ]
+        volumes: list[dict[str, Any]] = [{"name": "work", "emptyDir": {}}]
+        mounts: list[dict[str, Any]] = [{"name": "work", "mountPath": WORK_DIR}]
+        if vllm.hf_token_secret is not None:
+            env.append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH})
+            volumes.append(hf_token_volume(vllm))
+            mounts.append(hf_token_mount())
+        if vllm.aws_region is not None:
+            env.append({"name": "AWS_REGION", "value": vllm.aws_region})
+        container = {
+            "name": "vllm-bench",
+            "image": vllm.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", SCRIPT, "vllm-bench"],
+            "args": bench_args(b, vllm),
+            "env": env,
+            "resources": {
+                "requests": {"cpu": b.cpu, "memory": b.memory},
+                "limits": {"memory": b.memory},
+            },
+            "volumeMounts": mounts,
+            "securityContext": container_security_context(),
+        }
+        pod_spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "serviceAccountName": vllm.name,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security_context(vllm),
+            "containers": [container],
+            "volumes": volumes,
+        }
+        if b.node_selector:
+            pod_spec["nodeSelector"] = dict(b.node_selector)
+        if b.tolerations:
+            pod_spec["tolerations"] = [dict(t) for t in b.tolerations]
+        plain_object(
+            self,
+            "job",
+            api_version="batch/v1",
+            kind="Job",
+            metadata={"name": b.name, "namespace": vllm.namespace, "labels": labels},
+            body={
+                "spec": {
+                    # A benchmark retried after a failure measures something else; fail once, loudly.
+                    "backoffLimit": 0,
+                    "ttlSecondsAfterFinished": b.ttl_seconds_after_finished,
+                    "activeDeadlineSeconds": b.active_deadline_seconds,
+                    "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+                }
+            },
+        )

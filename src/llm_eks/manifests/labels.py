@@ -1,0 +1,66 @@
+"""Object metadata shared by the workload charts: the contract labels, name rules, and the one-call builder that
+hands a whole object body to cdk8s as a plain dict (one jsii round trip per object, stable readable names)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.errors import ConfigError
+
+PART_OF = "llm-eks"
+VLLM_APP = "vllm"
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def selector_labels(app: str, instance: str) -> dict[str, str]:
+    """The immutable subset used in selectors (a Deployment's selector can never change)."""
+    return {"app.kubernetes.io/name": app, "app.kubernetes.io/instance": instance}
+
+
+def app_labels(app: str, instance: str) -> dict[str, str]:
+    """Labels every object of one workload carries (the cross-chart contract)."""
+    return {**selector_labels(app, instance), "app.kubernetes.io/part-of": PART_OF}
+
+
+def require_dns1035(field: str, value: str) -> None:
+    """Service names (and so our workload names) must be DNS-1035 labels."""
+    if not _DNS1035.match(value):
+        raise ConfigError(
+            f"{field}: {value!r} is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter, at most 63 characters"
+        )
+
+
+def require_dns1123(field: str, value: str) -> None:
+    """Namespace names must be DNS-1123 labels."""
+    if not _DNS1123.match(value):
+        raise ConfigError(
+            f"{field}: {value!r} is not allowed; must be a DNS-1123 label: lowercase letters, digits and '-', "
+            "at most 63 characters"
+        )
+
+
+def plain_object(
+    scope: Construct,
+    construct_id: str,
+    *,
+    api_version: str,
+    kind: str,
+    metadata: Mapping[str, Any],
+    body: Mapping[str, Any],
+) -> cdk8s.ApiObject:
+    """An ApiObject whose top-level fields (spec, data, ...) are given as one dict.
+
+    cdk8s's Python ApiObject takes only metadata; the rest goes in as a single JSON patch of plain values.
+    """
+    obj = cdk8s.ApiObject(scope, construct_id, api_version=api_version, kind=kind, metadata=dict(metadata))
+    if body:
+        obj.add_json_patch(*(cdk8s.JsonPatch.add(f"/{key}", value) for key, value in body.items()))
+    return obj

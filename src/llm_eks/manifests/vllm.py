@@ -1,0 +1,671 @@
+"""`VllmChart`: one model served by `vllm serve` as an OpenAI-compatible endpoint on GPU (or Neuron) nodes.
+
+Objects: Namespace (optional), ServiceAccount, SecretProviderClass (Hugging Face token, optional), Deployment,
+Service (ClusterIP 8000, also /metrics), PodDisruptionBudget, Ingress (optional internal ALB).
+
+Every number comes from the props (the planner and the config fill them); the chart only derives:
+- startup probe: failureThreshold = ceil(ceil(startup_seconds x startup_margin) / 10 s period). The kubelet runs no
+  liveness or readiness probe until it passes, so a model still loading is never killed. Node launch and image pull
+  happen before the container starts and do not count against it.
+- drain (Spot gives 120 s notice): preStop sleep, then SIGTERM, then vLLM drains for up to --shutdown-timeout, all
+  inside terminationGracePeriodSeconds: pre_stop + shutdown_timeout < grace <= 110 s (120 s minus the time
+  Karpenter needs to notice the interruption and evict). Defaults 15 + 90 = 105 < 110. The kubelet stops liveness
+  probes once the pod is deleting, so a draining server (vLLM answers /health with 503 then) is not restarted.
+
+Model cache: an emptyDir (size-limited, and requested as ephemeral storage so the scheduler only picks nodes with
+room). With Karpenter's `instanceStorePolicy: RAID0` the kubelet's directory, and so every emptyDir, lives on the
+instance-store NVMe array: it is the node's NVMe without a hostPath. A hostPath would also survive pod replacement
+on the same node, but that rarely helps here (a GPU node usually holds one replica, and Karpenter replaces nodes
+rather than pods), while it costs a lot: it breaks the baseline Pod Security Standard, needs root to write, has no
+size limit, and leaves half-written downloads behind. The emptyDir survives container restarts, which is the
+restart that matters (a liveness restart reloads from local disk, not from the Hub). For fast cold starts on new
+nodes use weights="s3": the Run:ai streamer reads straight from S3 into GPU memory.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Any, Literal
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.labels import (
+    VLLM_APP,
+    app_labels,
+    plain_object,
+    require_dns1035,
+    require_dns1123,
+    selector_labels,
+)
+from llm_eks.versions import VLLM_IMAGE
+
+PORT = 8000
+PORT_NAME = "http"
+CACHE_DIR = "/cache"
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
+HF_TOKEN_FILE = "token"
+HF_TOKEN_PATH = f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"
+
+# The 2-minute Spot notice minus what Karpenter needs to receive the interruption event and start evicting.
+SPOT_NOTICE_SECONDS = 120
+SPOT_MARGIN_SECONDS = 10
+MAX_GRACE_SECONDS = SPOT_NOTICE_SECONDS - SPOT_MARGIN_SECONDS
+
+STARTUP_PERIOD_SECONDS = 10
+PROBE_PERIOD_SECONDS = 10
+# The API server's event loop shares the CPU with tokenization under load; 1 s (the default) flaps readiness.
+PROBE_TIMEOUT_SECONDS = 5
+READINESS_FAILURE_THRESHOLD = 3
+# A restart costs a full model reload (minutes): only restart after a minute of a wedged server.
+LIVENESS_FAILURE_THRESHOLD = 6
+
+# Flags the chart sets from typed props, or that would break its contracts: engine_args must not hold them.
+_CHART_FLAGS = {
+    "--host": "the chart sets it (0.0.0.0)",
+    "--port": f"the chart sets it ({PORT})",
+    "--model": "the chart passes model as the positional argument",
+    "--served-model-name": "the chart sets it from served_model_name",
+    "--shutdown-timeout": "the chart sets it from shutdown_timeout_seconds",
+    "--tensor-parallel-size": "the chart sets it from tensor_parallel_size",
+    "-tp": "the chart sets it from tensor_parallel_size",
+    "--pipeline-parallel-size": "the chart sets it from pipeline_parallel_size",
+    "-pp": "the chart sets it from pipeline_parallel_size",
+    "--download-dir": f"weights are cached under HF_HOME on the cache volume ({CACHE_DIR})",
+    "--api-key": "the readiness probe reads /v1/models without a key; authenticate in front of the Service",
+    "--disable-log-stats": "it turns off the Prometheus metrics that autoscaling and alerts read",
+}
+# Switches of the removed V0 engine, or defaults the V1 engine already has (DESIGN.md).
+_STALE_FLAGS = {
+    "--enable-chunked-prefill": "chunked prefill is on by default (pass --no-enable-chunked-prefill to turn it off)",
+    "--enable-prefix-caching": "prefix caching is on by default (pass --no-enable-prefix-caching to turn it off)",
+    "--use-v2-block-manager": "it was removed with the V0 engine",
+    "--num-scheduler-steps": "it was removed with the V0 engine",
+}
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_SUFFIX = {
+    None: Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
+class IngressProps:
+    """An internal ALB in front of the Service, through the AWS Load Balancer Controller."""
+
+    # None: answer any Host header (clients in the VPC call the ALB's own DNS name).
+    host: str | None = None
+    # Share one ALB between Ingresses (alb.ingress.kubernetes.io/group.name); None: a dedicated ALB.
+    group_name: str | None = None
+    # HTTPS on 443 with this ACM certificate; None: plain HTTP on 80, acceptable only because the ALB is internal.
+    certificate_arn: str | None = None
+    # A non-streamed completion can be silent for minutes; the ALB default (60 s) would cut it.
+    idle_timeout_seconds: int = 300
+
+
+@dataclass(frozen=True)
+class VllmProps:
+    """One served model. Filled by the lead from the config and the capacity plan; the chart derives no sizes."""
+
+    # Deployment, Service, ServiceAccount, PDB name (DNS-1035), e.g. "vllm-llama-3-1-8b".
+    name: str
+    # Hugging Face repo id (weights="hf") or s3://bucket/prefix (weights="s3").
+    model: str
+    # The name clients send and the `model_name` label on every vLLM metric.
+    served_model_name: str
+    # From the plan: --max-model-len, --gpu-memory-utilization, --kv-cache-dtype, --max-num-batched-tokens, ...
+    # Not the flags the chart owns (host, port, names, parallelism, shutdown), nor V0-era or default switches.
+    engine_args: tuple[str, ...]
+    # Must fit one node (at most accelerators_per_node).
+    tensor_parallel_size: int
+    # Accelerators the pod requests: tensor_parallel_size x pipeline_parallel_size (one node).
+    accelerators_per_pod: int
+    # Of the planned node pool's instance type; a pod can never span nodes here.
+    accelerators_per_node: int
+    # CPU and memory requests, right-sized by the planner (memory must include shm_size: tmpfs is charged to it).
+    cpu: str
+    memory: str
+    # /dev/shm size (NCCL and the engine's worker processes exchange tensors through it).
+    shm_size: str
+    # Model cache volume size: the weights on disk plus headroom (planner).
+    cache_size: str
+    # Planner's cold-start estimate from container start to serving (download or stream, load, warm-up).
+    startup_seconds: int
+    # Initial replicas; the KEDA ScaledObject owns the count afterwards.
+    replicas: int
+    # From the node-pool helper: selects the planned GPU pool and tolerates its taint.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Single-node pipeline parallelism is rare (tensor parallelism is faster within a node).
+    pipeline_parallel_size: int = 1
+    # NVIDIA is the common case; aws.amazon.com/neuron for Inferentia/Trainium (with a Neuron image).
+    accelerator_resource: str = "nvidia.com/gpu"
+    # hf needs nothing prepared; s3 (Run:ai streamer) starts faster once the weights are copied to a bucket.
+    weights: Literal["hf", "s3"] = "hf"
+    # Secrets Manager secret NAME holding the Hugging Face token; None for public models (or S3 weights).
+    hf_token_secret: str | None = None
+    # Region of the secret / S3 bucket; None lets the AWS provider and SDKs look it up (one more call per mount).
+    aws_region: str | None = None
+    # The workload namespace every chart and the Pod Identity association agree on.
+    namespace: str = "inference"
+    # Emit the Namespace object (one chart must own it; the lead decides which).
+    create_namespace: bool = True
+    # The pinned vLLM release (versions.py).
+    image: str = VLLM_IMAGE
+    # The image's own non-root `vllm` user (UID 2000, GID 0); None runs as the image default, root.
+    run_as_user: int | None = 2000
+    # Sleep before SIGTERM so kube-proxy and the ALB stop sending new requests first.
+    pre_stop_seconds: int = 15
+    # vLLM's --shutdown-timeout: how long in-flight requests may finish after SIGTERM.
+    shutdown_timeout_seconds: int = 90
+    # Everything above must fit in it, and it must fit in the Spot notice.
+    termination_grace_seconds: int = MAX_GRACE_SECONDS
+    # The startup probe allows this multiple of startup_seconds before it gives up.
+    startup_margin: float = 1.5
+    # Node launch and image pull before the container starts; Kubernetes' own progress-deadline default.
+    provisioning_seconds: int = 600
+    # Spread replicas over zones (soft: an AZ without GPU capacity must not leave a replica Pending).
+    zone_spread: bool = True
+    # One replica at a time may be voluntarily disrupted (consolidation, drift, node upgrades).
+    pdb_max_unavailable: int = 1
+    ingress: IngressProps | None = None
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """Derived probe numbers, exposed so tests and the README show the arithmetic."""
+
+    startup_budget_seconds: int
+    startup_failure_threshold: int
+
+
+def probe_timing(props: VllmProps) -> ProbeTiming:
+    budget = math.ceil(props.startup_seconds * Fraction(str(props.startup_margin)))
+    return ProbeTiming(budget, math.ceil(Fraction(budget, STARTUP_PERIOD_SECONDS)))
+
+
+def secret_provider_class_name(name: str) -> str:
+    return f"{name}-hf-token"
+
+
+def service_url(props: VllmProps) -> str:
+    """In-cluster base URL of the OpenAI-compatible endpoint."""
+    return f"http://{props.name}.{props.namespace}.svc.cluster.local:{PORT}"
+
+
+def parse_quantity(field_name: str, value: str) -> Decimal:
+    """A Kubernetes quantity ("8", "500m", "32Gi") as a number, or a ConfigError naming the field."""
+    match = _QUANTITY.match(value) if isinstance(value, str) else None
+    if not match:
+        raise ConfigError(
+            f"{field_name}: {value!r} is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi"
+        )
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+    except InvalidOperation as err:  # pragma: no cover - the regex admits only decimals
+        raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a Kubernetes quantity") from err
+
+
+def _at_least(field_name: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ConfigError(f"{field_name}: {value} is not allowed; must be at least {minimum}")
+
+
+def validate_vllm_props(p: VllmProps) -> None:
+    """Every check the chart makes on its input; raises ConfigError with one line."""
+    require_dns1035("name", p.name)
+    require_dns1123("namespace", p.namespace)
+    if not p.served_model_name or any(c in p.served_model_name for c in '"\\\n'):
+        raise ConfigError(
+            f"served_model_name: {p.served_model_name!r} is not allowed; must be non-empty without '\"', '\\' "
+            "or a newline (it is quoted in PromQL)"
+        )
+    if p.weights not in ("hf", "s3"):
+        raise ConfigError(f"weights: {p.weights!r} is not allowed; must be 'hf' or 's3'")
+    if p.weights == "s3" and not p.model.startswith("s3://"):
+        raise ConfigError(f"model: {p.model!r} is not allowed with weights 's3'; must be an s3:// URI")
+    if p.weights == "hf" and not _HF_REPO.match(p.model):
+        raise ConfigError(
+            f"model: {p.model!r} is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
+            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')"
+        )
+    if p.hf_token_secret is not None and not _SECRET_NAME.match(p.hf_token_secret):
+        raise ConfigError(
+            f"hf_token_secret: {p.hf_token_secret!r} is not allowed; must be a Secrets Manager secret name "
+            "(letters, digits and /_+=.@-)"
+        )
+    for name, value in (
+        ("tensor_parallel_size", p.tensor_parallel_size),
+        ("pipeline_parallel_size", p.pipeline_parallel_size),
+    ):
+        _at_least(name, value, 1)
+    _at_least("accelerators_per_node", p.accelerators_per_node, 1)
+    if p.tensor_parallel_size > p.accelerators_per_node:
+        raise ConfigError(
+            f"tensor_parallel_size: {p.tensor_parallel_size} is not allowed; must be at most "
+            f"{p.accelerators_per_node} (accelerators per node)"
+        )
+    wanted = p.tensor_parallel_size * p.pipeline_parallel_size
+    if p.accelerators_per_pod != wanted:
+        raise ConfigError(
+            f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must equal tensor_parallel_size x "
+            f"pipeline_parallel_size ({wanted})"
+        )
+    if p.accelerators_per_pod > p.accelerators_per_node:
+        raise ConfigError(
+            f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must be at most "
+            f"{p.accelerators_per_node} (accelerators per node)"
+        )
+    if "/" not in p.accelerator_resource:
+        raise ConfigError(
+            f"accelerator_resource: {p.accelerator_resource!r} is not allowed; must be an extended resource "
+            "name such as nvidia.com/gpu or aws.amazon.com/neuron"
+        )
+    if parse_quantity("cpu", p.cpu) <= 0:
+        raise ConfigError(f"cpu: {p.cpu!r} is not allowed; must be above 0")
+    memory = parse_quantity("memory", p.memory)
+    shm = parse_quantity("shm_size", p.shm_size)
+    if parse_quantity("cache_size", p.cache_size) <= 0:
+        raise ConfigError(f"cache_size: {p.cache_size!r} is not allowed; must be above 0")
+    if shm <= 0:
+        raise ConfigError(f"shm_size: {p.shm_size!r} is not allowed; must be above 0")
+    if memory < shm:
+        raise ConfigError(
+            f"memory: {p.memory} is not allowed; must be at least shm_size ({p.shm_size}) because /dev/shm "
+            "pages count against the memory limit"
+        )
+    _at_least("startup_seconds", p.startup_seconds, 1)
+    _at_least("replicas", p.replicas, 0)
+    _at_least("provisioning_seconds", p.provisioning_seconds, 0)
+    if not p.startup_margin >= 1:
+        raise ConfigError(f"startup_margin: {p.startup_margin} is not allowed; must be at least 1")
+    if p.run_as_user is not None:
+        _at_least("run_as_user", p.run_as_user, 1)
+    _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
+    _validate_drain(p)
+    _validate_engine_args(p)
+    if p.ingress is not None:
+        _validate_ingress(p.ingress)
+
+
+def _validate_drain(p: VllmProps) -> None:
+    _at_least("pre_stop_seconds", p.pre_stop_seconds, 0)
+    # 0 would make vLLM abort in-flight requests on SIGTERM.
+    _at_least("shutdown_timeout_seconds", p.shutdown_timeout_seconds, 1)
+    drain = p.pre_stop_seconds + p.shutdown_timeout_seconds
+    if not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
+        raise ConfigError(
+            f"drain: preStop {p.pre_stop_seconds} s + shutdown timeout {p.shutdown_timeout_seconds} s = {drain} s "
+            f"must be below terminationGracePeriodSeconds {p.termination_grace_seconds} s, which must be at most "
+            f"{MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)"
+        )
+
+
+def _validate_engine_args(p: VllmProps) -> None:
+    args = list(p.engine_args)
+    for i, token in enumerate(args):
+        if not isinstance(token, str):
+            raise ConfigError(f"engine_args: {token!r} is not allowed; every argument must be a string")
+        flag, _, inline = token.partition("=")
+        if not flag.startswith("-"):
+            continue
+        reason = _CHART_FLAGS.get(flag) or _STALE_FLAGS.get(flag)
+        if flag == "--load-format" and p.weights == "s3":
+            reason = "the chart sets it (runai_streamer) for weights 's3'"
+        if reason:
+            raise ConfigError(f"engine_args: {flag!r} is not allowed; {reason}")
+        if flag in ("--quantization", "-q"):
+            value = inline or (args[i + 1] if i + 1 < len(args) else "")
+            if value == "awq":
+                raise ConfigError(
+                    f"engine_args: '{flag} awq' is not allowed; it forces the slow AWQ kernel: omit it "
+                    "(auto-detected) or use awq_marlin"
+                )
+
+
+def _validate_ingress(i: IngressProps) -> None:
+    if i.host is not None and not _HOST.match(i.host):
+        raise ConfigError(f"ingress.host: {i.host!r} is not allowed; must be a DNS name such as llm.example.internal")
+    if i.group_name is not None and not re.match(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$", i.group_name):
+        raise ConfigError(
+            f"ingress.group_name: {i.group_name!r} is not allowed; must be lowercase letters, digits, '-' and '.', "
+            "at most 63 characters"
+        )
+    if i.certificate_arn is not None and not i.certificate_arn.startswith("arn:"):
+        raise ConfigError(f"ingress.certificate_arn: {i.certificate_arn!r} is not allowed; must be an ACM ARN")
+    if not 1 <= i.idle_timeout_seconds <= 4000:
+        raise ConfigError(
+            f"ingress.idle_timeout_seconds: {i.idle_timeout_seconds} is not allowed; must be 1 to 4000 (ALB limit)"
+        )
+
+
+def container_args(p: VllmProps) -> list[str]:
+    """`vllm serve` arguments after the subcommand: the model, the chart-owned flags, then the plan's."""
+    args = [
+        p.model,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PORT),
+        "--served-model-name",
+        p.served_model_name,
+        "--tensor-parallel-size",
+        str(p.tensor_parallel_size),
+    ]
+    if p.pipeline_parallel_size > 1:
+        args += ["--pipeline-parallel-size", str(p.pipeline_parallel_size)]
+    args += ["--shutdown-timeout", str(p.shutdown_timeout_seconds)]
+    if p.weights == "s3":
+        args += ["--load-format", "runai_streamer"]
+    return args + list(p.engine_args)
+
+
+def container_env(p: VllmProps) -> list[dict[str, str]]:
+    env = [
+        # Weights and the torch.compile cache on the cache volume: a container restart reuses both.
+        {"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},
+        {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_DIR}/vllm"},
+        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        {"name": "DO_NOT_TRACK", "value": "1"},
+    ]
+    if p.hf_token_secret is not None:
+        # huggingface_hub reads the token from this file; it is never an env value or a Kubernetes Secret.
+        env.append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH})
+    if p.aws_region is not None:
+        env.append({"name": "AWS_REGION", "value": p.aws_region})
+    return env
+
+
+def hf_token_volume(p: VllmProps) -> dict[str, Any]:
+    """The Secrets Store CSI volume carrying the token file (shared with the benchmark Job)."""
+    return {
+        "name": "hf-token",
+        "csi": {
+            "driver": "secrets-store.csi.k8s.io",
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": secret_provider_class_name(p.name)},
+        },
+    }
+
+
+def hf_token_mount() -> dict[str, Any]:
+    return {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}
+
+
+def pod_security_context(p: VllmProps) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if p.run_as_user is not None:
+        # GID 0: the image makes /home/vllm and its caches group-0 writable for exactly this user.
+        ctx.update({"runAsNonRoot": True, "runAsUser": p.run_as_user, "runAsGroup": 0})
+    return ctx
+
+
+def container_security_context() -> dict[str, Any]:
+    # The root filesystem stays writable: Triton, FlashInfer and torch.compile JIT-compile kernels under $HOME.
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+class VllmChart(cdk8s.Chart):
+    """The vLLM serving workload for one model (see the module docstring for the timing arithmetic)."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: VllmProps) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        validate_vllm_props(props)
+        self.props = props
+        self.timing = probe_timing(props)
+        labels = app_labels(VLLM_APP, props.name)
+        selector = selector_labels(VLLM_APP, props.name)
+
+        def meta(name: str, **extra: Any) -> dict[str, Any]:
+            return {"name": name, "namespace": props.namespace, "labels": labels, **extra}
+
+        if props.create_namespace:
+            ns_labels = {
+                "app.kubernetes.io/part-of": "llm-eks",
+                # Nothing here needs privileges; warn on anything the restricted profile would refuse.
+                "pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/warn": "restricted",
+                "pod-security.kubernetes.io/audit": "restricted",
+            }
+            if props.ingress is not None:
+                # The ALB controller then gates rollouts on ALB target health, not only on pod readiness.
+                ns_labels["elbv2.k8s.aws/pod-readiness-gate-inject"] = "enabled"
+            plain_object(
+                self,
+                "namespace",
+                api_version="v1",
+                kind="Namespace",
+                metadata={"name": props.namespace, "labels": ns_labels},
+                body={},
+            )
+
+        # The Pod Identity association (AWS side) binds this account to the secret and the weights bucket.
+        plain_object(
+            self,
+            "service-account",
+            api_version="v1",
+            kind="ServiceAccount",
+            metadata=meta(props.name),
+            body={"automountServiceAccountToken": False},
+        )
+        if props.hf_token_secret is not None:
+            self._secret_provider_class(props, meta)
+        plain_object(
+            self,
+            "deployment",
+            api_version="apps/v1",
+            kind="Deployment",
+            metadata=meta(props.name),
+            body={"spec": self._deployment_spec(props, labels, selector)},
+        )
+        plain_object(
+            self,
+            "service",
+            api_version="v1",
+            kind="Service",
+            metadata=meta(props.name),
+            body={
+                "spec": {
+                    "type": "ClusterIP",
+                    "selector": selector,
+                    "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+                }
+            },
+        )
+        plain_object(
+            self,
+            "pdb",
+            api_version="policy/v1",
+            kind="PodDisruptionBudget",
+            metadata=meta(props.name),
+            body={
+                "spec": {
+                    "maxUnavailable": props.pdb_max_unavailable,
+                    "selector": {"matchLabels": selector},
+                    # A replica that never became Ready (stuck loading) must not block a drain.
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                }
+            },
+        )
+        if props.ingress is not None:
+            self._ingress(props, props.ingress, meta)
+
+    def _secret_provider_class(self, p: VllmProps, meta: Any) -> None:
+        objects = (
+            f'- objectName: "{p.hf_token_secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{HF_TOKEN_FILE}"\n'
+        )
+        parameters = {"objects": objects, "usePodIdentity": "true"}
+        if p.aws_region is not None:
+            parameters["region"] = p.aws_region
+        plain_object(
+            self,
+            "secret-provider-class",
+            api_version="secrets-store.csi.x-k8s.io/v1",
+            kind="SecretProviderClass",
+            metadata=meta(secret_provider_class_name(p.name)),
+            body={"spec": {"provider": "aws", "parameters": parameters}},
+        )
+
+    def _deployment_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+        accelerators = str(p.accelerators_per_pod)
+        volumes: list[dict[str, Any]] = [
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": p.shm_size}},
+            {"name": "cache", "emptyDir": {"sizeLimit": p.cache_size}},
+        ]
+        mounts: list[dict[str, Any]] = [
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "cache", "mountPath": CACHE_DIR},
+        ]
+        if p.hf_token_secret is not None:
+            volumes.append(hf_token_volume(p))
+            mounts.append(hf_token_mount())
+
+        def http_probe(path: str) -> dict[str, Any]:
+            return {"httpGet": {"path": path, "port": PORT_NAME}, "timeoutSeconds": PROBE_TIMEOUT_SECONDS}
+
+        container = {
+            "name": "vllm",
+            "image": p.image,
+            "imagePullPolicy": "IfNotPresent",
+            # Explicit, whatever the image's ENTRYPOINT (vllm-openai's is ["vllm", "serve"] today).
+            "command": ["vllm", "serve"],
+            "args": container_args(p),
+            "env": container_env(p),
+            "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
+            "resources": {
+                # No CPU limit: CFS throttling stalls the tokenizer and scheduler threads and shows up as
+                # latency spikes; the request reserves what the planner sized. Memory limit = request
+                # (memory is not compressible, and an overcommitted GPU node evicts the expensive pod).
+                "requests": {
+                    "cpu": p.cpu,
+                    "memory": p.memory,
+                    "ephemeral-storage": p.cache_size,
+                    p.accelerator_resource: accelerators,
+                },
+                "limits": {"memory": p.memory, p.accelerator_resource: accelerators},
+            },
+            "volumeMounts": mounts,
+            "startupProbe": {
+                **http_probe("/health"),
+                "periodSeconds": STARTUP_PERIOD_SECONDS,
+                "failureThreshold": self.timing.startup_failure_threshold,
+            },
+            # /v1/models answers only once the model is served.
+            "readinessProbe": {
+                **http_probe("/v1/models"),
+                "periodSeconds": PROBE_PERIOD_SECONDS,
+                "failureThreshold": READINESS_FAILURE_THRESHOLD,
+            },
+            "livenessProbe": {
+                **http_probe("/health"),
+                "periodSeconds": PROBE_PERIOD_SECONDS,
+                "failureThreshold": LIVENESS_FAILURE_THRESHOLD,
+            },
+            "lifecycle": {"preStop": {"sleep": {"seconds": p.pre_stop_seconds}}},
+            "securityContext": container_security_context(),
+        }
+        pod_spec: dict[str, Any] = {
+            "serviceAccountName": p.name,
+            # vLLM never calls the Kubernetes API; Pod Identity and the CSI driver bring their own tokens.
+            "automountServiceAccountToken": False,
+            # Service env vars would include VLLM_*_PORT style names that vLLM reads as its own settings.
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": p.termination_grace_seconds,
+            "securityContext": pod_security_context(p),
+            "containers": [container],
+            "volumes": volumes,
+        }
+        if p.node_selector:
+            pod_spec["nodeSelector"] = dict(p.node_selector)
+        if p.tolerations:
+            pod_spec["tolerations"] = [dict(t) for t in p.tolerations]
+        if p.zone_spread:
+            # ScheduleAnyway: GPU capacity is scarce per AZ; a skewed replica beats a Pending one. Karpenter
+            # still tries the emptier zone first.
+            pod_spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": key,
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": selector},
+                }
+                for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+            ]
+        return {
+            "replicas": p.replicas,
+            "selector": {"matchLabels": selector},
+            # Surge one new replica before removing an old one: capacity never dips during a rollout.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "progressDeadlineSeconds": p.provisioning_seconds + self.timing.startup_budget_seconds,
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        }
+
+    def _ingress(self, p: VllmProps, i: IngressProps, meta: Any) -> None:
+        annotations = {
+            "alb.ingress.kubernetes.io/scheme": "internal",
+            "alb.ingress.kubernetes.io/target-type": "ip",
+            # /health turns 503 while vLLM drains, so the ALB stops routing to a terminating pod too.
+            "alb.ingress.kubernetes.io/healthcheck-path": "/health",
+            "alb.ingress.kubernetes.io/load-balancer-attributes": (
+                f"idle_timeout.timeout_seconds={i.idle_timeout_seconds}"
+            ),
+            # Keep connections to a deregistered pod for as long as it drains, not the ALB's 300 s default.
+            "alb.ingress.kubernetes.io/target-group-attributes": (
+                f"deregistration_delay.timeout_seconds={p.pre_stop_seconds + p.shutdown_timeout_seconds}"
+            ),
+        }
+        if i.certificate_arn is not None:
+            annotations.update(
+                {
+                    "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
+                    "alb.ingress.kubernetes.io/certificate-arn": i.certificate_arn,
+                    "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-2021-06",
+                }
+            )
+        else:
+            annotations["alb.ingress.kubernetes.io/listen-ports"] = '[{"HTTP": 80}]'
+        if i.group_name is not None:
+            annotations["alb.ingress.kubernetes.io/group.name"] = i.group_name
+        rule: dict[str, Any] = {
+            "http": {
+                "paths": [
+                    {
+                        "path": "/",
+                        "pathType": "Prefix",
+                        "backend": {"service": {"name": p.name, "port": {"name": PORT_NAME}}},
+                    }
+                ]
+            }
+        }
+        if i.host is not None:
+            rule["host"] = i.host
+        plain_object(
+            self,
+            "ingress",
+            api_version="networking.k8s.io/v1",
+            kind="Ingress",
+            metadata=meta(p.name, annotations=annotations),
+            body={"spec": {"ingressClassName": "alb", "rules": [rule]}},
+        )

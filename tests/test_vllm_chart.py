@@ -1,0 +1,524 @@
+"""VllmChart: the objects a user applies, checked the way a reviewer reads them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import yaml
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.vllm import (
+    HF_TOKEN_PATH,
+    MAX_GRACE_SECONDS,
+    IngressProps,
+    VllmChart,
+    VllmProps,
+    probe_timing,
+    validate_vllm_props,
+)
+from llm_eks.versions import VLLM_IMAGE
+from tests.kube_schema import assert_valid
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+NAME = "vllm-llama-3-1-8b"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def base_props(**overrides: Any) -> VllmProps:
+    """A plan-shaped VllmProps (Llama 3.1 8B on one GPU); tests override single fields."""
+    props = VllmProps(
+        name=NAME,
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        served_model_name="llama-3.1-8b",
+        engine_args=("--max-model-len", "8192", "--gpu-memory-utilization", "0.9", "--kv-cache-dtype", "fp8"),
+        tensor_parallel_size=1,
+        accelerators_per_pod=1,
+        accelerators_per_node=1,
+        cpu="6",
+        memory="48Gi",
+        shm_size="8Gi",
+        cache_size="40Gi",
+        startup_seconds=600,
+        replicas=1,
+        node_selector={"karpenter.sh/nodepool": "gpu-l40s"},
+        tolerations=(GPU_TOLERATION,),
+        hf_token_secret="llm-eks/dev/hf-token",
+        aws_region="eu-west-1",
+        ingress=IngressProps(certificate_arn="arn:aws:acm:eu-west-1:111122223333:certificate/abc"),
+    )
+    return dataclasses.replace(props, **overrides)
+
+
+def synth(props: VllmProps) -> dict[str, dict[str, Any]]:
+    import cdk8s
+
+    chart = VllmChart(cdk8s.App(), "vllm", props)
+    return {obj["kind"]: obj for obj in chart.to_json()}
+
+
+@pytest.fixture(scope="module")
+def objects() -> dict[str, dict[str, Any]]:
+    return synth(base_props())
+
+
+@pytest.fixture(scope="module")
+def container(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.fixture(scope="module")
+def pod(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return objects["Deployment"]["spec"]["template"]["spec"]
+
+
+def test_every_object_is_valid(objects: dict[str, dict[str, Any]]) -> None:
+    assert sorted(objects) == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "SecretProviderClass",
+            "Deployment",
+            "Service",
+            "PodDisruptionBudget",
+            "Ingress",
+        ]
+    )
+    # No CRD schema for SecretProviderClass in ../shared/schemas: it is checked by hand below.
+    assert_valid([o for kind, o in objects.items() if kind != "SecretProviderClass"])
+
+
+def test_names_and_contract_labels(objects: dict[str, dict[str, Any]]) -> None:
+    for kind, obj in objects.items():
+        if kind == "Namespace":
+            assert obj["metadata"] == {
+                "name": "inference",
+                "labels": {
+                    "app.kubernetes.io/part-of": "llm-eks",
+                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                    "pod-security.kubernetes.io/audit": "restricted",
+                    "elbv2.k8s.aws/pod-readiness-gate-inject": "enabled",
+                },
+            }
+            continue
+        assert obj["metadata"]["namespace"] == "inference"
+        assert obj["metadata"]["labels"] == {
+            "app.kubernetes.io/name": "vllm",
+            "app.kubernetes.io/instance": NAME,
+            "app.kubernetes.io/part-of": "llm-eks",
+        }
+        expected = f"{NAME}-hf-token" if kind == "SecretProviderClass" else NAME
+        assert obj["metadata"]["name"] == expected
+
+
+def test_vllm_serve_command_and_exact_args(container: dict[str, Any]) -> None:
+    assert container["image"] == VLLM_IMAGE
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["command"] == ["vllm", "serve"]
+    assert container["args"] == [
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--served-model-name",
+        "llama-3.1-8b",
+        "--tensor-parallel-size",
+        "1",
+        "--shutdown-timeout",
+        "90",
+        "--max-model-len",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--kv-cache-dtype",
+        "fp8",
+    ]
+
+
+def test_env_has_cache_token_path_and_no_telemetry_and_no_v0_switch(container: dict[str, Any]) -> None:
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {
+        "HF_HOME": "/cache/huggingface",
+        "VLLM_CACHE_ROOT": "/cache/vllm",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_TOKEN_PATH": "/var/run/secrets/huggingface/token",
+        "AWS_REGION": "eu-west-1",
+    }
+    assert "VLLM_USE_V1" not in env
+    # The token is a mounted file only: no env value, no Kubernetes Secret reference anywhere.
+    assert all("valueFrom" not in e for e in container["env"])
+
+
+def test_probes_startup_budget_arithmetic(container: dict[str, Any]) -> None:
+    # startup_seconds 600 x margin 1.5 = 900 s budget; 900 s / 10 s period = 90 failures allowed.
+    startup = container["startupProbe"]
+    assert startup["httpGet"] == {"path": "/health", "port": "http"}
+    assert startup["periodSeconds"] == 10
+    assert startup["failureThreshold"] == 90
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600 * 1.5
+    assert "initialDelaySeconds" not in startup
+
+    readiness = container["readinessProbe"]
+    assert readiness["httpGet"] == {"path": "/v1/models", "port": "http"}
+    assert (readiness["periodSeconds"], readiness["failureThreshold"]) == (10, 3)
+
+    liveness = container["livenessProbe"]
+    assert liveness["httpGet"] == {"path": "/health", "port": "http"}
+    # A wedged server is restarted after 6 x 10 s = 60 s; a reload costs minutes, so not sooner.
+    assert (liveness["periodSeconds"], liveness["failureThreshold"]) == (10, 6)
+    for probe in (startup, readiness, liveness):
+        assert probe["timeoutSeconds"] == 5
+
+
+@pytest.mark.parametrize(
+    ("startup_seconds", "margin", "budget", "threshold"),
+    [(600, 1.5, 900, 90), (437, 1.5, 656, 66), (90, 1.0, 90, 9), (1, 1.5, 2, 1)],
+)
+def test_startup_threshold_rounds_up(startup_seconds: int, margin: float, budget: int, threshold: int) -> None:
+    timing = probe_timing(base_props(startup_seconds=startup_seconds, startup_margin=margin))
+    assert timing.startup_budget_seconds == budget == math.ceil(startup_seconds * margin)
+    assert timing.startup_failure_threshold == threshold == math.ceil(budget / 10)
+
+
+def test_drain_fits_the_spot_notice(container: dict[str, Any], pod: dict[str, Any]) -> None:
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    args = container["args"]
+    shutdown = int(args[args.index("--shutdown-timeout") + 1])
+    grace = pod["terminationGracePeriodSeconds"]
+    # 15 s preStop + 90 s drain = 105 s < 110 s grace <= 120 s Spot notice - 10 s margin.
+    assert (pre_stop, shutdown, grace) == (15, 90, 110)
+    assert pre_stop + shutdown < grace <= MAX_GRACE_SECONDS == 110
+
+
+def test_resources_gpu_requests_equal_limits_and_no_cpu_limit(container: dict[str, Any]) -> None:
+    resources = container["resources"]
+    assert resources["requests"] == {
+        "cpu": "6",
+        "memory": "48Gi",
+        "ephemeral-storage": "40Gi",
+        "nvidia.com/gpu": "1",
+    }
+    assert resources["limits"] == {"memory": "48Gi", "nvidia.com/gpu": "1"}
+    assert "cpu" not in resources["limits"]
+
+
+def test_shm_and_cache_volumes(container: dict[str, Any], pod: dict[str, Any]) -> None:
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert mounts["shm"] == "/dev/shm"
+    assert volumes["cache"]["emptyDir"] == {"sizeLimit": "40Gi"}
+    assert mounts["cache"] == "/cache"
+    assert not any("hostPath" in v for v in pod["volumes"])
+
+
+def test_pod_placement_security_and_rollout(objects: dict[str, dict[str, Any]], pod: dict[str, Any]) -> None:
+    assert pod["nodeSelector"] == {"karpenter.sh/nodepool": "gpu-l40s"}
+    assert pod["tolerations"] == [GPU_TOLERATION]
+    assert pod["serviceAccountName"] == NAME
+    assert pod["enableServiceLinks"] is False
+    assert pod["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": 2000,
+        "runAsGroup": 0,
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    spec = objects["Deployment"]["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    # 600 s to launch a node and pull the image + the 900 s startup budget.
+    assert spec["progressDeadlineSeconds"] == 1500
+
+
+def test_zone_and_host_spread(pod: dict[str, Any]) -> None:
+    selector = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": NAME}
+    assert pod["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        },
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        },
+    ]
+    assert (
+        "topologySpreadConstraints"
+        not in synth(base_props(zone_spread=False))["Deployment"]["spec"]["template"]["spec"]
+    )
+
+
+def test_service_and_pdb_select_the_deployment_pods(objects: dict[str, dict[str, Any]]) -> None:
+    pod_labels = objects["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    service = objects["Service"]["spec"]
+    assert service["type"] == "ClusterIP"
+    assert service["ports"] == [{"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}]
+    assert service["selector"].items() <= pod_labels.items()
+    pdb = objects["PodDisruptionBudget"]
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert pdb["spec"]["selector"]["matchLabels"] == objects["Deployment"]["spec"]["selector"]["matchLabels"]
+
+
+def test_secret_provider_class_shape_by_hand(objects: dict[str, dict[str, Any]], pod: dict[str, Any]) -> None:
+    """secrets-store.csi.x-k8s.io/v1 has no CRD schema in ../shared: checked against the ASCP docs
+    (docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-examples.html, "SecretProviderClass YAML structure")."""
+    spc = objects["SecretProviderClass"]
+    assert spc["apiVersion"] == "secrets-store.csi.x-k8s.io/v1"
+    assert set(spc) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(spc["spec"]) == {"provider", "parameters"}
+    assert spc["spec"]["provider"] == "aws"
+    parameters = spc["spec"]["parameters"]
+    assert set(parameters) <= {
+        "region",
+        "failoverRegion",
+        "pathTranslation",
+        "usePodIdentity",
+        "preferredAddressType",
+        "objects",
+    }
+    assert all(isinstance(v, str) for v in parameters.values())
+    assert parameters["usePodIdentity"] == "true"
+    assert parameters["region"] == "eu-west-1"
+    assert yaml.safe_load(parameters["objects"]) == [
+        {"objectName": "llm-eks/dev/hf-token", "objectType": "secretsmanager", "objectAlias": "token"}
+    ]
+    # The pod mounts exactly this class, read-only, and the file lands where HF_TOKEN_PATH points.
+    volume = next(v for v in pod["volumes"] if v["name"] == "hf-token")
+    assert volume["csi"] == {
+        "driver": "secrets-store.csi.k8s.io",
+        "readOnly": True,
+        "volumeAttributes": {"secretProviderClass": f"{NAME}-hf-token"},
+    }
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "hf-token")
+    assert mount["readOnly"] is True
+    assert f"{mount['mountPath']}/token" == HF_TOKEN_PATH
+
+
+def test_internal_alb_ingress(objects: dict[str, dict[str, Any]]) -> None:
+    ingress = objects["Ingress"]
+    assert ingress["spec"]["ingressClassName"] == "alb"
+    assert ingress["metadata"]["annotations"] == {
+        "alb.ingress.kubernetes.io/scheme": "internal",
+        "alb.ingress.kubernetes.io/target-type": "ip",
+        "alb.ingress.kubernetes.io/healthcheck-path": "/health",
+        "alb.ingress.kubernetes.io/load-balancer-attributes": "idle_timeout.timeout_seconds=300",
+        # The ALB keeps a deregistered pod's connections for its whole drain: 15 + 90 s.
+        "alb.ingress.kubernetes.io/target-group-attributes": "deregistration_delay.timeout_seconds=105",
+        "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
+        "alb.ingress.kubernetes.io/certificate-arn": "arn:aws:acm:eu-west-1:111122223333:certificate/abc",
+        "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-2021-06",
+    }
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]
+    assert backend == {"service": {"name": NAME, "port": {"name": "http"}}}
+
+
+def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
+    props = base_props(
+        model="s3://llm-weights/llama-3.1-8b/",
+        weights="s3",
+        hf_token_secret=None,
+        aws_region=None,
+        ingress=None,
+        create_namespace=False,
+        accelerator_resource="aws.amazon.com/neuron",
+        tensor_parallel_size=2,
+        pipeline_parallel_size=2,
+        accelerators_per_pod=4,
+        accelerators_per_node=16,
+        run_as_user=None,
+    )
+    objects = synth(props)
+    assert sorted(objects) == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    assert_valid(list(objects.values()))
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"][:14] == [
+        "s3://llm-weights/llama-3.1-8b/",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--served-model-name",
+        "llama-3.1-8b",
+        "--tensor-parallel-size",
+        "2",
+        "--pipeline-parallel-size",
+        "2",
+        "--shutdown-timeout",
+        "90",
+        "--load-format",
+    ]
+    assert container["args"][14] == "runai_streamer"
+    assert container["resources"]["limits"]["aws.amazon.com/neuron"] == "4"
+    assert {e["name"] for e in container["env"]}.isdisjoint({"HF_TOKEN_PATH", "AWS_REGION"})
+    assert {v["name"] for v in pod["volumes"]} == {"shm", "cache"}
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"tensor_parallel_size": 16, "accelerators_per_pod": 16, "accelerators_per_node": 8},
+            "tensor_parallel_size: 16 is not allowed; must be at most 8 (accelerators per node)",
+        ),
+        (
+            {"tensor_parallel_size": 2, "accelerators_per_pod": 1, "accelerators_per_node": 8},
+            "accelerators_per_pod: 1 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size (2)",
+        ),
+        (
+            {
+                "tensor_parallel_size": 8,
+                "pipeline_parallel_size": 2,
+                "accelerators_per_pod": 16,
+                "accelerators_per_node": 8,
+            },
+            "accelerators_per_pod: 16 is not allowed; must be at most 8 (accelerators per node)",
+        ),
+        (
+            {"pre_stop_seconds": 10, "shutdown_timeout_seconds": 100, "termination_grace_seconds": 110},
+            "drain: preStop 10 s + shutdown timeout 100 s = 110 s must be below terminationGracePeriodSeconds 110 s, "
+            "which must be at most 110 s (2-minute Spot notice minus margin)",
+        ),
+        (
+            {"termination_grace_seconds": 150},
+            "drain: preStop 15 s + shutdown timeout 90 s = 105 s must be below terminationGracePeriodSeconds 150 s, "
+            "which must be at most 110 s (2-minute Spot notice minus margin)",
+        ),
+        ({"shutdown_timeout_seconds": 0}, "shutdown_timeout_seconds: 0 is not allowed; must be at least 1"),
+        (
+            {"name": "vLLM_llama"},
+            "name: 'vLLM_llama' is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter, at most 63 characters",
+        ),
+        (
+            {"namespace": "Inference"},
+            "namespace: 'Inference' is not allowed; must be a DNS-1123 label: lowercase letters, digits and '-', "
+            "at most 63 characters",
+        ),
+        (
+            {"served_model_name": 'llama"3'},
+            "served_model_name: 'llama\"3' is not allowed; must be non-empty without '\"', '\\' or a newline "
+            "(it is quoted in PromQL)",
+        ),
+        ({"weights": "gcs"}, "weights: 'gcs' is not allowed; must be 'hf' or 's3'"),
+        (
+            {"weights": "s3"},
+            "model: 'meta-llama/Llama-3.1-8B-Instruct' is not allowed with weights 's3'; must be an s3:// URI",
+        ),
+        (
+            {"model": "s3://bucket/llama/"},
+            "model: 's3://bucket/llama/' is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
+            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')",
+        ),
+        (
+            {"memory": "4Gi"},
+            "memory: 4Gi is not allowed; must be at least shm_size (8Gi) because /dev/shm pages count against "
+            "the memory limit",
+        ),
+        (
+            {"cpu": "lots"},
+            "cpu: 'lots' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi",
+        ),
+        (
+            {"engine_args": ("--tensor-parallel-size", "1")},
+            "engine_args: '--tensor-parallel-size' is not allowed; the chart sets it from tensor_parallel_size",
+        ),
+        ({"engine_args": ("--port=9000",)}, "engine_args: '--port' is not allowed; the chart sets it (8000)"),
+        (
+            {"engine_args": ("--enable-chunked-prefill",)},
+            "engine_args: '--enable-chunked-prefill' is not allowed; chunked prefill is on by default "
+            "(pass --no-enable-chunked-prefill to turn it off)",
+        ),
+        (
+            {"engine_args": ("--enable-prefix-caching",)},
+            "engine_args: '--enable-prefix-caching' is not allowed; prefix caching is on by default "
+            "(pass --no-enable-prefix-caching to turn it off)",
+        ),
+        (
+            {"engine_args": ("--num-scheduler-steps", "8")},
+            "engine_args: '--num-scheduler-steps' is not allowed; it was removed with the V0 engine",
+        ),
+        (
+            {"engine_args": ("--quantization", "awq")},
+            "engine_args: '--quantization awq' is not allowed; it forces the slow AWQ kernel: omit it "
+            "(auto-detected) or use awq_marlin",
+        ),
+        (
+            {"engine_args": ("--api-key", "x")},
+            "engine_args: '--api-key' is not allowed; the readiness probe reads /v1/models without a key; "
+            "authenticate in front of the Service",
+        ),
+        (
+            {"engine_args": ("--disable-log-stats",)},
+            "engine_args: '--disable-log-stats' is not allowed; it turns off the Prometheus metrics that "
+            "autoscaling and alerts read",
+        ),
+        (
+            {"model": "s3://b/m/", "weights": "s3", "engine_args": ("--load-format", "safetensors")},
+            "engine_args: '--load-format' is not allowed; the chart sets it (runai_streamer) for weights 's3'",
+        ),
+        (
+            {"hf_token_secret": "hf token!"},
+            "hf_token_secret: 'hf token!' is not allowed; must be a Secrets Manager secret name "
+            "(letters, digits and /_+=.@-)",
+        ),
+        (
+            {"accelerator_resource": "gpu"},
+            "accelerator_resource: 'gpu' is not allowed; must be an extended resource name such as "
+            "nvidia.com/gpu or aws.amazon.com/neuron",
+        ),
+        ({"startup_seconds": 0}, "startup_seconds: 0 is not allowed; must be at least 1"),
+        ({"startup_margin": 0.5}, "startup_margin: 0.5 is not allowed; must be at least 1"),
+        ({"replicas": -1}, "replicas: -1 is not allowed; must be at least 0"),
+        (
+            {"ingress": IngressProps(idle_timeout_seconds=5000)},
+            "ingress.idle_timeout_seconds: 5000 is not allowed; must be 1 to 4000 (ALB limit)",
+        ),
+    ],
+)
+def test_bad_props_get_one_line_errors(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_vllm_props(base_props(**overrides))
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+def test_chart_validates_before_emitting_anything() -> None:
+    import cdk8s
+
+    with pytest.raises(ConfigError, match=r"^tensor_parallel_size: 16 is not allowed"):
+        VllmChart(
+            cdk8s.App(),
+            "vllm",
+            base_props(tensor_parallel_size=16, accelerators_per_pod=16, accelerators_per_node=8),
+        )
+
+
+def test_manifests_modules_never_import_aws_cdk() -> None:
+    code = (
+        "import sys, llm_eks.manifests.vllm, llm_eks.manifests.autoscaling, llm_eks.manifests.benchmark, "
+        "llm_eks.manifests.labels; "
+        "bad = sorted(m for m in sys.modules if m.startswith('aws_cdk')); assert not bad, bad"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

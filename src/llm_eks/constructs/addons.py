@@ -1,0 +1,232 @@
+"""Shared plumbing for the cluster add-ons: pinned Helm installs that finish inside the kubectl Lambda, controller
+placement on the system node group, and EKS Pod Identity roles.
+
+Why the Helm time budget matters: aws_eks_v2 runs `helm upgrade --install` inside the kubectl provider Lambda, which
+AWS stops after 15 minutes. A Helm install that outlives it leaves CloudFormation waiting for a response that never
+comes (the anchors' known failure). Helm's `--timeout` bounds each wait separately: the main `--wait` and every hook
+Job each get the full timeout. So a chart's worst case is `timeout x waits` plus the time the handler spends before
+Helm starts (kubeconfig, repository index, chart download), and that sum must stay under 15 minutes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from llm_eks.constructs.cluster import SYSTEM_NODE_LABEL
+from llm_eks.errors import ConfigError
+
+SYSTEM_NODE_SELECTOR: Mapping[str, str] = MappingProxyType({SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]})
+
+# The kubectl provider Lambda's hard limit (aws_eks_v2 sets the handler timeout to 15 minutes).
+KUBECTL_LAMBDA_LIMIT = cdk.Duration.minutes(15)
+# update-kubeconfig, the repository index and the chart download happen before Helm's clock starts.
+HELM_SETUP_ALLOWANCE = cdk.Duration.minutes(2)
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# IAM resources need the key ARN; an alias ARN would match nothing.
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]+$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a controller's pods run: the system node group unless told otherwise."""
+
+    # Controllers never share GPU nodes: a GPU node can be a Spot node that Karpenter removes at any time.
+    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(SYSTEM_NODE_SELECTOR))
+    # The system node group carries no taint, so controllers need no toleration.
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    def values(self) -> dict[str, Any]:
+        """`nodeSelector` / `tolerations` as most charts spell them."""
+        return {"nodeSelector": dict(self.node_selector), "tolerations": [dict(t) for t in self.tolerations]}
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """A pinned chart: name, classic Helm repository URL and exact version (never a range)."""
+
+    chart: str
+    repository: str
+    version: str
+
+
+def check_name(field_name: str, value: str, *, label: bool) -> str:
+    """A Kubernetes namespace (DNS label) or object name (DNS subdomain); one-line ConfigError otherwise."""
+    if label:
+        pattern, limit, kind = _DNS_LABEL, 63, "DNS label (lowercase letters, digits and '-'"
+    else:
+        pattern, limit, kind = _DNS_SUBDOMAIN, 253, "DNS subdomain (lowercase letters, digits, '-' and '.'"
+    if not value or len(value) > limit or not pattern.match(value):
+        raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a {kind}, at most {limit} characters)")
+    return value
+
+
+def check_kms_key_arn(field_name: str, value: str | None) -> None:
+    """None, or a KMS key ARN (not an alias)."""
+    if value is not None and not _KMS_KEY_ARN.match(value):
+        raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a KMS key ARN (not an alias)")
+
+
+def check_replicas(field_name: str, value: int) -> None:
+    """Controllers run 1-3 replicas: more only adds standbys that compete for the system nodes."""
+    if not 1 <= value <= 3:
+        raise ConfigError(f"{field_name}: {value} is not allowed; must be between 1 and 3")
+
+
+def check_helm_timeout(field_name: str, timeout: cdk.Duration, waits: int) -> None:
+    """Fail at synth when a chart's worst case (`timeout` x `waits` + setup) could outlive the kubectl Lambda."""
+    minutes = timeout.to_seconds() / 60
+    worst = minutes * waits + HELM_SETUP_ALLOWANCE.to_minutes()
+    if minutes <= 0 or worst > KUBECTL_LAMBDA_LIMIT.to_minutes():
+        raise ConfigError(
+            f"{field_name}: {minutes:g} min is not allowed; {waits} Helm wait(s) x timeout + "
+            f"{HELM_SETUP_ALLOWANCE.to_minutes()} min setup must fit the kubectl Lambda's "
+            f"{KUBECTL_LAMBDA_LIMIT.to_minutes()} minutes (at most "
+            f"{round((KUBECTL_LAMBDA_LIMIT.to_minutes() - HELM_SETUP_ALLOWANCE.to_minutes()) / waits, 1):g} min)"
+        )
+
+
+def install_chart(
+    scope: Construct,
+    id: str,
+    *,
+    cluster: eks.ICluster,
+    source: ChartSource,
+    release: str,
+    namespace: str,
+    values: Mapping[str, Any],
+    timeout: cdk.Duration,
+    waits: int = 1,
+    create_namespace: bool = True,
+) -> eks.HelmChart:
+    """`helm upgrade --install --wait` of a pinned chart with a timeout that fits the kubectl Lambda.
+
+    `waits` is the number of separate Helm waits in the chart's worst case: 1 for the main `--wait` plus one per
+    hook Job. The release name is fixed (not CDK's hashed default) so a reviewer finds it with `helm ls`.
+    """
+    check_helm_timeout(f"{release}.timeout", timeout, waits)
+    return eks.HelmChart(
+        scope,
+        id,
+        cluster=cluster,
+        chart=source.chart,
+        repository=source.repository,
+        version=source.version,
+        release=release,
+        namespace=namespace,
+        create_namespace=create_namespace,
+        # Without --wait CloudFormation reports success before a single pod runs, and the charts that need this
+        # controller's CRDs or webhooks race it.
+        wait=True,
+        timeout=timeout,
+        values=dict(values),
+    )
+
+
+class SingleChartAddon(Construct):
+    """An add-on that is one pinned chart in its own namespace, with nothing on the AWS side."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: eks.ICluster,
+        source: ChartSource,
+        release: str,
+        namespace: str,
+        values: Mapping[str, Any],
+        timeout: cdk.Duration,
+    ) -> None:
+        super().__init__(scope, id)
+        self.namespace = namespace
+        self.chart = install_chart(
+            self,
+            "Chart",
+            cluster=cluster,
+            source=source,
+            release=release,
+            namespace=namespace,
+            values=values,
+            timeout=timeout,
+        )
+
+
+class PodIdentityRole(Construct):
+    """The IAM role one Kubernetes service account assumes through EKS Pod Identity, with its association.
+
+    The trust policy is the one EKS documents (`pods.eks.amazonaws.com`, `sts:AssumeRole` + `sts:TagSession`),
+    narrowed by the session tags Pod Identity sets to this cluster, namespace and service account, so no other
+    association in the account can use the role. The service account itself is created by whoever owns the pods
+    (the Helm chart or the cdk8s chart); an association does not need the account to exist yet.
+
+    EKS allows one association per service account, so `for_service_account` hands out one shared role per
+    (cluster, namespace, service account): the vLLM pod reading both its Hugging Face token and its model weights
+    gets one role with both grants.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, cluster: eks.ICluster, namespace: str, service_account: str
+    ) -> None:
+        super().__init__(scope, id)
+        self.namespace = check_name("namespace", namespace, label=True)
+        self.service_account = check_name("service_account", service_account, label=False)
+        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions(
+            {
+                "StringEquals": {
+                    "aws:RequestTag/eks-cluster-arn": cluster.cluster_arn,
+                    "aws:RequestTag/kubernetes-namespace": namespace,
+                    "aws:RequestTag/kubernetes-service-account": service_account,
+                }
+            }
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=principal.with_session_tags(),
+            description=f"EKS Pod Identity role for service account {namespace}/{service_account}",
+        )
+        self.association = eks.CfnPodIdentityAssociation(
+            self,
+            "Association",
+            cluster_name=cluster.cluster_name,
+            namespace=namespace,
+            service_account=service_account,
+            role_arn=self.role.role_arn,
+        )
+        # The agent DaemonSet serves the credentials; anything depending on this role waits for it too.
+        self.association.node.add_dependency(cluster.eks_pod_identity_agent)
+
+    @staticmethod
+    def for_service_account(cluster: eks.ICluster, namespace: str, service_account: str) -> PodIdentityRole:
+        """The one role of `namespace/service_account` on `cluster`, created on first use."""
+        stack = cdk.Stack.of(cluster)
+        holder_id = f"{cluster.node.id}PodIdentity"
+        holder = stack.node.try_find_child(holder_id) or Construct(stack, holder_id)
+        child_id = f"{namespace}-{service_account}"
+        existing = holder.node.try_find_child(child_id)
+        if isinstance(existing, PodIdentityRole):
+            return existing
+        return PodIdentityRole(holder, child_id, cluster=cluster, namespace=namespace, service_account=service_account)
+
+
+def requests_limits(cpu: str, memory: str, cpu_limit: str = "1", memory_limit: str | None = None) -> dict[str, Any]:
+    """Pod resources with both limits set explicitly.
+
+    Explicit because Helm deep-merges values: a limit we leave out keeps the chart's default (kuberay-operator's
+    is a 100m CPU limit that throttles it), and a `null` to delete it is dropped on the way through jsii.
+    """
+    return {
+        "requests": {"cpu": cpu, "memory": memory},
+        "limits": {"cpu": cpu_limit, "memory": memory_limit or memory},
+    }

@@ -1,0 +1,106 @@
+"""`Keda`: the KEDA operator, metrics API server and admission webhooks from the pinned kedacore/keda chart.
+
+KEDA needs no AWS permissions here: the vLLM ScaledObjects use the Prometheus trigger against the in-cluster
+Prometheus. The chart ships its CRDs as templates, so `helm upgrade` to a new pinned version upgrades them too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from llm_eks.constructs.addons import (
+    ChartSource,
+    Placement,
+    SingleChartAddon,
+    check_name,
+    check_replicas,
+    requests_limits,
+)
+from llm_eks.versions import KEDA_CHART_VERSION
+
+KEDA_CHART = ChartSource("keda", "https://kedacore.github.io/charts", KEDA_CHART_VERSION)
+
+
+@dataclass(frozen=True)
+class KedaProps:
+    """KEDA install options; every default is the production-right one."""
+
+    namespace: str = "keda"
+    # KEDA's HA guide: extra operator replicas stand by under leader election and only shorten a failover.
+    operator_replicas: int = 2
+    # Admission webhooks are stateless; 2 keep ScaledObject validation up while a system node drains.
+    webhook_replicas: int = 2
+    placement: Placement = field(default_factory=Placement)
+    # Three small Deployments and the CRDs: well inside 5 minutes; no hook Jobs, so one Helm wait.
+    timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(5))
+
+    def validate(self) -> None:
+        check_name("keda.namespace", self.namespace, label=True)
+        check_replicas("keda.operator_replicas", self.operator_replicas)
+        check_replicas("keda.webhook_replicas", self.webhook_replicas)
+
+
+class Keda(SingleChartAddon):
+    """KEDA from Helm in its own namespace, pinned to the system nodes."""
+
+    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KedaProps | None = None) -> None:
+        props = props or KedaProps()
+        props.validate()
+        super().__init__(
+            scope,
+            id,
+            cluster=cluster,
+            source=KEDA_CHART,
+            release="keda",
+            namespace=props.namespace,
+            values=keda_values(props),
+            timeout=props.timeout,
+        )
+
+
+def _spread(app: str) -> list[dict[str, Any]]:
+    """Replicas in different zones where possible: losing one AZ must not take every replica."""
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": app}},
+        }
+    ]
+
+
+def keda_values(props: KedaProps) -> dict[str, Any]:
+    """Helm values for kedacore/keda."""
+    placement = props.placement.values()
+    return {
+        # One global selector/tolerations: the chart applies them to operator, metrics server and webhooks.
+        **placement,
+        "crds": {"install": True},
+        "operator": {"replicaCount": props.operator_replicas},
+        # Only one metrics server can serve external.metrics.k8s.io (KEDA's HA guide); more replicas only help with
+        # kube-apiserver --enable-aggregator-routing, which EKS does not let us set.
+        "metricsServer": {"replicaCount": 1},
+        "webhooks": {"replicaCount": props.webhook_replicas},
+        "resources": {
+            "operator": requests_limits("100m", "128Mi", memory_limit="512Mi"),
+            "metricServer": requests_limits("100m", "128Mi", memory_limit="512Mi"),
+            "webhooks": requests_limits("50m", "64Mi", memory_limit="256Mi"),
+        },
+        "topologySpreadConstraints": {
+            "operator": _spread("keda-operator"),
+            "metricsServer": [],
+            "webhooks": _spread("keda-admission-webhooks"),
+        },
+        # A PDB on a single-replica Deployment would block node drains, so only the replicated parts get one.
+        "podDisruptionBudget": {
+            "operator": {"minAvailable": 1} if props.operator_replicas > 1 else {},
+            "metricServer": {},
+            "webhooks": {"minAvailable": 1} if props.webhook_replicas > 1 else {},
+        },
+    }

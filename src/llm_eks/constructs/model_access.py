@@ -1,0 +1,93 @@
+"""`ModelWeightsAccess`: read-only Pod Identity access for the vLLM service account to model weights kept in an
+existing S3 bucket (per environment, from config), for vLLM's Run:ai model streamer.
+
+Grants exactly: `s3:GetObject` on `<bucket>/<prefix>*`, `s3:ListBucket` on the bucket only for keys under the prefix,
+and `kms:Decrypt` through S3 only when the bucket is encrypted with a customer managed key whose ARN is given. The
+role is the service account's shared Pod Identity role (EKS allows one association per service account), so the same
+pod can also read its Hugging Face token (`SecretsStoreCsi.add_secret_reader`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from llm_eks.constructs.addons import PodIdentityRole, check_kms_key_arn, check_name
+from llm_eks.constructs.nag import acknowledge
+from llm_eks.errors import ConfigError
+
+# S3 general purpose bucket naming rules: 3-63 of lowercase letters, digits, '.', '-'; starts and ends alphanumeric.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+@dataclass(frozen=True)
+class ModelWeightsAccessProps:
+    """Where the weights are and who reads them."""
+
+    bucket_name: str
+    # Key prefix of this model's files, ending in '/', e.g. 'models/meta-llama/Llama-3.1-8B-Instruct/'.
+    prefix: str
+    service_account: str
+    # The workload namespace of the cross-helper contract.
+    namespace: str = "inference"
+    # Only for SSE-KMS with a customer managed key; SSE-S3 and aws/s3 need no key grant.
+    kms_key_arn: str | None = None
+
+    def validate(self) -> None:
+        if not _BUCKET.match(self.bucket_name) or ".." in self.bucket_name:
+            raise ConfigError(
+                f"model_weights.bucket_name: {self.bucket_name!r} is not allowed; must be an S3 bucket name "
+                "(3-63 lowercase letters, digits, '.', '-')"
+            )
+        if not self.prefix or self.prefix.startswith("/") or not self.prefix.endswith("/") or "*" in self.prefix:
+            raise ConfigError(
+                f"model_weights.prefix: {self.prefix!r} is not allowed; must be a key prefix without a leading '/' "
+                "or '*', ending in '/' (so it cannot match a sibling prefix)"
+            )
+        check_name("model_weights.namespace", self.namespace, label=True)
+        check_name("model_weights.service_account", self.service_account, label=False)
+        check_kms_key_arn("model_weights.kms_key_arn", self.kms_key_arn)
+
+
+class ModelWeightsAccess(Construct):
+    """Adds read-only weight access to the service account's Pod Identity role (created on first use)."""
+
+    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: ModelWeightsAccessProps) -> None:
+        super().__init__(scope, id)
+        props.validate()
+        bucket = s3.Bucket.from_bucket_name(self, "Bucket", props.bucket_name)
+        self.identity = PodIdentityRole.for_service_account(cluster, props.namespace, props.service_account)
+        self.role = self.identity.role
+        objects = bucket.arn_for_objects(f"{props.prefix}*")
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(sid="ReadModelWeights", actions=["s3:GetObject"], resources=[objects])
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListModelWeights",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [props.prefix, f"{props.prefix}*"]}},
+            )
+        )
+        if props.kms_key_arn is not None:
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="DecryptModelWeights",
+                    actions=["kms:Decrypt"],
+                    resources=[props.kms_key_arn],
+                    # Only as S3 decrypts objects for this role, never a direct Decrypt call.
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{cdk.Stack.of(self).region}.amazonaws.com"}},
+                )
+            )
+        acknowledge(
+            self.role.node.find_child("DefaultPolicy"),
+            f"IAM5[Resource::arn:<AWS::Partition>:s3:::{props.bucket_name}/{props.prefix}*]",
+            "Object-level read of one model's files: the wildcard is the key prefix, nothing wider.",
+        )

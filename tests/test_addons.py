@@ -1,0 +1,521 @@
+"""Cluster add-ons (KEDA, kube-prometheus-stack, KubeRay, Secrets Store CSI + ASCP, AWS Load Balancer Controller,
+model-weight access): what a reviewer checks in the synthesized template.
+
+One module-scoped synth of a minimal aws_eks_v2 cluster with every add-on, cdk-nag AwsSolutions attached. The test
+cluster itself is scaffolding: its own nag findings are ignored, every other finding fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from cdk_nag import AwsSolutionsChecks
+
+from llm_eks import versions
+from llm_eks.constructs.addons import HELM_SETUP_ALLOWANCE, KUBECTL_LAMBDA_LIMIT
+from llm_eks.constructs.keda import Keda, KedaProps
+from llm_eks.constructs.kuberay import KubeRayOperator
+from llm_eks.constructs.load_balancer import AwsLoadBalancerController
+from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessProps
+from llm_eks.constructs.observability import Observability, ObservabilityProps, storage_class
+from llm_eks.constructs.secrets import SecretsStoreCsi
+from llm_eks.errors import ConfigError
+from llm_eks.infra.review import readable
+from tests.kube_schema import assert_valid
+
+STACK = "Addons"
+SYSTEM = {"llm-eks.io/node-role": "system"}
+GPU_TAINTS = (
+    {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+    {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"},
+)
+WORKLOAD_SA = ("inference", "vllm-llama-3-1-8b")
+KMS_KEY = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+# Helm waits per release in the worst case: main --wait plus one per hook Job.
+WAITS = {"kube-prometheus-stack": 3, "secrets-store-csi-driver": 3}
+
+
+def _cluster(stack: cdk.Stack) -> eks.Cluster:
+    return eks.Cluster(
+        stack,
+        "Cluster",
+        version=eks.KubernetesVersion.V1_35,
+        default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+        default_capacity=0,
+        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "KubectlLayer")),
+    )
+
+
+class Synth:
+    def __init__(self) -> None:
+        outdir = Path(tempfile.mkdtemp(prefix="addons-"))
+        app = cdk.App(outdir=str(outdir))
+        stack = cdk.Stack(app, STACK, env=cdk.Environment(account="123456789012", region="us-west-2"))
+        cluster = _cluster(stack)
+        Keda(stack, "Keda", cluster=cluster)
+        Observability(stack, "Observability", cluster=cluster)
+        KubeRayOperator(stack, "KubeRay", cluster=cluster)
+        secrets = SecretsStoreCsi(stack, "SecretsStoreCsi", cluster=cluster)
+        self.reader = secrets.add_secret_reader(*WORKLOAD_SA, "llm-eks/hf-token")
+        AwsLoadBalancerController(stack, "AwsLoadBalancerController", cluster=cluster)
+        ModelWeightsAccess(
+            stack,
+            "ModelWeights",
+            cluster=cluster,
+            props=ModelWeightsAccessProps(
+                bucket_name="llm-eks-weights",
+                prefix="models/meta-llama/Llama-3.1-8B-Instruct/",
+                namespace=WORKLOAD_SA[0],
+                service_account=WORKLOAD_SA[1],
+                kms_key_arn=KMS_KEY,
+            ),
+        )
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        report = outdir / "validation-report.json"
+        try:
+            app.synth()
+        except RuntimeError:
+            # The test cluster's own findings fail validation (judged in test_cdk_nag...); anything else re-raises.
+            if not report.exists():
+                raise
+        self.template: dict[str, Any] = json.loads((outdir / f"{STACK}.template.json").read_text())
+        self.report: dict[str, Any] = json.loads(report.read_text()) if report.exists() else {"pluginReports": []}
+
+    def resources(self, type_: str) -> dict[str, dict[str, Any]]:
+        return {k: r for k, r in self.template["Resources"].items() if r["Type"] == type_}
+
+    def releases(self) -> dict[str, dict[str, Any]]:
+        """Helm release name -> properties, with values decoded (references shown as ${Ref:...})."""
+        out = {}
+        for logical_id, resource in self.resources("Custom::AWSCDK-EKS-HelmChart").items():
+            props = dict(resource["Properties"])
+            props["Values"] = json.loads(readable(props["Values"]))
+            props["LogicalId"] = logical_id
+            props["DependsOn"] = resource.get("DependsOn", [])
+            out[props["Release"]] = props
+        return out
+
+    def role_statements(self, role_logical_id: str) -> list[dict[str, Any]]:
+        statements = []
+        for policy in self.resources("AWS::IAM::Policy").values():
+            if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
+                statements += policy["Properties"]["PolicyDocument"]["Statement"]
+        return statements
+
+
+@pytest.fixture(scope="module")
+def synth() -> Synth:
+    return Synth()
+
+
+@pytest.fixture(scope="module")
+def releases(synth: Synth) -> dict[str, dict[str, Any]]:
+    return synth.releases()
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, str]) -> bool:
+    """Kubernetes toleration matching (operator Exists / Equal, empty key and effect match all)."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint["effect"]:
+            continue
+        if t.get("operator", "Equal") == "Exists":
+            if not t.get("key") or t["key"] == taint["key"]:
+                return True
+        elif t.get("key") == taint["key"] and t.get("value") == taint["value"]:
+            return True
+    return False
+
+
+# -- Helm releases -----------------------------------------------------------------------------------------------
+
+EXPECTED = {
+    "keda": ("keda", "https://kedacore.github.io/charts", versions.KEDA_CHART_VERSION, "keda"),
+    "prometheus-operator-crds": (
+        "prometheus-operator-crds",
+        "https://prometheus-community.github.io/helm-charts",
+        versions.PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
+        "monitoring",
+    ),
+    "kube-prometheus-stack": (
+        "kube-prometheus-stack",
+        "https://prometheus-community.github.io/helm-charts",
+        versions.KUBE_PROMETHEUS_STACK_CHART_VERSION,
+        "monitoring",
+    ),
+    "kuberay-operator": (
+        "kuberay-operator",
+        "https://ray-project.github.io/kuberay-helm/",
+        versions.KUBERAY_OPERATOR_CHART_VERSION,
+        "kuberay-system",
+    ),
+    "secrets-store-csi-driver": (
+        "secrets-store-csi-driver",
+        "https://kubernetes-sigs.github.io/secrets-store-csi-driver/charts",
+        versions.SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
+        "kube-system",
+    ),
+    "secrets-store-csi-driver-provider-aws": (
+        "secrets-store-csi-driver-provider-aws",
+        "https://aws.github.io/secrets-store-csi-driver-provider-aws",
+        versions.SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
+        "kube-system",
+    ),
+    "aws-load-balancer-controller": (
+        "aws-load-balancer-controller",
+        "https://aws.github.io/eks-charts",
+        versions.AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
+        "kube-system",
+    ),
+}
+
+
+def test_pinned_charts_and_namespaces(releases: dict[str, dict[str, Any]]) -> None:
+    assert set(releases) == set(EXPECTED)
+    for release, (chart, repository, version, namespace) in EXPECTED.items():
+        props = releases[release]
+        assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
+            chart,
+            repository,
+            version,
+            namespace,
+        ), release
+        assert re.fullmatch(r"\d+\.\d+\.\d+", props["Version"]), f"{release}: not an exact version"
+        # Own namespaces are created by Helm; kube-system always exists.
+        assert props.get("CreateNamespace") is (None if namespace == "kube-system" else True), release
+
+
+def test_versions_match_shared_crd_schemas() -> None:
+    """The chart versions ship the operator versions whose CRDs are in ../shared/schemas (SOURCES.md)."""
+    assert versions.KEDA_CHART_VERSION == "2.20.2"
+    assert versions.KUBERAY_OPERATOR_CHART_VERSION == "1.7.0"
+    assert versions.KUBE_PROMETHEUS_STACK_CHART_VERSION == "88.3.0"  # prometheus-operator v0.93.0
+    assert versions.PROMETHEUS_OPERATOR_CRDS_CHART_VERSION == "31.0.0"  # prometheus-operator v0.93.0
+
+
+def test_every_install_waits_and_fits_the_kubectl_lambda(releases: dict[str, dict[str, Any]]) -> None:
+    limit = KUBECTL_LAMBDA_LIMIT.to_seconds()
+    for release, props in releases.items():
+        assert props["Wait"] is True, release
+        seconds = int(props["Timeout"].removesuffix("s"))
+        assert seconds * WAITS.get(release, 1) + HELM_SETUP_ALLOWANCE.to_seconds() <= limit, release
+    assert {r: p["Timeout"] for r, p in releases.items()} == {
+        "keda": "300s",
+        "prometheus-operator-crds": "180s",
+        "kube-prometheus-stack": "240s",
+        "kuberay-operator": "300s",
+        "secrets-store-csi-driver": "240s",
+        "secrets-store-csi-driver-provider-aws": "480s",
+        "aws-load-balancer-controller": "300s",
+    }
+
+
+def test_controllers_run_on_system_nodes(releases: dict[str, dict[str, Any]]) -> None:
+    keda = releases["keda"]["Values"]
+    assert keda["nodeSelector"] == SYSTEM  # the chart applies it to operator, metrics server and webhooks
+    assert releases["kuberay-operator"]["Values"]["nodeSelector"] == SYSTEM
+    assert releases["aws-load-balancer-controller"]["Values"]["nodeSelector"] == SYSTEM
+    kps = releases["kube-prometheus-stack"]["Values"]
+    for path in (
+        ("prometheusOperator",),
+        ("prometheusOperator", "admissionWebhooks", "patch"),
+        ("prometheus", "prometheusSpec"),
+        ("alertmanager", "alertmanagerSpec"),
+        ("grafana",),
+        ("kube-state-metrics",),
+    ):
+        node = kps
+        for key in path:
+            node = node[key]
+        assert node["nodeSelector"] == SYSTEM, path
+        assert node["resources"]["requests"] and node["resources"]["limits"]["memory"], path
+
+
+def test_keda_high_availability(releases: dict[str, dict[str, Any]]) -> None:
+    keda = releases["keda"]["Values"]
+    assert keda["operator"]["replicaCount"] == 2
+    assert keda["metricsServer"]["replicaCount"] == 1  # only one can serve external.metrics.k8s.io
+    assert keda["podDisruptionBudget"]["operator"] == {"minAvailable": 1}
+    assert keda["podDisruptionBudget"]["metricServer"] == {}
+    assert set(keda["resources"]) == {"operator", "metricServer", "webhooks"}
+    assert keda["topologySpreadConstraints"]["operator"][0]["labelSelector"] == {
+        "matchLabels": {"app": "keda-operator"}
+    }
+
+
+def test_prometheus_selects_everything_and_grafana_loads_labelled_dashboards(
+    releases: dict[str, dict[str, Any]],
+) -> None:
+    kps = releases["kube-prometheus-stack"]["Values"]
+    spec = kps["prometheus"]["prometheusSpec"]
+    for kind in ("serviceMonitor", "podMonitor", "rule", "probe", "scrapeConfig"):
+        assert spec[f"{kind}SelectorNilUsesHelmValues"] is False, kind
+    assert spec["serviceMonitorNamespaceSelector"] == {}
+    assert kps["grafana"]["sidecar"]["dashboards"] == {
+        "enabled": True,
+        "label": "grafana_dashboard",
+        "labelValue": "1",
+        "searchNamespace": "ALL",
+    }
+    assert spec["retention"] == "15d"
+    assert spec["retentionSize"] == "40GB"
+    claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "gp3-encrypted"
+    assert claim["resources"]["requests"]["storage"] == "50Gi"
+    # node-exporter reaches GPU nodes.
+    node_exporter = kps["prometheus-node-exporter"]["tolerations"]
+    assert all(tolerates(node_exporter, taint) for taint in GPU_TAINTS)
+
+
+def test_prometheus_crds_come_from_their_own_release(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
+    kps = releases["kube-prometheus-stack"]
+    assert kps["Values"]["crds"] == {"enabled": False}
+    # No reliance on --skip-crds: the aws_eks_v2 handler drops it.
+    assert "SkipCrds" not in kps
+    assert releases["prometheus-operator-crds"]["LogicalId"] in kps["DependsOn"]
+    (storage_class_id,) = synth.resources("Custom::AWSCDK-EKS-KubernetesResource")
+    assert storage_class_id in kps["DependsOn"]
+
+
+def test_encrypted_gp3_storage_class(synth: Synth) -> None:
+    (resource,) = synth.resources("Custom::AWSCDK-EKS-KubernetesResource").values()
+    (manifest,) = json.loads(resource["Properties"]["Manifest"])
+    assert manifest["provisioner"] == "ebs.csi.aws.com"
+    assert manifest["parameters"] == {"type": "gp3", "encrypted": "true"}
+    assert manifest["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert_valid([storage_class(ObservabilityProps()), storage_class(ObservabilityProps(kms_key_arn=KMS_KEY))])
+
+
+def test_csi_driver_and_provider_run_on_gpu_and_neuron_nodes(releases: dict[str, dict[str, Any]]) -> None:
+    driver = releases["secrets-store-csi-driver"]["Values"]
+    provider = releases["secrets-store-csi-driver-provider-aws"]["Values"]
+    for tolerations in (driver["linux"]["tolerations"], provider["tolerations"]):
+        for taint in GPU_TAINTS:
+            assert tolerates(tolerations, taint), taint
+    # DaemonSets: no nodeSelector narrowing them to the system nodes.
+    assert "nodeSelector" not in driver["linux"] and "nodeSelector" not in provider
+
+
+def test_secrets_stay_files_through_pod_identity(releases: dict[str, dict[str, Any]]) -> None:
+    driver = releases["secrets-store-csi-driver"]["Values"]
+    provider = releases["secrets-store-csi-driver-provider-aws"]["Values"]
+    assert driver["syncSecret"] == {"enabled": False}
+    assert driver["tokenRequests"] == [{"audience": "pods.eks.amazonaws.com"}]
+    assert provider["secrets-store-csi-driver"] == {"install": False}
+    assert provider["awsRegion"] == "us-west-2"
+    assert (
+        releases["secrets-store-csi-driver"]["LogicalId"]
+        in releases["secrets-store-csi-driver-provider-aws"]["DependsOn"]
+    )
+
+
+# -- Pod Identity --------------------------------------------------------------------------------------------------
+
+
+def _associations(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
+    out = {}
+    for resource in synth.resources("AWS::EKS::PodIdentityAssociation").values():
+        props = resource["Properties"]
+        key = (props["Namespace"], props["ServiceAccount"])
+        assert key not in out, f"two associations for {key}: EKS allows one"
+        out[key] = resource
+    return out
+
+
+def test_pod_identity_associations(synth: Synth) -> None:
+    associations = _associations(synth)
+    assert set(associations) == {WORKLOAD_SA, ("kube-system", "aws-load-balancer-controller")}
+    roles = synth.resources("AWS::IAM::Role")
+    for (namespace, account), resource in associations.items():
+        role_id = resource["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        (statement,) = roles[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+        condition = statement["Condition"]["StringEquals"]
+        assert condition["aws:RequestTag/kubernetes-namespace"] == namespace
+        assert condition["aws:RequestTag/kubernetes-service-account"] == account
+        assert "aws:RequestTag/eks-cluster-arn" in condition
+        # Credentials need the agent add-on.
+        assert any("PodIdentityAgent" in d for d in resource["DependsOn"])
+    # No IRSA anywhere: no OIDC provider.
+    assert not synth.resources("Custom::AWSCDKOpenIdConnectProvider")
+    assert not synth.resources("AWS::IAM::OIDCProvider")
+
+
+def _workload_role(synth: Synth) -> str:
+    return _associations(synth)[WORKLOAD_SA]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+
+
+def test_secret_reader_reads_exactly_one_secret(synth: Synth) -> None:
+    statements = synth.role_statements(_workload_role(synth))
+    (read,) = [s for s in statements if any(a.startswith("secretsmanager:") for a in _list(s["Action"]))]
+    assert sorted(_list(read["Action"])) == ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"]
+    arn = readable(read["Resource"])
+    assert arn == "arn:${Ref:AWS::Partition}:secretsmanager:us-west-2:123456789012:secret:llm-eks/hf-token-??????"
+    assert "*" not in arn
+
+
+def test_model_weights_read_only_on_the_prefix(synth: Synth) -> None:
+    statements = {s["Sid"]: s for s in synth.role_statements(_workload_role(synth)) if "Sid" in s}
+    prefix = "models/meta-llama/Llama-3.1-8B-Instruct/"
+    assert statements["ReadModelWeights"]["Action"] == "s3:GetObject"
+    assert readable(statements["ReadModelWeights"]["Resource"]).endswith(f":s3:::llm-eks-weights/{prefix}*")
+    listing = statements["ListModelWeights"]
+    assert listing["Action"] == "s3:ListBucket"
+    assert readable(listing["Resource"]).endswith(":s3:::llm-eks-weights")
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
+    decrypt = statements["DecryptModelWeights"]
+    assert (decrypt["Action"], decrypt["Resource"]) == ("kms:Decrypt", KMS_KEY)
+    assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-west-2.amazonaws.com"}}
+    every_action = {a for s in statements.values() for a in _list(s["Action"])}
+    assert not any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in every_action)
+
+
+def test_load_balancer_controller(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
+    values = releases["aws-load-balancer-controller"]["Values"]
+    assert values["clusterName"].startswith("${Ref:Cluster")
+    assert values["vpcId"].startswith("${Ref:")
+    assert values["region"] == "us-west-2"
+    assert values["serviceAccount"] == {"create": True, "name": "aws-load-balancer-controller"}
+    assert values["replicaCount"] == 2
+    assert values["podDisruptionBudget"] == {"maxUnavailable": 1}
+    assert values["enableServiceMutatorWebhook"] is False
+    assert values["defaultLoadBalancerScheme"] == "internal"
+    role_id = _associations(synth)[("kube-system", "aws-load-balancer-controller")]["Properties"]["RoleArn"]
+    statements = synth.role_statements(role_id["Fn::GetAtt"][0])
+    assert len(statements) == 16
+    by_sid = {s["Sid"]: s for s in statements}
+    # Mutations are scoped by the controller's cluster tag, as upstream scopes them.
+    assert by_sid["ModifyOwnedLoadBalancer"]["Condition"] == {
+        "Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}
+    }
+    assert by_sid["CreateElbServiceLinkedRole"]["Condition"] == {
+        "StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}
+    }
+    # Partition-aware ARNs, so GovCloud and China deploy the same code.
+    assert readable(by_sid["RegisterTargets"]["Resource"]) == (
+        "arn:${Ref:AWS::Partition}:elasticloadbalancing:*:*:targetgroup/*/*"
+    )
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# -- No secrets, no unacknowledged findings ------------------------------------------------------------------------
+
+
+def test_no_plaintext_secret_in_the_template(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
+    def keys(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return [k for k in node] + [k2 for v in node.values() for k2 in keys(v)]
+        if isinstance(node, list):
+            return [k for v in node for k in keys(v)]
+        return []
+
+    for release, props in releases.items():
+        assert not [k for k in keys(props["Values"]) if re.search(r"password|token$|apikey", k, re.I)], release
+    text = json.dumps(synth.template)
+    assert "prom-operator" not in text  # kube-prometheus-stack's old default Grafana password
+    assert "hf_" not in text
+    assert not synth.resources("AWS::SecretsManager::Secret")
+
+
+def test_cdk_nag_has_no_findings_on_the_addons(synth: Synth) -> None:
+    scaffolding = f"{STACK}/Cluster/"
+    findings = [
+        f"{v['ruleName']} at {c['constructPath']}"
+        for report in synth.report["pluginReports"]
+        for v in report["violations"]
+        for c in v["violatingConstructs"]
+        if not c["constructPath"].startswith(scaffolding)
+    ]
+    assert synth.report["pluginReports"], "cdk-nag did not run"
+    assert not findings, "\n".join(findings)
+
+
+# -- Bad input: one line naming the field ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bare_cluster() -> eks.Cluster:
+    app = cdk.App()
+    return _cluster(cdk.Stack(app, "Bare", env=cdk.Environment(account="123456789012", region="us-west-2")))
+
+
+def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster: eks.Cluster) -> None:
+    with pytest.raises(ConfigError) as err:
+        Keda(bare_cluster.stack, "KedaSlow", cluster=bare_cluster, props=KedaProps(timeout=cdk.Duration.minutes(14)))
+    assert str(err.value) == (
+        "keda.timeout: 14 min is not allowed; 1 Helm wait(s) x timeout + 2 min setup must fit the kubectl "
+        "Lambda's 15 minutes (at most 13 min)"
+    )
+    with pytest.raises(ConfigError) as err:
+        Observability(
+            bare_cluster.stack,
+            "ObsSlow",
+            cluster=bare_cluster,
+            props=ObservabilityProps(timeout=cdk.Duration.minutes(5)),
+        )
+    assert str(err.value) == (
+        "kube-prometheus-stack.timeout: 5 min is not allowed; 3 Helm wait(s) x timeout + 2 min setup must fit the "
+        "kubectl Lambda's 15 minutes (at most 4.3 min)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"prefix": "models/llama"},
+            "model_weights.prefix: 'models/llama' is not allowed; must be a key prefix without a leading '/' or '*', "
+            "ending in '/' (so it cannot match a sibling prefix)",
+        ),
+        (
+            {"bucket_name": "My_Bucket"},
+            "model_weights.bucket_name: 'My_Bucket' is not allowed; must be an S3 bucket name "
+            "(3-63 lowercase letters, digits, '.', '-')",
+        ),
+        (
+            {"kms_key_arn": "alias/weights"},
+            "model_weights.kms_key_arn: 'alias/weights' is not allowed; must be a KMS key ARN (not an alias)",
+        ),
+        (
+            {"service_account": "vLLM"},
+            "model_weights.service_account: 'vLLM' is not allowed; must be a DNS subdomain (lowercase letters, "
+            "digits, '-' and '.', at most 253 characters)",
+        ),
+    ],
+)
+def test_model_weights_bad_input(bare_cluster: eks.Cluster, props: dict[str, str], message: str) -> None:
+    base = {"bucket_name": "weights", "prefix": "models/x/", "service_account": "vllm"}
+    with pytest.raises(ConfigError) as err:
+        ModelWeightsAccessProps(**{**base, **props}).validate()
+    assert str(err.value) == message
+
+
+def test_secret_reader_wants_a_name_not_an_arn(bare_cluster: eks.Cluster) -> None:
+    secrets = SecretsStoreCsi(bare_cluster.stack, "Secrets", cluster=bare_cluster)
+    with pytest.raises(ConfigError) as err:
+        secrets.add_secret_reader("inference", "vllm", "arn:aws:secretsmanager:us-west-2:1:secret:hf-AbCdEf")
+    assert str(err.value).startswith("secret_reader.secret_name: 'arn:aws:secretsmanager")
+    with pytest.raises(ConfigError, match=r"^secret_reader\.namespace: 'Inference' is not allowed"):
+        secrets.add_secret_reader("Inference", "vllm", "hf-token")
+
+
+def test_replica_counts_are_bounded(bare_cluster: eks.Cluster) -> None:
+    with pytest.raises(ConfigError) as err:
+        KedaProps(operator_replicas=0).validate()
+    assert str(err.value) == "keda.operator_replicas: 0 is not allowed; must be between 1 and 3"
+    with pytest.raises(ConfigError) as err:
+        ObservabilityProps(retention="two weeks").validate()
+    assert str(err.value) == (
+        "observability.retention: 'two weeks' is not allowed; must be a Prometheus duration such as 15d"
+    )

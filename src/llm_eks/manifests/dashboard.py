@@ -1,0 +1,339 @@
+"""The Grafana dashboard of one vLLM workload, built as a plain dict (the monitoring chart ships it as JSON in a
+ConfigMap the Grafana sidecar loads).
+
+Every query reads current vLLM metric names only (llm_eks.manifests.promql) and the DCGM exporter's default
+counters. The Prometheus datasource is a dashboard variable, so the same JSON works in any Grafana.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from llm_eks.manifests.promql import selector
+
+# Grafana's newest dashboard schema (apps/dashboard/pkg/migration/schemaversion/v43.go in grafana/grafana, 2026);
+# an older Grafana loads it as is, a newer one migrates it forward on load.
+SCHEMA_VERSION = 43
+# Grafana caps dashboard uids at 40 characters.
+UID_MAX_LENGTH = 40
+
+_DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+_RATE = "$__rate_interval"
+_QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class DashboardSpec:
+    """What the dashboard shows; the monitoring chart fills it from its props."""
+
+    uid: str
+    title: str
+    namespace: str
+    # Scrape job of the vLLM Service (a ServiceMonitor's job label is the Service name).
+    job: str
+    served_model_name: str
+    ttft_p99_seconds: float
+    itl_p99_seconds: float
+    kv_cache_usage_threshold: float
+    # USD per hour for one serving replica, from the capacity plan.
+    cost_per_hour_per_replica: float
+    # DCGM exporter scraped: GPU utilization and memory panels.
+    dcgm: bool
+
+
+def _number(value: float) -> str:
+    """A float as PromQL literal text, without float noise (0.1 stays 0.1)."""
+    return format(value, ".12g")
+
+
+class _Queries:
+    """The PromQL of every panel, in one place so the alerts and tests can read the same strings."""
+
+    def __init__(self, spec: DashboardSpec) -> None:
+        self.spec = spec
+        self.vllm = selector({"namespace": spec.namespace, "model_name": spec.served_model_name})
+        self.up = selector({"job": spec.job, "namespace": spec.namespace})
+        self.gpu = selector({"namespace": spec.namespace})
+
+    def quantile(self, q: float, histogram: str) -> str:
+        return f"histogram_quantile({_number(q)}, sum by (le) (rate({histogram}_bucket{self.vllm}[{_RATE}])))"
+
+    def rate(self, counter: str) -> str:
+        return f"sum(rate({counter}{self.vllm}[{_RATE}]))"
+
+    def replicas(self) -> str:
+        return f"count(up{self.up} == 1)"
+
+    def cost_per_million(self, counters: tuple[str, ...]) -> str:
+        tokens_per_second = " + ".join(self.rate(c) for c in counters)
+        return (
+            f"{_number(self.spec.cost_per_hour_per_replica)} * {self.replicas()}"
+            f" / (({tokens_per_second}) * 3600 / 1e6 > 0)"
+        )
+
+    def prefix_hit_ratio(self) -> str:
+        return f"{self.rate('vllm:prefix_cache_hits_total')} / ({self.rate('vllm:prefix_cache_queries_total')} > 0)"
+
+
+def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
+    return {"datasource": _DATASOURCE, "expr": expr, "legendFormat": legend, "range": True, "refId": ref}
+
+
+def _targets(*pairs: tuple[str, str]) -> list[dict[str, Any]]:
+    return [_target(expr, legend, chr(ord("A") + i)) for i, (expr, legend) in enumerate(pairs)]
+
+
+def _thresholds(limit: float | None) -> dict[str, Any]:
+    steps: list[dict[str, Any]] = [{"color": "green", "value": None}]
+    if limit is not None:
+        steps.append({"color": "red", "value": limit})
+    return {"mode": "absolute", "steps": steps}
+
+
+def _timeseries(
+    title: str,
+    description: str,
+    unit: str,
+    targets: list[dict[str, Any]],
+    *,
+    limit: float | None = None,
+    min_value: float | None = 0,
+    max_value: float | None = None,
+) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "unit": unit,
+        "thresholds": _thresholds(limit),
+        # A dashed red line at the limit (SLO or alert threshold) when there is one.
+        "custom": {"thresholdsStyle": {"mode": "dashed" if limit is not None else "off"}, "fillOpacity": 10},
+    }
+    if min_value is not None:
+        defaults["min"] = min_value
+    if max_value is not None:
+        defaults["max"] = max_value
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": _DATASOURCE,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": targets,
+    }
+
+
+def _stat(title: str, description: str, unit: str, targets: list[dict[str, Any]], decimals: int) -> dict[str, Any]:
+    return {
+        "type": "stat",
+        "title": title,
+        "description": description,
+        "datasource": _DATASOURCE,
+        "fieldConfig": {
+            "defaults": {"unit": unit, "decimals": decimals, "thresholds": _thresholds(None)},
+            "overrides": [],
+        },
+        "options": {
+            "colorMode": "none",
+            "graphMode": "area",
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "textMode": "value",
+        },
+        "targets": targets,
+    }
+
+
+def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
+    q = _Queries(spec)
+    cost = _number(spec.cost_per_hour_per_replica)
+    cost_description = (
+        f"USD per million tokens = ${cost}/h per replica (the capacity plan's price, baked into this query at "
+        "synth time) x ready replicas / (tokens per hour / 1e6). It rises when replicas sit idle; change the price "
+        "in the plan, not here."
+    )
+
+    def quantiles(histogram: str) -> list[dict[str, Any]]:
+        return _targets(*((q.quantile(p, histogram), f"p{round(p * 100)}") for p in _QUANTILES))
+
+    panels = [
+        _stat(
+            "Ready replicas",
+            f"vLLM pods whose /metrics Prometheus scrapes (up == 1 for job {spec.job}).",
+            "none",
+            _targets((q.replicas(), "replicas")),
+            0,
+        ),
+        _stat(
+            "Cost per 1M output tokens",
+            cost_description,
+            "currencyUSD",
+            _targets((q.cost_per_million(("vllm:generation_tokens_total",)), "USD / 1M output tokens")),
+            2,
+        ),
+        _stat(
+            "Output tokens/s",
+            "Generated tokens per second across all replicas.",
+            "none",
+            _targets((q.rate("vllm:generation_tokens_total"), "tokens/s")),
+            0,
+        ),
+        _stat(
+            "Prefix cache hit ratio",
+            "Prompt tokens served from the prefix cache / prompt tokens looked up.",
+            "percentunit",
+            _targets((q.prefix_hit_ratio(), "hit ratio")),
+            1,
+        ),
+        _timeseries(
+            "Time to first token",
+            f"TTFT percentiles; the dashed line is the p99 SLO ({_number(spec.ttft_p99_seconds)} s).",
+            "s",
+            quantiles("vllm:time_to_first_token_seconds"),
+            limit=spec.ttft_p99_seconds,
+        ),
+        _timeseries(
+            "Inter-token latency",
+            f"ITL percentiles; the dashed line is the p99 SLO ({_number(spec.itl_p99_seconds)} s).",
+            "s",
+            quantiles("vllm:inter_token_latency_seconds"),
+            limit=spec.itl_p99_seconds,
+        ),
+        _timeseries(
+            "End-to-end request latency",
+            "Percentiles of the time from request arrival to the last token.",
+            "s",
+            quantiles("vllm:e2e_request_latency_seconds"),
+        ),
+        _timeseries(
+            "Token throughput",
+            "Prompt (prefill) and generated (decode) tokens per second across all replicas.",
+            "none",
+            _targets(
+                (q.rate("vllm:prompt_tokens_total"), "prompt tokens/s"),
+                (q.rate("vllm:generation_tokens_total"), "generated tokens/s"),
+            ),
+        ),
+        _timeseries(
+            "Queue depth",
+            "Requests waiting for a batch slot and requests in the running batch, summed over replicas. A waiting "
+            "queue that keeps growing means the autoscaler is out of room.",
+            "none",
+            _targets(
+                (f"sum(vllm:num_requests_waiting{q.vllm})", "waiting"),
+                (f"sum(vllm:num_requests_running{q.vllm})", "running"),
+            ),
+        ),
+        _timeseries(
+            "KV-cache usage",
+            f"KV-cache blocks in use per pod (0-1); the dashed line is the alert threshold "
+            f"({_number(spec.kv_cache_usage_threshold)}). Near 1, vLLM preempts requests.",
+            "percentunit",
+            _targets((f"max by (pod) (vllm:kv_cache_usage_perc{q.vllm})", "{{pod}}")),
+            limit=spec.kv_cache_usage_threshold,
+            max_value=1,
+        ),
+        _timeseries(
+            "Preemptions",
+            "Requests preempted per second (KV cache exhausted; their work is recomputed).",
+            "none",
+            _targets((q.rate("vllm:num_preemptions_total"), "preemptions/s")),
+        ),
+        _timeseries(
+            "Finished requests",
+            "Requests finished per second, by finish reason (stop, length, abort, ...).",
+            "reqps",
+            _targets(
+                (
+                    f"sum by (finished_reason) (rate(vllm:request_success_total{q.vllm}[{_RATE}]))",
+                    "{{finished_reason}}",
+                )
+            ),
+        ),
+        _timeseries(
+            "Cost per 1M tokens",
+            cost_description + " The second series counts prompt and generated tokens together.",
+            "currencyUSD",
+            _targets(
+                (q.cost_per_million(("vllm:generation_tokens_total",)), "per 1M output tokens"),
+                (
+                    q.cost_per_million(("vllm:prompt_tokens_total", "vllm:generation_tokens_total")),
+                    "per 1M prompt + output tokens",
+                ),
+            ),
+        ),
+    ]
+    if spec.dcgm:
+        panels += [
+            _timeseries(
+                "GPU utilization",
+                f"DCGM_FI_DEV_GPU_UTIL of the GPUs allocated to pods in namespace {spec.namespace}, per node and GPU.",
+                "percent",
+                _targets((f"avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{q.gpu})", "{{Hostname}} GPU {{gpu}}")),
+                max_value=100,
+            ),
+            _timeseries(
+                "GPU memory used",
+                "DCGM_FI_DEV_FB_USED (framebuffer MiB in use: weights, KV cache, activations) per node and GPU.",
+                "mbytes",
+                _targets((f"max by (Hostname, gpu) (DCGM_FI_DEV_FB_USED{q.gpu})", "{{Hostname}} GPU {{gpu}}")),
+            ),
+        ]
+    return panels
+
+
+def _layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stats in one row of four, then graphs two per row; ids in reading order."""
+    x = y = previous_height = 0
+    laid_out = []
+    for index, panel in enumerate(panels, start=1):
+        stat = panel["type"] == "stat"
+        width, height = (6, 4) if stat else (12, 8)
+        if x + width > 24:
+            x, y = 0, y + previous_height
+        laid_out.append({"id": index, "gridPos": {"h": height, "w": width, "x": x, "y": y}, **panel})
+        x += width
+        previous_height = height
+    return laid_out
+
+
+def build_dashboard(spec: DashboardSpec) -> dict[str, Any]:
+    """The dashboard as a dict (json.dumps it for Grafana)."""
+    return {
+        "uid": spec.uid,
+        "title": spec.title,
+        "description": f"vLLM serving {spec.served_model_name} in namespace {spec.namespace} (llm-eks).",
+        "tags": ["llm-eks", "vllm"],
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "30s",
+        "schemaVersion": SCHEMA_VERSION,
+        "time": {"from": "now-3h", "to": "now"},
+        "timezone": "browser",
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Prometheus",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                    "refresh": 1,
+                    "regex": "",
+                }
+            ]
+        },
+        "annotations": {"list": []},
+        "links": [],
+        "panels": _layout(_panels(spec)),
+    }
+
+
+def panel_queries(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(panel title, expr) for every query in a dashboard built here."""
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            yield panel["title"], target["expr"]

@@ -1,0 +1,504 @@
+"""`RayServeChart`: one model served by Ray Serve LLM (vLLM inside Ray) as a KubeRay `ray.io/v1` RayService.
+
+Objects: Namespace (optional), ServiceAccount, SecretProviderClass (Hugging Face token, optional), RayService.
+KubeRay creates the RayCluster, its head Service and the OpenAI-compatible endpoint `<name>-serve-svc` on port
+8000 (port name `serve`).
+
+How the pieces scale:
+- Ray Serve autoscales model replicas on ongoing requests per replica (`target_ongoing_requests`, the plan's
+  concurrency per replica) between min and max replicas.
+- Each model replica is a placement group of tensor_parallel_size x pipeline_parallel_size GPU bundles (Ray Serve
+  LLM always runs vLLM with the Ray executor). The in-tree Ray autoscaler (v2) adds GPU worker pods for pending
+  bundles and removes idle ones; Karpenter launches the nodes those pods need.
+- One GPU worker pod holds `gpus_per_worker` GPUs (the node's GPUs the plan uses). A replica that needs more GPUs
+  than one worker has spans pipeline_parallel_size nodes (tensor parallel within a node, pipeline parallel across
+  nodes, vLLM's multi-node recipe); the placement group uses PACK then, so it fills a node before spilling to the
+  next, and STRICT_PACK otherwise, so a tensor-parallel group never straddles two nodes.
+
+The head runs on system (CPU) capacity and takes no Ray work (`num-cpus: "0"`, `num-gpus: "0"`): only the GCS,
+the dashboard, the Serve controller and proxy, and the autoscaler sidecar KubeRay injects.
+KubeRay also injects probes and a memory-backed /dev/shm sized to the container's memory; the chart sets neither.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+import yaml
+from constructs import Construct
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.labels import PART_OF, app_labels, plain_object, require_dns1035, require_dns1123
+from llm_eks.manifests.vllm import HF_TOKEN_FILE, HF_TOKEN_PATH, hf_token_mount, secret_provider_class_name
+from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
+
+RAY_SERVE_APP = "ray-serve"
+IMPORT_PATH = "ray.serve.llm:build_openai_app"
+APPLICATION_NAME = "llm"
+SERVE_PORT = 8000
+WORKER_GROUP = "gpu"
+# KubeRay appends "-serve-svc" (and "-xxxxx" for the RayCluster) to the RayService name; 63 - 10 - 6 = 47.
+MAX_NAME_LENGTH = 47
+
+# NVIDIA accelerator types Ray knows (ray/util/accelerators/accelerators.py in Ray 2.60.0); LLMConfig refuses any
+# other value. Ray detects the GPU model on each node and advertises it as the resource `accelerator_type:<type>`.
+RAY_NVIDIA_ACCELERATOR_TYPES = (
+    "V100",
+    "P100",
+    "T4",
+    "P4",
+    "K80",
+    "A10G",
+    "L4",
+    "L40S",
+    "A100",
+    "A100-40G",
+    "A100-80G",
+    "H100",
+    "H200",
+    "H20",
+    "B200",
+    "B300",
+    "GB200",
+    "GB300",
+    "RTX-PRO-6000",
+)
+# Ray Serve LLM sets these itself: the model from model_loading_config, the Ray executor always.
+_RESERVED_ENGINE_KWARGS = {
+    "model": "it comes from model_source",
+    "served_model_name": "it comes from model_id",
+    "distributed_executor_backend": "Ray Serve LLM always uses the ray executor",
+}
+_UPSCALING_MODES = ("Default", "Aggressive", "Conservative")
+# NewClusterWithIncrementalUpgrade needs the Gateway API; it is not offered.
+_UPGRADE_STRATEGIES = ("NewCluster", "None")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,252}$")
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class RayServeProps:
+    """One model on Ray Serve LLM. The lead fills the fields without defaults from the config and the plan."""
+
+    # RayService and ServiceAccount name (DNS-1035, at most 47 characters); the endpoint is <name>-serve-svc.
+    name: str
+    # The name clients send as "model" (LLMConfig model_loading_config.model_id).
+    model_id: str
+    # Hugging Face repo id, or s3://bucket/prefix of a weights mirror (model_loading_config.model_source).
+    model_source: str
+    # Ray's accelerator constant for the node pool's GPU (e.g. "L40S", "A10G"), from the planner.
+    accelerator_type: str
+    # GPUs one worker pod (one node) takes: the node's accelerators the plan uses.
+    gpus_per_worker: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    # Serve model replicas (each replica spans nodes_per_replica worker pods).
+    min_replicas: int
+    max_replicas: int
+    # Ongoing requests per replica Serve autoscales to: the plan's concurrency per replica.
+    target_ongoing_requests: int
+    # CPU and memory of one GPU worker pod, right-sized by the planner.
+    worker_cpu: str
+    worker_memory: str
+    # From the node-pool helper: selects the planned GPU pool and tolerates its taint.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    # vLLM engine arguments the plan sets beyond the typed ones; None/"auto" leave vLLM's own default.
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    extra_engine_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # Environment of the replica and its engine workers (LLMConfig runtime_env.env_vars).
+    runtime_env_vars: Mapping[str, str] = field(default_factory=dict)
+    # None keeps Ray Serve LLM's default (no cap: vLLM queues the excess, and the queue is what we watch).
+    max_ongoing_requests: int | None = None
+    # Secrets Manager secret NAME holding the Hugging Face token; None for public models (or S3 weights).
+    hf_token_secret: str | None = None
+    # Region of the secret; None lets the AWS provider look it up.
+    aws_region: str | None = None
+    # Ephemeral storage of a worker pod for the downloaded weights (planner); None when streaming from S3.
+    worker_ephemeral_storage: str | None = None
+    namespace: str = "inference"
+    # Emit the Namespace object (one chart must own it; the lead decides which).
+    create_namespace: bool = True
+    # Ray Serve LLM runs vLLM on CUDA GPUs here; Neuron needs a different engine build.
+    gpu_resource: str = "nvidia.com/gpu"
+    image: str = RAY_LLM_IMAGE
+    ray_version: str = RAY_VERSION
+    # GCS, dashboard, Serve controller and proxy for one model: 2 CPUs / 8 GiB (KubeRay's LLM samples use 2 CPUs).
+    head_cpu: str = "2"
+    head_memory: str = "8Gi"
+    # System nodes carry llm-eks.io/node-role=system (cross-chart contract); the head must not land on a GPU node.
+    head_node_selector: Mapping[str, str] = field(default_factory=lambda: {"llm-eks.io/node-role": "system"})
+    head_tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Serve already waits downscale_delay_s (600 s) before dropping a replica; 5 more minutes of an idle worker lets
+    # a returning burst reuse a warm GPU node instead of paying a multi-minute cold start.
+    idle_timeout_seconds: int = 300
+    # GPU nodes take minutes to arrive: never rate-limit the requests for them.
+    upscaling_mode: str = "Default"
+    # NewCluster: zero-downtime cluster upgrades (briefly twice the GPUs); serveConfigV2 changes apply in place.
+    upgrade_strategy: str = "NewCluster"
+    # The image's own non-root `ray` user (UID 1000, GID 100); None runs as the image default.
+    run_as_user: int | None = 1000
+
+    @property
+    def serve_service_name(self) -> str:
+        """The Service KubeRay creates for the Serve endpoint (port 8000, name `serve`)."""
+        return f"{self.name}-serve-svc"
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Worker pods (nodes) one model replica spans."""
+        return (self.tensor_parallel_size * self.pipeline_parallel_size) // self.gpus_per_worker
+
+
+def _fail(prop: str, value: object, allowed: str) -> ConfigError:
+    return ConfigError(f"ray_serve.{prop}: {value!r} is not allowed; {allowed}")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _at_least(prop: str, value: object, minimum: int) -> None:
+    if not _whole(value) or value < minimum:  # type: ignore[operator]
+        raise _fail(prop, value, f"must be a whole number of at least {minimum}")
+
+
+def _quantity(prop: str, value: object) -> None:
+    if not isinstance(value, str) or not _QUANTITY.match(value):
+        raise _fail(prop, value, "must be a Kubernetes quantity such as 8, 500m or 32Gi")
+
+
+def validate(p: RayServeProps) -> None:
+    """Raise ConfigError (one line naming the field) on the first bad prop."""
+    require_dns1035("ray_serve.name", p.name)
+    if len(p.name) > MAX_NAME_LENGTH:
+        raise _fail("name", p.name, f"must be at most {MAX_NAME_LENGTH} characters (KubeRay appends suffixes)")
+    require_dns1123("ray_serve.namespace", p.namespace)
+    if not isinstance(p.model_id, str) or not _MODEL_ID.match(p.model_id):
+        raise _fail("model_id", p.model_id, "must be 1-253 characters of letters, digits and ._/:@+-")
+    if not isinstance(p.model_source, str) or not (_S3_URI.match(p.model_source) or _HF_REPO.match(p.model_source)):
+        raise _fail("model_source", p.model_source, "must be a Hugging Face repo id (org/name) or an s3:// URI")
+    if p.accelerator_type not in RAY_NVIDIA_ACCELERATOR_TYPES:
+        raise _fail(
+            "accelerator_type",
+            p.accelerator_type,
+            f"must be one of Ray {RAY_VERSION}'s NVIDIA types: {', '.join(RAY_NVIDIA_ACCELERATOR_TYPES)}",
+        )
+    if p.gpu_resource != "nvidia.com/gpu":
+        raise _fail("gpu_resource", p.gpu_resource, "must be nvidia.com/gpu (Ray Serve LLM runs vLLM on CUDA here)")
+    _at_least("gpus_per_worker", p.gpus_per_worker, 1)
+    _at_least("tensor_parallel_size", p.tensor_parallel_size, 1)
+    _at_least("pipeline_parallel_size", p.pipeline_parallel_size, 1)
+    if p.tensor_parallel_size > p.gpus_per_worker:
+        raise _fail(
+            "tensor_parallel_size",
+            p.tensor_parallel_size,
+            f"must be at most {p.gpus_per_worker} (GPUs per worker node; tensor parallelism stays within a node)",
+        )
+    gpus = p.tensor_parallel_size * p.pipeline_parallel_size
+    if gpus % p.gpus_per_worker != 0 and gpus > p.gpus_per_worker:
+        raise _fail(
+            "pipeline_parallel_size",
+            p.pipeline_parallel_size,
+            f"must make tensor_parallel_size x pipeline_parallel_size ({gpus} GPUs) a whole number of "
+            f"{p.gpus_per_worker}-GPU worker nodes",
+        )
+    if gpus < p.gpus_per_worker:
+        raise _fail(
+            "gpus_per_worker",
+            p.gpus_per_worker,
+            f"must equal tensor_parallel_size x pipeline_parallel_size ({gpus}) when one node holds a replica",
+        )
+    _at_least("max_model_len", p.max_model_len, 1)
+    utilization = p.gpu_memory_utilization
+    if not isinstance(utilization, int | float) or isinstance(utilization, bool) or not 0 < utilization <= 1:
+        raise _fail("gpu_memory_utilization", utilization, "must be a fraction in (0, 1]")
+    _at_least("min_replicas", p.min_replicas, 0)
+    _at_least("max_replicas", p.max_replicas, 1)
+    if p.min_replicas > p.max_replicas:
+        raise _fail("min_replicas", p.min_replicas, f"must be at most max_replicas ({p.max_replicas})")
+    _at_least("target_ongoing_requests", p.target_ongoing_requests, 1)
+    if p.max_ongoing_requests is not None:
+        _at_least("max_ongoing_requests", p.max_ongoing_requests, p.target_ongoing_requests)
+    for prop in ("max_num_batched_tokens", "max_num_seqs"):
+        if getattr(p, prop) is not None:
+            _at_least(prop, getattr(p, prop), 1)
+    for key in p.extra_engine_kwargs:
+        if key in _RESERVED_ENGINE_KWARGS:
+            raise _fail("extra_engine_kwargs", key, _RESERVED_ENGINE_KWARGS[key])
+        if key in _typed_engine_kwargs(p):
+            raise _fail("extra_engine_kwargs", key, "it has its own prop")
+    for prop in ("worker_cpu", "worker_memory", "head_cpu", "head_memory"):
+        _quantity(prop, getattr(p, prop))
+    if p.worker_ephemeral_storage is not None:
+        _quantity("worker_ephemeral_storage", p.worker_ephemeral_storage)
+    if p.hf_token_secret is not None and not _SECRET_NAME.match(p.hf_token_secret):
+        raise _fail("hf_token_secret", p.hf_token_secret, "must be a Secrets Manager secret name")
+    _at_least("idle_timeout_seconds", p.idle_timeout_seconds, 0)
+    if p.upscaling_mode not in _UPSCALING_MODES:
+        raise _fail("upscaling_mode", p.upscaling_mode, f"must be one of {', '.join(_UPSCALING_MODES)}")
+    if p.upgrade_strategy not in _UPGRADE_STRATEGIES:
+        raise _fail("upgrade_strategy", p.upgrade_strategy, f"must be one of {', '.join(_UPGRADE_STRATEGIES)}")
+    if p.run_as_user is not None:
+        _at_least("run_as_user", p.run_as_user, 1)
+
+
+def _typed_engine_kwargs(p: RayServeProps) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "tensor_parallel_size": p.tensor_parallel_size,
+        "pipeline_parallel_size": p.pipeline_parallel_size,
+        "max_model_len": p.max_model_len,
+        "gpu_memory_utilization": p.gpu_memory_utilization,
+    }
+    if p.kv_cache_dtype != "auto":
+        kwargs["kv_cache_dtype"] = p.kv_cache_dtype
+    for key in ("quantization", "max_num_batched_tokens", "max_num_seqs"):
+        if getattr(p, key) is not None:
+            kwargs[key] = getattr(p, key)
+    return kwargs
+
+
+def llm_config(p: RayServeProps) -> dict[str, Any]:
+    """The LLMConfig of the model (ray.serve.llm; field names as in Ray 2.60.0, which forbids unknown ones)."""
+    deployment: dict[str, Any] = {
+        "autoscaling_config": {
+            "min_replicas": p.min_replicas,
+            "max_replicas": p.max_replicas,
+            "target_ongoing_requests": p.target_ongoing_requests,
+        }
+    }
+    if p.max_ongoing_requests is not None:
+        deployment["max_ongoing_requests"] = p.max_ongoing_requests
+    config: dict[str, Any] = {
+        "model_loading_config": {"model_id": p.model_id, "model_source": p.model_source},
+        "accelerator_type": p.accelerator_type,
+        "engine_kwargs": {**_typed_engine_kwargs(p), **p.extra_engine_kwargs},
+        # One GPU per bundle, tensor_parallel_size x pipeline_parallel_size bundles (Ray Serve LLM expands
+        # bundle_per_worker and adds the accelerator_type constraint to each).
+        "placement_group_config": {
+            "bundle_per_worker": {"GPU": 1},
+            "strategy": "PACK" if p.nodes_per_replica > 1 else "STRICT_PACK",
+        },
+        "deployment_config": deployment,
+    }
+    if p.runtime_env_vars:
+        config["runtime_env"] = {"env_vars": dict(p.runtime_env_vars)}
+    return config
+
+
+def serve_config(p: RayServeProps) -> dict[str, Any]:
+    """The Serve config KubeRay deploys (serveConfigV2, as a dict)."""
+    return {
+        "applications": [
+            {
+                "name": APPLICATION_NAME,
+                "route_prefix": "/",
+                "import_path": IMPORT_PATH,
+                "args": {"llm_configs": [llm_config(p)]},
+            }
+        ]
+    }
+
+
+def _security(p: RayServeProps) -> tuple[dict[str, Any], dict[str, Any]]:
+    pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if p.run_as_user is not None:
+        pod.update({"runAsNonRoot": True, "runAsUser": p.run_as_user})
+    return pod, {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _resources(cpu: str, memory: str, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+    # Requests equal limits: Guaranteed QoS, and the Ray autoscaler reads a node's size from the limits.
+    amounts = {"cpu": cpu, "memory": memory, **(extra or {})}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+class RayServeChart(cdk8s.Chart):
+    """The Ray Serve LLM workload for one model (see the module docstring for how it scales)."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: RayServeProps) -> None:
+        validate(props)
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        self.props = props
+        self.serve_config = serve_config(props)
+        labels = app_labels(RAY_SERVE_APP, props.name)
+
+        def meta(name: str) -> dict[str, Any]:
+            return {"name": name, "namespace": props.namespace, "labels": labels}
+
+        if props.create_namespace:
+            plain_object(
+                self,
+                "namespace",
+                api_version="v1",
+                kind="Namespace",
+                metadata={
+                    "name": props.namespace,
+                    "labels": {
+                        "app.kubernetes.io/part-of": PART_OF,
+                        # Same profile as the vLLM chart's namespace: nothing here needs privileges.
+                        "pod-security.kubernetes.io/enforce": "baseline",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                        "pod-security.kubernetes.io/audit": "restricted",
+                    },
+                },
+                body={},
+            )
+        # The GPU workers run as this account; the AWS side binds it (Pod Identity) to the token secret / bucket.
+        plain_object(
+            self,
+            "service-account",
+            api_version="v1",
+            kind="ServiceAccount",
+            metadata=meta(props.name),
+            body={"automountServiceAccountToken": False},
+        )
+        if props.hf_token_secret is not None:
+            parameters = {
+                "objects": (
+                    f'- objectName: "{props.hf_token_secret}"\n'
+                    f'  objectType: "secretsmanager"\n'
+                    f'  objectAlias: "{HF_TOKEN_FILE}"\n'
+                ),
+                "usePodIdentity": "true",
+            }
+            if props.aws_region is not None:
+                parameters["region"] = props.aws_region
+            plain_object(
+                self,
+                "secret-provider-class",
+                api_version="secrets-store.csi.x-k8s.io/v1",
+                kind="SecretProviderClass",
+                metadata=meta(secret_provider_class_name(props.name)),
+                body={"spec": {"provider": "aws", "parameters": parameters}},
+            )
+        plain_object(
+            self,
+            "ray-service",
+            api_version="ray.io/v1",
+            kind="RayService",
+            metadata=meta(props.name),
+            body={"spec": self._spec(props)},
+        )
+
+    def _spec(self, p: RayServeProps) -> dict[str, Any]:
+        return {
+            "serveConfigV2": yaml.safe_dump(self.serve_config, sort_keys=False),
+            "upgradeStrategy": {"type": p.upgrade_strategy},
+            "rayClusterConfig": {
+                "rayVersion": p.ray_version,
+                "enableInTreeAutoscaling": True,
+                "autoscalerOptions": {
+                    # v2 understands placement groups spanning nodes and per-group idle timeouts.
+                    "version": "v2",
+                    "upscalingMode": p.upscaling_mode,
+                    "idleTimeoutSeconds": p.idle_timeout_seconds,
+                    "imagePullPolicy": "IfNotPresent",
+                    # KubeRay's own default size for the sidecar, made explicit.
+                    "resources": _resources("500m", "512Mi"),
+                    "securityContext": _security(p)[1],
+                },
+                "headGroupSpec": self._head(p),
+                "workerGroupSpecs": [self._workers(p)],
+            },
+        }
+
+    def _template_labels(self, p: RayServeProps) -> dict[str, str]:
+        # Not app.kubernetes.io/name: KubeRay sets it on Ray pods (to "kuberay") and a template label would win.
+        return {"app.kubernetes.io/instance": p.name, "app.kubernetes.io/part-of": PART_OF}
+
+    def _head(self, p: RayServeProps) -> dict[str, Any]:
+        pod_security, container_security = _security(p)
+        return {
+            # No Ray tasks, actors or Serve replicas on the head: it has no GPU and it is the cluster's brain.
+            "rayStartParams": {"num-cpus": "0", "num-gpus": "0"},
+            "template": {
+                "metadata": {"labels": self._template_labels(p)},
+                "spec": {
+                    "nodeSelector": dict(p.head_node_selector),
+                    "tolerations": [dict(t) for t in p.head_tolerations],
+                    "securityContext": pod_security,
+                    "containers": [
+                        {
+                            "name": "ray-head",
+                            "image": p.image,
+                            # A pinned tag of a ~10 GB image: pull once per node.
+                            "imagePullPolicy": "IfNotPresent",
+                            "ports": [
+                                {"name": "gcs-server", "containerPort": 6379},
+                                {"name": "dashboard", "containerPort": 8265},
+                                {"name": "client", "containerPort": 10001},
+                                {"name": "serve", "containerPort": SERVE_PORT},
+                                {"name": "metrics", "containerPort": 8080},
+                            ],
+                            "resources": _resources(p.head_cpu, p.head_memory),
+                            "securityContext": container_security,
+                        }
+                    ],
+                },
+            },
+        }
+
+    def _workers(self, p: RayServeProps) -> dict[str, Any]:
+        pod_security, container_security = _security(p)
+        gpus = str(p.gpus_per_worker)
+        extra = {p.gpu_resource: gpus}
+        if p.worker_ephemeral_storage is not None:
+            extra["ephemeral-storage"] = p.worker_ephemeral_storage
+        container: dict[str, Any] = {
+            "name": "ray-worker",
+            "image": p.image,
+            "imagePullPolicy": "IfNotPresent",
+            "resources": _resources(p.worker_cpu, p.worker_memory, extra),
+            "securityContext": container_security,
+        }
+        pod: dict[str, Any] = {
+            "serviceAccountName": p.name,
+            "nodeSelector": dict(p.node_selector),
+            "tolerations": [dict(t) for t in p.tolerations],
+            "securityContext": pod_security,
+            "containers": [container],
+        }
+        if p.hf_token_secret is not None:
+            container["env"] = [{"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH}]
+            container["volumeMounts"] = [hf_token_mount()]
+            pod["volumes"] = [
+                {
+                    "name": hf_token_mount()["name"],
+                    "csi": {
+                        "driver": "secrets-store.csi.k8s.io",
+                        "readOnly": True,
+                        "volumeAttributes": {"secretProviderClass": secret_provider_class_name(p.name)},
+                    },
+                }
+            ]
+        nodes = p.nodes_per_replica
+        return {
+            "groupName": WORKER_GROUP,
+            # Pods, not model replicas: a replica spanning N nodes needs N worker pods.
+            "replicas": p.min_replicas * nodes,
+            "minReplicas": p.min_replicas * nodes,
+            "maxReplicas": p.max_replicas * nodes,
+            "rayStartParams": {"num-gpus": gpus},
+            # Advertise the GPU model up front: every bundle of the model asks for accelerator_type:<type>, and
+            # without this the autoscaler would not know that a new pod of this group provides it.
+            "resources": {f"accelerator_type:{p.accelerator_type}": "1"},
+            "template": {"metadata": {"labels": self._template_labels(p)}, "spec": pod},
+        }
+
+
+def worker_gpus_total(p: RayServeProps) -> int:
+    """GPUs the group holds at max replicas (what the node pool's limit must allow)."""
+    return p.max_replicas * p.nodes_per_replica * p.gpus_per_worker

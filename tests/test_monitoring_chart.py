@@ -1,0 +1,320 @@
+"""MonitoringChart: ServiceMonitors, alert rules and the Grafana dashboard, read the way Prometheus and Grafana do."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.dashboard import SCHEMA_VERSION, panel_queries
+from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
+from llm_eks.manifests.promql import check_promql, vllm_names, vllm_series_names
+from tests.kube_schema import assert_valid
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+NAME = "vllm-llama-3-1-8b"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+SEL = f'{{namespace="inference", model_name="{MODEL}"}}'
+
+
+def base_props(**overrides: Any) -> MonitoringProps:
+    props = MonitoringProps(
+        name=NAME,
+        served_model_name=MODEL,
+        ttft_p99_seconds=1.0,
+        itl_p99_seconds=0.05,
+        cost_per_hour_per_replica=1.861,
+        queue_waiting_threshold=8,
+        dcgm_namespace="gpu-monitoring",
+    )
+    return dataclasses.replace(props, **overrides)
+
+
+def synth(props: MonitoringProps) -> tuple[MonitoringChart, dict[tuple[str, str], dict[str, Any]]]:
+    import cdk8s
+
+    chart = MonitoringChart(cdk8s.App(), "monitoring", props)
+    return chart, {(o["kind"], o["metadata"]["name"]): o for o in chart.to_json()}
+
+
+@pytest.fixture(scope="module")
+def synthesized() -> tuple[MonitoringChart, dict[tuple[str, str], dict[str, Any]]]:
+    return synth(base_props())
+
+
+@pytest.fixture(scope="module")
+def objects(synthesized: tuple[MonitoringChart, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return synthesized[1]
+
+
+@pytest.fixture(scope="module")
+def rules(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    groups = objects[("PrometheusRule", f"{NAME}-alerts")]["spec"]["groups"]
+    assert [g["name"] for g in groups] == [f"{NAME}.alerts"]
+    return {r["alert"]: r for r in groups[0]["rules"]}
+
+
+@pytest.fixture(scope="module")
+def dashboard(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    data = objects[("ConfigMap", f"{NAME}-dashboard")]["data"]
+    assert list(data) == [f"{NAME}.json"]
+    return json.loads(data[f"{NAME}.json"])
+
+
+def test_every_object_is_valid(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    assert sorted(objects) == [
+        ("ConfigMap", f"{NAME}-dashboard"),
+        ("PrometheusRule", f"{NAME}-alerts"),
+        ("ServiceMonitor", "dcgm-exporter"),
+        ("ServiceMonitor", NAME),
+    ]
+    assert all(o["metadata"]["namespace"] == "inference" for o in objects.values())
+    assert_valid(list(objects.values()))
+
+
+def test_vllm_service_monitor_selects_the_contract_service(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    monitor = objects[("ServiceMonitor", NAME)]
+    assert monitor["spec"] == {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": NAME}},
+        "namespaceSelector": {"matchNames": ["inference"]},
+        "endpoints": [{"port": "http", "path": "/metrics", "interval": "15s"}],
+    }
+    # No jobLabel: the job label is the Service name, which the target-down alert and the dashboard use.
+    assert "jobLabel" not in monitor["spec"]
+
+
+def test_dcgm_service_monitor_keeps_the_gpu_pods_labels(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"] == {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
+        "namespaceSelector": {"matchNames": ["gpu-monitoring"]},
+        "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s", "honorLabels": True}],
+    }
+
+
+def test_alert_expressions_exactly(rules: dict[str, dict[str, Any]]) -> None:
+    by = "sum by (namespace, model_name)"
+    assert {name: rule["expr"] for name, rule in rules.items()} == {
+        "VllmKvCacheNearlyFull": f"max by (namespace, pod, model_name) (vllm:kv_cache_usage_perc{SEL}) > 0.95",
+        "VllmWaitingQueueGrowing": (
+            f"{by} (vllm:num_requests_waiting{SEL}) > 8 and {by} (deriv(vllm:num_requests_waiting{SEL}[10m])) > 0"
+        ),
+        "VllmTimeToFirstTokenAboveSlo": (
+            "histogram_quantile(0.99, sum by (le, namespace, model_name) "
+            f"(rate(vllm:time_to_first_token_seconds_bucket{SEL}[5m]))) > 1"
+        ),
+        "VllmInterTokenLatencyAboveSlo": (
+            "histogram_quantile(0.99, sum by (le, namespace, model_name) "
+            f"(rate(vllm:inter_token_latency_seconds_bucket{SEL}[5m]))) > 0.05"
+        ),
+        "VllmPreemptionsRising": f"{by} (rate(vllm:num_preemptions_total{SEL}[5m])) > 0",
+        "VllmTargetDown": f'up{{job="{NAME}", namespace="inference"}} == 0',
+    }
+
+
+def test_alert_durations_severities_and_annotations(rules: dict[str, dict[str, Any]]) -> None:
+    assert {name: (r["for"], r["labels"]["severity"]) for name, r in rules.items()} == {
+        "VllmKvCacheNearlyFull": ("5m", "warning"),
+        "VllmWaitingQueueGrowing": ("10m", "warning"),
+        "VllmTimeToFirstTokenAboveSlo": ("10m", "critical"),
+        "VllmInterTokenLatencyAboveSlo": ("10m", "critical"),
+        "VllmPreemptionsRising": ("15m", "warning"),
+        "VllmTargetDown": ("5m", "critical"),
+    }
+    for rule in rules.values():
+        assert set(rule["annotations"]) == {"summary", "description", "runbook"}
+        assert all(v and "\n" not in v for v in rule["annotations"].values())
+    assert rules["VllmTimeToFirstTokenAboveSlo"]["annotations"]["summary"] == "vLLM TTFT p99 above the 1 s SLO"
+
+
+def test_slo_threshold_follows_the_props() -> None:
+    from llm_eks.manifests.monitoring import alert_rules
+
+    rules = {r["alert"]: r for r in alert_rules(base_props(ttft_p99_seconds=0.25, kv_cache_usage_threshold=0.9))}
+    assert rules["VllmTimeToFirstTokenAboveSlo"]["expr"].endswith("[5m]))) > 0.25")
+    assert rules["VllmKvCacheNearlyFull"]["expr"].endswith(") > 0.9")
+
+
+def test_every_emitted_expression_uses_current_vllm_names(synthesized: tuple[MonitoringChart, Any]) -> None:
+    chart = synthesized[0]
+    expressions = chart.promql()
+    assert len(expressions) > 20
+    for where, expr in expressions:
+        assert check_promql(expr) == [], where
+        assert set(vllm_names(expr)) <= vllm_series_names(), where
+
+
+def test_dashboard_json_shape(dashboard: dict[str, Any], objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    labels = objects[("ConfigMap", f"{NAME}-dashboard")]["metadata"]["labels"]
+    assert labels["grafana_dashboard"] == "1"
+    assert labels["app.kubernetes.io/instance"] == NAME
+    assert dashboard["uid"] == f"llm-eks-{NAME}"
+    assert len(dashboard["uid"]) <= 40
+    assert dashboard["schemaVersion"] == SCHEMA_VERSION
+    assert dashboard["templating"]["list"] == [
+        {
+            "name": "datasource",
+            "label": "Prometheus",
+            "type": "datasource",
+            "query": "prometheus",
+            "current": {},
+            "hide": 0,
+            "refresh": 1,
+            "regex": "",
+        }
+    ]
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert ids == list(range(1, len(ids) + 1))
+    for panel in dashboard["panels"]:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["description"]
+        assert all(t["datasource"] == panel["datasource"] for t in panel["targets"])
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+
+
+def test_dashboard_panels_and_queries(dashboard: dict[str, Any]) -> None:
+    queries: dict[str, list[str]] = {}
+    for title, expr in panel_queries(dashboard):
+        queries.setdefault(title, []).append(expr)
+        assert check_promql(expr) == [], title
+    assert set(queries) == {
+        "Ready replicas",
+        "Cost per 1M output tokens",
+        "Output tokens/s",
+        "Prefix cache hit ratio",
+        "Time to first token",
+        "Inter-token latency",
+        "End-to-end request latency",
+        "Token throughput",
+        "Queue depth",
+        "KV-cache usage",
+        "Preemptions",
+        "Finished requests",
+        "Cost per 1M tokens",
+        "GPU utilization",
+        "GPU memory used",
+    }
+    rate = "[$__rate_interval]"
+    assert queries["Time to first token"] == [
+        f"histogram_quantile({q}, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{SEL}{rate})))"
+        for q in ("0.5", "0.9", "0.99")
+    ]
+    assert all("vllm:inter_token_latency_seconds_bucket" in e for e in queries["Inter-token latency"])
+    assert all("vllm:e2e_request_latency_seconds_bucket" in e for e in queries["End-to-end request latency"])
+    assert queries["Queue depth"] == [f"sum(vllm:num_requests_waiting{SEL})", f"sum(vllm:num_requests_running{SEL})"]
+    assert queries["KV-cache usage"] == [f"max by (pod) (vllm:kv_cache_usage_perc{SEL})"]
+    assert queries["Prefix cache hit ratio"] == [
+        f"sum(rate(vllm:prefix_cache_hits_total{SEL}{rate})) / (sum(rate(vllm:prefix_cache_queries_total{SEL}{rate}))"
+        " > 0)"
+    ]
+    assert queries["GPU utilization"] == ['avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{namespace="inference"})']
+    assert queries["GPU memory used"] == ['max by (Hostname, gpu) (DCGM_FI_DEV_FB_USED{namespace="inference"})']
+
+
+def test_cost_per_million_tokens_bakes_in_the_plan_price(dashboard: dict[str, Any]) -> None:
+    panel = next(p for p in dashboard["panels"] if p["title"] == "Cost per 1M output tokens")
+    replicas = f'count(up{{job="{NAME}", namespace="inference"}} == 1)'
+    tokens = f"sum(rate(vllm:generation_tokens_total{SEL}[$__rate_interval]))"
+    assert panel["targets"][0]["expr"] == f"1.861 * {replicas} / (({tokens}) * 3600 / 1e6 > 0)"
+    assert panel["fieldConfig"]["defaults"]["unit"] == "currencyUSD"
+    assert "$1.861/h per replica" in panel["description"]
+    assert "baked into this query" in panel["description"]
+
+
+def test_slo_lines_on_latency_panels(dashboard: dict[str, Any]) -> None:
+    panels = {p["title"]: p for p in dashboard["panels"]}
+    for title, slo in (("Time to first token", 1.0), ("Inter-token latency", 0.05)):
+        defaults = panels[title]["fieldConfig"]["defaults"]
+        assert defaults["thresholds"]["steps"][-1] == {"color": "red", "value": slo}
+        assert defaults["custom"]["thresholdsStyle"] == {"mode": "dashed"}
+        assert [t["legendFormat"] for t in panels[title]["targets"]] == ["p50", "p90", "p99"]
+
+
+def test_without_dcgm_there_is_no_gpu_scrape_or_panel() -> None:
+    chart, objects = synth(base_props(dcgm=False, dcgm_namespace=None))
+    assert ("ServiceMonitor", "dcgm-exporter") not in objects
+    assert not any("DCGM" in expr for _, expr in chart.promql())
+
+
+def test_dcgm_found_in_any_namespace_when_none_is_given() -> None:
+    _, objects = synth(base_props(dcgm_namespace=None))
+    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"]["namespaceSelector"] == {"any": True}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"name": "Vllm_8B"},
+            "monitoring.name: 'Vllm_8B' is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter, at most 63 characters",
+        ),
+        (
+            {"served_model_name": 'bad"name'},
+            "monitoring.served_model_name: 'bad\"name' is not allowed; must be 1-253 characters of letters, digits "
+            "and ._/:@+- starting with a letter or digit",
+        ),
+        (
+            {"ttft_p99_seconds": -1.0},
+            "monitoring.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of seconds, at most 600",
+        ),
+        (
+            {"itl_p99_seconds": 0},
+            "monitoring.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600",
+        ),
+        (
+            {"cost_per_hour_per_replica": float("nan")},
+            "monitoring.cost_per_hour_per_replica: nan is not allowed; must be a positive USD amount",
+        ),
+        (
+            {"queue_waiting_threshold": 0},
+            "monitoring.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests",
+        ),
+        (
+            {"kv_cache_usage_threshold": 1.0},
+            "monitoring.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
+        ),
+        (
+            {"scrape_interval": "15"},
+            "monitoring.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m",
+        ),
+        (
+            {"dcgm_namespace": "GPU"},
+            "monitoring.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase letters, digits "
+            "and '-', at most 63 characters",
+        ),
+        (
+            {"dcgm_service_labels": {}},
+            "monitoring.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+        ),
+    ],
+)
+def test_bad_props_fail_with_one_line(overrides: dict[str, Any], message: str) -> None:
+    import cdk8s
+
+    with pytest.raises(ConfigError) as err:
+        MonitoringChart(cdk8s.App(), "monitoring", base_props(**overrides))
+    assert str(err.value) == message
+
+
+def test_manifests_import_without_aws_cdk() -> None:
+    """GitOps users synth the charts with cdk8s alone: no llm_eks.manifests module may pull in aws_cdk."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import llm_eks.manifests as m\n"
+        "for info in pkgutil.iter_modules(m.__path__):\n"
+        "    importlib.import_module(f'llm_eks.manifests.{info.name}')\n"
+        "assert 'llm_eks.manifests.monitoring' in sys.modules and 'llm_eks.manifests.ray_serve' in sys.modules\n"
+        "bad = sorted(n for n in sys.modules if n == 'aws_cdk' or n.startswith('aws_cdk.'))\n"
+        "print(bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -84,10 +84,32 @@ def _crd_validators() -> dict[tuple[str, str], jsonschema.Draft7Validator]:
     return validators
 
 
+# Kinds with no upstream schema in ../shared/schemas; their chart tests check them field by field instead.
+UNVALIDATED_KINDS = {("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass")}
+
+# Deploy-time values a review YAML shows as `${GetAtt:...}`; schemas with patterns need a sample of the real shape.
+_TOKEN_SAMPLES = {".ClusterSecurityGroupId}": "sg-0123456789abcdef0"}
+
+
+def _with_samples(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _with_samples(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_samples(v) for v in value]
+    if isinstance(value, str) and value.startswith("${"):
+        for suffix, sample in _TOKEN_SAMPLES.items():
+            if value.endswith(suffix):
+                return sample
+    return value
+
+
 def validation_errors(obj: dict[str, Any]) -> list[str]:
     """Every schema error of one object, as readable lines (empty when valid)."""
+    obj = _with_samples(obj)
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
+    if (api_version, kind) in UNVALIDATED_KINDS:
+        return []
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     if group in _CORE_GROUPS:
         try:

@@ -45,7 +45,7 @@ def test_defaults_are_production_choices() -> None:
     assert config.vpc.cidr == "10.0.0.0/16"
     assert config.system_nodes.min_size == 2
     assert config.workload.replicas.min == 1
-    assert config.workload.autoscaling.scale_to_zero is False
+    assert config.workload.autoscaling.scale_to_zero is None
 
 
 def test_config_is_frozen() -> None:
@@ -178,7 +178,7 @@ def test_existing_vpc() -> None:
         (
             {"workload": {"replicas": {"min": 0}}},
             "environments.dev.workload.replicas.min: 0 is not allowed; must be at least 1 (0 only with "
-            "autoscaling.scale_to_zero: true)",
+            "autoscaling.scale_to_zero working hours)",
         ),
         (
             {"workload": {"slo": {"ttft_p99_ms": -5}}},

@@ -105,13 +105,27 @@ class BenchmarkConfig:
 
 
 @dataclass(frozen=True)
+class WorkingHoursConfig:
+    """Keep replicas up inside these hours; outside them the workload may sit at zero (KEDA cron trigger).
+
+    No in-stack signal can wake a Deployment at zero on a request (vLLM's metrics vanish with its pods), so the
+    clock is the activation signal. Open the window one cold start early (see the plan's scale-out time).
+    """
+
+    timezone: str
+    # Cron expressions (minute hour day-of-month month day-of-week).
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
 class AutoscalingConfig:
     # Queue-based: scale up once more than this many requests wait per replica.
     waiting_per_replica: int = 4
     # KV-cache pressure: scale up when average usage passes this fraction (vllm:kv_cache_usage_perc is 0..1).
     kv_cache_usage: float = 0.8
     # Off by default: at zero replicas the first request waits for a full GPU cold start.
-    scale_to_zero: bool = False
+    scale_to_zero: WorkingHoursConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +184,8 @@ class WorkloadConfig:
             typical_input_tokens=self.typical_input_tokens,
             typical_output_tokens=self.typical_output_tokens,
             weights_source="s3" if self.weights == "s3" else "nvme",
+            # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.
+            max_itl_ms=self.slo.itl_p99_ms,
         )
 
 
@@ -369,8 +385,10 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
     if len(set(w.capacity_types)) != len(w.capacity_types):
         raise fail(f"{path}.capacity_types", list(w.capacity_types), "must not repeat a capacity type")
     r = w.replicas
-    if r.min < 0 or (r.min == 0 and not w.autoscaling.scale_to_zero):
-        raise fail(f"{path}.replicas.min", r.min, "must be at least 1 (0 only with autoscaling.scale_to_zero: true)")
+    if r.min < 0 or (r.min == 0 and w.autoscaling.scale_to_zero is None):
+        raise fail(
+            f"{path}.replicas.min", r.min, "must be at least 1 (0 only with autoscaling.scale_to_zero working hours)"
+        )
     if r.max < max(r.min, 1):
         raise fail(f"{path}.replicas.max", r.max, f"must be at least replicas.min ({r.min}) and at least 1")
     if r.max > 64:

@@ -1,0 +1,230 @@
+"""`GpuDeviceSoftware`: the node software that turns accelerators into schedulable resources, via Helm, pinned.
+
+- NVIDIA device plugin (advertises `nvidia.com/gpu`), only where the AMI does not already run it. Bottlerocket's
+  NVIDIA variant runs the device plugin as a host service; a second copy from a DaemonSet double-advertises the
+  GPUs and breaks CUDA in pods (bottlerocket-os/bottlerocket#4309). So the chart is installed only for AL2023, and
+  even then its affinity excludes nodes labelled `llm-eks.io/ami-family=bottlerocket`.
+- DCGM exporter (GPU metrics) on every NVIDIA node, AMI regardless; its ServiceMonitor stays off unless asked
+  because the observability construct owns scraping.
+- Neuron device plugin (advertises `aws.amazon.com/neuron`/`neuroncore`) for inf2/trn pools, from AWS's
+  neuron-helm-chart with only the device plugin enabled. Bottlerocket ships the Neuron driver but not the plugin.
+
+Every DaemonSet selects the `llm-eks.io/accelerator` label the node pools put on their nodes and tolerates the
+pool's taint, so nothing lands on system or CPU nodes. Each release waits for readiness with a timeout well inside
+the kubectl Lambda's 15-minute life (a DaemonSet with no GPU node yet is ready at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from llm_eks.errors import ConfigError, fail
+from llm_eks.manifests.node_pools import (
+    ACCELERATOR_RESOURCE,
+    AMI_FAMILIES,
+    BOTTLEROCKET,
+    DEFAULT_AMI_FAMILY,
+    LABEL_ACCELERATOR,
+    LABEL_AMI_FAMILY,
+    NEURON,
+    NVIDIA,
+    NodePoolsProps,
+)
+from llm_eks.versions import (
+    DCGM_EXPORTER_CHART_VERSION,
+    NEURON_HELM_CHART_VERSION,
+    NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+)
+
+NVIDIA_DEVICE_PLUGIN_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
+DCGM_EXPORTER_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+NEURON_HELM_CHART_REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
+
+# Dedicated namespaces (created by Helm): GPU node software is easy to find and never mixed with kube-system.
+NVIDIA_NAMESPACE = "nvidia-gpu"
+NEURON_NAMESPACE = "aws-neuron"
+# Release names double as object names: the DCGM exporter's Service is `dcgm-exporter` in NVIDIA_NAMESPACE (port
+# `metrics`, 9400), which is what the observability construct's ServiceMonitor selects.
+NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
+DCGM_EXPORTER_RELEASE = "dcgm-exporter"
+NEURON_RELEASE = "neuron-device-plugin"
+
+_MAX_HELM_TIMEOUT_MINUTES = 10
+
+
+def _tolerate(vendor: str) -> list[dict[str, str]]:
+    """Tolerate the accelerator taint of `vendor`'s pools (any value), plus the critical-add-on taint."""
+    return [
+        {"key": ACCELERATOR_RESOURCE[vendor], "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    ]
+
+
+def _node_affinity(*match_expressions: dict[str, Any]) -> dict[str, Any]:
+    # Replaces each chart's default affinity; Helm replaces lists, so none of the default terms survive.
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(match_expressions)}]
+            }
+        }
+    }
+
+
+def nvidia_device_plugin_values() -> dict[str, Any]:
+    """Values for the nvidia-device-plugin chart: NVIDIA pool nodes that do not run the plugin themselves."""
+    return {
+        # The chart's default affinity wants Node Feature Discovery labels we do not run; select our pool labels
+        # instead, and never Bottlerocket nodes (their built-in plugin already advertises the GPUs).
+        "affinity": _node_affinity(
+            {"key": LABEL_ACCELERATOR, "operator": "In", "values": [NVIDIA]},
+            {"key": LABEL_AMI_FAMILY, "operator": "NotIn", "values": [BOTTLEROCKET]},
+        ),
+        "tolerations": _tolerate(NVIDIA),
+        "priorityClassName": "system-node-critical",
+        # The AMI has the driver and container toolkit; feature discovery adds nothing the pools do not label.
+        "gfd": {"enabled": False},
+        "nfd": {"enabled": False},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+    }
+
+
+def dcgm_exporter_values(*, service_monitor: bool) -> dict[str, Any]:
+    """Values for the dcgm-exporter chart: every NVIDIA pool node, Bottlerocket or AL2023."""
+    return {
+        "nodeSelector": {LABEL_ACCELERATOR: NVIDIA},
+        "tolerations": _tolerate(NVIDIA),
+        "priorityClassName": "system-node-critical",
+        # The chart default container securityContext (root + CAP_SYS_ADMIN, everything else dropped) is kept on
+        # purpose: DCGM needs it for profiling metrics, and on Bottlerocket the NVIDIA runtime only exposes the
+        # GPUs to a container that holds CAP_SYS_ADMIN (bottlerocket-os/bottlerocket#3992).
+        "serviceMonitor": {"enabled": service_monitor},
+    }
+
+
+def neuron_values(*, scheduler: bool) -> dict[str, Any]:
+    """Values for neuron-helm-chart: the device plugin only (plus the scheduler extension when asked)."""
+    return {
+        "devicePlugin": {
+            "enabled": True,
+            # The chart defaults the plugin to kube-system; keep it with the release.
+            "namespaceOverride": NEURON_NAMESPACE,
+            "nodeSelector": {LABEL_ACCELERATOR: NEURON},
+            # Replaces the chart's instance-type list (which lags new Neuron types) with our pool label.
+            "affinity": _node_affinity({"key": LABEL_ACCELERATOR, "operator": "In", "values": [NEURON]}),
+            "tolerations": _tolerate(NEURON),
+        },
+        # Needed only for pods taking more than one but fewer than all Neuron devices of a node (contiguous
+        # device sets); such pods must then set schedulerName: my-scheduler.
+        "scheduler": {"enabled": scheduler},
+        # Problem detector / recovery and the DRA driver are separate decisions (DRA excludes the device plugin).
+        "npd": {"enabled": False},
+        "draDriver": {"enabled": False},
+    }
+
+
+@dataclass(frozen=True)
+class GpuDeviceSoftwareProps:
+    """Which accelerators the cluster's pools have, and the AMI family their nodes run."""
+
+    cluster: eks.ICluster
+    nvidia: bool = True
+    neuron: bool = False
+    # Must equal NodePoolsProps.ami_family: on Bottlerocket the NVIDIA device plugin is part of the OS.
+    ami_family: str = DEFAULT_AMI_FAMILY
+    # Off: the observability construct adds the ServiceMonitors (and the chart's own needs the CRD first).
+    dcgm_service_monitor: bool = False
+    # Off: only pods that take some but not all Neuron devices of a node need it (see neuron_values).
+    neuron_scheduler: bool = False
+    # Each Helm release must finish well inside the kubectl Lambda's 15 minutes; otherwise the Lambda dies before
+    # Helm reports, and the deployment fails on a timeout instead of Helm's own error.
+    helm_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(10))
+
+    @classmethod
+    def for_node_pools(cls, cluster: eks.ICluster, pools: NodePoolsProps, **overrides: Any) -> GpuDeviceSoftwareProps:
+        """Props matching a NodePoolsChart: the vendors its pools use and its AMI family."""
+        vendors = {pool.vendor for pool in pools.gpu_pools}
+        return cls(
+            cluster=cluster,
+            nvidia=NVIDIA in vendors,
+            neuron=NEURON in vendors,
+            ami_family=pools.ami_family,
+            **overrides,
+        )
+
+    def validate(self) -> None:
+        if not (self.nvidia or self.neuron):
+            raise ConfigError("nvidia, neuron: both False is not allowed; enable the accelerators the pools use")
+        if self.ami_family not in AMI_FAMILIES:
+            raise fail("ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
+        minutes = self.helm_timeout.to_minutes(integral=False)
+        if not 1 <= minutes <= _MAX_HELM_TIMEOUT_MINUTES:
+            raise ConfigError(
+                f"helm_timeout: {minutes:g} minutes is not allowed; must be between 1 and "
+                f"{_MAX_HELM_TIMEOUT_MINUTES} minutes (the kubectl Lambda dies at 15)"
+            )
+
+
+class GpuDeviceSoftware(Construct):
+    """Helm releases of the device plugins and the DCGM exporter; attributes are None when not installed."""
+
+    def __init__(self, scope: Construct, id: str, props: GpuDeviceSoftwareProps) -> None:
+        props.validate()
+        super().__init__(scope, id)
+        self.props = props
+        self.nvidia_device_plugin: eks.HelmChart | None = None
+        self.dcgm_exporter: eks.HelmChart | None = None
+        self.neuron_device_plugin: eks.HelmChart | None = None
+        if props.nvidia:
+            if props.ami_family != BOTTLEROCKET:
+                self.nvidia_device_plugin = self._release(
+                    "NvidiaDevicePlugin",
+                    chart="nvidia-device-plugin",
+                    repository=NVIDIA_DEVICE_PLUGIN_REPOSITORY,
+                    version=NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+                    release=NVIDIA_DEVICE_PLUGIN_RELEASE,
+                    namespace=NVIDIA_NAMESPACE,
+                    values=nvidia_device_plugin_values(),
+                )
+            self.dcgm_exporter = self._release(
+                "DcgmExporter",
+                chart="dcgm-exporter",
+                repository=DCGM_EXPORTER_REPOSITORY,
+                version=DCGM_EXPORTER_CHART_VERSION,
+                release=DCGM_EXPORTER_RELEASE,
+                namespace=NVIDIA_NAMESPACE,
+                values=dcgm_exporter_values(service_monitor=props.dcgm_service_monitor),
+            )
+        if props.neuron:
+            self.neuron_device_plugin = self._release(
+                "NeuronDevicePlugin",
+                # For an OCI repository the handler pulls the chart from `repository`; `chart` names it.
+                chart="neuron-helm-chart",
+                repository=NEURON_HELM_CHART_REPOSITORY,
+                version=NEURON_HELM_CHART_VERSION,
+                release=NEURON_RELEASE,
+                namespace=NEURON_NAMESPACE,
+                values=neuron_values(scheduler=props.neuron_scheduler),
+            )
+
+    @property
+    def releases(self) -> list[eks.HelmChart]:
+        """The releases installed, for callers that order other resources after them."""
+        charts = (self.nvidia_device_plugin, self.dcgm_exporter, self.neuron_device_plugin)
+        return [chart for chart in charts if chart is not None]
+
+    def _release(self, id: str, **options: Any) -> eks.HelmChart:
+        return eks.HelmChart(
+            self,
+            id,
+            cluster=self.props.cluster,
+            create_namespace=True,
+            wait=True,
+            timeout=self.props.helm_timeout,
+            **options,
+        )

@@ -1,0 +1,254 @@
+"""`llm-eks` command line: `llm-eks plan` sizes a deployment before anything deploys.
+
+    llm-eks plan --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --weight-format fp8
+    llm-eks plan --env prod [--context-file cdk.json] [--accelerator p5.48xlarge ...]   # an environment's workload
+    llm-eks plan --model org/custom --model-config ./config.json [--parameters N]      # a model not in the catalog
+    llm-eks plan --catalog                                                              # models and instance types
+
+A readable table by default, `--json` for machines. Bad input exits 2 with one line on stderr, never a traceback.
+Only the planner's pure-Python modules are imported (no aws_cdk, cdk8s or jsii), so it answers in well under a
+second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.plan import TIMES
+
+# CLI option -> PlanRequest field, for the options that map one to one.
+_REQUEST_OPTIONS = (
+    "weight_format",
+    "kv_cache_dtype",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "accelerator",
+    "target_concurrency",
+    "typical_input_tokens",
+    "typical_output_tokens",
+    "weights_source",
+    "max_nodes_per_replica",
+    "max_itl_ms",
+)
+
+
+class _UsageError(Exception):
+    """argparse's complaint, turned into our one-line error instead of usage text and a SystemExit."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="llm-eks", description="Plan and check LLM deployments on Amazon EKS.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = commands.add_parser(
+        "plan",
+        help="size a model on an instance type: parallelism, KV cache, cost, cold start, engine args",
+        description="Size a model deployment. Options left out take the planner's defaults, or with --env the "
+        "environment's workload values (options given override them).",
+    )
+    source = p.add_argument_group("what to plan (one of)")
+    source.add_argument("--model", help="Hugging Face id from the catalog (or with --model-config, any id)")
+    source.add_argument("--env", metavar="NAME", help="plan the workload of environment NAME in --context-file")
+    source.add_argument("--catalog", action="store_true", help="list the catalog models and instance types")
+    p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    p.add_argument("--model-config", metavar="PATH", help="a local Hugging Face config.json describing --model")
+    p.add_argument("--parameters", type=int, help="parameter count for --model-config (default: estimated)")
+    p.add_argument("--weight-format", help="auto | bf16 | fp8 | awq-int4")
+    p.add_argument("--kv-cache-dtype", help="auto | fp8")
+    p.add_argument("--max-model-len", type=int, help="context length (default: the model's maximum)")
+    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's GPU memory budget fraction (default 0.9)")
+    p.add_argument("--accelerator", help="auto (cheapest that meets the targets) or an instance type")
+    p.add_argument("--target-concurrency", type=int, help="concurrent sequences per replica (default 16)")
+    p.add_argument("--typical-input-tokens", type=int, help="typical prompt length (default 1024)")
+    p.add_argument("--typical-output-tokens", type=int, help="typical completion length (default 256)")
+    p.add_argument("--weights-source", help="nvme | s3 | ebs (default nvme)")
+    p.add_argument("--max-nodes-per-replica", type=int, help="pipeline parallelism across at most N nodes (default 2)")
+    p.add_argument("--max-itl-ms", type=float, help="inter-token latency ceiling the estimate must meet")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_plan_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `llm-eks` console script; returns the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise _UsageError("a command is required: plan (see llm-eks --help)")
+        return args.func(args)
+    except SystemExit as done:  # --help
+        return int(done.code or 0)
+    except (_UsageError, ConfigError) as err:
+        message = " ".join(str(err).split())  # one line, whatever the message held
+        print(f"llm-eks: error: {message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `llm-eks plan ... | head`: stop quietly, as other CLI tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _plan_command(args: argparse.Namespace) -> int:
+    from llm_eks.infra.plan import plan
+
+    if args.catalog:
+        _print_catalog(args.json)
+        return 0
+    if (args.model is None) == (args.env is None):
+        raise _UsageError("give exactly one of --model, --env NAME or --catalog")
+    overrides = {name: getattr(args, name) for name in _REQUEST_OPTIONS if getattr(args, name) is not None}
+    request = _env_request(args, overrides) if args.env is not None else _model_request(args, overrides)
+    result = plan(request)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(_table(result))
+    return 0
+
+
+def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    from llm_eks.infra.models import ModelSpec
+    from llm_eks.infra.plan import PlanRequest
+
+    if args.model_config is not None:
+        spec = ModelSpec.from_hf_config(args.model_config, id=args.model, parameters=args.parameters)
+        return PlanRequest(model=spec, **overrides)
+    if args.parameters is not None:
+        raise _UsageError("--parameters needs --model-config")
+    return PlanRequest(model=args.model, **overrides)
+
+
+def _env_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    from llm_eks.infra.config import load_environments, select_environments
+
+    if args.model_config is not None or args.parameters is not None:
+        raise _UsageError("--model-config and --parameters go with --model, not --env")
+    path = Path(args.context_file)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"--context-file: {str(path)!r} does not exist; run from the project root or pass it"
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"--context-file: {str(path)!r} cannot be read ({err.__class__.__name__})") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"--context-file: {str(path)!r} is not JSON (line {err.lineno}: {err.msg})") from None
+    context = data.get("context", data) if isinstance(data, dict) else {}
+    (environment,) = select_environments(load_environments(context), args.env)
+    request = environment.workload.plan_request()
+    return dataclasses.replace(request, **overrides) if overrides else request
+
+
+def _gib(n: float) -> str:
+    return f"{n / 1024**3:.2f} GiB"
+
+
+def _table(p: Any) -> str:
+    inst, cold, pod, r = p.instance, p.cold_start, p.pod_resources, p.request
+    price = "no on-demand price" if inst.on_demand_usd_per_hour is None else f"${inst.on_demand_usd_per_hour:g}/h"
+    cost = "n/a" if p.cost_per_replica_hour is None else f"${p.cost_per_replica_hour:.2f}/h"
+    budget = p.gpu_memory_bytes * p.gpu_memory_utilization
+    target = "met" if p.meets_target else "NOT met"
+    link = "" if inst.interconnect == "none" else f", {inst.interconnect}"
+    rows = [
+        ("Model", f"{p.model.id} ({p.model.parameters / 1e9:.2f}B parameters)"),
+        (
+            "Checkpoint",
+            f"{p.checkpoint}, {p.weight_format} weights {p.weight_bytes / 1e9:.1f} GB, "
+            f"KV cache {p.kv_cache_dtype}, max_model_len {p.max_model_len}",
+        ),
+        (
+            "Instance",
+            f"{inst.instance_type}: {inst.accelerators}{TIMES} {inst.accelerator_name} "
+            f"({inst.accelerator_memory_gib:.1f} GiB{link}), {inst.vcpus} vCPU, "
+            f"{inst.memory_gib:g} GiB RAM, {inst.local_nvme_gb} GB NVMe, {price}",
+        ),
+        (
+            "Parallelism",
+            f"TP {p.tensor_parallel_size} {TIMES} PP {p.pipeline_parallel_size} = "
+            f"{p.gpus_per_replica} GPU(s) per replica, "
+            f"{p.nodes_per_replica} node(s) per replica, {p.replicas_per_node} replica(s) per node",
+        ),
+        (
+            "Memory / GPU",
+            f"{_gib(p.gpu_memory_bytes)} {TIMES} {p.gpu_memory_utilization:g} = {_gib(budget)}; "
+            f"reserve {_gib(p.reserve_bytes_per_gpu)}, weights {_gib(p.weight_bytes_per_gpu)}, "
+            f"KV cache {_gib(p.kv_cache_bytes_per_gpu)}",
+        ),
+        ("KV cache", f"{p.kv_cache_tokens:,} tokens per replica ({p.kv_bytes_per_token // 1024} KiB per token)"),
+        (
+            "Concurrency",
+            f"{p.max_concurrency_typical} sequences of {r.typical_tokens} tokens (target {r.target_concurrency}: "
+            f"{target}); {p.max_concurrency_full_context} at full context",
+        ),
+        ("Latency", f"~{p.itl_estimate_ms} ms per output token at {r.target_concurrency} sequences (estimate)"),
+        ("Cost", f"{cost} per replica (on-demand)"),
+        (
+            "Cold start",
+            f"image {cold.image_pull_s:g} s + weights {cold.weights_s:g} s ({r.weights_source}) + warm-up "
+            f"{cold.warmup_s:g} s = {cold.total_s:g} s; startup probe must allow {cold.startup_s:g} s; "
+            f"+{cold.node_provision_s:g} s for a new node",
+        ),
+        ("Pod requests", f"cpu {pod.cpu}, memory {pod.memory}, {p.extended_resource} {p.gpus_per_pod}"),
+        ("Engine args", " ".join(p.engine_args)),
+    ]
+    rows += [("Warning", w) for w in p.warnings]
+    width = max(len(label) for label, _ in rows)
+    lines = [p.summary_line(), ""]
+    lines += [f"{label:<{width}}  {value}" for label, value in rows]
+    lines += ["", "Assumptions:"] + [f"  - {a}" for a in p.assumptions]
+    return "\n".join(lines)
+
+
+def _print_catalog(as_json: bool) -> None:
+    from llm_eks.infra.accelerators import CATALOG as INSTANCES
+    from llm_eks.infra.accelerators import PRICE_REGION, PRICES_READ
+    from llm_eks.infra.models import CATALOG as MODELS
+
+    if as_json:
+        body = {
+            "models": [dataclasses.asdict(m) for m in MODELS],
+            "instance_types": [{**dataclasses.asdict(i), "extended_resource": i.extended_resource} for i in INSTANCES],
+            "prices_read": PRICES_READ,
+            "price_region": PRICE_REGION,
+        }
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return
+    print("Models")
+    print(f"  {'id':<42} {'params':>8} {'layers':>6} {'heads/kv':>8} {'head':>4} {'context':>7}  dtype")
+    for m in MODELS:
+        moe = f", MoE {m.num_experts}x top-{m.experts_per_token}" if m.is_moe else ""
+        print(
+            f"  {m.id:<42} {m.parameters / 1e9:>7.2f}B {m.layers:>6} {m.attention_heads:>4}/{m.kv_heads:<3} "
+            f"{m.head_dim:>4} {m.max_position_embeddings:>7}  {m.native_dtype}{moe}"
+        )
+    print()
+    print(f"Instance types (on-demand {PRICE_REGION}, prices of {PRICES_READ})")
+    print(
+        f"  {'instance type':<18} {'accelerators':<20} {'GiB':>6} {'vCPU':>5} {'RAM':>6} {'NVMe GB':>8} EFA  {'$/h':>9}"
+    )
+    for i in INSTANCES:
+        price = "-" if i.on_demand_usd_per_hour is None else f"{i.on_demand_usd_per_hour:.4f}"
+        accel = f"{i.accelerators}{TIMES} {i.accelerator_name}"
+        print(
+            f"  {i.instance_type:<18} {accel:<20} {i.accelerator_memory_gib:>6.1f} {i.vcpus:>5} "
+            f"{i.memory_gib:>6g} {i.local_nvme_gb:>8} {'yes' if i.efa else 'no ':<4} {price:>9}"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

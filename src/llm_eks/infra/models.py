@@ -1,0 +1,482 @@
+"""Model architectures the planner sizes: a catalog of well-known open models, plus any model described in config
+(`ModelSpec.from_mapping`) or read from a local Hugging Face config.json (`ModelSpec.from_hf_config`).
+
+Catalog numbers are copied from each model's config.json on the Hugging Face Hub (cited per row). Parameter counts
+are the published totals; `estimate_parameters` reproduces every one of them exactly from the architecture (a
+Llama-style decoder: grouped-query attention, a gated MLP of three matrices, RMSNorm), which cross-checks the rows.
+
+Pure Python: no aws_cdk import (the `llm-eks plan` CLI must start fast).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.schema import did_you_mean, fail
+
+# The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
+DTYPES = ("bfloat16", "float16", "float32")
+# A checkpoint that is already quantized: its weights load as stored and vLLM detects the method itself.
+QUANTIZATIONS = ("fp8", "awq-int4")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The architecture numbers that decide memory: weights, KV cache per token, and valid tensor-parallel sizes."""
+
+    # Hugging Face repo id; also the served model name clients send.
+    id: str
+    # Total parameters (all experts for a mixture of experts).
+    parameters: int
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    max_position_embeddings: int
+    vocab_size: int
+    # MLP width (per expert for a mixture of experts).
+    intermediate_size: int
+    native_dtype: str = "bfloat16"
+    # True when the output projection reuses the input embedding matrix (one vocab x hidden matrix, not two).
+    tie_word_embeddings: bool = False
+    # Mixture of experts: experts per layer and experts each token is routed to; 0 for a dense model.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    # Parameters a token touches (MoE); None for a dense model (all of them).
+    active_parameters: int | None = None
+    # Set when the checkpoint itself is quantized ("fp8" or "awq-int4"); None for a 16/32-bit checkpoint.
+    quantization: str | None = None
+    # A published AWQ int4 checkpoint of this model, served when weight_format is awq-int4.
+    awq_checkpoint: str | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def short_name(self) -> str:
+        return self.id.rsplit("/", 1)[-1]
+
+    @property
+    def embedding_parameters(self) -> int:
+        """Input embedding plus output projection (one matrix when tied). Quantization leaves these in 16 bits."""
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+
+    @property
+    def layer_parameters(self) -> int:
+        """Parameters of one decoder layer (attention, MLP or experts, norms), the unit pipeline stages split."""
+        return (self.parameters - self.embedding_parameters - self.hidden_size) // self.layers
+
+    def validate(self, path: str = "workload.model_spec") -> ModelSpec:
+        """Raise ConfigError naming the first bad field; returns self so calls chain."""
+        if not isinstance(self.id, str) or not self.id.strip() or any(c.isspace() for c in self.id):
+            raise fail(f"{path}.id", self.id, "must be a Hugging Face repo id such as org/model-name")
+        for name in (
+            "parameters",
+            "layers",
+            "hidden_size",
+            "attention_heads",
+            "kv_heads",
+            "head_dim",
+            "max_position_embeddings",
+            "vocab_size",
+            "intermediate_size",
+        ):
+            _positive_int(getattr(self, name), f"{path}.{name}")
+        for name in ("num_experts", "experts_per_token"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise fail(f"{path}.{name}", value, "must be an integer >= 0 (0 for a dense model)")
+        if self.attention_heads % self.kv_heads:
+            raise fail(
+                f"{path}.kv_heads",
+                self.kv_heads,
+                f"must divide attention_heads ({self.attention_heads}): each KV head serves a group of query heads",
+            )
+        if self.native_dtype not in DTYPES:
+            raise fail(f"{path}.native_dtype", self.native_dtype, f"must be one of {', '.join(DTYPES)}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise fail(f"{path}.tie_word_embeddings", self.tie_word_embeddings, "must be true or false")
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise fail(f"{path}.quantization", self.quantization, f"must be null or one of {', '.join(QUANTIZATIONS)}")
+        if self.num_experts > 1 and not 1 <= self.experts_per_token <= self.num_experts:
+            raise fail(
+                f"{path}.experts_per_token",
+                self.experts_per_token,
+                f"must be between 1 and num_experts ({self.num_experts})",
+            )
+        if self.num_experts <= 1 and self.experts_per_token > 1:
+            raise fail(f"{path}.experts_per_token", self.experts_per_token, "needs num_experts > 1")
+        floor = self.embedding_parameters + self.layers * self.hidden_size
+        if self.parameters <= floor:
+            raise fail(
+                f"{path}.parameters",
+                self.parameters,
+                f"must exceed the embeddings alone ({floor:,} for this vocab_size, hidden_size and layers)",
+            )
+        if self.active_parameters is not None:
+            _positive_int(self.active_parameters, f"{path}.active_parameters")
+            if self.active_parameters > self.parameters:
+                raise fail(f"{path}.active_parameters", self.active_parameters, "must not exceed parameters")
+        if self.awq_checkpoint is not None and (
+            not isinstance(self.awq_checkpoint, str) or "/" not in self.awq_checkpoint
+        ):
+            raise fail(f"{path}.awq_checkpoint", self.awq_checkpoint, "must be a Hugging Face repo id (org/name)")
+        return self
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], path: str = "workload.model_spec") -> ModelSpec:
+        """A model described in config with this class's field names. `parameters` may be left out when the
+        model is Llama-style (see estimate_parameters); `kv_heads` defaults to attention_heads (no GQA) and
+        `head_dim` to hidden_size / attention_heads."""
+        if not isinstance(data, Mapping):
+            raise fail(path, data, "must be an object with the model's architecture fields")
+        allowed = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in allowed:
+                raise ConfigError(
+                    f"{path}: unknown key {key!r}; {did_you_mean(str(key), allowed)}allowed: {', '.join(allowed)}"
+                )
+        for key in ("id", "layers", "hidden_size", "attention_heads", "max_position_embeddings", "vocab_size"):
+            if key not in data:
+                raise ConfigError(f"{path}.{key}: missing; this field is required")
+        if "intermediate_size" not in data:
+            raise ConfigError(f"{path}.intermediate_size: missing; this field is required")
+        values = dict(data)
+        for key in ("layers", "hidden_size", "attention_heads", "intermediate_size", "vocab_size"):
+            _positive_int(values[key], f"{path}.{key}")
+        values.setdefault("kv_heads", values["attention_heads"])
+        _positive_int(values["kv_heads"], f"{path}.kv_heads")
+        if "head_dim" not in values:
+            if values["hidden_size"] % values["attention_heads"]:
+                raise ConfigError(
+                    f"{path}.head_dim: missing; hidden_size ({values['hidden_size']}) is not a multiple of "
+                    f"attention_heads ({values['attention_heads']}), so it must be given"
+                )
+            values["head_dim"] = values["hidden_size"] // values["attention_heads"]
+        _positive_int(values["head_dim"], f"{path}.head_dim")
+        if "parameters" not in values:
+            values["parameters"] = estimate_parameters(
+                layers=values["layers"],
+                hidden_size=values["hidden_size"],
+                attention_heads=values["attention_heads"],
+                kv_heads=values["kv_heads"],
+                head_dim=values["head_dim"],
+                intermediate_size=values["intermediate_size"],
+                vocab_size=values["vocab_size"],
+                tie_word_embeddings=bool(values.get("tie_word_embeddings", False)),
+                num_experts=values.get("num_experts", 0) if isinstance(values.get("num_experts", 0), int) else 0,
+            )
+        return cls(**values).validate(path)
+
+    @classmethod
+    def from_hf_config(
+        cls,
+        source: str | Path | Mapping[str, Any],
+        id: str,
+        parameters: int | None = None,
+        path: str = "model_config",
+    ) -> ModelSpec:
+        """A model read from a local Hugging Face config.json (a path, or the parsed dict).
+
+        Reads num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads (default: the attention
+        heads), head_dim (default: hidden_size / heads), max_position_embeddings, vocab_size, intermediate_size,
+        tie_word_embeddings, torch_dtype (or `dtype`, its newer name; default bfloat16), num_local_experts /
+        num_experts_per_tok, and quantization_config (awq 4-bit or fp8). A multimodal config's `text_config` is
+        used when the top level has no decoder fields.
+
+        `parameters`: give the real count when you have it (the safetensors index's total_size / bytes per
+        weight). Otherwise it is estimated with `estimate_parameters`, which is exact for Llama-style decoders
+        (Llama, Mistral, Mixtral, Qwen2) and refuses architectures it does not describe.
+        """
+        config = _read_config(source, path)
+        if "num_hidden_layers" not in config and isinstance(config.get("text_config"), Mapping):
+            config, path = config["text_config"], f"{path}.text_config"
+        if "kv_lora_rank" in config:
+            raise ConfigError(
+                f"{path}.kv_lora_rank: {config['kv_lora_rank']!r} is not allowed; multi-head latent attention "
+                "(DeepSeek-V2/V3 style) caches a compressed latent, which the planner's KV formula does not describe"
+            )
+        required = {
+            "num_hidden_layers": "layers",
+            "hidden_size": "hidden_size",
+            "num_attention_heads": "attention_heads",
+            "max_position_embeddings": "max_position_embeddings",
+            "vocab_size": "vocab_size",
+            "intermediate_size": "intermediate_size",
+        }
+        values: dict[str, Any] = {"id": id}
+        for key, name in required.items():
+            if key not in config:
+                raise ConfigError(f"{path}.{key}: missing; a decoder config.json must have it")
+            values[name] = _positive_int(config[key], f"{path}.{key}")
+        values["kv_heads"] = _positive_int(config.get("num_key_value_heads") or values["attention_heads"], path)
+        if config.get("head_dim") is not None:
+            values["head_dim"] = _positive_int(config["head_dim"], f"{path}.head_dim")
+        dtype = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+        values["native_dtype"] = dtype
+        values["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", False))
+        experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts") or 0
+        values["num_experts"] = _non_negative_int(experts, f"{path}.num_local_experts")
+        if values["num_experts"] > 1:
+            values["experts_per_token"] = _positive_int(
+                config.get("num_experts_per_tok"), f"{path}.num_experts_per_tok"
+            )
+        values["quantization"] = _quantization(config.get("quantization_config"), f"{path}.quantization_config")
+        if parameters is not None:
+            values["parameters"] = _positive_int(parameters, "parameters")
+        else:
+            if "moe_intermediate_size" in config or "shared_expert_intermediate_size" in config:
+                raise ConfigError(
+                    f"{path}.moe_intermediate_size: {config.get('moe_intermediate_size')!r} is not allowed without "
+                    "a parameter count; the estimate covers dense and Mixtral-style MoE models only, so pass parameters"
+                )
+            head_dim = values.get("head_dim") or values["hidden_size"] // values["attention_heads"]
+            values["parameters"] = estimate_parameters(
+                layers=values["layers"],
+                hidden_size=values["hidden_size"],
+                attention_heads=values["attention_heads"],
+                kv_heads=values["kv_heads"],
+                head_dim=head_dim,
+                intermediate_size=values["intermediate_size"],
+                vocab_size=values["vocab_size"],
+                tie_word_embeddings=values["tie_word_embeddings"],
+                num_experts=values["num_experts"],
+                qkv_bias=bool(config.get("attention_bias")) or config.get("model_type") in ("qwen2", "qwen2_moe"),
+            )
+        return cls.from_mapping(values, path)
+
+
+def estimate_parameters(
+    *,
+    layers: int,
+    hidden_size: int,
+    attention_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    intermediate_size: int,
+    vocab_size: int,
+    tie_word_embeddings: bool = False,
+    num_experts: int = 0,
+    qkv_bias: bool = False,
+) -> int:
+    """Parameters of a Llama-style decoder: per layer q/o projections (hidden x heads x head_dim each), k/v
+    projections (hidden x kv_heads x head_dim each), a gated MLP of three hidden x intermediate matrices (per
+    expert, plus a hidden x experts router, for MoE), two RMSNorm vectors; plus embeddings (and an untied output
+    projection) and the final norm. Exact for every catalog model (Qwen2 adds q/k/v biases)."""
+    attention = 2 * hidden_size * attention_heads * head_dim + 2 * hidden_size * kv_heads * head_dim
+    if qkv_bias:
+        attention += attention_heads * head_dim + 2 * kv_heads * head_dim
+    experts = max(num_experts, 1)
+    mlp = 3 * hidden_size * intermediate_size * experts + (hidden_size * experts if experts > 1 else 0)
+    layer = attention + mlp + 2 * hidden_size
+    embeddings = vocab_size * hidden_size * (1 if tie_word_embeddings else 2)
+    return embeddings + layers * layer + hidden_size
+
+
+CATALOG: tuple[ModelSpec, ...] = (
+    # https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json
+    # (32 layers, hidden 4096, 32 heads / 8 KV heads, intermediate 14336, vocab 128256, 131072 positions, bfloat16);
+    # 8,030,261,248 parameters (the model card's safetensors total).
+    ModelSpec(
+        id="meta-llama/Llama-3.1-8B-Instruct",
+        parameters=8_030_261_248,
+        layers=32,
+        hidden_size=4096,
+        attention_heads=32,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+        vocab_size=128256,
+        intermediate_size=14336,
+        awq_checkpoint="hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
+    ),
+    # https://huggingface.co/meta-llama/Llama-3.3-70B-Instruct/blob/main/config.json
+    # (80 layers, hidden 8192, 64 heads / 8 KV heads, intermediate 28672, vocab 128256, 131072 positions, bfloat16);
+    # 70,553,706,496 parameters.
+    ModelSpec(
+        id="meta-llama/Llama-3.3-70B-Instruct",
+        parameters=70_553_706_496,
+        layers=80,
+        hidden_size=8192,
+        attention_heads=64,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+        vocab_size=128256,
+        intermediate_size=28672,
+        awq_checkpoint="casperhansen/llama-3.3-70b-instruct-awq",
+    ),
+    # https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/main/config.json
+    # (28 layers, hidden 3584, 28 heads / 4 KV heads, intermediate 18944, vocab 152064, 32768 positions, bfloat16,
+    # untied; q/k/v biases); 7,615,616,512 parameters. Longer contexts need YaRN rope scaling, not modelled here.
+    ModelSpec(
+        id="Qwen/Qwen2.5-7B-Instruct",
+        parameters=7_615_616_512,
+        layers=28,
+        hidden_size=3584,
+        attention_heads=28,
+        kv_heads=4,
+        head_dim=128,
+        max_position_embeddings=32768,
+        vocab_size=152064,
+        intermediate_size=18944,
+        awq_checkpoint="Qwen/Qwen2.5-7B-Instruct-AWQ",
+    ),
+    # https://huggingface.co/Qwen/Qwen2.5-72B-Instruct/blob/main/config.json
+    # (80 layers, hidden 8192, 64 heads / 8 KV heads, intermediate 29568, vocab 152064, 32768 positions, bfloat16);
+    # 72,706,203,648 parameters.
+    ModelSpec(
+        id="Qwen/Qwen2.5-72B-Instruct",
+        parameters=72_706_203_648,
+        layers=80,
+        hidden_size=8192,
+        attention_heads=64,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=32768,
+        vocab_size=152064,
+        intermediate_size=29568,
+        awq_checkpoint="Qwen/Qwen2.5-72B-Instruct-AWQ",
+    ),
+    # https://huggingface.co/mistralai/Mistral-7B-Instruct-v0.3/blob/main/config.json
+    # (32 layers, hidden 4096, 32 heads / 8 KV heads, intermediate 14336, vocab 32768, 32768 positions, no sliding
+    # window, bfloat16); 7,248,023,552 parameters.
+    ModelSpec(
+        id="mistralai/Mistral-7B-Instruct-v0.3",
+        parameters=7_248_023_552,
+        layers=32,
+        hidden_size=4096,
+        attention_heads=32,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=32768,
+        vocab_size=32768,
+        intermediate_size=14336,
+    ),
+    # https://huggingface.co/mistralai/Mixtral-8x7B-Instruct-v0.1/blob/main/config.json
+    # (32 layers, hidden 4096, 32 heads / 8 KV heads, 8 experts of intermediate 14336, 2 per token, vocab 32000,
+    # 32768 positions, bfloat16); 46,702,792,704 parameters, 12,879,925,248 active per token.
+    ModelSpec(
+        id="mistralai/Mixtral-8x7B-Instruct-v0.1",
+        parameters=46_702_792_704,
+        layers=32,
+        hidden_size=4096,
+        attention_heads=32,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=32768,
+        vocab_size=32000,
+        intermediate_size=14336,
+        num_experts=8,
+        experts_per_token=2,
+        active_parameters=12_879_925_248,
+    ),
+    # https://huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Llama-8B/blob/main/config.json
+    # (Llama 3.1 8B architecture: 32 layers, hidden 4096, 32 / 8 heads, intermediate 14336, vocab 128256, 131072
+    # positions, bfloat16); 8,030,261,248 parameters.
+    ModelSpec(
+        id="deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        parameters=8_030_261_248,
+        layers=32,
+        hidden_size=4096,
+        attention_heads=32,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+        vocab_size=128256,
+        intermediate_size=14336,
+    ),
+    # https://huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-32B/blob/main/config.json
+    # (Qwen2.5-32B architecture: 64 layers, hidden 5120, 40 heads / 8 KV heads, intermediate 27648, vocab 152064,
+    # 131072 positions, bfloat16); 32,763,876,352 parameters.
+    ModelSpec(
+        id="deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+        parameters=32_763_876_352,
+        layers=64,
+        hidden_size=5120,
+        attention_heads=40,
+        kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+        vocab_size=152064,
+        intermediate_size=27648,
+    ),
+)
+
+MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in CATALOG}
+
+
+def model(model_id: str, field: str = "workload.model") -> ModelSpec:
+    """The catalog entry for a Hugging Face id; unknown ids raise ConfigError with a did-you-mean hint."""
+    if isinstance(model_id, str) and model_id in MODELS:
+        return MODELS[model_id]
+    hint = did_you_mean(model_id, MODELS) if isinstance(model_id, str) else ""
+    raise fail(
+        field,
+        model_id,
+        f"{hint}catalog models: {', '.join(MODELS)} (describe any other model with workload.model_spec)",
+    )
+
+
+def _positive_int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(path, value, "must be a positive integer")
+    return value
+
+
+def _non_negative_int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail(path, value, "must be an integer >= 0")
+    return value
+
+
+def _read_config(source: str | Path | Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    if isinstance(source, Mapping):
+        return source
+    file = Path(source)
+    if file.is_dir():
+        file = file / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise fail(path, str(file), "no such file; give the path of a Hugging Face config.json") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise fail(path, str(file), f"cannot be read ({err.__class__.__name__})") from None
+    except json.JSONDecodeError as err:
+        raise fail(path, str(file), f"is not JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(data, Mapping):
+        raise fail(path, str(file), "must hold a JSON object")
+    return data
+
+
+def _quantization(config: Any, path: str) -> str | None:
+    """The planner's name for a checkpoint's quantization_config, or None for an unquantized checkpoint."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise fail(path, config, "must be an object")
+    method = config.get("quant_method")
+    if method == "awq" and config.get("bits", 4) == 4:
+        return "awq-int4"
+    if method == "fp8":
+        return "fp8"
+    if method == "compressed-tensors":
+        groups = config.get("config_groups")
+        groups = list(groups.values()) if isinstance(groups, Mapping) else []
+        weights = [g.get("weights") for g in groups if isinstance(g, Mapping)]
+        if weights and all(
+            isinstance(w, Mapping) and w.get("num_bits") == 8 and w.get("type") == "float" for w in weights
+        ):
+            return "fp8"
+    raise fail(
+        f"{path}.quant_method",
+        method,
+        "the planner sizes 4-bit AWQ and FP8 checkpoints only; describe other formats with workload.model_spec",
+    )

@@ -1,0 +1,239 @@
+"""Map one environment's config and capacity plan onto the props of its charts.
+
+Pure Python (no aws_cdk): every number a chart or node pool uses comes from the plan or the config through here,
+so a chart never guesses a tensor-parallel size and a node pool never guesses an instance family.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.plan import Plan
+from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule
+from llm_eks.manifests.benchmark import BenchmarkProps
+from llm_eks.manifests.monitoring import MonitoringProps
+from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_placement
+from llm_eks.manifests.ray_serve import RayServeProps
+from llm_eks.manifests.vllm import IngressProps, VllmProps
+
+GIB = 1024**3
+# The flags the workload charts set themselves from typed props (they reject them in engine_args).
+_CHART_OWNED_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--served-model-name")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything the stack needs to place one environment's model."""
+
+    gpu_pool: GpuPoolSpec
+    cpu_pool: CpuPoolSpec
+    vllm: VllmProps | None
+    autoscaling: AutoscalingProps | None
+    monitoring: MonitoringProps | None
+    benchmark: BenchmarkProps | None
+    ray: RayServeProps | None
+
+
+def slug(model_id: str) -> str:
+    """`meta-llama/Llama-3.1-8B-Instruct` -> `llama-3-1-8b-instruct` (object names reviewers can read)."""
+    name = model_id.rsplit("/", 1)[-1].lower()
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:40].rstrip("-")
+
+
+def workload_name(config: EnvironmentConfig) -> str:
+    prefix = "vllm" if config.workload.engine == "vllm" else "ray"
+    return f"{prefix}-{slug(config.workload.model)}"
+
+
+def gpu_pool(config: EnvironmentConfig, plan: Plan) -> GpuPoolSpec:
+    """One NodePool for the planned family, sized for max replicas in whole nodes (unless config caps it)."""
+    w = config.workload
+    per_node = plan.instance.accelerators
+    if plan.nodes_per_replica > 1:
+        nodes = w.replicas.max * plan.nodes_per_replica
+    else:
+        nodes = math.ceil(w.replicas.max / max(plan.replicas_per_node, 1))
+    limit = w.accelerator_limit if w.accelerator_limit is not None else nodes * per_node
+    return GpuPoolSpec(
+        name=f"gpu-{plan.instance.family}",
+        vendor=plan.instance.accelerator_vendor,
+        instance_family=plan.instance.family,
+        instance_types=(plan.instance.instance_type,),
+        capacity_types=w.capacity_types,
+        accelerator_limit=limit,
+    )
+
+
+def engine_args(plan: Plan) -> tuple[str, ...]:
+    """The plan's `vllm serve` arguments minus the flags the chart sets from typed props."""
+    args = list(plan.engine_args)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in _CHART_OWNED_FLAGS:
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return tuple(out)
+
+
+def shm_size(plan: Plan) -> str:
+    """/dev/shm: NCCL's intra-node buffers and the engine's worker processes need more with tensor parallelism."""
+    return "2Gi" if plan.gpus_per_pod == 1 else f"{min(4 * plan.gpus_per_pod, 32)}Gi"
+
+
+def cache_size(plan: Plan) -> str:
+    """Model cache: the checkpoint on disk plus 20% and 10 GiB (tokenizer, compile cache, a partial download)."""
+    return f"{math.ceil(plan.checkpoint_bytes * 1.2 / GIB) + 10}Gi"
+
+
+def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: str | None) -> VllmProps:
+    w = config.workload
+    if plan.nodes_per_replica > 1:
+        raise ConfigError(
+            f"environments.{config.name}.workload.engine: 'vllm' is not allowed; {plan.model.id} needs "
+            f"{plan.nodes_per_replica} {plan.instance.instance_type} nodes per replica (pipeline parallel "
+            f"{plan.pipeline_parallel_size}): use engine 'ray-serve', quantization, or a bigger instance"
+        )
+    selector, tolerations = workload_placement(pool)
+    return VllmProps(
+        name=workload_name(config),
+        model=w.weights_s3_uri if w.weights == "s3" and w.weights_s3_uri else plan.checkpoint,
+        served_model_name=plan.served_model_name,
+        engine_args=engine_args(plan),
+        tensor_parallel_size=plan.tensor_parallel_size,
+        pipeline_parallel_size=plan.pipeline_parallel_size,
+        accelerators_per_pod=plan.gpus_per_pod,
+        accelerators_per_node=plan.instance.accelerators,
+        accelerator_resource=pool.resource,
+        cpu=plan.pod_resources.cpu,
+        memory=plan.pod_resources.memory,
+        shm_size=shm_size(plan),
+        cache_size=cache_size(plan),
+        startup_seconds=math.ceil(plan.cold_start.startup_s),
+        replicas=max(w.replicas.min, 1),
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+        weights=w.weights,  # type: ignore[arg-type]
+        hf_token_secret=w.hf_token_secret,
+        aws_region=region,
+        # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
+        ingress=IngressProps() if w.internal_alb else None,
+    )
+
+
+def autoscaling_props(config: EnvironmentConfig, plan: Plan) -> AutoscalingProps:
+    w = config.workload
+    a = w.autoscaling
+    schedule = None
+    if a.scale_to_zero is not None:
+        schedule = ScaleToZeroSchedule(
+            timezone=a.scale_to_zero.timezone,
+            start=a.scale_to_zero.start,
+            end=a.scale_to_zero.end,
+            replicas=max(w.replicas.min, 1),
+        )
+    return AutoscalingProps(
+        max_replicas=w.replicas.max,
+        waiting_requests_per_replica=a.waiting_per_replica,
+        kv_cache_usage_target=a.kv_cache_usage,
+        min_replicas=w.replicas.min,
+        scale_to_zero=schedule,
+        # Scale-down must wait out a cold start, or a bounce costs a full model load.
+        scale_down_stabilization_seconds=max(600, math.ceil(plan.cold_start.scale_out_s)),
+    )
+
+
+def monitoring_props(config: EnvironmentConfig, plan: Plan, vllm: VllmProps) -> MonitoringProps:
+    w = config.workload
+    return MonitoringProps(
+        name=vllm.name,
+        served_model_name=vllm.served_model_name,
+        ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
+        itl_p99_seconds=w.slo.itl_p99_ms / 1000,
+        cost_per_hour_per_replica=plan.cost_per_replica_hour or 0.0,
+        # Alert when more requests wait than the whole fleet at max scale is meant to queue.
+        queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
+        dcgm=plan.instance.accelerator_vendor == "nvidia",
+    )
+
+
+def benchmark_props(config: EnvironmentConfig, cpu: CpuPoolSpec) -> BenchmarkProps:
+    w = config.workload
+    selector, tolerations = workload_placement(cpu)
+    return BenchmarkProps(
+        name=f"bench-{slug(w.model)}",
+        input_len=w.typical_input_tokens,
+        output_len=w.typical_output_tokens,
+        num_prompts=w.benchmark.num_prompts,
+        request_rate=w.benchmark.request_rate,
+        max_concurrency=w.target_concurrency * w.replicas.max,
+        slo_ttft_p99_ms=w.slo.ttft_p99_ms,
+        slo_itl_p99_ms=w.slo.itl_p99_ms,
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+    )
+
+
+def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: str | None) -> RayServeProps:
+    w = config.workload
+    selector, tolerations = workload_placement(pool)
+    gpus = plan.tensor_parallel_size * plan.pipeline_parallel_size
+    quantization = _flag_value(plan.engine_args, "--quantization")
+    return RayServeProps(
+        name=workload_name(config),
+        model_id=plan.served_model_name,
+        model_source=w.weights_s3_uri if w.weights == "s3" and w.weights_s3_uri else plan.checkpoint,
+        accelerator_type=plan.instance.ray_accelerator_type or plan.instance.accelerator_name,
+        gpus_per_worker=min(gpus, plan.instance.accelerators),
+        tensor_parallel_size=plan.tensor_parallel_size,
+        pipeline_parallel_size=plan.pipeline_parallel_size,
+        max_model_len=plan.max_model_len,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        min_replicas=max(w.replicas.min, 1),
+        max_replicas=w.replicas.max,
+        # Ray Serve adds a replica when ongoing requests per replica pass the planned concurrency.
+        target_ongoing_requests=max(1, plan.max_num_seqs),
+        worker_cpu=plan.pod_resources.cpu,
+        worker_memory=plan.pod_resources.memory,
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+        kv_cache_dtype=w.kv_cache_dtype,
+        quantization=quantization,
+        max_num_batched_tokens=plan.max_num_batched_tokens,
+        max_num_seqs=plan.max_num_seqs,
+        hf_token_secret=w.hf_token_secret,
+        aws_region=region,
+        worker_ephemeral_storage=cache_size(plan),
+        gpu_resource=pool.resource,
+    )
+
+
+def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def build_workload(config: EnvironmentConfig, plan: Plan, region: str | None = None) -> Workload:
+    """All chart props for one environment; raises ConfigError (one line) when the plan cannot be served."""
+    pool = gpu_pool(config, plan)
+    cpu = CpuPoolSpec()
+    if config.workload.engine == "ray-serve":
+        return Workload(pool, cpu, None, None, None, None, ray_props(config, plan, pool, region))
+    vllm = vllm_props(config, plan, pool, region)
+    return Workload(
+        gpu_pool=pool,
+        cpu_pool=cpu,
+        vllm=vllm,
+        autoscaling=autoscaling_props(config, plan),
+        monitoring=monitoring_props(config, plan, vllm),
+        benchmark=benchmark_props(config, cpu),
+        ray=None,
+    )

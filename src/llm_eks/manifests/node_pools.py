@@ -1,0 +1,635 @@
+"""Karpenter capacity for inference as a cdk8s chart: EC2NodeClasses and NodePools (Karpenter v1 API, 1.14).
+
+One EC2NodeClass per node role in use (`gpu-nvidia`, `neuron`, `default` for CPU), one NodePool per accelerator
+family the plan uses, and a small CPU NodePool (`cpu`) for workloads that are neither GPU nor controllers (Ray
+head, benchmark job). Workload charts place their pods with `workload_placement(pool)`, so they select exactly the
+labels and tolerate exactly the taints the pools advertise.
+
+AMI: Bottlerocket by default (`ami_family="bottlerocket"`), for three reasons:
+- cold start: containerd keeps images on Bottlerocket's separate data volume (/dev/xvdb), which can be restored from
+  an EBS snapshot that already holds the inference images (`image_snapshot_id`), so a new GPU node does not pull
+  ~10 GB of vLLM image; AL2023 keeps images on the root volume, which always comes from the AMI;
+- the NVIDIA variant (aws-k8s-1.35-nvidia) ships driver, container toolkit and the NVIDIA device plugin as a host
+  service: no device-plugin DaemonSet to run (one would double-advertise `nvidia.com/gpu`, see GpuDeviceSoftware);
+- a minimal, immutable OS whose updates arrive as AMI drift, rate-limited by the disruption budget.
+Karpenter resolves the variant from the alias per instance type: NVIDIA types get the -nvidia variant, inf2/trn the
+standard x86_64 variant, which carries the Neuron driver (the Neuron device plugin still runs as a DaemonSet).
+AL2023 remains selectable (`ami_family="al2023"`); GpuDeviceSoftware then installs the NVIDIA device plugin.
+
+No aws_cdk import here: GitOps users synthesize this chart with cdk8s alone. `cluster_name`, `node_role_name` and
+`security_group_ids` may be CDK tokens at synth time; they are copied as opaque text and resolved when the stack
+applies the chart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.errors import fail
+from llm_eks.infra import accelerators as catalog
+from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
+
+# Labels every pool puts on its nodes; workloads and DaemonSets select on them (never on instance types).
+LABEL_NODE_POOL = "llm-eks.io/node-pool"
+LABEL_ACCELERATOR = "llm-eks.io/accelerator"
+# The AMI family of the node: the NVIDIA device plugin DaemonSet must stay off Bottlerocket nodes.
+LABEL_AMI_FAMILY = "llm-eks.io/ami-family"
+# Same key the cluster construct puts on the private subnets (constructs.cluster.DISCOVERY_TAG; not imported
+# because that module needs aws_cdk).
+DISCOVERY_TAG = "karpenter.sh/discovery"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+CAPACITY_TYPES = ("spot", "on-demand")
+
+NVIDIA = "nvidia"
+NEURON = "neuron"
+VENDORS = (NEURON, NVIDIA)
+# The extended resource each vendor's device plugin advertises; it is also the taint key of that vendor's nodes.
+ACCELERATOR_RESOURCE: Mapping[str, str] = MappingProxyType({NVIDIA: "nvidia.com/gpu", NEURON: "aws.amazon.com/neuron"})
+NODE_CLASS_FOR_VENDOR: Mapping[str, str] = MappingProxyType({NVIDIA: "gpu-nvidia", NEURON: "neuron"})
+CPU_NODE_CLASS = "default"
+
+BOTTLEROCKET = "bottlerocket"
+AL2023 = "al2023"
+AMI_FAMILIES = (AL2023, BOTTLEROCKET)
+DEFAULT_AMI_FAMILY = BOTTLEROCKET
+DEFAULT_AMI_VERSIONS: Mapping[str, str] = MappingProxyType(
+    {BOTTLEROCKET: BOTTLEROCKET_AMI_VERSION, AL2023: AL2023_AMI_VERSION}
+)
+# Release tag formats the Karpenter alias accepts for each family (bottlerocket@v1.65.0, al2023@v20260903).
+_AMI_VERSION_FORMAT: Mapping[str, tuple[re.Pattern[str], str]] = MappingProxyType(
+    {
+        BOTTLEROCKET: (re.compile(r"^v\d+\.\d+\.\d+$"), "a Bottlerocket release tag like v1.65.0"),
+        AL2023: (re.compile(r"^v\d{8}$"), "an amazon-eks-ami release tag like v20260903"),
+    }
+)
+
+
+# Catalog families the pinned AMIs cannot drive: G7's RTX PRO 4500 GPUs need NVIDIA driver 595, while the EKS AL2023
+# and Bottlerocket NVIDIA AMIs ship the 580 branch (awslabs/amazon-eks-ami doc/usage/g7-ami.md; Bottlerocket's
+# -nvidia-595 variants are not what the Karpenter alias resolves).
+UNSUPPORTED_FAMILIES: Mapping[str, str] = MappingProxyType(
+    {"g7": "its RTX PRO 4500 GPUs need NVIDIA driver 595 and the pinned EKS AMIs ship 580"}
+)
+
+
+def supported_families() -> tuple[str, ...]:
+    """Accelerator families the planner's catalog lists and this chart can build capacity for (all x86_64)."""
+    return tuple(sorted(f for f in catalog.FAMILIES if f not in UNSUPPORTED_FAMILIES))
+
+
+# Patterns from the Karpenter v1.14 CRDs, checked here so a typo fails at synth, not at `kubectl apply`.
+_DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
+_FINITE_DURATION = re.compile(r"^([0-9]+(s|m|h))+$")
+_BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8}([0-9a-f]{9})?$")
+_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+# EC2NodeClass.spec.tags keys Karpenter reserves for itself (CRD validation rules).
+_RESERVED_TAG_PREFIXES = ("kubernetes.io/cluster",)
+_RESERVED_TAGS = (
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+)
+
+# Bottlerocket's OS volume: Karpenter's own default for the family; it holds only the read-only OS image.
+_BOTTLEROCKET_OS_VOLUME = "4Gi"
+# gp3 above its 3,000 IOPS / 125 MiB/s baseline for GPU nodes: unpacking a ~10 GB image at 125 MiB/s alone takes
+# minutes of a GPU node's cold start; the extra ~$30/month per node is noise next to the GPU's price.
+_GPU_VOLUME_IOPS = 6000
+_GPU_VOLUME_THROUGHPUT = 500
+# A snapshot-restored volume fetches blocks from S3 lazily; hydrating at EBS's maximum provisioned rate (MiB/s)
+# keeps the first image reads from stalling at S3 speed.
+_SNAPSHOT_INITIALIZATION_RATE = 300
+_METADATA_OPTIONS = {
+    "httpEndpoint": "enabled",
+    "httpProtocolIPv6": "disabled",
+    # Hop limit 1: only host-network processes reach IMDS; a pod's extra network hop is dropped, so pods cannot
+    # take the node role's credentials. Pods get their own credentials from EKS Pod Identity, not from IMDS.
+    "httpPutResponseHopLimit": 1,
+    "httpTokens": "required",
+}
+
+
+def _is_token(value: str) -> bool:
+    """A CDK token stands for a value only known at deploy time: copy it, never validate its content."""
+    return "${Token[" in value
+
+
+def _check_capacity_types(path: str, values: tuple[str, ...]) -> None:
+    if not values:
+        raise fail(path, values, "must list 'spot', 'on-demand' or both")
+    for i, value in enumerate(values):
+        if value not in CAPACITY_TYPES:
+            raise fail(f"{path}[{i}]", value, "must be 'spot' or 'on-demand'")
+    if len(set(values)) != len(values):
+        raise fail(path, values, "must not repeat a capacity type")
+
+
+def _check_name(path: str, name: str) -> None:
+    if not _DNS_LABEL.match(name):
+        raise fail(path, name, "must be a DNS label: lowercase letters, digits and '-', at most 63 characters")
+
+
+@dataclass(frozen=True)
+class GpuPoolSpec:
+    """One NodePool for one accelerator family; family, sizes and counts come from the plan and the catalog
+    (llm_eks.infra.accelerators), and are checked against it."""
+
+    # NodePool name and the value of the llm-eks.io/node-pool label, e.g. "gpu-g6e".
+    name: str
+    vendor: str
+    instance_family: str
+    # The sizes the plan uses, e.g. ("g6e.xlarge",): the pool never launches a size nobody planned for.
+    instance_types: tuple[str, ...]
+    # Accelerators on the largest planned size; None: from the catalog. Given, it must agree with the catalog.
+    accelerators_per_node: int | None = None
+    # Spot first (cheaper); with both allowed Karpenter tries Spot and falls back to on-demand when Spot has no
+    # capacity for the request (Karpenter v1 prioritizes reserved, then spot, then on-demand).
+    capacity_types: tuple[str, ...] = CAPACITY_TYPES
+    # Cap on accelerators the pool may launch: a runaway scale-out stops here, not at the account's quota.
+    accelerator_limit: int = 8
+    # None: from the catalog (every g5/g6/g6e/p* size has local NVMe; inf2 has none).
+    has_nvme: bool | None = None
+
+    @property
+    def resource(self) -> str:
+        """The extended resource (and taint key) of the pool's accelerators."""
+        return ACCELERATOR_RESOURCE[self.vendor]
+
+    @property
+    def node_class(self) -> str:
+        return NODE_CLASS_FOR_VENDOR[self.vendor]
+
+    @property
+    def accelerators(self) -> int:
+        """Accelerators on the largest planned size."""
+        if self.accelerators_per_node is not None:
+            return self.accelerators_per_node
+        return max(catalog.INSTANCE_TYPES[t].accelerators for t in self.instance_types)
+
+    @property
+    def nvme(self) -> bool:
+        """Whether any planned size has local NVMe (RAID0 is a no-op on sizes without it)."""
+        if self.has_nvme is not None:
+            return self.has_nvme
+        return any(catalog.INSTANCE_TYPES[t].local_nvme_gb > 0 for t in self.instance_types)
+
+    def validate(self, path: str) -> None:
+        _check_name(f"{path}.name", self.name)
+        if self.vendor not in VENDORS:
+            raise fail(f"{path}.vendor", self.vendor, f"must be one of {', '.join(VENDORS)}")
+        if self.instance_family in UNSUPPORTED_FAMILIES:
+            raise fail(f"{path}.instance_family", self.instance_family, UNSUPPORTED_FAMILIES[self.instance_family])
+        sizes = catalog.FAMILIES.get(self.instance_family)
+        if sizes is None:
+            raise fail(
+                f"{path}.instance_family",
+                self.instance_family,
+                f"must be a catalog family: {', '.join(supported_families())}",
+            )
+        if sizes[0].accelerator_vendor != self.vendor:
+            raise fail(
+                f"{path}.vendor",
+                self.vendor,
+                f"must be {sizes[0].accelerator_vendor!r} for instance family {self.instance_family}",
+            )
+        if not self.instance_types:
+            raise fail(
+                f"{path}.instance_types", self.instance_types, f"must list at least one {self.instance_family} size"
+            )
+        known = [row.instance_type for row in sizes]
+        for i, instance_type in enumerate(self.instance_types):
+            if instance_type not in known:
+                raise fail(f"{path}.instance_types[{i}]", instance_type, f"must be one of {', '.join(known)}")
+        largest = max(catalog.INSTANCE_TYPES[t].accelerators for t in self.instance_types)
+        if self.accelerators_per_node is not None and self.accelerators_per_node != largest:
+            raise fail(
+                f"{path}.accelerators_per_node",
+                self.accelerators_per_node,
+                f"must be {largest}, the accelerators of the largest planned size (or None)",
+            )
+        _check_capacity_types(f"{path}.capacity_types", self.capacity_types)
+        if self.accelerator_limit < largest:
+            raise fail(
+                f"{path}.accelerator_limit",
+                self.accelerator_limit,
+                f"must be at least {largest} (one {self._largest_size()} node), or no node can launch",
+            )
+        if self.has_nvme and not any(catalog.INSTANCE_TYPES[t].local_nvme_gb for t in self.instance_types):
+            raise fail(
+                f"{path}.has_nvme",
+                self.has_nvme,
+                f"must be False or None: no planned {self.instance_family} size has instance-store NVMe",
+            )
+
+    def _largest_size(self) -> str:
+        return max(self.instance_types, key=lambda t: catalog.INSTANCE_TYPES[t].accelerators)
+
+
+@dataclass(frozen=True)
+class CpuPoolSpec:
+    """The small general-purpose pool for non-GPU workloads that are not controllers (Ray head, benchmark job)."""
+
+    name: str = "cpu"
+    # Compute, general-purpose and memory-optimized families; no burstable t-types (CPU credits run out under load).
+    instance_categories: tuple[str, ...] = ("c", "m", "r")
+    # Generation 6 and newer: Nitro, current price/performance, no previous-generation instance types.
+    min_generation: int = 6
+    # Spot first, on-demand as the fallback; a pod that must not be interrupted selects on-demand via
+    # workload_placement(pool, capacity_type="on-demand").
+    capacity_types: tuple[str, ...] = CAPACITY_TYPES
+    # 64 vCPUs: a Ray head and a benchmark client need a few each; a runaway stops at a handful of nodes.
+    cpu_limit: int = 64
+    # Ray's LLM image is as large as vLLM's (~10 GB compressed); 100 GiB holds it unpacked plus logs.
+    volume_gib: int = 100
+    # CPU pods are cheap to move; pods that must not move (the Ray head) carry `karpenter.sh/do-not-disrupt`.
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    # 5 minutes lets short benchmark jobs come and go without a node being replaced under the next one.
+    consolidate_after: str = "5m"
+    # One CPU node at a time: the Ray head and a benchmark run never lose their nodes together.
+    disruption_budget_nodes: str = "1"
+
+    def validate(self, path: str) -> None:
+        _check_name(f"{path}.name", self.name)
+        if not self.instance_categories:
+            raise fail(f"{path}.instance_categories", self.instance_categories, "must list at least one of c, m, r")
+        for i, category in enumerate(self.instance_categories):
+            if category not in ("c", "m", "r"):
+                raise fail(f"{path}.instance_categories[{i}]", category, "must be 'c', 'm' or 'r'")
+        if not 1 <= self.min_generation <= 10:
+            raise fail(f"{path}.min_generation", self.min_generation, "must be between 1 and 10")
+        _check_capacity_types(f"{path}.capacity_types", self.capacity_types)
+        if self.cpu_limit < 2:
+            raise fail(f"{path}.cpu_limit", self.cpu_limit, "must be at least 2 vCPUs (the smallest c/m/r size)")
+        if not 20 <= self.volume_gib <= 16384:
+            raise fail(f"{path}.volume_gib", self.volume_gib, "must be between 20 and 16384 GiB")
+        if self.consolidation_policy not in ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"):
+            raise fail(
+                f"{path}.consolidation_policy",
+                self.consolidation_policy,
+                "must be 'WhenEmpty', 'WhenEmptyOrUnderutilized' or 'Balanced'",
+            )
+        if not _DURATION.match(self.consolidate_after):
+            raise fail(
+                f"{path}.consolidate_after", self.consolidate_after, "must be a duration like 5m, 1h30m, or Never"
+            )
+        if not _BUDGET_NODES.match(self.disruption_budget_nodes):
+            raise fail(
+                f"{path}.disruption_budget_nodes",
+                self.disruption_budget_nodes,
+                "must be a node count like '1' or a percentage like '10%'",
+            )
+
+
+@dataclass(frozen=True)
+class NodePoolsProps:
+    """Everything the node classes and pools are built from; every default is the production-right one."""
+
+    # May be CDK tokens (e.g. the cluster's and node role's names): copied as text, resolved at deploy time.
+    cluster_name: str
+    # The IAM role NAME (not ARN) Karpenter builds instance profiles for; it needs an EC2_LINUX access entry.
+    node_role_name: str
+    gpu_pools: tuple[GpuPoolSpec, ...]
+    # None: no CPU pool (non-GPU workloads then need somewhere else to run).
+    cpu_pool: CpuPoolSpec | None = field(default_factory=CpuPoolSpec)
+    # Bottlerocket: snapshot-restored image volume, device plugin built in (see the module docstring).
+    ami_family: str = DEFAULT_AMI_FAMILY
+    # None: the release pinned in llm_eks.versions for the family. Never "latest" (every AWS release would drift
+    # and replace every GPU node at once).
+    ami_version: str | None = None
+    # The volume containerd and kubelet use (AL2023: root /dev/xvda; Bottlerocket: data /dev/xvdb). vLLM's image
+    # (~10 GB compressed) takes ~30 GB in containerd (layers + unpacked snapshot); 200 GiB holds two versions during
+    # a rollout plus model weights on instances without NVMe (inf2).
+    root_volume_gib: int = 200
+    # Bottlerocket only: restore every GPU node's data volume from this EBS snapshot, which already holds the
+    # inference images (e.g. built with aws-samples/bottlerocket-images-cache). It must be encrypted: a volume
+    # restored from a snapshot takes the snapshot's encryption (EC2 refuses an encryption flag with a snapshot).
+    image_snapshot_id: str | None = None
+    # Never more than one GPU node per pool draining at once for drift or consolidation, so a model loses at most
+    # one replica's capacity at a time. (Expiry is not limited by budgets; terminationGracePeriod bounds it.)
+    disruption_budget_nodes: str = "1"
+    # An empty GPU node lives 10 more minutes: a scale-in/scale-out bounce reuses it instead of paying minutes of
+    # boot + image pull + weight load; it costs at most 10 idle GPU minutes.
+    consolidate_after: str = "10m"
+    # Karpenter's default: nodes are replaced monthly, picking up the pinned AMI and fresh kernels/drivers.
+    expire_after: str = "720h"
+    # Longest a node may drain before Karpenter deletes its pods: a vLLM pod's own grace (preStop + --shutdown-timeout,
+    # ~2 minutes to fit Spot's notice) always fits; a drain stuck on a PDB gives up instead of billing a GPU forever.
+    termination_grace_period: str = "10m"
+    # Empty: select security groups by the discovery tag. Pass the EKS cluster security group id (may be a token)
+    # when it does not carry `karpenter.sh/discovery: <cluster>`.
+    security_group_ids: tuple[str, ...] = ()
+    # Empty: select subnets by the discovery tag (subnets the cluster construct created). An existing VPC's subnets
+    # carry no tag of ours: pass their ids.
+    subnet_ids: tuple[str, ...] = ()
+    # Extra EC2 tags for every node Karpenter launches (cost allocation); Karpenter adds its own ownership tags.
+    tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def resolved_ami_version(self) -> str:
+        return self.ami_version if self.ami_version is not None else DEFAULT_AMI_VERSIONS[self.ami_family]
+
+    @property
+    def ami_alias(self) -> str:
+        return f"{self.ami_family}@{self.resolved_ami_version}"
+
+    def validate(self) -> None:
+        if not self.cluster_name:
+            raise fail("cluster_name", self.cluster_name, "must be the EKS cluster name (or a CDK token for it)")
+        if not self.node_role_name or self.node_role_name.startswith("arn:"):
+            raise fail("node_role_name", self.node_role_name, "must be the node IAM role's NAME, not its ARN")
+        if not self.gpu_pools:
+            raise fail("gpu_pools", self.gpu_pools, "must list at least one GPU pool")
+        for i, pool in enumerate(self.gpu_pools):
+            pool.validate(f"gpu_pools[{i}]")
+        if self.cpu_pool is not None:
+            self.cpu_pool.validate("cpu_pool")
+        seen = {self.cpu_pool.name} if self.cpu_pool is not None else set()
+        for i, pool in enumerate(self.gpu_pools):
+            if pool.name in seen:
+                raise fail(f"gpu_pools[{i}].name", pool.name, "must be unique across gpu_pools and cpu_pool")
+            seen.add(pool.name)
+        self._validate_ami()
+        if not 40 <= self.root_volume_gib <= 16384:
+            raise fail(
+                "root_volume_gib",
+                self.root_volume_gib,
+                "must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)",
+            )
+        if self.image_snapshot_id is not None:
+            if not _SNAPSHOT_ID.match(self.image_snapshot_id):
+                raise fail(
+                    "image_snapshot_id",
+                    self.image_snapshot_id,
+                    "must be an EBS snapshot id like snap-0123456789abcdef0",
+                )
+            if self.ami_family != BOTTLEROCKET:
+                raise fail(
+                    "image_snapshot_id",
+                    self.image_snapshot_id,
+                    f"needs ami_family 'bottlerocket' (ami_family is {self.ami_family!r}: "
+                    "images live on its root volume)",
+                )
+        if not _BUDGET_NODES.match(self.disruption_budget_nodes):
+            raise fail(
+                "disruption_budget_nodes",
+                self.disruption_budget_nodes,
+                "must be a node count like '1' or a percentage like '10%'",
+            )
+        for name in ("consolidate_after", "expire_after"):
+            value = getattr(self, name)
+            if not _DURATION.match(value):
+                raise fail(name, value, "must be a duration like 30m, 720h, 1h30m, or Never")
+        if not _FINITE_DURATION.match(self.termination_grace_period):
+            raise fail("termination_grace_period", self.termination_grace_period, "must be a duration like 10m or 1h")
+        for i, sg in enumerate(self.security_group_ids):
+            if not _is_token(sg) and not _SECURITY_GROUP_ID.match(sg):
+                raise fail(f"security_group_ids[{i}]", sg, "must be a security group id like sg-0123456789abcdef0")
+        for i, subnet in enumerate(self.subnet_ids):
+            if not _is_token(subnet) and not _SUBNET_ID.match(subnet):
+                raise fail(f"subnet_ids[{i}]", subnet, "must be a subnet id like subnet-0123456789abcdef0")
+        for key in self.tags:
+            if not key or key in _RESERVED_TAGS or key.startswith(_RESERVED_TAG_PREFIXES):
+                raise fail(f"tags.{key}", self.tags[key], "uses a tag key Karpenter reserves for node ownership")
+
+    def _validate_ami(self) -> None:
+        if self.ami_family not in AMI_FAMILIES:
+            raise fail("ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
+        if self.ami_version is None:
+            return
+        if self.ami_version == "latest":
+            raise fail(
+                "ami_version",
+                self.ami_version,
+                "pin a release (latest drifts and replaces every node whenever AWS publishes an AMI)",
+            )
+        pattern, example = _AMI_VERSION_FORMAT[self.ami_family]
+        if not pattern.match(self.ami_version):
+            raise fail("ami_version", self.ami_version, f"must be {example}")
+
+
+def workload_placement(
+    pool: GpuPoolSpec | CpuPoolSpec, *, capacity_type: str | None = None
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The nodeSelector and tolerations a pod needs to land on `pool` (and only there).
+
+    `capacity_type` pins the pod to "on-demand" (or "spot") within the pool, e.g. a Ray head that must not be
+    interrupted; it must be one the pool allows.
+    """
+    node_selector = {LABEL_NODE_POOL: pool.name}
+    tolerations: list[dict[str, str]] = []
+    if isinstance(pool, GpuPoolSpec):
+        node_selector[LABEL_ACCELERATOR] = pool.vendor
+        tolerations.append({"key": pool.resource, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    if capacity_type is not None:
+        if capacity_type not in pool.capacity_types:
+            raise fail(
+                "capacity_type", capacity_type, f"must be one pool {pool.name} allows: {', '.join(pool.capacity_types)}"
+            )
+        node_selector[CAPACITY_TYPE_LABEL] = capacity_type
+    return node_selector, tolerations
+
+
+def _requirement(key: str, operator: str, values: list[str]) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": values}
+
+
+def _ebs(gib: int, *, fast: bool, snapshot_id: str | None = None) -> dict[str, Any]:
+    ebs: dict[str, Any] = {"volumeSize": f"{gib}Gi", "volumeType": "gp3", "deleteOnTermination": True}
+    if fast:
+        ebs.update(iops=_GPU_VOLUME_IOPS, throughput=_GPU_VOLUME_THROUGHPUT)
+    if snapshot_id is None:
+        ebs["encrypted"] = True
+    else:
+        ebs.update(snapshotID=snapshot_id, volumeInitializationRate=_SNAPSHOT_INITIALIZATION_RATE)
+    return ebs
+
+
+def _block_devices(ami_family: str, gib: int, *, fast: bool, snapshot_id: str | None) -> list[dict[str, Any]]:
+    data = _ebs(gib, fast=fast, snapshot_id=snapshot_id)
+    if ami_family == AL2023:
+        return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": data}]
+    os_volume = {
+        "volumeSize": _BOTTLEROCKET_OS_VOLUME,
+        "volumeType": "gp3",
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
+    return [
+        {"deviceName": "/dev/xvda", "ebs": os_volume},
+        # Bottlerocket's data volume: containerd images, kubelet (emptyDir), pod logs.
+        {"deviceName": "/dev/xvdb", "rootVolume": True, "ebs": data},
+    ]
+
+
+def _bottlerocket_user_data(*, neuron: bool, bind_instance_store: bool) -> str | None:
+    """Bottlerocket settings (TOML) Karpenter merges with its own; None when nothing is needed."""
+    sections: list[str] = []
+    if neuron:
+        sections.append(
+            "# Neuron containers take ownership of their /dev/neuron* devices from runAsUser/runAsGroup\n"
+            "# (Bottlerocket >= 1.30; Karpenter docs, 'Device ownership in Bottlerocket').\n"
+            "[settings.kubernetes]\n"
+            "device-ownership-from-security-context = true\n"
+        )
+    if bind_instance_store:
+        sections.append(
+            "# Instance-store NVMe (RAID0) for kubelet (emptyDir model cache) and pod logs, but NOT containerd:\n"
+            "# its images come pre-pulled on the snapshot-restored data volume. Karpenter's instanceStorePolicy\n"
+            "# RAID0 would bind /var/lib/containerd too and hide them. No NVMe: init and bind are no-ops.\n"
+            "[settings.bootstrap-commands.010-llm-eks-instance-store]\n"
+            'commands = [["apiclient", "ephemeral-storage", "init"], '
+            '["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/kubelet", "/var/log/pods"]]\n'
+            "essential = true\n"
+            'mode = "always"\n'
+        )
+    return "\n".join(sections) or None
+
+
+class NodePoolsChart(cdk8s.Chart):
+    """EC2NodeClasses and NodePools for the planned GPU families plus the CPU pool; objects keyed by name."""
+
+    def __init__(self, scope: Construct, id: str, props: NodePoolsProps) -> None:
+        props.validate()
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        self.props = props
+        self.node_classes: dict[str, cdk8s.ApiObject] = {}
+        self.node_pools: dict[str, cdk8s.ApiObject] = {}
+        for vendor in sorted({pool.vendor for pool in props.gpu_pools}, key=NODE_CLASS_FOR_VENDOR.__getitem__):
+            pools = [pool for pool in props.gpu_pools if pool.vendor == vendor]
+            self._add("EC2NodeClass", NODE_CLASS_FOR_VENDOR[vendor], self._gpu_node_class(vendor, pools))
+        if props.cpu_pool is not None:
+            self._add("EC2NodeClass", CPU_NODE_CLASS, self._cpu_node_class(props.cpu_pool))
+        for pool in props.gpu_pools:
+            self._add("NodePool", pool.name, self._gpu_node_pool(pool))
+        if props.cpu_pool is not None:
+            self._add("NodePool", props.cpu_pool.name, self._cpu_node_pool(props.cpu_pool))
+
+    def _add(self, kind: str, name: str, spec: dict[str, Any]) -> None:
+        api_version = "karpenter.k8s.aws/v1" if kind == "EC2NodeClass" else "karpenter.sh/v1"
+        obj = cdk8s.ApiObject(
+            self,
+            f"{kind}-{name}",
+            api_version=api_version,
+            kind=kind,
+            metadata=cdk8s.ApiObjectMetadata(name=name, labels={"app.kubernetes.io/part-of": "llm-eks"}),
+        )
+        # One jsii call for the whole body (the Python binding takes no `spec` keyword).
+        obj.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+        (self.node_classes if kind == "EC2NodeClass" else self.node_pools)[name] = obj
+
+    def _node_class_base(self, name: str) -> dict[str, Any]:
+        p = self.props
+        discovery = {DISCOVERY_TAG: p.cluster_name}
+        security_groups = [{"id": sg} for sg in p.security_group_ids] or [{"tags": discovery}]
+        return {
+            # An alias pins one release of the EKS-optimized AMIs; Karpenter picks the variant (NVIDIA, Neuron,
+            # standard) per instance type. A new pinned version drifts nodes, paced by the disruption budget.
+            "amiSelectorTerms": [{"alias": p.ami_alias}],
+            "role": p.node_role_name,
+            "subnetSelectorTerms": [{"id": subnet} for subnet in p.subnet_ids] or [{"tags": discovery}],
+            "securityGroupSelectorTerms": security_groups,
+            "metadataOptions": dict(_METADATA_OPTIONS),
+            "tags": {"llm-eks.io/node-class": name, **p.tags},
+        }
+
+    def _gpu_node_class(self, vendor: str, pools: list[GpuPoolSpec]) -> dict[str, Any]:
+        p = self.props
+        name = NODE_CLASS_FOR_VENDOR[vendor]
+        nvme = any(pool.nvme for pool in pools)
+        spec = self._node_class_base(name)
+        spec["blockDeviceMappings"] = _block_devices(
+            p.ami_family, p.root_volume_gib, fast=True, snapshot_id=p.image_snapshot_id
+        )
+        if nvme and p.image_snapshot_id is None:
+            # Local NVMe becomes the node's ephemeral storage (containerd, kubelet, logs): the model cache lives
+            # on emptyDir at NVMe speed, and Karpenter counts its size when scheduling. Sizes without NVMe ignore it.
+            spec["instanceStorePolicy"] = "RAID0"
+        if p.ami_family == BOTTLEROCKET:
+            user_data = _bottlerocket_user_data(
+                neuron=vendor == NEURON, bind_instance_store=nvme and p.image_snapshot_id is not None
+            )
+            if user_data is not None:
+                spec["userData"] = user_data
+        return spec
+
+    def _cpu_node_class(self, cpu: CpuPoolSpec) -> dict[str, Any]:
+        spec = self._node_class_base(CPU_NODE_CLASS)
+        # CPU nodes pull their (smaller) images over the network: no snapshot, baseline gp3.
+        spec["blockDeviceMappings"] = _block_devices(
+            self.props.ami_family, cpu.volume_gib, fast=False, snapshot_id=None
+        )
+        return spec
+
+    def _template(self, node_class: str, labels: dict[str, str], requirements: list[dict[str, Any]]) -> dict[str, Any]:
+        p = self.props
+        return {
+            "metadata": {"labels": {**labels, LABEL_AMI_FAMILY: p.ami_family}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+                "requirements": [
+                    *requirements,
+                    _requirement("kubernetes.io/arch", "In", ["amd64"]),
+                    _requirement("kubernetes.io/os", "In", ["linux"]),
+                ],
+                "expireAfter": p.expire_after,
+                "terminationGracePeriod": p.termination_grace_period,
+            },
+        }
+
+    def _gpu_node_pool(self, pool: GpuPoolSpec) -> dict[str, Any]:
+        p = self.props
+        template = self._template(
+            pool.node_class,
+            {LABEL_NODE_POOL: pool.name, LABEL_ACCELERATOR: pool.vendor},
+            [
+                _requirement("karpenter.k8s.aws/instance-family", "In", [pool.instance_family]),
+                _requirement("node.kubernetes.io/instance-type", "In", list(pool.instance_types)),
+                # Both allowed: Karpenter launches Spot first and falls back to on-demand within milliseconds when
+                # EC2 reports no Spot capacity for every planned size in every zone.
+                _requirement(CAPACITY_TYPE_LABEL, "In", list(pool.capacity_types)),
+            ],
+        )
+        # Only pods that tolerate the accelerator taint (workload_placement) land here; nothing else wastes a GPU.
+        template["spec"]["taints"] = [{"key": pool.resource, "value": "true", "effect": "NoSchedule"}]
+        return {
+            "template": template,
+            "disruption": {
+                # WhenEmpty: Karpenter never evicts a running inference pod to repack GPUs (a restart costs
+                # minutes of weight loading); a node goes only once its pods have scaled away.
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": p.consolidate_after,
+                "budgets": [{"nodes": p.disruption_budget_nodes}],
+            },
+            "limits": {pool.resource: pool.accelerator_limit},
+        }
+
+    def _cpu_node_pool(self, cpu: CpuPoolSpec) -> dict[str, Any]:
+        template = self._template(
+            CPU_NODE_CLASS,
+            {LABEL_NODE_POOL: cpu.name},
+            [
+                _requirement("karpenter.k8s.aws/instance-category", "In", list(cpu.instance_categories)),
+                _requirement("karpenter.k8s.aws/instance-generation", "Gt", [str(cpu.min_generation - 1)]),
+                _requirement(CAPACITY_TYPE_LABEL, "In", list(cpu.capacity_types)),
+            ],
+        )
+        return {
+            "template": template,
+            "disruption": {
+                "consolidationPolicy": cpu.consolidation_policy,
+                "consolidateAfter": cpu.consolidate_after,
+                "budgets": [{"nodes": cpu.disruption_budget_nodes}],
+            },
+            "limits": {"cpu": cpu.cpu_limit},
+        }

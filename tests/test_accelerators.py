@@ -1,0 +1,109 @@
+"""The accelerator catalog: every row is complete and self-consistent, lookups fail with a useful one-line error."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.accelerators import (
+    CATALOG,
+    FAMILIES,
+    INSTANCE_TYPES,
+    PRICES_READ,
+    family,
+    instance_type,
+)
+
+# ray/util/accelerators/accelerators.py (ray-project/ray): the accelerator_type constants a Ray Serve LLM config
+# may name.
+RAY_CONSTANTS = {
+    "V100", "P100", "T4", "P4", "K80", "A10G", "L4", "L40S", "A100", "H100", "H200", "H20", "B200",
+    "aws-neuron-core", "A100-40G", "A100-80G",
+}  # fmt: skip
+
+
+def test_catalog_covers_the_llm_inference_families() -> None:
+    expected = {"g5", "g6", "gr6", "g6e", "g7", "g7e", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300"}
+    assert expected | {"inf2"} == set(FAMILIES)
+    assert len(INSTANCE_TYPES) == len(CATALOG), "instance types are unique"
+
+
+@pytest.mark.parametrize("row", CATALOG, ids=lambda r: r.instance_type)
+def test_row_is_complete_and_consistent(row) -> None:
+    assert row.instance_type.split(".")[0] == row.family
+    assert row.accelerator_vendor in ("nvidia", "neuron")
+    assert row.accelerators >= 1 and row.vcpus >= 4 and row.memory_gib >= 16
+    assert row.accelerator_memory_mib >= 22_000 and row.memory_bandwidth_gbps >= 300
+    assert row.network_gbps > 0 and row.ebs_bandwidth_mbps > 0
+    assert (row.interconnect == "none") == (row.accelerators == 1)
+    assert row.on_demand_usd_per_hour is None or 0.5 < row.on_demand_usd_per_hour < 200
+    if row.on_demand_usd_per_hour is None:
+        assert row.note, "a row without a price says why"
+    assert row.ray_accelerator_type is None or row.ray_accelerator_type in RAY_CONSTANTS
+    # Allocatable never exceeds capacity.
+    assert row.allocatable_cpu < row.vcpus * 1000
+    assert row.allocatable_memory < row.memory_gib * 1024
+
+
+def test_extended_resource_follows_the_vendor() -> None:
+    assert instance_type("g6e.xlarge").extended_resource == "nvidia.com/gpu"
+    assert instance_type("inf2.48xlarge").extended_resource == "aws.amazon.com/neuron"
+    assert instance_type("inf2.48xlarge").cores_per_accelerator == 2
+
+
+def test_figures_as_aws_states_them() -> None:
+    g6e = instance_type("g6e.xlarge")
+    # EC2 reports 45,776 MiB for the "48 GB" L40S: 45,776 / 1024 = 44.70 GiB.
+    assert g6e.accelerator_memory_gib == pytest.approx(44.70, abs=0.01)
+    assert (g6e.accelerator_name, g6e.accelerators, g6e.vcpus, g6e.memory_gib) == ("L40S", 1, 4, 32)
+    assert g6e.on_demand_usd_per_hour == 1.861
+    p5 = instance_type("p5.48xlarge")
+    assert (p5.accelerators, p5.accelerator_memory_gib, p5.interconnect, p5.efa) == (8, 80, "NVSwitch 900 GB/s", True)
+    assert instance_type("p5en.48xlarge").accelerator_memory_mib == 144_384  # H200 "141 GB"
+    assert instance_type("p4d.24xlarge").ray_accelerator_type == "A100-40G"
+    assert instance_type("p4de.24xlarge").ray_accelerator_type == "A100-80G"
+    assert instance_type("g5.xlarge").karpenter_name == "a10g"
+
+
+def test_prices_carry_their_date() -> None:
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", PRICES_READ)
+    assert instance_type("p5e.48xlarge").on_demand_usd_per_hour is None
+
+
+def test_allocatable_cpu_formula_reproduces_karpenter() -> None:
+    # The EKS AMI reserves 6 % of core 1, 1 % of core 2, 0.5 % of cores 3-4, 0.25 % of the rest:
+    # 4 vCPU -> 60 + 10 + 10 = 80m reserved -> 3920m; 192 vCPU -> 80 + 188 x 2.5 = 550m -> 191450m.
+    for row in CATALOG:
+        derived = dataclasses.replace(row, allocatable_cpu_millicores=None)
+        assert derived.allocatable_cpu == row.allocatable_cpu_millicores, row.instance_type
+
+
+def test_allocatable_memory_formula_for_rows_without_figures() -> None:
+    row = dataclasses.replace(instance_type("g5.xlarge"), allocatable_memory_mib=None)
+    # 16 GiB = 16384 MiB x (1 - 0.075) = 15155.2; less 255 + 11 x 110 pods = 1465 and the 100 MiB eviction threshold.
+    assert row.allocatable_memory == int(16384 * 0.925 - 1465 - 100) == 13590
+
+
+def test_family_lookup_lists_sizes_smallest_first() -> None:
+    assert [r.instance_type for r in family("p5")] == ["p5.4xlarge", "p5.48xlarge"]
+    assert family("g6e")[0].instance_type == "g6e.xlarge"
+
+
+def test_unknown_instance_type_suggests_the_closest() -> None:
+    with pytest.raises(ConfigError) as err:
+        instance_type("g6e.xlarg")
+    message = str(err.value)
+    assert message.startswith("workload.accelerator: 'g6e.xlarg' is not allowed; did you mean 'g6e.xlarge'? allowed: ")
+    assert "g5.xlarge, g5.2xlarge" in message and "\n" not in message
+
+
+def test_unknown_family_lists_the_families() -> None:
+    with pytest.raises(ConfigError) as err:
+        family("p5x")
+    assert str(err.value) == (
+        "workload.accelerator_family: 'p5x' is not allowed; did you mean 'p5'? "
+        "allowed: g5, g6, gr6, g6e, g7, g7e, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, inf2"
+    )

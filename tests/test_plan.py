@@ -1,0 +1,407 @@
+"""The planner on figures anyone can check by hand (the arithmetic is in each test), its choices and its errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.accelerators import CATALOG as INSTANCES
+from llm_eks.infra.accelerators import instance_type
+from llm_eks.infra.models import MODELS, ModelSpec, estimate_parameters
+from llm_eks.infra.plan import GIB, PlanRequest, plan, valid_tensor_parallel_sizes
+
+X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+LLAMA_70B = "meta-llama/Llama-3.3-70B-Instruct"
+QWEN_7B = "Qwen/Qwen2.5-7B-Instruct"
+STALE = ("VLLM_USE_V1", "--enable-chunked-prefill", "--enable-prefix-caching", "awq")
+
+
+def error(**kwargs) -> str:
+    with pytest.raises(ConfigError) as err:
+        plan(PlanRequest(**kwargs))
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+# --- Hand-checkable figures -----------------------------------------------------------------------------------------
+
+
+def test_llama_8b_bf16_weights_and_kv_per_token() -> None:
+    p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192))
+    # 8,030,261,248 parameters x 2 bytes = 16,060,522,496 B, about 16.1 GB.
+    assert p.weight_bytes == 8_030_261_248 * 2 == 16_060_522_496
+    assert round(p.weight_bytes / 1e9, 1) == 16.1
+    # 2 (K and V) x 32 layers x 8 KV heads x 128 head dim x 2 bytes = 131,072 B = 128 KiB per token.
+    assert p.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2 == 131_072 == 128 * 1024
+
+
+def test_llama_70b_bf16_needs_at_least_two_80_gb_gpus() -> None:
+    p = plan(PlanRequest(model=LLAMA_70B, accelerator="p5.48xlarge", max_model_len=8192, target_concurrency=1))
+    # 70,553,706,496 x 2 = 141,107,412,992 B, about 141 GB: more than one 80 GiB (85.9 GB) H100 holds.
+    assert p.weight_bytes == 70_553_706_496 * 2 == 141_107_412_992
+    assert p.weight_bytes > instance_type("p5.48xlarge").accelerator_memory_bytes
+    # 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 B = 320 KiB per token.
+    assert p.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2 == 327_680 == 320 * 1024
+    assert p.tensor_parallel_size == 2 and p.gpus_per_replica == 2
+    # TP2 splits the KV heads: 327,680 / 2 = 163,840 B per token on each GPU.
+    assert p.kv_bytes_per_token_per_gpu == 163_840
+    assert p.replicas_per_node == 8 // 2
+
+
+def test_one_h100_cannot_hold_llama_70b_bf16() -> None:
+    assert error(model=LLAMA_70B, accelerator="p5.4xlarge", max_model_len=8192, max_nodes_per_replica=1) == (
+        "workload.accelerator: 'p5.4xlarge' is not allowed; meta-llama/Llama-3.3-70B-Instruct at bf16 "
+        "(141.1 GB of weights, 320 KiB of KV cache per token) does not fit max_model_len 8192 on 1 node of "
+        f"1{X} H100 (80.0 GiB each); use weight_format fp8 or awq-int4, kv_cache_dtype fp8, "
+        "a shorter max_model_len "
+        "or a bigger instance such as g7e.12xlarge"
+    )
+
+
+def test_quantized_weight_bytes() -> None:
+    embeddings = 2 * 128_256 * 4096  # input embedding + output projection, kept 16-bit: 1,050,673,152 parameters
+    rest = 8_030_261_248 - embeddings  # 6,979,588,096 quantized parameters
+    fp8 = plan(PlanRequest(model=LLAMA_8B, weight_format="fp8", accelerator="g6e.xlarge", max_model_len=8192))
+    assert fp8.weight_bytes == rest * 1 + embeddings * 2 == 9_080_934_400
+    awq = plan(PlanRequest(model=LLAMA_8B, weight_format="awq-int4", accelerator="g6e.xlarge", max_model_len=8192))
+    # 4-bit weights plus, per group of 128, a 2-byte scale and a 4-bit zero: 0.5 + 2.5 / 128 = 0.51953125 B.
+    assert awq.weight_bytes == rest * 0.51953125 + embeddings * 2 == 5_727_460_432
+    assert awq.checkpoint == "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
+
+
+def test_fp8_kv_cache_halves_bytes_per_token() -> None:
+    auto = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192))
+    fp8 = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, kv_cache_dtype="fp8"))
+    assert fp8.kv_bytes_per_token == 2 * 32 * 8 * 128 * 1 == auto.kv_bytes_per_token // 2
+    assert fp8.kv_cache_tokens > 1.99 * auto.kv_cache_tokens
+    assert fp8.engine_args[fp8.engine_args.index("--kv-cache-dtype") :][:2] == ("--kv-cache-dtype", "fp8")
+
+
+def test_kv_cache_tokens_from_the_reserve() -> None:
+    p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192))
+    gpu = 45_776 * 1024**2  # L40S as EC2 reports it: 47,999,614,976 B
+    activation = 2048 * (4 * 4096 * 2 + 3 * 2 * 14336) + 16 * 128_256 * 4 * 2  # 2048 batched tokens, 16 sequences
+    reserve = int(1.5 * GIB) + int(0.01 * gpu) + activation
+    assert p.reserve_bytes_per_gpu == reserve == 2_350_295_285
+    assert p.usable_bytes_per_gpu == int(gpu * 0.9) - reserve
+    kv_bytes = p.usable_bytes_per_gpu - 16_060_522_496
+    assert p.kv_cache_tokens == kv_bytes // (131_072 * 16) * 16 == 189_120
+    assert p.max_concurrency_typical == 189_120 // (1024 + 256) == 147
+    assert p.max_concurrency_full_context == 189_120 // 8192 == 23
+    assert p.summary_line() == (
+        f"Llama-3.1-8B-Instruct on g6e.xlarge (1{X} L40S): TP1 PP1, 1 replica/node, KV 189k tokens, $1.86/h per replica"
+    )
+
+
+# --- Tensor and pipeline parallelism --------------------------------------------------------------------------------
+
+
+def test_tensor_parallel_sizes_follow_vllm_rule() -> None:
+    assert valid_tensor_parallel_sizes(MODELS[LLAMA_8B], 8) == (1, 2, 4, 8)
+    # Qwen2.5-7B has 28 attention heads: 28 % 8 != 0, so TP 8 is out.
+    assert valid_tensor_parallel_sizes(MODELS[QWEN_7B], 8) == (1, 2, 4)
+    base = MODELS[LLAMA_8B]
+    # 16 heads, 2 KV heads: TP 4 and 8 replicate the KV heads (TP a multiple of 2) and are valid.
+    gqa = dataclasses.replace(base, attention_heads=16, kv_heads=2)
+    assert valid_tensor_parallel_sizes(gqa, 8) == (1, 2, 4, 8)
+    # 12 heads, 3 KV heads: TP 2 cannot split 3 KV heads, TP 4 is no multiple of 3.
+    odd = dataclasses.replace(base, attention_heads=12, kv_heads=3)
+    assert valid_tensor_parallel_sizes(odd, 8) == (1,)
+    assert valid_tensor_parallel_sizes(MODELS[LLAMA_8B], 4) == (1, 2, 4)
+
+
+def test_heads_cap_tp_so_pipeline_stages_fill_the_node() -> None:
+    # 28 heads cap TP at 4 on an 8-GPU node; to reach more KV cache the other 4 GPUs become a second stage.
+    p = plan(PlanRequest(model=QWEN_7B, accelerator="g6e.48xlarge", max_model_len=32768, target_concurrency=4096))
+    assert (p.tensor_parallel_size, p.pipeline_parallel_size, p.nodes_per_replica) == (4, 2, 1)
+    assert p.gpus_per_pod == 8 and p.replicas_per_node == 1
+    assert not p.meets_target and p.max_num_seqs == p.max_concurrency_typical
+
+
+def test_pipeline_across_nodes_when_one_node_is_too_small() -> None:
+    p = plan(PlanRequest(model=LLAMA_70B, accelerator="p5.4xlarge", max_model_len=8192))
+    assert (p.tensor_parallel_size, p.pipeline_parallel_size, p.nodes_per_replica) == (1, 2, 2)
+    assert p.gpus_per_pod == 1 and p.replicas_per_node == 1
+    args = " ".join(p.engine_args)
+    assert "--pipeline-parallel-size 2" in args and "--distributed-executor-backend ray" in args
+    # Each stage holds 40 of the 80 layers: 2 x 40 x 8 x 128 x 2 = 163,840 B of KV per token per GPU.
+    assert p.kv_bytes_per_token_per_gpu == 163_840
+    # 11 sequences fit, short of the 16 asked for: the plan says so and caps max_num_seqs.
+    assert not p.meets_target and p.max_num_seqs == p.max_concurrency_typical == 11
+    assert p.warnings == (
+        "only 11 of the 16 target sequences of 1280 tokens fit one replica on p5.4xlarge; max_num_seqs is capped at 11",
+    )
+    assert p.cost_per_replica_hour == round(6.88 * 2, 4)
+
+
+def test_pipeline_stages_without_efa_are_flagged() -> None:
+    p = plan(PlanRequest(model="Qwen/Qwen2.5-72B-Instruct", weight_format="awq-int4", accelerator="g6e.xlarge",
+                         max_model_len=8192))  # fmt: skip
+    assert p.nodes_per_replica == 2 and p.checkpoint == "Qwen/Qwen2.5-72B-Instruct-AWQ"
+    assert "g6e.xlarge has no EFA: pipeline stages exchange activations over TCP" in p.warnings
+
+
+# --- Choosing an instance -------------------------------------------------------------------------------------------
+
+
+def test_auto_picks_the_cheapest_instance_that_meets_the_targets() -> None:
+    p = plan(PlanRequest(model=LLAMA_8B, weight_format="bf16", max_model_len=8192, target_concurrency=16))
+    assert p.instance_type == "g6.xlarge" and p.cost_per_replica_hour == 0.8048
+    assert p.max_concurrency_typical >= 16 and p.max_concurrency_full_context >= 1
+    # No cheaper single-GPU NVIDIA instance with a price exists in the catalog.
+    cheaper = [i for i in INSTANCES if i.on_demand_usd_per_hour is not None and i.on_demand_usd_per_hour < 0.8048]
+    assert all(i.accelerator_vendor == "neuron" for i in cheaper)
+
+
+def test_auto_respects_a_latency_ceiling() -> None:
+    # The L4 reads 16.06 GB of weights per token at 300 GB/s: ~82 ms. An A10G (600 GB/s) halves that.
+    slow = plan(PlanRequest(model=LLAMA_8B, max_model_len=8192))
+    assert slow.itl_estimate_ms > 60
+    fast = plan(PlanRequest(model=LLAMA_8B, max_model_len=8192, max_itl_ms=60))
+    assert fast.instance_type == "g5.xlarge" and fast.itl_estimate_ms <= 60
+
+
+def test_auto_never_picks_gpus_without_a_price_or_neuron() -> None:
+    for model_id in MODELS:
+        p = plan(PlanRequest(model=model_id, max_model_len=8192, weight_format="auto"))
+        assert p.instance.on_demand_usd_per_hour is not None and p.instance.accelerator_vendor == "nvidia"
+        assert p.replicas_per_node == 1, "auto replicas fill their node"
+
+
+def test_explicit_instance_packs_replicas_and_splits_the_node() -> None:
+    p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.12xlarge", max_model_len=8192))
+    assert (p.tensor_parallel_size, p.replicas_per_node) == (1, 4)
+    # (47,810m allocatable - 1,000m for DaemonSets) / 4 pods = 11,702m, rounded down to 10m.
+    assert p.pod_resources.cpu == "11700m"
+    # (360,157 MiB - 2,048 MiB) / 4 = 89,527 MiB.
+    assert p.pod_resources.memory == "89527Mi"
+    assert p.cost_per_replica_hour == round(10.49264 / 4, 4)
+    assert p.extended_resource == "nvidia.com/gpu" and p.gpus_per_pod == 1
+
+
+# --- Engine arguments and cold start --------------------------------------------------------------------------------
+
+
+def test_engine_args_for_fp8_on_a_bf16_checkpoint() -> None:
+    p = plan(PlanRequest(model=LLAMA_70B, weight_format="fp8", accelerator="p5.48xlarge", max_model_len=16384,
+                         target_concurrency=32))  # fmt: skip
+    assert p.engine_args == (
+        "--tensor-parallel-size", str(p.tensor_parallel_size),
+        "--max-model-len", "16384",
+        "--gpu-memory-utilization", "0.9",
+        "--quantization", "fp8",
+        "--max-num-seqs", "32",
+        "--max-num-batched-tokens", "8192",
+        "--served-model-name", LLAMA_70B,
+    )  # fmt: skip
+    assert p.checkpoint_bytes == 141_107_412_992, "vLLM reads the 16-bit files and quantizes while loading"
+
+
+def test_engine_args_never_carry_stale_switches() -> None:
+    for fmt in ("bf16", "fp8", "awq-int4"):
+        p = plan(PlanRequest(model=LLAMA_8B, weight_format=fmt, kv_cache_dtype="fp8", max_model_len=8192))
+        joined = " ".join(p.engine_args)
+        assert not any(flag in joined for flag in STALE), joined
+        assert "--quantization" not in joined or fmt == "fp8"
+
+
+def test_cold_start_by_weights_source() -> None:
+    def weights(source: str) -> float:
+        request = PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, weights_source=source)
+        return plan(request).cold_start.weights_s
+
+    # nvme: download 16.06 GB at min(200 MB/s, 80 % of 2.5 Gbit/s = 250 MB/s) = 80.3 s, then read at 2 GB/s = 8.0 s.
+    assert weights("nvme") == round(16_060_522_496 / 200e6 + 16_060_522_496 / 2e9) == 88
+    # s3: Run:ai streamer at min(2 GB/s, 250 MB/s) = 64.2 s.
+    assert weights("s3") == round(16_060_522_496 / 250e6) == 64
+    # ebs: gp3 at min(1000 MiB/s, 90 % of 5000 Mbit/s = 562.5 MB/s) = 28.6 s.
+    assert weights("ebs") == round(16_060_522_496 / 562.5e6) == 29
+    cold = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192)).cold_start
+    # 12 GB image at 100 MB/s = 120 s; warm-up 100 s for one GPU.
+    assert (cold.image_pull_s, cold.warmup_s, cold.total_s, cold.startup_s) == (120, 100, 308, 188)
+
+
+def test_plan_is_json_ready_and_deterministic() -> None:
+    request = PlanRequest(model=LLAMA_70B, weight_format="fp8", max_model_len=16384, target_concurrency=32)
+    first, second = plan(request), plan(request)
+    assert first == second
+    body = json.loads(json.dumps(first.to_dict()))
+    assert body["parallelism"]["gpus_per_replica"] == first.gpus_per_replica
+    assert body["pod_resources"]["nvidia.com/gpu"] == first.gpus_per_pod
+    assert body["summary"] == first.summary_line()
+
+
+def test_model_spec_from_config_plans_like_the_catalog() -> None:
+    spec = ModelSpec.from_mapping(
+        {"id": "acme/llama-clone", "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8,
+         "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072}
+    )  # fmt: skip
+    assert spec.parameters == 8_030_261_248  # estimated from the architecture, exactly the published count
+    clone = plan(PlanRequest(model=spec, accelerator="g6e.xlarge", max_model_len=8192))
+    real = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192))
+    assert clone.kv_cache_tokens == real.kv_cache_tokens
+    assert clone.served_model_name == "acme/llama-clone"
+
+
+# --- Errors ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"weight_format": "int8"},
+            "workload.weight_format: 'int8' is not allowed; allowed: auto, bf16, fp8, awq-int4",
+        ),
+        ({"kv_cache_dtype": "fp16"}, "workload.kv_cache_dtype: 'fp16' is not allowed; allowed: auto, fp8"),
+        (
+            {"max_model_len": 200_000},
+            "workload.max_model_len: 200000 is not allowed; must be an integer from 1 to 131072",
+        ),
+        (
+            {"max_model_len": 1000},
+            "workload.max_model_len: 1000 is not allowed; must hold the typical request "
+            "(typical_input_tokens + typical_output_tokens = 1280)",
+        ),
+        (
+            {"gpu_memory_utilization": 0},
+            "workload.gpu_memory_utilization: 0 is not allowed; must be a number above 0 and at most 1",
+        ),
+        ({"target_concurrency": 0}, "workload.target_concurrency: 0 is not allowed; must be an integer from 1 to 4096"),
+        (
+            {"weights_source": "efs"},
+            "workload.weights_source: 'efs' is not allowed; did you mean 'ebs'? allowed: nvme, s3, ebs",
+        ),
+        (
+            {"max_nodes_per_replica": 0},
+            "workload.max_nodes_per_replica: 0 is not allowed; must be an integer from 1 to 16",
+        ),
+        (
+            {"accelerator": "inf2.xlarge"},
+            "workload.accelerator: 'inf2.xlarge' is not allowed; the planner models vLLM on NVIDIA GPUs only "
+            "(Inferentia2 serving compiles the model ahead of time for fixed batch and sequence buckets, which this "
+            "memory model does not describe); choose an NVIDIA instance type or auto",
+        ),
+        (
+            {"model": "meta-llama/Llama-3.1-8B"},
+            "workload.model: 'meta-llama/Llama-3.1-8B' is not allowed; did you mean "
+            "'meta-llama/Llama-3.1-8B-Instruct'? catalog models: meta-llama/Llama-3.1-8B-Instruct, "
+            "meta-llama/Llama-3.3-70B-Instruct, Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen2.5-72B-Instruct, "
+            "mistralai/Mistral-7B-Instruct-v0.3, mistralai/Mixtral-8x7B-Instruct-v0.1, "
+            "deepseek-ai/DeepSeek-R1-Distill-Llama-8B, deepseek-ai/DeepSeek-R1-Distill-Qwen-32B "
+            "(describe any other model with workload.model_spec)",
+        ),
+        (
+            {"model": "mistralai/Mistral-7B-Instruct-v0.3", "weight_format": "awq-int4"},
+            "workload.weight_format: 'awq-int4' is not allowed; no AWQ checkpoint of "
+            "mistralai/Mistral-7B-Instruct-v0.3 is known; serve an AWQ repo as the model, described with "
+            "workload.model_spec (quantization: awq-int4), or use bf16 or fp8",
+        ),
+        ({"model": 5}, "workload.model: 5 is not allowed; must be a catalog model id or a ModelSpec"),
+        (
+            {"max_model_len": 8192, "max_itl_ms": 0.5},
+            "workload.max_itl_ms: 0.5 is not allowed; the lowest inter-token latency estimate at 16 concurrent "
+            "sequences is 1.0 ms (on p6-b200.48xlarge, TP8 PP1); raise it, lower target_concurrency or use fp8 weights",
+        ),
+    ],
+)
+def test_bad_requests_name_the_field(kwargs: dict, message: str) -> None:
+    assert error(**{"model": LLAMA_8B, **kwargs}) == message
+
+
+def test_quantized_checkpoint_keeps_its_format() -> None:
+    fp8_repo = dataclasses.replace(MODELS[LLAMA_8B], id="acme/llama-fp8", quantization="fp8")
+    assert error(model=fp8_repo, weight_format="bf16") == (
+        "workload.weight_format: 'bf16' is not allowed; acme/llama-fp8 is already quantized (fp8); use auto or fp8"
+    )
+    p = plan(PlanRequest(model=fp8_repo, accelerator="g6e.xlarge", max_model_len=8192))
+    assert p.weight_format == "fp8" and "--quantization" not in p.engine_args
+
+
+def test_instance_store_too_small_for_the_checkpoint() -> None:
+    fp32 = dataclasses.replace(MODELS[LLAMA_70B], id="acme/llama-70b-fp32", native_dtype="float32")
+    assert error(
+        model=fp32, weight_format="fp8", accelerator="g6e.xlarge", max_nodes_per_replica=4, max_model_len=4096
+    ) == (
+        "workload.weights_source: 'nvme' is not allowed; the 282.2 GB checkpoint (plus 10 % headroom) does not fit "
+        "the 250 GB instance store of g6e.xlarge; use s3 or ebs"
+    )
+
+
+def test_nothing_fits_anywhere() -> None:
+    huge = dataclasses.replace(MODELS[LLAMA_70B], id="acme/huge", parameters=4_000_000_000_000, awq_checkpoint=None)
+    assert error(model=huge, max_nodes_per_replica=1) == (
+        "workload.model: 'acme/huge' is not allowed; at bf16 (8000.0 GB of weights) it fits no catalog instance "
+        "type at max_model_len 131072 across up to 1 node(s) per replica; use weight_format fp8, kv_cache_dtype fp8, "
+        "a shorter max_model_len or a larger max_nodes_per_replica"
+    )
+
+
+def test_target_beyond_any_instance() -> None:
+    assert error(
+        model=LLAMA_8B,
+        max_model_len=8192,
+        target_concurrency=4096,
+        max_nodes_per_replica=1,
+        typical_input_tokens=8000,
+        typical_output_tokens=192,
+    ) == (
+        "workload.target_concurrency: 4096 is not allowed; at most 1851 sequences of 8192 tokens fit one replica "
+        "(on p6-b300.48xlarge, TP8 PP1); lower it, shorten the typical request or use kv_cache_dtype fp8, and "
+        "scale out with replicas instead"
+    )
+
+
+# --- Model catalog cross-checks -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", list(MODELS.values()), ids=lambda s: s.id)
+def test_catalog_parameter_counts_match_the_architecture(spec: ModelSpec) -> None:
+    # The published totals follow exactly from config.json (Qwen2 adds q/k/v biases), a check on every row.
+    qkv_bias = spec.id.startswith(("Qwen/", "deepseek-ai/DeepSeek-R1-Distill-Qwen"))
+    assert spec.parameters == estimate_parameters(
+        layers=spec.layers, hidden_size=spec.hidden_size, attention_heads=spec.attention_heads,
+        kv_heads=spec.kv_heads, head_dim=spec.head_dim, intermediate_size=spec.intermediate_size,
+        vocab_size=spec.vocab_size, tie_word_embeddings=spec.tie_word_embeddings, num_experts=spec.num_experts,
+        qkv_bias=qkv_bias,
+    )  # fmt: skip
+    assert spec.validate() is spec
+
+
+def test_hf_config_reader_matches_the_catalog() -> None:
+    qwen = {
+        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
+        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+    }  # fmt: skip
+    assert ModelSpec.from_hf_config(qwen, id=QWEN_7B) == dataclasses.replace(MODELS[QWEN_7B], awq_checkpoint=None)
+    mixtral = {
+        "model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "dtype": "bfloat16",
+    }  # fmt: skip
+    spec = ModelSpec.from_hf_config(mixtral, id="mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert spec.parameters == 46_702_792_704 and spec.is_moe
+    awq = {**qwen, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
+    assert ModelSpec.from_hf_config(awq, id="Qwen/Qwen2.5-7B-Instruct-AWQ").quantization == "awq-int4"
+
+
+def test_hf_config_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_hf_config({"num_hidden_layers": 61, "kv_lora_rank": 512}, id="deepseek-ai/DeepSeek-V3")
+    assert str(err.value).startswith("model_config.kv_lora_rank: 512 is not allowed; multi-head latent attention")
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_hf_config({"hidden_size": 4096}, id="acme/x")
+    assert str(err.value) == "model_config.num_hidden_layers: missing; a decoder config.json must have it"
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_mapping({"id": "acme/x", "layers": 2, "hidden_size": 64, "attention_heads": 4,
+                                "vocab_size": 100, "intermediate_size": 128, "max_position_embeddings": 512,
+                                "kv_head": 2})  # fmt: skip
+    assert str(err.value).startswith(
+        "workload.model_spec: unknown key 'kv_head'; did you mean 'kv_heads'? allowed: id,"
+    )

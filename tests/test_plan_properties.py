@@ -1,0 +1,193 @@
+"""Property tests: any valid request gives a consistent plan or a one-line ConfigError; any invalid one, a ConfigError
+naming the field, never another exception."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.accelerators import CATALOG as INSTANCES
+from llm_eks.infra.models import MODELS, ModelSpec, estimate_parameters
+from llm_eks.infra.plan import PlanRequest, plan
+
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+GPU_TYPES = [i.instance_type for i in INSTANCES if i.accelerator_vendor == "nvidia"]
+STALE = ("VLLM_USE_V1", "--enable-chunked-prefill", "--enable-prefix-caching", "--quantization awq")
+
+
+@st.composite
+def model_specs(draw: st.DrawFn) -> ModelSpec:
+    """Llama-style decoders from 1B-ish to a few hundred B parameters, dense or MoE."""
+    kv_heads = draw(st.sampled_from([1, 2, 3, 4, 5, 8, 16]))
+    heads = kv_heads * draw(st.integers(1, 8))
+    head_dim = draw(st.sampled_from([64, 96, 128]))
+    hidden = heads * head_dim
+    layers = draw(st.integers(1, 96))
+    intermediate = 128 * draw(st.integers(hidden // 128 or 1, 4 * hidden // 128 or 1))
+    vocab = draw(st.integers(1000, 200_000))
+    tied = draw(st.booleans())
+    experts = draw(st.sampled_from([0, 0, 0, 8]))
+    parameters = estimate_parameters(
+        layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+        intermediate_size=intermediate, vocab_size=vocab, tie_word_embeddings=tied, num_experts=experts,
+    )  # fmt: skip
+    return ModelSpec(
+        id="acme/random-model",
+        parameters=parameters,
+        layers=layers,
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        max_position_embeddings=draw(st.sampled_from([4096, 8192, 32768, 131072])),
+        vocab_size=vocab,
+        intermediate_size=intermediate,
+        tie_word_embeddings=tied,
+        num_experts=experts,
+        experts_per_token=2 if experts else 0,
+        awq_checkpoint=draw(st.sampled_from([None, "acme/random-model-awq"])),
+    )
+
+
+@st.composite
+def valid_requests(draw: st.DrawFn) -> PlanRequest:
+    spec = draw(st.one_of(st.sampled_from(list(MODELS.values())), model_specs()))
+    formats = ["auto", "bf16", "fp8"] + (["awq-int4"] if spec.awq_checkpoint else [])
+    typical_in = draw(st.integers(1, min(4096, spec.max_position_embeddings // 2)))
+    typical_out = draw(st.integers(1, min(2048, spec.max_position_embeddings // 2)))
+    max_len = draw(st.one_of(st.none(), st.integers(typical_in + typical_out, spec.max_position_embeddings)))
+    return PlanRequest(
+        model=draw(st.sampled_from([spec, spec.id])) if spec.id in MODELS else spec,
+        weight_format=draw(st.sampled_from(formats)),
+        kv_cache_dtype=draw(st.sampled_from(["auto", "fp8"])),
+        max_model_len=max_len,
+        gpu_memory_utilization=draw(st.floats(0.5, 0.98)),
+        accelerator=draw(st.sampled_from(["auto", "auto", *GPU_TYPES])),
+        target_concurrency=draw(st.integers(1, 256)),
+        typical_input_tokens=typical_in,
+        typical_output_tokens=typical_out,
+        weights_source=draw(st.sampled_from(["nvme", "s3", "ebs"])),
+        max_nodes_per_replica=draw(st.integers(1, 4)),
+        max_itl_ms=draw(st.one_of(st.none(), st.floats(5, 500))),
+    )
+
+
+@FAST
+@given(valid_requests())
+def test_valid_requests_give_a_consistent_plan_or_a_clear_error(request: PlanRequest) -> None:
+    try:
+        p = plan(request)
+    except ConfigError as err:
+        message = str(err)
+        assert "\n" not in message and message.startswith("workload.")
+        return
+    spec, inst = p.model, p.instance
+    # Weights and the KV cache it reports fit in what vLLM may use on each GPU.
+    assert p.weight_bytes_per_gpu + p.kv_cache_tokens * p.kv_bytes_per_token_per_gpu <= p.usable_bytes_per_gpu
+    assert p.usable_bytes_per_gpu == int(p.gpu_memory_bytes * request.gpu_memory_utilization) - p.reserve_bytes_per_gpu
+    # At least one sequence fits at full context; the counts follow from the token capacity.
+    assert p.kv_cache_tokens >= p.max_model_len and p.kv_cache_tokens % 16 == 0
+    assert p.max_concurrency_full_context == p.kv_cache_tokens // p.max_model_len >= 1
+    assert p.max_concurrency_typical == p.kv_cache_tokens // request.typical_tokens
+    # vLLM's TP rule: heads divide by TP; KV heads split (TP <= kv) or replicate (TP a multiple of kv).
+    tp, pp = p.tensor_parallel_size, p.pipeline_parallel_size
+    assert spec.attention_heads % tp == 0
+    assert (spec.kv_heads % tp == 0) if tp <= spec.kv_heads else (tp % spec.kv_heads == 0)
+    assert p.gpus_per_replica == tp * pp and 1 <= pp <= spec.layers
+    if p.nodes_per_replica == 1:
+        assert p.replicas_per_node * p.gpus_per_replica <= inst.accelerators and p.gpus_per_pod == tp * pp
+    else:
+        assert p.gpus_per_replica == p.nodes_per_replica * inst.accelerators == p.nodes_per_replica * p.gpus_per_pod
+        assert p.nodes_per_replica <= request.max_nodes_per_replica
+    assert tp <= inst.accelerators
+    # Engine arguments match the plan and carry no stale switch.
+    args = " ".join(p.engine_args)
+    assert f"--tensor-parallel-size {tp}" in args and f"--max-model-len {p.max_model_len}" in args
+    assert ("--pipeline-parallel-size" in args) == (pp > 1)
+    assert not any(flag in args for flag in STALE)
+    assert 1 <= p.max_num_seqs <= request.target_concurrency <= p.max_num_batched_tokens
+    assert p.cost_per_replica_hour is None or p.cost_per_replica_hour > 0
+    assert p.cold_start.total_s == p.cold_start.image_pull_s + p.cold_start.startup_s or math.isclose(
+        p.cold_start.total_s, p.cold_start.image_pull_s + p.cold_start.startup_s, abs_tol=1
+    )
+    assert p.pod_resources.cpu_millicores > 0 and p.pod_resources.memory_mib > 0
+    if request.accelerator == "auto":
+        assert p.meets_target and inst.on_demand_usd_per_hour is not None
+    assert p == plan(request), "deterministic"
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=12), st.lists(st.integers(), max_size=2), st.floats())
+BAD_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "model": st.one_of(JUNK, st.integers()).filter(lambda v: not (isinstance(v, str) and v in MODELS)),
+    "weight_format": JUNK.filter(lambda v: v not in ("auto", "bf16", "fp8", "awq-int4")),
+    "kv_cache_dtype": JUNK.filter(lambda v: v not in ("auto", "fp8")),
+    "max_model_len": st.one_of(st.integers(max_value=0), st.integers(min_value=131_073), st.floats(), st.text()),
+    "gpu_memory_utilization": st.one_of(
+        st.floats().filter(lambda v: not 0 < v <= 1), st.text(), st.booleans(), st.integers(min_value=2)
+    ),
+    "accelerator": st.one_of(JUNK.filter(lambda v: v != "auto"), st.sampled_from(["inf2.xlarge", "inf2.48xlarge"])),
+    "target_concurrency": st.one_of(st.integers(max_value=0), st.integers(min_value=4097), st.floats(), st.booleans()),
+    "typical_input_tokens": st.one_of(st.integers(max_value=0), st.floats(), st.text()),
+    "typical_output_tokens": st.one_of(st.integers(max_value=0), st.floats(), st.none()),
+    "weights_source": JUNK.filter(lambda v: v not in ("nvme", "s3", "ebs")),
+    "max_nodes_per_replica": st.one_of(st.integers(max_value=0), st.integers(min_value=17), st.floats()),
+    "max_itl_ms": st.one_of(st.floats().filter(lambda v: not 0 < v <= 60_000), st.text(), st.just(True)),
+}
+
+
+@FAST
+@given(st.sampled_from(sorted(BAD_VALUES)).flatmap(lambda name: st.tuples(st.just(name), BAD_VALUES[name])))
+def test_invalid_requests_raise_one_line_config_errors(bad: tuple[str, Any]) -> None:
+    name, value = bad
+    kwargs: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 8192, name: value}
+    try:
+        plan(PlanRequest(**kwargs))
+    except ConfigError as err:
+        message = str(err)
+        assert "\n" not in message and message.startswith("workload.")
+    else:
+        raise AssertionError(f"{name}={value!r} was accepted")
+
+
+SPEC_FIELDS = [
+    "id", "parameters", "layers", "hidden_size", "attention_heads", "kv_heads", "head_dim",
+    "max_position_embeddings", "vocab_size", "intermediate_size", "native_dtype", "tie_word_embeddings",
+    "num_experts", "experts_per_token", "active_parameters", "quantization", "awq_checkpoint", "bogus",
+]  # fmt: skip
+
+
+@FAST
+@given(st.dictionaries(st.sampled_from(SPEC_FIELDS), st.one_of(JUNK, st.integers(-10, 200_000)), max_size=12))
+def test_model_spec_from_mapping_never_crashes(data: dict[str, Any]) -> None:
+    try:
+        spec = ModelSpec.from_mapping(data)
+    except ConfigError as err:
+        assert "\n" not in str(err) and str(err).startswith("workload.model_spec")
+    else:
+        assert spec.validate() is spec
+
+
+HF_KEYS = [
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "max_position_embeddings", "vocab_size", "intermediate_size", "torch_dtype", "tie_word_embeddings",
+    "num_local_experts", "num_experts_per_tok", "quantization_config", "kv_lora_rank", "text_config",
+]  # fmt: skip
+HF_VALUES = st.one_of(
+    JUNK,
+    st.integers(-4, 70_000),
+    st.sampled_from(["bfloat16", "float16"]),
+    st.dictionaries(st.sampled_from(["quant_method", "bits", "config_groups"]), st.one_of(JUNK, st.integers())),
+)
+
+
+@FAST
+@given(st.dictionaries(st.sampled_from(HF_KEYS), HF_VALUES, max_size=15))
+def test_hf_config_reader_never_crashes(config: dict[str, Any]) -> None:
+    try:
+        ModelSpec.from_hf_config(config, id="acme/from-config")
+    except ConfigError as err:
+        assert "\n" not in str(err) and str(err).startswith("model_config")

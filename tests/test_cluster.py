@@ -107,6 +107,7 @@ def test_admin_roles_get_access_entries() -> None:
     """Access entries for configured admin roles (built in-process: the default app lists none)."""
     import aws_cdk as cdk
 
+    from llm_eks.infra.app import plan_environment
     from llm_eks.infra.config import parse_environment
     from llm_eks.infra.stack import InferenceStack
 
@@ -118,7 +119,7 @@ def test_admin_roles_get_access_entries() -> None:
             "endpoint": {"access": "public", "public_cidrs": ["198.51.100.0/24"]},
         },
     )
-    stack = InferenceStack(cdk.App(), config)
+    stack = InferenceStack(cdk.App(), config, plan_environment(config))
     template = Template.from_stack(stack)
     template.has_resource_properties(
         "AWS::EKS::AccessEntry",

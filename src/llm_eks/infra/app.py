@@ -12,6 +12,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from llm_eks.errors import ConfigError
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
+from llm_eks.infra.plan import Plan, plan
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
 
@@ -24,12 +25,29 @@ def read_context(app: cdk.App) -> dict[str, Any]:
     return {"environments": environments}
 
 
-def build_app(app: cdk.App) -> list[InferenceStack]:
-    """Validate every selected environment first, then build the stacks; errors are ConfigError one-liners."""
+def plan_environment(config: EnvironmentConfig) -> Plan:
+    """The capacity plan of one environment; planner errors are prefixed with the environment's path."""
+    try:
+        return plan(config.workload.plan_request())
+    except ConfigError as err:
+        message = str(err)
+        if message.startswith("workload."):
+            message = f"environments.{config.name}.{message}"
+        raise ConfigError(message) from None
+
+
+def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
+    """Validate and plan every selected environment first, then build the stacks; errors are one-liners."""
     configs: list[EnvironmentConfig] = select_environments(
         load_environments(read_context(app)), app.node.try_get_context("env")
     )
-    return [InferenceStack(app, config) for config in configs]
+    plans = [(config, plan_environment(config)) for config in configs]
+    stacks = []
+    for config, env_plan in plans:
+        if not quiet:
+            print(f"llm-eks {config.name}: {env_plan.summary_line()}", file=sys.stderr)
+        stacks.append(InferenceStack(app, config, env_plan))
+    return stacks
 
 
 def add_checks(app: cdk.App) -> None:
@@ -47,7 +65,7 @@ def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_ap
 def main() -> None:
     app = cdk.App()
     try:
-        stacks = build_app(app)
+        stacks = build_app(app, quiet=False)
         add_checks(app)
     except ConfigError as err:
         print(f"llm-eks: error: {err}", file=sys.stderr)

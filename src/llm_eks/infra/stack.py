@@ -1,40 +1,102 @@
-"""`InferenceStack`: the composition root for one environment (`LlmEks-<env>`)."""
+"""`InferenceStack`: the composition root for one environment (`LlmEks-<env>`).
+
+Order is the point of this module. On create: cluster and system nodes, then the controllers (each after the
+system node group, or `helm --wait` times out with nowhere to run), then node pools (after Karpenter's CRDs and
+controller), then workloads (after the operators whose CRDs and webhooks they need). On delete CloudFormation
+walks the same graph backwards: workloads go first, node pools are deleted while Karpenter still runs (so it drains
+and terminates their nodes), and the teardown safety net sweeps what is left before the VPC goes.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlparse
 
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_ec2 as ec2
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
+from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
+from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
+from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
+from llm_eks.constructs.keda import Keda
+from llm_eks.constructs.kuberay import KubeRayOperator
+from llm_eks.constructs.load_balancer import AwsLoadBalancerController
+from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessProps
+from llm_eks.constructs.observability import Observability
+from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.plan import Plan
+from llm_eks.infra.workloads import Workload, build_charts, build_workload, prerequisites, service_account
 
 
 class InferenceStack(cdk.Stack):
     """One environment: cluster, capacity, operators and workloads, in dependency order."""
 
-    def __init__(self, scope: Construct, config: EnvironmentConfig, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, config: EnvironmentConfig, plan: Plan, **kwargs: Any) -> None:
         env = cdk.Environment(account=config.account, region=config.region) if config.account else None
         super().__init__(
             scope,
             config.stack_name,
             env=env,
-            description=f"llm-eks {config.name}: EKS inference platform for {config.workload.model}",
+            description=f"llm-eks {config.name}: {plan.summary_line()}"[:1024],
             **kwargs,
         )
         self.config = config
-        # The cdk8s app that holds this stack's charts; its objects also go to cdk.out/manifests/<env>/.
+        self.plan = plan
+        # Chart props are derived (and validated) before any construct is built.
+        self.workload: Workload = build_workload(config, plan, region=config.region)
+        # The cdk8s app that holds this stack's charts; their objects also go to cdk.out/manifests/<env>/.
         self.k8s_app = cdk8s.App()
         self._charts: list[tuple[str, cdk8s.Chart]] = []
+        self._review_only: list[tuple[str, cdk8s.Chart]] = []
 
         cdk.Tags.of(self).add("llm-eks:environment", config.name)
         for key, value in config.tags.items():
             cdk.Tags.of(self).add(key, value)
 
-        self.cluster = InferenceCluster(self, "Platform", self._cluster_props(config))
+        self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
+        self.cluster = self.platform.cluster
+        self.karpenter = self._karpenter(config)
+        self.keda = Keda(self, "Keda", cluster=self.cluster)
+        self.observability = Observability(self, "Observability", cluster=self.cluster)
+        # What a chart may need, by the names ChartPlan.needs uses; each entry orders a manifest after it.
+        self._prerequisites: dict[str, Callable[[IConstruct], None]] = {
+            "karpenter": self.karpenter.add_dependent,
+            "keda": self._after(self.keda),
+            "observability": self._after(self.observability),
+        }
+        for name in prerequisites(self.workload, config):
+            self._prerequisites[name] = self._after(self._add_prerequisite(name, config))
+        self._after_system_nodes(self.keda, self.observability)
+        self.charts = build_charts(
+            self.k8s_app,
+            config,
+            self.workload,
+            node_role_name=self.karpenter.node_role_name,
+            # The EKS cluster security group lets nodes reach the control plane and each other.
+            security_group_ids=(self.cluster.cluster_security_group_id,),
+        )
+        for planned in self.charts:
+            if not planned.apply:
+                self._review_only.append((planned.id, planned.chart))
+                continue
+            manifest = self.add_chart(planned.id, planned.chart)
+            for need in planned.needs:
+                self._prerequisites[need](manifest)
+            self._prerequisites[planned.id] = self._after(manifest)
+        node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
+        self.gpu_devices = GpuDeviceSoftware(
+            self,
+            "GpuDevices",
+            GpuDeviceSoftwareProps.for_node_pools(self.cluster, node_pools.props),  # type: ignore[attr-defined]
+        )
+        self._after_system_nodes(self.gpu_devices)
+
+    # -- composition --------------------------------------------------------------------------------------------
 
     def _cluster_props(self, config: EnvironmentConfig) -> InferenceClusterProps:
         s = config.system_nodes
@@ -63,14 +125,72 @@ class InferenceStack(cdk.Stack):
             public_subnet_ids=list(v.public_subnet_ids) or None,
         )
 
-    def add_chart(self, id: str, chart: cdk8s.Chart, *, after: tuple[Construct, ...] = ()) -> Construct:
+    def _karpenter(self, config: EnvironmentConfig) -> Karpenter:
+        queue = InterruptionQueue(self, "Interruption", InterruptionQueueProps(cluster_name=config.cluster_name))
+        # The teardown safety net is ordered before the VPC, node role and cluster by the construct itself.
+        return Karpenter(
+            self,
+            "Karpenter",
+            KarpenterProps(
+                cluster=self.cluster,
+                interruption_queue=queue,
+                system_node_selector=self.platform.system_node_selector,
+                # Its pods need the system nodes and Pod Identity credentials before `helm --wait` can succeed.
+                depends_on=(self.platform.system_nodegroup, self.cluster.eks_pod_identity_agent),
+            ),
+        )
+
+    def _add_prerequisite(self, name: str, config: EnvironmentConfig) -> IConstruct:
+        """Create the add-on a workload chart needs (see workloads.prerequisites)."""
+        namespace, account = service_account(self.workload)
+        construct: IConstruct
+        if name == "kuberay":
+            construct = KubeRayOperator(self, "KubeRay", cluster=self.cluster)
+        elif name == "secrets":
+            secrets = SecretsStoreCsi(self, "SecretsStore", cluster=self.cluster)
+            secrets.add_secret_reader(namespace, account, config.workload.hf_token_secret or "")
+            construct = secrets
+        elif name == "weights":
+            uri = urlparse(config.workload.weights_s3_uri or "")
+            prefix = uri.path.lstrip("/")
+            construct = ModelWeightsAccess(
+                self,
+                "ModelWeights",
+                cluster=self.cluster,
+                props=ModelWeightsAccessProps(
+                    bucket_name=uri.netloc,
+                    prefix=prefix if not prefix or prefix.endswith("/") else f"{prefix}/",
+                    service_account=account,
+                    namespace=namespace,
+                ),
+            )
+        elif name == "alb":
+            construct = AwsLoadBalancerController(self, "LoadBalancerController", cluster=self.cluster)
+        else:
+            raise ValueError(f"unknown prerequisite {name!r}")  # a bug in workloads.prerequisites
+        self._after_system_nodes(construct)
+        return construct
+
+    @staticmethod
+    def _after(prerequisite: IConstruct) -> Callable[[IConstruct], None]:
+        return lambda dependent: dependent.node.add_dependency(prerequisite)
+
+    def _after_system_nodes(self, *constructs: IConstruct) -> None:
+        """Controllers' `helm --wait` needs a node to run on; aws_eks_v2's readiness barrier ignores node groups."""
+        for construct in constructs:
+            construct.node.add_dependency(self.platform.system_nodegroup)
+
+    # -- charts ------------------------------------------------------------------------------------------------
+
+    def add_chart(self, id: str, chart: cdk8s.Chart, *, after: tuple[IConstruct, ...] = ()) -> IConstruct:
         """Apply a cdk8s chart after the constructs it needs (operators, CRDs) and record it for review."""
-        manifest = self.cluster.cluster.add_cdk8s_chart(id, chart)
+        manifest = self.cluster.add_cdk8s_chart(id, chart)
         for dependency in after:
             manifest.node.add_dependency(dependency)
         self._charts.append((id, chart))
         return manifest
 
     def review_objects(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        """Each chart's Kubernetes objects with CDK tokens resolved to CloudFormation references."""
-        return [(id, self.resolve(chart.to_json())) for id, chart in self._charts]
+        """Each chart's Kubernetes objects with CDK tokens resolved to CloudFormation references; charts that are
+        applied by hand (the benchmark Job) come last."""
+        return [(id, self.resolve(chart.to_json())) for id, chart in (*self._charts, *self._review_only)]

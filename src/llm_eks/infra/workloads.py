@@ -9,16 +9,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
+
+import cdk8s
 
 from llm_eks.errors import ConfigError
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule
-from llm_eks.manifests.benchmark import BenchmarkProps
-from llm_eks.manifests.monitoring import MonitoringProps
-from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_placement
-from llm_eks.manifests.ray_serve import RayServeProps
-from llm_eks.manifests.vllm import IngressProps, VllmProps
+from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
+from llm_eks.manifests.benchmark import BenchmarkChart, BenchmarkProps
+from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
+from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, NodePoolsChart, NodePoolsProps, workload_placement
+from llm_eks.manifests.ray_serve import RayServeChart, RayServeProps
+from llm_eks.manifests.vllm import IngressProps, VllmChart, VllmProps
 
 GIB = 1024**3
 # The flags the workload charts set themselves from typed props (they reject them in engine_args).
@@ -237,3 +240,75 @@ def build_workload(config: EnvironmentConfig, plan: Plan, region: str | None = N
         benchmark=benchmark_props(config, cpu),
         ray=None,
     )
+
+
+@dataclass(frozen=True)
+class ChartPlan:
+    """One chart of an environment, in apply order, with what must exist in the cluster before it."""
+
+    id: str
+    chart: cdk8s.Chart
+    # Prerequisites by name: "karpenter", "keda", "observability", "kuberay", "secrets", "weights", "alb", or the
+    # id of an earlier chart. The CDK stack maps each to a construct; a GitOps pipeline to a sync wave.
+    needs: tuple[str, ...] = ()
+    # False: written for review only, applied by hand (a Job cannot be updated in place).
+    apply: bool = True
+
+
+def service_account(workload: Workload) -> tuple[str, str]:
+    """(namespace, name) of the workload pods' ServiceAccount, the subject of their Pod Identity association."""
+    props: Any = workload.vllm or workload.ray
+    return props.namespace, props.name
+
+
+def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
+    """The add-ons this environment's workload needs besides Karpenter, KEDA and observability."""
+    w = config.workload
+    needs = ["kuberay"] if workload.ray is not None else []
+    if w.hf_token_secret is not None:
+        needs.append("secrets")
+    if w.weights == "s3":
+        needs.append("weights")
+    if workload.vllm is not None and workload.vllm.ingress is not None:
+        needs.append("alb")
+    return tuple(needs)
+
+
+def build_charts(
+    app: cdk8s.App,
+    config: EnvironmentConfig,
+    workload: Workload,
+    *,
+    node_role_name: str,
+    security_group_ids: tuple[str, ...],
+) -> list[ChartPlan]:
+    """Every chart of one environment. The single place charts are built: the CDK stack applies these through
+    the cluster, `llm-eks manifests` writes the same objects for GitOps."""
+    v = config.vpc
+    pools = NodePoolsProps(
+        cluster_name=config.cluster_name,
+        node_role_name=node_role_name,
+        gpu_pools=(workload.gpu_pool,),
+        cpu_pool=workload.cpu_pool,
+        security_group_ids=security_group_ids,
+        subnet_ids=v.private_subnet_ids if v.imported else (),
+        tags=dict(config.tags),
+    )
+    charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]
+    extra = prerequisites(workload, config)
+    if workload.ray is not None:
+        chart = RayServeChart(app, "ray-serve", workload.ray)
+        return [*charts, ChartPlan("ray-serve", chart, needs=("node-pools", *extra))]
+    assert workload.vllm is not None and workload.autoscaling is not None and workload.monitoring is not None
+    vllm = workload.vllm
+    charts += [
+        ChartPlan("vllm", VllmChart(app, "vllm", vllm), needs=("node-pools", *extra)),
+        ChartPlan(
+            "autoscaling", VllmAutoscalingChart(app, "autoscaling", vllm, workload.autoscaling), ("vllm", "keda")
+        ),
+        ChartPlan("monitoring", MonitoringChart(app, "monitoring", workload.monitoring), ("vllm", "observability")),
+    ]
+    if workload.benchmark is not None:
+        bench = BenchmarkChart(app, "benchmark", vllm, workload.benchmark)
+        charts.append(ChartPlan("benchmark", bench, needs=("vllm",), apply=False))
+    return charts

@@ -1,0 +1,311 @@
+"""`Karpenter`: the node role, the controller's Pod Identity and IAM, and the two Helm charts.
+
+What it creates, all matching Karpenter's CloudFormation for the pinned version (../shared/reference/):
+- the node role (four AWS managed policies) and its EKS access entry of type EC2_LINUX, without which nodes never
+  join an access-entry (API auth mode) cluster;
+- the controller role, trusted by EKS Pod Identity for service account kube-system/karpenter only, with the six
+  per-concern managed policies of `karpenter_policies`;
+- the `karpenter-crd` chart, then the `karpenter` chart at the same version. The CRDs live in their own release
+  because Helm installs a chart's crds/ directory once and never upgrades it: bumping KARPENTER_VERSION upgrades
+  `karpenter-crd`, and with it the CRDs;
+- by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone.
+
+Service account: the chart creates it (serviceAccount.create=true, name karpenter) and CDK creates only the Pod
+Identity association. Pod Identity needs no annotation on the service account, so there is nothing for CDK to
+write into it; letting Helm own it keeps one owner for an object the chart's RBAC bindings reference, and saves
+a kubectl custom resource. The association exists before the chart (explicit dependency), so the first pods
+start with credentials.
+
+Ordering. Create: CRDs, IAM, access entry, queue and the caller's `depends_on` (system node group, Pod Identity
+agent) before the controller; the controller before node pools (`add_dependent`). Delete is the reverse: node
+pools go first while the controller still runs and drains their nodes (put the EC2NodeClasses in that manifest:
+their finalizer holds `kubectl delete` until their nodes are gone); then the controller chart; then the teardown
+safety net, which must finish before the EKS cluster, the node role, its access entry and the VPC are deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IConstruct, IDependable
+
+from llm_eks.constructs import karpenter_policies, nag
+from llm_eks.constructs.interruption import InterruptionQueue
+from llm_eks.constructs.teardown import KarpenterTeardown, KarpenterTeardownProps
+from llm_eks.errors import ConfigError
+from llm_eks.versions import KARPENTER_VERSION
+
+CHART_REPOSITORY = "oci://public.ecr.aws/karpenter"
+NAMESPACE = "kube-system"
+SERVICE_ACCOUNT = "karpenter"
+# The kubectl provider's handler Lambda (aws_eks_v2) has a 15-minute timeout; Helm must give up before it dies,
+# leaving time for update-kubeconfig, the registry login and `helm pull`, or CloudFormation gets no answer.
+KUBECTL_HANDLER_TIMEOUT_MINUTES = 15
+MAX_HELM_TIMEOUT_MINUTES = 13
+
+NODE_ROLE_MANAGED_POLICIES = (
+    "AmazonEKS_CNI_Policy",
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+
+_CHART_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+@dataclass(frozen=True)
+class KarpenterProps:
+    """Karpenter for one cluster. The cluster and the interruption queue are built elsewhere and passed in."""
+
+    cluster: eks.ICluster
+    interruption_queue: InterruptionQueue
+    # Chart version without a leading "v" (how Karpenter publishes its charts); both charts use it.
+    version: str = KARPENTER_VERSION
+    # The controller must never run on nodes it manages: pin it to the system managed node group.
+    system_node_selector: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
+    )
+    # Two replicas (leader election) with the chart's one-per-host anti-affinity and zone spread.
+    replicas: int = 2
+    # requests == limits (Guaranteed QoS), the sizing Karpenter's getting-started guide installs with.
+    controller_cpu: str = "1"
+    controller_memory: str = "1Gi"
+    # helm --wait --timeout: pulling the image and two pods becoming ready takes 1-3 minutes; 10 leaves margin
+    # and still ends well before the kubectl Lambda's 15.
+    helm_timeout_minutes: int = 10
+    # What the controller needs running before its chart installs, typically the system node group (its pods
+    # have nowhere to run otherwise and `helm --wait` times out) and the Pod Identity agent add-on (no AWS
+    # credentials otherwise). Also deleted only after the controller chart.
+    depends_on: tuple[IDependable, ...] = ()
+    # On stack delete, remove instances/launch templates/instance profiles Karpenter left behind.
+    teardown: bool = True
+
+    def validate(self) -> None:
+        if not _CHART_VERSION.match(self.version):
+            raise ConfigError(
+                f"version: {self.version!r} is not allowed; Karpenter charts are versioned MAJOR.MINOR.PATCH "
+                "without a leading 'v' (e.g. 1.14.1)"
+            )
+        if self.replicas < 1:
+            raise ConfigError(f"replicas: {self.replicas} is not allowed; must be at least 1")
+        for name in ("controller_cpu", "controller_memory"):
+            value = getattr(self, name)
+            if not _QUANTITY.match(value):
+                raise ConfigError(f"{name}: {value!r} is not allowed; must be a Kubernetes quantity like 1, 500m, 1Gi")
+        if not self.system_node_selector:
+            raise ConfigError(
+                "system_node_selector: {} is not allowed; the controller must be pinned to nodes Karpenter does not "
+                "manage"
+            )
+        if not 1 <= self.helm_timeout_minutes <= MAX_HELM_TIMEOUT_MINUTES:
+            raise ConfigError(
+                f"helm_timeout_minutes: {self.helm_timeout_minutes} is not allowed; must be between 1 and "
+                f"{MAX_HELM_TIMEOUT_MINUTES} (the kubectl provider's Lambda stops at {KUBECTL_HANDLER_TIMEOUT_MINUTES})"
+            )
+
+
+def _cluster_name(cluster: eks.ICluster, resource: IConstruct | None) -> str:
+    """The cluster name as a literal when it is known at synth time, else the deploy-time token.
+
+    `Cluster.cluster_name` is always a Ref token, even for a named cluster; the literal (from the AWS::EKS::Cluster
+    resource's Name) lets the controller policies be plain JSON objects and the Helm values readable in review.
+    """
+    name = cluster.cluster_name
+    if cdk.Token.is_unresolved(name) and isinstance(resource, eks.CfnCluster):
+        literal = resource.name
+        if literal and not cdk.Token.is_unresolved(literal):
+            return literal
+    return name
+
+
+class Karpenter(Construct):
+    """Karpenter's AWS side (node role, access entry, controller IAM via Pod Identity) and its Helm releases."""
+
+    def __init__(self, scope: Construct, id: str, props: KarpenterProps) -> None:
+        props.validate()
+        super().__init__(scope, id)
+        self.props = props
+        cluster = props.cluster
+        self._cluster_resource = cluster.node.try_find_child("Resource")
+        self.cluster_name = _cluster_name(cluster, self._cluster_resource)
+
+        self.node_role = self._node_role()
+        self.node_access_entry = eks.AccessEntry(
+            self,
+            "NodeAccessEntry",
+            cluster=cluster,
+            principal=self.node_role.role_arn,
+            # EC2_LINUX puts the role in system:nodes; access policies are not allowed on this type.
+            access_entry_type=eks.AccessEntryType.EC2_LINUX,
+            access_policies=[],
+        )
+
+        self.controller_role = self._controller_role()
+        self.pod_identity_association = eks_l1.CfnPodIdentityAssociation(
+            self,
+            "ControllerPodIdentity",
+            cluster_name=self.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=self.controller_role.role_arn,
+        )
+        # The cluster's own resource only: manifests added with cluster.add_cdk8s_chart live under the Cluster
+        # construct and may depend on this construct (add_dependent), so depending on all of it would be a cycle.
+        if isinstance(self._cluster_resource, cdk.CfnResource):
+            self.pod_identity_association.add_resource_dependency(self._cluster_resource)
+        self.controller_policies = self._controller_policies()
+
+        self.crds = eks.HelmChart(
+            self,
+            "CrdChart",
+            cluster=cluster,
+            chart="karpenter-crd",
+            repository=f"{CHART_REPOSITORY}/karpenter-crd",
+            version=props.version,
+            release="karpenter-crd",
+            namespace=NAMESPACE,
+            create_namespace=False,
+            # Wait until the CRDs are established, so nothing that uses them races their registration.
+            wait=True,
+            timeout=cdk.Duration.minutes(5),
+        )
+        self.controller = eks.HelmChart(
+            self,
+            "ControllerChart",
+            cluster=cluster,
+            chart="karpenter",
+            repository=f"{CHART_REPOSITORY}/karpenter",
+            version=props.version,
+            release="karpenter",
+            namespace=NAMESPACE,
+            create_namespace=False,
+            # karpenter-crd owns the CRDs. (aws_eks_v2's kubectl handler currently drops --skip-crds; Helm then
+            # skips the crds/ directory anyway because the CRDs already exist, so the result is the same.)
+            skip_crds=True,
+            wait=True,
+            timeout=cdk.Duration.minutes(props.helm_timeout_minutes),
+            values=self.helm_values(),
+        )
+        self.controller.node.add_dependency(
+            self.crds,
+            # Nodes it launches must be able to join from the first one; on delete the entry outlives the controller.
+            self.node_access_entry,
+            self.pod_identity_association,
+            *self.controller_policies.values(),
+            props.interruption_queue,
+            *props.depends_on,
+        )
+
+        self.teardown: KarpenterTeardown | None = None
+        if props.teardown:
+            self.teardown = KarpenterTeardown(self, "Teardown", KarpenterTeardownProps(cluster_name=self.cluster_name))
+            # Delete order: node pools, the controller chart, then the teardown, then what Karpenter's leftovers
+            # block: the VPC (ENIs in its subnets and security groups), the EKS cluster resource (its cluster
+            # security group) and the node role (held by instance profiles).
+            self.teardown.run_after_deleting(self.controller)
+            self.teardown.run_before_deleting(self.node_role, self.node_access_entry)
+            if isinstance(self._cluster_resource, cdk.CfnResource):
+                self.teardown.run_before_deleting(self._cluster_resource)
+            if isinstance(cluster, eks.Cluster):
+                # The VPC construct, every subnet, route and gateway in it (an imported cluster has no VPC here;
+                # then call teardown.run_before_deleting(vpc) yourself if the VPC is in this stack).
+                self.teardown.run_before_deleting(cluster.vpc)
+
+        for name in NODE_ROLE_MANAGED_POLICIES:
+            nag.acknowledge(
+                self.node_role, nag.managed_policy(name), "Worker node policy EKS nodes need, as in Karpenter's CFN."
+            )
+        for policy in self.controller_policies.values():
+            for finding in karpenter_policies.iam5_findings(policy, policy.policy_document):
+                nag.acknowledge(
+                    policy, finding, "Karpenter's own policy: wildcards only on resources tagged for this cluster."
+                )
+
+    # -- public API -----------------------------------------------------------------------------------------
+
+    @property
+    def node_role_name(self) -> str:
+        """For EC2NodeClass `spec.role`: Karpenter creates the instance profile from the role NAME."""
+        return self.node_role.role_name
+
+    def helm_values(self) -> dict[str, object]:
+        """Values of the `karpenter` chart (v1.14 values.yaml keys)."""
+        p = self.props
+        resources = {"cpu": p.controller_cpu, "memory": p.controller_memory}
+        return {
+            "settings": {
+                "clusterName": self.cluster_name,
+                # The queue NAME, not its ARN: Karpenter resolves the URL with sqs:GetQueueUrl.
+                "interruptionQueue": p.interruption_queue.queue_name,
+            },
+            "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
+            "replicas": p.replicas,
+            # The chart's default (kubernetes.io/os=linux) plus the system node group label.
+            "nodeSelector": {"kubernetes.io/os": "linux", **p.system_node_selector},
+            "controller": {"resources": {"requests": resources, "limits": resources}},
+        }
+
+    def add_dependent(self, *dependents: IConstruct) -> None:
+        """Make node pools / node classes (e.g. the KubernetesManifest of a cdk8s chart) wait for the CRDs and the
+        controller on create, and be deleted before the controller on delete, so Karpenter drains their nodes."""
+        for dependent in dependents:
+            dependent.node.add_dependency(self.crds, self.controller)
+            if self.teardown is not None:
+                self.teardown.run_after_deleting(dependent)
+
+    # -- building blocks ------------------------------------------------------------------------------------
+
+    def _node_role(self) -> iam.Role:
+        return iam.Role(
+            self,
+            "NodeRole",
+            # ec2.${AWS::URLSuffix}, as upstream: right in the aws-cn partition too.
+            assumed_by=iam.ServicePrincipal(f"ec2.{cdk.Aws.URL_SUFFIX}"),
+            description=f"Nodes Karpenter launches for {self.cluster_name}",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_ROLE_MANAGED_POLICIES],
+        )
+
+    def _controller_role(self) -> iam.Role:
+        # EKS Pod Identity tags the session with the cluster, namespace and service account: only kube-system/
+        # karpenter of this cluster can assume the role, whatever other associations exist in the account.
+        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions(
+            {
+                "StringEquals": {
+                    "aws:RequestTag/eks-cluster-name": self.cluster_name,
+                    "aws:RequestTag/kubernetes-namespace": NAMESPACE,
+                    "aws:RequestTag/kubernetes-service-account": SERVICE_ACCOUNT,
+                }
+            }
+        )
+        return iam.Role(
+            self,
+            "ControllerRole",
+            assumed_by=iam.SessionTagsPrincipal(principal),
+            description=f"Karpenter controller of {self.cluster_name} (Pod Identity {NAMESPACE}/{SERVICE_ACCOUNT})",
+        )
+
+    def _controller_policies(self) -> dict[str, iam.CfnManagedPolicy]:
+        variables = {
+            "ClusterName": self.cluster_name,
+            "NodeRoleArn": self.node_role.role_arn,
+            "InterruptionQueueArn": self.props.interruption_queue.queue_arn,
+        }
+        policies = {}
+        for concern, statements in karpenter_policies.CONTROLLER_POLICIES.items():
+            policies[concern] = iam.CfnManagedPolicy(
+                self,
+                f"Controller{concern}Policy",
+                description=f"Karpenter controller of {self.cluster_name}: {concern}",
+                path="/",
+                policy_document=karpenter_policies.render(statements, variables),
+                roles=[self.controller_role.role_name],
+            )
+        return policies

@@ -78,6 +78,20 @@ def _parser() -> _Parser:
     p.add_argument("--max-itl-ms", type=float, help="inter-token latency ceiling the estimate must meet")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_plan_command)
+    m = commands.add_parser(
+        "manifests",
+        help="write an environment's Kubernetes YAML for GitOps, with cdk8s alone (no AWS CDK)",
+        description="Synthesize the charts the CDK stack would apply, for a GitOps tool. The node role name and "
+        "the cluster security group come from your deployed cluster.",
+    )
+    m.add_argument("--env", metavar="NAME", required=True, help="environment in --context-file")
+    m.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    m.add_argument("--node-role-name", required=True, help="IAM role NAME Karpenter gives its nodes")
+    m.add_argument(
+        "--security-group-id", action="append", required=True, help="security group for Karpenter nodes (repeat)"
+    )
+    m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
+    m.set_defaults(func=_manifests_command)
     return parser
 
 
@@ -119,6 +133,23 @@ def _plan_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _manifests_command(args: argparse.Namespace) -> int:
+    from llm_eks.infra.gitops import write_manifests
+    from llm_eks.infra.plan import plan
+
+    environment = _environment(args)
+    written = write_manifests(
+        environment,
+        plan(environment.workload.plan_request()),
+        Path(args.out),
+        node_role_name=args.node_role_name,
+        security_group_ids=tuple(args.security_group_id),
+    )
+    for path in written:
+        print(path)
+    return 0
+
+
 def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     from llm_eks.infra.models import ModelSpec
     from llm_eks.infra.plan import PlanRequest
@@ -132,10 +163,17 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
 
 
 def _env_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-    from llm_eks.infra.config import load_environments, select_environments
 
     if args.model_config is not None or args.parameters is not None:
         raise _UsageError("--model-config and --parameters go with --model, not --env")
+    request = _environment(args).workload.plan_request()
+    return dataclasses.replace(request, **overrides) if overrides else request
+
+
+def _environment(args: argparse.Namespace) -> Any:
+    """The environment named by --env in --context-file, validated."""
+    from llm_eks.infra.config import load_environments, select_environments
+
     path = Path(args.context_file)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -149,8 +187,7 @@ def _env_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
         raise ConfigError(f"--context-file: {str(path)!r} is not JSON (line {err.lineno}: {err.msg})") from None
     context = data.get("context", data) if isinstance(data, dict) else {}
     (environment,) = select_environments(load_environments(context), args.env)
-    request = environment.workload.plan_request()
-    return dataclasses.replace(request, **overrides) if overrides else request
+    return environment
 
 
 def _gib(n: float) -> str:

@@ -18,6 +18,7 @@ import cdk8s
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
+from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
@@ -70,7 +71,15 @@ class InferenceStack(cdk.Stack):
             "observability": self._after(self.observability),
         }
         for name in prerequisites(self.workload, config):
-            self._prerequisites[name] = self._after(self._add_prerequisite(name, config))
+            added = self._add_prerequisite(name, config)
+            if name in ("secrets", "weights"):
+                # The workload's pods must be admitted after their Pod Identity association exists, or the
+                # webhook injects no credentials and the pods never get the token or the weights.
+                namespace, account = service_account(self.workload)
+                identity = PodIdentityRole.for_service_account(self.cluster, namespace, account)
+                self._prerequisites[name] = self._after(added, identity)
+            else:
+                self._prerequisites[name] = self._after(added)
         self._after_system_nodes(self.keda, self.observability)
         self.charts = build_charts(
             self.k8s_app,
@@ -172,8 +181,8 @@ class InferenceStack(cdk.Stack):
         return construct
 
     @staticmethod
-    def _after(prerequisite: IConstruct) -> Callable[[IConstruct], None]:
-        return lambda dependent: dependent.node.add_dependency(prerequisite)
+    def _after(*prerequisites: IConstruct) -> Callable[[IConstruct], None]:
+        return lambda dependent: dependent.node.add_dependency(*prerequisites)
 
     def _after_system_nodes(self, *constructs: IConstruct) -> None:
         """Controllers' `helm --wait` needs a node to run on; aws_eks_v2's readiness barrier ignores node groups."""

@@ -1,0 +1,45 @@
+"""Write an environment's Kubernetes objects as YAML with cdk8s alone, for GitOps (Argo CD, Flux).
+
+    llm-eks manifests --env dev --node-role-name KarpenterNodeRole-dev --security-group-id sg-0123... --out k8s/
+
+The same charts the CDK stack applies (workloads.build_charts), built without aws_cdk: the two values that only a
+deploy knows, the Karpenter node role name and the cluster security group id, are passed in. One file per chart,
+numbered in apply order; a chart's `needs` are the add-ons to install first (README, "GitOps").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cdk8s
+import yaml
+
+from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.plan import Plan
+from llm_eks.infra.workloads import build_charts, build_workload
+
+
+def write_manifests(
+    config: EnvironmentConfig,
+    plan: Plan,
+    out: Path,
+    *,
+    node_role_name: str,
+    security_group_ids: tuple[str, ...],
+) -> list[Path]:
+    """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written."""
+    workload = build_workload(config, plan, region=config.region)
+    charts = build_charts(
+        cdk8s.App(), config, workload, node_role_name=node_role_name, security_group_ids=security_group_ids
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.yaml"):
+        old.unlink()
+    written = []
+    for index, planned in enumerate(charts, start=1):
+        suffix = "" if planned.apply else ".manual"
+        path = out / f"{index:02d}-{planned.id}{suffix}.yaml"
+        header = f"# needs: {', '.join(planned.needs) or 'nothing'}\n"
+        path.write_text(header + yaml.safe_dump_all(planned.chart.to_json(), sort_keys=False, width=120))
+        written.append(path)
+    return written

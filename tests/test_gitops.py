@@ -1,0 +1,95 @@
+"""`llm-eks manifests`: the same charts as the CDK stack, synthesized with cdk8s alone for GitOps."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT, Synthesized
+from tests.kube_schema import assert_valid
+
+SG = "sg-0123456789abcdef0"
+
+
+@pytest.fixture(scope="module")
+def gitops_dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gitops")
+    code = (
+        "import sys\n"
+        "from llm_eks.infra.cli import main\n"
+        f"code = main(['manifests', '--env', 'dev', '--node-role-name', 'KarpenterNodeRole-dev', "
+        f"'--security-group-id', {SG!r}, '--out', {str(out)!r}])\n"
+        "assert not [m for m in sys.modules if m.startswith(('aws_cdk', 'cdk_nag'))], 'aws_cdk imported'\n"
+        "sys.exit(code)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out
+
+
+def objects(folder: Path) -> dict[str, list[dict]]:
+    return {p.name: [d for d in yaml.safe_load_all(p.read_text()) if d] for p in sorted(folder.glob("*.yaml"))}
+
+
+def test_files_in_apply_order_with_their_needs(gitops_dev: Path) -> None:
+    names = sorted(p.name for p in gitops_dev.glob("*.yaml"))
+    assert names == [
+        "01-node-pools.yaml",
+        "02-vllm.yaml",
+        "03-autoscaling.yaml",
+        "04-monitoring.yaml",
+        "05-benchmark.manual.yaml",
+    ]
+    assert (gitops_dev / "02-vllm.yaml").read_text().splitlines()[0] == "# needs: node-pools, secrets"
+    assert (gitops_dev / "03-autoscaling.yaml").read_text().splitlines()[0] == "# needs: vllm, keda"
+
+
+def test_objects_are_valid_and_carry_the_given_identity(gitops_dev: Path) -> None:
+    everything = [o for objs in objects(gitops_dev).values() for o in objs]
+    assert_valid(everything)
+    (gpu_class,) = [o for o in everything if o["kind"] == "EC2NodeClass" and o["metadata"]["name"] == "gpu-nvidia"]
+    assert gpu_class["spec"]["role"] == "KarpenterNodeRole-dev"
+    assert gpu_class["spec"]["securityGroupSelectorTerms"] == [{"id": SG}]
+
+
+def test_same_objects_as_the_cdk_stack(gitops_dev: Path, synthesized: Synthesized) -> None:
+    """GitOps and `cdk deploy` apply the same objects: same kinds and names, file by file."""
+    assert synthesized.error is None, synthesized.error
+
+    def index(files: dict[str, list[dict]]) -> dict[str, set[tuple[str, str]]]:
+        return {
+            name.split("-", 1)[1].split(".")[0]: {(o["kind"], o["metadata"]["name"]) for o in objs}
+            for name, objs in files.items()
+            if name != "helm-releases.yaml"
+        }
+
+    assert index(objects(gitops_dev)) == index(synthesized.manifests("dev"))
+
+
+def test_bad_environment_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llm_eks.infra.cli",
+            "manifests",
+            "--env",
+            "qa",
+            "--node-role-name",
+            "r",
+            "--security-group-id",
+            SG,
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr == ("llm-eks: error: env: 'qa' is not allowed; defined environments: dev, staging, prod\n")

@@ -1,0 +1,127 @@
+"""The composed environments: what is installed, in which order, and that the plan's numbers reach the objects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from llm_eks.infra.app import plan_environment
+from llm_eks.infra.config import load_environments
+from tests.conftest import CDK_JSON, ENVIRONMENTS, Synthesized
+
+HELM = "Custom::AWSCDK-EKS-HelmChart"
+MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+# The kubectl provider's Lambda stops at 15 minutes; every release must finish its wait well before.
+LAMBDA_MINUTES = 15
+
+
+def by_type(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def release(template: dict[str, Any], name: str) -> tuple[str, dict[str, Any]]:
+    (found,) = [(k, r) for k, r in by_type(template, HELM).items() if r["Properties"]["Release"] == name]
+    return found
+
+
+def chart_manifest(template: dict[str, Any], chart_id: str) -> tuple[str, dict[str, Any]]:
+    prefix = f"PlatformCluster{chart_id.replace('-', '')}"
+    (found,) = [(k, r) for k, r in by_type(template, MANIFEST).items() if k.startswith(prefix)]
+    return found
+
+
+def env_objects(synthesized: Synthesized, env: str, kind: str) -> list[dict[str, Any]]:
+    return [o for o in synthesized.objects(env) if o["kind"] == kind]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_helm_release_is_pinned_and_waits_inside_the_lambda(templates: dict[str, Any], env: str) -> None:
+    releases = by_type(templates[env], HELM)
+    assert len(releases) >= 6
+    for logical_id, resource in releases.items():
+        props = resource["Properties"]
+        assert props["Version"], logical_id
+        assert props.get("Wait") is True, logical_id
+        minutes = int(props["Timeout"].removesuffix("s")) / 60 if props["Timeout"].endswith("s") else None
+        assert minutes is not None and minutes <= LAMBDA_MINUTES - 2, (logical_id, props["Timeout"])
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_install_order(templates: dict[str, Any], env: str) -> None:
+    template = templates[env]
+    crds, _ = release(template, "karpenter-crd")
+    controller, controller_chart = release(template, "karpenter")
+    assert crds in controller_chart["DependsOn"]
+    node_pools, node_pools_resource = chart_manifest(template, "node-pools")
+    # Node pools after Karpenter's CRDs and controller: deleted first on destroy, while Karpenter still runs.
+    assert {crds, controller} <= set(node_pools_resource["DependsOn"])
+    workload_id = "vllm" if env != "staging" else "ray-serve"
+    _, workload = chart_manifest(template, workload_id)
+    assert node_pools in workload["DependsOn"]
+    # Controllers wait for the system node group, or `helm --wait` has nowhere to run their pods.
+    system_group = next(k for k, r in by_type(template, "AWS::EKS::Nodegroup").items())
+    for name in ("keda", "kube-prometheus-stack", "karpenter"):
+        _, chart = release(template, name)
+        assert system_group in chart["DependsOn"], name
+
+
+def test_vllm_waits_for_its_operators_and_identity(templates: dict[str, Any]) -> None:
+    template = templates["prod"]
+    _, vllm = chart_manifest(template, "vllm")
+    deps = set(vllm["DependsOn"])
+    assert release(template, "secrets-store-csi-driver-provider-aws")[0] in deps
+    assert release(template, "aws-load-balancer-controller")[0] in deps
+    associations = [
+        k
+        for k, r in by_type(template, "AWS::EKS::PodIdentityAssociation").items()
+        if r["Properties"]["ServiceAccount"] == "vllm-llama-3-3-70b-instruct"
+    ]
+    assert associations and associations[0] in deps
+    _, autoscaling = chart_manifest(template, "autoscaling")
+    assert release(template, "keda")[0] in autoscaling["DependsOn"]
+    _, monitoring = chart_manifest(template, "monitoring")
+    assert release(template, "kube-prometheus-stack")[0] in monitoring["DependsOn"]
+
+
+def test_karpenter_helm_values_carry_the_queue_name(templates: dict[str, Any]) -> None:
+    template = templates["dev"]
+    _, chart = release(template, "karpenter")
+    values = chart["Properties"]["Values"]
+    text = json.dumps(values)
+    (queue_id,) = by_type(template, "AWS::SQS::Queue")
+    assert template["Resources"][queue_id]["Properties"]["QueueName"] == "llm-eks-dev"
+    assert f'"{queue_id}", "QueueName"' in text
+    assert "llm-eks-dev" in text
+
+
+def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, Any]) -> None:
+    assert env_objects(synthesized, "staging", "RayService")
+    assert not env_objects(synthesized, "staging", "Deployment")
+    release(templates["staging"], "kuberay-operator")
+    assert [d["metadata"]["name"] for d in env_objects(synthesized, "dev", "Deployment")] == [
+        "vllm-llama-3-1-8b-instruct"
+    ]
+    assert env_objects(synthesized, "prod", "Ingress")
+    assert not env_objects(synthesized, "dev", "Ingress")
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env: str) -> None:
+    config = load_environments(CDK_JSON["context"])[env]
+    plan = plan_environment(config)
+    (deployment,) = env_objects(synthesized, env, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = [c for c in pod["containers"] if c["name"] == "vllm"]
+    args = container["args"]
+    assert args[args.index("--tensor-parallel-size") + 1] == str(plan.tensor_parallel_size)
+    assert args[args.index("--max-model-len") + 1] == str(plan.max_model_len)
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == str(plan.gpus_per_pod)
+    pool_name = f"gpu-{plan.instance.family}"
+    assert pod["nodeSelector"]["llm-eks.io/node-pool"] == pool_name
+    (pool,) = [p for p in env_objects(synthesized, env, "NodePool") if p["metadata"]["name"] == pool_name]
+    requirements = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert requirements["node.kubernetes.io/instance-type"]["values"] == [plan.instance.instance_type]
+    replicas = config.workload.replicas.max
+    assert pool["spec"]["limits"]["nvidia.com/gpu"] >= replicas * plan.gpus_per_pod

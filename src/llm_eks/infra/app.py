@@ -15,6 +15,7 @@ from llm_eks.infra.config import EnvironmentConfig, load_environments, select_en
 from llm_eks.infra.plan import Plan, plan
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
+from llm_eks.infra.workloads import build_workload
 
 
 def read_context(app: cdk.App) -> dict[str, Any]:
@@ -41,12 +42,15 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
     configs: list[EnvironmentConfig] = select_environments(
         load_environments(read_context(app)), app.node.try_get_context("env")
     )
-    plans = [(config, plan_environment(config)) for config in configs]
+    planned = []
+    for config in configs:
+        env_plan = plan_environment(config)
+        planned.append((config, env_plan, build_workload(config, env_plan, region=config.region)))
     stacks = []
-    for config, env_plan in plans:
+    for config, env_plan, workload in planned:
         if not quiet:
             print(f"llm-eks {config.name}: {env_plan.summary_line()}", file=sys.stderr)
-        stacks.append(InferenceStack(app, config, env_plan))
+        stacks.append(InferenceStack(app, config, env_plan, workload))
     return stacks
 
 

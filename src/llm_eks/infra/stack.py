@@ -37,7 +37,14 @@ from llm_eks.infra.workloads import Workload, build_charts, build_workload, prer
 class InferenceStack(cdk.Stack):
     """One environment: cluster, capacity, operators and workloads, in dependency order."""
 
-    def __init__(self, scope: Construct, config: EnvironmentConfig, plan: Plan, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        config: EnvironmentConfig,
+        plan: Plan,
+        workload: Workload | None = None,
+        **kwargs: Any,
+    ) -> None:
         env = cdk.Environment(account=config.account, region=config.region) if config.account else None
         super().__init__(
             scope,
@@ -49,7 +56,7 @@ class InferenceStack(cdk.Stack):
         self.config = config
         self.plan = plan
         # Chart props are derived (and validated) before any construct is built.
-        self.workload: Workload = build_workload(config, plan, region=config.region)
+        self.workload: Workload = workload or build_workload(config, plan, region=config.region)
         # The cdk8s app that holds this stack's charts; their objects also go to cdk.out/manifests/<env>/.
         self.k8s_app = cdk8s.App()
         self._charts: list[tuple[str, cdk8s.Chart]] = []

@@ -13,7 +13,7 @@ from typing import Any
 
 import cdk8s
 
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
@@ -60,7 +60,18 @@ def gpu_pool(config: EnvironmentConfig, plan: Plan) -> GpuPoolSpec:
         nodes = w.replicas.max * plan.nodes_per_replica
     else:
         nodes = math.ceil(w.replicas.max / max(plan.replicas_per_node, 1))
-    limit = w.accelerator_limit if w.accelerator_limit is not None else nodes * per_node
+    needed = nodes * per_node
+    limit = w.accelerator_limit if w.accelerator_limit is not None else needed
+    path = f"environments.{config.name}.workload.accelerator_limit"
+    if limit < per_node:
+        raise fail(path, limit, f"must be at least one {plan.instance.instance_type} node's {per_node} accelerators")
+    if limit < needed:
+        raise fail(
+            path,
+            limit,
+            f"must be at least {needed}: replicas.max {w.replicas.max} needs {nodes} {plan.instance.instance_type} "
+            f"node(s) of {per_node}; lower replicas.max or raise the limit",
+        )
     return GpuPoolSpec(
         name=f"gpu-{plan.instance.family}",
         vendor=plan.instance.accelerator_vendor,

@@ -1520,10 +1520,16 @@ class _PromQL:
             return left
         if group == "group_right":
             return right
-        # One-to-one matching: every element on a single-element side pairs with at most one on the other.
-        if left.single or right.single:
+        if left.single and right.single:
             return _ONE
-        return left if left.labels is not None else right
+        # One-to-one matching on full label sets: a single, label-free element pairs with at most one element of the
+        # other side. With on()/ignoring() several elements of the other side can share its signature, which
+        # Prometheus rejects ("many-to-one matching must be explicit"), so that shape is not proved single.
+        if matching is None and (left.single or right.single):
+            return _ONE
+        if left.single:
+            return right
+        return left if left.labels is not None or right.single else right
 
     def unary(self) -> _Shape:
         if self.peek()[1] in ("-", "+"):

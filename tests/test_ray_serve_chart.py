@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from llm_eks.errors import ConfigError
-from llm_eks.manifests.ray_serve import IMPORT_PATH, RayServeChart, RayServeProps, worker_gpus_total
+from llm_eks.manifests.ray_monitoring import pod_selector
+from llm_eks.manifests.ray_serve import (
+    IMPORT_PATH,
+    RayServeChart,
+    RayServeProps,
+    llm_deployment_name,
+    worker_gpus_total,
+)
 from llm_eks.manifests.vllm import HF_TOKEN_PATH
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 from tests.kube_schema import assert_valid
@@ -40,6 +47,24 @@ LLM_CONFIG_FIELDS = {
 }
 MODEL_LOADING_FIELDS = {"model_id", "model_source", "tokenizer_source"}
 PLACEMENT_GROUP_FIELDS = {"bundle_per_worker", "bundles", "strategy"}
+# Serve deployment options (ray/serve/schema.py, DeploymentSchema) that deployment_config may carry.
+DEPLOYMENT_CONFIG_FIELDS = {
+    "num_replicas",
+    "max_ongoing_requests",
+    "max_queued_requests",
+    "user_config",
+    "autoscaling_config",
+    "graceful_shutdown_wait_loop_s",
+    "graceful_shutdown_timeout_s",
+    "health_check_period_s",
+    "health_check_timeout_s",
+    "ray_actor_options",
+    "placement_group_bundles",
+    "placement_group_strategy",
+    "max_replicas_per_node",
+    "logging_config",
+    "request_router_config",
+}
 AUTOSCALING_FIELDS = {
     "min_replicas",
     "initial_replicas",
@@ -107,6 +132,8 @@ def multi_node_props() -> RayServeProps:
         hf_token_secret=None,
         worker_ephemeral_storage=None,
         node_selector={"karpenter.sh/nodepool": "gpu-h100"},
+        # A head on Karpenter on-demand capacity instead of the system node group.
+        head_node_selector={"karpenter.sh/nodepool": "system", "karpenter.sh/capacity-type": "on-demand"},
     )
 
 
@@ -177,8 +204,11 @@ def test_serve_config_v2_is_the_ray_serve_llm_app(objects: dict[str, dict[str, A
                                     "min_replicas": 1,
                                     "max_replicas": 3,
                                     "target_ongoing_requests": 16,
-                                }
+                                },
+                                "graceful_shutdown_timeout_s": 85,
+                                "graceful_shutdown_wait_loop_s": 2,
                             },
+                            "log_engine_metrics": True,
                         }
                     ]
                 },
@@ -195,6 +225,7 @@ def test_llm_config_uses_only_current_ray_field_names(
         assert set(config) <= LLM_CONFIG_FIELDS
         assert set(config["model_loading_config"]) <= MODEL_LOADING_FIELDS
         assert set(config["placement_group_config"]) <= PLACEMENT_GROUP_FIELDS
+        assert set(config["deployment_config"]) <= DEPLOYMENT_CONFIG_FIELDS
         assert set(config["deployment_config"]["autoscaling_config"]) <= AUTOSCALING_FIELDS
         # Ray Serve LLM sets these itself and refuses them in engine_kwargs.
         assert not {"model", "served_model_name", "distributed_executor_backend"} & set(config["engine_kwargs"])
@@ -229,8 +260,11 @@ def test_head_runs_on_system_nodes_without_gpu(objects: dict[str, dict[str, Any]
         "requests": {"cpu": "2", "memory": "8Gi"},
         "limits": {"cpu": "2", "memory": "8Gi"},
     }
-    assert {p["name"]: p["containerPort"] for p in container["ports"]}["serve"] == 8000
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (ports["serve"], ports["metrics"]) == (8000, 8080)
     assert "volumes" not in pod and "env" not in container
+    # The system node group is not Karpenter's: nothing to protect from consolidation there.
+    assert "annotations" not in head["template"]["metadata"]
 
 
 def test_gpu_worker_group(objects: dict[str, dict[str, Any]]) -> None:
@@ -280,12 +314,12 @@ def test_hugging_face_token_is_a_csi_file_on_the_workers(objects: dict[str, dict
         }
     ]
     container = pod["containers"][0]
-    assert container["env"] == [{"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH}]
+    assert {"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH} in container["env"]
     (mount,) = container["volumeMounts"]
     assert mount["readOnly"] is True and f"{mount['mountPath']}/token" == HF_TOKEN_PATH
     # The token never appears in a manifest: no Secret, no token value in the environment.
     assert "Secret" not in objects
-    assert {e["name"] for e in container["env"]} == {"HF_TOKEN_PATH"}
+    assert {e["name"] for e in container["env"]} == {"HF_TOKEN_PATH", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"}
     assert objects["ServiceAccount"]["metadata"]["name"] == NAME
 
 
@@ -422,6 +456,117 @@ def test_optional_fields_are_left_to_ray_and_vllm() -> None:
     ],
 )
 def test_bad_props_fail_with_one_line(overrides: dict[str, Any], message: str) -> None:
+    import cdk8s
+
+    with pytest.raises(ConfigError) as err:
+        RayServeChart(cdk8s.App(), "ray-serve", base_props(**overrides))
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+def test_gpu_workers_drain_within_the_spot_notice(objects: dict[str, dict[str, Any]]) -> None:
+    props = base_props()
+    pod = cluster(objects)["workerGroupSpecs"][0]["template"]["spec"]
+    (container,) = pod["containers"]
+    grace = pod["terminationGracePeriodSeconds"]
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    drain = int(env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"])
+    (config,) = llm_configs(objects)
+    serve = config["deployment_config"]
+    assert (grace, pre_stop, drain) == (110, 15, 90)
+    assert (serve["graceful_shutdown_timeout_s"], serve["graceful_shutdown_wait_loop_s"]) == (85, 2)
+    # Serve stops routing to the replica and lets it finish within Ray's drain, all before the kubelet's SIGKILL,
+    # all inside the 2-minute Spot notice minus Karpenter's margin.
+    assert pre_stop + serve["graceful_shutdown_timeout_s"] == 100
+    assert serve["graceful_shutdown_timeout_s"] + 5 <= drain
+    assert pre_stop + drain == 105 < grace <= 110
+    assert (props.pre_stop_seconds, props.drain_timeout_seconds, props.termination_grace_seconds) == (15, 90, 110)
+    # The head is on-demand capacity and gets none of this.
+    head = cluster(objects)["headGroupSpec"]["template"]["spec"]
+    assert "terminationGracePeriodSeconds" not in head and "lifecycle" not in head["containers"][0]
+
+
+def test_head_on_karpenter_capacity_is_never_disrupted(multi_node: dict[str, dict[str, Any]]) -> None:
+    head = cluster(multi_node)["headGroupSpec"]["template"]
+    assert head["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    assert head["spec"]["nodeSelector"] == {
+        "karpenter.sh/nodepool": "system",
+        "karpenter.sh/capacity-type": "on-demand",
+    }
+    # GPU workers stay disruptable: the Ray autoscaler and Karpenter consolidate idle GPU nodes.
+    worker = cluster(multi_node)["workerGroupSpecs"][0]["template"]
+    assert "annotations" not in worker["metadata"]
+
+
+def test_every_ray_pod_is_scraped_on_its_metrics_port(objects: dict[str, dict[str, Any]]) -> None:
+    """The PodMonitor of RayMonitoringChart selects head and workers and finds port `metrics` on both."""
+    spec = cluster(objects)
+    for template in (spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]):
+        # KubeRay adds ray.io/is-ray-node=yes to every Ray pod; the rest must come from the chart's template.
+        labels = {**template["metadata"]["labels"], "ray.io/is-ray-node": "yes"}
+        assert pod_selector(NAME).items() <= labels.items()
+        (container,) = template["spec"]["containers"]
+        assert {"name": "metrics", "containerPort": 8080} in container["ports"]
+
+
+def test_llm_deployment_name_follows_ray_serve_llm() -> None:
+    assert llm_deployment_name("llama-3.1-8b") == "LLMServer:llama-3_1-8b"
+    assert llm_deployment_name("meta-llama/Llama-3.1-8B-Instruct") == "LLMServer:meta-llama--Llama-3_1-8B-Instruct"
+    assert base_props().llm_deployment_name == "LLMServer:llama-3_1-8b"
+
+
+def test_no_pre_stop_when_it_is_zero() -> None:
+    from llm_eks.manifests.ray_serve import worker_group_spec
+
+    worker = worker_group_spec(base_props(pre_stop_seconds=0, drain_timeout_seconds=105))
+    assert "lifecycle" not in worker["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"drain_timeout_seconds": 100},
+            "ray_serve.drain: preStop 15 s + Ray drain timeout 100 s = 115 s must be below "
+            "terminationGracePeriodSeconds 110 s, which must be at most 110 s (2-minute Spot notice minus margin)",
+        ),
+        (
+            {"termination_grace_seconds": 120, "drain_timeout_seconds": 100},
+            "ray_serve.drain: preStop 15 s + Ray drain timeout 100 s = 115 s must be below "
+            "terminationGracePeriodSeconds 120 s, which must be at most 110 s (2-minute Spot notice minus margin)",
+        ),
+        (
+            {"termination_grace_seconds": 105},
+            "ray_serve.drain: preStop 15 s + Ray drain timeout 90 s = 105 s must be below "
+            "terminationGracePeriodSeconds 105 s, which must be at most 110 s (2-minute Spot notice minus margin)",
+        ),
+        (
+            {"graceful_shutdown_timeout_seconds": 90},
+            "ray_serve.graceful_shutdown_timeout_seconds: 90 is not allowed; must be at most drain_timeout_seconds - 5 "
+            "(85): Ray stops the node at its drain deadline",
+        ),
+        (
+            {"graceful_shutdown_wait_loop_seconds": 85},
+            "ray_serve.graceful_shutdown_wait_loop_seconds: 85 is not allowed; must be below "
+            "graceful_shutdown_timeout_seconds (85)",
+        ),
+        (
+            {"drain_timeout_seconds": 0},
+            "ray_serve.drain_timeout_seconds: 0 is not allowed; must be a whole number of at least 1",
+        ),
+        (
+            {"pre_stop_seconds": -1},
+            "ray_serve.pre_stop_seconds: -1 is not allowed; must be a whole number of at least 0",
+        ),
+        (
+            {"head_node_selector": {"karpenter.sh/nodepool": "system", "karpenter.sh/capacity-type": "spot"}},
+            "ray_serve.head_node_selector: {'karpenter.sh/nodepool': 'system', 'karpenter.sh/capacity-type': 'spot'} "
+            "is not allowed; the head (GCS, Serve controller) must run on on-demand capacity, never Spot",
+        ),
+    ],
+)
+def test_bad_drain_and_head_placement_fail_with_one_line(overrides: dict[str, Any], message: str) -> None:
     import cdk8s
 
     with pytest.raises(ConfigError) as err:

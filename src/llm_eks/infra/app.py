@@ -11,6 +11,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from llm_eks.errors import ConfigError
+from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
 from llm_eks.infra.plan import Plan, plan
 from llm_eks.infra.review import write_stack_review
@@ -55,8 +56,9 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
 
 
 def add_checks(app: cdk.App) -> None:
-    """Synth fails on any unacknowledged cdk-nag AwsSolutions finding."""
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    """Synth fails on any unacknowledged cdk-nag AwsSolutions finding, and on any Kubernetes object that would not
+    schedule, overrun its GPU limit, drain past the Spot notice, or read a vLLM metric that no longer exists."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), LlmEksChecks())
 
 
 def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_api.CloudAssembly) -> None:

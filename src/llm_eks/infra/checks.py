@@ -40,6 +40,8 @@ from llm_eks.manifests.checks import (
 )
 
 PLUGIN_NAME = "llm-eks"
+# A manifest whose objects could not be read: reported as a warning (synth goes on), since nothing in it was checked.
+UNREADABLE = "UNREADABLE_MANIFEST"
 MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
@@ -144,14 +146,24 @@ def static_node_groups(template: Mapping[str, Any]) -> list[StaticNodeGroup]:
 
 def kubernetes_objects(template: Mapping[str, Any]) -> list[tuple[dict[str, Any], _Source]]:
     """Every Kubernetes object a template applies, with the resource it comes from."""
-    out = []
+    return _read_manifests(template)[0]
+
+
+def _read_manifests(template: Mapping[str, Any]) -> tuple[list[tuple[dict[str, Any], _Source]], dict[str, str]]:
+    """The objects, and the manifests that could not be read (logical id -> why)."""
+    out, unreadable = [], {}
     for logical_id, resource in (template.get("Resources") or {}).items():
         if resource.get("Type") != MANIFEST_TYPE:
             continue
         manifest = (resource.get("Properties") or {}).get("Manifest")
-        for index, obj in enumerate(render_manifest(manifest)):
+        try:
+            objects = render_manifest(manifest)
+        except (ValueError, TypeError) as err:
+            unreadable[logical_id] = str(err)
+            continue
+        for index, obj in enumerate(objects):
             out.append((obj, _Source(logical_id, index)))
-    return out
+    return out, unreadable
 
 
 @jsii.implements(cdk.IPolicyValidationPlugin)
@@ -175,21 +187,36 @@ class LlmEksChecks:
 
     @property
     def rule_ids(self) -> list[str]:
-        return list(RULES)
+        return [*RULES, UNREADABLE]
 
     def validate(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport:
         violations: list[cdk.PolicyViolation] = []
         for template_path in context.template_paths:
             template = json.loads(Path(template_path).read_text())
             violations += self.check_template(template, template_path)
-        return cdk.PolicyValidationPluginReport(success=not violations, violations=violations)
+        success = all(v.severity == "warning" for v in violations)
+        return cdk.PolicyValidationPluginReport(success=success, violations=violations)
 
     def check_template(self, template: Mapping[str, Any], template_path: str) -> list[cdk.PolicyViolation]:
         """One violation per finding, pointing at the manifest resource (and the object's index in it)."""
-        pairs = kubernetes_objects(template)
+        pairs, unreadable = _read_manifests(template)
         objects = [obj for obj, _ in pairs]
         findings = check_objects(objects, instance_resources=self._lookup, static_nodes=static_node_groups(template))
-        return [self._violation(f, self._sources(f, pairs), template_path) for f in findings]
+        violations = [self._violation(f, self._sources(f, pairs), template_path) for f in findings]
+        for logical_id, why in unreadable.items():
+            resource = cdk.PolicyViolatingResource(
+                resource_logical_id=logical_id, template_path=template_path, locations=["Properties/Manifest"]
+            )
+            violations.append(
+                cdk.PolicyViolation(
+                    rule_name=UNREADABLE,
+                    description=f"the Kubernetes objects of {logical_id} could not be read ({why}); not checked",
+                    fix="pass the manifest as plain objects (deploy-time values only inside strings)",
+                    violating_resources=[resource],
+                    severity="warning",
+                )
+            )
+        return violations
 
     @staticmethod
     def _sources(finding: Finding, pairs: Sequence[tuple[dict[str, Any], _Source]]) -> list[_Source]:

@@ -20,6 +20,7 @@ from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule,
 from llm_eks.manifests.benchmark import BenchmarkChart, BenchmarkProps
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, NodePoolsChart, NodePoolsProps, workload_placement
+from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeChart, RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmChart, VllmProps
 
@@ -39,6 +40,7 @@ class Workload:
     monitoring: MonitoringProps | None
     benchmark: BenchmarkProps | None
     ray: RayServeProps | None
+    ray_monitoring: RayMonitoringProps | None = None
 
 
 def slug(model_id: str) -> str:
@@ -228,6 +230,20 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
     )
 
 
+def ray_monitoring_props(config: EnvironmentConfig, plan: Plan, ray: RayServeProps) -> RayMonitoringProps:
+    w = config.workload
+    return RayMonitoringProps(
+        name=ray.name,
+        model_id=ray.model_id,
+        ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
+        itl_p99_seconds=w.slo.itl_p99_ms / 1000,
+        # The plan prices a replica across all the nodes it spans.
+        cost_per_hour_per_replica=plan.cost_per_replica_hour or 0.0,
+        queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
+        dcgm=plan.instance.accelerator_vendor == "nvidia",
+    )
+
+
 def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
     for i, arg in enumerate(args):
         if arg == flag and i + 1 < len(args):
@@ -240,7 +256,8 @@ def build_workload(config: EnvironmentConfig, plan: Plan, region: str | None = N
     pool = gpu_pool(config, plan)
     cpu = CpuPoolSpec()
     if config.workload.engine == "ray-serve":
-        return Workload(pool, cpu, None, None, None, None, ray_props(config, plan, pool, region))
+        ray = ray_props(config, plan, pool, region)
+        return Workload(pool, cpu, None, None, None, None, ray, ray_monitoring_props(config, plan, ray))
     vllm = vllm_props(config, plan, pool, region)
     return Workload(
         gpu_pool=pool,
@@ -308,8 +325,16 @@ def build_charts(
     charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]
     extra = prerequisites(workload, config)
     if workload.ray is not None:
-        chart = RayServeChart(app, "ray-serve", workload.ray)
-        return [*charts, ChartPlan("ray-serve", chart, needs=("node-pools", *extra))]
+        assert workload.ray_monitoring is not None
+        return [
+            *charts,
+            ChartPlan("ray-serve", RayServeChart(app, "ray-serve", workload.ray), needs=("node-pools", *extra)),
+            ChartPlan(
+                "monitoring",
+                RayMonitoringChart(app, "monitoring", workload.ray_monitoring),
+                needs=("ray-serve", "observability"),
+            ),
+        ]
     assert workload.vllm is not None and workload.autoscaling is not None and workload.monitoring is not None
     vllm = workload.vllm
     charts += [

@@ -1,7 +1,8 @@
 """`BenchmarkChart`: a one-shot Job that runs `vllm bench serve` against the vLLM Service and prints the result JSON.
 
-It runs on CPU (system) capacity with the same pinned vLLM image, as the vLLM ServiceAccount (so the same Pod
-Identity association lets it read a gated model's tokenizer through the Hugging Face token file, or an S3 prefix).
+It runs on CPU capacity (llm-eks places it on the CPU node pool, never a GPU node) with the same pinned vLLM image,
+as the vLLM ServiceAccount (so the same Pod Identity association lets it read a gated model's tokenizer through the
+Hugging Face token file, or an S3 prefix).
 Requests go to /v1/completions with random token prompts of exactly `input_len` tokens and `--ignore-eos`, so every
 request generates `output_len` tokens: the shape the capacity plan assumed.
 

@@ -27,7 +27,8 @@ SCHEDULING  Every pod template (Deployment, StatefulSet, ReplicaSet, Job, CronJo
               at least one of those types (looked up through `instance_resources`) must match the instance labels
               Karpenter derives for it (family, size, category, generation, cpu, memory, GPU/accelerator name, count,
               manufacturer and memory, local NVMe, arch), and must fit the pod's requests (cpu, memory, accelerators,
-              and ephemeral-storage when the pool's EC2NodeClass is among the objects) plus the requests of the
+              and ephemeral-storage, as Karpenter estimates it from the pool's EC2NodeClass when that is among the
+              objects: the RAID0 instance store, else the root volume) plus the requests of the
               DaemonSets among the objects that would run on it, within the node's allocatable capacity (capacity
               minus kube-reserved, the eviction threshold and Karpenter's 7.5 % VM memory overhead; see
               InstanceResources). A type `instance_resources` does not know is assumed to fit.
@@ -40,7 +41,8 @@ SCHEDULING  Every pod template (Deployment, StatefulSet, ReplicaSet, Job, CronJo
             Simplifications: preferred affinities, pod (anti-)affinity, topology spread, zones, capacity-type
             availability, minValues, static NodePools (spec.replicas), pod overhead and DaemonSets not among the
             objects (e.g. installed by Helm: CNI, kube-proxy, exporters) are not modelled. The check is skipped when
-            no NodePool or node group is known.
+            no NodePool or node group is known. A finding names the pools that came closest (instances fit, then
+            labels and taints pass), so a forgotten toleration is reported against the GPU pool, not the CPU pool.
 GPU_LIMIT   A workload's accelerators at its maximum scale must fit the `spec.limits` of the NodePool(s) it can land
             on: max replicas (ScaledObject maxReplicaCount, KEDA's default 100 when unset; else an HPA's maxReplicas;
             else spec.replicas; Ray worker groups maxReplicas x numOfHosts; LeaderWorkerSet replicas x size) x
@@ -52,7 +54,7 @@ DRAIN       A container running vLLM (`vllm serve` or vllm.entrypoints.openai.ap
             `--shutdown-timeout N` (N > 0; vLLM's default 0 aborts in-flight requests on SIGTERM), and preStop
             (lifecycle.preStop.sleep.seconds, or an exec `sleep N`) + N must be below terminationGracePeriodSeconds
             (default 30), which must be at most 110 s (the 2-minute Spot notice minus Karpenter's reaction time). A
-            timeout set only through `--config FILE` is not seen.
+            timeout set only through `--config FILE` is not seen; one given as a shell variable is skipped.
 PROMQL      Every PromQL string (KEDA prometheus triggers' metadata.query, PrometheusRule rule exprs, every `expr` in
             Grafana dashboards of ConfigMaps labelled grafana_dashboard) may use only current vLLM series names
             (llm_eks.manifests.promql.check_promql is the one source of the name lists). A KEDA query must also
@@ -62,8 +64,9 @@ PROMQL      Every PromQL string (KEDA prometheus triggers' metadata.query, Prome
             a finding too. The shape is proved by a small PromQL parser: aggregations without `by` (or `by` only
             labels that are already gone) give one element, histogram_quantile drops `le` (so
             `histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m])))` is one element), element-wise functions and
-            arithmetic with numbers keep the shape, one-to-one vector matching with a single element stays single,
-            `or vector(0)` keeps it single. Alerts and dashboards may return many series; only names are checked.
+            arithmetic with numbers keep the shape, one-to-one matching against a single label-free element (without
+            on/ignoring) stays single, `or vector(0)` keeps it single; a query the parser cannot read is a finding.
+            Alerts and dashboards may return many series; only their metric names are checked.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+from llm_eks.infra.accelerators import INSTANCE_TYPES
 from llm_eks.manifests.promql import check_promql
 
 SCHEDULING = "SCHEDULING"
@@ -182,6 +186,40 @@ class StaticNodeGroup:
 InstanceLookup = Callable[[str], InstanceResources | None]
 
 
+# ------------------------------------------------------------------------------------------- reading objects
+# Objects come from charts and from users' YAML: a field of the wrong type is read as absent, never a crash.
+
+
+def _at(node: Any, *keys: str) -> Any:
+    """The value at a path of mapping keys, or None."""
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _map(node: Any, *keys: str) -> Mapping[str, Any]:
+    value = _at(node, *keys)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _maps(node: Any, *keys: str) -> list[Mapping[str, Any]]:
+    value = _at(node, *keys)
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _list(node: Any, *keys: str) -> list[Any]:
+    value = _at(node, *keys)
+    return value if isinstance(value, list) else []
+
+
+def _api(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(API group, kind) of an object; the core group is ""."""
+    api_version = str(obj.get("apiVersion") or "")
+    return (api_version.rsplit("/", 1)[0] if "/" in api_version else ""), str(obj.get("kind") or "")
+
+
 # --------------------------------------------------------------------------------------------------- quantities
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([+-]?\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
@@ -239,8 +277,7 @@ def _pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     container (plus the sidecars started before it) as a floor. A missing request defaults to the limit."""
 
     def requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
-        res = container.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        merged = {**_map(container, "resources", "limits"), **_map(container, "resources", "requests")}
         out = {}
         for name, raw in merged.items():
             value = quantity(raw)
@@ -253,11 +290,11 @@ def _pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
             into[name] = into.get(name, Fraction(0)) + value
 
     total: dict[str, Fraction] = {}
-    for container in spec.get("containers") or []:
+    for container in _maps(spec, "containers"):
         add(total, requests(container))
     sidecars: dict[str, Fraction] = {}
     floor: dict[str, Fraction] = {}
-    for container in spec.get("initContainers") or []:
+    for container in _maps(spec, "initContainers"):
         if container.get("restartPolicy") == "Always":
             add(sidecars, requests(container))
             continue
@@ -293,7 +330,6 @@ WELL_KNOWN_LABELS = frozenset(
                 "capacity-reservation-interruptible",
                 "instance-hypervisor",
                 "instance-encryption-in-transit-supported",
-                "nitro-sandbox",
                 "instance-category",
                 "instance-capability-flex",
                 "instance-family",
@@ -468,19 +504,17 @@ def _compatible(node: _Reqs, pod: _Reqs, allow_undefined: frozenset[str]) -> _Mi
 def _pod_terms(spec: Mapping[str, Any]) -> list[_Reqs]:
     """The pod's requirement alternatives: nodeSelector plus each required nodeSelectorTerm (ORed)."""
     base: _Reqs = {}
-    for key, value in (spec.get("nodeSelector") or {}).items():
+    for key, value in _map(spec, "nodeSelector").items():
         base = _add(base, _Req.of(str(key), "In", [value]))
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = affinity.get("nodeSelectorTerms") or []
+    required = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    terms = _maps(spec, *required)
     if not terms:
         return [base]
     out = []
     for term in terms:
         reqs = base
-        for expr in term.get("matchExpressions") or []:
-            reqs = _add(reqs, _Req.of(str(expr.get("key", "")), str(expr.get("operator", "")), expr.get("values")))
+        for expr in _maps(term, "matchExpressions"):
+            reqs = _add(reqs, _Req.of(str(expr.get("key", "")), str(expr.get("operator", "")), _list(expr, "values")))
         out.append(reqs)
     return out
 
@@ -513,7 +547,7 @@ def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 
 
 def _untolerated(spec: Mapping[str, Any], taints: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    tolerations = spec.get("tolerations") or []
+    tolerations = _maps(spec, "tolerations")
     return [
         t
         for t in taints
@@ -536,6 +570,9 @@ _CATEGORY_ACCELERATORS: Mapping[str, frozenset[str]] = MappingProxyType(
     }
 )
 _FAMILY_ACCELERATORS: Mapping[str, frozenset[str]] = MappingProxyType({"g4ad": frozenset({"amd.com/gpu"})})
+_GPU_MAKERS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {"nvidia": frozenset({"nvidia.com/gpu"}), "amd": frozenset({"amd.com/gpu"})}
+)
 _INSTANCE_SCHEME = re.compile(r"^([a-z]+)(-[0-9]+tb)?([0-9]+)")
 
 
@@ -595,8 +632,6 @@ def _cpu_instance(name: str) -> InstanceResources | None:
 def catalog_instance_resources(name: str) -> InstanceResources | None:
     """Instance types from llm_eks.infra.accelerators (with Karpenter's allocatable figures), plus the m/c/r 6i and 7i
     sizes; None for anything else (the scheduling check then assumes the type fits)."""
-    from llm_eks.infra.accelerators import INSTANCE_TYPES  # pure Python; imported late to keep this module light
-
     row = INSTANCE_TYPES.get(name)
     if row is None:
         return _cpu_instance(name)
@@ -640,13 +675,21 @@ def catalog_instance_resources(name: str) -> InstanceResources | None:
 
 def object_ref(obj: Mapping[str, Any]) -> str:
     """`Kind/namespace/name`, or `Kind/name` for an object without a namespace."""
-    meta = obj.get("metadata") or {}
+    meta = _map(obj, "metadata")
     parts = [str(obj.get("kind", "?")), str(meta.get("namespace") or ""), str(meta.get("name", "?"))]
     return "/".join(p for p in parts if p)
 
 
+def _int(value: Any, default: int) -> int:
+    """An integer field; a deploy-time token (rendered null or as text) counts as the default."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def _meta(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata") or {}
+    meta = _map(obj, "metadata")
     return str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", ""))
 
 
@@ -671,61 +714,65 @@ def _max_replicas(obj: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) 
     kind, ns, name = _meta(obj)
     for other in objects:
         o_kind, o_ns, _ = _meta(other)
-        spec = other.get("spec") or {}
+        spec = _map(other, "spec")
         if o_ns != ns:
             continue
-        if o_kind == "ScaledObject" and other.get("apiVersion", "").startswith("keda.sh/"):
-            target = spec.get("scaleTargetRef") or {}
+        if _api(other) == ("keda.sh", "ScaledObject"):
+            target = _map(spec, "scaleTargetRef")
             if target.get("name") == name and (target.get("kind") or "Deployment") == kind:
                 count = spec.get("maxReplicaCount")
                 source = f"ScaledObject maxReplicaCount {count}"
                 if count is None:
-                    count, source = KEDA_DEFAULT_MAX_REPLICAS, f"ScaledObject maxReplicaCount unset: KEDA's {count}"
-                return int(count), source, "the ScaledObject's maxReplicaCount (workload.replicas.max)"
+                    count = KEDA_DEFAULT_MAX_REPLICAS
+                    source = f"ScaledObject maxReplicaCount unset: KEDA's {count}"
+                return (
+                    _int(count, KEDA_DEFAULT_MAX_REPLICAS),
+                    source,
+                    "the ScaledObject's maxReplicaCount (workload.replicas.max)",
+                )
         if o_kind == "HorizontalPodAutoscaler":
-            target = spec.get("scaleTargetRef") or {}
+            target = _map(spec, "scaleTargetRef")
             if target.get("name") == name and target.get("kind") == kind:
-                count = int(spec.get("maxReplicas", 1))
+                count = _int(spec.get("maxReplicas"), 1)
                 return count, f"HorizontalPodAutoscaler maxReplicas {count}", "the HPA's maxReplicas"
-    count = int((obj.get("spec") or {}).get("replicas", 1))
+    count = _int(_at(obj, "spec", "replicas"), 1)
     return count, f"spec.replicas {count}", "spec.replicas"
 
 
 def _ray_templates(obj: Mapping[str, Any], cluster: Mapping[str, Any]) -> Iterator[_Template]:
-    head = cluster.get("headGroupSpec") or {}
-    if head.get("template"):
-        yield _Template(obj, "head", (head["template"].get("spec") or {}), 1, "1 head", "")
-    for group in cluster.get("workerGroupSpecs") or []:
-        template = group.get("template") or {}
-        hosts = int(group.get("numOfHosts") or 1)
+    if _map(cluster, "headGroupSpec", "template"):
+        yield _Template(obj, "head", _map(cluster, "headGroupSpec", "template", "spec"), 1, "1 head", "")
+    for group in _maps(cluster, "workerGroupSpecs"):
+        hosts = _int(group.get("numOfHosts"), 1)
         if group.get("maxReplicas") is not None:
-            replicas, source = int(group["maxReplicas"]), f"maxReplicas {group['maxReplicas']}"
+            replicas = _int(group["maxReplicas"], 0)
+            source = f"maxReplicas {replicas}"
         else:
-            replicas, source = int(group.get("replicas") or 0), f"replicas {group.get('replicas') or 0}"
+            replicas = _int(group.get("replicas"), 0)
+            source = f"replicas {replicas}"
         scale = f"{source} x numOfHosts {hosts}" if hosts != 1 else source
         part = f"worker group {group.get('groupName', '?')}"
         yield _Template(
-            obj, part, template.get("spec") or {}, replicas * hosts, scale, f"the {part}'s maxReplicas", hosts
+            obj, part, _map(group, "template", "spec"), replicas * hosts, scale, f"the {part}'s maxReplicas", hosts
         )
 
 
 def _templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[_Template]:
     """Every pod template the objects would create, except DaemonSets'."""
     for obj in objects:
-        kind = obj.get("kind")
-        spec = obj.get("spec") or {}
-        group = str(obj.get("apiVersion", "")).rsplit("/", 1)[0]
+        group, kind = _api(obj)
+        spec = _map(obj, "spec")
         if kind in ("Deployment", "StatefulSet", "ReplicaSet") and group == "apps":
             count, source, fix = _max_replicas(obj, objects)
-            yield _Template(obj, "", (spec.get("template") or {}).get("spec") or {}, count, source, fix)
+            yield _Template(obj, "", _map(spec, "template", "spec"), count, source, fix)
         elif kind == "Job" and group == "batch":
-            count = int(spec.get("parallelism", 1))
-            yield _Template(obj, "", (spec.get("template") or {}).get("spec") or {}, count, f"parallelism {count}", "")
+            count = _int(spec.get("parallelism"), 1)
+            yield _Template(obj, "", _map(spec, "template", "spec"), count, f"parallelism {count}", "")
         elif kind == "CronJob" and group == "batch":
-            job = (spec.get("jobTemplate") or {}).get("spec") or {}
-            count = int(job.get("parallelism", 1))
-            yield _Template(obj, "", (job.get("template") or {}).get("spec") or {}, count, f"parallelism {count}", "")
-        elif kind == "Pod" and group == "v1":
+            job = _map(spec, "jobTemplate", "spec")
+            count = _int(job.get("parallelism"), 1)
+            yield _Template(obj, "", _map(job, "template", "spec"), count, f"parallelism {count}", "")
+        elif kind == "Pod" and group == "":
             yield _Template(obj, "", spec, 1, "1 pod", "")
         elif group == "ray.io" and kind in ("RayCluster", "RayService", "RayJob"):
             cluster = {
@@ -733,13 +780,13 @@ def _templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[_Template]:
                 "RayService": spec.get("rayClusterConfig"),
                 "RayJob": spec.get("rayClusterSpec"),
             }
-            yield from _ray_templates(obj, cluster[kind] or {})
+            yield from _ray_templates(obj, _map(cluster, kind))
         elif group == "leaderworkerset.x-k8s.io" and kind == "LeaderWorkerSet":
-            lwt = spec.get("leaderWorkerTemplate") or {}
-            groups, size = int(spec.get("replicas", 1)), int(lwt.get("size", 1))
-            worker = (lwt.get("workerTemplate") or {}).get("spec") or {}
-            if lwt.get("leaderTemplate"):
-                leader = lwt["leaderTemplate"].get("spec") or {}
+            lwt = _map(spec, "leaderWorkerTemplate")
+            groups, size = _int(spec.get("replicas"), 1), _int(lwt.get("size"), 1)
+            worker = _map(lwt, "workerTemplate", "spec")
+            if _map(lwt, "leaderTemplate"):
+                leader = _map(lwt, "leaderTemplate", "spec")
                 yield _Template(obj, "leader", leader, groups, f"replicas {groups}", "spec.replicas")
                 yield _Template(
                     obj,
@@ -772,8 +819,6 @@ class _Capacity:
     taints: list[Mapping[str, Any]]
     limits: dict[str, Fraction]
     node_class: Mapping[str, Any] | None = None
-    # Static groups: their instance types (Karpenter pools enumerate theirs in requirements).
-    static_types: tuple[str, ...] = ()
     obj: Mapping[str, Any] | None = None
     daemon_requests: dict[str, Fraction] = field(default_factory=dict)
 
@@ -792,32 +837,32 @@ class _Capacity:
 
 def _node_pools(objects: Sequence[Mapping[str, Any]]) -> list[_Capacity]:
     classes = {
-        (obj.get("metadata") or {}).get("name"): obj.get("spec") or {}
+        str(_at(obj, "metadata", "name")): _map(obj, "spec")
         for obj in objects
-        if obj.get("kind") == "EC2NodeClass" and str(obj.get("apiVersion", "")).startswith("karpenter.k8s.aws/")
+        if _api(obj) == ("karpenter.k8s.aws", "EC2NodeClass")
     }
     pools = []
     for obj in objects:
-        if obj.get("kind") != "NodePool" or not str(obj.get("apiVersion", "")).startswith("karpenter.sh/"):
+        if _api(obj) != ("karpenter.sh", "NodePool"):
             continue
-        name = str((obj.get("metadata") or {}).get("name", "?"))
-        template = (obj.get("spec") or {}).get("template") or {}
-        tspec = template.get("spec") or {}
-        ref = tspec.get("nodeClassRef") or {}
+        name = str(_at(obj, "metadata", "name") or "?")
+        template = _map(obj, "spec", "template")
+        tspec = _map(template, "spec")
+        ref = _map(tspec, "nodeClassRef")
         reqs: _Reqs = {}
-        for req in tspec.get("requirements") or []:
-            reqs = _add(reqs, _Req.of(str(req.get("key", "")), str(req.get("operator", "")), req.get("values")))
-        labels = {**((template.get("metadata") or {}).get("labels") or {}), "karpenter.sh/nodepool": name}
+        for req in _maps(tspec, "requirements"):
+            reqs = _add(reqs, _Req.of(str(req.get("key", "")), str(req.get("operator", "")), _list(req, "values")))
+        labels = {**_map(template, "metadata", "labels"), "karpenter.sh/nodepool": name}
         if ref.get("name"):
             labels[_NODE_CLASS_LABEL] = ref["name"]
         reqs = _add(reqs, *(_Req.of(str(k), "In", [v]) for k, v in labels.items()))
         limits = {}
-        for resource, raw in ((obj.get("spec") or {}).get("limits") or {}).items():
+        for resource, raw in _map(obj, "spec", "limits").items():
             value = quantity(raw)
             if value is not None:
                 limits[str(resource)] = value
-        node_class = classes.get(ref.get("name")) if ref.get("kind", "EC2NodeClass") == "EC2NodeClass" else None
-        pools.append(_Capacity(name, True, reqs, list(tspec.get("taints") or []), limits, node_class, obj=obj))
+        node_class = classes.get(str(ref.get("name"))) if ref.get("kind", "EC2NodeClass") == "EC2NodeClass" else None
+        pools.append(_Capacity(name, True, reqs, _maps(tspec, "taints"), limits, node_class, obj=obj))
     return pools
 
 
@@ -840,33 +885,40 @@ def _static_capacity(group: StaticNodeGroup) -> _Capacity:
         reqs = _add(reqs, _Req.of(INSTANCE_TYPE_LABEL, "In", group.instance_types))
     else:
         reqs[INSTANCE_TYPE_LABEL] = _Req(INSTANCE_TYPE_LABEL, True, frozenset())
-    return _Capacity(group.name, False, reqs, [dict(t) for t in group.taints], {}, static_types=group.instance_types)
+    return _Capacity(group.name, False, reqs, [dict(t) for t in group.taints], {})
 
 
-def _ephemeral_capacity(node_class: Mapping[str, Any], res: InstanceResources) -> Fraction | None:
+def _ephemeral_capacity(node_class: Mapping[str, Any], res: InstanceResources) -> Fraction:
     """Karpenter's ephemeral-storage capacity (types.go ephemeralStorage): the RAID0 instance store if any, else the
     root volume of the EC2NodeClass, else the AMI family's data/root device; less 1Gi kube-reserved and 10 %."""
-    capacity: Fraction | None = None
     if node_class.get("instanceStorePolicy") == "RAID0" and res.local_nvme_gb:
         capacity = Fraction(res.local_nvme_gb * 10**9)
     else:
-        mappings = node_class.get("blockDeviceMappings") or []
+        mappings = _maps(node_class, "blockDeviceMappings")
         root = next((m for m in mappings if m.get("rootVolume")), None)
         if root is None:
-            alias = " ".join(str(t.get("alias", "")) for t in node_class.get("amiSelectorTerms") or [])
+            alias = " ".join(str(t.get("alias", "")) for t in _maps(node_class, "amiSelectorTerms"))
             device = "/dev/xvdb" if alias.startswith("bottlerocket") else "/dev/xvda"
             root = next((m for m in mappings if m.get("deviceName") == device), None)
-        size = quantity(((root or {}).get("ebs") or {}).get("volumeSize")) if root else None
+        size = quantity(_at(root, "ebs", "volumeSize"))
         capacity = size if size is not None else Fraction(20 * 2**30)
     return capacity - 2**30 - capacity / 10
 
 
 @dataclass(frozen=True)
 class _Miss:
-    """Why one pool cannot run a pod: how far it got (0-2), the reason and the fix."""
+    """Why one pool cannot run a pod, the fix, and how close it came: (its instances fit, labels and taints passed)."""
 
     pool: _Capacity
-    rank: int
+    score: tuple[bool, int]
+    reason: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class _Why:
+    """Why a pool's instances cannot take a pod, and the fix."""
+
     reason: str
     fix: str
 
@@ -889,23 +941,25 @@ class _Scheduler:
         # id(spec) -> (spec, ok, misses); the spec is kept so its id stays unique while cached.
         self._cache: dict[int, tuple[Mapping[str, Any], list[_Capacity], list[_Miss]]] = {}
         self.capacity = _node_pools(objects) + [_static_capacity(g) for g in static]
-        daemonsets = [
-            o for o in objects if o.get("kind") == "DaemonSet" and str(o.get("apiVersion", "")).startswith("apps/")
-        ]
+        daemonsets = [o for o in objects if _api(o) == ("apps", "DaemonSet")]
         for pool in self.capacity:
             for ds in daemonsets:
-                spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+                spec = _map(ds, "spec", "template", "spec")
                 if _untolerated(spec, pool.taints):
                     continue
                 if any(_compatible(pool.requirements, t, pool.allow_undefined) is None for t in _pod_terms(spec)):
                     for name, value in _pod_requests(spec).items():
                         pool.daemon_requests[name] = pool.daemon_requests.get(name, Fraction(0)) + value
 
-    def _resources(self, name: str) -> InstanceResources | None:
+    def resources(self, name: str) -> InstanceResources | None:
         return self.lookup(name) if self.lookup is not None else None
 
     def evaluate(self, spec: Mapping[str, Any], pool: _Capacity) -> _Miss | None:
-        """None when the pool can run the pod, else why not."""
+        """None when the pool can run the pod, else why not (labels, then taints, then instance types).
+
+        All three are judged even after one fails, so a message can point at the pool the pod was meant for: one
+        whose instances fit but whose taint the pod forgot to tolerate beats one that has no GPU at all.
+        """
         untolerated = _untolerated(spec, pool.taints)
         mismatch: _Mismatch | None = None
         combined: _Reqs | None = None
@@ -915,19 +969,18 @@ class _Scheduler:
                 combined = _add(pool.requirements, *term.values())
                 break
             mismatch = mismatch or found
-        if combined is None and mismatch is not None:
-            rank = 0 if untolerated else 1
-            return _Miss(pool, rank, *self._mismatch_text(pool, mismatch))
+        sized = self._instances(spec, pool, combined if combined is not None else pool.requirements)
+        if combined is not None and not untolerated and sized is None:
+            return None
+        score = (sized is None, (combined is not None) + (not untolerated))
+        if mismatch is not None and combined is None:
+            return _Miss(pool, score, *self._mismatch_text(pool, mismatch))
         if untolerated:
             text = ", ".join(_taint_text(t) for t in untolerated)
-            return _Miss(
-                pool,
-                1,
-                f"does not tolerate taint {text}",
-                f"add a toleration for {text} (llm_eks.manifests.node_pools.workload_placement returns it)",
-            )
-        assert combined is not None
-        return self._instances(spec, pool, combined)
+            fix = f"add a toleration for {text} (llm_eks.manifests.node_pools.workload_placement returns it)"
+            return _Miss(pool, score, f"does not tolerate taint {text}", fix)
+        assert sized is not None
+        return _Miss(pool, score, sized.reason, sized.fix)
 
     @staticmethod
     def _mismatch_text(pool: _Capacity, m: _Mismatch) -> tuple[str, str]:
@@ -941,7 +994,7 @@ class _Scheduler:
         reason = f"the pod requires {m.pod} but the {'pool' if pool.karpenter else 'group'} has {m.node}"
         return reason, f"make the pod's {m.key} requirement overlap {pool.label}'s ({m.node})"
 
-    def _instances(self, spec: Mapping[str, Any], pool: _Capacity, combined: _Reqs) -> _Miss | None:
+    def _instances(self, spec: Mapping[str, Any], pool: _Capacity, combined: _Reqs) -> _Why | None:
         requests = _pod_requests(spec)
         wanted = [r for r in ACCELERATOR_RESOURCES if requests.get(r, 0) > 0]
         type_req = combined.get(INSTANCE_TYPE_LABEL)
@@ -949,16 +1002,14 @@ class _Scheduler:
         if types is None:
             return self._offers(pool, combined, wanted)
         if not types:
-            return _Miss(
-                pool,
-                2,
+            return _Why(
                 f"no instance type satisfies {combined[INSTANCE_TYPE_LABEL]}",
                 f"make the pod's {INSTANCE_TYPE_LABEL} requirement overlap {pool.label}'s",
             )
         label_misses: list[str] = []
         shortfalls: dict[str, list[_Shortfall]] = {}
         for name in types:
-            res = self._resources(name)
+            res = self.resources(name)
             if res is None:
                 return None  # unknown type: assume it fits
             if pool.karpenter:
@@ -982,9 +1033,7 @@ class _Scheduler:
                 return None
             shortfalls[name] = short
         if not shortfalls:
-            return _Miss(
-                pool,
-                2,
+            return _Why(
                 "no allowed instance type matches the requirements (" + "; ".join(label_misses) + ")",
                 f"relax the pod's instance label requirements or allow a matching instance type in {pool.label}",
             )
@@ -997,7 +1046,7 @@ class _Scheduler:
         for resource in ACCELERATOR_RESOURCES:
             allocatable[resource] = Fraction(res.accelerators.get(resource, 0))
         if pool.node_class is not None:
-            allocatable["ephemeral-storage"] = _ephemeral_capacity(pool.node_class, res) or Fraction(0)
+            allocatable["ephemeral-storage"] = _ephemeral_capacity(pool.node_class, res)
         out = []
         for resource, need in requests.items():
             if resource not in allocatable or need <= 0:
@@ -1007,7 +1056,7 @@ class _Scheduler:
                 out.append(_Shortfall(resource, need, allocatable[resource], name))
         return out
 
-    def _short_text(self, pool: _Capacity, shortfalls: Mapping[str, list[_Shortfall]]) -> _Miss:
+    def _short_text(self, pool: _Capacity, shortfalls: Mapping[str, list[_Shortfall]]) -> _Why:
         common = set.intersection(*({s.resource for s in short} for short in shortfalls.values()))
         if common:
             resource = next(r for r in (*ACCELERATOR_RESOURCES, "cpu", "memory", "ephemeral-storage") if r in common)
@@ -1032,51 +1081,41 @@ class _Scheduler:
                     f"lower the pod's {resource} request to at most {_amount(resource, room)} "
                     f"or allow a larger instance type in {pool.label}"
                 )
-            return _Miss(pool, 2, reason, fix)
+            return _Why(reason, fix)
         parts = [
             f"{name} "
             + ", ".join(f"needs {_amount(s.resource, s.need)}, has {_amount(s.resource, s.have)}" for s in short)
             for name, short in shortfalls.items()
         ]
-        return _Miss(
-            pool,
-            2,
+        return _Why(
             "no allowed instance type fits the requests (" + "; ".join(parts) + ")",
             f"lower the pod's requests or allow a larger instance type in {pool.label}",
         )
 
     @staticmethod
-    def _offers(pool: _Capacity, combined: _Reqs, wanted: Sequence[str]) -> _Miss | None:
+    def _offers(pool: _Capacity, combined: _Reqs, wanted: Sequence[str]) -> _Why | None:
+        """For a pool that does not enumerate instance types: does what it selects offer the accelerators at all?"""
         if not wanted:
             return None
-        offered: frozenset[str] | None = None
-        basis = ""
         family = combined.get("karpenter.k8s.aws/instance-family")
         category = combined.get("karpenter.k8s.aws/instance-category")
         maker = combined.get("karpenter.k8s.aws/instance-gpu-manufacturer")
         if family is not None and not family.complement:
-            sets = [_family_accelerators(f) for f in family.values]
-            if all(s is not None for s in sets):
-                offered, basis = frozenset().union(*sets), str(family)  # type: ignore[arg-type]
+            basis, found = family, [_family_accelerators(f) for f in family.values]
         elif category is not None and not category.complement:
-            sets = [_CATEGORY_ACCELERATORS.get(c) for c in category.values]
-            if all(s is not None for s in sets):
-                offered, basis = frozenset().union(*sets), str(category)  # type: ignore[arg-type]
+            basis, found = category, [_CATEGORY_ACCELERATORS.get(c) for c in category.values]
         elif maker is not None and not maker.complement:
-            mapping = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
-            if all(m in mapping for m in maker.values):
-                offered, basis = frozenset(mapping[m] for m in maker.values), str(maker)
-        if offered is None:
+            basis, found = maker, [_GPU_MAKERS.get(m) for m in maker.values]
+        else:
             return None
+        known = [offer for offer in found if offer is not None]
+        if not known or len(known) != len(found):
+            return None  # a family we do not know might offer it
+        offered = frozenset().union(*known)
         missing = [r for r in wanted if r not in offered]
         if not missing:
             return None
-        return _Miss(
-            pool,
-            2,
-            f"offers no {missing[0]} ({basis})",
-            f"select a NodePool whose instance types provide {missing[0]}",
-        )
+        return _Why(f"offers no {missing[0]} ({basis})", f"select a NodePool whose instance types provide {missing[0]}")
 
     def matches(self, spec: Mapping[str, Any]) -> tuple[list[_Capacity], list[_Miss]]:
         """The pools that can run the pod, and why each other one cannot."""
@@ -1102,8 +1141,8 @@ def _check_scheduling(templates: Sequence[_Template], sched: _Scheduler) -> Iter
         ok, misses = sched.matches(template.spec)
         if ok or template.max_pods == 0:
             continue
-        rank = max(m.rank for m in misses)
-        closest = [m for m in misses if m.rank == rank]
+        best = max(m.score for m in misses)
+        closest = [m for m in misses if m.score == best]
         reasons = "; ".join(f"{m.pool.short}: {m.reason}" for m in closest)
         who = "no NodePool or node group" if static else "no NodePool"
         then = "it would stay Pending" if static else "Karpenter would leave it Pending"
@@ -1149,7 +1188,7 @@ def _demand(
     requests = _pod_requests(template.spec)
     best: tuple[Fraction, str, Callable[[Fraction], int]] | None = None
     for name in sorted(type_req.values):
-        res = sched._resources(name)
+        res = sched.resources(name)
         if res is None:
             return pods * per_pod, "", simple
         per_node = _pods_per_node(res, requests, pool)
@@ -1219,7 +1258,7 @@ def _limit_finding(
     counted = f" ({nodes})" if nodes and need != pods * per_pod else ""
     allowed = _amount(resource, limit).removesuffix(" " + resource)
     fit_units = fit_pods // template.unit_pods
-    scale_fix = f" or lower {template.scale_fix} to {fit_units}" if template.scale_fix else ""
+    scale_fix = f" or lower {template.scale_fix} to {fit_units}" if template.scale_fix and fit_units > 0 else ""
     target = f"NodePool {names}" if len(pools) == 1 else f"NodePools {names}"
     return Finding(
         GPU_LIMIT,
@@ -1240,7 +1279,7 @@ _SLEEP = re.compile(r"(?:^|[;&|\s])sleep\s+(\d+(?:\.\d+)?)s?(?:$|[;&|\s])")
 def _words(items: Sequence[Any]) -> list[str]:
     """Command/args as words; an element with spaces (a shell script) is split the way a shell would."""
     out: list[str] = []
-    for item in items or []:
+    for item in items:
         text = str(item)
         if any(c.isspace() for c in text):
             try:
@@ -1253,18 +1292,19 @@ def _words(items: Sequence[Any]) -> list[str]:
 
 
 def _runs_vllm(container: Mapping[str, Any]) -> bool:
-    words = _words([*(container.get("command") or []), *(container.get("args") or [])])
+    words = _words([*_list(container, "command"), *_list(container, "args")])
     if any(a == "vllm" and b == "serve" for a, b in itertools.pairwise(words)):
         return True
     if any("vllm.entrypoints.openai.api_server" in w for w in words):
         return True
     # The image's ENTRYPOINT is `vllm serve`; an explicit command replaces it.
-    return bool(_VLLM_IMAGE.search(str(container.get("image", "")))) and not container.get("command")
+    return bool(_VLLM_IMAGE.search(str(container.get("image", "")))) and not _list(container, "command")
 
 
-def _shutdown_timeout(container: Mapping[str, Any]) -> int | None:
-    """vLLM's --shutdown-timeout (argparse also takes `=value` and vLLM accepts underscores); None when absent."""
-    words = _words([*(container.get("command") or []), *(container.get("args") or [])])
+def _shutdown_timeout(container: Mapping[str, Any]) -> int | str | None:
+    """vLLM's --shutdown-timeout (argparse also takes `=value` and vLLM accepts underscores); None when absent, the
+    text when it is not a number (e.g. `$TIMEOUT` in a shell script: unknown here)."""
+    words = _words([*_list(container, "command"), *_list(container, "args")])
     value: str | None = None
     for i, word in enumerate(words):
         flag, eq, inline = word.partition("=")
@@ -1275,28 +1315,29 @@ def _shutdown_timeout(container: Mapping[str, Any]) -> int | None:
     try:
         return int(value)
     except ValueError:
-        return 0
+        return value
 
 
 def _pre_stop_seconds(container: Mapping[str, Any]) -> int:
-    pre_stop = (container.get("lifecycle") or {}).get("preStop") or {}
+    pre_stop = _map(container, "lifecycle", "preStop")
     if "sleep" in pre_stop:
-        return int((pre_stop.get("sleep") or {}).get("seconds", 0))
-    command = ((pre_stop.get("exec") or {}).get("command")) or []
+        return _int(_at(pre_stop, "sleep", "seconds"), 0)
+    command = _list(pre_stop, "exec", "command")
     match = _SLEEP.search(" ".join(str(c) for c in command))
     return math.ceil(float(match.group(1))) if match else 0
 
 
 def _check_drain(templates: Sequence[_Template]) -> Iterator[Finding]:
     for template in templates:
-        grace = template.spec.get("terminationGracePeriodSeconds")
-        grace = DEFAULT_GRACE_SECONDS if grace is None else int(grace)
-        for container in template.spec.get("containers") or []:
+        grace = _int(template.spec.get("terminationGracePeriodSeconds"), DEFAULT_GRACE_SECONDS)
+        for container in _maps(template.spec, "containers"):
             if not _runs_vllm(container):
                 continue
             where = f"{_where(template)}container {container.get('name', '?')}"
             pre_stop = _pre_stop_seconds(container)
             timeout = _shutdown_timeout(container)
+            if isinstance(timeout, str):
+                continue  # set at run time; nothing to add up here
             if not timeout:
                 shown = "without --shutdown-timeout" if timeout is None else "with --shutdown-timeout 0"
                 yield Finding(
@@ -1646,23 +1687,36 @@ class _PromQL:
         return _Shape("vector")
 
 
-def promql_shape_problem(query: str) -> str | None:
-    """Why a KEDA Prometheus query may not return one element of an instant vector; None when it always does."""
+def _keda_shape(query: str) -> tuple[str, str] | None:
+    """(problem, fix) when a KEDA Prometheus query may not return at most one element of an instant vector."""
     try:
         shape = _PromQL(query).parse()
     except PromQLError as err:
-        return f"cannot be parsed as PromQL ({err})"
+        return f"cannot be parsed as PromQL ({err})", "correct the query's syntax"
     if shape.single:
         return None
     if shape.kind in ("scalar", "string"):
         return (
             f"returns a {shape.kind}, which KEDA cannot decode (it reads the result as a list of vector samples); "
-            "KEDA reports an error instead of a value"
+            "KEDA reports an error instead of a value",
+            "return a one-element vector: sum(...) instead of scalar(...), or vector(<scalar>)",
         )
     if shape.kind == "matrix":
-        return "returns a range vector, which KEDA reads as empty (0)"
+        return (
+            "returns a range vector, which KEDA reads as empty (0)",
+            "reduce it over time (rate, max_over_time...) and wrap it in sum(...)",
+        )
     per = "series" if shape.labels is None else ", ".join(sorted(shape.labels))
-    return f"can return one element per {per}; KEDA fails with 'returned multiple elements' when more than one exists"
+    return (
+        f"can return one element per {per}; KEDA fails with 'returned multiple elements' when more than one exists",
+        "wrap it in sum(...) (or another aggregation without by)",
+    )
+
+
+def promql_shape_problem(query: str) -> str | None:
+    """Why a KEDA Prometheus query may not return at most one element of an instant vector; None when it always does."""
+    found = _keda_shape(query)
+    return found[0] if found else None
 
 
 def _name_findings(ref: str, where: str, expr: str) -> Iterator[Finding]:
@@ -1688,31 +1742,28 @@ def _exprs(node: Any) -> Iterator[str]:
 
 def _check_promql(objects: Sequence[Mapping[str, Any]]) -> Iterator[Finding]:
     for obj in objects:
-        kind = obj.get("kind")
-        group = str(obj.get("apiVersion", "")).rsplit("/", 1)[0]
+        group, kind = _api(obj)
         ref = object_ref(obj)
-        spec = obj.get("spec") or {}
+        spec = _map(obj, "spec")
         if group == "keda.sh" and kind in ("ScaledObject", "ScaledJob"):
-            for i, trigger in enumerate(spec.get("triggers") or []):
-                query = (trigger.get("metadata") or {}).get("query")
+            for i, trigger in enumerate(_maps(spec, "triggers")):
+                query = _at(trigger, "metadata", "query")
                 if trigger.get("type") != "prometheus" or not isinstance(query, str):
                     continue
                 where = f"trigger {trigger.get('name') or i} query {query!r}:"
                 yield from _name_findings(ref, where, query)
-                problem = promql_shape_problem(query)
-                if problem is not None:
-                    yield Finding(
-                        PROMQL, ref, f"{where} {problem}", "wrap it in sum(...) (or another aggregation without by)"
-                    )
+                shape = _keda_shape(query)
+                if shape is not None:
+                    yield Finding(PROMQL, ref, f"{where} {shape[0]}", shape[1])
         elif group == "monitoring.coreos.com" and kind == "PrometheusRule":
-            for rule_group in spec.get("groups") or []:
-                for rule in rule_group.get("rules") or []:
+            for rule_group in _maps(spec, "groups"):
+                for rule in _maps(rule_group, "rules"):
                     expr = rule.get("expr")
                     if isinstance(expr, str):
                         name = rule.get("alert") or rule.get("record") or "?"
                         yield from _name_findings(ref, f"rule {name}:", expr)
-        elif kind == "ConfigMap" and "grafana_dashboard" in ((obj.get("metadata") or {}).get("labels") or {}):
-            for key, text in (obj.get("data") or {}).items():
+        elif (group, kind) == ("", "ConfigMap") and "grafana_dashboard" in _map(obj, "metadata", "labels"):
+            for key, text in _map(obj, "data").items():
                 if not str(key).endswith(".json"):
                     continue
                 try:

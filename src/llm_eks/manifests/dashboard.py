@@ -1,8 +1,10 @@
-"""The Grafana dashboard of one vLLM workload, built as a plain dict (the monitoring chart ships it as JSON in a
+"""The Grafana dashboard of one vLLM workload, built as a plain dict (the monitoring charts ship it as JSON in a
 ConfigMap the Grafana sidecar loads).
 
 Every query reads current vLLM metric names only (llm_eks.manifests.promql) and the DCGM exporter's default
-counters. The Prometheus datasource is a dashboard variable, so the same JSON works in any Grafana.
+counters; for Ray Serve LLM the same panels read the names Ray re-exports (ray_vllm_*), and the caller adds its own
+panels (Ray Serve's proxy and router metrics). The Prometheus datasource is a dashboard variable, so the same JSON
+works in any Grafana.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from llm_eks.manifests.promql import selector
+from llm_eks.manifests.promql import ray_exported, selector
 
 # Grafana's newest dashboard schema (apps/dashboard/pkg/migration/schemaversion/v43.go in grafana/grafana, 2026);
 # an older Grafana loads it as is, a newer one migrates it forward on load.
@@ -22,6 +24,18 @@ UID_MAX_LENGTH = 40
 _DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 _RATE = "$__rate_interval"
 _QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class ExtraPanel:
+    """A time-series graph a caller adds to the standard panels."""
+
+    title: str
+    description: str
+    # Grafana unit id (none, s, ms, reqps, percentunit, ...).
+    unit: str
+    # (expr, legend) per series.
+    queries: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,17 @@ class DashboardSpec:
     cost_per_hour_per_replica: float
     # DCGM exporter scraped: GPU utilization and memory panels.
     dcgm: bool
+    # Read vLLM's metrics as Ray re-exports them (ray_vllm_*, Ray Serve LLM) instead of vLLM's own /metrics names.
+    ray_exported_vllm_metrics: bool = False
+    # "Ready replicas" (also the cost panels' replica count) and its description; None counts the vLLM pods
+    # Prometheus scrapes (up == 1 for job).
+    replicas_expr: str | None = None
+    replicas_description: str | None = None
+    # Dashboard description; None describes a plain vLLM workload.
+    description: str | None = None
+    tags: tuple[str, ...] = ("llm-eks", "vllm")
+    # Graphs added after the standard ones (laid out the same way).
+    extra_panels: tuple[ExtraPanel, ...] = ()
 
 
 def _number(value: float) -> str:
@@ -57,14 +82,22 @@ class _Queries:
         self.up = selector({"job": spec.job, "namespace": spec.namespace})
         self.gpu = selector({"namespace": spec.namespace})
 
+    def name(self, vllm_name: str) -> str:
+        """A vLLM series name as this dashboard's source exports it."""
+        return ray_exported(vllm_name) if self.spec.ray_exported_vllm_metrics else vllm_name
+
+    def series(self, vllm_name: str) -> str:
+        return f"{self.name(vllm_name)}{self.vllm}"
+
     def quantile(self, q: float, histogram: str) -> str:
-        return f"histogram_quantile({_number(q)}, sum by (le) (rate({histogram}_bucket{self.vllm}[{_RATE}])))"
+        bucket = self.series(f"{histogram}_bucket")
+        return f"histogram_quantile({_number(q)}, sum by (le) (rate({bucket}[{_RATE}])))"
 
     def rate(self, counter: str) -> str:
-        return f"sum(rate({counter}{self.vllm}[{_RATE}]))"
+        return f"sum(rate({self.series(counter)}[{_RATE}]))"
 
     def replicas(self) -> str:
-        return f"count(up{self.up} == 1)"
+        return self.spec.replicas_expr or f"count(up{self.up} == 1)"
 
     def cost_per_million(self, counters: tuple[str, ...]) -> str:
         tokens_per_second = " + ".join(self.rate(c) for c in counters)
@@ -161,7 +194,7 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
     panels = [
         _stat(
             "Ready replicas",
-            f"vLLM pods whose /metrics Prometheus scrapes (up == 1 for job {spec.job}).",
+            spec.replicas_description or f"vLLM pods whose /metrics Prometheus scrapes (up == 1 for job {spec.job}).",
             "none",
             _targets((q.replicas(), "replicas")),
             0,
@@ -222,8 +255,8 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             "queue that keeps growing means the autoscaler is out of room.",
             "none",
             _targets(
-                (f"sum(vllm:num_requests_waiting{q.vllm})", "waiting"),
-                (f"sum(vllm:num_requests_running{q.vllm})", "running"),
+                (f"sum({q.series('vllm:num_requests_waiting')})", "waiting"),
+                (f"sum({q.series('vllm:num_requests_running')})", "running"),
             ),
         ),
         _timeseries(
@@ -231,7 +264,7 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             f"KV-cache blocks in use per pod (0-1); the dashed line is the alert threshold "
             f"({_number(spec.kv_cache_usage_threshold)}). Near 1, vLLM preempts requests.",
             "percentunit",
-            _targets((f"max by (pod) (vllm:kv_cache_usage_perc{q.vllm})", "{{pod}}")),
+            _targets((f"max by (pod) ({q.series('vllm:kv_cache_usage_perc')})", "{{pod}}")),
             limit=spec.kv_cache_usage_threshold,
             max_value=1,
         ),
@@ -247,7 +280,7 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             "reqps",
             _targets(
                 (
-                    f"sum by (finished_reason) (rate(vllm:request_success_total{q.vllm}[{_RATE}]))",
+                    f"sum by (finished_reason) (rate({q.series('vllm:request_success_total')}[{_RATE}]))",
                     "{{finished_reason}}",
                 )
             ),
@@ -264,6 +297,9 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
                 ),
             ),
         ),
+    ]
+    panels += [
+        _timeseries(extra.title, extra.description, extra.unit, _targets(*extra.queries)) for extra in spec.extra_panels
     ]
     if spec.dcgm:
         panels += [
@@ -304,8 +340,9 @@ def build_dashboard(spec: DashboardSpec) -> dict[str, Any]:
     return {
         "uid": spec.uid,
         "title": spec.title,
-        "description": f"vLLM serving {spec.served_model_name} in namespace {spec.namespace} (llm-eks).",
-        "tags": ["llm-eks", "vllm"],
+        "description": spec.description
+        or f"vLLM serving {spec.served_model_name} in namespace {spec.namespace} (llm-eks).",
+        "tags": list(spec.tags),
         "editable": True,
         "graphTooltip": 1,
         "refresh": "30s",

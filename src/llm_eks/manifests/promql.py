@@ -5,6 +5,16 @@ Names are those of vLLM's V1 engine Prometheus logger (vllm/v1/metrics/loggers.p
 against vLLM 0.29-0.33, November 2026). Every series carries the labels `model_name` (the served model name) and
 `engine`. Counters are exposed with a `_total` suffix and histograms as `_bucket`, `_sum` and `_count`, so the bare
 name of either is never a series.
+
+Ray Serve LLM runs vLLM with vLLM's Ray stat logger (vllm/v1/metrics/ray_wrappers.py, RayPrometheusStatLogger),
+which registers the same metrics through ray.util.metrics after replacing every character outside [A-Za-z0-9_]
+with "_"; Ray's exporter prefixes custom metrics with "ray_" and keeps the counter/histogram suffixes. So
+`vllm:kv_cache_usage_perc` is `ray_vllm_kv_cache_usage_perc` and `vllm:generation_tokens_total` is
+`ray_vllm_generation_tokens_total` (the names Ray's own Serve LLM Grafana panels query,
+python/ray/dashboard/modules/metrics/dashboards/vllm_engine_panels.py). They keep `model_name` and `engine` and gain
+`ReplicaId`; Ray >= 2.53 no longer exports `WorkerId` (RAY_metric_cardinality_level=recommended), so PromQL here never
+relies on it. `check_promql` checks those names against the same two vLLM tables, and the Ray Serve names against
+RAY_SERVE_METRICS.
 """
 
 from __future__ import annotations
@@ -102,6 +112,30 @@ _REMOVED_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
 )
 
+# Ray Serve's own metrics, by the name Ray exports before the counter/histogram suffixes (ray_ + the name Serve
+# registers). Proxy and router names checked in Ray's source (python/ray/serve/_private/proxy_metrics.py, ProxyMetrics;
+# router.py, RouterMetricsManager); all of them, with their tags, in doc/source/serve/monitoring.md ("Built-in Ray
+# Serve metrics") and in Ray's own Serve Grafana panels (python/ray/dashboard/modules/metrics/dashboards/).
+RAY_SERVE_METRICS: Mapping[str, str] = MappingProxyType(
+    {
+        # Proxy (every node with a proxy): tags route, method, application, status_code / error_code.
+        "ray_serve_num_http_requests": COUNTER,
+        "ray_serve_num_http_error_requests": COUNTER,
+        "ray_serve_http_request_latency_ms": HISTOGRAM,
+        "ray_serve_num_ongoing_http_requests": GAUGE,  # tags node_id, node_ip_address
+        # Router (in the caller of a deployment, here the OpenAI ingress): tags deployment, application, handle,
+        # actor_id. Queued = waiting for a replica with a free slot (max_ongoing_requests).
+        "ray_serve_deployment_queued_queries": GAUGE,
+        "ray_serve_num_ongoing_requests_at_replicas": GAUGE,
+        # Controller and replicas: tags deployment, replica, application.
+        "ray_serve_deployment_replica_healthy": GAUGE,
+        "ray_serve_replica_processing_queries": GAUGE,
+        "ray_serve_deployment_request_counter": COUNTER,
+        "ray_serve_deployment_error_counter": COUNTER,
+        "ray_serve_deployment_processing_latency_ms": HISTOGRAM,
+    }
+)
+
 _SUFFIXES = {GAUGE: ("",), COUNTER: ("_total",), HISTOGRAM: ("_bucket", "_sum", "_count")}
 
 # A metric name token: not preceded by a name character, so `llm_eks:vllm_x` or `foo_vllm:x` never match.
@@ -118,6 +152,26 @@ def vllm_series_names() -> frozenset[str]:
 
 
 _SERIES = vllm_series_names()
+
+RAY_PREFIX = "ray_"
+_RAY_VLLM = RAY_PREFIX + "vllm_"
+# ray_vllm_* / ray_serve_* tokens, with ':' allowed so recording-rule names (level:metric:ops) can be told apart.
+_RAY_NAME = re.compile(r"(?<![A-Za-z0-9_:])ray_(?:vllm|serve)_[A-Za-z0-9_:]*")
+_SANITIZE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def ray_exported(vllm_name: str) -> str:
+    """The name Ray exports for a vLLM series: `vllm:x_total` -> `ray_vllm_x_total` (see the module docstring)."""
+    return RAY_PREFIX + _SANITIZE.sub("_", vllm_name)
+
+
+def ray_series_names() -> frozenset[str]:
+    """Every series name Ray exports for the current vLLM metrics and the Ray Serve metrics (suffixes included)."""
+    serve = (name + suffix for name, kind in RAY_SERVE_METRICS.items() for suffix in _SUFFIXES[kind])
+    return frozenset({*(ray_exported(name) for name in _SERIES), *serve})
+
+
+_RAY_SERIES = ray_series_names()
 
 
 def _removed_reason(name: str) -> str | None:
@@ -145,6 +199,31 @@ def _problem(name: str) -> str | None:
     return f"{name} is not a current vLLM metric (see llm_eks.manifests.promql.CURRENT_VLLM_METRICS)"
 
 
+def _ray_problem(name: str) -> str | None:
+    if name in _RAY_SERIES:
+        return None
+    if name.startswith(_RAY_VLLM):
+        # vLLM names have one ':' (after "vllm"), so the Ray form maps back one to one; reuse the vLLM verdict and
+        # say it in Ray's names.
+        problem = _problem("vllm:" + name.removeprefix(_RAY_VLLM))
+        assert problem is not None  # a current vLLM series would be in _RAY_SERIES
+        return _VLLM_NAME.sub(lambda m: ray_exported(m.group()), problem)
+    kind = RAY_SERVE_METRICS.get(name)
+    if kind == COUNTER:
+        return f"{name} is a counter and is exposed only as {name}_total"
+    if kind == HISTOGRAM:
+        return f"{name} is a histogram and is exposed only as {name}_bucket, {name}_sum and {name}_count"
+    return f"{name} is not a Ray Serve metric llm-eks knows (see llm_eks.manifests.promql.RAY_SERVE_METRICS)"
+
+
+def ray_names(expr: str) -> list[str]:
+    """The ray_vllm_* and ray_serve_* series names an expression reads, in order (label values and recording-rule
+    names excluded)."""
+    named = _NAME_MATCHER.findall(expr)
+    tokens = [*_RAY_NAME.findall(_STRING.sub('""', expr)), *(n for n in named if _RAY_NAME.fullmatch(n))]
+    return [t for t in tokens if ":" not in t]
+
+
 def vllm_names(expr: str) -> list[str]:
     """The vllm:* series names an expression reads, in order of appearance (label values excluded)."""
     named = _NAME_MATCHER.findall(expr)
@@ -152,13 +231,19 @@ def vllm_names(expr: str) -> list[str]:
 
 
 def check_promql(expr: str) -> list[str]:
-    """Problems with the vllm:* names in a PromQL expression: removed, unknown, or a bare counter/histogram name.
+    """Problems with the vLLM and Ray Serve names in a PromQL expression: removed, unknown, or a bare
+    counter/histogram name. vllm:* names are vLLM's own; ray_vllm_* the same metrics as Ray Serve LLM exports them;
+    ray_serve_* Ray Serve's own.
 
-    Returns one line per distinct problem; an empty list means every vLLM name is a current series.
+    Returns one line per distinct problem; an empty list means every such name is a current series.
     """
     problems: list[str] = []
     for name in dict.fromkeys(vllm_names(expr)):
         problem = _problem(name)
+        if problem is not None:
+            problems.append(problem)
+    for name in dict.fromkeys(ray_names(expr)):
+        problem = _ray_problem(name)
         if problem is not None:
             problems.append(problem)
     return problems

@@ -16,8 +16,29 @@ How the pieces scale:
   next, and STRICT_PACK otherwise, so a tensor-parallel group never straddles two nodes.
 
 The head runs on system (CPU) capacity and takes no Ray work (`num-cpus: "0"`, `num-gpus: "0"`): only the GCS,
-the dashboard, the Serve controller and proxy, and the autoscaler sidecar KubeRay injects.
-KubeRay also injects probes and a memory-backed /dev/shm sized to the container's memory; the chart sets neither.
+the dashboard, the Serve controller and proxy, and the autoscaler sidecar KubeRay injects. If its node selector
+points at Karpenter capacity instead, the head pod gets `karpenter.sh/do-not-disrupt` (consolidation or drift would
+restart the whole cluster) and must not ask for Spot.
+KubeRay also injects probes, a memory-backed /dev/shm sized to the container's memory and the `metrics` port (8080,
+Ray's metrics export on every pod; llm_eks.manifests.ray_monitoring scrapes it); the chart sets none of them.
+
+Spot drain of a GPU worker pod (2-minute notice; Karpenter deletes the pods when the interruption event arrives):
+1. preStop sleeps pre_stop_seconds (15 s): Kubernetes drops the pod from the `<name>-serve-svc` endpoints as the
+   deletion starts, but kube-proxy and load balancers apply that seconds later; until then this pod's Serve proxy
+   and replica keep answering.
+2. SIGTERM reaches `ray start --block` (the container's process under KubeRay). Ray's SIGTERM handler marks the node
+   draining in the GCS (reason PREEMPTION, deadline = now + RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S, set here to
+   drain_timeout_seconds = 90 s), then waits for the node to empty, at most that long, before it stops Ray
+   (python/ray/_private/node.py, _drain_node_before_shutdown; default 30 s in ray_constants.py).
+3. The Serve controller sees the draining node, starts a replacement replica elsewhere (the Ray autoscaler asks for a
+   new worker pod at once), and at deadline - graceful_shutdown_timeout_s stops the old replica: routers stop sending
+   it requests, and it waits (polling every graceful_shutdown_wait_loop_s) for in-flight requests for up to
+   graceful_shutdown_timeout_s = 85 s (python/ray/serve/_private/deployment_state.py,
+   migrate_replicas_on_draining_nodes). 85 = 90 - 5: Serve gets 5 s to notice the drain, so routing stops about as
+   soon as Ray knows and the replica finishes before Ray tears the node down.
+Arithmetic: preStop 15 + graceful shutdown 85 = 100 <= preStop 15 + drain 90 = 105 < terminationGracePeriodSeconds
+110 <= 110 (120 s notice minus Karpenter's reaction margin). A replica spanning several nodes (pipeline parallel)
+lives on one of them: losing another of its nodes fails the replica, and Serve restarts it elsewhere.
 """
 
 from __future__ import annotations
@@ -33,7 +54,13 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object, require_dns1035, require_dns1123
-from llm_eks.manifests.vllm import HF_TOKEN_FILE, HF_TOKEN_PATH, hf_token_mount, secret_provider_class_name
+from llm_eks.manifests.vllm import (
+    HF_TOKEN_FILE,
+    HF_TOKEN_PATH,
+    MAX_GRACE_SECONDS,
+    hf_token_mount,
+    secret_provider_class_name,
+)
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 
 RAY_SERVE_APP = "ray-serve"
@@ -43,6 +70,16 @@ SERVE_PORT = 8000
 WORKER_GROUP = "gpu"
 # KubeRay appends "-serve-svc" (and "-xxxxx" for the RayCluster) to the RayService name; 63 - 10 - 6 = 47.
 MAX_NAME_LENGTH = 47
+# Ray's metrics export port on every Ray pod (KubeRay's default `metrics-export-port`, container port `metrics`).
+METRICS_PORT = 8080
+METRICS_PORT_NAME = "metrics"
+# Read by `ray start` at SIGTERM: the drain deadline it gives the GCS (python/ray/_private/ray_constants.py).
+RAY_DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+# Time the Serve controller may need to see a draining node (it polls the GCS from its control loop).
+SERVE_DRAIN_NOTICE_SECONDS = 5
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+# Node-selector keys that only Karpenter-launched nodes carry.
+_KARPENTER_KEYS = ("karpenter.sh/nodepool", "karpenter.sh/capacity-type")
 
 # NVIDIA accelerator types Ray knows (ray/util/accelerators/accelerators.py in Ray 2.60.0); LLMConfig refuses any
 # other value. Ray detects the GPU model on each node and advertises it as the resource `accelerator_type:<type>`.
@@ -150,6 +187,18 @@ class RayServeProps:
     upgrade_strategy: str = "NewCluster"
     # The image's own non-root `ray` user (UID 1000, GID 100); None runs as the image default.
     run_as_user: int | None = 1000
+    # GPU worker drain (see the module docstring for the order and the arithmetic).
+    # Sleep before SIGTERM so kube-proxy and load balancers stop sending this pod new connections first.
+    pre_stop_seconds: int = 15
+    # RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: how long after SIGTERM Ray keeps the draining node up (Ray's default: 30).
+    drain_timeout_seconds: int = 90
+    # Serve's graceful_shutdown_timeout_s (default 20): in-flight requests a stopping replica may finish; as long as
+    # the drain allows, minus the time Serve needs to notice it.
+    graceful_shutdown_timeout_seconds: int = 85
+    # Serve's graceful_shutdown_wait_loop_s (its default): how often a stopping replica checks for in-flight work.
+    graceful_shutdown_wait_loop_seconds: int = 2
+    # Everything above must fit in it, and it must fit in the Spot notice.
+    termination_grace_seconds: int = MAX_GRACE_SECONDS
 
     @property
     def serve_service_name(self) -> str:
@@ -160,6 +209,22 @@ class RayServeProps:
     def nodes_per_replica(self) -> int:
         """Worker pods (nodes) one model replica spans."""
         return (self.tensor_parallel_size * self.pipeline_parallel_size) // self.gpus_per_worker
+
+    @property
+    def llm_deployment_name(self) -> str:
+        """The Serve deployment serving the model (the `deployment` label of Ray Serve's metrics)."""
+        return llm_deployment_name(self.model_id)
+
+    @property
+    def head_on_karpenter(self) -> bool:
+        """Whether the head's node selector picks Karpenter-launched capacity."""
+        return any(key in self.head_node_selector for key in _KARPENTER_KEYS)
+
+
+def llm_deployment_name(model_id: str) -> str:
+    """Ray Serve LLM's name for a model's deployment: `LLMServer:` + model_id with "/" -> "--" and "." -> "_"
+    (python/ray/llm/_internal/serve/core/server/builder.py, _get_deployment_name and build_llm_deployment)."""
+    return "LLMServer:" + model_id.replace("/", "--").replace(".", "_")
 
 
 def _fail(prop: str, value: object, allowed: str) -> ConfigError:
@@ -253,6 +318,42 @@ def validate(p: RayServeProps) -> None:
         raise _fail("upgrade_strategy", p.upgrade_strategy, f"must be one of {', '.join(_UPGRADE_STRATEGIES)}")
     if p.run_as_user is not None:
         _at_least("run_as_user", p.run_as_user, 1)
+    if p.head_node_selector.get("karpenter.sh/capacity-type") == "spot":
+        raise _fail(
+            "head_node_selector",
+            dict(p.head_node_selector),
+            "the head (GCS, Serve controller) must run on on-demand capacity, never Spot",
+        )
+    _validate_drain(p)
+
+
+def _validate_drain(p: RayServeProps) -> None:
+    _at_least("pre_stop_seconds", p.pre_stop_seconds, 0)
+    # 0 would make `ray start` skip the drain and stop Ray at once on SIGTERM.
+    _at_least("drain_timeout_seconds", p.drain_timeout_seconds, 1)
+    _at_least("graceful_shutdown_wait_loop_seconds", p.graceful_shutdown_wait_loop_seconds, 1)
+    _at_least("graceful_shutdown_timeout_seconds", p.graceful_shutdown_timeout_seconds, 1)
+    longest = p.drain_timeout_seconds - SERVE_DRAIN_NOTICE_SECONDS
+    if p.graceful_shutdown_timeout_seconds > longest:
+        raise _fail(
+            "graceful_shutdown_timeout_seconds",
+            p.graceful_shutdown_timeout_seconds,
+            f"must be at most drain_timeout_seconds - {SERVE_DRAIN_NOTICE_SECONDS} ({longest}): Ray stops the node "
+            "at its drain deadline",
+        )
+    if p.graceful_shutdown_wait_loop_seconds >= p.graceful_shutdown_timeout_seconds:
+        raise _fail(
+            "graceful_shutdown_wait_loop_seconds",
+            p.graceful_shutdown_wait_loop_seconds,
+            f"must be below graceful_shutdown_timeout_seconds ({p.graceful_shutdown_timeout_seconds})",
+        )
+    drain = p.pre_stop_seconds + p.drain_timeout_seconds
+    if not _whole(p.termination_grace_seconds) or not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
+        raise ConfigError(
+            f"ray_serve.drain: preStop {p.pre_stop_seconds} s + Ray drain timeout {p.drain_timeout_seconds} s = "
+            f"{drain} s must be below terminationGracePeriodSeconds {p.termination_grace_seconds} s, which must be at "
+            f"most {MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)"
+        )
 
 
 def _typed_engine_kwargs(p: RayServeProps) -> dict[str, Any]:
@@ -277,7 +378,10 @@ def llm_config(p: RayServeProps) -> dict[str, Any]:
             "min_replicas": p.min_replicas,
             "max_replicas": p.max_replicas,
             "target_ongoing_requests": p.target_ongoing_requests,
-        }
+        },
+        # Spot drain and scale-down: a stopping replica finishes its in-flight requests first.
+        "graceful_shutdown_timeout_s": p.graceful_shutdown_timeout_seconds,
+        "graceful_shutdown_wait_loop_s": p.graceful_shutdown_wait_loop_seconds,
     }
     if p.max_ongoing_requests is not None:
         deployment["max_ongoing_requests"] = p.max_ongoing_requests
@@ -292,6 +396,9 @@ def llm_config(p: RayServeProps) -> dict[str, Any]:
             "strategy": "PACK" if p.nodes_per_replica > 1 else "STRICT_PACK",
         },
         "deployment_config": deployment,
+        # vLLM's engine metrics through Ray's metrics export (ray_vllm_*): the default since Ray 2.51, stated here
+        # because the alerts and the dashboard depend on it.
+        "log_engine_metrics": True,
     }
     if p.runtime_env_vars:
         config["runtime_env"] = {"env_vars": dict(p.runtime_env_vars)}
@@ -410,93 +517,108 @@ class RayServeChart(cdk8s.Chart):
                     "resources": _resources("500m", "512Mi"),
                     "securityContext": _security(p)[1],
                 },
-                "headGroupSpec": self._head(p),
-                "workerGroupSpecs": [self._workers(p)],
+                "headGroupSpec": head_group_spec(p),
+                "workerGroupSpecs": [worker_group_spec(p)],
             },
         }
 
-    def _template_labels(self, p: RayServeProps) -> dict[str, str]:
-        # Not app.kubernetes.io/name: KubeRay sets it on Ray pods (to "kuberay") and a template label would win.
-        return {"app.kubernetes.io/instance": p.name, "app.kubernetes.io/part-of": PART_OF}
 
-    def _head(self, p: RayServeProps) -> dict[str, Any]:
-        pod_security, container_security = _security(p)
-        return {
-            # No Ray tasks, actors or Serve replicas on the head: it has no GPU and it is the cluster's brain.
-            "rayStartParams": {"num-cpus": "0", "num-gpus": "0"},
-            "template": {
-                "metadata": {"labels": self._template_labels(p)},
-                "spec": {
-                    "nodeSelector": dict(p.head_node_selector),
-                    "tolerations": [dict(t) for t in p.head_tolerations],
-                    "securityContext": pod_security,
-                    "containers": [
-                        {
-                            "name": "ray-head",
-                            "image": p.image,
-                            # A pinned tag of a ~10 GB image: pull once per node.
-                            "imagePullPolicy": "IfNotPresent",
-                            "ports": [
-                                {"name": "gcs-server", "containerPort": 6379},
-                                {"name": "dashboard", "containerPort": 8265},
-                                {"name": "client", "containerPort": 10001},
-                                {"name": "serve", "containerPort": SERVE_PORT},
-                                {"name": "metrics", "containerPort": 8080},
-                            ],
-                            "resources": _resources(p.head_cpu, p.head_memory),
-                            "securityContext": container_security,
-                        }
-                    ],
+def _template_labels(p: RayServeProps) -> dict[str, str]:
+    # Not app.kubernetes.io/name: KubeRay sets it on Ray pods (to "kuberay") and a template label would win.
+    return {"app.kubernetes.io/instance": p.name, "app.kubernetes.io/part-of": PART_OF}
+
+
+def head_group_spec(p: RayServeProps) -> dict[str, Any]:
+    """The head group: system capacity, no Ray work, the cluster's ports."""
+    pod_security, container_security = _security(p)
+    metadata: dict[str, Any] = {"labels": _template_labels(p)}
+    if p.head_on_karpenter:
+        # Losing the head restarts every replica: Karpenter must not consolidate or replace its node.
+        metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
+    return {
+        # No Ray tasks, actors or Serve replicas on the head: it has no GPU and it is the cluster's brain.
+        "rayStartParams": {"num-cpus": "0", "num-gpus": "0"},
+        "template": {
+            "metadata": metadata,
+            "spec": {
+                "nodeSelector": dict(p.head_node_selector),
+                "tolerations": [dict(t) for t in p.head_tolerations],
+                "securityContext": pod_security,
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": p.image,
+                        # A pinned tag of a ~10 GB image: pull once per node.
+                        "imagePullPolicy": "IfNotPresent",
+                        "ports": [
+                            {"name": "gcs-server", "containerPort": 6379},
+                            {"name": "dashboard", "containerPort": 8265},
+                            {"name": "client", "containerPort": 10001},
+                            {"name": "serve", "containerPort": SERVE_PORT},
+                            {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT},
+                        ],
+                        "resources": _resources(p.head_cpu, p.head_memory),
+                        "securityContext": container_security,
+                    }
+                ],
+            },
+        },
+    }
+
+
+def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
+    """The GPU worker group: one node's GPUs per pod, the planned pool, the Spot drain."""
+    pod_security, container_security = _security(p)
+    gpus = str(p.gpus_per_worker)
+    extra = {p.gpu_resource: gpus}
+    if p.worker_ephemeral_storage is not None:
+        extra["ephemeral-storage"] = p.worker_ephemeral_storage
+    env = [{"name": RAY_DRAIN_TIMEOUT_ENV, "value": str(p.drain_timeout_seconds)}]
+    container: dict[str, Any] = {
+        "name": "ray-worker",
+        "image": p.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": _resources(p.worker_cpu, p.worker_memory, extra),
+        "env": env,
+        "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT}],
+        "securityContext": container_security,
+    }
+    if p.pre_stop_seconds:
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": p.pre_stop_seconds}}}
+    pod: dict[str, Any] = {
+        "serviceAccountName": p.name,
+        "nodeSelector": dict(p.node_selector),
+        "tolerations": [dict(t) for t in p.tolerations],
+        "terminationGracePeriodSeconds": p.termination_grace_seconds,
+        "securityContext": pod_security,
+        "containers": [container],
+    }
+    if p.hf_token_secret is not None:
+        env.append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH})
+        container["volumeMounts"] = [hf_token_mount()]
+        pod["volumes"] = [
+            {
+                "name": hf_token_mount()["name"],
+                "csi": {
+                    "driver": "secrets-store.csi.k8s.io",
+                    "readOnly": True,
+                    "volumeAttributes": {"secretProviderClass": secret_provider_class_name(p.name)},
                 },
-            },
-        }
-
-    def _workers(self, p: RayServeProps) -> dict[str, Any]:
-        pod_security, container_security = _security(p)
-        gpus = str(p.gpus_per_worker)
-        extra = {p.gpu_resource: gpus}
-        if p.worker_ephemeral_storage is not None:
-            extra["ephemeral-storage"] = p.worker_ephemeral_storage
-        container: dict[str, Any] = {
-            "name": "ray-worker",
-            "image": p.image,
-            "imagePullPolicy": "IfNotPresent",
-            "resources": _resources(p.worker_cpu, p.worker_memory, extra),
-            "securityContext": container_security,
-        }
-        pod: dict[str, Any] = {
-            "serviceAccountName": p.name,
-            "nodeSelector": dict(p.node_selector),
-            "tolerations": [dict(t) for t in p.tolerations],
-            "securityContext": pod_security,
-            "containers": [container],
-        }
-        if p.hf_token_secret is not None:
-            container["env"] = [{"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH}]
-            container["volumeMounts"] = [hf_token_mount()]
-            pod["volumes"] = [
-                {
-                    "name": hf_token_mount()["name"],
-                    "csi": {
-                        "driver": "secrets-store.csi.k8s.io",
-                        "readOnly": True,
-                        "volumeAttributes": {"secretProviderClass": secret_provider_class_name(p.name)},
-                    },
-                }
-            ]
-        nodes = p.nodes_per_replica
-        return {
-            "groupName": WORKER_GROUP,
-            # Pods, not model replicas: a replica spanning N nodes needs N worker pods.
-            "replicas": p.min_replicas * nodes,
-            "minReplicas": p.min_replicas * nodes,
-            "maxReplicas": p.max_replicas * nodes,
-            "rayStartParams": {"num-gpus": gpus},
-            # Advertise the GPU model up front: every bundle of the model asks for accelerator_type:<type>, and
-            # without this the autoscaler would not know that a new pod of this group provides it.
-            "resources": {f"accelerator_type:{p.accelerator_type}": "1"},
-            "template": {"metadata": {"labels": self._template_labels(p)}, "spec": pod},
-        }
+            }
+        ]
+    nodes = p.nodes_per_replica
+    return {
+        "groupName": WORKER_GROUP,
+        # Pods, not model replicas: a replica spanning N nodes needs N worker pods.
+        "replicas": p.min_replicas * nodes,
+        "minReplicas": p.min_replicas * nodes,
+        "maxReplicas": p.max_replicas * nodes,
+        "rayStartParams": {"num-gpus": gpus},
+        # Advertise the GPU model up front: every bundle of the model asks for accelerator_type:<type>, and
+        # without this the autoscaler would not know that a new pod of this group provides it.
+        "resources": {f"accelerator_type:{p.accelerator_type}": "1"},
+        "template": {"metadata": {"labels": _template_labels(p)}, "spec": pod},
+    }
 
 
 def worker_gpus_total(p: RayServeProps) -> int:

@@ -1,0 +1,389 @@
+"""RayMonitoringChart: the PodMonitor, alerts and dashboard of a Ray Serve LLM workload, in the names Ray exports."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.dashboard import SCHEMA_VERSION, build_dashboard, panel_queries
+from llm_eks.manifests.promql import (
+    CURRENT_VLLM_METRICS,
+    RAY_SERVE_METRICS,
+    REMOVED_VLLM_METRICS,
+    check_promql,
+    ray_exported,
+    ray_names,
+    ray_series_names,
+    vllm_names,
+    vllm_series_names,
+)
+from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps, dashboard_spec
+from tests.kube_schema import assert_valid
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+NAME = "ray-llama-3-1-8b"
+MODEL = "llama-3.1-8b"
+SEL = f'{{namespace="inference", model_name="{MODEL}"}}'
+JOB = f'{{namespace="inference", job="{NAME}"}}'
+APP = f'{{namespace="inference", job="{NAME}", application="llm"}}'
+DEPLOYMENT = f'{{namespace="inference", job="{NAME}", application="llm", deployment="LLMServer:llama-3_1-8b"}}'
+RATE = "[$__rate_interval]"
+
+
+def base_props(**overrides: Any) -> RayMonitoringProps:
+    props = RayMonitoringProps(
+        name=NAME,
+        model_id=MODEL,
+        ttft_p99_seconds=1.0,
+        itl_p99_seconds=0.05,
+        cost_per_hour_per_replica=1.861,
+        queue_waiting_threshold=8,
+        dcgm_namespace="gpu-monitoring",
+    )
+    return dataclasses.replace(props, **overrides)
+
+
+@pytest.fixture(scope="module")
+def synthesized() -> tuple[RayMonitoringChart, dict[tuple[str, str], dict[str, Any]]]:
+    import cdk8s
+
+    chart = RayMonitoringChart(cdk8s.App(), "ray-monitoring", base_props())
+    return chart, {(o["kind"], o["metadata"]["name"]): o for o in chart.to_json()}
+
+
+@pytest.fixture(scope="module")
+def objects(synthesized: tuple[RayMonitoringChart, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return synthesized[1]
+
+
+@pytest.fixture(scope="module")
+def rules(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    groups = objects[("PrometheusRule", f"{NAME}-alerts")]["spec"]["groups"]
+    assert [g["name"] for g in groups] == [f"{NAME}.alerts"]
+    return {r["alert"]: r for r in groups[0]["rules"]}
+
+
+@pytest.fixture(scope="module")
+def dashboard(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    data = objects[("ConfigMap", f"{NAME}-dashboard")]["data"]
+    assert list(data) == [f"{NAME}.json"]
+    return json.loads(data[f"{NAME}.json"])
+
+
+def test_every_object_is_valid(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    assert sorted(objects) == [
+        ("ConfigMap", f"{NAME}-dashboard"),
+        ("PodMonitor", NAME),
+        ("PrometheusRule", f"{NAME}-alerts"),
+        ("ServiceMonitor", "dcgm-exporter"),
+    ]
+    assert all(o["metadata"]["namespace"] == "inference" for o in objects.values())
+    assert objects[("PodMonitor", NAME)]["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "ray-serve",
+        "app.kubernetes.io/instance": NAME,
+        "app.kubernetes.io/part-of": "llm-eks",
+    }
+    assert_valid(list(objects.values()))
+
+
+def test_pod_monitor_scrapes_head_and_workers(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    assert objects[("PodMonitor", NAME)]["spec"] == {
+        # job = the RayService name on every series (the pod template label's value).
+        "jobLabel": "app.kubernetes.io/instance",
+        # No ray.io/node-type: head (Serve controller, proxy) and GPU workers (replicas, vLLM) both matter.
+        "selector": {"matchLabels": {"app.kubernetes.io/instance": NAME, "ray.io/is-ray-node": "yes"}},
+        "namespaceSelector": {"matchNames": ["inference"]},
+        # ray_io_cluster, ray_io_node_type, ray_io_group on every series (Ray's own dashboards use ray_io_cluster).
+        "podTargetLabels": ["ray.io/cluster", "ray.io/node-type", "ray.io/group"],
+        "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
+    }
+
+
+def test_dcgm_service_monitor_keeps_the_gpu_pods_labels(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"] == {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
+        "namespaceSelector": {"matchNames": ["gpu-monitoring"]},
+        "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s", "honorLabels": True}],
+    }
+
+
+def test_alert_expressions_exactly(rules: dict[str, dict[str, Any]]) -> None:
+    by = "sum by (namespace, model_name)"
+    assert {name: rule["expr"] for name, rule in rules.items()} == {
+        "RayVllmKvCacheNearlyFull": f"max by (namespace, pod, model_name) (ray_vllm_kv_cache_usage_perc{SEL}) > 0.95",
+        "RayVllmWaitingQueueGrowing": (
+            f"{by} (ray_vllm_num_requests_waiting{SEL}) > 8"
+            f" and {by} (deriv(ray_vllm_num_requests_waiting{SEL}[10m])) > 0"
+        ),
+        "RayVllmTimeToFirstTokenAboveSlo": (
+            "histogram_quantile(0.99, sum by (le, namespace, model_name) "
+            f"(rate(ray_vllm_time_to_first_token_seconds_bucket{SEL}[5m]))) > 1"
+        ),
+        "RayVllmInterTokenLatencyAboveSlo": (
+            "histogram_quantile(0.99, sum by (le, namespace, model_name) "
+            f"(rate(ray_vllm_inter_token_latency_seconds_bucket{SEL}[5m]))) > 0.05"
+        ),
+        "RayVllmPreemptionsRising": f"{by} (rate(ray_vllm_num_preemptions_total{SEL}[5m])) > 0",
+        "RayServeTargetDown": f"up{JOB} == 0",
+    }
+
+
+def test_alert_durations_severities_and_annotations(rules: dict[str, dict[str, Any]]) -> None:
+    assert {name: (r["for"], r["labels"]["severity"]) for name, r in rules.items()} == {
+        "RayVllmKvCacheNearlyFull": ("5m", "warning"),
+        "RayVllmWaitingQueueGrowing": ("10m", "warning"),
+        "RayVllmTimeToFirstTokenAboveSlo": ("10m", "critical"),
+        "RayVllmInterTokenLatencyAboveSlo": ("10m", "critical"),
+        "RayVllmPreemptionsRising": ("15m", "warning"),
+        "RayServeTargetDown": ("5m", "critical"),
+    }
+    for rule in rules.values():
+        assert set(rule["annotations"]) == {"summary", "description", "runbook"}
+        assert all(v and "\n" not in v for v in rule["annotations"].values())
+    assert rules["RayVllmTimeToFirstTokenAboveSlo"]["annotations"]["summary"] == (
+        "vLLM TTFT p99 above the 1 s SLO (Ray Serve)"
+    )
+    assert "{{ $labels.ray_io_node_type }}" in rules["RayServeTargetDown"]["annotations"]["description"]
+
+
+def test_thresholds_follow_the_props() -> None:
+    from llm_eks.manifests.ray_monitoring import alert_rules
+
+    rules = {r["alert"]: r for r in alert_rules(base_props(ttft_p99_seconds=0.25, kv_cache_usage_threshold=0.9))}
+    assert rules["RayVllmTimeToFirstTokenAboveSlo"]["expr"].endswith("[5m]))) > 0.25")
+    assert rules["RayVllmKvCacheNearlyFull"]["expr"].endswith(") > 0.9")
+
+
+def test_every_emitted_expression_uses_current_ray_names(synthesized: tuple[RayMonitoringChart, Any]) -> None:
+    expressions = synthesized[0].promql()
+    assert len(expressions) > 25
+    for where, expr in expressions:
+        assert check_promql(expr) == [], where
+        # Ray's names only: vLLM's own /metrics names do not exist in a Ray cluster.
+        assert vllm_names(expr) == [], where
+        assert set(ray_names(expr)) <= ray_series_names(), where
+        # WorkerId is no longer exported by default (Ray >= 2.53).
+        assert "WorkerId" not in expr, where
+
+
+def test_dashboard_json_shape(dashboard: dict[str, Any], objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    labels = objects[("ConfigMap", f"{NAME}-dashboard")]["metadata"]["labels"]
+    assert labels["grafana_dashboard"] == "1"
+    assert labels["app.kubernetes.io/instance"] == NAME
+    assert dashboard["uid"] == f"llm-eks-{NAME}"
+    assert dashboard["schemaVersion"] == SCHEMA_VERSION
+    assert dashboard["tags"] == ["llm-eks", "vllm", "ray-serve"]
+    assert dashboard["title"] == f"LLM serving: {MODEL} ({NAME}, Ray Serve)"
+    assert "ray_vllm_*" in dashboard["description"]
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert ids == list(range(1, len(ids) + 1))
+    for panel in dashboard["panels"]:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["description"]
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+
+
+def test_dashboard_panels_and_queries(dashboard: dict[str, Any]) -> None:
+    queries: dict[str, list[str]] = {}
+    for title, expr in panel_queries(dashboard):
+        queries.setdefault(title, []).append(expr)
+    assert list(queries) == [
+        "Ready replicas",
+        "Cost per 1M output tokens",
+        "Output tokens/s",
+        "Prefix cache hit ratio",
+        "Time to first token",
+        "Inter-token latency",
+        "End-to-end request latency",
+        "Token throughput",
+        "Queue depth",
+        "KV-cache usage",
+        "Preemptions",
+        "Finished requests",
+        "Cost per 1M tokens",
+        "Serve replicas",
+        "Serve router queue",
+        "HTTP requests in flight (Serve proxies)",
+        "HTTP latency (Serve proxy)",
+        "HTTP errors",
+        "GPU utilization",
+        "GPU memory used",
+    ]
+    replicas = f"sum(ray_serve_deployment_replica_healthy{DEPLOYMENT})"
+    assert queries["Ready replicas"] == [replicas]
+    tokens = f"sum(rate(ray_vllm_generation_tokens_total{SEL}{RATE}))"
+    assert queries["Cost per 1M output tokens"] == [f"1.861 * {replicas} / (({tokens}) * 3600 / 1e6 > 0)"]
+    assert queries["Time to first token"] == [
+        f"histogram_quantile({q}, sum by (le) (rate(ray_vllm_time_to_first_token_seconds_bucket{SEL}{RATE})))"
+        for q in ("0.5", "0.9", "0.99")
+    ]
+    assert queries["Queue depth"] == [
+        f"sum(ray_vllm_num_requests_waiting{SEL})",
+        f"sum(ray_vllm_num_requests_running{SEL})",
+    ]
+    assert queries["KV-cache usage"] == [f"max by (pod) (ray_vllm_kv_cache_usage_perc{SEL})"]
+    assert queries["Serve replicas"] == [f"sum by (deployment) (ray_serve_deployment_replica_healthy{APP})"]
+    assert queries["Serve router queue"] == [f"sum(ray_serve_deployment_queued_queries{DEPLOYMENT})"]
+    assert queries["HTTP requests in flight (Serve proxies)"] == [f"sum(ray_serve_num_ongoing_http_requests{JOB})"]
+    assert queries["HTTP latency (Serve proxy)"] == [
+        f"histogram_quantile({q}, sum by (le) (rate(ray_serve_http_request_latency_ms_bucket{APP}{RATE})))"
+        for q in ("0.5", "0.9", "0.99")
+    ]
+    assert queries["HTTP errors"] == [f"sum by (error_code) (rate(ray_serve_num_http_error_requests_total{APP}{RATE}))"]
+    assert queries["GPU utilization"] == ['avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{namespace="inference"})']
+
+
+def test_dashboard_without_dcgm_has_no_gpu_panels() -> None:
+    board = build_dashboard(dashboard_spec(base_props(dcgm=False)))
+    assert not any("DCGM" in expr for _, expr in panel_queries(board))
+    assert board["panels"][-1]["title"] == "HTTP errors"
+
+
+def test_ray_names_map_from_the_vllm_tables() -> None:
+    assert ray_exported("vllm:kv_cache_usage_perc") == "ray_vllm_kv_cache_usage_perc"
+    assert ray_exported("vllm:generation_tokens_total") == "ray_vllm_generation_tokens_total"
+    assert ray_exported("vllm:iteration_tokens_total_bucket") == "ray_vllm_iteration_tokens_total_bucket"
+    series = ray_series_names()
+    assert {ray_exported(s) for s in vllm_series_names()} <= series
+    assert {"ray_serve_num_http_requests_total", "ray_serve_http_request_latency_ms_bucket"} <= series
+    assert "ray_vllm_generation_tokens" not in series
+    # One table per engine family: the Ray forms are derived, never listed.
+    assert len(series) == len(vllm_series_names()) + sum(
+        {"gauge": 1, "counter": 1, "histogram": 3}[kind] for kind in RAY_SERVE_METRICS.values()
+    )
+    assert not {ray_exported(name) for name in REMOVED_VLLM_METRICS} & series
+    assert all(ray_exported(name).startswith("ray_vllm_") for name in CURRENT_VLLM_METRICS)
+
+
+@pytest.mark.parametrize(
+    ("expr", "problem"),
+    [
+        (
+            "avg(ray_vllm_gpu_cache_usage_perc)",
+            "ray_vllm_gpu_cache_usage_perc was removed from vLLM; use ray_vllm_kv_cache_usage_perc",
+        ),
+        (
+            "sum(ray_vllm_num_requests_swapped)",
+            "ray_vllm_num_requests_swapped was removed from vLLM; V1 never swaps; watch ray_vllm_num_preemptions_total",
+        ),
+        (
+            "ray_vllm_gpu_prefix_cache_hit_rate",
+            "ray_vllm_gpu_prefix_cache_hit_rate was removed from vLLM; use rate(ray_vllm_prefix_cache_hits_total) / "
+            "rate(ray_vllm_prefix_cache_queries_total)",
+        ),
+        (
+            "rate(ray_vllm_generation_tokens[5m])",
+            "ray_vllm_generation_tokens is a counter and is exposed only as ray_vllm_generation_tokens_total",
+        ),
+        (
+            "ray_vllm_time_to_first_token_seconds",
+            "ray_vllm_time_to_first_token_seconds is a histogram and is exposed only as "
+            "ray_vllm_time_to_first_token_seconds_bucket, ray_vllm_time_to_first_token_seconds_sum and "
+            "ray_vllm_time_to_first_token_seconds_count",
+        ),
+        (
+            "ray_vllm_foo",
+            "ray_vllm_foo is not a current vLLM metric (see llm_eks.manifests.promql.CURRENT_VLLM_METRICS)",
+        ),
+        (
+            "rate(ray_serve_num_http_requests[5m])",
+            "ray_serve_num_http_requests is a counter and is exposed only as ray_serve_num_http_requests_total",
+        ),
+        (
+            "ray_serve_http_request_latency_ms",
+            "ray_serve_http_request_latency_ms is a histogram and is exposed only as "
+            "ray_serve_http_request_latency_ms_bucket, ray_serve_http_request_latency_ms_sum and "
+            "ray_serve_http_request_latency_ms_count",
+        ),
+        (
+            "sum(ray_serve_num_ongoing_requests)",
+            "ray_serve_num_ongoing_requests is not a Ray Serve metric llm-eks knows (see "
+            "llm_eks.manifests.promql.RAY_SERVE_METRICS)",
+        ),
+        (
+            '{__name__="ray_vllm_gpu_cache_usage_perc"}',
+            "ray_vllm_gpu_cache_usage_perc was removed from vLLM; use ray_vllm_kv_cache_usage_perc",
+        ),
+    ],
+)
+def test_check_promql_reports_ray_names(expr: str, problem: str) -> None:
+    assert check_promql(expr) == [problem]
+
+
+def test_label_values_recording_rules_and_other_ray_metrics_are_not_checked() -> None:
+    expr = (
+        'sum(ray_vllm_num_requests_waiting{model_name="ray_vllm_gpu_cache_usage_perc"})'
+        " + llm_eks:ray_vllm_x:rate5m + ray_vllm_x:rate5m + xray_serve_foo"
+        ' + sum(ray_node_gpus_utilization{ray_io_cluster="c"}) + count(ray_serve_deployment_replica_healthy)'
+    )
+    assert ray_names(expr) == ["ray_vllm_num_requests_waiting", "ray_serve_deployment_replica_healthy"]
+    assert check_promql(expr) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"name": "Ray_8B"},
+            "ray_monitoring.name: 'Ray_8B' is not allowed; must be a DNS-1035 label: lowercase letters, digits and "
+            "'-', starting with a letter, at most 63 characters",
+        ),
+        (
+            {"model_id": 'bad"id'},
+            "ray_monitoring.model_id: 'bad\"id' is not allowed; must be 1-253 characters of letters, digits and "
+            "._/:@+- starting with a letter or digit",
+        ),
+        (
+            {"application": "my app"},
+            "ray_monitoring.application: 'my app' is not allowed; must be a Serve application name (letters, digits, "
+            "._-)",
+        ),
+        (
+            {"ttft_p99_seconds": -1.0},
+            "ray_monitoring.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of seconds, at most 600",
+        ),
+        (
+            {"itl_p99_seconds": 0},
+            "ray_monitoring.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600",
+        ),
+        (
+            {"cost_per_hour_per_replica": float("inf")},
+            "ray_monitoring.cost_per_hour_per_replica: inf is not allowed; must be a positive USD amount",
+        ),
+        (
+            {"queue_waiting_threshold": 0},
+            "ray_monitoring.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests",
+        ),
+        (
+            {"kv_cache_usage_threshold": 1.0},
+            "ray_monitoring.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
+        ),
+        (
+            {"scrape_interval": "15"},
+            "ray_monitoring.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m",
+        ),
+        (
+            {"dcgm_namespace": "GPU"},
+            "ray_monitoring.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase letters, "
+            "digits and '-', at most 63 characters",
+        ),
+        (
+            {"dcgm_service_labels": {}},
+            "ray_monitoring.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+        ),
+    ],
+)
+def test_bad_props_fail_with_one_line(overrides: dict[str, Any], message: str) -> None:
+    import cdk8s
+
+    with pytest.raises(ConfigError) as err:
+        RayMonitoringChart(cdk8s.App(), "ray-monitoring", base_props(**overrides))
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)

@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from llm_eks.errors import ConfigError
-from llm_eks.infra.accelerators import (
+from llm_eks.catalog.accelerators import (
     CATALOG,
     FAMILIES,
     INSTANCE_TYPES,
@@ -16,6 +15,7 @@ from llm_eks.infra.accelerators import (
     family,
     instance_type,
 )
+from llm_eks.errors import ConfigError
 
 # ray/util/accelerators/accelerators.py (ray-project/ray): the accelerator_type constants a Ray Serve LLM config
 # may name.

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from llm_eks.catalog.accelerators import CATALOG as INSTANCES
+from llm_eks.catalog.accelerators import instance_type
+from llm_eks.catalog.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
-from llm_eks.infra.accelerators import CATALOG as INSTANCES
-from llm_eks.infra.accelerators import instance_type
-from llm_eks.infra.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.infra.plan import GIB, PlanRequest, plan, valid_tensor_parallel_sizes
 
 X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"

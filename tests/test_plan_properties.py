@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_eks.catalog.accelerators import CATALOG as INSTANCES
+from llm_eks.catalog.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
-from llm_eks.infra.accelerators import CATALOG as INSTANCES
-from llm_eks.infra.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.infra.plan import PlanRequest, plan
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

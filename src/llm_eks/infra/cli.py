@@ -151,7 +151,7 @@ def _manifests_command(args: argparse.Namespace) -> int:
 
 
 def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-    from llm_eks.infra.models import ModelSpec
+    from llm_eks.catalog.models import ModelSpec
     from llm_eks.infra.plan import PlanRequest
 
     if args.model_config is not None:
@@ -252,9 +252,9 @@ def _table(p: Any) -> str:
 
 
 def _print_catalog(as_json: bool) -> None:
-    from llm_eks.infra.accelerators import CATALOG as INSTANCES
-    from llm_eks.infra.accelerators import PRICE_REGION, PRICES_READ
-    from llm_eks.infra.models import CATALOG as MODELS
+    from llm_eks.catalog.accelerators import CATALOG as INSTANCES
+    from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
+    from llm_eks.catalog.models import CATALOG as MODELS
 
     if as_json:
         body = {

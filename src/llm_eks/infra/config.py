@@ -167,7 +167,7 @@ class WorkloadConfig:
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
-        from llm_eks.infra.models import ModelSpec
+        from llm_eks.catalog.models import ModelSpec
         from llm_eks.infra.plan import PlanRequest
 
         model: Any = self.model

@@ -20,9 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_eks.errors import ConfigError
-from llm_eks.infra.accelerators import CATALOG as INSTANCE_CATALOG
-from llm_eks.infra.accelerators import (
+from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
+from llm_eks.catalog.accelerators import (
     INSTANCE_TYPES,
     PRICE_REGION,
     PRICES_READ,
@@ -30,8 +29,8 @@ from llm_eks.infra.accelerators import (
     instance_type,
     unknown_name,
 )
-from llm_eks.infra.models import ModelSpec, model
-from llm_eks.infra.schema import fail
+from llm_eks.catalog.models import ModelSpec, model
+from llm_eks.errors import ConfigError, fail
 
 GIB = 1024**3
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
@@ -108,7 +107,7 @@ PIPELINE_HOP_MS = 0.2
 class PlanRequest:
     """What to serve and the targets to meet; every field is validated (ConfigError naming `workload.<field>`)."""
 
-    # A catalog id (see llm_eks.infra.models) or a ModelSpec for any other model.
+    # A catalog id (see llm_eks.catalog.models) or a ModelSpec for any other model.
     model: str | ModelSpec
     # auto: the checkpoint's own format; bf16 (16-bit), fp8 (vLLM quantizes a 16-bit checkpoint at load), awq-int4.
     weight_format: str = "auto"

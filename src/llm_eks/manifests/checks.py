@@ -82,7 +82,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from llm_eks.infra.accelerators import INSTANCE_TYPES
+from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.manifests.promql import check_promql
 
 SCHEDULING = "SCHEDULING"
@@ -630,7 +630,7 @@ def _cpu_instance(name: str) -> InstanceResources | None:
 
 
 def catalog_instance_resources(name: str) -> InstanceResources | None:
-    """Instance types from llm_eks.infra.accelerators (with Karpenter's allocatable figures), plus the m/c/r 6i and 7i
+    """Instance types from llm_eks.catalog.accelerators (with Karpenter's allocatable figures), plus the m/c/r 6i and 7i
     sizes; None for anything else (the scheduling check then assumes the type fits)."""
     row = INSTANCE_TYPES.get(name)
     if row is None:

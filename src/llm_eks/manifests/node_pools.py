@@ -32,8 +32,8 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
+from llm_eks.catalog import accelerators as catalog
 from llm_eks.errors import fail
-from llm_eks.infra import accelerators as catalog
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
 
 # Labels every pool puts on its nodes; workloads and DaemonSets select on them (never on instance types).
@@ -143,7 +143,7 @@ def _check_name(path: str, name: str) -> None:
 @dataclass(frozen=True)
 class GpuPoolSpec:
     """One NodePool for one accelerator family; family, sizes and counts come from the plan and the catalog
-    (llm_eks.infra.accelerators), and are checked against it."""
+    (llm_eks.catalog.accelerators), and are checked against it."""
 
     # NodePool name and the value of the llm-eks.io/node-pool label, e.g. "gpu-g6e".
     name: str

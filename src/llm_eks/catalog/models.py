@@ -16,8 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from llm_eks.errors import ConfigError
-from llm_eks.infra.schema import did_you_mean, fail
+from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
 DTYPES = ("bfloat16", "float16", "float32")

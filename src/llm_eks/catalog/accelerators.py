@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_eks.errors import ConfigError
-from llm_eks.infra.schema import did_you_mean, fail
+from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # Date of the AWS Price List snapshot the on-demand prices below come from (us-east-1).
 PRICES_READ = "2026-07-20"

@@ -26,7 +26,7 @@ node_modules/.stamp-deps: package.json package-lock.json
 setup: $(VENV)/.stamp-deps node_modules/.stamp-deps
 
 synth: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --quiet --no-notices --no-version-reporting $(if $(ENV),-c env=$(ENV) --all,--all)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --quiet --no-notices --no-version-reporting $(if $(ENV),-c env=$(ENV))
 	@$(BIN)/python -m llm_eks.infra.report cdk.out
 
 test: setup

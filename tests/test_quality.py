@@ -70,3 +70,15 @@ def test_import_constructs_is_the_library() -> None:
     assert Path(constructs.__file__).parent.parent.name == "site-packages"
     assert hasattr(constructs, "Construct")
     assert not (REPO_ROOT / "constructs").exists()
+
+
+def test_synth_report_points_at_each_template_and_yaml_folder(synthesized: Synthesized) -> None:
+    from llm_eks.infra.report import describe
+
+    assert synthesized.error is None, synthesized.error
+    lines = describe(synthesized.outdir)
+    assert len(lines) == 2 * len(ENVIRONMENTS)
+    dev = lines[0]
+    assert dev.startswith(f"dev: {synthesized.outdir / 'LlmEks-dev.template.json'} (")
+    assert dev.endswith(" resources)")
+    assert lines[1].strip() == f"{synthesized.outdir / 'manifests' / 'dev'}/ (6 YAML files)"

@@ -8,10 +8,17 @@ from pathlib import Path
 
 
 def describe(outdir: Path) -> list[str]:
-    """One block per synthesized LlmEks-* stack: template path, size, resource count, review YAML files."""
+    """One block per LlmEks-* stack of the last synth: template path, size, resource count, review YAML files."""
+    manifest = json.loads((outdir / "manifest.json").read_text()) if (outdir / "manifest.json").exists() else {}
+    stacks = sorted(
+        name
+        for name, artifact in manifest.get("artifacts", {}).items()
+        if artifact.get("type") == "aws:cloudformation:stack" and name.startswith("LlmEks-")
+    )
     lines = []
-    for template_path in sorted(outdir.glob("LlmEks-*.template.json")):
-        env = template_path.name.removeprefix("LlmEks-").removesuffix(".template.json")
+    for stack in stacks:
+        template_path = outdir / f"{stack}.template.json"
+        env = stack.removeprefix("LlmEks-")
         template = json.loads(template_path.read_text())
         manifests = outdir / "manifests" / env
         yaml_files = sorted(manifests.glob("*.yaml")) if manifests.is_dir() else []

@@ -82,3 +82,21 @@ def test_synth_report_points_at_each_template_and_yaml_folder(synthesized: Synth
     assert dev.startswith(f"dev: {synthesized.outdir / 'LlmEks-dev.template.json'} (")
     assert dev.endswith(" resources)")
     assert lines[1].strip() == f"{synthesized.outdir / 'manifests' / 'dev'}/ (6 YAML files)"
+
+
+def test_a_failed_check_ends_in_one_line_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finding stops synth with the report and one closing line (exit 1), never a jsii traceback."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_sqs as sqs
+
+    from llm_eks.infra.app import add_checks, synth_or_exit
+
+    app = cdk.App(outdir=str(tmp_path))
+    sqs.Queue(cdk.Stack(app, "Plain"), "Unencrypted", encryption=sqs.QueueEncryption.UNENCRYPTED)
+    add_checks(app)
+    with pytest.raises(SystemExit) as exit_info:
+        synth_or_exit(app)
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"llm-eks: error: validation failed; the findings are listed above and in {tmp_path}/validation-report.json"
+    )

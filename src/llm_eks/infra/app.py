@@ -68,6 +68,19 @@ def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_ap
         write_stack_review(stack.review_objects(), template, Path(assembly.directory, "manifests", stack.config.name))
 
 
+def synth_or_exit(app: cdk.App) -> cdk.cx_api.CloudAssembly:
+    """`app.synth()`, but a failed validation plugin ends with one line pointing at its report (already printed
+    above by CDK) instead of a jsii traceback."""
+    try:
+        return app.synth()
+    except RuntimeError as err:
+        if "ValidationFailed" not in str(err):
+            raise
+        report = Path(app.outdir, "validation-report.json")
+        print(f"llm-eks: error: validation failed; the findings are listed above and in {report}", file=sys.stderr)
+        sys.exit(1)
+
+
 def main() -> None:
     app = cdk.App()
     try:
@@ -76,5 +89,4 @@ def main() -> None:
     except ConfigError as err:
         print(f"llm-eks: error: {err}", file=sys.stderr)
         sys.exit(2)
-    assembly = app.synth()
-    write_review(app, stacks, assembly)
+    write_review(app, stacks, synth_or_exit(app))

@@ -16,8 +16,6 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-from cdk_nag import AwsSolutionsChecks
 
 from llm_eks import versions
 from llm_eks.constructs.addons import HELM_SETUP_ALLOWANCE, KUBECTL_LAMBDA_LIMIT
@@ -29,6 +27,7 @@ from llm_eks.constructs.observability import Observability, ObservabilityProps, 
 from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
+from tests.cdk_fixtures import minimal_cluster, synth_with_nag
 from tests.kube_schema import assert_valid
 
 STACK = "Addons"
@@ -43,23 +42,12 @@ KMS_KEY = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-123456
 WAITS = {"kube-prometheus-stack": 3, "secrets-store-csi-driver": 3}
 
 
-def _cluster(stack: cdk.Stack) -> eks.Cluster:
-    return eks.Cluster(
-        stack,
-        "Cluster",
-        version=eks.KubernetesVersion.V1_35,
-        default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-        default_capacity=0,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "KubectlLayer")),
-    )
-
-
 class Synth:
     def __init__(self) -> None:
         outdir = Path(tempfile.mkdtemp(prefix="addons-"))
         app = cdk.App(outdir=str(outdir))
         stack = cdk.Stack(app, STACK, env=cdk.Environment(account="123456789012", region="us-west-2"))
-        cluster = _cluster(stack)
+        cluster = minimal_cluster(stack)
         Keda(stack, "Keda", cluster=cluster)
         Observability(stack, "Observability", cluster=cluster)
         KubeRayOperator(stack, "KubeRay", cluster=cluster)
@@ -78,16 +66,8 @@ class Synth:
                 kms_key_arn=KMS_KEY,
             ),
         )
-        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        report = outdir / "validation-report.json"
-        try:
-            app.synth()
-        except RuntimeError:
-            # The test cluster's own findings fail validation (judged in test_cdk_nag...); anything else re-raises.
-            if not report.exists():
-                raise
+        self.report = synth_with_nag(app)
         self.template: dict[str, Any] = json.loads((outdir / f"{STACK}.template.json").read_text())
-        self.report: dict[str, Any] = json.loads(report.read_text()) if report.exists() else {"pluginReports": []}
 
     def resources(self, type_: str) -> dict[str, dict[str, Any]]:
         return {k: r for k, r in self.template["Resources"].items() if r["Type"] == type_}
@@ -447,7 +427,7 @@ def test_cdk_nag_has_no_findings_on_the_addons(synth: Synth) -> None:
 @pytest.fixture(scope="module")
 def bare_cluster() -> eks.Cluster:
     app = cdk.App()
-    return _cluster(cdk.Stack(app, "Bare", env=cdk.Environment(account="123456789012", region="us-west-2")))
+    return minimal_cluster(cdk.Stack(app, "Bare", env=cdk.Environment(account="123456789012", region="us-west-2")))
 
 
 def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster: eks.Cluster) -> None:

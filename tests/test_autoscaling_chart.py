@@ -15,26 +15,12 @@ from llm_eks.manifests.autoscaling import (
     VllmAutoscalingChart,
     validate_autoscaling_props,
 )
+from tests.chart_helpers import DESIGN_VLLM_METRICS
 from tests.kube_schema import assert_valid
 from tests.test_vllm_chart import NAME, base_props
 
 # DESIGN.md: vLLM V1 metric names, current and removed.
-CURRENT_METRICS = {
-    "vllm:num_requests_waiting",
-    "vllm:num_requests_running",
-    "vllm:kv_cache_usage_perc",
-    "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "vllm:request_time_per_output_token_seconds",
-    "vllm:e2e_request_latency_seconds",
-    "vllm:request_queue_time_seconds",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-    "vllm:num_preemptions_total",
-    "vllm:prefix_cache_queries_total",
-    "vllm:prefix_cache_hits_total",
-    "vllm:request_success_total",
-}
+CURRENT_METRICS = set(DESIGN_VLLM_METRICS)
 REMOVED_METRIC_PATTERNS = (
     r"vllm:gpu_cache_usage_perc",
     r"vllm:gpu_prefix_cache_\w+",

@@ -793,24 +793,16 @@ def _app(tmp: Path, instance_type: str) -> Any:
     import aws_cdk as cdk
     import cdk8s
     from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_eks_v2 as eks
-    from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 
     from llm_eks.infra.checks import LlmEksChecks
+    from tests.cdk_fixtures import minimal_cluster
 
     app = cdk.App(
         outdir=str(tmp),
         context={"@aws-cdk/core:validationReportJson": True, "@aws-cdk/core:appMode": "inmemory"},
     )
     stack = cdk.Stack(app, "Checks")
-    cluster = eks.Cluster(
-        stack,
-        "Cluster",
-        version=eks.KubernetesVersion.V1_35,
-        default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-        default_capacity=0,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "KubectlLayer")),
-    )
+    cluster = minimal_cluster(stack)
     cluster.add_nodegroup_capacity(
         "System",
         nodegroup_name="system",

@@ -7,28 +7,38 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.node_pools import GpuPoolSpec, NodePoolsProps
+from tests.cdk_fixtures import minimal_cluster
 
 HELM = "Custom::AWSCDK-EKS-HelmChart"
 G6E = GpuPoolSpec("gpu-g6e", "nvidia", "g6e", ("g6e.xlarge",), 1)
 INF2 = GpuPoolSpec("gpu-inf2", "neuron", "inf2", ("inf2.xlarge",), 1)
-
-
-def cluster(stack: cdk.Stack) -> eks.Cluster:
-    return eks.Cluster(
-        stack,
-        "Cluster",
-        version=eks.KubernetesVersion.V1_35,
-        default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-        default_capacity=0,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "KubectlLayer")),
-    )
+# Release, chart, repository, version, namespace.
+NVIDIA_DEVICE_PLUGIN = (
+    "nvidia-device-plugin",
+    "nvidia-device-plugin",
+    "https://nvidia.github.io/k8s-device-plugin",
+    "0.20.0",
+    "nvidia-gpu",
+)
+DCGM_EXPORTER = (
+    "dcgm-exporter",
+    "dcgm-exporter",
+    "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    "4.8.2",
+    "nvidia-gpu",
+)
+NEURON_DEVICE_PLUGIN = (
+    "neuron-device-plugin",
+    "neuron-helm-chart",
+    "oci://public.ecr.aws/neuron/neuron-helm-chart",
+    "1.10.0",
+    "aws-neuron",
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +47,13 @@ def releases() -> dict[str, dict[str, dict[str, Any]]]:
     app = cdk.App()
     bottlerocket = cdk.Stack(app, "Bottlerocket")
     pools = NodePoolsProps(cluster_name="c", node_role_name="r", gpu_pools=(G6E, INF2))
-    GpuDeviceSoftware(bottlerocket, "GpuDevices", GpuDeviceSoftwareProps.for_node_pools(cluster(bottlerocket), pools))
+    GpuDeviceSoftware(
+        bottlerocket, "GpuDevices", GpuDeviceSoftwareProps.for_node_pools(minimal_cluster(bottlerocket), pools)
+    )
     al2023 = cdk.Stack(app, "Al2023")
-    GpuDeviceSoftware(al2023, "GpuDevices", GpuDeviceSoftwareProps(cluster=cluster(al2023), ami_family="al2023"))
+    GpuDeviceSoftware(
+        al2023, "GpuDevices", GpuDeviceSoftwareProps(cluster=minimal_cluster(al2023), ami_family="al2023")
+    )
     out = {}
     for stack in (bottlerocket, al2023):
         charts = Template.from_stack(stack).find_resources(HELM)
@@ -60,38 +74,10 @@ def test_bottlerocket_skips_the_nvidia_device_plugin(releases: dict[str, Any]) -
 @pytest.mark.parametrize(
     ("stack", "release", "chart", "repository", "version", "namespace"),
     [
-        (
-            "Al2023",
-            "nvidia-device-plugin",
-            "nvidia-device-plugin",
-            "https://nvidia.github.io/k8s-device-plugin",
-            "0.20.0",
-            "nvidia-gpu",
-        ),
-        (
-            "Al2023",
-            "dcgm-exporter",
-            "dcgm-exporter",
-            "https://nvidia.github.io/dcgm-exporter/helm-charts",
-            "4.8.2",
-            "nvidia-gpu",
-        ),
-        (
-            "Bottlerocket",
-            "dcgm-exporter",
-            "dcgm-exporter",
-            "https://nvidia.github.io/dcgm-exporter/helm-charts",
-            "4.8.2",
-            "nvidia-gpu",
-        ),
-        (
-            "Bottlerocket",
-            "neuron-device-plugin",
-            "neuron-helm-chart",
-            "oci://public.ecr.aws/neuron/neuron-helm-chart",
-            "1.10.0",
-            "aws-neuron",
-        ),
+        ("Al2023", *NVIDIA_DEVICE_PLUGIN),
+        ("Al2023", *DCGM_EXPORTER),
+        ("Bottlerocket", *DCGM_EXPORTER),
+        ("Bottlerocket", *NEURON_DEVICE_PLUGIN),
     ],
 )
 def test_pinned_chart_namespace_wait_and_timeout(

@@ -3,45 +3,20 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aws_cdk.assertions import Match, Template
 
 from llm_eks.errors import ConfigError
+from tests.cfn_reference import karpenter_reference
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "karpenter-cloudformation.yaml"
 CLUSTER = "llm-test"
-
-
-class _CfnLoader(yaml.SafeLoader):
-    """Reads CloudFormation short-form tags (!Sub, !Ref, !GetAtt) as {"Fn::Sub": ...} etc."""
-
-
-def _tag(name: str) -> Any:
-    def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
-        if isinstance(node, yaml.ScalarNode):
-            value: Any = loader.construct_scalar(node)
-            if name == "Fn::GetAtt":
-                value = value.split(".", 1)
-        else:
-            value = loader.construct_sequence(node, deep=True)
-        return {name: value}
-
-    return construct
-
-
-for _short, _long in (("!Sub", "Fn::Sub"), ("!Ref", "Ref"), ("!GetAtt", "Fn::GetAtt")):
-    _CfnLoader.add_constructor(_short, _tag(_long))
 
 
 @pytest.fixture(scope="module")
 def reference() -> dict[str, Any]:
-    if not REFERENCE.is_file():
-        pytest.skip(f"Karpenter reference CloudFormation not found: {REFERENCE} is missing (present in CI)")
-    return yaml.load(REFERENCE.read_text(), Loader=_CfnLoader)["Resources"]
+    return karpenter_reference()
 
 
 @pytest.fixture(scope="module")

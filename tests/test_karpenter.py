@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from llm_eks.constructs import karpenter_policies
 from llm_eks.errors import ConfigError
 from llm_eks.versions import KARPENTER_VERSION
+from tests.cdk_fixtures import minimal_cluster, synth_with_nag
+from tests.cfn_reference import karpenter_reference
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "karpenter-cloudformation.yaml"
 CLUSTER = "llm-test"
 ACCOUNT = "111122223333"
 REGION = "us-west-2"
@@ -35,27 +35,6 @@ CONCERNS = ("NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption",
 
 
 # -- reading CloudFormation ---------------------------------------------------------------------------------------
-
-
-class _CfnLoader(yaml.SafeLoader):
-    """Reads CloudFormation short-form tags (!Sub, !Ref, !GetAtt) as {"Fn::Sub": ...} etc."""
-
-
-def _tag(name: str) -> Any:
-    def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
-        if isinstance(node, yaml.ScalarNode):
-            value: Any = loader.construct_scalar(node)
-            if name == "Fn::GetAtt":
-                value = value.split(".", 1)
-        else:
-            value = loader.construct_sequence(node, deep=True)
-        return {name: value}
-
-    return construct
-
-
-for _short, _long in (("!Sub", "Fn::Sub"), ("!Ref", "Ref"), ("!GetAtt", "Fn::GetAtt")):
-    _CfnLoader.add_constructor(_short, _tag(_long))
 
 
 class Evaluator:
@@ -128,9 +107,7 @@ def _normalized(statement: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def reference() -> dict[str, Any]:
-    if not REFERENCE.is_file():
-        pytest.skip(f"Karpenter reference CloudFormation not found: {REFERENCE} is missing (present in CI)")
-    return yaml.load(REFERENCE.read_text(), Loader=_CfnLoader)["Resources"]
+    return karpenter_reference()
 
 
 def reference_policies(reference: dict[str, Any], cluster_name: str) -> dict[str, list[dict[str, Any]]]:
@@ -184,9 +161,6 @@ class Synth:
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
     import aws_cdk as cdk
-    from aws_cdk import aws_eks_v2 as eks
-    from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-    from cdk_nag import AwsSolutionsChecks
 
     from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
     from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
@@ -199,15 +173,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
         ("Generated", None, None),
     ):
         stack = cdk.Stack(app, name, env=env)
-        cluster = eks.Cluster(
-            stack,
-            "Cluster",
-            cluster_name=cluster_name,
-            version=eks.KubernetesVersion.V1_35,
-            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-            default_capacity=0,
-            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "KubectlLayer")),
-        )
+        cluster = minimal_cluster(stack, cluster_name=cluster_name)
         queue = InterruptionQueue(
             stack, "Interruption", InterruptionQueueProps(cluster_name=cluster_name or cluster.cluster_name)
         )
@@ -227,14 +193,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
             "helm_values": karpenter.helm_values(),
             "teardown": stack.resolve(karpenter.teardown.resource.node.default_child.logical_id),
         }
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except Exception as error:
-        # The bare test cluster has cdk-nag findings of its own (InferenceCluster acknowledges those); ours are
-        # checked below from the report, which is written before synth raises.
-        assert "ValidationFailed" in str(error), error
-    report = json.loads((outdir / "validation-report.json").read_text())
+    report = synth_with_nag(app)
     findings = [
         (construct["constructPath"], violation["ruleName"])
         for plugin in report["pluginReports"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -12,9 +11,17 @@ from typing import Any
 import pytest
 
 from llm_eks.errors import ConfigError
-from llm_eks.manifests.dashboard import SCHEMA_VERSION, panel_queries
+from llm_eks.manifests.dashboard import panel_queries
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.promql import check_promql, vllm_names, vllm_series_names
+from tests.chart_helpers import (
+    DCGM_NAMESPACE,
+    DCGM_SERVICE_MONITOR_SPEC,
+    assert_dashboard_shape,
+    by_kind_and_name,
+    dashboard_json,
+    rules_by_alert,
+)
 from tests.kube_schema import assert_valid
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -32,7 +39,7 @@ def base_props(**overrides: Any) -> MonitoringProps:
         itl_p99_seconds=0.05,
         cost_per_hour_per_replica=1.861,
         queue_waiting_threshold=8,
-        dcgm_namespace="gpu-monitoring",
+        dcgm_namespace=DCGM_NAMESPACE,
     )
     return dataclasses.replace(props, **overrides)
 
@@ -41,7 +48,7 @@ def synth(props: MonitoringProps) -> tuple[MonitoringChart, dict[tuple[str, str]
     import cdk8s
 
     chart = MonitoringChart(cdk8s.App(), "monitoring", props)
-    return chart, {(o["kind"], o["metadata"]["name"]): o for o in chart.to_json()}
+    return chart, by_kind_and_name(chart.to_json())
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +63,12 @@ def objects(synthesized: tuple[MonitoringChart, Any]) -> dict[tuple[str, str], d
 
 @pytest.fixture(scope="module")
 def rules(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    groups = objects[("PrometheusRule", f"{NAME}-alerts")]["spec"]["groups"]
-    assert [g["name"] for g in groups] == [f"{NAME}.alerts"]
-    return {r["alert"]: r for r in groups[0]["rules"]}
+    return rules_by_alert(objects, NAME)
 
 
 @pytest.fixture(scope="module")
 def dashboard(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    data = objects[("ConfigMap", f"{NAME}-dashboard")]["data"]
-    assert list(data) == [f"{NAME}.json"]
-    return json.loads(data[f"{NAME}.json"])
+    return dashboard_json(objects, NAME)
 
 
 def test_every_object_is_valid(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
@@ -91,11 +94,7 @@ def test_vllm_service_monitor_selects_the_contract_service(objects: dict[tuple[s
 
 
 def test_dcgm_service_monitor_keeps_the_gpu_pods_labels(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
-    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"] == {
-        "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
-        "namespaceSelector": {"matchNames": ["gpu-monitoring"]},
-        "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s", "honorLabels": True}],
-    }
+    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"] == DCGM_SERVICE_MONITOR_SPEC
 
 
 def test_alert_expressions_exactly(rules: dict[str, dict[str, Any]]) -> None:
@@ -151,12 +150,8 @@ def test_every_emitted_expression_uses_current_vllm_names(synthesized: tuple[Mon
 
 
 def test_dashboard_json_shape(dashboard: dict[str, Any], objects: dict[tuple[str, str], dict[str, Any]]) -> None:
-    labels = objects[("ConfigMap", f"{NAME}-dashboard")]["metadata"]["labels"]
-    assert labels["grafana_dashboard"] == "1"
-    assert labels["app.kubernetes.io/instance"] == NAME
-    assert dashboard["uid"] == f"llm-eks-{NAME}"
+    assert_dashboard_shape(dashboard, objects, NAME)
     assert len(dashboard["uid"]) <= 40
-    assert dashboard["schemaVersion"] == SCHEMA_VERSION
     assert dashboard["templating"]["list"] == [
         {
             "name": "datasource",
@@ -169,14 +164,8 @@ def test_dashboard_json_shape(dashboard: dict[str, Any], objects: dict[tuple[str
             "regex": "",
         }
     ]
-    ids = [p["id"] for p in dashboard["panels"]]
-    assert ids == list(range(1, len(ids) + 1))
     for panel in dashboard["panels"]:
-        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-        assert panel["description"]
         assert all(t["datasource"] == panel["datasource"] for t in panel["targets"])
-        grid = panel["gridPos"]
-        assert grid["x"] + grid["w"] <= 24
 
 
 def test_dashboard_panels_and_queries(dashboard: dict[str, Any]) -> None:

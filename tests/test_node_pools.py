@@ -20,6 +20,7 @@ from llm_eks.manifests.node_pools import (
     workload_placement,
 )
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
+from tests.chart_helpers import by_kind_and_name
 from tests.kube_schema import assert_valid
 
 G6E = GpuPoolSpec(
@@ -42,9 +43,7 @@ SNAPSHOT = "snap-0123456789abcdef0"
 
 
 def synth(props: NodePoolsProps) -> dict[tuple[str, str], dict[str, Any]]:
-    app = cdk8s.App()
-    chart = NodePoolsChart(app, "node-pools", props)
-    return {(o["kind"], o["metadata"]["name"]): o for o in chart.to_json()}
+    return by_kind_and_name(NodePoolsChart(cdk8s.App(), "node-pools", props).to_json())
 
 
 @pytest.fixture(scope="module")

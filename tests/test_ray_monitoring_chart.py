@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
 import pytest
 
 from llm_eks.errors import ConfigError
-from llm_eks.manifests.dashboard import SCHEMA_VERSION, build_dashboard, panel_queries
+from llm_eks.manifests.dashboard import build_dashboard, panel_queries
 from llm_eks.manifests.promql import (
     CURRENT_VLLM_METRICS,
     RAY_SERVE_METRICS,
@@ -23,6 +22,14 @@ from llm_eks.manifests.promql import (
     vllm_series_names,
 )
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps, dashboard_spec
+from tests.chart_helpers import (
+    DCGM_NAMESPACE,
+    DCGM_SERVICE_MONITOR_SPEC,
+    assert_dashboard_shape,
+    by_kind_and_name,
+    dashboard_json,
+    rules_by_alert,
+)
 from tests.kube_schema import assert_valid
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -44,7 +51,7 @@ def base_props(**overrides: Any) -> RayMonitoringProps:
         itl_p99_seconds=0.05,
         cost_per_hour_per_replica=1.861,
         queue_waiting_threshold=8,
-        dcgm_namespace="gpu-monitoring",
+        dcgm_namespace=DCGM_NAMESPACE,
     )
     return dataclasses.replace(props, **overrides)
 
@@ -54,7 +61,7 @@ def synthesized() -> tuple[RayMonitoringChart, dict[tuple[str, str], dict[str, A
     import cdk8s
 
     chart = RayMonitoringChart(cdk8s.App(), "ray-monitoring", base_props())
-    return chart, {(o["kind"], o["metadata"]["name"]): o for o in chart.to_json()}
+    return chart, by_kind_and_name(chart.to_json())
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +71,12 @@ def objects(synthesized: tuple[RayMonitoringChart, Any]) -> dict[tuple[str, str]
 
 @pytest.fixture(scope="module")
 def rules(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    groups = objects[("PrometheusRule", f"{NAME}-alerts")]["spec"]["groups"]
-    assert [g["name"] for g in groups] == [f"{NAME}.alerts"]
-    return {r["alert"]: r for r in groups[0]["rules"]}
+    return rules_by_alert(objects, NAME)
 
 
 @pytest.fixture(scope="module")
 def dashboard(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    data = objects[("ConfigMap", f"{NAME}-dashboard")]["data"]
-    assert list(data) == [f"{NAME}.json"]
-    return json.loads(data[f"{NAME}.json"])
+    return dashboard_json(objects, NAME)
 
 
 def test_every_object_is_valid(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
@@ -106,11 +109,7 @@ def test_pod_monitor_scrapes_head_and_workers(objects: dict[tuple[str, str], dic
 
 
 def test_dcgm_service_monitor_keeps_the_gpu_pods_labels(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
-    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"] == {
-        "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
-        "namespaceSelector": {"matchNames": ["gpu-monitoring"]},
-        "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s", "honorLabels": True}],
-    }
+    assert objects[("ServiceMonitor", "dcgm-exporter")]["spec"] == DCGM_SERVICE_MONITOR_SPEC
 
 
 def test_alert_expressions_exactly(rules: dict[str, dict[str, Any]]) -> None:
@@ -173,21 +172,10 @@ def test_every_emitted_expression_uses_current_ray_names(synthesized: tuple[RayM
 
 
 def test_dashboard_json_shape(dashboard: dict[str, Any], objects: dict[tuple[str, str], dict[str, Any]]) -> None:
-    labels = objects[("ConfigMap", f"{NAME}-dashboard")]["metadata"]["labels"]
-    assert labels["grafana_dashboard"] == "1"
-    assert labels["app.kubernetes.io/instance"] == NAME
-    assert dashboard["uid"] == f"llm-eks-{NAME}"
-    assert dashboard["schemaVersion"] == SCHEMA_VERSION
+    assert_dashboard_shape(dashboard, objects, NAME)
     assert dashboard["tags"] == ["llm-eks", "vllm", "ray-serve"]
     assert dashboard["title"] == f"LLM serving: {MODEL} ({NAME}, Ray Serve)"
     assert "ray_vllm_*" in dashboard["description"]
-    ids = [p["id"] for p in dashboard["panels"]]
-    assert ids == list(range(1, len(ids) + 1))
-    for panel in dashboard["panels"]:
-        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-        assert panel["description"]
-        grid = panel["gridPos"]
-        assert grid["x"] + grid["w"] <= 24
 
 
 def test_dashboard_panels_and_queries(dashboard: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from llm_eks.manifests.ray_serve import (
 )
 from llm_eks.manifests.vllm import HF_TOKEN_PATH
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
+from tests.chart_helpers import by_kind
 from tests.kube_schema import assert_valid
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -140,8 +141,7 @@ def multi_node_props() -> RayServeProps:
 def synth(props: RayServeProps) -> dict[str, dict[str, Any]]:
     import cdk8s
 
-    chart = RayServeChart(cdk8s.App(), "ray-serve", props)
-    return {obj["kind"]: obj for obj in chart.to_json()}
+    return by_kind(RayServeChart(cdk8s.App(), "ray-serve", props).to_json())
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,15 @@ from llm_eks.manifests.vllm import (
     validate_vllm_props,
 )
 from llm_eks.versions import VLLM_IMAGE
+from tests.chart_helpers import by_kind
 from tests.kube_schema import assert_valid
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 NAME = "vllm-llama-3-1-8b"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# What every `vllm serve` command line of base_props carries right after the model.
+LISTEN_AND_NAME_ARGS = ("--host", "0.0.0.0", "--port", "8000", "--served-model-name", "llama-3.1-8b")
 
 
 def base_props(**overrides: Any) -> VllmProps:
@@ -59,8 +62,7 @@ def base_props(**overrides: Any) -> VllmProps:
 def synth(props: VllmProps) -> dict[str, dict[str, Any]]:
     import cdk8s
 
-    chart = VllmChart(cdk8s.App(), "vllm", props)
-    return {obj["kind"]: obj for obj in chart.to_json()}
+    return by_kind(VllmChart(cdk8s.App(), "vllm", props).to_json())
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +126,7 @@ def test_vllm_serve_command_and_exact_args(container: dict[str, Any]) -> None:
     assert container["command"] == ["vllm", "serve"]
     assert container["args"] == [
         "meta-llama/Llama-3.1-8B-Instruct",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "8000",
-        "--served-model-name",
-        "llama-3.1-8b",
+        *LISTEN_AND_NAME_ARGS,
         "--tensor-parallel-size",
         "1",
         "--shutdown-timeout",
@@ -353,12 +350,7 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
     container = pod["containers"][0]
     assert container["args"][:14] == [
         "s3://llm-weights/llama-3.1-8b/",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "8000",
-        "--served-model-name",
-        "llama-3.1-8b",
+        *LISTEN_AND_NAME_ARGS,
         "--tensor-parallel-size",
         "2",
         "--pipeline-parallel-size",

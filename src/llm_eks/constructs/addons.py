@@ -11,10 +11,10 @@ Helm starts (kubeconfig, repository index, chart download), and that sum must st
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
@@ -104,15 +104,17 @@ def install_chart(
     source: ChartSource,
     release: str,
     namespace: str,
-    values: Mapping[str, Any],
     timeout: cdk.Duration,
+    values: Mapping[str, Any] | None = None,
     waits: int = 1,
     create_namespace: bool = True,
+    skip_crds: bool = False,
 ) -> eks.HelmChart:
     """`helm upgrade --install --wait` of a pinned chart with a timeout that fits the kubectl Lambda.
 
     `waits` is the number of separate Helm waits in the chart's worst case: 1 for the main `--wait` plus one per
     hook Job. The release name is fixed (not CDK's hashed default) so a reviewer finds it with `helm ls`.
+    `values=None` leaves the chart's own values file untouched (not even an empty override in the template).
     """
     check_helm_timeout(f"{release}.timeout", timeout, waits)
     return eks.HelmChart(
@@ -129,12 +131,32 @@ def install_chart(
         # controller's CRDs or webhooks race it.
         wait=True,
         timeout=timeout,
-        values=dict(values),
+        values=None if values is None else dict(values),
+        skip_crds=skip_crds,
     )
 
 
+class AddonProps(Protocol):
+    """What `SingleChartAddon` reads from an add-on's props."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def timeout(self) -> cdk.Duration: ...
+
+    def validate(self) -> None: ...
+
+
+P = TypeVar("P", bound=AddonProps)
+
+
 class SingleChartAddon(Construct):
-    """An add-on that is one pinned chart in its own namespace, with nothing on the AWS side."""
+    """An add-on that is one pinned chart in its own namespace, with nothing on the AWS side.
+
+    Validates `props` before anything is added to the tree, then installs `source` as `release` into
+    `props.namespace` with `values(props)` and `props.timeout`.
+    """
 
     def __init__(
         self,
@@ -144,32 +166,69 @@ class SingleChartAddon(Construct):
         cluster: eks.ICluster,
         source: ChartSource,
         release: str,
-        namespace: str,
-        values: Mapping[str, Any],
-        timeout: cdk.Duration,
+        props: P,
+        values: Callable[[P], Mapping[str, Any]],
     ) -> None:
+        props.validate()
         super().__init__(scope, id)
-        self.namespace = namespace
+        self.namespace = props.namespace
         self.chart = install_chart(
             self,
             "Chart",
             cluster=cluster,
             source=source,
             release=release,
-            namespace=namespace,
-            values=values,
-            timeout=timeout,
+            namespace=props.namespace,
+            values=values(props),
+            timeout=props.timeout,
         )
 
 
-class PodIdentityRole(Construct):
-    """The IAM role one Kubernetes service account assumes through EKS Pod Identity, with its association.
+def pod_identity_role(
+    scope: Construct,
+    role_id: str,
+    association_id: str,
+    *,
+    cluster_name: str,
+    cluster_tag: tuple[str, str],
+    namespace: str,
+    service_account: str,
+    description: str,
+) -> tuple[iam.Role, eks.CfnPodIdentityAssociation]:
+    """An IAM role only `namespace/service_account` of one cluster can assume through EKS Pod Identity, and the
+    association that hands it to that service account.
 
     The trust policy is the one EKS documents (`pods.eks.amazonaws.com`, `sts:AssumeRole` + `sts:TagSession`),
-    narrowed by the session tags Pod Identity sets to this cluster, namespace and service account, so no other
-    association in the account can use the role. The service account itself is created by whoever owns the pods
-    (the Helm chart or the cdk8s chart); an association does not need the account to exist yet.
+    narrowed by the session tags Pod Identity sets to the cluster (`cluster_tag`: `("eks-cluster-arn", arn)` or
+    `("eks-cluster-name", name)`), namespace and service account, so no other association in the account can use
+    the role. An association does not need the service account to exist yet.
+    """
+    tag, value = cluster_tag
+    principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions(
+        {
+            "StringEquals": {
+                f"aws:RequestTag/{tag}": value,
+                "aws:RequestTag/kubernetes-namespace": namespace,
+                "aws:RequestTag/kubernetes-service-account": service_account,
+            }
+        }
+    )
+    role = iam.Role(scope, role_id, assumed_by=principal.with_session_tags(), description=description)
+    association = eks.CfnPodIdentityAssociation(
+        scope,
+        association_id,
+        cluster_name=cluster_name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.role_arn,
+    )
+    return role, association
 
+
+class PodIdentityRole(Construct):
+    """The `pod_identity_role` of one Kubernetes service account, trusted by cluster ARN.
+
+    The service account itself is created by whoever owns the pods (the Helm chart or the cdk8s chart).
     EKS allows one association per service account, so `for_service_account` hands out one shared role per
     (cluster, namespace, service account): the vLLM pod reading both its Hugging Face token and its model weights
     gets one role with both grants.
@@ -181,28 +240,15 @@ class PodIdentityRole(Construct):
         super().__init__(scope, id)
         self.namespace = check_name("namespace", namespace, label=True)
         self.service_account = check_name("service_account", service_account, label=False)
-        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions(
-            {
-                "StringEquals": {
-                    "aws:RequestTag/eks-cluster-arn": cluster.cluster_arn,
-                    "aws:RequestTag/kubernetes-namespace": namespace,
-                    "aws:RequestTag/kubernetes-service-account": service_account,
-                }
-            }
-        )
-        self.role = iam.Role(
+        self.role, self.association = pod_identity_role(
             self,
             "Role",
-            assumed_by=principal.with_session_tags(),
-            description=f"EKS Pod Identity role for service account {namespace}/{service_account}",
-        )
-        self.association = eks.CfnPodIdentityAssociation(
-            self,
             "Association",
             cluster_name=cluster.cluster_name,
+            cluster_tag=("eks-cluster-arn", cluster.cluster_arn),
             namespace=namespace,
             service_account=service_account,
-            role_arn=self.role.role_arn,
+            description=f"EKS Pod Identity role for service account {namespace}/{service_account}",
         )
         # The agent DaemonSet serves the credentials; anything depending on this role waits for it too.
         self.association.node.add_dependency(cluster.eks_pod_identity_agent)

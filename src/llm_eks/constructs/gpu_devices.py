@@ -23,6 +23,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from llm_eks.constructs.addons import ChartSource, install_chart
 from llm_eks.errors import ConfigError, fail
 from llm_eks.manifests.node_pools import (
     ACCELERATOR_RESOURCE,
@@ -41,9 +42,16 @@ from llm_eks.versions import (
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
 )
 
-NVIDIA_DEVICE_PLUGIN_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
-DCGM_EXPORTER_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
-NEURON_HELM_CHART_REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
+NVIDIA_DEVICE_PLUGIN_CHART = ChartSource(
+    "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", NVIDIA_DEVICE_PLUGIN_CHART_VERSION
+)
+DCGM_EXPORTER_CHART = ChartSource(
+    "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", DCGM_EXPORTER_CHART_VERSION
+)
+# For an OCI repository the handler pulls the chart from `repository`; `chart` names it.
+NEURON_HELM_CHART = ChartSource(
+    "neuron-helm-chart", "oci://public.ecr.aws/neuron/neuron-helm-chart", NEURON_HELM_CHART_VERSION
+)
 
 # Dedicated namespaces (created by Helm): GPU node software is easy to find and never mixed with kube-system.
 NVIDIA_NAMESPACE = "nvidia-gpu"
@@ -184,32 +192,25 @@ class GpuDeviceSoftware(Construct):
             if props.ami_family != BOTTLEROCKET:
                 self.nvidia_device_plugin = self._release(
                     "NvidiaDevicePlugin",
-                    chart="nvidia-device-plugin",
-                    repository=NVIDIA_DEVICE_PLUGIN_REPOSITORY,
-                    version=NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
-                    release=NVIDIA_DEVICE_PLUGIN_RELEASE,
-                    namespace=NVIDIA_NAMESPACE,
-                    values=nvidia_device_plugin_values(),
+                    NVIDIA_DEVICE_PLUGIN_CHART,
+                    NVIDIA_DEVICE_PLUGIN_RELEASE,
+                    NVIDIA_NAMESPACE,
+                    nvidia_device_plugin_values(),
                 )
             self.dcgm_exporter = self._release(
                 "DcgmExporter",
-                chart="dcgm-exporter",
-                repository=DCGM_EXPORTER_REPOSITORY,
-                version=DCGM_EXPORTER_CHART_VERSION,
-                release=DCGM_EXPORTER_RELEASE,
-                namespace=NVIDIA_NAMESPACE,
-                values=dcgm_exporter_values(service_monitor=props.dcgm_service_monitor),
+                DCGM_EXPORTER_CHART,
+                DCGM_EXPORTER_RELEASE,
+                NVIDIA_NAMESPACE,
+                dcgm_exporter_values(service_monitor=props.dcgm_service_monitor),
             )
         if props.neuron:
             self.neuron_device_plugin = self._release(
                 "NeuronDevicePlugin",
-                # For an OCI repository the handler pulls the chart from `repository`; `chart` names it.
-                chart="neuron-helm-chart",
-                repository=NEURON_HELM_CHART_REPOSITORY,
-                version=NEURON_HELM_CHART_VERSION,
-                release=NEURON_RELEASE,
-                namespace=NEURON_NAMESPACE,
-                values=neuron_values(scheduler=props.neuron_scheduler),
+                NEURON_HELM_CHART,
+                NEURON_RELEASE,
+                NEURON_NAMESPACE,
+                neuron_values(scheduler=props.neuron_scheduler),
             )
 
     @property
@@ -218,13 +219,16 @@ class GpuDeviceSoftware(Construct):
         charts = (self.nvidia_device_plugin, self.dcgm_exporter, self.neuron_device_plugin)
         return [chart for chart in charts if chart is not None]
 
-    def _release(self, id: str, **options: Any) -> eks.HelmChart:
-        return eks.HelmChart(
+    def _release(
+        self, id: str, source: ChartSource, release: str, namespace: str, values: dict[str, Any]
+    ) -> eks.HelmChart:
+        return install_chart(
             self,
             id,
             cluster=self.props.cluster,
-            create_namespace=True,
-            wait=True,
+            source=source,
+            release=release,
+            namespace=namespace,
             timeout=self.props.helm_timeout,
-            **options,
+            values=values,
         )

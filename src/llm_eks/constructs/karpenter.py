@@ -28,15 +28,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct, IDependable
 
 from llm_eks.constructs import karpenter_policies, nag
+from llm_eks.constructs.addons import (
+    HELM_SETUP_ALLOWANCE,
+    KUBECTL_LAMBDA_LIMIT,
+    SYSTEM_NODE_SELECTOR,
+    ChartSource,
+    install_chart,
+    pod_identity_role,
+)
 from llm_eks.constructs.interruption import InterruptionQueue
 from llm_eks.constructs.teardown import KarpenterTeardown, KarpenterTeardownProps
 from llm_eks.errors import ConfigError
@@ -45,10 +51,9 @@ from llm_eks.versions import KARPENTER_VERSION
 CHART_REPOSITORY = "oci://public.ecr.aws/karpenter"
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
-# The kubectl provider's handler Lambda (aws_eks_v2) has a 15-minute timeout; Helm must give up before it dies,
-# leaving time for update-kubeconfig, the registry login and `helm pull`, or CloudFormation gets no answer.
-KUBECTL_HANDLER_TIMEOUT_MINUTES = 15
-MAX_HELM_TIMEOUT_MINUTES = 13
+KUBECTL_HANDLER_TIMEOUT_MINUTES = int(KUBECTL_LAMBDA_LIMIT.to_minutes())
+# Both charts have one Helm wait and no hook Jobs (see addons.check_helm_timeout).
+MAX_HELM_TIMEOUT_MINUTES = KUBECTL_HANDLER_TIMEOUT_MINUTES - int(HELM_SETUP_ALLOWANCE.to_minutes())
 
 NODE_ROLE_MANAGED_POLICIES = (
     "AmazonEKS_CNI_Policy",
@@ -70,9 +75,7 @@ class KarpenterProps:
     # Chart version without a leading "v" (how Karpenter publishes its charts); both charts use it.
     version: str = KARPENTER_VERSION
     # The controller must never run on nodes it manages: pin it to the system managed node group.
-    system_node_selector: Mapping[str, str] = field(
-        default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
-    )
+    system_node_selector: Mapping[str, str] = field(default_factory=lambda: SYSTEM_NODE_SELECTOR)
     # Two replicas (leader election) with the chart's one-per-host anti-affinity and zone spread.
     replicas: int = 2
     # requests == limits (Guaranteed QoS), the sizing Karpenter's getting-started guide installs with.
@@ -112,6 +115,11 @@ class KarpenterProps:
             )
 
 
+def _chart(name: str, version: str) -> ChartSource:
+    """Karpenter publishes each chart as its own OCI repository."""
+    return ChartSource(name, f"{CHART_REPOSITORY}/{name}", version)
+
+
 def _cluster_name(cluster: eks.ICluster, resource: IConstruct | None) -> str:
     """The cluster name as a literal when it is known at synth time, else the deploy-time token.
 
@@ -148,14 +156,15 @@ class Karpenter(Construct):
             access_policies=[],
         )
 
-        self.controller_role = self._controller_role()
-        self.pod_identity_association = eks_l1.CfnPodIdentityAssociation(
+        self.controller_role, self.pod_identity_association = pod_identity_role(
             self,
+            "ControllerRole",
             "ControllerPodIdentity",
             cluster_name=self.cluster_name,
+            cluster_tag=("eks-cluster-name", self.cluster_name),
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            role_arn=self.controller_role.role_arn,
+            description=f"Karpenter controller of {self.cluster_name} (Pod Identity {NAMESPACE}/{SERVICE_ACCOUNT})",
         )
         # The cluster's own resource only: manifests added with cluster.add_cdk8s_chart live under the Cluster
         # construct and may depend on this construct (add_dependent), so depending on all of it would be a cycle.
@@ -163,36 +172,31 @@ class Karpenter(Construct):
             self.pod_identity_association.add_resource_dependency(self._cluster_resource)
         self.controller_policies = self._controller_policies()
 
-        self.crds = eks.HelmChart(
+        # The --wait of karpenter-crd lasts until the CRDs are established, so nothing that uses them races
+        # their registration.
+        self.crds = install_chart(
             self,
             "CrdChart",
             cluster=cluster,
-            chart="karpenter-crd",
-            repository=f"{CHART_REPOSITORY}/karpenter-crd",
-            version=props.version,
+            source=_chart("karpenter-crd", props.version),
             release="karpenter-crd",
             namespace=NAMESPACE,
-            create_namespace=False,
-            # Wait until the CRDs are established, so nothing that uses them races their registration.
-            wait=True,
             timeout=cdk.Duration.minutes(5),
+            create_namespace=False,
         )
-        self.controller = eks.HelmChart(
+        self.controller = install_chart(
             self,
             "ControllerChart",
             cluster=cluster,
-            chart="karpenter",
-            repository=f"{CHART_REPOSITORY}/karpenter",
-            version=props.version,
+            source=_chart("karpenter", props.version),
             release="karpenter",
             namespace=NAMESPACE,
+            timeout=cdk.Duration.minutes(props.helm_timeout_minutes),
+            values=self.helm_values(),
             create_namespace=False,
             # karpenter-crd owns the CRDs. (aws_eks_v2's kubectl handler currently drops --skip-crds; Helm then
             # skips the crds/ directory anyway because the CRDs already exist, so the result is the same.)
             skip_crds=True,
-            wait=True,
-            timeout=cdk.Duration.minutes(props.helm_timeout_minutes),
-            values=self.helm_values(),
         )
         self.controller.node.add_dependency(
             self.crds,
@@ -271,25 +275,6 @@ class Karpenter(Construct):
             assumed_by=iam.ServicePrincipal(f"ec2.{cdk.Aws.URL_SUFFIX}"),
             description=f"Nodes Karpenter launches for {self.cluster_name}",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_ROLE_MANAGED_POLICIES],
-        )
-
-    def _controller_role(self) -> iam.Role:
-        # EKS Pod Identity tags the session with the cluster, namespace and service account: only kube-system/
-        # karpenter of this cluster can assume the role, whatever other associations exist in the account.
-        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions(
-            {
-                "StringEquals": {
-                    "aws:RequestTag/eks-cluster-name": self.cluster_name,
-                    "aws:RequestTag/kubernetes-namespace": NAMESPACE,
-                    "aws:RequestTag/kubernetes-service-account": SERVICE_ACCOUNT,
-                }
-            }
-        )
-        return iam.Role(
-            self,
-            "ControllerRole",
-            assumed_by=iam.SessionTagsPrincipal(principal),
-            description=f"Karpenter controller of {self.cluster_name} (Pod Identity {NAMESPACE}/{SERVICE_ACCOUNT})",
         )
 
     def _controller_policies(self) -> dict[str, iam.CfnManagedPolicy]:

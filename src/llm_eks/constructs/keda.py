@@ -49,17 +49,14 @@ class Keda(SingleChartAddon):
     """KEDA from Helm in its own namespace, pinned to the system nodes."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KedaProps | None = None) -> None:
-        props = props or KedaProps()
-        props.validate()
         super().__init__(
             scope,
             id,
             cluster=cluster,
             source=KEDA_CHART,
             release="keda",
-            namespace=props.namespace,
-            values=keda_values(props),
-            timeout=props.timeout,
+            props=props or KedaProps(),
+            values=keda_values,
         )
 
 

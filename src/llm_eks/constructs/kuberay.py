@@ -59,17 +59,14 @@ class KubeRayOperator(SingleChartAddon):
     def __init__(
         self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KubeRayOperatorProps | None = None
     ) -> None:
-        props = props or KubeRayOperatorProps()
-        props.validate()
         super().__init__(
             scope,
             id,
             cluster=cluster,
             source=KUBERAY_OPERATOR_CHART,
             release="kuberay-operator",
-            namespace=props.namespace,
-            values=kuberay_operator_values(props),
-            timeout=props.timeout,
+            props=props or KubeRayOperatorProps(),
+            values=kuberay_operator_values,
         )
 
 

@@ -35,17 +35,9 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035
-from llm_eks.manifests.vllm import (
-    HF_TOKEN_PATH,
-    VllmProps,
-    container_security_context,
-    hf_token_mount,
-    hf_token_volume,
-    parse_quantity,
-    pod_security_context,
-    service_url,
-    validate_vllm_props,
-)
+from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
+from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.vllm import VllmProps, pod_security_context, service_url, validate_vllm_props
 
 BENCHMARK_APP = "vllm-benchmark"
 WORK_DIR = "/work"
@@ -207,8 +199,8 @@ class BenchmarkChart(cdk8s.Chart):
         volumes: list[dict[str, Any]] = [{"name": "work", "emptyDir": {}}]
         mounts: list[dict[str, Any]] = [{"name": "work", "mountPath": WORK_DIR}]
         if vllm.hf_token_secret is not None:
-            env.append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH})
-            volumes.append(hf_token_volume(vllm))
+            env.append(hf_token_env())
+            volumes.append(hf_token_volume(vllm.name))
             mounts.append(hf_token_mount())
         if vllm.aws_region is not None:
             env.append({"name": "AWS_REGION", "value": vllm.aws_region})
@@ -235,10 +227,7 @@ class BenchmarkChart(cdk8s.Chart):
             "containers": [container],
             "volumes": volumes,
         }
-        if b.node_selector:
-            pod_spec["nodeSelector"] = dict(b.node_selector)
-        if b.tolerations:
-            pod_spec["tolerations"] = [dict(t) for t in b.tolerations]
+        pod_spec.update(placement(b.node_selector, b.tolerations))
         plain_object(
             self,
             "job",

@@ -185,18 +185,24 @@ def _removed_reason(name: str) -> str | None:
     return None
 
 
+def _suffix_problem(name: str, kind: str | None) -> str | None:
+    """A known counter or histogram named without the suffix Prometheus exposes it under."""
+    if kind == COUNTER:
+        return f"{name} is a counter and is exposed only as {name}_total"
+    if kind == HISTOGRAM:
+        return f"{name} is a histogram and is exposed only as {name}_bucket, {name}_sum and {name}_count"
+    return None
+
+
 def _problem(name: str) -> str | None:
     if name in _SERIES:
         return None
     reason = _removed_reason(name)
     if reason is not None:
         return f"{name} was removed from vLLM; {reason}"
-    kind = CURRENT_VLLM_METRICS.get(name)
-    if kind == COUNTER:
-        return f"{name} is a counter and is exposed only as {name}_total"
-    if kind == HISTOGRAM:
-        return f"{name} is a histogram and is exposed only as {name}_bucket, {name}_sum and {name}_count"
-    return f"{name} is not a current vLLM metric (see llm_eks.manifests.promql.CURRENT_VLLM_METRICS)"
+    return _suffix_problem(name, CURRENT_VLLM_METRICS.get(name)) or (
+        f"{name} is not a current vLLM metric (see llm_eks.manifests.promql.CURRENT_VLLM_METRICS)"
+    )
 
 
 def _ray_problem(name: str) -> str | None:
@@ -208,12 +214,9 @@ def _ray_problem(name: str) -> str | None:
         problem = _problem("vllm:" + name.removeprefix(_RAY_VLLM))
         assert problem is not None  # a current vLLM series would be in _RAY_SERIES
         return _VLLM_NAME.sub(lambda m: ray_exported(m.group()), problem)
-    kind = RAY_SERVE_METRICS.get(name)
-    if kind == COUNTER:
-        return f"{name} is a counter and is exposed only as {name}_total"
-    if kind == HISTOGRAM:
-        return f"{name} is a histogram and is exposed only as {name}_bucket, {name}_sum and {name}_count"
-    return f"{name} is not a Ray Serve metric llm-eks knows (see llm_eks.manifests.promql.RAY_SERVE_METRICS)"
+    return _suffix_problem(name, RAY_SERVE_METRICS.get(name)) or (
+        f"{name} is not a Ray Serve metric llm-eks knows (see llm_eks.manifests.promql.RAY_SERVE_METRICS)"
+    )
 
 
 def ray_names(expr: str) -> list[str]:

@@ -24,27 +24,27 @@ served model name), `engine` and `ReplicaId`; Ray Serve series carry `applicatio
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
-import cdk8s
 from constructs import Construct
 
-from llm_eks.errors import ConfigError
-from llm_eks.manifests.dashboard import (
-    UID_MAX_LENGTH,
-    DashboardSpec,
-    ExtraPanel,
-    build_dashboard,
-    panel_queries,
+from llm_eks.errors import fail
+from llm_eks.manifests.dashboard import UID_MAX_LENGTH, DashboardSpec, ExtraPanel, build_dashboard
+from llm_eks.manifests.labels import app_labels, plain_object
+from llm_eks.manifests.monitoring_common import (
+    BY_MODEL,
+    BY_MODEL_LE,
+    WorkloadMonitoringChart,
+    alert_rule,
+    default_dcgm_service_labels,
+    promql_number,
+    validate_common,
+    validate_names,
 )
-from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035, require_dns1123
-from llm_eks.manifests.promql import check_promql, ray_exported, selector
+from llm_eks.manifests.promql import ray_exported, selector
 from llm_eks.manifests.ray_serve import (
     APPLICATION_NAME,
     METRICS_PORT_NAME,
@@ -52,14 +52,8 @@ from llm_eks.manifests.ray_serve import (
     llm_deployment_name,
 )
 
-# Prometheus duration (the pattern the monitoring CRDs enforce, without the bare "0").
-_DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
-# LLMConfig model ids (ray_serve._MODEL_ID): no quotes or braces, so they read cleanly in PromQL.
-_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,252}$")
 # Serve application names in serveConfigV2.
 _APPLICATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-# A p99 above ten minutes is a misconfiguration, not an SLO.
-_MAX_SLO_SECONDS = 600.0
 # Pod labels copied onto every series: ray_io_cluster is what Ray's own Grafana dashboards filter on.
 POD_TARGET_LABELS = ("ray.io/cluster", "ray.io/node-type", "ray.io/group")
 _RATE = "$__rate_interval"
@@ -96,9 +90,7 @@ class RayMonitoringProps:
     # Namespace of the DCGM exporter's Service; None finds it in any namespace by its labels.
     dcgm_namespace: str | None = None
     # The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl).
-    dcgm_service_labels: Mapping[str, str] = field(
-        default_factory=lambda: MappingProxyType({"app.kubernetes.io/name": "dcgm-exporter"})
-    )
+    dcgm_service_labels: Mapping[str, str] = field(default_factory=default_dcgm_service_labels)
 
     @property
     def dashboard_uid(self) -> str:
@@ -121,52 +113,16 @@ def pod_selector(name: str) -> dict[str, str]:
     }
 
 
-def _fail(prop: str, value: object, allowed: str) -> ConfigError:
-    return ConfigError(f"ray_monitoring.{prop}: {value!r} is not allowed; {allowed}")
-
-
-def _positive_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 def validate(props: RayMonitoringProps) -> None:
     """Raise ConfigError (one line naming the field) on the first bad prop."""
-    require_dns1035("ray_monitoring.name", props.name)
-    require_dns1123("ray_monitoring.namespace", props.namespace)
-    if not isinstance(props.model_id, str) or not _MODEL_ID.match(props.model_id):
-        raise _fail(
-            "model_id",
-            props.model_id,
-            "must be 1-253 characters of letters, digits and ._/:@+- starting with a letter or digit",
-        )
+    validate_names("ray_monitoring", props, "model_id")
     if not isinstance(props.application, str) or not _APPLICATION.match(props.application):
-        raise _fail("application", props.application, "must be a Serve application name (letters, digits, ._-)")
-    for prop in ("ttft_p99_seconds", "itl_p99_seconds"):
-        value = getattr(props, prop)
-        if not _positive_number(value) or value > _MAX_SLO_SECONDS:
-            raise _fail(prop, value, f"must be a positive number of seconds, at most {_MAX_SLO_SECONDS:g}")
-    if not _positive_number(props.cost_per_hour_per_replica):
-        raise _fail("cost_per_hour_per_replica", props.cost_per_hour_per_replica, "must be a positive USD amount")
-    threshold = props.queue_waiting_threshold
-    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
-        raise _fail("queue_waiting_threshold", threshold, "must be a positive whole number of requests")
-    if not _positive_number(props.kv_cache_usage_threshold) or props.kv_cache_usage_threshold >= 1:
-        raise _fail("kv_cache_usage_threshold", props.kv_cache_usage_threshold, "must be between 0 and 1 (exclusive)")
-    if (
-        not isinstance(props.scrape_interval, str)
-        or not props.scrape_interval
-        or not _DURATION.match(props.scrape_interval)
-    ):
-        raise _fail("scrape_interval", props.scrape_interval, "must be a Prometheus duration such as 15s or 1m")
-    if props.dcgm:
-        if props.dcgm_namespace is not None:
-            require_dns1123("ray_monitoring.dcgm_namespace", props.dcgm_namespace)
-        if not props.dcgm_service_labels:
-            raise _fail("dcgm_service_labels", dict(props.dcgm_service_labels), "must select the DCGM exporter Service")
-
-
-def _number(value: float) -> str:
-    return format(value, ".12g")
+        raise fail(
+            "ray_monitoring.application",
+            props.application,
+            "must be a Serve application name (letters, digits, ._-)",
+        )
+    validate_common("ray_monitoring", props)
 
 
 class _Selectors:
@@ -193,30 +149,17 @@ class _Selectors:
 def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
     """The alerting rules (the vLLM chart's, in Ray's names), each with severity, summary, description, runbook."""
     sel = _Selectors(props)
-    by = "sum by (namespace, model_name)"
-    by_le = "sum by (le, namespace, model_name)"
     model = props.model_id
-    ttft = _number(props.ttft_p99_seconds)
-    itl = _number(props.itl_p99_seconds)
-    kv = _number(props.kv_cache_usage_threshold)
+    ttft = promql_number(props.ttft_p99_seconds)
+    itl = promql_number(props.itl_p99_seconds)
+    kv = promql_number(props.kv_cache_usage_threshold)
     waiting = props.queue_waiting_threshold
 
     def series(vllm_name: str) -> str:
         return f"{ray_exported(vllm_name)}{sel.vllm}"
 
-    def rule(
-        alert: str, expr: str, duration: str, severity: str, summary: str, description: str, runbook: str
-    ) -> dict[str, Any]:
-        return {
-            "alert": alert,
-            "expr": expr,
-            "for": duration,
-            "labels": {"severity": severity},
-            "annotations": {"summary": summary, "description": description, "runbook": runbook},
-        }
-
     return [
-        rule(
+        alert_rule(
             "RayVllmKvCacheNearlyFull",
             f"max by (namespace, pod, model_name) ({series('vllm:kv_cache_usage_perc')}) > {kv}",
             "5m",
@@ -228,10 +171,10 @@ def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
             "pods, the node pool's GPU limit); at the maximum, raise max_replicas or lower max_num_seqs / "
             "max_model_len in the plan.",
         ),
-        rule(
+        alert_rule(
             "RayVllmWaitingQueueGrowing",
-            f"{by} ({series('vllm:num_requests_waiting')}) > {waiting}"
-            f" and {by} (deriv({series('vllm:num_requests_waiting')}[10m])) > 0",
+            f"{BY_MODEL} ({series('vllm:num_requests_waiting')}) > {waiting}"
+            f" and {BY_MODEL} (deriv({series('vllm:num_requests_waiting')}[10m])) > 0",
             "10m",
             "warning",
             f"vLLM waiting queue above {waiting} requests and still growing (Ray Serve)",
@@ -240,10 +183,10 @@ def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
             "Look for pending Ray worker pods (Karpenter NodeClaims, Spot capacity, the node pool limit) and for "
             "Serve at max_replicas; scale out or shed load.",
         ),
-        rule(
+        alert_rule(
             "RayVllmTimeToFirstTokenAboveSlo",
             "histogram_quantile(0.99, "
-            f"{by_le} (rate({series('vllm:time_to_first_token_seconds_bucket')}[5m]))) > {ttft}",
+            f"{BY_MODEL_LE} (rate({series('vllm:time_to_first_token_seconds_bucket')}[5m]))) > {ttft}",
             "10m",
             "critical",
             f"vLLM TTFT p99 above the {ttft} s SLO (Ray Serve)",
@@ -252,10 +195,10 @@ def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
             "queues are empty, long prompts dominate (lower max_num_batched_tokens to interleave prefill with "
             "decode).",
         ),
-        rule(
+        alert_rule(
             "RayVllmInterTokenLatencyAboveSlo",
             "histogram_quantile(0.99, "
-            f"{by_le} (rate({series('vllm:inter_token_latency_seconds_bucket')}[5m]))) > {itl}",
+            f"{BY_MODEL_LE} (rate({series('vllm:inter_token_latency_seconds_bucket')}[5m]))) > {itl}",
             "10m",
             "critical",
             f"vLLM inter-token latency p99 above the {itl} s SLO (Ray Serve)",
@@ -263,9 +206,9 @@ def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
             "Batches are too large for the GPU: scale out, or lower max_num_seqs; large prefills stalling decode show "
             "as ITL spikes (lower max_num_batched_tokens).",
         ),
-        rule(
+        alert_rule(
             "RayVllmPreemptionsRising",
-            f"{by} (rate({series('vllm:num_preemptions_total')}[5m])) > 0",
+            f"{BY_MODEL} (rate({series('vllm:num_preemptions_total')}[5m])) > 0",
             "15m",
             "warning",
             "vLLM keeps preempting requests (Ray Serve)",
@@ -274,7 +217,7 @@ def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
             "Scale out, lower max_num_seqs, or give the KV cache more room (gpu_memory_utilization, an fp8 KV cache, a "
             "larger GPU) through the capacity plan.",
         ),
-        rule(
+        alert_rule(
             "RayServeTargetDown",
             f"up{sel.job} == 0",
             "5m",
@@ -295,7 +238,7 @@ def serve_panels(props: RayMonitoringProps) -> tuple[ExtraPanel, ...]:
 
     def quantile(q: float) -> tuple[str, str]:
         return (
-            f"histogram_quantile({_number(q)}, sum by (le) (rate({latency}[{_RATE}])))",
+            f"histogram_quantile({promql_number(q)}, sum by (le) (rate({latency}[{_RATE}])))",
             f"p{round(q * 100)}",
         )
 
@@ -375,20 +318,15 @@ def dashboard_spec(props: RayMonitoringProps) -> DashboardSpec:
     )
 
 
-class RayMonitoringChart(cdk8s.Chart):
+class RayMonitoringChart(WorkloadMonitoringChart):
     """PodMonitor, DCGM ServiceMonitor, alerts and the Grafana dashboard of one Ray Serve LLM workload."""
 
     def __init__(self, scope: Construct, construct_id: str, props: RayMonitoringProps) -> None:
         validate(props)
-        super().__init__(scope, construct_id, namespace=props.namespace, disable_resource_name_hashes=True)
+        dashboard = build_dashboard(dashboard_spec(props))
+        super().__init__(scope, construct_id, props.namespace, alert_rules(props), dashboard, "metric names")
         self.props = props
         labels = app_labels(RAY_SERVE_APP, props.name)
-        self.alert_rules = alert_rules(props)
-        self.dashboard = build_dashboard(dashboard_spec(props))
-        problems = [f"{where}: {p}" for where, expr in self.promql() for p in check_promql(expr)]
-        if problems:  # a bug here, not bad input: every expression is built from the names in promql.py
-            raise AssertionError("stale metric names:\n" + "\n".join(problems))
-
         plain_object(
             self,
             "RayPodMonitor",
@@ -408,53 +346,4 @@ class RayMonitoringChart(cdk8s.Chart):
                 }
             },
         )
-        if props.dcgm:
-            namespaces = {"matchNames": [props.dcgm_namespace]} if props.dcgm_namespace else {"any": True}
-            plain_object(
-                self,
-                "DcgmServiceMonitor",
-                api_version="monitoring.coreos.com/v1",
-                kind="ServiceMonitor",
-                metadata={
-                    "name": "dcgm-exporter",
-                    "labels": {"app.kubernetes.io/part-of": labels["app.kubernetes.io/part-of"]},
-                },
-                body={
-                    "spec": {
-                        "selector": {"matchLabels": dict(props.dcgm_service_labels)},
-                        "namespaceSelector": namespaces,
-                        "endpoints": [
-                            {
-                                "port": "metrics",
-                                "path": "/metrics",
-                                "interval": props.scrape_interval,
-                                # Keep the exporter's pod/namespace labels (the Ray worker pod that holds the GPU)
-                                # instead of renaming them exported_*; the GPU panels filter on the namespace.
-                                "honorLabels": True,
-                            }
-                        ],
-                    }
-                },
-            )
-        plain_object(
-            self,
-            "Alerts",
-            api_version="monitoring.coreos.com/v1",
-            kind="PrometheusRule",
-            metadata={"name": f"{props.name}-alerts", "labels": labels},
-            body={"spec": {"groups": [{"name": f"{props.name}.alerts", "rules": self.alert_rules}]}},
-        )
-        plain_object(
-            self,
-            "Dashboard",
-            api_version="v1",
-            kind="ConfigMap",
-            metadata={"name": f"{props.name}-dashboard", "labels": {**labels, "grafana_dashboard": "1"}},
-            body={"data": {f"{props.name}.json": json.dumps(self.dashboard, indent=2, sort_keys=True)}},
-        )
-
-    def promql(self) -> list[tuple[str, str]]:
-        """(where, expr) for every PromQL expression this chart emits: alerts, then dashboard panels."""
-        return [(f"alert {r['alert']}", r["expr"]) for r in self.alert_rules] + [
-            (f"panel {title!r}", expr) for title, expr in panel_queries(self.dashboard)
-        ]
+        self.add_dcgm_alerts_and_dashboard(props, labels)

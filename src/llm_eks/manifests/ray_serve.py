@@ -52,15 +52,19 @@ import cdk8s
 import yaml
 from constructs import Construct
 
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, fail
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object, require_dns1035, require_dns1123
-from llm_eks.manifests.vllm import (
-    HF_TOKEN_FILE,
-    HF_TOKEN_PATH,
+from llm_eks.manifests.pods import (
     MAX_GRACE_SECONDS,
+    container_security_context,
+    hf_token_env,
     hf_token_mount,
-    secret_provider_class_name,
+    hf_token_volume,
+    pod_security_context,
 )
+from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+from llm_eks.manifests.validation import HF_REPO, MODEL_NAME, SECRET_NAME, whole_number
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 
 RAY_SERVE_APP = "ray-serve"
@@ -113,11 +117,7 @@ _RESERVED_ENGINE_KWARGS = {
 _UPSCALING_MODES = ("Default", "Aggressive", "Conservative")
 # NewClusterWithIncrementalUpgrade needs the Gateway API; it is not offered.
 _UPGRADE_STRATEGIES = ("NewCluster", "None")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
-_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,252}$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -228,21 +228,12 @@ def llm_deployment_name(model_id: str) -> str:
 
 
 def _fail(prop: str, value: object, allowed: str) -> ConfigError:
-    return ConfigError(f"ray_serve.{prop}: {value!r} is not allowed; {allowed}")
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return fail(f"ray_serve.{prop}", value, allowed)
 
 
 def _at_least(prop: str, value: object, minimum: int) -> None:
-    if not _whole(value) or value < minimum:  # type: ignore[operator]
+    if not whole_number(value) or value < minimum:  # type: ignore[operator]
         raise _fail(prop, value, f"must be a whole number of at least {minimum}")
-
-
-def _quantity(prop: str, value: object) -> None:
-    if not isinstance(value, str) or not _QUANTITY.match(value):
-        raise _fail(prop, value, "must be a Kubernetes quantity such as 8, 500m or 32Gi")
 
 
 def validate(p: RayServeProps) -> None:
@@ -251,9 +242,9 @@ def validate(p: RayServeProps) -> None:
     if len(p.name) > MAX_NAME_LENGTH:
         raise _fail("name", p.name, f"must be at most {MAX_NAME_LENGTH} characters (KubeRay appends suffixes)")
     require_dns1123("ray_serve.namespace", p.namespace)
-    if not isinstance(p.model_id, str) or not _MODEL_ID.match(p.model_id):
+    if not isinstance(p.model_id, str) or not MODEL_NAME.match(p.model_id):
         raise _fail("model_id", p.model_id, "must be 1-253 characters of letters, digits and ._/:@+-")
-    if not isinstance(p.model_source, str) or not (_S3_URI.match(p.model_source) or _HF_REPO.match(p.model_source)):
+    if not isinstance(p.model_source, str) or not (_S3_URI.match(p.model_source) or HF_REPO.match(p.model_source)):
         raise _fail("model_source", p.model_source, "must be a Hugging Face repo id (org/name) or an s3:// URI")
     if p.accelerator_type not in RAY_NVIDIA_ACCELERATOR_TYPES:
         raise _fail(
@@ -306,10 +297,10 @@ def validate(p: RayServeProps) -> None:
         if key in _typed_engine_kwargs(p):
             raise _fail("extra_engine_kwargs", key, "it has its own prop")
     for prop in ("worker_cpu", "worker_memory", "head_cpu", "head_memory"):
-        _quantity(prop, getattr(p, prop))
+        parse_quantity(f"ray_serve.{prop}", getattr(p, prop))
     if p.worker_ephemeral_storage is not None:
-        _quantity("worker_ephemeral_storage", p.worker_ephemeral_storage)
-    if p.hf_token_secret is not None and not _SECRET_NAME.match(p.hf_token_secret):
+        parse_quantity("ray_serve.worker_ephemeral_storage", p.worker_ephemeral_storage)
+    if p.hf_token_secret is not None and not SECRET_NAME.match(p.hf_token_secret):
         raise _fail("hf_token_secret", p.hf_token_secret, "must be a Secrets Manager secret name")
     _at_least("idle_timeout_seconds", p.idle_timeout_seconds, 0)
     if p.upscaling_mode not in _UPSCALING_MODES:
@@ -348,7 +339,7 @@ def _validate_drain(p: RayServeProps) -> None:
             f"must be below graceful_shutdown_timeout_seconds ({p.graceful_shutdown_timeout_seconds})",
         )
     drain = p.pre_stop_seconds + p.drain_timeout_seconds
-    if not _whole(p.termination_grace_seconds) or not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
+    if not whole_number(p.termination_grace_seconds) or not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
         raise ConfigError(
             f"ray_serve.drain: preStop {p.pre_stop_seconds} s + Ray drain timeout {p.drain_timeout_seconds} s = "
             f"{drain} s must be below terminationGracePeriodSeconds {p.termination_grace_seconds} s, which must be at "
@@ -419,13 +410,6 @@ def serve_config(p: RayServeProps) -> dict[str, Any]:
     }
 
 
-def _security(p: RayServeProps) -> tuple[dict[str, Any], dict[str, Any]]:
-    pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
-    if p.run_as_user is not None:
-        pod.update({"runAsNonRoot": True, "runAsUser": p.run_as_user})
-    return pod, {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-
-
 def _resources(cpu: str, memory: str, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
     # Requests equal limits: Guaranteed QoS, and the Ray autoscaler reads a node's size from the limits.
     amounts = {"cpu": cpu, "memory": memory, **(extra or {})}
@@ -446,51 +430,8 @@ class RayServeChart(cdk8s.Chart):
             return {"name": name, "namespace": props.namespace, "labels": labels}
 
         if props.create_namespace:
-            plain_object(
-                self,
-                "namespace",
-                api_version="v1",
-                kind="Namespace",
-                metadata={
-                    "name": props.namespace,
-                    "labels": {
-                        "app.kubernetes.io/part-of": PART_OF,
-                        # Same profile as the vLLM chart's namespace: nothing here needs privileges.
-                        "pod-security.kubernetes.io/enforce": "baseline",
-                        "pod-security.kubernetes.io/warn": "restricted",
-                        "pod-security.kubernetes.io/audit": "restricted",
-                    },
-                },
-                body={},
-            )
-        # The GPU workers run as this account; the AWS side binds it (Pod Identity) to the token secret / bucket.
-        plain_object(
-            self,
-            "service-account",
-            api_version="v1",
-            kind="ServiceAccount",
-            metadata=meta(props.name),
-            body={"automountServiceAccountToken": False},
-        )
-        if props.hf_token_secret is not None:
-            parameters = {
-                "objects": (
-                    f'- objectName: "{props.hf_token_secret}"\n'
-                    f'  objectType: "secretsmanager"\n'
-                    f'  objectAlias: "{HF_TOKEN_FILE}"\n'
-                ),
-                "usePodIdentity": "true",
-            }
-            if props.aws_region is not None:
-                parameters["region"] = props.aws_region
-            plain_object(
-                self,
-                "secret-provider-class",
-                api_version="secrets-store.csi.x-k8s.io/v1",
-                kind="SecretProviderClass",
-                metadata=meta(secret_provider_class_name(props.name)),
-                body={"spec": {"provider": "aws", "parameters": parameters}},
-            )
+            workload_namespace(self, props.namespace)
+        workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
         plain_object(
             self,
             "ray-service",
@@ -515,7 +456,7 @@ class RayServeChart(cdk8s.Chart):
                     "imagePullPolicy": "IfNotPresent",
                     # KubeRay's own default size for the sidecar, made explicit.
                     "resources": _resources("500m", "512Mi"),
-                    "securityContext": _security(p)[1],
+                    "securityContext": container_security_context(),
                 },
                 "headGroupSpec": head_group_spec(p),
                 "workerGroupSpecs": [worker_group_spec(p)],
@@ -530,7 +471,6 @@ def _template_labels(p: RayServeProps) -> dict[str, str]:
 
 def head_group_spec(p: RayServeProps) -> dict[str, Any]:
     """The head group: system capacity, no Ray work, the cluster's ports."""
-    pod_security, container_security = _security(p)
     metadata: dict[str, Any] = {"labels": _template_labels(p)}
     if p.head_on_karpenter:
         # Losing the head restarts every replica: Karpenter must not consolidate or replace its node.
@@ -543,7 +483,7 @@ def head_group_spec(p: RayServeProps) -> dict[str, Any]:
             "spec": {
                 "nodeSelector": dict(p.head_node_selector),
                 "tolerations": [dict(t) for t in p.head_tolerations],
-                "securityContext": pod_security,
+                "securityContext": pod_security_context(p.run_as_user),
                 "containers": [
                     {
                         "name": "ray-head",
@@ -558,7 +498,7 @@ def head_group_spec(p: RayServeProps) -> dict[str, Any]:
                             {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT},
                         ],
                         "resources": _resources(p.head_cpu, p.head_memory),
-                        "securityContext": container_security,
+                        "securityContext": container_security_context(),
                     }
                 ],
             },
@@ -568,7 +508,6 @@ def head_group_spec(p: RayServeProps) -> dict[str, Any]:
 
 def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
     """The GPU worker group: one node's GPUs per pod, the planned pool, the Spot drain."""
-    pod_security, container_security = _security(p)
     gpus = str(p.gpus_per_worker)
     extra = {p.gpu_resource: gpus}
     if p.worker_ephemeral_storage is not None:
@@ -581,7 +520,7 @@ def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
         "resources": _resources(p.worker_cpu, p.worker_memory, extra),
         "env": env,
         "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT}],
-        "securityContext": container_security,
+        "securityContext": container_security_context(),
     }
     if p.pre_stop_seconds:
         container["lifecycle"] = {"preStop": {"sleep": {"seconds": p.pre_stop_seconds}}}
@@ -590,22 +529,13 @@ def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
         "nodeSelector": dict(p.node_selector),
         "tolerations": [dict(t) for t in p.tolerations],
         "terminationGracePeriodSeconds": p.termination_grace_seconds,
-        "securityContext": pod_security,
+        "securityContext": pod_security_context(p.run_as_user),
         "containers": [container],
     }
     if p.hf_token_secret is not None:
-        env.append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH})
+        env.append(hf_token_env())
         container["volumeMounts"] = [hf_token_mount()]
-        pod["volumes"] = [
-            {
-                "name": hf_token_mount()["name"],
-                "csi": {
-                    "driver": "secrets-store.csi.k8s.io",
-                    "readOnly": True,
-                    "volumeAttributes": {"secretProviderClass": secret_provider_class_name(p.name)},
-                },
-            }
-        ]
+        pod["volumes"] = [hf_token_volume(p.name)]
     nodes = p.nodes_per_replica
     return {
         "groupName": WORKER_GROUP,

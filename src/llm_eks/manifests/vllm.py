@@ -28,7 +28,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -36,6 +35,7 @@ import cdk8s
 from constructs import Construct
 
 from llm_eks.errors import ConfigError
+from llm_eks.manifests import pods
 from llm_eks.manifests.labels import (
     VLLM_APP,
     app_labels,
@@ -44,19 +44,23 @@ from llm_eks.manifests.labels import (
     require_dns1123,
     selector_labels,
 )
+from llm_eks.manifests.pods import HF_TOKEN_PATH as HF_TOKEN_PATH  # re-exported: where the token file is
+from llm_eks.manifests.pods import (
+    MAX_GRACE_SECONDS,
+    container_security_context,
+    hf_token_env,
+    hf_token_mount,
+    hf_token_volume,
+    placement,
+)
+from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+from llm_eks.manifests.validation import HF_REPO, SECRET_NAME
 from llm_eks.versions import VLLM_IMAGE
 
 PORT = 8000
 PORT_NAME = "http"
 CACHE_DIR = "/cache"
-HF_TOKEN_DIR = "/var/run/secrets/huggingface"
-HF_TOKEN_FILE = "token"
-HF_TOKEN_PATH = f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"
-
-# The 2-minute Spot notice minus what Karpenter needs to receive the interruption event and start evicting.
-SPOT_NOTICE_SECONDS = 120
-SPOT_MARGIN_SECONDS = 10
-MAX_GRACE_SECONDS = SPOT_NOTICE_SECONDS - SPOT_MARGIN_SECONDS
 
 STARTUP_PERIOD_SECONDS = 10
 PROBE_PERIOD_SECONDS = 10
@@ -89,25 +93,6 @@ _STALE_FLAGS = {
     "--num-scheduler-steps": "it was removed with the V0 engine",
 }
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
-_SUFFIX = {
-    None: Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -206,26 +191,9 @@ def probe_timing(props: VllmProps) -> ProbeTiming:
     return ProbeTiming(budget, math.ceil(Fraction(budget, STARTUP_PERIOD_SECONDS)))
 
 
-def secret_provider_class_name(name: str) -> str:
-    return f"{name}-hf-token"
-
-
 def service_url(props: VllmProps) -> str:
     """In-cluster base URL of the OpenAI-compatible endpoint."""
     return f"http://{props.name}.{props.namespace}.svc.cluster.local:{PORT}"
-
-
-def parse_quantity(field_name: str, value: str) -> Decimal:
-    """A Kubernetes quantity ("8", "500m", "32Gi") as a number, or a ConfigError naming the field."""
-    match = _QUANTITY.match(value) if isinstance(value, str) else None
-    if not match:
-        raise ConfigError(
-            f"{field_name}: {value!r} is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi"
-        )
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
-    except InvalidOperation as err:  # pragma: no cover - the regex admits only decimals
-        raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a Kubernetes quantity") from err
 
 
 def _at_least(field_name: str, value: int, minimum: int) -> None:
@@ -246,12 +214,12 @@ def validate_vllm_props(p: VllmProps) -> None:
         raise ConfigError(f"weights: {p.weights!r} is not allowed; must be 'hf' or 's3'")
     if p.weights == "s3" and not p.model.startswith("s3://"):
         raise ConfigError(f"model: {p.model!r} is not allowed with weights 's3'; must be an s3:// URI")
-    if p.weights == "hf" and not _HF_REPO.match(p.model):
+    if p.weights == "hf" and not HF_REPO.match(p.model):
         raise ConfigError(
             f"model: {p.model!r} is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
             "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')"
         )
-    if p.hf_token_secret is not None and not _SECRET_NAME.match(p.hf_token_secret):
+    if p.hf_token_secret is not None and not SECRET_NAME.match(p.hf_token_secret):
         raise ConfigError(
             f"hf_token_secret: {p.hf_token_secret!r} is not allowed; must be a Secrets Manager secret name "
             "(letters, digits and /_+=.@-)"
@@ -391,40 +359,16 @@ def container_env(p: VllmProps) -> list[dict[str, str]]:
         {"name": "DO_NOT_TRACK", "value": "1"},
     ]
     if p.hf_token_secret is not None:
-        # huggingface_hub reads the token from this file; it is never an env value or a Kubernetes Secret.
-        env.append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_PATH})
+        env.append(hf_token_env())
     if p.aws_region is not None:
         env.append({"name": "AWS_REGION", "value": p.aws_region})
     return env
 
 
-def hf_token_volume(p: VllmProps) -> dict[str, Any]:
-    """The Secrets Store CSI volume carrying the token file (shared with the benchmark Job)."""
-    return {
-        "name": "hf-token",
-        "csi": {
-            "driver": "secrets-store.csi.k8s.io",
-            "readOnly": True,
-            "volumeAttributes": {"secretProviderClass": secret_provider_class_name(p.name)},
-        },
-    }
-
-
-def hf_token_mount() -> dict[str, Any]:
-    return {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}
-
-
 def pod_security_context(p: VllmProps) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
-    if p.run_as_user is not None:
-        # GID 0: the image makes /home/vllm and its caches group-0 writable for exactly this user.
-        ctx.update({"runAsNonRoot": True, "runAsUser": p.run_as_user, "runAsGroup": 0})
-    return ctx
-
-
-def container_security_context() -> dict[str, Any]:
-    # The root filesystem stays writable: Triton, FlashInfer and torch.compile JIT-compile kernels under $HOME.
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    """The pod security context of vLLM pods (the server, and the benchmark Job running the same image)."""
+    # GID 0: the image makes /home/vllm and its caches group-0 writable for exactly this user.
+    return pods.pod_security_context(p.run_as_user, run_as_group=0)
 
 
 class VllmChart(cdk8s.Chart):
@@ -442,36 +386,10 @@ class VllmChart(cdk8s.Chart):
             return {"name": name, "namespace": props.namespace, "labels": labels, **extra}
 
         if props.create_namespace:
-            ns_labels = {
-                "app.kubernetes.io/part-of": "llm-eks",
-                # Nothing here needs privileges; warn on anything the restricted profile would refuse.
-                "pod-security.kubernetes.io/enforce": "baseline",
-                "pod-security.kubernetes.io/warn": "restricted",
-                "pod-security.kubernetes.io/audit": "restricted",
-            }
-            if props.ingress is not None:
-                # The ALB controller then gates rollouts on ALB target health, not only on pod readiness.
-                ns_labels["elbv2.k8s.aws/pod-readiness-gate-inject"] = "enabled"
-            plain_object(
-                self,
-                "namespace",
-                api_version="v1",
-                kind="Namespace",
-                metadata={"name": props.namespace, "labels": ns_labels},
-                body={},
-            )
-
-        # The Pod Identity association (AWS side) binds this account to the secret and the weights bucket.
-        plain_object(
-            self,
-            "service-account",
-            api_version="v1",
-            kind="ServiceAccount",
-            metadata=meta(props.name),
-            body={"automountServiceAccountToken": False},
-        )
-        if props.hf_token_secret is not None:
-            self._secret_provider_class(props, meta)
+            # The ALB controller then gates rollouts on ALB target health, not only on pod readiness.
+            readiness_gate = {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"} if props.ingress is not None else {}
+            workload_namespace(self, props.namespace, readiness_gate)
+        workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
         plain_object(
             self,
             "deployment",
@@ -512,22 +430,6 @@ class VllmChart(cdk8s.Chart):
         if props.ingress is not None:
             self._ingress(props, props.ingress, meta)
 
-    def _secret_provider_class(self, p: VllmProps, meta: Any) -> None:
-        objects = (
-            f'- objectName: "{p.hf_token_secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{HF_TOKEN_FILE}"\n'
-        )
-        parameters = {"objects": objects, "usePodIdentity": "true"}
-        if p.aws_region is not None:
-            parameters["region"] = p.aws_region
-        plain_object(
-            self,
-            "secret-provider-class",
-            api_version="secrets-store.csi.x-k8s.io/v1",
-            kind="SecretProviderClass",
-            metadata=meta(secret_provider_class_name(p.name)),
-            body={"spec": {"provider": "aws", "parameters": parameters}},
-        )
-
     def _deployment_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
         accelerators = str(p.accelerators_per_pod)
         volumes: list[dict[str, Any]] = [
@@ -539,7 +441,7 @@ class VllmChart(cdk8s.Chart):
             {"name": "cache", "mountPath": CACHE_DIR},
         ]
         if p.hf_token_secret is not None:
-            volumes.append(hf_token_volume(p))
+            volumes.append(hf_token_volume(p.name))
             mounts.append(hf_token_mount())
 
         def http_probe(path: str) -> dict[str, Any]:
@@ -597,10 +499,7 @@ class VllmChart(cdk8s.Chart):
             "containers": [container],
             "volumes": volumes,
         }
-        if p.node_selector:
-            pod_spec["nodeSelector"] = dict(p.node_selector)
-        if p.tolerations:
-            pod_spec["tolerations"] = [dict(t) for t in p.tolerations]
+        pod_spec.update(placement(p.node_selector, p.tolerations))
         if p.zone_spread:
             # ScheduleAnyway: GPU capacity is scarce per AZ; a skewed replica beats a Pending one. Karpenter
             # still tries the emptier zone first.

@@ -1,0 +1,240 @@
+"""Reading plain Kubernetes object dicts: fields by path, object refs, pod requests, and the pod templates of every
+workload kind with how many pods each makes at its maximum scale.
+
+Objects come from charts and from users' YAML: a field of the wrong type is read as absent, never a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from llm_eks.manifests.quantities import quantity
+
+# KEDA's default ScaledObject maxReplicaCount.
+KEDA_DEFAULT_MAX_REPLICAS = 100
+
+
+def value_at(node: Any, *keys: str) -> Any:
+    """The value at a path of mapping keys, or None."""
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def mapping_at(node: Any, *keys: str) -> Mapping[str, Any]:
+    """The mapping at a path, or {}."""
+    value = value_at(node, *keys)
+    return value if isinstance(value, Mapping) else {}
+
+
+def mappings_at(node: Any, *keys: str) -> list[Mapping[str, Any]]:
+    """The mappings in the list at a path, or []."""
+    value = value_at(node, *keys)
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def list_at(node: Any, *keys: str) -> list[Any]:
+    """The list at a path, or []."""
+    value = value_at(node, *keys)
+    return value if isinstance(value, list) else []
+
+
+def group_kind(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(API group, kind) of an object; the core group is ""."""
+    api_version = str(obj.get("apiVersion") or "")
+    return (api_version.rsplit("/", 1)[0] if "/" in api_version else ""), str(obj.get("kind") or "")
+
+
+_BYTES = ("memory", "ephemeral-storage")
+
+
+def amount(resource: str, value: Fraction) -> str:
+    """A readable amount: 4 nvidia.com/gpu, 3.92 cpu, 28.6Gi memory."""
+    if resource in _BYTES:
+        gib = float(value / 2**30)
+        text = f"{gib:.1f}".removesuffix(".0")
+        return f"{text}Gi {resource}"
+    if value.denominator == 1:
+        return f"{value.numerator} {resource}"
+    return f"{float(value):.3f}".rstrip("0").rstrip(".") + f" {resource}"
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Effective requests of a pod, as the scheduler computes them: containers and sidecars summed, each regular init
+    container (plus the sidecars started before it) as a floor. A missing request defaults to the limit."""
+
+    def requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
+        merged = {**mapping_at(container, "resources", "limits"), **mapping_at(container, "resources", "requests")}
+        out = {}
+        for name, raw in merged.items():
+            value = quantity(raw)
+            if value is not None:
+                out[str(name)] = value
+        return out
+
+    def add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+        for name, value in more.items():
+            into[name] = into.get(name, Fraction(0)) + value
+
+    total: dict[str, Fraction] = {}
+    for container in mappings_at(spec, "containers"):
+        add(total, requests(container))
+    sidecars: dict[str, Fraction] = {}
+    floor: dict[str, Fraction] = {}
+    for container in mappings_at(spec, "initContainers"):
+        if container.get("restartPolicy") == "Always":
+            add(sidecars, requests(container))
+            continue
+        step = dict(sidecars)
+        add(step, requests(container))
+        for name, value in step.items():
+            floor[name] = max(floor.get(name, Fraction(0)), value)
+    add(total, sidecars)
+    for name, value in floor.items():
+        total[name] = max(total.get(name, Fraction(0)), value)
+    return total
+
+
+def object_ref(obj: Mapping[str, Any]) -> str:
+    """`Kind/namespace/name`, or `Kind/name` for an object without a namespace."""
+    meta = mapping_at(obj, "metadata")
+    parts = [str(obj.get("kind", "?")), str(meta.get("namespace") or ""), str(meta.get("name", "?"))]
+    return "/".join(p for p in parts if p)
+
+
+def as_int(value: Any, default: int) -> int:
+    """An integer field; a deploy-time token (rendered null or as text) counts as the default."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _meta(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = mapping_at(obj, "metadata")
+    return str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", ""))
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """One pod template of a workload, with how many such pods exist at the workload's maximum scale."""
+
+    obj: Mapping[str, Any]
+    # "" for single-template kinds; "head", "worker group gpu", "leader", "worker" otherwise.
+    part: str
+    spec: Mapping[str, Any]
+    max_pods: int | None
+    # How max_pods was worked out, for messages (e.g. "ScaledObject maxReplicaCount 6").
+    scale: str
+    # What to change to lower it.
+    scale_fix: str
+    # Pods per unit of that setting (Ray numOfHosts, LeaderWorkerSet size).
+    unit_pods: int = 1
+
+
+def _max_replicas(obj: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> tuple[int, str, str]:
+    kind, ns, name = _meta(obj)
+    for other in objects:
+        o_kind, o_ns, _ = _meta(other)
+        spec = mapping_at(other, "spec")
+        if o_ns != ns:
+            continue
+        if group_kind(other) == ("keda.sh", "ScaledObject"):
+            target = mapping_at(spec, "scaleTargetRef")
+            if target.get("name") == name and (target.get("kind") or "Deployment") == kind:
+                count = spec.get("maxReplicaCount")
+                source = f"ScaledObject maxReplicaCount {count}"
+                if count is None:
+                    count = KEDA_DEFAULT_MAX_REPLICAS
+                    source = f"ScaledObject maxReplicaCount unset: KEDA's {count}"
+                return (
+                    as_int(count, KEDA_DEFAULT_MAX_REPLICAS),
+                    source,
+                    "the ScaledObject's maxReplicaCount (workload.replicas.max)",
+                )
+        if o_kind == "HorizontalPodAutoscaler":
+            target = mapping_at(spec, "scaleTargetRef")
+            if target.get("name") == name and target.get("kind") == kind:
+                count = as_int(spec.get("maxReplicas"), 1)
+                return count, f"HorizontalPodAutoscaler maxReplicas {count}", "the HPA's maxReplicas"
+    count = as_int(value_at(obj, "spec", "replicas"), 1)
+    return count, f"spec.replicas {count}", "spec.replicas"
+
+
+def _ray_templates(obj: Mapping[str, Any], cluster: Mapping[str, Any]) -> Iterator[PodTemplate]:
+    if mapping_at(cluster, "headGroupSpec", "template"):
+        yield PodTemplate(obj, "head", mapping_at(cluster, "headGroupSpec", "template", "spec"), 1, "1 head", "")
+    for group in mappings_at(cluster, "workerGroupSpecs"):
+        hosts = as_int(group.get("numOfHosts"), 1)
+        if group.get("maxReplicas") is not None:
+            replicas = as_int(group["maxReplicas"], 0)
+            source = f"maxReplicas {replicas}"
+        else:
+            replicas = as_int(group.get("replicas"), 0)
+            source = f"replicas {replicas}"
+        scale = f"{source} x numOfHosts {hosts}" if hosts != 1 else source
+        part = f"worker group {group.get('groupName', '?')}"
+        yield PodTemplate(
+            obj,
+            part,
+            mapping_at(group, "template", "spec"),
+            replicas * hosts,
+            scale,
+            f"the {part}'s maxReplicas",
+            hosts,
+        )
+
+
+def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]:
+    """Every pod template the objects would create, except DaemonSets'."""
+    for obj in objects:
+        group, kind = group_kind(obj)
+        spec = mapping_at(obj, "spec")
+        if kind in ("Deployment", "StatefulSet", "ReplicaSet") and group == "apps":
+            count, source, fix = _max_replicas(obj, objects)
+            yield PodTemplate(obj, "", mapping_at(spec, "template", "spec"), count, source, fix)
+        elif kind == "Job" and group == "batch":
+            count = as_int(spec.get("parallelism"), 1)
+            yield PodTemplate(obj, "", mapping_at(spec, "template", "spec"), count, f"parallelism {count}", "")
+        elif kind == "CronJob" and group == "batch":
+            job = mapping_at(spec, "jobTemplate", "spec")
+            count = as_int(job.get("parallelism"), 1)
+            yield PodTemplate(obj, "", mapping_at(job, "template", "spec"), count, f"parallelism {count}", "")
+        elif kind == "Pod" and group == "":
+            yield PodTemplate(obj, "", spec, 1, "1 pod", "")
+        elif group == "ray.io" and kind in ("RayCluster", "RayService", "RayJob"):
+            cluster = {
+                "RayCluster": spec,
+                "RayService": spec.get("rayClusterConfig"),
+                "RayJob": spec.get("rayClusterSpec"),
+            }
+            yield from _ray_templates(obj, mapping_at(cluster, kind))
+        elif group == "leaderworkerset.x-k8s.io" and kind == "LeaderWorkerSet":
+            lwt = mapping_at(spec, "leaderWorkerTemplate")
+            groups, size = as_int(spec.get("replicas"), 1), as_int(lwt.get("size"), 1)
+            worker = mapping_at(lwt, "workerTemplate", "spec")
+            if mapping_at(lwt, "leaderTemplate"):
+                leader = mapping_at(lwt, "leaderTemplate", "spec")
+                yield PodTemplate(obj, "leader", leader, groups, f"replicas {groups}", "spec.replicas")
+                yield PodTemplate(
+                    obj,
+                    "worker",
+                    worker,
+                    groups * (size - 1),
+                    f"replicas {groups} x (size {size} - 1)",
+                    "spec.replicas",
+                    max(size - 1, 1),
+                )
+            else:
+                scale = f"replicas {groups} x size {size}"
+                yield PodTemplate(obj, "", worker, groups * size, scale, "spec.replicas", size)
+
+
+def part_prefix(template: PodTemplate) -> str:
+    """`<part>: ` for messages about one part of a workload."""
+    return f"{template.part}: " if template.part else ""

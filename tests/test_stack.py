@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.infra.app import plan_environment
 from llm_eks.infra.config import load_environments
 from tests.conftest import CDK_JSON, ENVIRONMENTS, Synthesized
@@ -122,6 +123,8 @@ def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env
     assert pod["nodeSelector"]["llm-eks.io/node-pool"] == pool_name
     (pool,) = [p for p in env_objects(synthesized, env, "NodePool") if p["metadata"]["name"] == pool_name]
     requirements = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
-    assert requirements["node.kubernetes.io/instance-type"]["values"] == [plan.instance.instance_type]
+    sizes = requirements["node.kubernetes.io/instance-type"]["values"]
+    assert sizes[0] == plan.instance.instance_type
+    assert all(INSTANCE_TYPES[size].accelerators == plan.instance.accelerators for size in sizes)
     replicas = config.workload.replicas.max
     assert pool["spec"]["limits"]["nvidia.com/gpu"] >= replicas * plan.gpus_per_pod

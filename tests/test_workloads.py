@@ -30,7 +30,9 @@ def test_slug_names() -> None:
 def test_pool_limit_covers_max_replicas_in_whole_nodes() -> None:
     w = workload_of({"workload": {"accelerator": "g6e.xlarge", "replicas": {"min": 1, "max": 3}}})
     assert w.gpu_pool.name == "gpu-g6e"
-    assert w.gpu_pool.instance_types == ("g6e.xlarge",)
+    # The planned size, plus g6e.2xlarge: same GPU, more CPU/RAM, $2.24/h <= 1.5 x $1.86/h ($2.79);
+    # g6e.4xlarge ($3.00/h) is over that cap.
+    assert w.gpu_pool.instance_types == ("g6e.xlarge", "g6e.2xlarge")
     assert w.gpu_pool.accelerator_limit == 3  # 3 replicas x 1 GPU, one replica per node
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import cdk8s
 
+from llm_eks.catalog.accelerators import FAMILIES
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
@@ -78,10 +79,36 @@ def gpu_pool(config: EnvironmentConfig, plan: Plan) -> GpuPoolSpec:
         name=f"gpu-{plan.instance.family}",
         vendor=plan.instance.accelerator_vendor,
         instance_family=plan.instance.family,
-        instance_types=(plan.instance.instance_type,),
+        instance_types=pool_sizes(plan),
         capacity_types=w.capacity_types,
         accelerator_limit=limit,
     )
+
+
+# A bigger size of the planned family may serve a replica for at most this multiple of the planned price.
+_SIZE_PRICE_CAP = 1.5
+
+
+def pool_sizes(plan: Plan) -> tuple[str, ...]:
+    """The planned size plus the family's sizes that hold the same pod (same accelerators, no less CPU, memory or
+    NVMe) for at most 1.5x its price: more Spot pools to draw from when one runs dry, at a bounded cost."""
+    planned = plan.instance
+    price = planned.on_demand_usd_per_hour
+    sizes = [
+        other.instance_type
+        for other in FAMILIES[planned.family]
+        if other.instance_type == planned.instance_type
+        or (
+            other.accelerators == planned.accelerators
+            and other.vcpus >= planned.vcpus
+            and other.memory_gib >= planned.memory_gib
+            and other.local_nvme_gb >= planned.local_nvme_gb
+            and price is not None
+            and other.on_demand_usd_per_hour is not None
+            and other.on_demand_usd_per_hour <= price * _SIZE_PRICE_CAP
+        )
+    ]
+    return tuple(sizes)
 
 
 def engine_args(plan: Plan) -> tuple[str, ...]:

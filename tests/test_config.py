@@ -82,8 +82,9 @@ def test_existing_vpc() -> None:
             {"workload": {"modle": "x"}},
             "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
             "accelerator_limit, autoscaling, benchmark, capacity_types, engine, gpu_memory_utilization, "
-            "hf_token_secret, internal_alb, kv_cache_dtype, max_model_len, model, model_spec, replicas, slo, "
-            "target_concurrency, typical_input_tokens, typical_output_tokens, weight_format, weights, weights_s3_uri",
+            "hf_token_secret, image_snapshot_id, internal_alb, kv_cache_dtype, max_model_len, model, model_spec, "
+            "replicas, slo, target_concurrency, typical_input_tokens, typical_output_tokens, weight_format, weights, "
+            "weights_s3_uri",
         ),
         (
             {"account": "1234"},
@@ -203,6 +204,11 @@ def test_existing_vpc() -> None:
             {"workload": {"autoscaling": {"kv_cache_usage": 95}}},
             "environments.dev.workload.autoscaling.kv_cache_usage: 95.0 is not allowed; must be between 0 and 1 "
             "(exclusive)",
+        ),
+        (
+            {"workload": {"image_snapshot_id": "ami-0123456789abcdef0"}},
+            "environments.dev.workload.image_snapshot_id: 'ami-0123456789abcdef0' is not allowed; must be an EBS "
+            "snapshot id such as snap-0123456789abcdef0",
         ),
         (
             {"name": "other"},

@@ -56,6 +56,20 @@ def test_objects_are_valid_and_carry_the_given_identity(gitops_dev: Path) -> Non
     assert gpu_class["spec"]["securityGroupSelectorTerms"] == [{"id": SG}]
 
 
+def test_image_snapshot_reaches_the_gpu_node_class(tmp_path: Path) -> None:
+    from llm_eks.infra.app import plan_environment
+    from llm_eks.infra.config import parse_environment
+    from llm_eks.infra.gitops import write_manifests
+
+    config = parse_environment("snap", {"workload": {"image_snapshot_id": "snap-0123456789abcdef0"}})
+    (pools, *_) = write_manifests(
+        config, plan_environment(config), tmp_path, node_role_name="r", security_group_ids=(SG,)
+    )
+    (gpu_class,) = [o for o in yaml.safe_load_all(pools.read_text()) if o and o["metadata"]["name"] == "gpu-nvidia"]
+    volumes = {m["deviceName"]: m["ebs"] for m in gpu_class["spec"]["blockDeviceMappings"]}
+    assert volumes["/dev/xvdb"]["snapshotID"] == "snap-0123456789abcdef0"
+
+
 def test_same_objects_as_the_cdk_stack(gitops_dev: Path, synthesized: Synthesized) -> None:
     """GitOps and `cdk deploy` apply the same objects: same kinds and names, file by file."""
     assert synthesized.error is None, synthesized.error

@@ -29,6 +29,7 @@ _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _SECRET_NAME = re.compile(r"^[\w/+=.@-]{1,512}$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
+_SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8,17}$")
 _TAG_KEY = re.compile(r"^[\w .:/=+@-]{1,128}$")
 
 ENGINES = ("vllm", "ray-serve")
@@ -163,6 +164,9 @@ class WorkloadConfig:
     hf_token_secret: str | None = None
     # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
     internal_alb: bool = False
+    # Encrypted EBS snapshot of a Bottlerocket data volume that already holds the inference images: every new GPU
+    # node restores it instead of pulling ~10 GB. None: nodes pull images (no snapshot to keep up to date).
+    image_snapshot_id: str | None = None
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 
     def plan_request(self) -> PlanRequest:
@@ -418,6 +422,12 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             f"{path}.hf_token_secret",
             "hf_…" if w.hf_token_secret.startswith("hf_") else w.hf_token_secret,
             "must be the NAME of a Secrets Manager secret holding the token (never the token, never an ARN)",
+        )
+    if w.image_snapshot_id is not None and not _SNAPSHOT_ID.match(w.image_snapshot_id):
+        raise fail(
+            f"{path}.image_snapshot_id",
+            w.image_snapshot_id,
+            "must be an EBS snapshot id such as snap-0123456789abcdef0",
         )
     b = w.benchmark
     if b.request_rate <= 0:

@@ -347,6 +347,7 @@ def build_charts(
         cpu_pool=workload.cpu_pool,
         security_group_ids=security_group_ids,
         subnet_ids=v.private_subnet_ids if v.imported else (),
+        image_snapshot_id=config.workload.image_snapshot_id,
         tags=dict(config.tags),
     )
     charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]

@@ -128,3 +128,43 @@ def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env
     assert all(INSTANCE_TYPES[size].accelerators == plan.instance.accelerators for size in sizes)
     replicas = config.workload.replicas.max
     assert pool["spec"]["limits"]["nvidia.com/gpu"] >= replicas * plan.gpus_per_pod
+
+
+def test_s3_weights_and_token_for_ray_serve() -> None:
+    """A Ray Serve environment streaming weights from S3 with a gated-model token: one Pod Identity role for the
+    workers' ServiceAccount reads exactly that prefix and that secret, and the RayService waits for it."""
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from llm_eks.infra.config import parse_environment
+    from llm_eks.infra.stack import InferenceStack
+
+    config = parse_environment(
+        "s3",
+        {
+            "workload": {
+                "engine": "ray-serve",
+                "weights": "s3",
+                "weights_s3_uri": "s3://models-bucket/llama-3.1-8b",
+                "hf_token_secret": "llm-eks/s3/hf-token",
+            }
+        },
+    )
+    template = Template.from_stack(InferenceStack(cdk.App(), config, plan_environment(config))).to_json()
+    (association_id, association) = next(
+        (k, r)
+        for k, r in by_type(template, "AWS::EKS::PodIdentityAssociation").items()
+        if r["Properties"]["Namespace"] == "inference"
+    )
+    assert association["Properties"]["ServiceAccount"] == "ray-llama-3-1-8b-instruct"
+    statements = [
+        s
+        for p in by_type(template, "AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    text = json.dumps(statements)
+    assert "models-bucket/llama-3.1-8b/*" in text
+    assert ":secret:llm-eks/s3/hf-token-??????" in text
+    _, ray = chart_manifest(template, "ray-serve")
+    assert association_id in ray["DependsOn"]
+    assert release(template, "kuberay-operator")[0] in ray["DependsOn"]

@@ -78,15 +78,7 @@ class InferenceStack(cdk.Stack):
             "observability": self._after(self.observability),
         }
         for name in prerequisites(self.workload, config):
-            added = self._add_prerequisite(name, config)
-            if name in ("secrets", "weights"):
-                # The workload's pods must be admitted after their Pod Identity association exists, or the
-                # webhook injects no credentials and the pods never get the token or the weights.
-                namespace, account = service_account(self.workload)
-                identity = PodIdentityRole.for_service_account(self.cluster, namespace, account)
-                self._prerequisites[name] = self._after(added, identity)
-            else:
-                self._prerequisites[name] = self._after(added)
+            self._prerequisites[name] = self._after(*self._add_prerequisite(name, config))
         self._after_system_nodes(self.keda, self.observability)
         self.charts = build_charts(
             self.k8s_app,
@@ -156,8 +148,12 @@ class InferenceStack(cdk.Stack):
             ),
         )
 
-    def _add_prerequisite(self, name: str, config: EnvironmentConfig) -> IConstruct:
-        """Create the add-on a workload chart needs (see workloads.prerequisites)."""
+    def _add_prerequisite(self, name: str, config: EnvironmentConfig) -> tuple[IConstruct, ...]:
+        """Create the add-on a workload chart needs (see workloads.prerequisites); return what the chart waits for.
+
+        With a token or S3 weights, the chart also waits for its ServiceAccount's Pod Identity association: a pod
+        admitted before it exists gets no credentials from the webhook, and never reads the token or the weights.
+        """
         namespace, account = service_account(self.workload)
         construct: IConstruct
         if name == "kuberay":
@@ -165,11 +161,12 @@ class InferenceStack(cdk.Stack):
         elif name == "secrets":
             secrets = SecretsStoreCsi(self, "SecretsStore", cluster=self.cluster)
             secrets.add_secret_reader(namespace, account, config.workload.hf_token_secret or "")
-            construct = secrets
+            self._after_system_nodes(secrets)
+            return secrets, PodIdentityRole.for_service_account(self.cluster, namespace, account)
         elif name == "weights":
             uri = urlparse(config.workload.weights_s3_uri or "")
             prefix = uri.path.lstrip("/")
-            construct = ModelWeightsAccess(
+            weights = ModelWeightsAccess(
                 self,
                 "ModelWeights",
                 cluster=self.cluster,
@@ -180,12 +177,13 @@ class InferenceStack(cdk.Stack):
                     namespace=namespace,
                 ),
             )
+            return weights, weights.identity
         elif name == "alb":
             construct = AwsLoadBalancerController(self, "LoadBalancerController", cluster=self.cluster)
         else:
             raise ValueError(f"unknown prerequisite {name!r}")  # a bug in workloads.prerequisites
         self._after_system_nodes(construct)
-        return construct
+        return (construct,)
 
     @staticmethod
     def _after(*prerequisites: IConstruct) -> Callable[[IConstruct], None]:

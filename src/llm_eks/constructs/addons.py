@@ -21,6 +21,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from llm_eks import aws_ids
 from llm_eks.constructs.cluster import SYSTEM_NODE_LABEL
 from llm_eks.errors import ConfigError
 
@@ -33,7 +34,6 @@ HELM_SETUP_ALLOWANCE = cdk.Duration.minutes(2)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # IAM resources need the key ARN; an alias ARN would match nothing.
-_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]+$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -73,7 +73,7 @@ def check_name(field_name: str, value: str, *, label: bool) -> str:
 
 def check_kms_key_arn(field_name: str, value: str | None) -> None:
     """None, or a KMS key ARN (not an alias)."""
-    if value is not None and not _KMS_KEY_ARN.match(value):
+    if value is not None and not aws_ids.KMS_KEY_ARN.match(value):
         raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a KMS key ARN (not an alias)")
 
 

@@ -22,6 +22,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from llm_eks import aws_ids
 from llm_eks.constructs.addons import ChartSource, PodIdentityRole, check_kms_key_arn, check_name, install_chart
 from llm_eks.errors import ConfigError
 from llm_eks.versions import SECRETS_STORE_CSI_DRIVER_CHART_VERSION, SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
@@ -43,7 +44,6 @@ POD_IDENTITY_AUDIENCE = "pods.eks.amazonaws.com"
 TOLERATE_ALL: tuple[Mapping[str, Any], ...] = ({"operator": "Exists"},)
 
 # Secrets Manager names: 1-512 of letters, digits and /_+=.@- (AWS CreateSecret).
-_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class SecretsStoreCsi(Construct):
         """
         check_name("secret_reader.namespace", namespace, label=True)
         check_name("secret_reader.service_account", service_account, label=False)
-        if secret_name.startswith("arn:") or not _SECRET_NAME.match(secret_name):
+        if secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(secret_name):
             raise ConfigError(
                 f"secret_reader.secret_name: {secret_name!r} is not allowed; must be a Secrets Manager secret NAME "
                 "(1-512 of letters, digits and /_+=.@-), not an ARN"

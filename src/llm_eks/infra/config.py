@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.infra.schema import build
 from llm_eks.versions import KUBERNETES_VERSION
@@ -21,15 +22,8 @@ if TYPE_CHECKING:
     from llm_eks.infra.plan import PlanRequest
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
-_ACCOUNT = re.compile(r"^\d{12}$")
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
-_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-_SECRET_NAME = re.compile(r"^[\w/+=.@-]{1,512}$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
-_SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8,17}$")
 _TAG_KEY = re.compile(r"^[\w .:/=+@-]{1,128}$")
 
 ENGINES = ("vllm", "ray-serve")
@@ -259,9 +253,9 @@ def parse_environment(name: str, body: Any) -> EnvironmentConfig:
 
 
 def _validate(c: EnvironmentConfig, path: str) -> None:
-    if c.account is not None and not _ACCOUNT.match(c.account):
+    if c.account is not None and not aws_ids.ACCOUNT.match(c.account):
         raise fail(f"{path}.account", c.account, "must be a 12-digit AWS account id")
-    if c.region is not None and not _REGION.match(c.region):
+    if c.region is not None and not aws_ids.REGION.match(c.region):
         raise fail(f"{path}.region", c.region, "must be an AWS region name such as us-east-1")
     if (c.account is None) != (c.region is None):
         raise ConfigError(f"{path}: account and region must be given together (or neither, for an env-agnostic stack)")
@@ -276,7 +270,7 @@ def _validate(c: EnvironmentConfig, path: str) -> None:
     _validate_endpoint(c.endpoint, f"{path}.endpoint")
     _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
     for i, arn in enumerate(c.admin_role_arns):
-        if not _ROLE_ARN.match(arn):
+        if not aws_ids.ROLE_ARN.match(arn):
             raise fail(
                 f"{path}.admin_role_arns[{i}]",
                 arn,
@@ -293,7 +287,7 @@ def _validate(c: EnvironmentConfig, path: str) -> None:
 def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
     v = c.vpc
     if v.imported:
-        if not _VPC_ID.match(v.vpc_id or ""):
+        if not aws_ids.VPC_ID.match(v.vpc_id or ""):
             raise fail(f"{path}.vpc_id", v.vpc_id, "must be a VPC id such as vpc-0abc12345def67890")
         if len(v.availability_zones) < 2:
             raise fail(
@@ -308,7 +302,7 @@ def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
                 f"must list one private subnet per availability zone ({len(v.availability_zones)})",
             )
         for i, subnet in enumerate((*v.private_subnet_ids, *v.public_subnet_ids)):
-            if not _SUBNET_ID.match(subnet):
+            if not aws_ids.SUBNET_ID.match(subnet):
                 raise fail(f"{path}.subnet_ids[{i}]", subnet, "must be a subnet id such as subnet-0abc12345def67890")
         return
     if v.private_subnet_ids or v.public_subnet_ids:
@@ -416,14 +410,14 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
     elif w.weights_s3_uri is not None:
         raise ConfigError(f"{path}.weights_s3_uri: only allowed with weights 's3'")
     if w.hf_token_secret is not None and (
-        not _SECRET_NAME.match(w.hf_token_secret) or w.hf_token_secret.startswith(("hf_", "arn:"))
+        not aws_ids.SECRET_NAME.match(w.hf_token_secret) or w.hf_token_secret.startswith(("hf_", "arn:"))
     ):
         raise fail(
             f"{path}.hf_token_secret",
             "hf_…" if w.hf_token_secret.startswith("hf_") else w.hf_token_secret,
             "must be the NAME of a Secrets Manager secret holding the token (never the token, never an ARN)",
         )
-    if w.image_snapshot_id is not None and not _SNAPSHOT_ID.match(w.image_snapshot_id):
+    if w.image_snapshot_id is not None and not aws_ids.SNAPSHOT_ID.match(w.image_snapshot_id):
         raise fail(
             f"{path}.image_snapshot_id",
             w.image_snapshot_id,

@@ -32,6 +32,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
+from llm_eks import aws_ids
 from llm_eks.catalog import accelerators as catalog
 from llm_eks.errors import fail
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
@@ -89,9 +90,6 @@ _DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
 _FINITE_DURATION = re.compile(r"^([0-9]+(s|m|h))+$")
 _BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8}([0-9a-f]{9})?$")
-_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
-_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 # EC2NodeClass.spec.tags keys Karpenter reserves for itself (CRD validation rules).
 _RESERVED_TAG_PREFIXES = ("kubernetes.io/cluster",)
 _RESERVED_TAGS = (
@@ -367,7 +365,7 @@ class NodePoolsProps:
                 "must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)",
             )
         if self.image_snapshot_id is not None:
-            if not _SNAPSHOT_ID.match(self.image_snapshot_id):
+            if not aws_ids.SNAPSHOT_ID.match(self.image_snapshot_id):
                 raise fail(
                     "image_snapshot_id",
                     self.image_snapshot_id,
@@ -393,10 +391,10 @@ class NodePoolsProps:
         if not _FINITE_DURATION.match(self.termination_grace_period):
             raise fail("termination_grace_period", self.termination_grace_period, "must be a duration like 10m or 1h")
         for i, sg in enumerate(self.security_group_ids):
-            if not _is_token(sg) and not _SECURITY_GROUP_ID.match(sg):
+            if not _is_token(sg) and not aws_ids.SECURITY_GROUP_ID.match(sg):
                 raise fail(f"security_group_ids[{i}]", sg, "must be a security group id like sg-0123456789abcdef0")
         for i, subnet in enumerate(self.subnet_ids):
-            if not _is_token(subnet) and not _SUBNET_ID.match(subnet):
+            if not _is_token(subnet) and not aws_ids.SUBNET_ID.match(subnet):
                 raise fail(f"subnet_ids[{i}]", subnet, "must be a subnet id like subnet-0123456789abcdef0")
         for key in self.tags:
             if not key or key in _RESERVED_TAGS or key.startswith(_RESERVED_TAG_PREFIXES):

@@ -52,6 +52,7 @@ import cdk8s
 import yaml
 from constructs import Construct
 
+from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, fail
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object, require_dns1035, require_dns1123
 from llm_eks.manifests.pods import (
@@ -64,7 +65,7 @@ from llm_eks.manifests.pods import (
 )
 from llm_eks.manifests.quantities import parse_quantity
 from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
-from llm_eks.manifests.validation import HF_REPO, MODEL_NAME, SECRET_NAME, whole_number
+from llm_eks.manifests.validation import HF_REPO, MODEL_NAME, whole_number
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 
 RAY_SERVE_APP = "ray-serve"
@@ -300,7 +301,7 @@ def validate(p: RayServeProps) -> None:
         parse_quantity(f"ray_serve.{prop}", getattr(p, prop))
     if p.worker_ephemeral_storage is not None:
         parse_quantity("ray_serve.worker_ephemeral_storage", p.worker_ephemeral_storage)
-    if p.hf_token_secret is not None and not SECRET_NAME.match(p.hf_token_secret):
+    if p.hf_token_secret is not None and not aws_ids.SECRET_NAME.match(p.hf_token_secret):
         raise _fail("hf_token_secret", p.hf_token_secret, "must be a Secrets Manager secret name")
     _at_least("idle_timeout_seconds", p.idle_timeout_seconds, 0)
     if p.upscaling_mode not in _UPSCALING_MODES:

@@ -8,7 +8,6 @@ import re
 
 from llm_eks.errors import fail
 
-SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Served model names are Hugging Face ids or plain names; no quotes or braces, so they read cleanly in PromQL.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,252}$")

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import cdk8s
 from constructs import Construct
 
+from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import pods
 from llm_eks.manifests.labels import (
@@ -55,7 +56,7 @@ from llm_eks.manifests.pods import (
 )
 from llm_eks.manifests.quantities import parse_quantity
 from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
-from llm_eks.manifests.validation import HF_REPO, SECRET_NAME
+from llm_eks.manifests.validation import HF_REPO
 from llm_eks.versions import VLLM_IMAGE
 
 PORT = 8000
@@ -219,7 +220,7 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"model: {p.model!r} is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
             "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')"
         )
-    if p.hf_token_secret is not None and not SECRET_NAME.match(p.hf_token_secret):
+    if p.hf_token_secret is not None and not aws_ids.SECRET_NAME.match(p.hf_token_secret):
         raise ConfigError(
             f"hf_token_secret: {p.hf_token_secret!r} is not allowed; must be a Secrets Manager secret name "
             "(letters, digits and /_+=.@-)"

@@ -63,7 +63,8 @@ def test_install_order(templates: dict[str, Any], env: str) -> None:
     assert node_pools in workload["DependsOn"]
     # Controllers wait for the system node group, or `helm --wait` has nowhere to run their pods.
     system_group = next(k for k, r in by_type(template, "AWS::EKS::Nodegroup").items())
-    for name in ("keda", "kube-prometheus-stack", "karpenter"):
+    scaler = "kuberay-operator" if env == "staging" else "keda"
+    for name in (scaler, "kube-prometheus-stack", "karpenter"):
         _, chart = release(template, name)
         assert system_group in chart["DependsOn"], name
 
@@ -101,6 +102,8 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
     assert env_objects(synthesized, "staging", "RayService")
     assert not env_objects(synthesized, "staging", "Deployment")
     release(templates["staging"], "kuberay-operator")
+    # Ray Serve scales its own replicas: no KEDA where nothing uses it.
+    assert not [r for r in by_type(templates["staging"], HELM).values() if r["Properties"]["Release"] == "keda"]
     assert [d["metadata"]["name"] for d in env_objects(synthesized, "dev", "Deployment")] == [
         "vllm-llama-3-1-8b-instruct"
     ]

@@ -31,7 +31,7 @@ from llm_eks.constructs.observability import Observability
 from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import Workload, build_charts, build_workload, prerequisites, service_account
+from llm_eks.infra.workloads import Workload, addons, build_charts, build_workload, service_account
 
 
 class InferenceStack(cdk.Stack):
@@ -69,17 +69,15 @@ class InferenceStack(cdk.Stack):
         self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
         self.cluster = self.platform.cluster
         self.karpenter = self._karpenter(config)
-        self.keda = Keda(self, "Keda", cluster=self.cluster)
         self.observability = Observability(self, "Observability", cluster=self.cluster)
         # What a chart may need, by the names ChartPlan.needs uses; each entry orders a manifest after it.
         self._prerequisites: dict[str, Callable[[IConstruct], None]] = {
             "karpenter": self.karpenter.add_dependent,
-            "keda": self._after(self.keda),
             "observability": self._after(self.observability),
         }
-        for name in prerequisites(self.workload, config):
-            self._prerequisites[name] = self._after(*self._add_prerequisite(name, config))
-        self._after_system_nodes(self.keda, self.observability)
+        for name in addons(self.workload, config):
+            self._prerequisites[name] = self._after(*self._add_addon(name, config))
+        self._after_system_nodes(self.observability)
         self.charts = build_charts(
             self.k8s_app,
             config,
@@ -148,15 +146,17 @@ class InferenceStack(cdk.Stack):
             ),
         )
 
-    def _add_prerequisite(self, name: str, config: EnvironmentConfig) -> tuple[IConstruct, ...]:
-        """Create the add-on a workload chart needs (see workloads.prerequisites); return what the chart waits for.
+    def _add_addon(self, name: str, config: EnvironmentConfig) -> tuple[IConstruct, ...]:
+        """Create an add-on (see workloads.addons); return what the charts that need it wait for.
 
         With a token or S3 weights, the chart also waits for its ServiceAccount's Pod Identity association: a pod
         admitted before it exists gets no credentials from the webhook, and never reads the token or the weights.
         """
         namespace, account = service_account(self.workload)
         construct: IConstruct
-        if name == "kuberay":
+        if name == "keda":
+            construct = Keda(self, "Keda", cluster=self.cluster)
+        elif name == "kuberay":
             construct = KubeRayOperator(self, "KubeRay", cluster=self.cluster)
         elif name == "secrets":
             secrets = SecretsStoreCsi(self, "SecretsStore", cluster=self.cluster)
@@ -181,7 +181,7 @@ class InferenceStack(cdk.Stack):
         elif name == "alb":
             construct = AwsLoadBalancerController(self, "LoadBalancerController", cluster=self.cluster)
         else:
-            raise ValueError(f"unknown prerequisite {name!r}")  # a bug in workloads.prerequisites
+            raise ValueError(f"unknown add-on {name!r}")  # a bug in workloads.addons
         self._after_system_nodes(construct)
         return (construct,)
 

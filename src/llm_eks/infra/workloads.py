@@ -303,7 +303,7 @@ class ChartPlan:
 
     id: str
     chart: cdk8s.Chart
-    # Prerequisites by name: "karpenter", "keda", "observability", "kuberay", "secrets", "weights", "alb", or the
+    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "secrets", "weights", "alb", or the
     # id of an earlier chart. The CDK stack maps each to a construct; a GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
@@ -317,7 +317,7 @@ def service_account(workload: Workload) -> tuple[str, str]:
 
 
 def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
-    """The add-ons this environment's workload needs besides Karpenter, KEDA and observability."""
+    """The add-ons the workload chart itself waits for (besides its node pools)."""
     w = config.workload
     needs = ["kuberay"] if workload.ray is not None else []
     if w.hf_token_secret is not None:
@@ -327,6 +327,12 @@ def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[str, .
     if workload.vllm is not None and workload.vllm.ingress is not None:
         needs.append("alb")
     return tuple(needs)
+
+
+def addons(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
+    """Every add-on this environment installs besides Karpenter and observability. Ray Serve scales its own
+    replicas, so KEDA comes only with vLLM (its autoscaling chart waits for it)."""
+    return (*prerequisites(workload, config), *(("keda",) if workload.vllm is not None else ()))
 
 
 def build_charts(

@@ -73,3 +73,11 @@ def test_vllm_engine_cannot_span_nodes() -> None:
     message = error_of(body)
     assert message.startswith("environments.dev.workload.engine: 'vllm' is not allowed; meta-llama/Llama-3.3-70B")
     assert message.endswith("use engine 'ray-serve', quantization, or a bigger instance")
+
+
+def test_instance_without_an_on_demand_offer() -> None:
+    assert error_of({"workload": {"accelerator": "p5e.48xlarge"}}) == (
+        "environments.dev.workload.accelerator: 'p5e.48xlarge' is not allowed; no on-demand price in us-east-1 in "
+        "the 2026-07-20 Price List (Capacity Blocks); auto never picks it; pick an instance type with an on-demand "
+        "price"
+    )

@@ -280,6 +280,14 @@ def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
 
 def build_workload(config: EnvironmentConfig, plan: Plan, region: str | None = None) -> Workload:
     """All chart props for one environment; raises ConfigError (one line) when the plan cannot be served."""
+    if plan.cost_per_replica_hour is None:
+        # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
+        # the cost panels and the plan's $/h would be empty too.
+        raise fail(
+            f"environments.{config.name}.workload.accelerator",
+            plan.instance.instance_type,
+            f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",
+        )
     pool = gpu_pool(config, plan)
     cpu = CpuPoolSpec()
     if config.workload.engine == "ray-serve":

@@ -54,13 +54,17 @@ class InferenceClusterProps:
     # Karpenter's 2 replicas use one-per-host anti-affinity: at least 2 nodes, spread over 2 AZs.
     system_min_size: int = 2
     system_desired_size: int = 2
+    # Room for a node replacement or a heavier monitoring load without touching GPU capacity.
     system_max_size: int = 4
+    # Controller images and logs only; model weights never land on system nodes.
     system_disk_gib: int = 50
+    # Roles given cluster-admin through access entries; none by default (no standing human access).
     admin_role_arns: tuple[str, ...] = ()
     # NAT per AZ: one NAT gateway's AZ failing must not cut every GPU node off image pulls and the HF hub.
     nat_gateways_per_az: bool = True
     # Flow logs kept 90 days: long enough to investigate, short enough not to grow cost forever.
     flow_log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS
+    # Tags for the cluster resource itself (stack-wide tags come from the stack).
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:

@@ -94,8 +94,10 @@ class SloConfig:
 class BenchmarkConfig:
     """The `vllm bench serve` workload the benchmark Job sends."""
 
-    # The typical request sizes default to the workload's, so the benchmark measures what the plan assumed.
+    # Request sizes come from the workload's typical sizes, so the benchmark measures what the plan assumed.
+    # 4 requests/s is a steady load a single replica of the default plan should hold inside its SLO.
     request_rate: float = 4.0
+    # 200 prompts at 4/s is under a minute of load: enough samples for a stable p99 without a long run.
     num_prompts: int = 200
 
 
@@ -129,6 +131,7 @@ class WorkloadConfig:
 
     # vLLM directly is the leanest path to an OpenAI-compatible endpoint; ray-serve for Ray-based platforms.
     engine: str = "vllm"
+    # A small, widely used instruction model: fits one 24 GB GPU, so a new environment starts cheap.
     model: str = "meta-llama/Llama-3.1-8B-Instruct"
     # A model not in the catalog: the same fields as the catalog rows.
     model_spec: Mapping[str, Any] | None = None
@@ -141,7 +144,9 @@ class WorkloadConfig:
     gpu_memory_utilization: float = 0.90
     # Let the planner pick the cheapest instance that meets the targets.
     accelerator: str = "auto"
+    # Concurrent sequences one replica must hold at the typical request size (sizes KV cache and max-num-seqs).
     target_concurrency: int = 16
+    # A chat turn with some context in, a paragraph out: the shape most interactive traffic has.
     typical_input_tokens: int = 1024
     typical_output_tokens: int = 256
     # Spot first (cheaper), on-demand as the fallback when Spot has no capacity.
@@ -153,6 +158,7 @@ class WorkloadConfig:
     autoscaling: AutoscalingConfig = field(default_factory=AutoscalingConfig)
     # hf: download from Hugging Face into the node's NVMe cache; s3: stream from weights_s3_uri.
     weights: str = "hf"
+    # Only with weights "s3": the bucket and prefix holding the checkpoint files.
     weights_s3_uri: str | None = None
     # Secrets Manager secret NAME holding the Hugging Face token (gated models); never the token itself.
     hf_token_secret: str | None = None

@@ -192,17 +192,23 @@ def autoscaling_props(config: EnvironmentConfig, plan: Plan) -> AutoscalingProps
     )
 
 
-def monitoring_props(config: EnvironmentConfig, plan: Plan, vllm: VllmProps) -> MonitoringProps:
+def _monitoring_targets(config: EnvironmentConfig, plan: Plan) -> dict[str, Any]:
+    """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan."""
     w = config.workload
-    return MonitoringProps(
-        name=vllm.name,
-        served_model_name=vllm.served_model_name,
-        ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
-        itl_p99_seconds=w.slo.itl_p99_ms / 1000,
-        cost_per_hour_per_replica=plan.cost_per_replica_hour or 0.0,
+    return {
+        "ttft_p99_seconds": w.slo.ttft_p99_ms / 1000,
+        "itl_p99_seconds": w.slo.itl_p99_ms / 1000,
+        # The plan prices a replica across all the nodes it spans (build_workload refuses a plan without a price).
+        "cost_per_hour_per_replica": plan.cost_per_replica_hour,
         # Alert when more requests wait than the whole fleet at max scale is meant to queue.
-        queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
-        dcgm=plan.instance.accelerator_vendor == "nvidia",
+        "queue_waiting_threshold": w.autoscaling.waiting_per_replica * w.replicas.max,
+        "dcgm": plan.instance.accelerator_vendor == "nvidia",
+    }
+
+
+def monitoring_props(config: EnvironmentConfig, plan: Plan, vllm: VllmProps) -> MonitoringProps:
+    return MonitoringProps(
+        name=vllm.name, served_model_name=vllm.served_model_name, **_monitoring_targets(config, plan)
     )
 
 
@@ -258,17 +264,7 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
 
 
 def ray_monitoring_props(config: EnvironmentConfig, plan: Plan, ray: RayServeProps) -> RayMonitoringProps:
-    w = config.workload
-    return RayMonitoringProps(
-        name=ray.name,
-        model_id=ray.model_id,
-        ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
-        itl_p99_seconds=w.slo.itl_p99_ms / 1000,
-        # The plan prices a replica across all the nodes it spans.
-        cost_per_hour_per_replica=plan.cost_per_replica_hour or 0.0,
-        queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
-        dcgm=plan.instance.accelerator_vendor == "nvidia",
-    )
+    return RayMonitoringProps(name=ray.name, model_id=ray.model_id, **_monitoring_targets(config, plan))
 
 
 def _flag_value(args: tuple[str, ...], flag: str) -> str | None:

@@ -19,6 +19,13 @@ $(VENV)/.stamp-deps: pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
+# checkov gets a venv of its own: it pins boto3 and other libraries below the versions our pins need.
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.stamp-deps: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
 node_modules/.stamp-deps: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -29,7 +36,7 @@ synth: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --quiet --no-notices --no-version-reporting $(if $(ENV),-c env=$(ENV))
 	@$(BIN)/python -m llm_eks.infra.report cdk.out
 
-test: setup
+test: setup $(CHECKOV_VENV)/.stamp-deps
 	$(BIN)/ruff check src tests app.py examples
 	$(BIN)/ruff format --check src tests app.py examples
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile

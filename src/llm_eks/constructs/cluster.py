@@ -22,7 +22,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from llm_eks.constructs.nag import acknowledge, managed_policy
+from llm_eks.constructs.log_encryption import encrypted_log_group
+from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
@@ -190,12 +191,7 @@ class InferenceCluster(Construct):
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
-                logs.LogGroup(
-                    self,
-                    "FlowLogGroup",
-                    retention=props.flow_log_retention,
-                    removal_policy=cdk.RemovalPolicy.DESTROY,
-                )
+                encrypted_log_group(self, "FlowLogGroup", props.flow_log_retention)
             ),
             traffic_type=ec2.FlowLogTrafficType.REJECT,
         )
@@ -315,6 +311,8 @@ class InferenceCluster(Construct):
                 provider, managed_policy(policy), "aws_eks_v2's kubectl provider Lambdas need these to run in the VPC."
             )
         handler = provider.node.find_child("Handler")
+        for function in (handler, provider.node.find_child("Provider").node.find_child("framework-onEvent")):
+            skip_custom_resource_lambda_checks(function)
         stack = cdk.Stack.of(self)
         ecr_public = json.dumps(
             {

@@ -38,7 +38,7 @@ from llm_eks.constructs.addons import (
     install_chart,
     requests_limits,
 )
-from llm_eks.constructs.nag import acknowledge
+from llm_eks.constructs.nag import acknowledge, skip_checkov
 from llm_eks.versions import AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
 
 AWS_LOAD_BALANCER_CONTROLLER_CHART = ChartSource(
@@ -119,6 +119,11 @@ class AwsLoadBalancerController(Construct):
                 "Upstream controller policy: load balancers it creates have no ARN at synth; changes are scoped by "
                 "the elbv2.k8s.aws/cluster tag as upstream scopes them.",
             )
+        skip_checkov(
+            policy,
+            "CKV_AWS_111",
+            "Upstream v3.5.0 policy: creates have no ARN to scope; writes are scoped by the elbv2.k8s.aws/cluster tag.",
+        )
         self.chart = install_chart(
             self,
             "Chart",

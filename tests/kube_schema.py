@@ -130,3 +130,11 @@ def assert_valid(objects: list[dict[str, Any]]) -> None:
     require_shared_schemas()
     errors = [line for obj in objects for line in validation_errors(obj)]
     assert not errors, "invalid Kubernetes objects:\n" + "\n".join(errors)
+
+
+def assert_valid_secret_provider_class(obj: dict[str, Any]) -> None:
+    """A SecretProviderClass against the Secrets Store CSI driver v1.6.0 CRD in ../shared/schemas."""
+    require_shared_schemas()
+    validator = _crd_validators()[("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass")]
+    errors = [f"{'.'.join(str(p) for p in err.absolute_path)}: {err.message}" for err in validator.iter_errors(obj)]
+    assert not errors, errors

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from llm_eks.errors import ConfigError
+from llm_eks.manifests.api_key import API_KEY_PATH
 from llm_eks.manifests.benchmark import (
     RESULT_MARKER,
     SCRIPT,
@@ -196,3 +197,50 @@ def test_bad_props_get_one_line_errors(overrides: dict[str, Any], message: str) 
     with pytest.raises(ConfigError) as err:
         validate_benchmark_props(replace(PROPS, **overrides))
     assert str(err.value) == message
+
+
+def test_benchmark_sends_the_servers_api_key(tmp_path: Path) -> None:
+    """With an API key the Job mounts the server's key file through the server's SecretProviderClass (same
+    ServiceAccount, same Pod Identity role) and `vllm bench serve` gets it as OPENAI_API_KEY, which it sends as
+    `Authorization: Bearer`."""
+    job = synth(PROPS, api_key_secret="llm-eks/dev/api-key")
+    assert_valid([job])
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == NAME
+    (container,) = pod["containers"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "api-key")
+    assert volume["csi"]["volumeAttributes"] == {"secretProviderClass": f"{NAME}-api-key"}
+    assert {"name": "api-key", "mountPath": "/var/run/secrets/llm-eks", "readOnly": True} in container["volumeMounts"]
+    assert "OPENAI_API_KEY" not in {e["name"] for e in container["env"]}
+    # The script exports the file's content, then runs the benchmark: run it with a fake `vllm` that records it.
+    fake = tmp_path / "bin" / "vllm"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'while [ $# -gt 0 ]; do case "$1" in --result-dir) dir="$2"; shift 2;; --result-filename) file="$2"; '
+        "shift 2;; *) shift;; esac; done\n"
+        'printf \'{"key": "%s"}\' "$OPENAI_API_KEY" > "$dir/$file"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    key_file = tmp_path / "api-key"
+    key_file.write_text("k3y\n")
+    work = tmp_path / "work"
+    script = container["command"][2].replace(WORK_DIR, str(work)).replace(API_KEY_PATH, str(key_file))
+    args = [a.replace(WORK_DIR, str(work)) for a in container["args"]]
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["/bin/sh", "-c", script, "vllm-bench", *args], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {"key": "k3y"}
+    # Without a key file the Job fails at once instead of measuring 401s.
+    key_file.unlink()
+    failed = subprocess.run(
+        ["/bin/sh", "-c", script, "vllm-bench", *args], capture_output=True, text=True, env=env, check=False
+    )
+    assert failed.returncode == 1 and "no API key in" in failed.stderr
+
+
+def test_benchmark_without_a_key_mounts_none(pod: dict[str, Any]) -> None:
+    assert "api-key" not in {v["name"] for v in pod["volumes"]}
+    assert pod["containers"][0]["command"][2] == SCRIPT

@@ -46,6 +46,8 @@ def test_defaults_are_production_choices() -> None:
     assert config.system_nodes.min_size == 2
     assert config.workload.replicas.min == 1
     assert config.workload.autoscaling.scale_to_zero is None
+    # The OpenAI endpoint needs a key unless the config turns it off; the stack generates it.
+    assert (config.workload.api_key, config.workload.api_key_secret) == (True, None)
 
 
 def test_config_is_frozen() -> None:
@@ -81,10 +83,10 @@ def test_existing_vpc() -> None:
         (
             {"workload": {"modle": "x"}},
             "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
-            "accelerator_limit, autoscaling, benchmark, capacity_types, engine, gpu_memory_utilization, "
-            "hf_token_secret, image_snapshot_id, internal_alb, kv_cache_dtype, max_model_len, model, model_spec, "
-            "replicas, slo, target_concurrency, typical_input_tokens, typical_output_tokens, weight_format, weights, "
-            "weights_s3_uri",
+            "accelerator_limit, api_key, api_key_secret, autoscaling, benchmark, capacity_types, engine, "
+            "gpu_memory_utilization, hf_token_secret, image_snapshot_id, internal_alb, kv_cache_dtype, "
+            "max_model_len, model, model_spec, replicas, slo, target_concurrency, typical_input_tokens, "
+            "typical_output_tokens, weight_format, weights, weights_s3_uri",
         ),
         (
             {"account": "1234"},
@@ -213,6 +215,30 @@ def test_existing_vpc() -> None:
         (
             {"name": "other"},
             "environments.dev.name: not allowed; the environment's name is its key in environments",
+        ),
+        (
+            {"workload": {"api_key": "yes"}},
+            "environments.dev.workload.api_key: 'yes' is not allowed; must be true or false",
+        ),
+        (
+            {"workload": {"api_key": False, "api_key_secret": "llm-eks/dev/my-key"}},
+            "environments.dev.workload.api_key_secret: only allowed with api_key true",
+        ),
+        (
+            {"workload": {"engine": "ray-serve", "api_key_secret": "llm-eks/dev/my-key"}},
+            "environments.dev.workload.api_key_secret: 'llm-eks/dev/my-key' is not allowed; only engine 'vllm' "
+            "checks an API key (Ray Serve LLM has none; NetworkPolicies guard it)",
+        ),
+        (
+            {"workload": {"api_key_secret": "arn:aws:secretsmanager:us-east-1:111122223333:secret:k-AbCdEf"}},
+            "environments.dev.workload.api_key_secret: 'arn:aws:secretsmanager:us-east-1:111122223333:secret:"
+            "k-AbCdEf' is not allowed; must be the NAME of a Secrets Manager secret holding the key (never the key, "
+            "never an ARN)",
+        ),
+        (
+            {"workload": {"api_key_secret": "my api key"}},
+            "environments.dev.workload.api_key_secret: 'my api key' is not allowed; must be the NAME of a Secrets "
+            "Manager secret holding the key (never the key, never an ARN)",
         ),
         ("not-an-object", "environments.dev: 'not-an-object' is not allowed; must be an object"),
     ],

@@ -107,3 +107,14 @@ def test_bad_environment_is_one_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == ("llm-eks: error: env: 'qa' is not allowed; defined environments: dev, staging, prod\n")
+
+
+def test_api_key_objects_for_gitops(gitops_dev: Path) -> None:
+    """GitOps gets the same key wiring: the class naming llm-eks/dev/api-key (create that secret, or name yours in
+    workload.api_key_secret, and give the ServiceAccount's Pod Identity role read access) and the Job mounting it."""
+    files = objects(gitops_dev)
+    (spc,) = [o for o in files["02-vllm.yaml"] if o["metadata"]["name"] == "vllm-llama-3-1-8b-instruct-api-key"]
+    assert yaml.safe_load(spc["spec"]["parameters"]["objects"])[0]["objectName"] == "llm-eks/dev/api-key"
+    (job,) = files["05-benchmark.manual.yaml"]
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["api-key"]["csi"]["volumeAttributes"]["secretProviderClass"] == spc["metadata"]["name"]

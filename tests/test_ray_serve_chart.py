@@ -453,6 +453,16 @@ def test_optional_fields_are_left_to_ray_and_vllm() -> None:
             "ray_serve.upgrade_strategy: 'NewClusterWithIncrementalUpgrade' is not allowed; must be one of "
             "NewCluster, None",
         ),
+        (
+            {"ray_version": "2.51.1"},
+            "ray_serve.ray_version: '2.51.1' is not allowed; must be 2.52.0 or later (Ray token authentication, "
+            "which every RayCluster here turns on)",
+        ),
+        (
+            {"ray_version": "latest"},
+            "ray_serve.ray_version: 'latest' is not allowed; must be 2.52.0 or later (Ray token authentication, "
+            "which every RayCluster here turns on)",
+        ),
     ],
 )
 def test_bad_props_fail_with_one_line(overrides: dict[str, Any], message: str) -> None:
@@ -573,3 +583,20 @@ def test_bad_drain_and_head_placement_fail_with_one_line(overrides: dict[str, An
         RayServeChart(cdk8s.App(), "ray-serve", base_props(**overrides))
     assert str(err.value) == message
     assert "\n" not in str(err.value)
+
+
+def test_ray_token_authentication_on_every_ray_cluster(
+    objects: dict[str, dict[str, Any]], multi_node: dict[str, dict[str, Any]]
+) -> None:
+    """KubeRay 1.7 generates the token Secret and sets RAY_AUTH_MODE/RAY_AUTH_TOKEN on every Ray container itself;
+    the chart only asks for it (no secretName: no token of ours in any manifest)."""
+    for chart in (objects, multi_node):
+        config = cluster(chart)
+        assert config["authOptions"] == {"mode": "token"}
+        pods = [config["headGroupSpec"]["template"]["spec"]] + [
+            g["template"]["spec"] for g in config["workerGroupSpecs"]
+        ]
+        for pod in pods:
+            for container in pod["containers"]:
+                assert not {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN"} & {e["name"] for e in container.get("env", [])}
+        assert "Secret" not in chart

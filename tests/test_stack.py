@@ -171,3 +171,62 @@ def test_s3_weights_and_token_for_ray_serve() -> None:
     _, ray = chart_manifest(template, "ray-serve")
     assert association_id in ray["DependsOn"]
     assert release(template, "kuberay-operator")[0] in ray["DependsOn"]
+
+
+def _secret_reads(template: dict[str, Any], service_account: str) -> list[str]:
+    """The secret ARNs the Pod Identity role of `service_account` may read."""
+    (role_id,) = [
+        r["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        for r in by_type(template, "AWS::EKS::PodIdentityAssociation").values()
+        if r["Properties"]["ServiceAccount"] == service_account
+    ]
+    return sorted(
+        json.dumps(s["Resource"])
+        for p in by_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager:GetSecretValue" in s["Action"]
+    )
+
+
+def test_generated_api_key_read_by_the_vllm_role_only(synthesized: Synthesized, templates: dict[str, Any]) -> None:
+    """dev (vLLM, gated model): the stack generates llm-eks/dev/api-key, the template holds only the generator, the
+    vLLM role reads exactly the key and the Hub token, and the vLLM chart waits for the secret."""
+    template = templates["dev"]
+    (secret_id, secret) = next(iter(by_type(template, "AWS::SecretsManager::Secret").items()))
+    props = secret["Properties"]
+    assert props["Name"] == "llm-eks/dev/api-key"
+    assert "SecretString" not in props
+    assert props["GenerateSecretString"] == {"ExcludePunctuation": True, "IncludeSpace": False, "PasswordLength": 48}
+    assert '"SecretString"' not in json.dumps(template)
+    assert template["Outputs"]["ApiKeySecretName"]["Value"] == "llm-eks/dev/api-key"
+    reads = _secret_reads(template, "vllm-llama-3-1-8b-instruct")
+    assert len(reads) == 2
+    assert [":secret:llm-eks/dev/api-key-??????" in r for r in reads].count(True) == 1
+    assert [":secret:llm-eks/dev/hf-token-??????" in r for r in reads].count(True) == 1
+    _, vllm = chart_manifest(template, "vllm")
+    assert secret_id in vllm["DependsOn"]
+    # The chart mounts the same name; the benchmark Job (same ServiceAccount) sends it.
+    (spc,) = [
+        o for o in env_objects(synthesized, "dev", "SecretProviderClass") if o["metadata"]["name"].endswith("-api-key")
+    ]
+    assert "llm-eks/dev/api-key" in spc["spec"]["parameters"]["objects"]
+    # Ray Serve (staging) has no key check: no secret, and its RayCluster asks KubeRay for token authentication.
+    assert not by_type(templates["staging"], "AWS::SecretsManager::Secret")
+    (ray,) = env_objects(synthesized, "staging", "RayService")
+    assert ray["spec"]["rayClusterConfig"]["authOptions"] == {"mode": "token"}
+
+
+def test_named_api_key_secret_is_read_not_created() -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from llm_eks.infra.config import parse_environment
+    from llm_eks.infra.stack import InferenceStack
+
+    config = parse_environment("own", {"workload": {"api_key_secret": "team/llm/api-key"}})
+    template = Template.from_stack(InferenceStack(cdk.App(), config, plan_environment(config))).to_json()
+    assert not by_type(template, "AWS::SecretsManager::Secret")
+    assert "Outputs" not in template or "ApiKeySecretName" not in template["Outputs"]
+    (read,) = _secret_reads(template, "vllm-llama-3-1-8b-instruct")
+    assert ":secret:team/llm/api-key-??????" in read

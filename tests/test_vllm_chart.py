@@ -13,18 +13,20 @@ import pytest
 import yaml
 
 from llm_eks.errors import ConfigError
+from llm_eks.manifests.api_key import API_KEY_PATH
 from llm_eks.manifests.vllm import (
     HF_TOKEN_PATH,
     MAX_GRACE_SECONDS,
     IngressProps,
     VllmChart,
     VllmProps,
+    container_args,
     probe_timing,
     validate_vllm_props,
 )
 from llm_eks.versions import VLLM_IMAGE
-from tests.chart_helpers import by_kind
-from tests.kube_schema import assert_valid
+from tests.chart_helpers import by_kind, by_kind_and_name
+from tests.kube_schema import assert_valid, assert_valid_secret_provider_class
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
@@ -164,8 +166,9 @@ def test_probes_startup_budget_arithmetic(container: dict[str, Any]) -> None:
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600 * 1.5
     assert "initialDelaySeconds" not in startup
 
+    # /health, not /v1/models: it needs no API key, and vLLM only listens once the model is served.
     readiness = container["readinessProbe"]
-    assert readiness["httpGet"] == {"path": "/v1/models", "port": "http"}
+    assert readiness["httpGet"] == {"path": "/health", "port": "http"}
     assert (readiness["periodSeconds"], readiness["failureThreshold"]) == (10, 3)
 
     liveness = container["livenessProbe"]
@@ -457,8 +460,13 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
         ),
         (
             {"engine_args": ("--api-key", "x")},
-            "engine_args: '--api-key' is not allowed; the readiness probe reads /v1/models without a key; "
-            "authenticate in front of the Service",
+            "engine_args: '--api-key' is not allowed; the chart sets the key from api_key_secret (a Secrets Manager "
+            "file, never an argument)",
+        ),
+        (
+            {"api_key_secret": "the key itself"},
+            "api_key_secret: 'the key itself' is not allowed; must be a Secrets Manager secret name "
+            "(letters, digits and /_+=.@-)",
         ),
         (
             {"engine_args": ("--disable-log-stats",)},
@@ -514,3 +522,100 @@ def test_manifests_modules_never_import_aws_cdk() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+# -- API key ------------------------------------------------------------------------------------------------------
+
+API_KEY_SECRET = "llm-eks/dev/api-key"
+
+
+@pytest.fixture(scope="module")
+def keyed() -> dict[tuple[str, str], dict[str, Any]]:
+    import cdk8s
+
+    chart = VllmChart(cdk8s.App(), "vllm", base_props(api_key_secret=API_KEY_SECRET))
+    return by_kind_and_name(chart.to_json())
+
+
+def test_api_key_is_a_secrets_manager_file_never_a_value(keyed: dict[tuple[str, str], dict[str, Any]]) -> None:
+    spc = keyed[("SecretProviderClass", f"{NAME}-api-key")]
+    assert_valid_secret_provider_class(spc)
+    parameters = spc["spec"]["parameters"]
+    assert (parameters["usePodIdentity"], parameters["region"]) == ("true", "eu-west-1")
+    assert yaml.safe_load(parameters["objects"]) == [
+        {"objectName": API_KEY_SECRET, "objectType": "secretsmanager", "objectAlias": "api-key"}
+    ]
+    # The Hub token keeps its own class: two files, two mounts.
+    assert ("SecretProviderClass", f"{NAME}-hf-token") in keyed
+    pod = keyed[("Deployment", NAME)]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "api-key")
+    assert volume["csi"] == {
+        "driver": "secrets-store.csi.k8s.io",
+        "readOnly": True,
+        "volumeAttributes": {"secretProviderClass": f"{NAME}-api-key"},
+    }
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "api-key")
+    assert mount == {"name": "api-key", "mountPath": "/var/run/secrets/llm-eks", "readOnly": True}
+    assert f"{mount['mountPath']}/api-key" == API_KEY_PATH
+    # The shell reads the file and execs `vllm serve` with the chart's exact arguments; no --api-key on the line.
+    assert container["command"][:2] == ["/bin/sh", "-c"] and container["command"][3] == "vllm"
+    assert API_KEY_PATH in container["command"][2] and 'exec vllm serve "$@"' in container["command"][2]
+    assert container["args"] == container_args(base_props())
+    assert "--api-key" not in container["args"]
+    # Not an env value, not a Kubernetes Secret, and the probes need no key.
+    assert "VLLM_API_KEY" not in {e["name"] for e in container["env"]}
+    assert all("valueFrom" not in e for e in container["env"])
+    assert "Secret" not in {kind for kind, _ in keyed}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert_valid([o for (kind, _), o in keyed.items() if kind != "SecretProviderClass"])
+
+
+def test_without_a_key_the_command_is_plain_vllm_serve(objects: dict[str, dict[str, Any]], pod: dict[str, Any]) -> None:
+    assert pod["containers"][0]["command"] == ["vllm", "serve"]
+    assert "api-key" not in {v["name"] for v in pod["volumes"]}
+    assert objects["SecretProviderClass"]["metadata"]["name"] == f"{NAME}-hf-token"
+
+
+def _fake_vllm(tmp_path: Any) -> dict[str, str]:
+    """A `vllm` on PATH that prints the key it got and its arguments, one per line."""
+    fake = tmp_path / "bin" / "vllm"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "key=$VLLM_API_KEY"\nfor a in "$@"; do echo "$a"; done\n')
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+
+
+def test_api_key_command_exports_the_file_and_execs_vllm(
+    keyed: dict[tuple[str, str], dict[str, Any]], tmp_path: Any
+) -> None:
+    (container,) = keyed[("Deployment", NAME)]["spec"]["template"]["spec"]["containers"]
+    key_file = tmp_path / "api-key"
+    key_file.write_text("k3yFromSecretsManager\n")
+    script = container["command"][2].replace(API_KEY_PATH, str(key_file))
+    result = subprocess.run(
+        ["/bin/sh", "-c", script, "vllm", *container["args"]],
+        capture_output=True,
+        text=True,
+        env=_fake_vllm(tmp_path),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["key=k3yFromSecretsManager", "serve", *container["args"]]
+
+
+@pytest.mark.parametrize("content", [None, "", "\n"])
+def test_api_key_command_stops_without_a_key(
+    keyed: dict[tuple[str, str], dict[str, Any]], tmp_path: Any, content: str | None
+) -> None:
+    (container,) = keyed[("Deployment", NAME)]["spec"]["template"]["spec"]["containers"]
+    key_file = tmp_path / "api-key"
+    if content is not None:
+        key_file.write_text(content)
+    script = container["command"][2].replace(API_KEY_PATH, str(key_file))
+    result = subprocess.run(
+        ["/bin/sh", "-c", script, "vllm"], capture_output=True, text=True, env=_fake_vllm(tmp_path), check=False
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == f"no API key in {key_file} (Secrets Store CSI mount)"

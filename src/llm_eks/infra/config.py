@@ -168,6 +168,11 @@ class WorkloadConfig:
     # node restores it instead of pulling ~10 GB. None: nodes pull images (no snapshot to keep up to date).
     image_snapshot_id: str | None = None
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    # API key of the OpenAI endpoint (engine vllm): on by default, so no client in the VPC calls it anonymously.
+    # Off (false) only where something in front already authenticates every request.
+    api_key: bool = True
+    # Secrets Manager secret NAME whose SecretString is the key; None: the stack generates llm-eks/<env>/api-key.
+    api_key_secret: str | None = None
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
@@ -429,8 +434,28 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             w.image_snapshot_id,
             "must be an EBS snapshot id such as snap-0123456789abcdef0",
         )
+    _validate_api_key(w, path)
     b = w.benchmark
     if b.request_rate <= 0:
         raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")
     if not 1 <= b.num_prompts <= 100_000:
         raise fail(f"{path}.benchmark.num_prompts", b.num_prompts, "must be 1 to 100000")
+
+
+def _validate_api_key(w: WorkloadConfig, path: str) -> None:
+    if w.api_key_secret is None:
+        return
+    if not w.api_key:
+        raise ConfigError(f"{path}.api_key_secret: only allowed with api_key true")
+    if w.engine != "vllm":
+        raise fail(
+            f"{path}.api_key_secret",
+            w.api_key_secret,
+            "only engine 'vllm' checks an API key (Ray Serve LLM has none; NetworkPolicies guard it)",
+        )
+    if not aws_ids.SECRET_NAME.match(w.api_key_secret) or w.api_key_secret.startswith("arn:"):
+        raise fail(
+            f"{path}.api_key_secret",
+            w.api_key_secret,
+            "must be the NAME of a Secrets Manager secret holding the key (never the key, never an ARN)",
+        )

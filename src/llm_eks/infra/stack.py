@@ -19,6 +19,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
 from llm_eks.constructs.addons import PodIdentityRole
+from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
@@ -31,7 +32,15 @@ from llm_eks.constructs.observability import Observability
 from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import Workload, addons, build_charts, build_workload, service_account
+from llm_eks.infra.workloads import (
+    Workload,
+    addons,
+    build_charts,
+    build_workload,
+    generated_api_key_secret,
+    service_account,
+    workload_secrets,
+)
 
 
 class InferenceStack(cdk.Stack):
@@ -70,6 +79,7 @@ class InferenceStack(cdk.Stack):
         self.cluster = self.platform.cluster
         self.karpenter = self._karpenter(config)
         self.observability = Observability(self, "Observability", cluster=self.cluster)
+        self.api_key = self._api_key(config)
         # What a chart may need, by the names ChartPlan.needs uses; each entry orders a manifest after it.
         self._prerequisites: dict[str, Callable[[IConstruct], None]] = {
             "karpenter": self.karpenter.add_dependent,
@@ -146,6 +156,17 @@ class InferenceStack(cdk.Stack):
             ),
         )
 
+    def _api_key(self, config: EnvironmentConfig) -> GeneratedApiKey | None:
+        """The generated API key secret, unless the key is off, the config names its own secret, or the engine has
+        no key check."""
+        vllm = self.workload.vllm
+        if vllm is None or vllm.api_key_secret is None or config.workload.api_key_secret is not None:
+            return None
+        name = generated_api_key_secret(config)
+        api_key = GeneratedApiKey(self, "ApiKey", GeneratedApiKeyProps(secret_name=name))
+        cdk.CfnOutput(self, "ApiKeySecretName", value=name, description="Secrets Manager secret holding the API key")
+        return api_key
+
     def _add_addon(self, name: str, config: EnvironmentConfig) -> tuple[IConstruct, ...]:
         """Create an add-on (see workloads.addons); return what the charts that need it wait for.
 
@@ -160,9 +181,13 @@ class InferenceStack(cdk.Stack):
             construct = KubeRayOperator(self, "KubeRay", cluster=self.cluster)
         elif name == "secrets":
             secrets = SecretsStoreCsi(self, "SecretsStore", cluster=self.cluster)
-            secrets.add_secret_reader(namespace, account, config.workload.hf_token_secret or "")
+            # The Hub token and the API key, each by name: the role reads exactly these.
+            for secret_name in workload_secrets(self.workload):
+                secrets.add_secret_reader(namespace, account, secret_name)
             self._after_system_nodes(secrets)
-            return secrets, PodIdentityRole.for_service_account(self.cluster, namespace, account)
+            # The pods mount the generated key at start: it must exist first.
+            key = (self.api_key.secret,) if self.api_key is not None else ()
+            return secrets, PodIdentityRole.for_service_account(self.cluster, namespace, account), *key
         elif name == "weights":
             uri = urlparse(config.workload.weights_s3_uri or "")
             prefix = uri.path.lstrip("/")

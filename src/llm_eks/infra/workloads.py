@@ -135,6 +135,20 @@ def cache_size(plan: Plan) -> str:
     return f"{math.ceil(plan.checkpoint_bytes * 1.2 / GIB) + 10}Gi"
 
 
+def generated_api_key_secret(config: EnvironmentConfig) -> str:
+    """The name of the API key secret the stack generates when the config names none."""
+    return f"llm-eks/{config.name}/api-key"
+
+
+def api_key_secret(config: EnvironmentConfig) -> str | None:
+    """The Secrets Manager secret holding the vLLM endpoint's API key; None when the key is off or the engine has
+    no key check (Ray Serve LLM)."""
+    w = config.workload
+    if not w.api_key or w.engine != "vllm":
+        return None
+    return w.api_key_secret or generated_api_key_secret(config)
+
+
 def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: str | None) -> VllmProps:
     w = config.workload
     if plan.nodes_per_replica > 1:
@@ -164,6 +178,7 @@ def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region:
         tolerations=tuple(tolerations),
         weights=w.weights,  # type: ignore[arg-type]
         hf_token_secret=w.hf_token_secret,
+        api_key_secret=api_key_secret(config),
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
         ingress=IngressProps() if w.internal_alb else None,
@@ -320,11 +335,18 @@ def service_account(workload: Workload) -> tuple[str, str]:
     return props.namespace, props.name
 
 
+def workload_secrets(workload: Workload) -> tuple[str, ...]:
+    """The Secrets Manager secrets (by name) the workload's ServiceAccount reads: the Hub token, the API key."""
+    props: Any = workload.vllm or workload.ray
+    secrets = (props.hf_token_secret, workload.vllm.api_key_secret if workload.vllm is not None else None)
+    return tuple(name for name in secrets if name is not None)
+
+
 def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
     """The add-ons the workload chart itself waits for (besides its node pools)."""
     w = config.workload
     needs = ["kuberay"] if workload.ray is not None else []
-    if w.hf_token_secret is not None:
+    if workload_secrets(workload):
         needs.append("secrets")
     if w.weights == "s3":
         needs.append("weights")

@@ -2,7 +2,10 @@
 
 It runs on CPU capacity (llm-eks places it on the CPU node pool, never a GPU node) with the same pinned vLLM image,
 as the vLLM ServiceAccount (so the same Pod Identity association lets it read a gated model's tokenizer through the
-Hugging Face token file, or an S3 prefix).
+Hugging Face token file, or an S3 prefix). It needs exactly the server's secrets, so it mounts the server's
+SecretProviderClasses rather than holding a second identity: with an API key, the shell exports the key file as
+OPENAI_API_KEY, which `vllm bench serve` sends as `Authorization: Bearer`
+(vllm/benchmarks/lib/endpoint_request_func.py, _get_headers).
 Requests go to /v1/completions with random token prompts of exactly `input_len` tokens and `--ignore-eos`, so every
 request generates `output_len` tokens: the shape the capacity plan assumed.
 
@@ -34,6 +37,7 @@ import cdk8s
 from constructs import Construct
 
 from llm_eks.errors import ConfigError
+from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
 from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.quantities import parse_quantity
@@ -180,6 +184,13 @@ SCRIPT = (
     f'mkdir -p "{WORK_DIR}/results" && vllm bench serve "$@" && echo "{RESULT_MARKER}" '
     f'&& cat "{WORK_DIR}/results/{RESULT_FILE}" && echo'
 )
+# The same, with the server's API key exported first.
+SCRIPT_WITH_KEY = f"{export_key('OPENAI_API_KEY')}; {SCRIPT}"
+
+
+def script(vllm: VllmProps) -> str:
+    """The Job's shell: the benchmark, after exporting the API key when the server has one."""
+    return SCRIPT if vllm.api_key_secret is None else SCRIPT_WITH_KEY
 
 
 class BenchmarkChart(cdk8s.Chart):
@@ -202,13 +213,16 @@ class BenchmarkChart(cdk8s.Chart):
             env.append(hf_token_env())
             volumes.append(hf_token_volume(vllm.name))
             mounts.append(hf_token_mount())
+        if vllm.api_key_secret is not None:
+            volumes.append(api_key_volume(vllm.name))
+            mounts.append(api_key_mount())
         if vllm.aws_region is not None:
             env.append({"name": "AWS_REGION", "value": vllm.aws_region})
         container = {
             "name": "vllm-bench",
             "image": vllm.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/sh", "-c", SCRIPT, "vllm-bench"],
+            "command": ["/bin/sh", "-c", script(vllm), "vllm-bench"],
             "args": bench_args(b, vllm),
             "env": env,
             "resources": {

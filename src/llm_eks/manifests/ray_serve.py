@@ -19,6 +19,21 @@ The head runs on system (CPU) capacity and takes no Ray work (`num-cpus: "0"`, `
 the dashboard, the Serve controller and proxy, and the autoscaler sidecar KubeRay injects. If its node selector
 points at Karpenter capacity instead, the head pod gets `karpenter.sh/do-not-disrupt` (consolidation or drift would
 restart the whole cluster) and must not ask for Spot.
+Authentication (KubeRay 1.7 `authOptions.mode: token`, Ray 2.52 or later; KubeRay refuses older versions): the operator
+creates a Kubernetes Secret named after the RayCluster with a random 32-byte token (key `auth_token`), sets
+RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (from that Secret) on the head, worker, autoscaler and wait-gcs-ready containers,
+and sends the token itself (`x-ray-authorization: Bearer`) when it deploys serveConfigV2 through the dashboard
+(ray-operator/controllers/ray/raycluster_controller.go reconcileAuthSecret, common/pod.go SetContainerTokenAuthEnvVars,
+utils/util.go GetRayDashboardClientFunc). The token is generated in the cluster: it is in no template or manifest.
+With it, Ray 2.60 requires the token on the GCS (6379), the Ray client server (10001) and the dashboard and Jobs API
+(8265), except its health paths (/api/healthz, /api/gcs_healthz, /api/local_raylet_healthz, /-/healthz: KubeRay's
+probes keep working; ray/dashboard/http_server_head.py), so a pod that reaches the head can no longer submit a job.
+Not covered: Ray's metrics export (8080, a plain prometheus_client server; Prometheus keeps scraping) and the Serve
+endpoint (8000): the Serve proxy has no token check (ray/serve/_private/proxy.py), and Ray Serve LLM 2.60's
+`build_openai_app` has no API key setting (LLMServingArgs takes llm_configs, ingress_cls_config and
+ingress_deployment_config; OpenAiIngress checks no Authorization header; ray/llm/_internal/serve/core/ingress/). The
+OpenAI endpoint of a Ray Serve workload is guarded by the NetworkPolicies alone.
+
 KubeRay also injects probes, a memory-backed /dev/shm sized to the container's memory and the `metrics` port (8080,
 Ray's metrics export on every pod; llm_eks.manifests.ray_monitoring scrapes it); the chart sets none of them.
 
@@ -78,6 +93,8 @@ MAX_NAME_LENGTH = 47
 # Ray's metrics export port on every Ray pod (KubeRay's default `metrics-export-port`, container port `metrics`).
 METRICS_PORT = 8080
 METRICS_PORT_NAME = "metrics"
+# KubeRay's authOptions token mode needs this Ray version (ray-operator/controllers/ray/utils/validation.go).
+MIN_TOKEN_AUTH_RAY_VERSION = (2, 52, 0)
 # Read by `ray start` at SIGTERM: the drain deadline it gives the GCS (python/ray/_private/ray_constants.py).
 RAY_DRAIN_TIMEOUT_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 # Time the Serve controller may need to see a draining node (it polls the GCS from its control loop).
@@ -253,6 +270,12 @@ def validate(p: RayServeProps) -> None:
             p.accelerator_type,
             f"must be one of Ray {RAY_VERSION}'s NVIDIA types: {', '.join(RAY_NVIDIA_ACCELERATOR_TYPES)}",
         )
+    if _version(p.ray_version) < MIN_TOKEN_AUTH_RAY_VERSION:
+        raise _fail(
+            "ray_version",
+            p.ray_version,
+            "must be 2.52.0 or later (Ray token authentication, which every RayCluster here turns on)",
+        )
     if p.gpu_resource != "nvidia.com/gpu":
         raise _fail("gpu_resource", p.gpu_resource, "must be nvidia.com/gpu (Ray Serve LLM runs vLLM on CUDA here)")
     _at_least("gpus_per_worker", p.gpus_per_worker, 1)
@@ -317,6 +340,13 @@ def validate(p: RayServeProps) -> None:
             "the head (GCS, Serve controller) must run on on-demand capacity, never Spot",
         )
     _validate_drain(p)
+
+
+def _version(text: object) -> tuple[int, ...]:
+    """`2.60.0` -> (2, 60, 0); anything else sorts below every release."""
+    if not isinstance(text, str) or not re.fullmatch(r"\d+\.\d+\.\d+", text):
+        return (0,)
+    return tuple(int(part) for part in text.split("."))
 
 
 def _validate_drain(p: RayServeProps) -> None:
@@ -448,6 +478,8 @@ class RayServeChart(cdk8s.Chart):
             "upgradeStrategy": {"type": p.upgrade_strategy},
             "rayClusterConfig": {
                 "rayVersion": p.ray_version,
+                # Token on the GCS, the client server and the dashboard/Jobs API (module docstring).
+                "authOptions": {"mode": "token"},
                 "enableInTreeAutoscaling": True,
                 "autoscalerOptions": {
                     # v2 understands placement groups spanning nodes and per-group idle timeouts.

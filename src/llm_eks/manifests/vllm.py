@@ -1,7 +1,8 @@
 """`VllmChart`: one model served by `vllm serve` as an OpenAI-compatible endpoint on GPU (or Neuron) nodes.
 
-Objects: Namespace (optional), ServiceAccount, SecretProviderClass (Hugging Face token, optional), Deployment,
-Service (ClusterIP 8000, also /metrics), PodDisruptionBudget, Ingress (optional internal ALB).
+Objects: Namespace (optional), ServiceAccount, SecretProviderClass (Hugging Face token, optional),
+SecretProviderClass (API key, optional), Deployment, Service (ClusterIP 8000, also /metrics), PodDisruptionBudget,
+Ingress (optional internal ALB).
 
 Every number comes from the props (the planner and the config fill them); the chart only derives:
 - startup probe: failureThreshold = ceil(ceil(startup_seconds x startup_margin) / 10 s period). The kubelet runs no
@@ -20,6 +21,19 @@ rather than pods), while it costs a lot: it breaks the baseline Pod Security Sta
 size limit, and leaves half-written downloads behind. The emptyDir survives container restarts, which is the
 restart that matters (a liveness restart reloads from local disk, not from the Hub). For fast cold starts on new
 nodes use weights="s3": the Run:ai streamer reads straight from S3 into GPU memory.
+
+API key (api_key_secret): the Secrets Store CSI driver mounts the Secrets Manager secret as a file and the container's
+shell exports it as VLLM_API_KEY before it execs `vllm serve` (llm_eks.manifests.api_key). vLLM 0.33 then requires
+`Authorization: Bearer <key>` on paths under /v1, /v2, /inference and /cohere only
+(vllm/entrypoints/serve/middleware/authenticate.py, GUARDED_PREFIX). Everything else on port 8000 stays open:
+/health, /metrics (Prometheus scrapes it without a key), /ping, /version, /tokenize, /detokenize, and /invocations,
+the SageMaker route that is always registered and runs the same completions as /v1 (vllm/entrypoints/serve/sagemaker/
+api_router.py; the --api-key help says so). So the key is one layer: the NetworkPolicies decide who reaches port 8000
+at all, and a load balancer in front should forward /v1 only.
+Readiness uses /health: vLLM binds its port before the engine starts but listens only once the engine core reports
+READY and the app is built (vllm/entrypoints/launchers/api_server/entry.py, run_server_worker), so /health refuses
+connections while the model loads and answers 200 once it is served (503 once the engine is dead,
+vllm/entrypoints/serve/instrumentator/health.py); /v1/models, the old readiness path, would need the key.
 """
 
 from __future__ import annotations
@@ -37,6 +51,7 @@ from constructs import Construct
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import pods
+from llm_eks.manifests.api_key import api_key_mount, api_key_secret_provider_class, api_key_volume, export_key
 from llm_eks.manifests.labels import (
     VLLM_APP,
     app_labels,
@@ -83,7 +98,7 @@ _CHART_FLAGS = {
     "--pipeline-parallel-size": "the chart sets it from pipeline_parallel_size",
     "-pp": "the chart sets it from pipeline_parallel_size",
     "--download-dir": f"weights are cached under HF_HOME on the cache volume ({CACHE_DIR})",
-    "--api-key": "the readiness probe reads /v1/models without a key; authenticate in front of the Service",
+    "--api-key": "the chart sets the key from api_key_secret (a Secrets Manager file, never an argument)",
     "--disable-log-stats": "it turns off the Prometheus metrics that autoscaling and alerts read",
 }
 # Switches of the removed V0 engine, or defaults the V1 engine already has (DESIGN.md).
@@ -152,6 +167,9 @@ class VllmProps:
     weights: Literal["hf", "s3"] = "hf"
     # Secrets Manager secret NAME holding the Hugging Face token; None for public models (or S3 weights).
     hf_token_secret: str | None = None
+    # Secrets Manager secret NAME holding the OpenAI endpoint's API key (the whole SecretString); None: no key.
+    # The config turns it on by default; a chart built directly must name its secret.
+    api_key_secret: str | None = None
     # Region of the secret / S3 bucket; None lets the AWS provider and SDKs look it up (one more call per mount).
     aws_region: str | None = None
     # The workload namespace every chart and the Pod Identity association agree on.
@@ -223,6 +241,11 @@ def validate_vllm_props(p: VllmProps) -> None:
     if p.hf_token_secret is not None and not aws_ids.SECRET_NAME.match(p.hf_token_secret):
         raise ConfigError(
             f"hf_token_secret: {p.hf_token_secret!r} is not allowed; must be a Secrets Manager secret name "
+            "(letters, digits and /_+=.@-)"
+        )
+    if p.api_key_secret is not None and not aws_ids.SECRET_NAME.match(p.api_key_secret):
+        raise ConfigError(
+            f"api_key_secret: {p.api_key_secret!r} is not allowed; must be a Secrets Manager secret name "
             "(letters, digits and /_+=.@-)"
         )
     for name, value in (
@@ -351,6 +374,15 @@ def container_args(p: VllmProps) -> list[str]:
     return args + list(p.engine_args)
 
 
+def container_command(p: VllmProps) -> list[str]:
+    """`vllm serve` (explicit, whatever the image's ENTRYPOINT), behind a shell that exports the API key file as
+    VLLM_API_KEY when there is one. `exec` leaves vLLM as PID 1, so SIGTERM still starts its drain."""
+    if p.api_key_secret is None:
+        return ["vllm", "serve"]
+    # "$@" are container_args: no quoting to get wrong; $0 names the process in shell errors.
+    return ["/bin/sh", "-c", f'{export_key("VLLM_API_KEY")}; exec vllm serve "$@"', "vllm"]
+
+
 def container_env(p: VllmProps) -> list[dict[str, str]]:
     env = [
         # Weights and the torch.compile cache on the cache volume: a container restart reuses both.
@@ -391,6 +423,8 @@ class VllmChart(cdk8s.Chart):
             readiness_gate = {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"} if props.ingress is not None else {}
             workload_namespace(self, props.namespace, readiness_gate)
         workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
+        if props.api_key_secret is not None:
+            api_key_secret_provider_class(self, meta, props.name, props.api_key_secret, props.aws_region)
         plain_object(
             self,
             "deployment",
@@ -444,6 +478,9 @@ class VllmChart(cdk8s.Chart):
         if p.hf_token_secret is not None:
             volumes.append(hf_token_volume(p.name))
             mounts.append(hf_token_mount())
+        if p.api_key_secret is not None:
+            volumes.append(api_key_volume(p.name))
+            mounts.append(api_key_mount())
 
         def http_probe(path: str) -> dict[str, Any]:
             return {"httpGet": {"path": path, "port": PORT_NAME}, "timeoutSeconds": PROBE_TIMEOUT_SECONDS}
@@ -452,8 +489,7 @@ class VllmChart(cdk8s.Chart):
             "name": "vllm",
             "image": p.image,
             "imagePullPolicy": "IfNotPresent",
-            # Explicit, whatever the image's ENTRYPOINT (vllm-openai's is ["vllm", "serve"] today).
-            "command": ["vllm", "serve"],
+            "command": container_command(p),
             "args": container_args(p),
             "env": container_env(p),
             "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
@@ -475,9 +511,9 @@ class VllmChart(cdk8s.Chart):
                 "periodSeconds": STARTUP_PERIOD_SECONDS,
                 "failureThreshold": self.timing.startup_failure_threshold,
             },
-            # /v1/models answers only once the model is served.
+            # /health answers only once the model is served, and needs no key (module docstring).
             "readinessProbe": {
-                **http_probe("/v1/models"),
+                **http_probe("/health"),
                 "periodSeconds": PROBE_PERIOD_SECONDS,
                 "failureThreshold": READINESS_FAILURE_THRESHOLD,
             },

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llm_eks.errors import fail
+from llm_eks.errors import ConfigError
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
 from llm_eks.infra.config import EnvironmentConfig
@@ -79,12 +79,10 @@ def require_locked(config: EnvironmentConfig, plan: Plan, lock: ImageLock) -> No
     missing = [ref for ref in environment_images(config, plan) if lock.digest(ref) is None]
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        raise fail(
-            f"environments.{config.name}.require_image_digests",
-            True,
-            f"{missing[0]}{more} ha{'ve' if more else 's'} no digest in {lock.name}; run "
-            f"`llm-eks images lock --env {config.name}` where the registries are reachable, review and commit the "
-            "file, or set require_image_digests to false",
+        raise ConfigError(
+            f"environments.{config.name}.require_image_digests: true is not allowed while {missing[0]}{more} "
+            f"ha{'ve' if more else 's'} no digest in {lock.name}; run `llm-eks images lock --env {config.name}` "
+            "where the registries are reachable, review and commit the file, or set require_image_digests to false"
         )
 
 

@@ -25,6 +25,7 @@ from llm_eks.infra.images import LOCK_FILE_CONTEXT, environment_charts, environm
 from llm_eks.infra.review import readable
 from llm_eks.infra.workloads import build_charts, build_workload
 from tests.conftest import CDK_JSON, ENVIRONMENTS, REPO_ROOT
+from tests.kube_schema import assert_valid
 
 VLLM = versions.VLLM_IMAGE
 RAY = versions.RAY_LLM_IMAGE
@@ -126,6 +127,7 @@ def test_vllm_and_benchmark_run_the_locked_digest() -> None:
     }
     pinned = f"{VLLM}@{fake_digest(VLLM)}"
     assert images == {("vllm", "Deployment"): [pinned], ("benchmark", "Job"): [pinned]}
+    assert_valid([o for c in charts if c.id in ("vllm", "benchmark") for o in c.chart.to_json()])
 
 
 def test_ray_head_and_workers_run_the_locked_digest() -> None:

@@ -233,3 +233,4 @@ def test_images_lock_imports_no_cdk() -> None:
         capture_output=True, text=True, cwd=REPO_ROOT, check=True,
     )  # fmt: skip
     assert result.stdout == "[]\n"
+    assert "llm-eks: error: registry-1.docker.io unreachable (offline): 2 image(s) not locked" in result.stderr

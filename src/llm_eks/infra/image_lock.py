@@ -80,6 +80,8 @@ def lock_command(
     if resolved and (changed or not path.exists()):
         write_lock(lock.merged(resolved), path)
         print(f"wrote {path}: {len(resolved)} of {len(wanted)} image(s) resolved, {len(changed)} changed")
+    elif resolved:
+        print(f"{path} unchanged: {len(resolved)} of {len(wanted)} image(s) resolved to the digests it holds")
     for line in failures:
         print(f"llm-eks: error: {' '.join(line.split())}", file=sys.stderr)
     return 1 if failures else 0

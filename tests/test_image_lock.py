@@ -223,7 +223,7 @@ def locked_addons() -> dict[str, Any]:
     KubeRayOperator(stack, "KubeRay", cluster=cluster)
     SecretsStoreCsi(stack, "Secrets", cluster=cluster)
     AwsLoadBalancerController(stack, "Alb", cluster=cluster)
-    GpuDeviceSoftware(stack, "Gpu", GpuDeviceSoftwareProps(cluster=cluster))
+    GpuDeviceSoftware(stack, "Gpu", GpuDeviceSoftwareProps(cluster=cluster, ami_family="al2023"))
     return helm_values(stack)
 
 
@@ -277,6 +277,8 @@ def test_helm_values_carry_each_charts_digest(locked_addons: dict[str, Any]) -> 
     assert v["aws-load-balancer-controller"]["image"] == {"tag": f"v3.5.0@{d(alb)}"}
     dcgm = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
     assert v["dcgm-exporter"]["image"] == {"tag": f"4.5.3-4.8.2-distroless@{d(dcgm)}"}
+    plugin = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert v["nvidia-device-plugin"]["image"] == {"tag": f"v0.20.0@{d(plugin)}"}
 
 
 def test_digests_merge_into_the_charts_own_values(locked_addons: dict[str, Any]) -> None:

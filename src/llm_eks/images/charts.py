@@ -15,7 +15,8 @@ Each entry was read in the chart's own values.yaml and templates at the pinned v
   `linux.crds.image.tag` = `v1.6.0@sha256:...`.
 - No digest value at all, so `image.tag` = `<tag>@sha256:...`: keda 2.20.2 (operator, metrics API server,
   admission webhooks: `image.<part>.tag`), kuberay-operator 1.7.0, secrets-store-csi-driver-provider-aws 3.1.1,
-  aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its distroless tag).
+  aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its distroless tag), nvidia-device-plugin 0.20.0
+  (installed by GpuDeviceSoftware for AL2023 nodes only, so llm-eks's Bottlerocket stacks never run it).
 
 `tag@digest` in a tag value is used only where the chart renders that value solely as `repository:tag` in image
 fields (checked in each chart's templates: no label or selector reads it), so the pod gets a valid
@@ -25,8 +26,6 @@ Not covered, and why:
 - prometheus-operator-crds and karpenter-crd: CRDs only, no images.
 - neuron-helm-chart 1.10.0: its values at that version were not available to check here; the Neuron device plugin
   image stays on the chart's tag (Inferentia environments only).
-- nvidia-device-plugin 0.20.0: not installed by llm-eks's stacks (Bottlerocket runs its own plugin); the construct
-  installs it only for AL2023 nodes, and its values were not checked here.
 - Images the charts run only in optional parts llm-eks leaves off (kube-prometheus-stack's admission-webhook
   Deployment and Thanos, Grafana's init-chown, image renderer and test pod, kube-rbac-proxy sidecars).
 A chart installed at another version than the pinned one gets no digest values (its images differ).
@@ -45,6 +44,7 @@ from llm_eks.versions import (
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     KUBERAY_OPERATOR_CHART_VERSION,
+    NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
     SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
 )
@@ -176,6 +176,11 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
         DCGM_EXPORTER_CHART_VERSION,
         (_img("nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless", "image.tag", "tag"),),
     ),
+    "nvidia-device-plugin": ChartImages(
+        NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+        # The tag defaults to v<appVersion>; the device plugin, GFD and MPS DaemonSets all run this one image.
+        (_img(f"nvcr.io/nvidia/k8s-device-plugin:v{NVIDIA_DEVICE_PLUGIN_CHART_VERSION}", "image.tag", "tag"),),
+    ),
 }
 
 # Charts llm-eks installs whose images the lock does not cover (see the module docstring).
@@ -183,7 +188,6 @@ NOT_COVERED: Mapping[str, str] = {
     "karpenter-crd": "CRDs only, no images",
     "prometheus-operator-crds": "CRDs only, no images",
     "neuron-helm-chart": "values at the pinned version not verified; the device plugin stays on the chart's tag",
-    "nvidia-device-plugin": "not installed on Bottlerocket nodes; values at the pinned version not verified",
 }
 
 

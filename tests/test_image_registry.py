@@ -234,3 +234,25 @@ def test_images_lock_imports_no_cdk() -> None:
     )  # fmt: skip
     assert result.stdout == "[]\n"
     assert "llm-eks: error: registry-1.docker.io unreachable (offline): 2 image(s) not locked" in result.stderr
+
+
+def test_rerun_keeps_unchanged_entries_and_shows_a_moved_tag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llm_eks.infra.cli import _parser
+    from llm_eks.infra.image_lock import lock_command
+
+    lock = tmp_path / "images.lock.json"
+    old = "sha256:" + "e" * 64
+    lock.write_text(json.dumps({"version": 1, "images": {
+        VLLM: {"digest": old, "resolved_at": "2026-10-01T00:00:00Z", "source": "https://registry-1.docker.io/v2/x"},
+        PROBE: {"digest": PROBE_DIGEST, "resolved_at": "2026-10-01T00:00:00Z", "source": "https://registry.k8s.io/v2/y"},
+    }}))  # fmt: skip
+    args = _parser().parse_args(["images", "lock", "--context-file", str(_context(tmp_path))])
+    replay = Replay("docker-hub-vllm.json", "registry-k8s-livenessprobe.json")
+    lock_command(args, transport=replay, now=lambda: datetime(2026, 11, 30, 14, 0, 7, tzinfo=UTC))
+    out, _ = capsys.readouterr()
+    assert f"{VLLM}@{VLLM_DIGEST} (was {old})" in out.splitlines()
+    entries = load_lock(lock).entries
+    assert (entries[VLLM].digest, entries[VLLM].resolved_at) == (VLLM_DIGEST, "2026-11-30T14:00:07Z")
+    assert entries[PROBE].resolved_at == "2026-10-01T00:00:00Z"  # same digest: the entry is left as reviewed

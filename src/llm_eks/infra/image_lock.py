@@ -72,13 +72,16 @@ def lock_command(
             continue
         stamp = now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         resolved[ref] = LockEntry(found.digest, stamp, found.source)
-        print(f"{ref}@{found.digest}")
+        before = lock.digest(ref)
+        # A tag that now points elsewhere was re-pushed: exactly what a reviewer must see.
+        print(f"{ref}@{found.digest}" + (f" (was {before})" if before not in (None, found.digest) else ""))
 
     for reason, refs in unreachable.values():
         failures.append(f"{reason}: {len(refs)} image(s) not locked ({', '.join(refs)})")
     changed = {ref: entry for ref, entry in resolved.items() if lock.digest(ref) != entry.digest}
     if resolved and (changed or not path.exists()):
-        write_lock(lock.merged(resolved), path)
+        # Unchanged entries keep their resolved_at: a re-run only shows what moved.
+        write_lock(lock.merged(changed), path)
         print(f"wrote {path}: {len(resolved)} of {len(wanted)} image(s) resolved, {len(changed)} changed")
     elif resolved:
         print(f"{path} unchanged: {len(resolved)} of {len(wanted)} image(s) resolved to the digests it holds")

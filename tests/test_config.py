@@ -78,7 +78,7 @@ def test_existing_vpc() -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: account, admin_role_arns, "
-            "endpoint, kubernetes_version, region, system_nodes, tags, vpc, workload",
+            "endpoint, kubernetes_version, region, require_image_digests, system_nodes, tags, vpc, workload",
         ),
         (
             {"workload": {"modle": "x"}},

@@ -24,6 +24,8 @@ from constructs import Construct
 from llm_eks import aws_ids
 from llm_eks.constructs.cluster import SYSTEM_NODE_LABEL
 from llm_eks.errors import ConfigError
+from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT, digest_values, merge_values
+from llm_eks.images.lock import check_digests
 
 SYSTEM_NODE_SELECTOR: Mapping[str, str] = MappingProxyType({SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]})
 
@@ -117,6 +119,12 @@ def install_chart(
     `values=None` leaves the chart's own values file untouched (not even an empty override in the template).
     """
     check_helm_timeout(f"{release}.timeout", timeout, waits)
+    # Images locked by digest (CDK context IMAGE_DIGESTS_CONTEXT, set from images.lock.json) go in through the
+    # chart's own values; see llm_eks.images.charts for what each chart allows.
+    digests = scope.node.try_get_context(IMAGE_DIGESTS_CONTEXT)
+    if digests:
+        overlay = digest_values(source.chart, source.version, check_digests(digests, IMAGE_DIGESTS_CONTEXT))
+        values = merge_values(values, overlay)
     return eks.HelmChart(
         scope,
         id,

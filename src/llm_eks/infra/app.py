@@ -11,8 +11,10 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from llm_eks.errors import ConfigError
+from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
 from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
+from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock
 from llm_eks.infra.plan import Plan, plan
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
@@ -43,10 +45,13 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
     configs: list[EnvironmentConfig] = select_environments(
         load_environments(read_context(app)), app.node.try_get_context("env")
     )
+    lock = app_lock(app.node.try_get_context(LOCK_FILE_CONTEXT))
+    # Helm releases read the locked digests from context (constructs/addons.install_chart); set before any stack.
+    app.node.set_context(IMAGE_DIGESTS_CONTEXT, lock.digests())
     planned = []
     for config in configs:
         env_plan = plan_environment(config)
-        planned.append((config, env_plan, build_workload(config, env_plan, region=config.region)))
+        planned.append((config, env_plan, build_workload(config, env_plan, region=config.region, images=lock)))
     stacks = []
     for config, env_plan, workload in planned:
         if not quiet:

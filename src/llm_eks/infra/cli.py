@@ -92,6 +92,9 @@ def _parser() -> _Parser:
     )
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
     m.set_defaults(func=_manifests_command)
+    from llm_eks.infra.image_lock import add_parser as add_images_parser
+
+    add_images_parser(commands)
     return parser
 
 
@@ -134,6 +137,7 @@ def _plan_command(args: argparse.Namespace) -> int:
 
 
 def _manifests_command(args: argparse.Namespace) -> int:
+    from llm_eks.images.lock import LOCK_FILE, load_lock
     from llm_eks.infra.gitops import write_manifests
     from llm_eks.infra.plan import plan
 
@@ -144,6 +148,8 @@ def _manifests_command(args: argparse.Namespace) -> int:
         Path(args.out),
         node_role_name=args.node_role_name,
         security_group_ids=tuple(args.security_group_id),
+        # The lock next to cdk.json, as `cdk synth` reads it.
+        images=load_lock(Path(args.context_file).parent / LOCK_FILE),
     )
     for path in written:
         print(path)

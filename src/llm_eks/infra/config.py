@@ -214,6 +214,9 @@ class EnvironmentConfig:
     admin_role_arns: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    # Refuse synth while any image this environment runs has no digest in images.lock.json. Off by default: the
+    # shipped lock is empty (no digest can be verified without the registries); turn it on once you have locked.
+    require_image_digests: bool = False
 
     @property
     def stack_name(self) -> str:

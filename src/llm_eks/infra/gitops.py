@@ -14,6 +14,7 @@ from pathlib import Path
 import cdk8s
 import yaml
 
+from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import build_charts, build_workload
@@ -26,9 +27,11 @@ def write_manifests(
     *,
     node_role_name: str,
     security_group_ids: tuple[str, ...],
+    images: ImageLock | None = None,
 ) -> list[Path]:
-    """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written."""
-    workload = build_workload(config, plan, region=config.region)
+    """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written.
+    Images locked in `images` are pinned by digest, as the CDK stack pins them."""
+    workload = build_workload(config, plan, region=config.region, images=images)
     charts = build_charts(
         cdk8s.App(), config, workload, node_role_name=node_role_name, security_group_ids=security_group_ids
     )

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cdk8s
 
 from llm_eks.catalog.accelerators import FAMILIES
 from llm_eks.errors import ConfigError, fail
+from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.images import require_locked
 from llm_eks.infra.plan import Plan
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BenchmarkChart, BenchmarkProps
@@ -289,8 +291,14 @@ def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
     return None
 
 
-def build_workload(config: EnvironmentConfig, plan: Plan, region: str | None = None) -> Workload:
-    """All chart props for one environment; raises ConfigError (one line) when the plan cannot be served."""
+def build_workload(
+    config: EnvironmentConfig, plan: Plan, region: str | None = None, images: ImageLock | None = None
+) -> Workload:
+    """All chart props for one environment; raises ConfigError (one line) when the plan cannot be served, or when
+    the environment requires image digests that `images` (the lock file) does not hold. Locked images are pinned
+    `repo:tag@sha256:...`."""
+    lock = images or ImageLock()
+    require_locked(config, plan, lock)
     if plan.cost_per_replica_hour is None:
         # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
         # the cost panels and the plan's $/h would be empty too.
@@ -303,8 +311,10 @@ def build_workload(config: EnvironmentConfig, plan: Plan, region: str | None = N
     cpu = CpuPoolSpec()
     if config.workload.engine == "ray-serve":
         ray = ray_props(config, plan, pool, region)
+        ray = replace(ray, image=lock.pin(ray.image))
         return Workload(pool, cpu, None, None, None, None, ray, ray_monitoring_props(config, plan, ray))
     vllm = vllm_props(config, plan, pool, region)
+    vllm = replace(vllm, image=lock.pin(vllm.image))
     return Workload(
         gpu_pool=pool,
         cpu_pool=cpu,

@@ -1,0 +1,92 @@
+"""Which images an environment runs, and the per-environment switch that refuses synth without their digests.
+
+Pure Python (no aws_cdk, cdk8s or jsii): `llm-eks images lock` imports it too. The Helm releases listed here
+mirror what InferenceStack installs (workloads.addons, GpuDeviceSoftware); a test compares this list with the
+releases in the synthesized templates, so the two cannot drift apart.
+
+What the lock covers for an environment: the workload's own image (vLLM, which the benchmark Job reuses, or Ray
+LLM) and every image of its Helm releases that `llm_eks.images.charts` can pin through the chart's values. With
+`require_image_digests: true` synth stops at the first of those without a digest in the lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llm_eks.errors import ConfigError
+from llm_eks.images.charts import chart_images
+from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
+from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.plan import Plan
+from llm_eks.versions import (
+    AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
+    DCGM_EXPORTER_CHART_VERSION,
+    KARPENTER_VERSION,
+    KEDA_CHART_VERSION,
+    KUBE_PROMETHEUS_STACK_CHART_VERSION,
+    KUBERAY_OPERATOR_CHART_VERSION,
+    NEURON_HELM_CHART_VERSION,
+    PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
+    RAY_LLM_IMAGE,
+    SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
+    SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
+    VLLM_IMAGE,
+)
+
+# CDK context key naming the lock file (default: images.lock.json in the directory cdk runs the app from, which
+# is the one holding cdk.json).
+LOCK_FILE_CONTEXT = "llm-eks:image-lock-file"
+
+
+def environment_charts(config: EnvironmentConfig, plan: Plan) -> dict[str, str]:
+    """Helm chart -> version for every release the environment's stack installs."""
+    w = config.workload
+    vllm = w.engine == "vllm"
+    charts = {
+        "karpenter-crd": KARPENTER_VERSION,
+        "karpenter": KARPENTER_VERSION,
+        "prometheus-operator-crds": PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
+        "kube-prometheus-stack": KUBE_PROMETHEUS_STACK_CHART_VERSION,
+    }
+    # Ray Serve scales its own replicas: KEDA comes with vLLM only.
+    charts.update({"keda": KEDA_CHART_VERSION} if vllm else {"kuberay-operator": KUBERAY_OPERATOR_CHART_VERSION})
+    if w.hf_token_secret is not None:
+        charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
+        charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
+    if vllm and w.internal_alb:
+        charts["aws-load-balancer-controller"] = AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
+    # The node pools run Bottlerocket, whose NVIDIA variant runs the device plugin itself: no nvidia-device-plugin.
+    if plan.instance.accelerator_vendor == "nvidia":
+        charts["dcgm-exporter"] = DCGM_EXPORTER_CHART_VERSION
+    else:
+        charts["neuron-helm-chart"] = NEURON_HELM_CHART_VERSION
+    return charts
+
+
+def environment_images(config: EnvironmentConfig, plan: Plan) -> tuple[str, ...]:
+    """Every image of the environment the lock covers: the workload's own first, then the Helm releases'."""
+    own = VLLM_IMAGE if config.workload.engine == "vllm" else RAY_LLM_IMAGE
+    chart = [
+        image.ref for name, version in environment_charts(config, plan).items() for image in chart_images(name, version)
+    ]
+    return tuple(dict.fromkeys([own, *chart]))
+
+
+def require_locked(config: EnvironmentConfig, plan: Plan, lock: ImageLock) -> None:
+    """With `require_image_digests`, one line naming the first image without a locked digest (and how to lock)."""
+    if not config.require_image_digests:
+        return
+    missing = [ref for ref in environment_images(config, plan) if lock.digest(ref) is None]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise ConfigError(
+            f"environments.{config.name}.require_image_digests: true is not allowed while {missing[0]}{more} "
+            f"ha{'ve' if more else 's'} no digest in {lock.name}; run `llm-eks images lock --env {config.name}` "
+            "where the registries are reachable, review and commit the file, or set require_image_digests to false"
+        )
+
+
+def app_lock(context_value: object) -> ImageLock:
+    """The lock file the CDK app reads: the context value if set, else images.lock.json in the working directory."""
+    path = context_value if isinstance(context_value, str) and context_value else LOCK_FILE
+    return load_lock(Path(path))

@@ -165,6 +165,12 @@ def test_model_spec_errors_name_the_config_field(workload: dict[str, Any], messa
             "day-of-month month day-of-week, such as '0 8 * * 1-5'",
         ),
         (
+            scaled_to_zero(end="0 19 * * 7"),
+            "environments.dev.workload.autoscaling.scale_to_zero.end: '0 19 * * 7' is not allowed; its day-of-week "
+            "field '7' must be *, a value or a range a-b within 0-6 (or SUN-SAT); a cron expression is minute hour "
+            "day-of-month month day-of-week, such as '0 8 * * 1-5'",
+        ),
+        (
             scaled_to_zero(end="0 19 * * MON-FRI *"),
             "environments.dev.workload.autoscaling.scale_to_zero.end: '0 19 * * MON-FRI *' is not allowed; must "
             "have 5 fields separated by single spaces; a cron expression is minute hour day-of-month month "
@@ -370,13 +376,18 @@ STRICT_READ = [
     ),
     (
         HUGE_NUMBER,
-        "environments.dev.workload.slo.ttft_p99_ms: 1e400 is not allowed; must be a finite number (JSON would read "
-        "it as infinity)",
+        "environments.dev.workload.slo.ttft_p99_ms: 1e400 is not allowed; must be a finite number (too large for a "
+        "64-bit float: JSON readers make it infinity)",
     ),
     (
         HUGE_INTEGER,
-        f"environments.dev.workload.max_model_len: 1{'0' * 5000} is not allowed; must be a finite number (JSON "
-        "would read it as infinity)",
+        f"environments.dev.workload.max_model_len: 1{'0' * 5000} is not allowed; must be a finite number (too "
+        "large for a 64-bit float: JSON readers make it infinity)",
+    ),
+    (
+        '{"context": {"environments": {"dev": {"workload": {"gpu_memory_utilization": NaN}}}}}',
+        "environments.dev.workload.gpu_memory_utilization: NaN is not allowed; must be a finite number (NaN and "
+        "Infinity are not JSON)",
     ),
 ]
 
@@ -390,7 +401,7 @@ def test_plan_env_reads_cdk_json_strictly(
     assert (code, out, err) == (2, "", f"llm-eks: error: {message}\n")
 
 
-@pytest.mark.parametrize(("text", "message"), STRICT_READ[::2])
+@pytest.mark.parametrize(("text", "message"), [STRICT_READ[0], STRICT_READ[2]])
 def test_app_rereads_the_cdk_json_the_cli_read(tmp_path: Path, text: str, message: str) -> None:
     """The CDK CLI hands the app the merged context: the first `dev` already dropped, 1e400 already null. The app
     re-reads cdk.json in its working folder (where the CDK CLI runs it) and reports what the user wrote."""

@@ -26,12 +26,13 @@ class _Object(dict):  # type: ignore[type-arg]
 
 
 class _Unrepresentable(float):
-    """A JSON number a float cannot hold (1e400, -1e400, or a 5000-digit integer): keeps the text the user wrote."""
+    """A number a float cannot hold (1e400, -1e400, a 5000-digit integer; NaN and Infinity, which Python's json
+    accepts): keeps the text the user wrote."""
 
     text: str
 
     def __new__(cls, text: str) -> _Unrepresentable:
-        number = super().__new__(cls, "-inf" if text.startswith("-") else "inf")
+        number = super().__new__(cls, "nan" if text == "NaN" else "-inf" if text.startswith("-") else "inf")
         number.text = text
         return number
 
@@ -79,7 +80,12 @@ def _parse(text: str) -> Any:
 def _plain(value: Any, path: str, source: str) -> Any:
     """`value` as plain dicts, lists and numbers, after checking it (depth first, in file order)."""
     if isinstance(value, _Unrepresentable):
-        raise fail(path or "(top level)", value, "must be a finite number (JSON would read it as infinity)")
+        why = (
+            "NaN and Infinity are not JSON"
+            if value.text.lstrip("-") in ("NaN", "Infinity")
+            else "too large for a 64-bit float: JSON readers make it infinity"
+        )
+        raise fail(path or "(top level)", value, f"must be a finite number ({why})")
     if isinstance(value, list):
         return [_plain(item, f"{path}[{i}]", source) for i, item in enumerate(value)]
     if not isinstance(value, _Object):

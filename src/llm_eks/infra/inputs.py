@@ -43,7 +43,8 @@ _SLO_FLOORS_MS = {
     "itl_p99_ms": (1.0, "each output token is a forward pass that reads every weight from GPU memory"),
 }
 _SLO_CEILING_MS = 600_000
-# KEDA's cron scaler parses with robfig/cron's standard parser: 5 fields, these bounds, month and weekday names.
+# KEDA's cron scaler parses with robfig/cron's standard parser (cron.New + AddFunc): 5 fields with these bounds
+# (robfig/cron spec.go; a day-of-week of 7 is an error there, not Sunday), month and weekday names in any case.
 _CRON_FIELDS = (
     ("minute", 0, 59, ()),
     ("hour", 0, 23, ()),
@@ -119,7 +120,7 @@ def _cron_field_problem(field_text: str, low: int, high: int, names: tuple[str, 
         spread, _, step = part.partition("/")
         if step and (not step.isdigit() or int(step) < 1):
             return f"step {step!r} must be a positive integer"
-        if spread in ("*", "?"):
+        if spread == "*":  # robfig also reads '?' as '*'; the chart's pattern does not, so neither does config
             continue
         first, _, last = spread.partition("-")
         start, end = number(first), number(last) if last else None

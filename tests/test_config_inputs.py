@@ -271,6 +271,11 @@ def test_model_spec_errors_name_the_config_field(workload: dict[str, Any], messa
             "environments.dev.workload.gpu_memory_utilization: nan is not allowed; must be a finite number",
         ),
         (
+            {"workload": {"benchmark": {"request_rate": 1e308}}},
+            "environments.dev.workload.benchmark.request_rate: 1e+308 is not allowed; must be at most num_prompts "
+            "(200) per second; a higher rate sends every prompt in the first second already",
+        ),
+        (
             {"workload": {"max_model_len": 10**400}},
             "environments.dev.workload.max_model_len: an integer of 1329 bits is not allowed; must be between "
             "-2**63 and 2**63 - 1",

@@ -98,7 +98,8 @@ def test_existing_vpc() -> None:
         ),
         (
             {"region": "mars-1", "account": "123456789012"},
-            "environments.dev.region: 'mars-1' is not allowed; must be an AWS region name such as us-east-1",
+            "environments.dev.region: 'mars-1' is not allowed; must be a commercial, GovCloud or China AWS region "
+            "such as us-east-1 (listed in llm_eks/aws_regions.py)",
         ),
         (
             {"kubernetes_version": "1.29"},
@@ -161,8 +162,8 @@ def test_existing_vpc() -> None:
         ),
         (
             {"tags": {"aws:owner": "me"}},
-            "environments.dev.tags: 'aws:owner' is not allowed; tag keys are 1-128 characters and may not start "
-            "with 'aws:'",
+            "environments.dev.tags: 'aws:owner' is not allowed; tag keys are 1-128 characters of letters, digits, "
+            "spaces and _ . : / = + - @, and may not start with 'aws:'",
         ),
         (
             {"workload": {"engine": "tgi"}},
@@ -185,8 +186,9 @@ def test_existing_vpc() -> None:
         ),
         (
             {"workload": {"slo": {"ttft_p99_ms": -5}}},
-            "environments.dev.workload.slo.ttft_p99_ms: -5.0 is not allowed; must be a positive number of "
-            "milliseconds (at most 600000)",
+            "environments.dev.workload.slo.ttft_p99_ms: -5.0 is not allowed; must be 10 to 600000 milliseconds; a "
+            "first token needs a network round trip, a scheduler step and a prefill pass over the whole prompt, "
+            "which takes at least 10 ms",
         ),
         (
             {"workload": {"max_model_len": "8k"}},

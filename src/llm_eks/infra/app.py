@@ -14,6 +14,7 @@ from llm_eks.errors import ConfigError
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
 from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
+from llm_eks.infra.context_file import loads, read_context_file
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock
 from llm_eks.infra.plan import Plan, plan
 from llm_eks.infra.review import write_stack_review
@@ -25,8 +26,15 @@ def read_context(app: cdk.App) -> dict[str, Any]:
     """The `environments` context (from cdk.json through the CLI, or from cdk.json directly in tests)."""
     environments = app.node.try_get_context("environments")
     if isinstance(environments, str):  # `-c environments=...` arrives as JSON text
-        environments = json.loads(environments)
+        environments = loads(environments, "-c environments", root="environments")
     return {"environments": environments}
+
+
+def check_context_file(path: Path) -> None:
+    """Re-read the cdk.json the CDK CLI read (it hands the app only the merged context, where an environment given
+    twice has already lost its first body and 1e400 has become null): either is a one-line error here."""
+    if path.is_file():
+        read_context_file(path, "cdk.json")
 
 
 def plan_environment(config: EnvironmentConfig) -> Plan:
@@ -87,8 +95,10 @@ def synth_or_exit(app: cdk.App) -> cdk.cx_api.CloudAssembly:
 
 
 def main() -> None:
-    app = cdk.App()
     try:
+        # The CDK CLI runs the app in the folder of the cdk.json it read.
+        check_context_file(Path("cdk.json"))
+        app = cdk.App()
         stacks = build_app(app, quiet=False)
         add_checks(app)
     except ConfigError as err:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.plan import TIMES
 
 # CLI option -> PlanRequest field, for the options that map one to one.
@@ -127,8 +127,15 @@ def _plan_command(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.env is None):
         raise _UsageError("give exactly one of --model, --env NAME or --catalog")
     overrides = {name: getattr(args, name) for name in _REQUEST_OPTIONS if getattr(args, name) is not None}
-    request = _env_request(args, overrides) if args.env is not None else _model_request(args, overrides)
-    result = plan(request)
+    try:
+        request = _env_request(args, overrides) if args.env is not None else _model_request(args, overrides)
+        result = plan(request)
+    except ConfigError as err:
+        # A planner error about a value from cdk.json names it as cdk.json does; an option's keeps its own path.
+        field = str(err).partition(":")[0].removeprefix("workload.")
+        if args.env is None or field in overrides or not str(err).startswith("workload."):
+            raise
+        raise ConfigError(f"environments.{args.env}.{err}") from None
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -137,14 +144,30 @@ def _plan_command(args: argparse.Namespace) -> int:
 
 
 def _manifests_command(args: argparse.Namespace) -> int:
+    from llm_eks import aws_ids
     from llm_eks.images.lock import LOCK_FILE, load_lock
     from llm_eks.infra.gitops import write_manifests
     from llm_eks.infra.plan import plan
 
+    if not aws_ids.ROLE_NAME.match(args.node_role_name):
+        raise fail(
+            "--node-role-name",
+            args.node_role_name,
+            "must be an IAM role NAME (1-64 letters, digits and + = , . @ _ -), not its ARN",
+        )
+    for sg in args.security_group_id:
+        if not aws_ids.SECURITY_GROUP_ID.match(sg):
+            raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     environment = _environment(args)
+    try:
+        env_plan = plan(environment.workload.plan_request())
+    except ConfigError as err:
+        if not str(err).startswith("workload."):
+            raise
+        raise ConfigError(f"environments.{environment.name}.{err}") from None
     written = write_manifests(
         environment,
-        plan(environment.workload.plan_request()),
+        env_plan,
         Path(args.out),
         node_role_name=args.node_role_name,
         security_group_ids=tuple(args.security_group_id),
@@ -179,19 +202,10 @@ def _env_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
 def _environment(args: argparse.Namespace) -> Any:
     """The environment named by --env in --context-file, validated."""
     from llm_eks.infra.config import load_environments, select_environments
+    from llm_eks.infra.context_file import read_context_file
 
-    path = Path(args.context_file)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"--context-file: {str(path)!r} does not exist; run from the project root or pass it"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"--context-file: {str(path)!r} cannot be read ({err.__class__.__name__})") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"--context-file: {str(path)!r} is not JSON (line {err.lineno}: {err.msg})") from None
-    context = data.get("context", data) if isinstance(data, dict) else {}
+    # Read strictly: an environment written twice, or 1e400, is an error here too, not a silent loss.
+    context = read_context_file(Path(args.context_file), "--context-file")
     (environment,) = select_environments(load_environments(context), args.env)
     return environment
 

@@ -14,7 +14,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from llm_eks import aws_ids
+from llm_eks.aws_regions import REGIONS
 from llm_eks.errors import ConfigError, did_you_mean, fail
+from llm_eks.infra import inputs
 from llm_eks.infra.schema import build
 from llm_eks.versions import KUBERNETES_VERSION
 
@@ -23,8 +25,6 @@ if TYPE_CHECKING:
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
-_TAG_KEY = re.compile(r"^[\w .:/=+@-]{1,128}$")
 
 ENGINES = ("vllm", "ray-serve")
 CAPACITY_TYPES = ("spot", "on-demand")
@@ -257,6 +257,8 @@ def parse_environment(name: str, body: Any) -> EnvironmentConfig:
             name,
             "names are 1-20 characters: lowercase letters, digits and '-', starting with a letter",
         )
+    if body is None:
+        raise fail(path, body, "must be an object (use {} for an environment with every default)")
     if isinstance(body, Mapping) and "name" in body:
         raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
     config = build(
@@ -269,8 +271,13 @@ def parse_environment(name: str, body: Any) -> EnvironmentConfig:
 def _validate(c: EnvironmentConfig, path: str) -> None:
     if c.account is not None and not aws_ids.ACCOUNT.match(c.account):
         raise fail(f"{path}.account", c.account, "must be a 12-digit AWS account id")
-    if c.region is not None and not aws_ids.REGION.match(c.region):
-        raise fail(f"{path}.region", c.region, "must be an AWS region name such as us-east-1")
+    if c.region is not None and c.region not in REGIONS:
+        raise fail(
+            f"{path}.region",
+            c.region,
+            f"{did_you_mean(c.region, REGIONS)}must be a commercial, GovCloud or China AWS region such as us-east-1 "
+            "(listed in llm_eks/aws_regions.py)",
+        )
     if (c.account is None) != (c.region is None):
         raise ConfigError(f"{path}: account and region must be given together (or neither, for an env-agnostic stack)")
     if c.kubernetes_version != KUBERNETES_VERSION:
@@ -290,11 +297,12 @@ def _validate(c: EnvironmentConfig, path: str) -> None:
                 arn,
                 "must be an IAM role ARN (arn:aws:iam::<account>:role/...)",
             )
-    for key, value in c.tags.items():
-        if not _TAG_KEY.match(key) or key.lower().startswith("aws:"):
-            raise fail(f"{path}.tags", key, "tag keys are 1-128 characters and may not start with 'aws:'")
-        if len(value) > 256:
-            raise fail(f"{path}.tags.{key}", value, "tag values are at most 256 characters")
+        # IAM role names are unique ignoring case, and EKS allows one access entry per principal.
+        if arn.lower() in (earlier.lower() for earlier in c.admin_role_arns[:i]):
+            raise fail(
+                f"{path}.admin_role_arns[{i}]", arn, "a role may be listed once (EKS allows one access entry per role)"
+            )
+    inputs.validate_tags(c.tags, f"{path}.tags")
     _validate_workload(c.workload, f"{path}.workload")
 
 
@@ -325,6 +333,13 @@ def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
         network = ipaddress.IPv4Network(v.cidr)
     except ValueError:
         raise fail(f"{path}.cidr", v.cidr, "must be an IPv4 CIDR such as 10.0.0.0/16") from None
+    if not any(network.subnet_of(private) for private in inputs.PRIVATE_RANGES):
+        raise fail(
+            f"{path}.cidr",
+            v.cidr,
+            "must be inside a private range: 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 (RFC 1918), or "
+            "100.64.0.0/10 (RFC 6598); a public range would shadow those addresses on the internet",
+        )
     if not 16 <= network.prefixlen <= 20:
         raise fail(f"{path}.cidr", v.cidr, "prefix length must be /16 to /20 (GPU nodes and pods need addresses)")
     zones = v.availability_zones
@@ -358,6 +373,7 @@ def _validate_endpoint(e: EndpointConfig, path: str) -> None:
             raise fail(f"{path}.public_cidrs[{i}]", cidr, "must be an IPv4 CIDR such as 198.51.100.0/24") from None
         if network.prefixlen == 0:
             raise fail(f"{path}.public_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+    inputs.validate_public_cidrs(e.public_cidrs, f"{path}.public_cidrs")
 
 
 def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
@@ -388,6 +404,7 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
 def _validate_workload(w: WorkloadConfig, path: str) -> None:
     if w.engine not in ENGINES:
         raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
+    inputs.validate_model_spec(w, path)
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(
             f"{path}.capacity_types",
@@ -407,11 +424,9 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
         raise fail(f"{path}.replicas.max", r.max, "must be at most 64")
     if w.accelerator_limit is not None and w.accelerator_limit < 1:
         raise fail(f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
-    for name in ("ttft_p99_ms", "itl_p99_ms"):
-        value = getattr(w.slo, name)
-        if not 0 < value <= 600_000:
-            raise fail(f"{path}.slo.{name}", value, "must be a positive number of milliseconds (at most 600000)")
+    inputs.validate_slo(w.slo, f"{path}.slo")
     a = w.autoscaling
+    inputs.validate_scale_to_zero(w, path)
     if a.waiting_per_replica < 1:
         raise fail(f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
     if not 0 < a.kv_cache_usage < 1:
@@ -419,8 +434,11 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
     if w.weights not in WEIGHT_SOURCES:
         raise fail(f"{path}.weights", w.weights, f"must be one of {', '.join(WEIGHT_SOURCES)}")
     if w.weights == "s3":
-        if w.weights_s3_uri is None or not _S3_URI.match(w.weights_s3_uri):
+        if w.weights_s3_uri is None:
             raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, "weights 's3' needs an s3://bucket/prefix URI")
+        problem = aws_ids.s3_uri_problem(w.weights_s3_uri)
+        if problem is not None:
+            raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, problem)
     elif w.weights_s3_uri is not None:
         raise ConfigError(f"{path}.weights_s3_uri: only allowed with weights 's3'")
     if w.hf_token_secret is not None and (
@@ -443,6 +461,13 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
         raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")
     if not 1 <= b.num_prompts <= 100_000:
         raise fail(f"{path}.benchmark.num_prompts", b.num_prompts, "must be 1 to 100000")
+    if b.request_rate > b.num_prompts:
+        raise fail(
+            f"{path}.benchmark.request_rate",
+            b.request_rate,
+            f"must be at most num_prompts ({b.num_prompts}) per second; a higher rate sends every prompt in the "
+            "first second already",
+        )
 
 
 def _validate_api_key(w: WorkloadConfig, path: str) -> None:

@@ -1,12 +1,14 @@
 """Build frozen dataclasses from plain JSON (cdk.json context) with one-line errors.
 
-Only what config needs: str, int, float, bool, Optional[...], tuple[X, ...], Mapping[str, str], and nested
-dataclasses. Unknown keys get a "did you mean" hint; a wrong type names the path, the value and the type wanted.
+Only what config needs: str, int, float, bool, Optional[...], tuple[X, ...], Mapping[str, X] (X may be Any),
+and nested dataclasses. Unknown keys get a "did you mean" hint; a wrong type names the path, the value and the type
+wanted.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -68,10 +70,14 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
     if origin in (Mapping, dict) or hint is dict:
         if not isinstance(value, Mapping):
             raise fail(path, value, "must be an object")
+        # Mapping[str, Any] (model_spec) keeps its values for the owner to check; Mapping[str, str] (tags) checks here.
+        value_hint = args[1] if len(args) == 2 else Any
+        converted = {}
         for k, v in value.items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise fail(f"{path}.{k}", v, "keys and values must be strings")
-        return types.MappingProxyType(dict(value))
+            if not isinstance(k, str):
+                raise fail(path, k, "keys must be strings")
+            converted[k] = _convert(value_hint, v, f"{path}.{k}")
+        return types.MappingProxyType(converted)
     if hint is bool:
         if not isinstance(value, bool):
             raise fail(path, value, "must be true or false")
@@ -79,10 +85,14 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise fail(path, value, "must be an integer")
-        return value
+        return _bounded(value, path)
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise fail(path, value, "must be a number")
+        if isinstance(value, int):
+            value = _bounded(value, path)
+        if not math.isfinite(value):
+            raise fail(path, value, "must be a finite number")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
@@ -91,3 +101,12 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
     if hint is Any:
         return value
     raise TypeError(f"unsupported config type {hint!r} at {path}")  # a bug in our dataclasses, not user input
+
+
+def _bounded(value: int, path: str) -> int:
+    """No config number needs more than 64 bits; bigger ones would overflow float() or repr() (4300 digits)."""
+    if value.bit_length() > 63:
+        raise ConfigError(
+            f"{path}: an integer of {value.bit_length()} bits is not allowed; must be between -2**63 and 2**63 - 1"
+        )
+    return value

@@ -29,6 +29,7 @@ interceptor or a gateway exporting request metrics); without one, min_replicas 0
 from __future__ import annotations
 
 import re
+import zoneinfo
 from dataclasses import dataclass
 
 import cdk8s
@@ -43,7 +44,6 @@ PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc.cluster.local:9090"
 
 _CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
 _CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
-_TIMEZONE = re.compile(r"^(UTC|[A-Za-z]+(/[A-Za-z0-9_+\-]+)+)$")
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,8 @@ def _validate_schedule(s: ScaleToZeroSchedule, a: AutoscalingProps) -> None:
             f"autoscaling.min_replicas: {a.min_replicas} is not allowed with scale_to_zero; must be 0 "
             "(the schedule is what brings replicas back)"
         )
-    if not _TIMEZONE.match(s.timezone):
+    # KEDA loads the zone with Go's time.LoadLocation: a name of the IANA tz database.
+    if s.timezone not in zoneinfo.available_timezones():
         raise ConfigError(
             f"autoscaling.scale_to_zero.timezone: {s.timezone!r} is not allowed; must be an IANA time zone such "
             "as Europe/Paris"

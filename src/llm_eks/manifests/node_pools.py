@@ -91,13 +91,8 @@ _FINITE_DURATION = re.compile(r"^([0-9]+(s|m|h))+$")
 _BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # EC2NodeClass.spec.tags keys Karpenter reserves for itself (CRD validation rules).
-_RESERVED_TAG_PREFIXES = ("kubernetes.io/cluster",)
-_RESERVED_TAGS = (
-    "eks:eks-cluster-name",
-    "karpenter.sh/nodepool",
-    "karpenter.sh/nodeclaim",
-    "karpenter.k8s.aws/ec2nodeclass",
-)
+_RESERVED_TAG_PREFIXES = aws_ids.KARPENTER_RESERVED_TAG_PREFIXES
+_RESERVED_TAGS = aws_ids.KARPENTER_RESERVED_TAGS
 
 # Bottlerocket's OS volume: Karpenter's own default for the family; it holds only the read-only OS image.
 _BOTTLEROCKET_OS_VOLUME = "4Gi"

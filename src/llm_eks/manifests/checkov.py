@@ -12,7 +12,7 @@ SERVING_POD_SKIPS: Mapping[str, str] = {
     "CKV_K8S_11": "No CPU limit on purpose: CFS throttling stalls tokenization and the GPU; CPU is requested.",
     "CKV_K8S_15": "IfNotPresent on purpose: the image is 10+ GB and a re-pull on every start costs minutes.",
     "CKV_K8S_22": "vLLM, torch.compile and Triton write caches under HOME and /tmp at run time.",
-    "CKV_K8S_40": "Runs as the vLLM image's own non-root user (UID 2000), not an arbitrary UID the image does not know.",
+    "CKV_K8S_40": "Runs as the vLLM image's own non-root user (UID 2000), not an arbitrary UID the image lacks.",
 }
 # Only while an image has no locked digest (`llm-eks images lock`): the shipped defaults stay on tags.
 UNLOCKED_IMAGE_SKIP: Mapping[str, str] = {

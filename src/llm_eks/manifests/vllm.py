@@ -24,6 +24,7 @@ nodes use weights="s3": the Run:ai streamer reads straight from S3 into GPU memo
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Mapping
@@ -97,16 +98,36 @@ _STALE_FLAGS = {
 _HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+# The ALB policy AWS recommends (the console default): TLS 1.3 and 1.2 with the restricted (forward-secret GCM)
+# cipher list, plus hybrid post-quantum key exchange for clients that offer it. The controller's default,
+# ELBSecurityPolicy-2016-08, still accepts TLS 1.0.
+ALB_SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09"
+# Policy names carry their lowest TLS version: TLS13-1-2-* and TLS13-1-3-* start at 1.2 and 1.3.
+_TLS12_OR_13_POLICY = re.compile(r"^ELBSecurityPolicy-TLS13-1-[23]-[A-Za-z0-9-]+$")
+
+
 @dataclass(frozen=True)
 class IngressProps:
-    """An internal ALB in front of the Service, through the AWS Load Balancer Controller."""
+    """An internal ALB in front of the Service, through the AWS Load Balancer Controller.
+
+    HTTPS with `certificate_arn`, or plain HTTP only when `allow_http` says so; never both (an HTTP listener that
+    redirects still receives the first request, API key included, in clear). `inbound_cidrs` is required: without
+    it the controller opens the ALB's security group to 0.0.0.0/0.
+    """
 
     # None: answer any Host header (clients in the VPC call the ALB's own DNS name).
     host: str | None = None
     # Share one ALB between Ingresses (alb.ingress.kubernetes.io/group.name); None: a dedicated ALB.
     group_name: str | None = None
-    # HTTPS on 443 with this ACM certificate; None: plain HTTP on 80, acceptable only because the ALB is internal.
+    # HTTPS on 443 with this ACM certificate (same region as the ALB).
     certificate_arn: str | None = None
+    # Plain HTTP on 80 instead of HTTPS: an explicit choice, never the fallback for a missing certificate.
+    allow_http: bool = False
+    # IPv4 CIDRs the ALB's security group admits (e.g. the VPC's CIDR). Required: left out, the controller admits
+    # 0.0.0.0/0.
+    inbound_cidrs: tuple[str, ...] = ()
+    # TLS negotiation policy of the HTTPS listener.
+    ssl_policy: str = ALB_SSL_POLICY
     # A non-streamed completion can be silent for minutes; the ALB default (60 s) would cut it.
     idle_timeout_seconds: int = 300
 
@@ -322,12 +343,51 @@ def _validate_ingress(i: IngressProps) -> None:
             f"ingress.group_name: {i.group_name!r} is not allowed; must be lowercase letters, digits, '-' and '.', "
             "at most 63 characters"
         )
-    if i.certificate_arn is not None and not i.certificate_arn.startswith("arn:"):
-        raise ConfigError(f"ingress.certificate_arn: {i.certificate_arn!r} is not allowed; must be an ACM ARN")
+    if i.certificate_arn is not None and not aws_ids.ACM_CERTIFICATE_ARN.match(i.certificate_arn):
+        raise ConfigError(
+            f"ingress.certificate_arn: {i.certificate_arn!r} is not allowed; must be an ACM certificate ARN "
+            "(arn:aws:acm:<region>:<account>:certificate/<id>)"
+        )
     if not 1 <= i.idle_timeout_seconds <= 4000:
         raise ConfigError(
             f"ingress.idle_timeout_seconds: {i.idle_timeout_seconds} is not allowed; must be 1 to 4000 (ALB limit)"
         )
+    if i.certificate_arn is None and not i.allow_http:
+        raise ConfigError(
+            "ingress.certificate_arn: None is not allowed; HTTPS needs an ACM certificate ARN "
+            "(or set allow_http to serve plain HTTP)"
+        )
+    if i.certificate_arn is not None and i.allow_http:
+        raise ConfigError(
+            "ingress.allow_http: True is not allowed with certificate_arn; the ALB serves HTTPS only "
+            "(an HTTP listener receives the first request, API key included, in clear)"
+        )
+    if not _TLS12_OR_13_POLICY.match(i.ssl_policy):
+        raise ConfigError(
+            f"ingress.ssl_policy: {i.ssl_policy!r} is not allowed; must be an ALB policy with TLS 1.2 or 1.3 as "
+            f"its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. {ALB_SSL_POLICY})"
+        )
+    if not i.inbound_cidrs:
+        raise ConfigError(
+            "ingress.inbound_cidrs: [] is not allowed; list the IPv4 CIDRs that may reach the ALB (e.g. the VPC's)"
+        )
+    for n, cidr in enumerate(i.inbound_cidrs):
+        if not _is_ipv4_network(cidr) or cidr.endswith("/0"):
+            raise ConfigError(
+                f"ingress.inbound_cidrs[{n}]: {cidr!r} is not allowed; must be an IPv4 network such as 10.0.0.0/16, "
+                "not 0.0.0.0/0"
+            )
+
+
+def _is_ipv4_network(cidr: str) -> bool:
+    """A CIDR with a prefix length and no host bits set (what the ALB's security group rules take)."""
+    if "/" not in cidr:
+        return False
+    try:
+        ipaddress.IPv4Network(cidr)
+    except ValueError:
+        return False
+    return True
 
 
 def container_args(p: VllmProps) -> list[str]:
@@ -539,13 +599,17 @@ class VllmChart(cdk8s.Chart):
         if i.certificate_arn is not None:
             annotations.update(
                 {
+                    # HTTPS only: no port 80 listener, not even one that redirects (ssl-redirect).
                     "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
                     "alb.ingress.kubernetes.io/certificate-arn": i.certificate_arn,
-                    "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-2021-06",
+                    "alb.ingress.kubernetes.io/ssl-policy": i.ssl_policy,
                 }
             )
         else:
+            # allow_http (validated): plain HTTP by the environment's explicit choice.
             annotations["alb.ingress.kubernetes.io/listen-ports"] = '[{"HTTP": 80}]'
+        # The ALB's security group admits only these; the controller's default is 0.0.0.0/0.
+        annotations["alb.ingress.kubernetes.io/inbound-cidrs"] = ",".join(i.inbound_cidrs)
         if i.group_name is not None:
             annotations["alb.ingress.kubernetes.io/group.name"] = i.group_name
         rule: dict[str, Any] = {

@@ -515,3 +515,28 @@ def test_bad_props_are_one_line_errors(change: dict[str, Any], message: str) -> 
     with pytest.raises(ConfigError) as error:
         props.validate()
     assert str(error.value) == message
+
+
+def test_cni_policy_stays_on_the_node_role_only_when_asked() -> None:
+    """For a cluster whose aws-node still uses the node role (no vpc-cni Pod Identity association)."""
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
+    from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
+
+    stack = cdk.Stack(cdk.App(), "LegacyCni")
+    cluster = minimal_cluster(stack, cluster_name=CLUSTER)
+    queue = InterruptionQueue(stack, "Interruption", InterruptionQueueProps(cluster_name=CLUSTER))
+    props = KarpenterProps(cluster=cluster, interruption_queue=queue, teardown=False, cni_policy_on_node_role=True)
+    karpenter = Karpenter(stack, "Karpenter", props)
+    role = Template.from_stack(stack).to_json()["Resources"][
+        stack.resolve(karpenter.node_role.node.default_child.logical_id)
+    ]
+    arns = [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]]
+    assert sorted(arns) == [
+        ":iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+        ":iam::aws:policy/AmazonEKSWorkerNodePolicy",
+        ":iam::aws:policy/AmazonEKS_CNI_Policy",
+        ":iam::aws:policy/AmazonSSMManagedInstanceCore",
+    ]

@@ -92,6 +92,9 @@ class KarpenterProps:
     depends_on: tuple[IDependable, ...] = ()
     # On stack delete, remove instances/launch templates/instance profiles Karpenter left behind.
     teardown: bool = True
+    # False: aws-node takes the CNI's permissions from the vpc-cni add-on's Pod Identity association (as
+    # InferenceCluster sets it up). True only for a cluster whose aws-node still uses the node role.
+    cni_policy_on_node_role: bool = False
 
     def validate(self) -> None:
         if not _CHART_VERSION.match(self.version):
@@ -225,7 +228,7 @@ class Karpenter(Construct):
                 # then call teardown.run_before_deleting(vpc) yourself if the VPC is in this stack).
                 self.teardown.run_before_deleting(cluster.vpc)
 
-        for name in NODE_ROLE_MANAGED_POLICIES:
+        for name in self.node_role_policies:
             nag.acknowledge(
                 self.node_role, nag.managed_policy(name), "Worker node policy EKS nodes need, as in Karpenter's CFN."
             )
@@ -274,6 +277,12 @@ class Karpenter(Construct):
 
     # -- building blocks ------------------------------------------------------------------------------------
 
+    @property
+    def node_role_policies(self) -> tuple[str, ...]:
+        """AWS managed policies of the node role."""
+        extra = ("AmazonEKS_CNI_Policy",) if self.props.cni_policy_on_node_role else ()
+        return (*NODE_ROLE_MANAGED_POLICIES, *extra)
+
     def _node_role(self) -> iam.Role:
         return iam.Role(
             self,
@@ -281,7 +290,7 @@ class Karpenter(Construct):
             # ec2.${AWS::URLSuffix}, as upstream: right in the aws-cn partition too.
             assumed_by=iam.ServicePrincipal(f"ec2.{cdk.Aws.URL_SUFFIX}"),
             description=f"Nodes Karpenter launches for {self.cluster_name}",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_ROLE_MANAGED_POLICIES],
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in self.node_role_policies],
         )
 
     def _controller_policies(self) -> dict[str, iam.CfnManagedPolicy]:

@@ -3,6 +3,9 @@
 GPU capacity is not here: Karpenter launches it. This construct only provides what every controller needs: a
 private network tagged for discovery, a cluster with every log type and envelope encryption, and a small managed
 node group that the controllers are pinned to (Karpenter must never run on nodes it manages).
+
+No pod on the system nodes can act as the node: their launch template keeps pods off IMDS (IMDSv2, hop limit 1),
+their role has no CNI permissions, and aws-node gets those through the vpc-cni add-on's Pod Identity association.
 """
 
 from __future__ import annotations

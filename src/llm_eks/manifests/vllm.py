@@ -24,9 +24,7 @@ nodes use weights="s3": the Run:ai streamer reads straight from S3 into GPU memo
 
 from __future__ import annotations
 
-import ipaddress
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -38,6 +36,8 @@ from constructs import Construct
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import pods
+from llm_eks.manifests.ingress import IngressProps as IngressProps  # re-exported: VllmProps.ingress takes it
+from llm_eks.manifests.ingress import ingress_annotations, ingress_rule, validate_ingress
 from llm_eks.manifests.labels import (
     VLLM_APP,
     app_labels,
@@ -94,42 +94,6 @@ _STALE_FLAGS = {
     "--use-v2-block-manager": "it was removed with the V0 engine",
     "--num-scheduler-steps": "it was removed with the V0 engine",
 }
-
-_HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-# The ALB policy AWS recommends (the console default): TLS 1.3 and 1.2 with the restricted (forward-secret GCM)
-# cipher list, plus hybrid post-quantum key exchange for clients that offer it. The controller's default,
-# ELBSecurityPolicy-2016-08, still accepts TLS 1.0.
-ALB_SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09"
-# Policy names carry their lowest TLS version: TLS13-1-2-* and TLS13-1-3-* start at 1.2 and 1.3.
-_TLS12_OR_13_POLICY = re.compile(r"^ELBSecurityPolicy-TLS13-1-[23]-[A-Za-z0-9-]+$")
-
-
-@dataclass(frozen=True)
-class IngressProps:
-    """An internal ALB in front of the Service, through the AWS Load Balancer Controller.
-
-    HTTPS with `certificate_arn`, or plain HTTP only when `allow_http` says so; never both (an HTTP listener that
-    redirects still receives the first request, API key included, in clear). `inbound_cidrs` is required: without
-    it the controller opens the ALB's security group to 0.0.0.0/0.
-    """
-
-    # None: answer any Host header (clients in the VPC call the ALB's own DNS name).
-    host: str | None = None
-    # Share one ALB between Ingresses (alb.ingress.kubernetes.io/group.name); None: a dedicated ALB.
-    group_name: str | None = None
-    # HTTPS on 443 with this ACM certificate (same region as the ALB).
-    certificate_arn: str | None = None
-    # Plain HTTP on 80 instead of HTTPS: an explicit choice, never the fallback for a missing certificate.
-    allow_http: bool = False
-    # IPv4 CIDRs the ALB's security group admits (e.g. the VPC's CIDR). Required: left out, the controller admits
-    # 0.0.0.0/0.
-    inbound_cidrs: tuple[str, ...] = ()
-    # TLS negotiation policy of the HTTPS listener.
-    ssl_policy: str = ALB_SSL_POLICY
-    # A non-streamed completion can be silent for minutes; the ALB default (60 s) would cut it.
-    idle_timeout_seconds: int = 300
 
 
 @dataclass(frozen=True)
@@ -297,7 +261,7 @@ def validate_vllm_props(p: VllmProps) -> None:
     _validate_drain(p)
     _validate_engine_args(p)
     if p.ingress is not None:
-        _validate_ingress(p.ingress)
+        validate_ingress(p.ingress)
 
 
 def _validate_drain(p: VllmProps) -> None:
@@ -333,61 +297,6 @@ def _validate_engine_args(p: VllmProps) -> None:
                     f"engine_args: '{flag} awq' is not allowed; it forces the slow AWQ kernel: omit it "
                     "(auto-detected) or use awq_marlin"
                 )
-
-
-def _validate_ingress(i: IngressProps) -> None:
-    if i.host is not None and not _HOST.match(i.host):
-        raise ConfigError(f"ingress.host: {i.host!r} is not allowed; must be a DNS name such as llm.example.internal")
-    if i.group_name is not None and not re.match(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$", i.group_name):
-        raise ConfigError(
-            f"ingress.group_name: {i.group_name!r} is not allowed; must be lowercase letters, digits, '-' and '.', "
-            "at most 63 characters"
-        )
-    if i.certificate_arn is not None and not aws_ids.ACM_CERTIFICATE_ARN.match(i.certificate_arn):
-        raise ConfigError(
-            f"ingress.certificate_arn: {i.certificate_arn!r} is not allowed; must be an ACM certificate ARN "
-            "(arn:aws:acm:<region>:<account>:certificate/<id>)"
-        )
-    if not 1 <= i.idle_timeout_seconds <= 4000:
-        raise ConfigError(
-            f"ingress.idle_timeout_seconds: {i.idle_timeout_seconds} is not allowed; must be 1 to 4000 (ALB limit)"
-        )
-    if i.certificate_arn is None and not i.allow_http:
-        raise ConfigError(
-            "ingress.certificate_arn: None is not allowed; HTTPS needs an ACM certificate ARN "
-            "(or set allow_http to serve plain HTTP)"
-        )
-    if i.certificate_arn is not None and i.allow_http:
-        raise ConfigError(
-            "ingress.allow_http: True is not allowed with certificate_arn; the ALB serves HTTPS only "
-            "(an HTTP listener receives the first request, API key included, in clear)"
-        )
-    if not _TLS12_OR_13_POLICY.match(i.ssl_policy):
-        raise ConfigError(
-            f"ingress.ssl_policy: {i.ssl_policy!r} is not allowed; must be an ALB policy with TLS 1.2 or 1.3 as "
-            f"its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. {ALB_SSL_POLICY})"
-        )
-    if not i.inbound_cidrs:
-        raise ConfigError(
-            "ingress.inbound_cidrs: [] is not allowed; list the IPv4 CIDRs that may reach the ALB (e.g. the VPC's)"
-        )
-    for n, cidr in enumerate(i.inbound_cidrs):
-        if not _is_ipv4_network(cidr) or cidr.endswith("/0"):
-            raise ConfigError(
-                f"ingress.inbound_cidrs[{n}]: {cidr!r} is not allowed; must be an IPv4 network such as 10.0.0.0/16, "
-                "not 0.0.0.0/0"
-            )
-
-
-def _is_ipv4_network(cidr: str) -> bool:
-    """A CIDR with a prefix length and no host bits set (what the ALB's security group rules take)."""
-    if "/" not in cidr:
-        return False
-    try:
-        ipaddress.IPv4Network(cidr)
-    except ValueError:
-        return False
-    return True
 
 
 def container_args(p: VllmProps) -> list[str]:
@@ -583,53 +492,13 @@ class VllmChart(cdk8s.Chart):
         }
 
     def _ingress(self, p: VllmProps, i: IngressProps, meta: Any) -> None:
-        annotations = {
-            "alb.ingress.kubernetes.io/scheme": "internal",
-            "alb.ingress.kubernetes.io/target-type": "ip",
-            # /health turns 503 while vLLM drains, so the ALB stops routing to a terminating pod too.
-            "alb.ingress.kubernetes.io/healthcheck-path": "/health",
-            "alb.ingress.kubernetes.io/load-balancer-attributes": (
-                f"idle_timeout.timeout_seconds={i.idle_timeout_seconds}"
-            ),
-            # Keep connections to a deregistered pod for as long as it drains, not the ALB's 300 s default.
-            "alb.ingress.kubernetes.io/target-group-attributes": (
-                f"deregistration_delay.timeout_seconds={p.pre_stop_seconds + p.shutdown_timeout_seconds}"
-            ),
-        }
-        if i.certificate_arn is not None:
-            annotations.update(
-                {
-                    # HTTPS only: no port 80 listener, not even one that redirects (ssl-redirect).
-                    "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
-                    "alb.ingress.kubernetes.io/certificate-arn": i.certificate_arn,
-                    "alb.ingress.kubernetes.io/ssl-policy": i.ssl_policy,
-                }
-            )
-        else:
-            # allow_http (validated): plain HTTP by the environment's explicit choice.
-            annotations["alb.ingress.kubernetes.io/listen-ports"] = '[{"HTTP": 80}]'
-        # The ALB's security group admits only these; the controller's default is 0.0.0.0/0.
-        annotations["alb.ingress.kubernetes.io/inbound-cidrs"] = ",".join(i.inbound_cidrs)
-        if i.group_name is not None:
-            annotations["alb.ingress.kubernetes.io/group.name"] = i.group_name
-        rule: dict[str, Any] = {
-            "http": {
-                "paths": [
-                    {
-                        "path": "/",
-                        "pathType": "Prefix",
-                        "backend": {"service": {"name": p.name, "port": {"name": PORT_NAME}}},
-                    }
-                ]
-            }
-        }
-        if i.host is not None:
-            rule["host"] = i.host
+        # The ALB keeps a deregistered pod's connections for as long as the pod drains.
+        annotations = ingress_annotations(i, drain_seconds=p.pre_stop_seconds + p.shutdown_timeout_seconds)
         plain_object(
             self,
             "ingress",
             api_version="networking.k8s.io/v1",
             kind="Ingress",
             metadata=meta(p.name, annotations=annotations),
-            body={"spec": {"ingressClassName": "alb", "rules": [rule]}},
+            body={"spec": {"ingressClassName": "alb", "rules": [ingress_rule(i, p.name, PORT_NAME)]}},
         )

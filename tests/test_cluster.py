@@ -46,7 +46,9 @@ def test_cluster_version_logging_encryption_endpoint(templates: dict[str, Any], 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_system_node_group_spans_two_azs(templates: dict[str, Any], env: str) -> None:
     groups = resources(templates[env], "AWS::EKS::Nodegroup")
-    (group,) = [g for g in groups.values() if g["NodegroupName"] == "system"]
+    (group,) = groups.values()
+    # No fixed name: a create-only change (node role, launch template, instance type) must be able to replace it.
+    assert "NodegroupName" not in group
     assert group["ScalingConfig"]["MinSize"] >= 2
     assert group["CapacityType"] == "ON_DEMAND"
     assert group["Labels"] == {"llm-eks.io/node-role": "system"}
@@ -64,7 +66,7 @@ def test_system_node_group_spans_two_azs(templates: dict[str, Any], env: str) ->
 
 
 def test_node_group_sizes_follow_config(templates: dict[str, Any]) -> None:
-    prod = [g for g in resources(templates["prod"], "AWS::EKS::Nodegroup").values() if g["NodegroupName"] == "system"]
+    prod = list(resources(templates["prod"], "AWS::EKS::Nodegroup").values())
     assert prod[0]["ScalingConfig"] == {"DesiredSize": 3, "MaxSize": 6, "MinSize": 3}
     assert prod[0]["InstanceTypes"] == ["m7i.2xlarge"]
 
@@ -141,3 +143,132 @@ def test_admin_roles_get_access_entries() -> None:
             )
         },
     )
+
+
+# -- system node hardening and the VPC CNI's own identity (issue 8) -------------------------------------------------
+
+CNI_POLICY = "AmazonEKS_CNI_Policy"
+
+
+def managed_policy_names(role: dict[str, Any]) -> list[str]:
+    """AWS managed policy names of an AWS::IAM::Role: the tail of each `arn:${Partition}:iam::aws:policy/...` join
+    (references to our own managed policies are skipped)."""
+    arns = [a["Fn::Join"][1][-1] if "Fn::Join" in a else "" for a in role.get("ManagedPolicyArns", [])]
+    return [arn.rsplit("/", 1)[-1] for arn in arns if ":iam::aws:policy/" in arn]
+
+
+def system_nodegroup(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (found,) = [(k, r) for k, r in template["Resources"].items() if r["Type"] == "AWS::EKS::Nodegroup"]
+    return found
+
+
+def vpc_cni(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (k, r)
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "vpc-cni"
+    ]
+    return found
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_system_nodes_use_a_launch_template_that_keeps_pods_off_imds(templates: dict[str, Any], env: str) -> None:
+    template = templates[env]
+    _, group = system_nodegroup(template)
+    props = group["Properties"]
+    # The root volume lives in the launch template now; EKS rejects DiskSize next to one.
+    assert "DiskSize" not in props
+    template_id = props["LaunchTemplate"]["Id"]["Ref"]
+    assert props["LaunchTemplate"]["Version"] == {"Fn::GetAtt": [template_id, "LatestVersionNumber"]}
+    data = template["Resources"][template_id]["Properties"]["LaunchTemplateData"]
+    assert data["MetadataOptions"] == {
+        "HttpEndpoint": "enabled",
+        "HttpTokens": "required",
+        "HttpPutResponseHopLimit": 1,
+    }
+    # The AL2023 EKS AMI's root device; the node group's configured size, encrypted gp3.
+    assert data["BlockDeviceMappings"] == [
+        {
+            "DeviceName": "/dev/xvda",
+            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": 50, "VolumeType": "gp3"},
+        }
+    ]
+    # A managed node group's launch template must not name an instance profile (EKS sets the node role).
+    assert "IamInstanceProfile" not in data
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_no_node_role_carries_the_cni_policy(templates: dict[str, Any], env: str) -> None:
+    template = templates[env]
+    _, group = system_nodegroup(template)
+    role_id = group["Properties"]["NodeRole"]["Fn::GetAtt"][0]
+    role = template["Resources"][role_id]["Properties"]
+    assert sorted(managed_policy_names(role)) == ["AmazonEC2ContainerRegistryPullOnly", "AmazonEKSWorkerNodePolicy"]
+    roles = {k: r["Properties"] for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
+    with_cni = [k for k, r in roles.items() if CNI_POLICY in managed_policy_names(r)]
+    # Only the vpc-cni add-on's Pod Identity role; no EC2 (node) role, the Karpenter GPU node role included.
+    _, addon = vpc_cni(template)
+    (association,) = addon["Properties"]["PodIdentityAssociations"]
+    assert with_cni == [association["RoleArn"]["Fn::GetAtt"][0]]
+    for role_props in roles.values():
+        principals = json.dumps(role_props["AssumeRolePolicyDocument"])
+        if '"ec2.' in principals:
+            assert CNI_POLICY not in managed_policy_names(role_props)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_vpc_cni_uses_pod_identity_and_enforces_network_policy(templates: dict[str, Any], env: str) -> None:
+    template = templates[env]
+    addon_id, addon = vpc_cni(template)
+    props = addon["Properties"]
+    assert json.loads(props["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    (association,) = props["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "aws-node"
+    role = template["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    assert managed_policy_names(role) == [CNI_POLICY]
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    condition = statement["Condition"]["StringEquals"]
+    assert condition["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert condition["aws:RequestTag/kubernetes-service-account"] == "aws-node"
+    cluster_id = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::EKS::Cluster")
+    assert condition["aws:RequestTag/eks-cluster-arn"] == {"Fn::GetAtt": [cluster_id, "Arn"]}
+    # Order: the Pod Identity agent, then vpc-cni (with its association), then the nodes, so the first aws-node
+    # pod is admitted with Pod Identity credentials.
+    agent_id = next(
+        k
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "eks-pod-identity-agent"
+    )
+    assert agent_id in addon["DependsOn"]
+    group_id, group = system_nodegroup(template)
+    assert addon_id in group["DependsOn"]
+    assert group_id not in addon.get("DependsOn", [])
+
+
+def test_system_disk_size_reaches_the_launch_template() -> None:
+    """The configured size lands in the template's root device (built in-process: cdk.json keeps the default)."""
+    import aws_cdk as cdk
+
+    from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
+
+    stack = cdk.Stack(cdk.App(), "Disk")
+    InferenceCluster(stack, "Platform", InferenceClusterProps(cluster_name="disk", system_disk_gib=120))
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {
+            "LaunchTemplateData": Match.object_like(
+                {"BlockDeviceMappings": [Match.object_like({"Ebs": Match.object_like({"VolumeSize": 120})})]}
+            )
+        },
+    )
+
+
+def test_system_disk_size_is_validated() -> None:
+    from llm_eks.constructs.cluster import InferenceClusterProps
+    from llm_eks.errors import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        InferenceClusterProps(cluster_name="disk", system_disk_gib=10).validate()
+    assert str(error.value) == "system_disk_gib: 10 is not allowed; must be 20 (the AMI's own size) to 16384"

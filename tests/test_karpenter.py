@@ -223,7 +223,12 @@ def named(synthesized: dict[str, Synth]) -> Synth:
 # -- node role and access entry -----------------------------------------------------------------------------------
 
 
-def test_node_role_matches_the_reference(stack: Synth, reference: dict[str, Any]) -> None:
+# The one intended difference from Karpenter's node role: aws-node gets the CNI policy through the vpc-cni add-on's
+# Pod Identity association (InferenceCluster), so no pod that reaches IMDS on a GPU node can use it.
+CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+
+
+def test_node_role_matches_the_reference_except_the_cni_policy(stack: Synth, reference: dict[str, Any]) -> None:
     evaluate = stack.evaluator()
     role = stack.resources[stack.id("KarpenterNodeRole")]["Properties"]
     upstream = reference["KarpenterNodeRole"]["Properties"]
@@ -231,11 +236,12 @@ def test_node_role_matches_the_reference(stack: Synth, reference: dict[str, Any]
     (upstream_statement,) = evaluate(upstream["AssumeRolePolicyDocument"])["Statement"]
     assert statement["Principal"] == upstream_statement["Principal"] == {"Service": "ec2.amazonaws.com"}
     assert statement["Action"] == "sts:AssumeRole"
-    assert sorted(evaluate(role["ManagedPolicyArns"])) == sorted(evaluate(upstream["ManagedPolicyArns"]))
-    assert sorted(evaluate(role["ManagedPolicyArns"])) == [
+    ours, theirs = set(evaluate(role["ManagedPolicyArns"])), set(evaluate(upstream["ManagedPolicyArns"]))
+    assert theirs - ours == {CNI_POLICY}
+    assert ours - theirs == set()
+    assert sorted(ours) == [
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
         "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     ]
 
@@ -415,6 +421,12 @@ def test_helm_values_pin_two_guaranteed_replicas_to_the_system_nodes(stack: Synt
     assert values["serviceAccount"] == {"create": True, "name": "karpenter"}
 
 
+def test_controller_is_told_its_region_because_pods_cannot_reach_imds(stack: Synth) -> None:
+    (_, _), (_, controller) = _charts(stack)
+    values = json.loads(stack.evaluator()(controller["Properties"]["Values"]))
+    assert values["controller"]["env"] == [{"name": "AWS_REGION", "value": REGION}]
+
+
 # -- ordering -----------------------------------------------------------------------------------------------------
 
 
@@ -503,3 +515,28 @@ def test_bad_props_are_one_line_errors(change: dict[str, Any], message: str) -> 
     with pytest.raises(ConfigError) as error:
         props.validate()
     assert str(error.value) == message
+
+
+def test_cni_policy_stays_on_the_node_role_only_when_asked() -> None:
+    """For a cluster whose aws-node still uses the node role (no vpc-cni Pod Identity association)."""
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
+    from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
+
+    stack = cdk.Stack(cdk.App(), "LegacyCni")
+    cluster = minimal_cluster(stack, cluster_name=CLUSTER)
+    queue = InterruptionQueue(stack, "Interruption", InterruptionQueueProps(cluster_name=CLUSTER))
+    props = KarpenterProps(cluster=cluster, interruption_queue=queue, teardown=False, cni_policy_on_node_role=True)
+    karpenter = Karpenter(stack, "Karpenter", props)
+    role = Template.from_stack(stack).to_json()["Resources"][
+        stack.resolve(karpenter.node_role.node.default_child.logical_id)
+    ]
+    arns = [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]]
+    assert sorted(arns) == [
+        ":iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+        ":iam::aws:policy/AmazonEKSWorkerNodePolicy",
+        ":iam::aws:policy/AmazonEKS_CNI_Policy",
+        ":iam::aws:policy/AmazonSSMManagedInstanceCore",
+    ]

@@ -32,6 +32,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 NAME = "vllm-llama-3-1-8b"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+CERTIFICATE_ARN = "arn:aws:acm:eu-west-1:111122223333:certificate/12345678-1234-1234-1234-123456789012"
 # What every `vllm serve` command line of base_props carries right after the model.
 LISTEN_AND_NAME_ARGS = ("--host", "0.0.0.0", "--port", "8000", "--served-model-name", "llama-3.1-8b")
 
@@ -56,7 +57,7 @@ def base_props(**overrides: Any) -> VllmProps:
         tolerations=(GPU_TOLERATION,),
         hf_token_secret="llm-eks/dev/hf-token",
         aws_region="eu-west-1",
-        ingress=IngressProps(certificate_arn="arn:aws:acm:eu-west-1:111122223333:certificate/abc"),
+        ingress=IngressProps(certificate_arn=CERTIFICATE_ARN, inbound_cidrs=("10.0.0.0/16",)),
     )
     return dataclasses.replace(props, **overrides)
 
@@ -324,11 +325,14 @@ def test_internal_alb_ingress(objects: dict[str, dict[str, Any]]) -> None:
         # The ALB keeps a deregistered pod's connections for its whole drain: 15 + 90 s.
         "alb.ingress.kubernetes.io/target-group-attributes": "deregistration_delay.timeout_seconds=105",
         "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
-        "alb.ingress.kubernetes.io/certificate-arn": "arn:aws:acm:eu-west-1:111122223333:certificate/abc",
-        "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-2021-06",
+        "alb.ingress.kubernetes.io/certificate-arn": CERTIFICATE_ARN,
+        "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09",
+        "alb.ingress.kubernetes.io/inbound-cidrs": "10.0.0.0/16",
     }
-    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]
-    assert backend == {"service": {"name": NAME, "port": {"name": "http"}}}
+    # Only the OpenAI API, where vLLM checks the key; /invocations, /tokenize and /metrics stay in the cluster.
+    assert ingress["spec"]["rules"][0]["http"]["paths"] == [
+        {"path": "/v1", "pathType": "Prefix", "backend": {"service": {"name": NAME, "port": {"name": "http"}}}}
+    ]
 
 
 def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:

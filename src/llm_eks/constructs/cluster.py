@@ -3,6 +3,9 @@
 GPU capacity is not here: Karpenter launches it. This construct only provides what every controller needs: a
 private network tagged for discovery, a cluster with every log type and envelope encryption, and a small managed
 node group that the controllers are pinned to (Karpenter must never run on nodes it manages).
+
+No pod on the system nodes can act as the node: their launch template keeps pods off IMDS (IMDSv2, hop limit 1),
+their role has no CNI permissions, and aws-node gets those through the vpc-cni add-on's Pod Identity association.
 """
 
 from __future__ import annotations
@@ -32,9 +35,16 @@ SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
 # Karpenter finds subnets (and we tag nothing else) by this key.
 DISCOVERY_TAG = "karpenter.sh/discovery"
 
-# Managed add-ons every inference cluster needs. EKS picks the default add-on version for the cluster's Kubernetes
-# version; bumping KUBERNETES_MINOR therefore moves them too.
-CORE_ADDONS = ("vpc-cni", "coredns", "kube-proxy")
+# Managed add-ons every inference cluster needs besides vpc-cni (built on its own: Pod Identity and network policy).
+# EKS picks the default add-on version for the cluster's Kubernetes version; bumping KUBERNETES_MINOR moves them too.
+CORE_ADDONS = ("coredns", "kube-proxy")
+# Root device of the AL2023 EKS AMI (awslabs/amazon-eks-ami templates/al2023/template.json: /dev/xvda).
+AL2023_ROOT_DEVICE = "/dev/xvda"
+# What system nodes need to join and pull images. No AmazonEKS_CNI_Policy: aws-node gets it through Pod Identity.
+SYSTEM_NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
+# The VPC CNI's service account (kube-system/aws-node) and the AWS managed policy for IPv4 clusters.
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class InferenceClusterProps:
     system_desired_size: int = 2
     # Room for a node replacement or a heavier monitoring load without touching GPU capacity.
     system_max_size: int = 4
-    # Controller images and logs only; model weights never land on system nodes.
+    # Controller images and logs only; model weights never land on system nodes. Encrypted gp3 root volume.
     system_disk_gib: int = 50
     # Roles given cluster-admin through access entries; none by default (no standing human access).
     admin_role_arns: tuple[str, ...] = ()
@@ -78,6 +88,10 @@ class InferenceClusterProps:
             raise ConfigError(
                 f"system_desired_size: {self.system_desired_size} is not allowed; must be between "
                 f"system_min_size ({self.system_min_size}) and system_max_size ({self.system_max_size})"
+            )
+        if not 20 <= self.system_disk_gib <= 16384:
+            raise ConfigError(
+                f"system_disk_gib: {self.system_disk_gib} is not allowed; must be 20 (the AMI's own size) to 16384"
             )
         if self.availability_zones and len(self.availability_zones) < 2:
             raise ConfigError(
@@ -147,6 +161,7 @@ class InferenceCluster(Construct):
             ),
             tags=dict(props.tags),
         )
+        self.vpc_cni = self._vpc_cni_addon(props)
         self.system_nodegroup = self._system_nodegroup(props)
         self.addons = self._managed_addons()
         for i, arn in enumerate(props.admin_role_arns):
@@ -208,9 +223,43 @@ class InferenceCluster(Construct):
             cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1")
 
     def _system_nodegroup(self, props: InferenceClusterProps) -> eks.Nodegroup:
-        return self.cluster.add_nodegroup_capacity(
+        self.system_node_role = iam.Role(
+            self,
+            "SystemNodeRole",
+            # ec2.${AWS::URLSuffix}: right in the aws-cn partition too.
+            assumed_by=iam.ServicePrincipal(f"ec2.{cdk.Aws.URL_SUFFIX}"),
+            description=f"System node group of {props.cluster_name} (no CNI permissions: aws-node uses Pod Identity)",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in SYSTEM_NODE_MANAGED_POLICIES],
+        )
+        self.system_launch_template = ec2.LaunchTemplate(
+            self,
+            "SystemNodeLaunchTemplate",
+            # IMDSv2 only, and hop limit 1: a pod's packets cross one more hop than the host's, so only host-network
+            # processes (kubelet, aws-node, kube-proxy) reach IMDS and no pod can take the node role's credentials.
+            require_imdsv2=True,
+            http_endpoint=True,
+            http_put_response_hop_limit=1,
+            # With a launch template EKS takes the root volume from here (the node group's disk_size is not allowed).
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name=AL2023_ROOT_DEVICE,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        props.system_disk_gib,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        # The account's EBS key (aws/ebs unless the account sets a default CMK).
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+        )
+        template_id = self.system_launch_template.launch_template_id
+        assert template_id is not None  # always set for a template created in this stack
+        nodegroup = self.cluster.add_nodegroup_capacity(
             "SystemNodes",
-            nodegroup_name="system",
+            # No fixed name: NodeRole, DiskSize and the launch template are create-only, so changing any of them (or
+            # the instance type) replaces the group, which CloudFormation refuses for a custom-named resource.
+            # Controllers find these nodes by their label, never by the group's name.
             instance_types=[ec2.InstanceType(props.system_instance_type)],
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
             # Controllers must not vanish on a Spot reclaim: on-demand only.
@@ -218,7 +267,12 @@ class InferenceCluster(Construct):
             min_size=props.system_min_size,
             desired_size=props.system_desired_size,
             max_size=props.system_max_size,
-            disk_size=props.system_disk_gib,
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=template_id,
+                version=self.system_launch_template.latest_version_number,
+            ),
+            # Our own role: the one aws_eks_v2 creates always carries AmazonEKS_CNI_Policy.
+            node_role=self.system_node_role,
             labels=self.system_node_selector,
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             # Replace unhealthy controller nodes automatically instead of paging someone.
@@ -226,9 +280,56 @@ class InferenceCluster(Construct):
             # One node at a time during AMI updates keeps one Karpenter replica running.
             max_unavailable=1,
         )
+        # The first aws-node pods must be admitted after the add-on's Pod Identity association exists, or they
+        # start without credentials (and the node role no longer has the CNI policy to fall back on).
+        nodegroup.node.add_dependency(self.vpc_cni)
+        return nodegroup
+
+    def _vpc_cni_addon(self, props: InferenceClusterProps) -> eks_l1.CfnAddon:
+        """vpc-cni with its own Pod Identity role (not the node role) and NetworkPolicy enforcement."""
+        self.vpc_cni_role = iam.Role(
+            self,
+            "VpcCniRole",
+            # Pod Identity needs sts:TagSession besides sts:AssumeRole; only kube-system/aws-node of this cluster.
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com")
+            .with_conditions(
+                {
+                    "StringEquals": {
+                        "aws:RequestTag/eks-cluster-arn": self.cluster.cluster_arn,
+                        "aws:RequestTag/kubernetes-namespace": "kube-system",
+                        "aws:RequestTag/kubernetes-service-account": VPC_CNI_SERVICE_ACCOUNT,
+                    }
+                }
+            )
+            .with_session_tags(),
+            description=f"VPC CNI (kube-system/aws-node) of {props.cluster_name} (Pod Identity)",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VPC_CNI_POLICY)],
+        )
+        addon = eks_l1.CfnAddon(
+            self,
+            "Addon-vpc-cni",
+            addon_name="vpc-cni",
+            cluster_name=self.cluster.cluster_name,
+            # The add-on owns its configuration; a drifted field is put back on every update.
+            resolve_conflicts="OVERWRITE",
+            # EKS creates the association with the add-on, in the same call.
+            pod_identity_associations=[
+                eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                    service_account=VPC_CNI_SERVICE_ACCOUNT, role_arn=self.vpc_cni_role.role_arn
+                )
+            ],
+            # NetworkPolicy enforcement (node agent + EKS's controller); without it policies are accepted and ignored.
+            # A string: the add-on's schema types it so.
+            configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+        )
+        # The agent serves aws-node's credentials on every node (it runs on the host network, so it needs no CNI).
+        # Not on the whole Cluster construct: manifests added to it later wait for the system nodes, which wait
+        # for this add-on (a cycle). The cluster itself is a dependency through the ClusterName reference.
+        addon.node.add_dependency(self.cluster.eks_pod_identity_agent)
+        return addon
 
     def _managed_addons(self) -> dict[str, Construct]:
-        addons: dict[str, Construct] = {}
+        addons: dict[str, Construct] = {"vpc-cni": self.vpc_cni}
         for name in CORE_ADDONS:
             addon = eks_l1.CfnAddon(
                 self,
@@ -290,12 +391,17 @@ class InferenceCluster(Construct):
             managed_policy("AmazonEKSClusterPolicy"),
             "EKS requires this AWS managed policy on the cluster service role.",
         )
-        for policy in ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"):
+        for policy in SYSTEM_NODE_MANAGED_POLICIES:
             acknowledge(
-                self.system_nodegroup.role,
+                self.system_node_role,
                 managed_policy(policy),
                 "AWS maintains the node policies that managed node groups need to join and pull images.",
             )
+        acknowledge(
+            self.vpc_cni_role,
+            managed_policy(VPC_CNI_POLICY),
+            "AWS keeps the CNI policy in step with the VPC CNI; only kube-system/aws-node can assume this role.",
+        )
         acknowledge(
             self.ebs_csi_role,
             managed_policy("service-role/AmazonEBSCSIDriverPolicy"),

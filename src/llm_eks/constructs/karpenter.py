@@ -1,8 +1,10 @@
 """`Karpenter`: the node role, the controller's Pod Identity and IAM, and the two Helm charts.
 
 What it creates, all matching Karpenter's CloudFormation for the pinned version (../shared/reference/):
-- the node role (four AWS managed policies) and its EKS access entry of type EC2_LINUX, without which nodes never
-  join an access-entry (API auth mode) cluster;
+- the node role and its EKS access entry of type EC2_LINUX, without which nodes never join an access-entry (API auth
+  mode) cluster. The role carries the reference's managed policies except AmazonEKS_CNI_Policy: aws-node gets the
+  CNI's permissions through the vpc-cni add-on's Pod Identity association (see `InferenceCluster`), so no pod that
+  reaches IMDS could use them;
 - the controller role, trusted by EKS Pod Identity for service account kube-system/karpenter only, with the six
   per-concern managed policies of `karpenter_policies`;
 - the `karpenter-crd` chart, then the `karpenter` chart at the same version. The CRDs live in their own release
@@ -55,8 +57,8 @@ KUBECTL_HANDLER_TIMEOUT_MINUTES = int(KUBECTL_LAMBDA_LIMIT.to_minutes())
 # Both charts have one Helm wait and no hook Jobs (see addons.check_helm_timeout).
 MAX_HELM_TIMEOUT_MINUTES = KUBECTL_HANDLER_TIMEOUT_MINUTES - int(HELM_SETUP_ALLOWANCE.to_minutes())
 
+# Karpenter's reference minus AmazonEKS_CNI_Policy (aws-node has it through Pod Identity, not the node role).
 NODE_ROLE_MANAGED_POLICIES = (
-    "AmazonEKS_CNI_Policy",
     "AmazonEKSWorkerNodePolicy",
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonSSMManagedInstanceCore",
@@ -90,6 +92,9 @@ class KarpenterProps:
     depends_on: tuple[IDependable, ...] = ()
     # On stack delete, remove instances/launch templates/instance profiles Karpenter left behind.
     teardown: bool = True
+    # False: aws-node takes the CNI's permissions from the vpc-cni add-on's Pod Identity association (as
+    # InferenceCluster sets it up). True only for a cluster whose aws-node still uses the node role.
+    cni_policy_on_node_role: bool = False
 
     def validate(self) -> None:
         if not _CHART_VERSION.match(self.version):
@@ -223,7 +228,7 @@ class Karpenter(Construct):
                 # then call teardown.run_before_deleting(vpc) yourself if the VPC is in this stack).
                 self.teardown.run_before_deleting(cluster.vpc)
 
-        for name in NODE_ROLE_MANAGED_POLICIES:
+        for name in self.node_role_policies:
             nag.acknowledge(
                 self.node_role, nag.managed_policy(name), "Worker node policy EKS nodes need, as in Karpenter's CFN."
             )
@@ -252,9 +257,14 @@ class Karpenter(Construct):
             },
             "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
             "replicas": p.replicas,
+            # The controller asks IMDS for its region when AWS_REGION is unset, and system nodes give pods no IMDS
+            # (hop limit 1).
+            "controller": {
+                "env": [{"name": "AWS_REGION", "value": cdk.Stack.of(self).region}],
+                "resources": {"requests": resources, "limits": resources},
+            },
             # The chart's default (kubernetes.io/os=linux) plus the system node group label.
             "nodeSelector": {"kubernetes.io/os": "linux", **p.system_node_selector},
-            "controller": {"resources": {"requests": resources, "limits": resources}},
         }
 
     def add_dependent(self, *dependents: IConstruct) -> None:
@@ -267,6 +277,12 @@ class Karpenter(Construct):
 
     # -- building blocks ------------------------------------------------------------------------------------
 
+    @property
+    def node_role_policies(self) -> tuple[str, ...]:
+        """AWS managed policies of the node role."""
+        extra = ("AmazonEKS_CNI_Policy",) if self.props.cni_policy_on_node_role else ()
+        return (*NODE_ROLE_MANAGED_POLICIES, *extra)
+
     def _node_role(self) -> iam.Role:
         return iam.Role(
             self,
@@ -274,7 +290,7 @@ class Karpenter(Construct):
             # ec2.${AWS::URLSuffix}, as upstream: right in the aws-cn partition too.
             assumed_by=iam.ServicePrincipal(f"ec2.{cdk.Aws.URL_SUFFIX}"),
             description=f"Nodes Karpenter launches for {self.cluster_name}",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_ROLE_MANAGED_POLICIES],
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in self.node_role_policies],
         )
 
     def _controller_policies(self) -> dict[str, iam.CfnManagedPolicy]:

@@ -126,6 +126,18 @@ class AutoscalingConfig:
 
 
 @dataclass(frozen=True)
+class LoadBalancerConfig:
+    """The internal ALB of `workload.internal_alb`: its listener and who may reach it."""
+
+    # HTTPS on 443 with this ACM certificate (in the stack's region). Required unless allow_http.
+    certificate_arn: str | None = None
+    # Plain HTTP on 80 instead: an explicit choice (requests and API keys cross the VPC in clear).
+    allow_http: bool = False
+    # IPv4 CIDRs the ALB admits; empty: the CIDR of the VPC we create (an existing VPC must list them).
+    inbound_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class WorkloadConfig:
     """What to serve and how; the planner turns it into instance types, parallelism and engine arguments."""
 
@@ -164,6 +176,8 @@ class WorkloadConfig:
     hf_token_secret: str | None = None
     # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
     internal_alb: bool = False
+    # The ALB's HTTPS certificate (or the explicit HTTP choice) and inbound CIDRs; only with internal_alb.
+    load_balancer: LoadBalancerConfig = field(default_factory=LoadBalancerConfig)
     # Encrypted EBS snapshot of a Bottlerocket data volume that already holds the inference images: every new GPU
     # node restores it instead of pulling ~10 GB. None: nodes pull images (no snapshot to keep up to date).
     image_snapshot_id: str | None = None
@@ -304,6 +318,7 @@ def _validate(c: EnvironmentConfig, path: str) -> None:
             )
     inputs.validate_tags(c.tags, f"{path}.tags")
     _validate_workload(c.workload, f"{path}.workload")
+    _validate_load_balancer(c, f"{path}.workload")
 
 
 def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
@@ -399,6 +414,53 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
         )
     if not 20 <= s.disk_gib <= 1000:
         raise fail(f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
+
+
+def _validate_load_balancer(c: EnvironmentConfig, path: str) -> None:
+    """HTTPS with a named certificate, or HTTP by explicit choice; inbound CIDRs that never include the internet."""
+    lb, path = c.workload.load_balancer, f"{path}.load_balancer"
+    if not c.workload.internal_alb:
+        if lb != LoadBalancerConfig():
+            raise ConfigError(f"{path}: only allowed with internal_alb: true")
+        return
+    if lb.certificate_arn is not None:
+        match = aws_ids.ACM_CERTIFICATE_ARN.match(lb.certificate_arn)
+        if not match:
+            raise fail(
+                f"{path}.certificate_arn",
+                lb.certificate_arn,
+                "must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+            )
+        if c.region is not None and match.group(1) != c.region:
+            raise fail(f"{path}.certificate_arn", lb.certificate_arn, f"must be a certificate in {c.region}, the ALB's")
+        if lb.allow_http:
+            raise fail(
+                f"{path}.allow_http",
+                True,
+                "with certificate_arn the ALB serves HTTPS only (an HTTP listener, even one that redirects, "
+                "receives the first request and its API key in clear)",
+            )
+    elif not lb.allow_http:
+        raise fail(
+            f"{path}.certificate_arn",
+            None,
+            "internal_alb needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
+        )
+    if c.vpc.imported and not lb.inbound_cidrs:
+        raise fail(
+            f"{path}.inbound_cidrs",
+            [],
+            "an existing VPC's CIDR is not known at synth: list the IPv4 CIDRs that may reach the ALB",
+        )
+    for i, cidr in enumerate(lb.inbound_cidrs):
+        try:
+            network = ipaddress.IPv4Network(cidr) if "/" in cidr else None
+        except ValueError:
+            network = None
+        if network is None:
+            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
+        if network.prefixlen == 0:
+            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
 
 
 def _validate_workload(w: WorkloadConfig, path: str) -> None:

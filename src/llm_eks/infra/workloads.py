@@ -183,7 +183,18 @@ def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region:
         api_key_secret=api_key_secret(config),
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
-        ingress=IngressProps() if w.internal_alb else None,
+        ingress=ingress_props(config) if w.internal_alb else None,
+    )
+
+
+def ingress_props(config: EnvironmentConfig) -> IngressProps:
+    """The ALB's listener and inbound CIDRs from `workload.load_balancer` (validated by config)."""
+    lb = config.workload.load_balancer
+    return IngressProps(
+        certificate_arn=lb.certificate_arn,
+        allow_http=lb.allow_http,
+        # Default: the VPC we create (config requires the list for an existing VPC, whose CIDR is never looked up).
+        inbound_cidrs=lb.inbound_cidrs or (config.vpc.cidr,),
     )
 
 

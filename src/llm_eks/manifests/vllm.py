@@ -39,7 +39,6 @@ vllm/entrypoints/serve/instrumentator/health.py); /v1/models, the old readiness 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -52,6 +51,8 @@ from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_secret_provider_class, api_key_volume, export_key
+from llm_eks.manifests.ingress import IngressProps as IngressProps  # re-exported: VllmProps.ingress takes it
+from llm_eks.manifests.ingress import ingress_annotations, ingress_rule, validate_ingress
 from llm_eks.manifests.labels import (
     VLLM_APP,
     app_labels,
@@ -108,22 +109,6 @@ _STALE_FLAGS = {
     "--use-v2-block-manager": "it was removed with the V0 engine",
     "--num-scheduler-steps": "it was removed with the V0 engine",
 }
-
-_HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-@dataclass(frozen=True)
-class IngressProps:
-    """An internal ALB in front of the Service, through the AWS Load Balancer Controller."""
-
-    # None: answer any Host header (clients in the VPC call the ALB's own DNS name).
-    host: str | None = None
-    # Share one ALB between Ingresses (alb.ingress.kubernetes.io/group.name); None: a dedicated ALB.
-    group_name: str | None = None
-    # HTTPS on 443 with this ACM certificate; None: plain HTTP on 80, acceptable only because the ALB is internal.
-    certificate_arn: str | None = None
-    # A non-streamed completion can be silent for minutes; the ALB default (60 s) would cut it.
-    idle_timeout_seconds: int = 300
 
 
 @dataclass(frozen=True)
@@ -299,7 +284,7 @@ def validate_vllm_props(p: VllmProps) -> None:
     _validate_drain(p)
     _validate_engine_args(p)
     if p.ingress is not None:
-        _validate_ingress(p.ingress)
+        validate_ingress(p.ingress)
 
 
 def _validate_drain(p: VllmProps) -> None:
@@ -335,22 +320,6 @@ def _validate_engine_args(p: VllmProps) -> None:
                     f"engine_args: '{flag} awq' is not allowed; it forces the slow AWQ kernel: omit it "
                     "(auto-detected) or use awq_marlin"
                 )
-
-
-def _validate_ingress(i: IngressProps) -> None:
-    if i.host is not None and not _HOST.match(i.host):
-        raise ConfigError(f"ingress.host: {i.host!r} is not allowed; must be a DNS name such as llm.example.internal")
-    if i.group_name is not None and not re.match(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$", i.group_name):
-        raise ConfigError(
-            f"ingress.group_name: {i.group_name!r} is not allowed; must be lowercase letters, digits, '-' and '.', "
-            "at most 63 characters"
-        )
-    if i.certificate_arn is not None and not i.certificate_arn.startswith("arn:"):
-        raise ConfigError(f"ingress.certificate_arn: {i.certificate_arn!r} is not allowed; must be an ACM ARN")
-    if not 1 <= i.idle_timeout_seconds <= 4000:
-        raise ConfigError(
-            f"ingress.idle_timeout_seconds: {i.idle_timeout_seconds} is not allowed; must be 1 to 4000 (ALB limit)"
-        )
 
 
 def container_args(p: VllmProps) -> list[str]:
@@ -559,49 +528,13 @@ class VllmChart(cdk8s.Chart):
         }
 
     def _ingress(self, p: VllmProps, i: IngressProps, meta: Any) -> None:
-        annotations = {
-            "alb.ingress.kubernetes.io/scheme": "internal",
-            "alb.ingress.kubernetes.io/target-type": "ip",
-            # /health turns 503 while vLLM drains, so the ALB stops routing to a terminating pod too.
-            "alb.ingress.kubernetes.io/healthcheck-path": "/health",
-            "alb.ingress.kubernetes.io/load-balancer-attributes": (
-                f"idle_timeout.timeout_seconds={i.idle_timeout_seconds}"
-            ),
-            # Keep connections to a deregistered pod for as long as it drains, not the ALB's 300 s default.
-            "alb.ingress.kubernetes.io/target-group-attributes": (
-                f"deregistration_delay.timeout_seconds={p.pre_stop_seconds + p.shutdown_timeout_seconds}"
-            ),
-        }
-        if i.certificate_arn is not None:
-            annotations.update(
-                {
-                    "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
-                    "alb.ingress.kubernetes.io/certificate-arn": i.certificate_arn,
-                    "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-2021-06",
-                }
-            )
-        else:
-            annotations["alb.ingress.kubernetes.io/listen-ports"] = '[{"HTTP": 80}]'
-        if i.group_name is not None:
-            annotations["alb.ingress.kubernetes.io/group.name"] = i.group_name
-        rule: dict[str, Any] = {
-            "http": {
-                "paths": [
-                    {
-                        "path": "/",
-                        "pathType": "Prefix",
-                        "backend": {"service": {"name": p.name, "port": {"name": PORT_NAME}}},
-                    }
-                ]
-            }
-        }
-        if i.host is not None:
-            rule["host"] = i.host
+        # The ALB keeps a deregistered pod's connections for as long as the pod drains.
+        annotations = ingress_annotations(i, drain_seconds=p.pre_stop_seconds + p.shutdown_timeout_seconds)
         plain_object(
             self,
             "ingress",
             api_version="networking.k8s.io/v1",
             kind="Ingress",
             metadata=meta(p.name, annotations=annotations),
-            body={"spec": {"ingressClassName": "alb", "rules": [rule]}},
+            body={"spec": {"ingressClassName": "alb", "rules": [ingress_rule(i, p.name, PORT_NAME)]}},
         )

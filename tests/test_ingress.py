@@ -1,0 +1,205 @@
+"""The internal ALB (issue 8): HTTPS with a named certificate or HTTP by explicit choice, and only the listed CIDRs
+may reach it. The Ingress annotations are the AWS Load Balancer Controller v3.5 ones."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.config import parse_environment
+from llm_eks.infra.workloads import ingress_props
+from llm_eks.manifests.vllm import IngressProps, VllmChart, validate_vllm_props
+from tests.conftest import Synthesized
+from tests.test_vllm_chart import base_props
+
+CERT = "arn:aws:acm:eu-west-1:111122223333:certificate/12345678-1234-1234-1234-123456789012"
+SCHEME = "alb.ingress.kubernetes.io/scheme"
+LISTEN = "alb.ingress.kubernetes.io/listen-ports"
+CERT_KEY = "alb.ingress.kubernetes.io/certificate-arn"
+POLICY = "alb.ingress.kubernetes.io/ssl-policy"
+CIDRS = "alb.ingress.kubernetes.io/inbound-cidrs"
+REDIRECT = "alb.ingress.kubernetes.io/ssl-redirect"
+
+
+def annotations(ingress: IngressProps) -> dict[str, str]:
+    import cdk8s
+
+    objects = VllmChart(cdk8s.App(), "vllm", base_props(ingress=ingress)).to_json()
+    (found,) = [o for o in objects if o["kind"] == "Ingress"]
+    return found["metadata"]["annotations"]
+
+
+def test_https_listener_only_with_a_tls_1_2_plus_policy_and_the_listed_cidrs() -> None:
+    found = annotations(IngressProps(certificate_arn=CERT, inbound_cidrs=("10.0.0.0/16", "192.168.4.0/24")))
+    assert found[SCHEME] == "internal"
+    assert found[LISTEN] == '[{"HTTPS": 443}]'
+    assert found[CERT_KEY] == CERT
+    assert found[POLICY] == "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09"
+    assert found[CIDRS] == "10.0.0.0/16,192.168.4.0/24"
+    # No port 80 at all: a redirecting HTTP listener would still take the first request in clear.
+    assert REDIRECT not in found
+
+
+def test_plain_http_only_by_explicit_choice() -> None:
+    found = annotations(IngressProps(allow_http=True, inbound_cidrs=("10.0.0.0/16",)))
+    assert found[LISTEN] == '[{"HTTP": 80}]'
+    assert CERT_KEY not in found and POLICY not in found
+    assert found[CIDRS] == "10.0.0.0/16"
+    assert found[SCHEME] == "internal"
+
+
+@pytest.mark.parametrize(
+    ("ingress", "message"),
+    [
+        (
+            IngressProps(inbound_cidrs=("10.0.0.0/16",)),
+            "ingress.certificate_arn: None is not allowed; HTTPS needs an ACM certificate ARN "
+            "(or set allow_http to serve plain HTTP)",
+        ),
+        (
+            IngressProps(certificate_arn=CERT, allow_http=True, inbound_cidrs=("10.0.0.0/16",)),
+            "ingress.allow_http: True is not allowed with certificate_arn; the ALB serves HTTPS only "
+            "(an HTTP listener receives the first request, API key included, in clear)",
+        ),
+        (
+            IngressProps(
+                certificate_arn="arn:aws:iam::111122223333:server-certificate/x", inbound_cidrs=("10.0.0.0/16",)
+            ),
+            "ingress.certificate_arn: 'arn:aws:iam::111122223333:server-certificate/x' is not allowed; must be an "
+            "ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+        ),
+        (
+            IngressProps(certificate_arn=CERT),
+            "ingress.inbound_cidrs: [] is not allowed; list the IPv4 CIDRs that may reach the ALB (e.g. the VPC's)",
+        ),
+        (
+            IngressProps(allow_http=True, inbound_cidrs=("0.0.0.0/0",)),
+            "ingress.inbound_cidrs[0]: '0.0.0.0/0' is not allowed; must be an IPv4 network such as 10.0.0.0/16, "
+            "not 0.0.0.0/0",
+        ),
+        (
+            IngressProps(allow_http=True, inbound_cidrs=("10.0.0.0/16", "10.0.0.5/16")),
+            "ingress.inbound_cidrs[1]: '10.0.0.5/16' is not allowed; must be an IPv4 network such as 10.0.0.0/16, "
+            "not 0.0.0.0/0",
+        ),
+        (
+            IngressProps(certificate_arn=CERT, inbound_cidrs=("10.0.0.0/16",), ssl_policy="ELBSecurityPolicy-2016-08"),
+            "ingress.ssl_policy: 'ELBSecurityPolicy-2016-08' is not allowed; must be an ALB policy with TLS 1.2 or "
+            "1.3 as its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. "
+            "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09)",
+        ),
+        (
+            IngressProps(
+                certificate_arn=CERT, inbound_cidrs=("10.0.0.0/16",), ssl_policy="ELBSecurityPolicy-TLS13-1-0-2021-06"
+            ),
+            "ingress.ssl_policy: 'ELBSecurityPolicy-TLS13-1-0-2021-06' is not allowed; must be an ALB policy with "
+            "TLS 1.2 or 1.3 as its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. "
+            "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09)",
+        ),
+    ],
+)
+def test_bad_ingress_props_get_one_line_errors(ingress: IngressProps, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_vllm_props(dataclasses.replace(base_props(), ingress=ingress))
+    assert str(err.value) == message
+
+
+# -- config: workload.load_balancer -------------------------------------------------------------------------------
+
+IMPORTED_VPC = {
+    "vpc_id": "vpc-0abc12345def67890",
+    "availability_zones": ["eu-west-1a", "eu-west-1b"],
+    "private_subnet_ids": ["subnet-0abc12345def67890", "subnet-0abc12345def67891"],
+}
+
+
+def workload(**load_balancer: Any) -> dict[str, Any]:
+    return {"workload": {"internal_alb": True, "load_balancer": load_balancer}}
+
+
+def test_https_config_reaches_the_ingress_with_the_vpc_cidr_by_default() -> None:
+    config = parse_environment("web", {"vpc": {"cidr": "10.20.0.0/16"}, **workload(certificate_arn=CERT)})
+    assert ingress_props(config) == IngressProps(certificate_arn=CERT, inbound_cidrs=("10.20.0.0/16",))
+
+
+def test_listed_cidrs_replace_the_vpc_cidr() -> None:
+    config = parse_environment("web", workload(allow_http=True, inbound_cidrs=["10.1.0.0/24", "10.2.0.0/24"]))
+    assert ingress_props(config) == IngressProps(allow_http=True, inbound_cidrs=("10.1.0.0/24", "10.2.0.0/24"))
+
+
+def test_an_imported_vpc_with_listed_cidrs_is_accepted() -> None:
+    body = {"account": "111122223333", "region": "eu-west-1", "vpc": IMPORTED_VPC}
+    config = parse_environment("web", {**body, **workload(certificate_arn=CERT, inbound_cidrs=["172.16.0.0/12"])})
+    assert ingress_props(config).inbound_cidrs == ("172.16.0.0/12",)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            # An existing cdk.json with only `internal_alb: true`: one line naming the field, not a silent HTTP ALB.
+            {"workload": {"internal_alb": True}},
+            "environments.web.workload.load_balancer.certificate_arn: None is not allowed; internal_alb needs an "
+            "ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
+        ),
+        (
+            workload(certificate_arn="arn:aws:acm:eu-west-1:111122223333:certificate/abc"),
+            "environments.web.workload.load_balancer.certificate_arn: "
+            "'arn:aws:acm:eu-west-1:111122223333:certificate/abc' is not allowed; must be an ACM certificate ARN "
+            "(arn:aws:acm:<region>:<account>:certificate/<id>)",
+        ),
+        (
+            {"account": "111122223333", "region": "us-east-1", **workload(certificate_arn=CERT)},
+            f"environments.web.workload.load_balancer.certificate_arn: '{CERT}' is not allowed; must be a "
+            "certificate in us-east-1, the ALB's",
+        ),
+        (
+            workload(certificate_arn=CERT, allow_http=True),
+            "environments.web.workload.load_balancer.allow_http: True is not allowed; with certificate_arn the ALB "
+            "serves HTTPS only (an HTTP listener, even one that redirects, receives the first request and its API "
+            "key in clear)",
+        ),
+        (
+            {"account": "111122223333", "region": "eu-west-1", "vpc": IMPORTED_VPC, **workload(certificate_arn=CERT)},
+            "environments.web.workload.load_balancer.inbound_cidrs: [] is not allowed; an existing VPC's CIDR is not "
+            "known at synth: list the IPv4 CIDRs that may reach the ALB",
+        ),
+        (
+            workload(allow_http=True, inbound_cidrs=["10.0.0.0/8", "0.0.0.0/0"]),
+            "environments.web.workload.load_balancer.inbound_cidrs[1]: '0.0.0.0/0' is not allowed; must not be the "
+            "whole internet; list your own ranges",
+        ),
+        (
+            workload(allow_http=True, inbound_cidrs=["10.0.0.1"]),
+            "environments.web.workload.load_balancer.inbound_cidrs[0]: '10.0.0.1' is not allowed; must be an IPv4 "
+            "network such as 10.0.0.0/16",
+        ),
+        (
+            workload(allow_http=True, inbound_cidrs=["10.0.0.1/8"]),
+            "environments.web.workload.load_balancer.inbound_cidrs[0]: '10.0.0.1/8' is not allowed; must be an IPv4 "
+            "network such as 10.0.0.0/16",
+        ),
+        (
+            {"workload": {"load_balancer": {"allow_http": True}}},
+            "environments.web.workload.load_balancer: only allowed with internal_alb: true",
+        ),
+    ],
+)
+def test_load_balancer_config_errors(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_environment("web", body)
+    assert str(err.value) == message
+
+
+# -- the shipped app ----------------------------------------------------------------------------------------------
+
+
+def test_shipped_prod_serves_http_by_explicit_choice_to_its_vpc_only(synthesized: Synthesized) -> None:
+    (ingress,) = [o for o in synthesized.objects("prod") if o["kind"] == "Ingress"]
+    found = ingress["metadata"]["annotations"]
+    assert found[LISTEN] == '[{"HTTP": 80}]'
+    assert found[CIDRS] == "10.0.0.0/16"
+    assert found[SCHEME] == "internal"

@@ -316,3 +316,13 @@ def test_inventory_matches_the_releases_the_stack_installs(env: str, templates: 
     assert environment_charts(config, plan_environment(config)) == installed
     # Every chart is either pinned through its values or listed with the reason it is not.
     assert set(installed) <= set(CHART_IMAGES) | set(NOT_COVERED)
+
+
+def test_api_key_alone_brings_the_secrets_store_charts() -> None:
+    """A public model (no Hub token) still mounts vLLM's API key through the Secrets Store CSI driver."""
+    body = {"workload": {"model": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 8192}}
+    charts = environment_charts(config := parse_environment("qa", body), plan_environment(config))
+    assert {"secrets-store-csi-driver", "secrets-store-csi-driver-provider-aws"} <= set(charts)
+    body["workload"]["api_key"] = False
+    charts = environment_charts(config := parse_environment("qa", body), plan_environment(config))
+    assert "secrets-store-csi-driver" not in charts

@@ -50,7 +50,8 @@ def environment_charts(config: EnvironmentConfig, plan: Plan) -> dict[str, str]:
     }
     # Ray Serve scales its own replicas: KEDA comes with vLLM only.
     charts.update({"keda": KEDA_CHART_VERSION} if vllm else {"kuberay-operator": KUBERAY_OPERATOR_CHART_VERSION})
-    if w.hf_token_secret is not None:
+    # The Secrets Store CSI driver mounts the Hub token and vLLM's API key (workloads.workload_secrets).
+    if w.hf_token_secret is not None or (vllm and w.api_key):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
         charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
     if vllm and w.internal_alb:

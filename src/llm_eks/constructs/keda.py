@@ -21,6 +21,7 @@ from llm_eks.constructs.addons import (
     check_replicas,
     requests_limits,
 )
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KEDA_CHART_VERSION
 
 KEDA_CHART = ChartSource("keda", "https://kedacore.github.io/charts", KEDA_CHART_VERSION)
@@ -30,7 +31,9 @@ KEDA_CHART = ChartSource("keda", "https://kedacore.github.io/charts", KEDA_CHART
 class KedaProps:
     """KEDA install options; every default is the production-right one."""
 
-    namespace: str = "keda"
+    namespace: str = netpol.KEDA_NAMESPACE
+    # Where the EKS control plane's ENIs are (it calls the metrics API and the webhooks); empty: the cluster's VPC.
+    control_plane_cidrs: tuple[str, ...] = ()
     # KEDA's HA guide: extra operator replicas stand by under leader election and only shorten a failover.
     operator_replicas: int = 2
     # Admission webhooks are stateless; 2 keep ScaledObject validation up while a system node drains.
@@ -49,15 +52,26 @@ class Keda(SingleChartAddon):
     """KEDA from Helm in its own namespace, pinned to the system nodes."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KedaProps | None = None) -> None:
+        props = props or KedaProps()
         super().__init__(
             scope,
             id,
             cluster=cluster,
             source=KEDA_CHART,
             release="keda",
-            props=props or KedaProps(),
+            props=props,
             values=keda_values,
+            namespace_objects=keda_namespace_objects(props, props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,)),
         )
+
+
+def keda_namespace_objects(props: KedaProps, control_plane_cidrs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The namespace (restricted: the chart's pods run non-root, drop every capability, RuntimeDefault seccomp, no
+    privilege escalation at 2.20.2's defaults) and its policies."""
+    return [
+        netpol.namespace(props.namespace, "restricted"),
+        *netpol.keda_policies(props.namespace, control_plane_cidrs),
+    ]
 
 
 def _spread(app: str) -> list[dict[str, Any]]:

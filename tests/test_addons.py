@@ -553,14 +553,13 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
 
 
 def test_control_plane_cidrs_and_prometheus_clients_are_props() -> None:
-    from llm_eks.constructs.keda import keda_namespace_objects
-    from llm_eks.constructs.observability import monitoring_namespace_objects
-
-    keda = keda_namespace_objects(KedaProps(), ("10.1.0.0/16",))
-    assert {
-        b["ipBlock"]["cidr"] for o in keda[1:] for r in o["spec"]["ingress"] for b in r["from"] if "ipBlock" in b
-    } == {"10.1.0.0/16"}
-    alone = monitoring_namespace_objects(ObservabilityProps(prometheus_clients=()), ("10.1.0.0/16",))
+    stack = cdk.Stack(cdk.App(), "Props")
+    cluster = minimal_cluster(stack)
+    keda = Keda(stack, "Keda", cluster=cluster, props=KedaProps(control_plane_cidrs=("10.1.0.0/16",))).namespace_objects
+    blocks = {b["ipBlock"]["cidr"] for o in keda[2:] for r in o["spec"]["ingress"] for b in r["from"] if "ipBlock" in b}
+    assert blocks == {"10.1.0.0/16"}
+    props = ObservabilityProps(control_plane_cidrs=("10.1.0.0/16",), prometheus_clients=())
+    alone = Observability(stack, "Observability", cluster=cluster, props=props).namespace_objects
     (queries,) = [o for o in alone if o["metadata"]["name"] == "prometheus-queries"]
     assert queries["spec"]["ingress"][0]["from"] == [
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}

@@ -55,15 +55,8 @@ NEURON_HELM_CHART = ChartSource(
 )
 
 # Dedicated namespaces: GPU node software is easy to find and never mixed with kube-system.
-NVIDIA_NAMESPACE = "nvidia-gpu"
-NEURON_NAMESPACE = "aws-neuron"
-# Upstream pods that cannot meet restricted or baseline; the reason goes on the Namespace.
-NVIDIA_POD_SECURITY = (
-    "privileged",
-    "dcgm-exporter adds CAP_SYS_ADMIN and mounts the kubelet's pod-resources hostPath; the AL2023 device plugin "
-    "mounts the kubelet's device-plugins hostPath",
-)
-NEURON_POD_SECURITY = ("privileged", "the Neuron device plugin registers through the kubelet's device-plugins hostPath")
+NVIDIA_NAMESPACE = netpol.NVIDIA_NAMESPACE
+NEURON_NAMESPACE = netpol.NEURON_NAMESPACE
 # Release names double as object names: the DCGM exporter's Service is `dcgm-exporter` in NVIDIA_NAMESPACE (port
 # `metrics`, 9400), which is what the observability construct's ServiceMonitor selects.
 NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
@@ -200,7 +193,8 @@ class GpuDeviceSoftware(Construct):
         self.namespace_objects: dict[str, list[dict[str, Any]]] = {}
         self._namespaces: dict[str, eks.KubernetesManifest] = {}
         if props.nvidia:
-            self._namespace(NVIDIA_NAMESPACE, NVIDIA_POD_SECURITY, netpol.nvidia_policies(NVIDIA_NAMESPACE))
+            # Privileged Pod Security (the reason is on the Namespace); only Prometheus gets in, to the exporter.
+            self._namespace(NVIDIA_NAMESPACE, netpol.nvidia_namespace(NVIDIA_NAMESPACE))
             if props.ami_family != BOTTLEROCKET:
                 self.nvidia_device_plugin = self._release(
                     "NvidiaDevicePlugin",
@@ -217,7 +211,7 @@ class GpuDeviceSoftware(Construct):
                 dcgm_exporter_values(service_monitor=props.dcgm_service_monitor),
             )
         if props.neuron:
-            self._namespace(NEURON_NAMESPACE, NEURON_POD_SECURITY, netpol.deny_only_policies(NEURON_NAMESPACE))
+            self._namespace(NEURON_NAMESPACE, netpol.neuron_namespace(NEURON_NAMESPACE))
             self.neuron_device_plugin = self._release(
                 "NeuronDevicePlugin",
                 NEURON_HELM_CHART,
@@ -232,9 +226,7 @@ class GpuDeviceSoftware(Construct):
         charts = (self.nvidia_device_plugin, self.dcgm_exporter, self.neuron_device_plugin)
         return [chart for chart in charts if chart is not None]
 
-    def _namespace(self, name: str, pod_security: tuple[str, str], policies: list[dict[str, Any]]) -> None:
-        level, reason = pod_security
-        objects = [netpol.namespace(name, level, reason), *policies]
+    def _namespace(self, name: str, objects: list[dict[str, Any]]) -> None:
         self.namespace_objects[name] = objects
         manifest_id = "".join(part.capitalize() for part in name.split("-")) + "Namespace"
         self._namespaces[name] = addon_namespace(self, manifest_id, cluster=self.props.cluster, objects=objects)

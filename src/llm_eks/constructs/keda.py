@@ -61,17 +61,11 @@ class Keda(SingleChartAddon):
             release="keda",
             props=props,
             values=keda_values,
-            namespace_objects=keda_namespace_objects(props, props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,)),
+            # Restricted Pod Security, and the API server's calls to the metrics API and webhooks only.
+            namespace_objects=netpol.keda_namespace(
+                props.namespace, props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,)
+            ),
         )
-
-
-def keda_namespace_objects(props: KedaProps, control_plane_cidrs: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The namespace (restricted: the chart's pods run non-root, drop every capability, RuntimeDefault seccomp, no
-    privilege escalation at 2.20.2's defaults) and its policies."""
-    return [
-        netpol.namespace(props.namespace, "restricted"),
-        *netpol.keda_policies(props.namespace, control_plane_cidrs),
-    ]
 
 
 def _spread(app: str) -> list[dict[str, Any]]:

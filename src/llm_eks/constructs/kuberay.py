@@ -69,14 +69,9 @@ class KubeRayOperator(SingleChartAddon):
             release="kuberay-operator",
             props=props,
             values=kuberay_operator_values,
-            namespace_objects=kuberay_namespace_objects(props),
+            # Restricted Pod Security, and a deny-all: the operator only makes outgoing calls.
+            namespace_objects=netpol.kuberay_namespace(props.namespace),
         )
-
-
-def kuberay_namespace_objects(props: KubeRayOperatorProps) -> list[dict[str, Any]]:
-    """The namespace (restricted: kuberay-operator 1.7.0's container securityContext is non-root, read-only root,
-    no capabilities, RuntimeDefault seccomp) and a deny-all: the operator only makes outgoing calls."""
-    return [netpol.namespace(props.namespace, "restricted"), *netpol.deny_only_policies(props.namespace)]
 
 
 def kuberay_operator_values(props: KubeRayOperatorProps) -> dict[str, Any]:

@@ -114,8 +114,10 @@ class Observability(Construct):
         props = props or ObservabilityProps()
         props.validate()
         self.namespace = props.namespace
-        self.namespace_objects = monitoring_namespace_objects(
-            props, props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,)
+        self.namespace_objects = netpol.monitoring_namespace(
+            props.namespace,
+            props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,),
+            [netpol.pods(labels, namespace) for namespace, labels in props.prometheus_clients],
         )
         self.namespace_manifest = addon_namespace(self, "Namespace", cluster=cluster, objects=self.namespace_objects)
         self.crds = install_chart(
@@ -149,22 +151,6 @@ class Observability(Construct):
         self.chart.node.add_dependency(self.crds, self.namespace_manifest)
         if self.storage_class is not None:
             self.chart.node.add_dependency(self.storage_class)
-
-
-def monitoring_namespace_objects(
-    props: ObservabilityProps, control_plane_cidrs: tuple[str, ...]
-) -> list[dict[str, Any]]:
-    """The namespace and its policies (see llm_eks.manifests.network_policies.monitoring_policies)."""
-    clients = [netpol.pods(labels, namespace) for namespace, labels in props.prometheus_clients]
-    return [
-        netpol.namespace(
-            props.namespace,
-            # Upstream pods that cannot meet restricted: node-exporter (a DaemonSet of this release).
-            "privileged",
-            "prometheus-node-exporter runs with hostNetwork, hostPID and hostPath mounts of /proc, /sys and /",
-        ),
-        *netpol.monitoring_policies(props.namespace, control_plane_cidrs, clients),
-    ]
 
 
 def storage_class(props: ObservabilityProps) -> dict[str, Any]:

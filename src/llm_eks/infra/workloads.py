@@ -17,11 +17,11 @@ from llm_eks.catalog.accelerators import FAMILIES
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, BenchmarkProps
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
-from llm_eks.manifests.network_policies import ray_policies, vllm_policies
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, NodePoolsChart, NodePoolsProps, workload_placement
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart, RayServeProps
@@ -342,6 +342,26 @@ def addons(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
     return (*prerequisites(workload, config), *(("keda",) if workload.vllm is not None else ()))
 
 
+def addon_namespaces(workload: Workload, config: EnvironmentConfig) -> list[dict[str, Any]]:
+    """The namespaces of this environment's add-ons, at the constructs' defaults, each with its Pod Security labels
+    and NetworkPolicies: what the CDK stack applies before each add-on's Helm releases, and what a GitOps pipeline
+    applies before installing the add-ons itself (into these namespaces, without --create-namespace)."""
+    # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
+    cidrs = (config.vpc.cidr,)
+    names = addons(workload, config)
+    keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
+    objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
+    if "kuberay" in names:
+        objects += netpol.kuberay_namespace(netpol.KUBERAY_NAMESPACE)
+    if "keda" in names:
+        objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
+    if workload.gpu_pool.vendor == "nvidia":
+        objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
+    if workload.gpu_pool.vendor == "neuron":
+        objects += netpol.neuron_namespace(netpol.NEURON_NAMESPACE)
+    return objects
+
+
 def build_charts(
     app: cdk8s.App,
     config: EnvironmentConfig,
@@ -367,9 +387,10 @@ def build_charts(
     extra = prerequisites(workload, config)
     if workload.ray is not None:
         assert workload.ray_monitoring is not None
-        ray = RayServeChart(app, "ray-serve", workload.ray)
+        r = workload.ray
+        ray = RayServeChart(app, "ray-serve", r)
         # The namespace's policies travel with the workload: one apply, so no pod ever runs unprotected.
-        add_objects(ray, ray_policies(workload.ray.namespace, workload.ray.name, pod_selector(workload.ray.name)))
+        add_objects(ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name)))
         return [
             *charts,
             ChartPlan("ray-serve", ray, needs=("node-pools", *extra)),
@@ -383,7 +404,7 @@ def build_charts(
     vllm = workload.vllm
     vllm_chart = VllmChart(app, "vllm", vllm)
     bench = workload.benchmark
-    policies = vllm_policies(
+    policies = netpol.vllm_policies(
         vllm.namespace,
         vllm.name,
         selector_labels(VLLM_APP, vllm.name),

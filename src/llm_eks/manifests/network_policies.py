@@ -31,6 +31,8 @@ REASON_ANNOTATION = "llm-eks.io/pod-security-reason"
 MONITORING_NAMESPACE = "monitoring"
 KEDA_NAMESPACE = "keda"
 KUBERAY_NAMESPACE = "kuberay-system"
+NVIDIA_NAMESPACE = "nvidia-gpu"
+NEURON_NAMESPACE = "aws-neuron"
 # Set by prometheus-operator on Prometheus pods (kube-prometheus-stack 88.3.0 templates/prometheus/networkpolicy.yaml).
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
 PROMETHEUS_PORT = 9090
@@ -202,10 +204,31 @@ def ray_policies(
 # -- add-on namespaces ------------------------------------------------------------------------------------------
 
 
-def keda_policies(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+# Pod Security per add-on namespace: (level, why when below restricted). Checked in each pinned chart's defaults.
+# keda 2.20.2: pods runAsNonRoot; containers drop ALL, no escalation, RuntimeDefault seccomp.
+KEDA_POD_SECURITY = ("restricted", None)
+# kuberay-operator 1.7.0: container runAsNonRoot, drop ALL, no escalation, RuntimeDefault seccomp.
+KUBERAY_POD_SECURITY = ("restricted", None)
+# Upstream pods that cannot meet restricted or baseline: prometheus-node-exporter 4.56.1 (kube-prometheus-stack's).
+MONITORING_POD_SECURITY = (
+    "privileged",
+    "prometheus-node-exporter runs with hostNetwork, hostPID and hostPath mounts of /proc, /sys and /",
+)
+# Upstream pods that cannot meet restricted or baseline: dcgm-exporter 4.8.2, nvidia-device-plugin 0.20.0.
+NVIDIA_POD_SECURITY = (
+    "privileged",
+    "dcgm-exporter adds CAP_SYS_ADMIN and mounts the kubelet's pod-resources hostPath; the AL2023 device plugin "
+    "mounts the kubelet's device-plugins hostPath",
+)
+# Upstream pods that cannot meet restricted or baseline: the Neuron device plugin (neuron-helm-chart 1.10.0).
+NEURON_POD_SECURITY = ("privileged", "the Neuron device plugin registers through the kubelet's device-plugins hostPath")
+
+
+def keda_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
     """The API server calls the external metrics API and the admission webhooks; the metrics server asks the
     operator over gRPC. The operator itself only makes outgoing calls (Prometheus, the Kubernetes API)."""
     return [
+        namespace(ns, *KEDA_POD_SECURITY),
         default_deny(ns),
         network_policy(
             "keda-metrics-apiserver",
@@ -228,7 +251,7 @@ def keda_policies(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str,
     ]
 
 
-def monitoring_policies(
+def monitoring_namespace(
     ns: str, control_plane_cidrs: Sequence[str], prometheus_clients: Sequence[Mapping[str, Any]] = ()
 ) -> list[dict[str, Any]]:
     """Prometheus scrapes every pod of its namespace (itself, Alertmanager, Grafana, kube-state-metrics, the
@@ -236,6 +259,7 @@ def monitoring_policies(
     `prometheus_clients` (the KEDA operator) query Prometheus; the API server calls the operator's webhook.
     node-exporter runs on the host network, where pod policies do not apply."""
     return [
+        namespace(ns, *MONITORING_POD_SECURITY),
         default_deny(ns),
         network_policy("prometheus-scrapes", ns, {}, [rule([pods(PROMETHEUS_POD)])]),
         network_policy(
@@ -256,9 +280,10 @@ def monitoring_policies(
     ]
 
 
-def nvidia_policies(ns: str, monitoring_namespace: str = MONITORING_NAMESPACE) -> list[dict[str, Any]]:
+def nvidia_namespace(ns: str, monitoring_namespace: str = MONITORING_NAMESPACE) -> list[dict[str, Any]]:
     """Prometheus scrapes the DCGM exporter; the device plugin talks to the kubelet over a socket, not the network."""
     return [
+        namespace(ns, *NVIDIA_POD_SECURITY),
         default_deny(ns),
         network_policy(
             "dcgm-exporter-metrics",
@@ -269,7 +294,12 @@ def nvidia_policies(ns: str, monitoring_namespace: str = MONITORING_NAMESPACE) -
     ]
 
 
-def deny_only_policies(ns: str) -> list[dict[str, Any]]:
-    """Namespaces whose pods take no connections (KubeRay operator, Neuron device plugin): probes come from the
-    node, which the network policy agent always lets in."""
-    return [default_deny(ns)]
+def kuberay_namespace(ns: str) -> list[dict[str, Any]]:
+    """The KubeRay operator takes no connections (it has no webhook at the chart's defaults); its probes come from
+    the node, which the network policy agent always lets in."""
+    return [namespace(ns, *KUBERAY_POD_SECURITY), default_deny(ns)]
+
+
+def neuron_namespace(ns: str) -> list[dict[str, Any]]:
+    """The Neuron device plugin takes no connections (it talks to the kubelet over a socket)."""
+    return [namespace(ns, *NEURON_POD_SECURITY), default_deny(ns)]

@@ -260,6 +260,8 @@ def _ray_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, 
         ("EKS control plane", CONTROL_PLANE, head, 8265, False),
         ("pod in another namespace", STRANGER, KUBERAY, 8080, False),
         ("Prometheus", PROMETHEUS, DCGM, 9400, True),
+        # No KEDA in a Ray Serve environment, so nothing outside `monitoring` may query Prometheus.
+        ("pod labelled as KEDA's operator in a `keda` namespace", KEDA_OPERATOR, PROMETHEUS, 9090, False),
     ]
     for port in (8265, 6379, 10001, 8000, 52365):
         flows.append(("pod in another namespace", STRANGER, head, port, False))

@@ -9,9 +9,10 @@ Enforcement is the VPC CNI's network policy agent (eBPF on each pod's veth), whi
 - traffic from the pod's own node is always allowed (aws/aws-network-policy-agent pkg/fwruleprocessor/
   fw_rule_processor.go, "Traffic from the local node should always be allowed"), so kubelet probes need no rule;
 - the EKS control plane reaches webhooks and the aggregated metrics API from its ENIs in the cluster's subnets, so
-  those ports are opened to the VPC CIDR. With the VPC CNI pods hold VPC addresses too: a VPC-CIDR rule admits every
-  pod of the cluster on that port. It is used only for the API server's callers (webhooks, the external metrics
-  API, which authenticate their caller) and the internal ALB, whose ENIs share the pods' subnets.
+  those ports are opened to the VPC CIDR. With the VPC CNI pods hold VPC addresses too, so a VPC-CIDR rule admits
+  every pod of the cluster on that port. It is used only where the API server is the caller (webhooks, which only
+  answer admission reviews, and the external metrics API, which authenticates its caller), and for the internal ALB,
+  whose ENIs share the pods' subnets (there the API key is the gate; dedicated ALB subnets would close it).
 """
 
 from __future__ import annotations
@@ -55,10 +56,9 @@ KUBERAY_OPERATOR_POD = {"app.kubernetes.io/name": "kuberay-operator"}
 # dcgm-exporter 4.8.2 selector labels; its `metrics` port.
 DCGM_EXPORTER_POD = {"app.kubernetes.io/name": "dcgm-exporter"}
 DCGM_EXPORTER_PORT = 9400
-# Ray (KubeRay defaults): GCS, dashboard (the operator's Serve API), client, Serve, metrics export.
-RAY_GCS_PORT = 6379
+# Ray (KubeRay defaults): the dashboard (the operator's Serve API), Serve, the metrics export. GCS (6379) and the
+# Ray client (10001) are only ever reachable from the RayService's own pods.
 RAY_DASHBOARD_PORT = 8265
-RAY_CLIENT_PORT = 10001
 RAY_SERVE_PORT = 8000
 RAY_METRICS_PORT = 8080
 
@@ -120,13 +120,13 @@ def pod_security_labels(level: str) -> dict[str, str]:
     }
 
 
-def namespace(name: str, level: str, reason: str | None = None, **labels: str) -> dict[str, Any]:
+def namespace(name: str, level: str, reason: str | None = None) -> dict[str, Any]:
     """A Namespace enforcing Pod Security `level`; below restricted, `reason` says why in one line."""
     if level != "restricted" and not reason:
         raise ValueError(f"namespace {name}: Pod Security {level!r} needs a reason")
     metadata: dict[str, Any] = {
         "name": name,
-        "labels": {"app.kubernetes.io/part-of": "llm-eks", **pod_security_labels(level), **labels},
+        "labels": {"app.kubernetes.io/part-of": "llm-eks", **pod_security_labels(level)},
     }
     if reason:
         metadata["annotations"] = {REASON_ANNOTATION: reason}

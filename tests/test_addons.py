@@ -467,6 +467,17 @@ def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster
     )
 
 
+def test_control_plane_cidrs_must_be_cidrs(bare_cluster: eks.Cluster) -> None:
+    with pytest.raises(ConfigError) as err:
+        Keda(bare_cluster.stack, "KedaCidr", cluster=bare_cluster, props=KedaProps(control_plane_cidrs=("vpc",)))
+    assert str(err.value) == "keda.control_plane_cidrs: 'vpc' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+    with pytest.raises(ConfigError) as err:
+        ObservabilityProps(control_plane_cidrs=("10.0.0.0/33",)).validate()
+    assert str(err.value) == (
+        "observability.control_plane_cidrs: '10.0.0.0/33' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+    )
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [

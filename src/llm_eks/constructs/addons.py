@@ -10,6 +10,7 @@ Helm starts (kubeconfig, repository index, chart download), and that sum must st
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +70,19 @@ def check_name(field_name: str, value: str, *, label: bool) -> str:
     if not value or len(value) > limit or not pattern.match(value):
         raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a {kind}, at most {limit} characters)")
     return value
+
+
+def check_cidrs(field_name: str, values: tuple[str, ...]) -> None:
+    """IPv4 CIDRs (a deploy-time token passes: CloudFormation resolves it, e.g. the VPC's own CIDR)."""
+    for value in values:
+        if cdk.Token.is_unresolved(value):
+            continue
+        try:
+            ipaddress.IPv4Network(value)
+        except ValueError:
+            raise ConfigError(
+                f"{field_name}: {value!r} is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+            ) from None
 
 
 def check_kms_key_arn(field_name: str, value: str | None) -> None:

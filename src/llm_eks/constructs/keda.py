@@ -17,6 +17,7 @@ from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
     SingleChartAddon,
+    check_cidrs,
     check_name,
     check_replicas,
     requests_limits,
@@ -44,6 +45,7 @@ class KedaProps:
 
     def validate(self) -> None:
         check_name("keda.namespace", self.namespace, label=True)
+        check_cidrs("keda.control_plane_cidrs", self.control_plane_cidrs)
         check_replicas("keda.operator_replicas", self.operator_replicas)
         check_replicas("keda.webhook_replicas", self.webhook_replicas)
 

@@ -31,6 +31,7 @@ from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
     addon_namespace,
+    check_cidrs,
     check_kms_key_arn,
     check_name,
     install_chart,
@@ -82,6 +83,9 @@ class ObservabilityProps:
 
     def validate(self) -> None:
         check_name("observability.namespace", self.namespace, label=True)
+        check_cidrs("observability.control_plane_cidrs", self.control_plane_cidrs)
+        for i, (namespace, _) in enumerate(self.prometheus_clients):
+            check_name(f"observability.prometheus_clients[{i}]", namespace, label=True)
         check_name("observability.storage_class_name", self.storage_class_name, label=False)
         if not _PROM_DURATION.match(self.retention):
             raise ConfigError(

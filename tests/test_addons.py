@@ -83,6 +83,22 @@ class Synth:
             out[props["Release"]] = props
         return out
 
+    def manifests(self) -> dict[str, list[dict[str, Any]]]:
+        """KubernetesManifest logical id -> its objects (references shown as ${Ref:...} / ${GetAtt:...})."""
+        return {
+            logical_id: json.loads(readable(r["Properties"]["Manifest"]))
+            for logical_id, r in self.resources("Custom::AWSCDK-EKS-KubernetesResource").items()
+        }
+
+    def manifest_of(self, kind: str, name: str) -> str:
+        """The logical id of the one manifest holding `kind/name`."""
+        (found,) = [
+            logical_id
+            for logical_id, objects in self.manifests().items()
+            if any(o["kind"] == kind and o["metadata"]["name"] == name for o in objects)
+        ]
+        return found
+
     def role_statements(self, role_logical_id: str) -> list[dict[str, Any]]:
         statements = []
         for policy in self.resources("AWS::IAM::Policy").values():
@@ -157,7 +173,7 @@ EXPECTED = {
 }
 
 
-def test_pinned_charts_and_namespaces(releases: dict[str, dict[str, Any]]) -> None:
+def test_pinned_charts_and_namespaces(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
     assert set(releases) == set(EXPECTED)
     for release, (chart, repository, version, namespace) in EXPECTED.items():
         props = releases[release]
@@ -168,8 +184,11 @@ def test_pinned_charts_and_namespaces(releases: dict[str, dict[str, Any]]) -> No
             namespace,
         ), release
         assert re.fullmatch(r"\d+\.\d+\.\d+", props["Version"]), f"{release}: not an exact version"
-        # Own namespaces are created by Helm; kube-system always exists.
-        assert props.get("CreateNamespace") is (None if namespace == "kube-system" else True), release
+        # Helm creates no namespace: ours are applied first with their Pod Security labels and NetworkPolicies;
+        # kube-system always exists.
+        assert not props.get("CreateNamespace"), release
+        if namespace != "kube-system":
+            assert synth.manifest_of("Namespace", namespace) in props["DependsOn"], release
 
 
 def test_versions_match_shared_crd_schemas() -> None:
@@ -260,13 +279,11 @@ def test_prometheus_crds_come_from_their_own_release(synth: Synth, releases: dic
     # No reliance on --skip-crds: the aws_eks_v2 handler drops it.
     assert "SkipCrds" not in kps
     assert releases["prometheus-operator-crds"]["LogicalId"] in kps["DependsOn"]
-    (storage_class_id,) = synth.resources("Custom::AWSCDK-EKS-KubernetesResource")
-    assert storage_class_id in kps["DependsOn"]
+    assert synth.manifest_of("StorageClass", "gp3-encrypted") in kps["DependsOn"]
 
 
 def test_encrypted_gp3_storage_class(synth: Synth) -> None:
-    (resource,) = synth.resources("Custom::AWSCDK-EKS-KubernetesResource").values()
-    (manifest,) = json.loads(resource["Properties"]["Manifest"])
+    (manifest,) = synth.manifests()[synth.manifest_of("StorageClass", "gp3-encrypted")]
     assert manifest["provisioner"] == "ebs.csi.aws.com"
     assert manifest["parameters"] == {"type": "gp3", "encrypted": "true"}
     assert manifest["volumeBindingMode"] == "WaitForFirstConsumer"
@@ -450,6 +467,17 @@ def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster
     )
 
 
+def test_control_plane_cidrs_must_be_cidrs(bare_cluster: eks.Cluster) -> None:
+    with pytest.raises(ConfigError) as err:
+        Keda(bare_cluster.stack, "KedaCidr", cluster=bare_cluster, props=KedaProps(control_plane_cidrs=("vpc",)))
+    assert str(err.value) == "keda.control_plane_cidrs: 'vpc' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+    with pytest.raises(ConfigError) as err:
+        ObservabilityProps(control_plane_cidrs=("10.0.0.0/33",)).validate()
+    assert str(err.value) == (
+        "observability.control_plane_cidrs: '10.0.0.0/33' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+    )
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [
@@ -499,3 +527,52 @@ def test_replica_counts_are_bounded(bare_cluster: eks.Cluster) -> None:
     assert str(err.value) == (
         "observability.retention: 'two weeks' is not allowed; must be a Prometheus duration such as 15d"
     )
+
+
+def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
+    """Each add-on namespace is ours: its Pod Security level (with the reason below restricted), a default deny and
+    the exact allows; the control plane's range defaults to the cluster's VPC CIDR."""
+    expected = {
+        "keda": (
+            "restricted",
+            ["default-deny-ingress", "keda-metrics-apiserver", "keda-admission-webhooks", "keda-operator"],
+        ),
+        "kuberay-system": ("restricted", ["default-deny-ingress"]),
+        "monitoring": (
+            "privileged",
+            [
+                "default-deny-ingress",
+                "prometheus-scrapes",
+                "prometheus-queries",
+                "alertmanager-from-grafana",
+                "prometheus-operator-webhook",
+            ],
+        ),
+    }
+    for namespace, (level, policies) in expected.items():
+        objects = synth.manifests()[synth.manifest_of("Namespace", namespace)]
+        ns, *rest = objects
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level
+        assert ("annotations" in ns["metadata"]) is (level != "restricted")
+        assert [o["metadata"]["name"] for o in rest] == policies
+        assert {o["metadata"]["namespace"] for o in rest} == {namespace}
+        assert_valid([o for o in objects if "${" not in json.dumps(o)])
+    keda = synth.manifests()[synth.manifest_of("Namespace", "keda")]
+    (metrics,) = [o for o in keda if o["metadata"]["name"] == "keda-metrics-apiserver"]
+    (block,) = metrics["spec"]["ingress"][0]["from"]
+    assert re.fullmatch(r"\$\{GetAtt:ClusterDefaultVpc\w+\.CidrBlock\}", block["ipBlock"]["cidr"])
+
+
+def test_control_plane_cidrs_and_prometheus_clients_are_props() -> None:
+    stack = cdk.Stack(cdk.App(), "Props")
+    cluster = minimal_cluster(stack)
+    keda = Keda(stack, "Keda", cluster=cluster, props=KedaProps(control_plane_cidrs=("10.1.0.0/16",))).namespace_objects
+    blocks = {b["ipBlock"]["cidr"] for o in keda[2:] for r in o["spec"]["ingress"] for b in r["from"] if "ipBlock" in b}
+    assert blocks == {"10.1.0.0/16"}
+    props = ObservabilityProps(control_plane_cidrs=("10.1.0.0/16",), prometheus_clients=())
+    alone = Observability(stack, "Observability", cluster=cluster, props=props).namespace_objects
+    (queries,) = [o for o in alone if o["metadata"]["name"] == "prometheus-queries"]
+    assert queries["spec"]["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}
+    ]
+    assert_valid(keda + alone)

@@ -64,12 +64,42 @@ def test_existing_vpc() -> None:
             "region": "eu-west-1",
             "vpc": {
                 "vpc_id": "vpc-0abc12345def67890",
+                "cidr": "172.20.0.0/16",
                 "availability_zones": ["eu-west-1a", "eu-west-1b"],
                 "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
             },
         },
     )
     assert config.vpc.imported
+    assert config.vpc.cidr == "172.20.0.0/16"
+
+
+@pytest.mark.parametrize(
+    ("cidr", "message"),
+    [
+        (
+            None,
+            "environments.x.vpc.cidr: None is not allowed; an existing VPC needs its CIDR given (NetworkPolicies "
+            "admit the EKS control plane and the ALB from it)",
+        ),
+        (
+            "vpc-cidr",
+            "environments.x.vpc.cidr: 'vpc-cidr' is not allowed; must be the existing VPC's IPv4 CIDR such as "
+            "10.0.0.0/16",
+        ),
+    ],
+)
+def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
+    vpc = {
+        "vpc_id": "vpc-0abc12345def67890",
+        "availability_zones": ["eu-west-1a", "eu-west-1b"],
+        "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+    }
+    if cidr is not None:
+        vpc["cidr"] = cidr
+    with pytest.raises(ConfigError) as err:
+        parse_environment("x", {"account": "123456789012", "region": "eu-west-1", "vpc": vpc})
+    assert str(err.value) == message
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ def objects(folder: Path) -> dict[str, list[dict]]:
 def test_files_in_apply_order_with_their_needs(gitops_dev: Path) -> None:
     names = sorted(p.name for p in gitops_dev.glob("*.yaml"))
     assert names == [
+        "00-addon-namespaces.yaml",
         "01-node-pools.yaml",
         "02-vllm.yaml",
         "03-autoscaling.yaml",
@@ -62,9 +64,8 @@ def test_image_snapshot_reaches_the_gpu_node_class(tmp_path: Path) -> None:
     from llm_eks.infra.gitops import write_manifests
 
     config = parse_environment("snap", {"workload": {"image_snapshot_id": "snap-0123456789abcdef0"}})
-    (pools, *_) = write_manifests(
-        config, plan_environment(config), tmp_path, node_role_name="r", security_group_ids=(SG,)
-    )
+    written = write_manifests(config, plan_environment(config), tmp_path, node_role_name="r", security_group_ids=(SG,))
+    (pools,) = [p for p in written if p.name == "01-node-pools.yaml"]
     (gpu_class,) = [o for o in yaml.safe_load_all(pools.read_text()) if o and o["metadata"]["name"] == "gpu-nvidia"]
     volumes = {m["deviceName"]: m["ebs"] for m in gpu_class["spec"]["blockDeviceMappings"]}
     assert volumes["/dev/xvdb"]["snapshotID"] == "snap-0123456789abcdef0"
@@ -76,12 +77,14 @@ def test_same_objects_as_the_cdk_stack(gitops_dev: Path, synthesized: Synthesize
 
     def index(files: dict[str, list[dict]]) -> dict[str, set[tuple[str, str]]]:
         return {
-            name.split("-", 1)[1].split(".")[0]: {(o["kind"], o["metadata"]["name"]) for o in objs}
+            re.sub(r"^\d+-", "", name).split(".")[0]: {(o["kind"], o["metadata"]["name"]) for o in objs}
             for name, objs in files.items()
             if name != "helm-releases.yaml"
         }
 
     assert index(objects(gitops_dev)) == index(synthesized.manifests("dev"))
+    # The add-ons' namespaces and policies are the very objects the stack applies before its Helm releases.
+    assert objects(gitops_dev)["00-addon-namespaces.yaml"] == synthesized.manifests("dev")["addon-namespaces.yaml"]
 
 
 def test_bad_environment_is_one_line(tmp_path: Path) -> None:

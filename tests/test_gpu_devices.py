@@ -88,7 +88,8 @@ def test_pinned_chart_namespace_wait_and_timeout(
     assert props["Repository"] == repository
     assert props["Version"] == version
     assert props["Namespace"] == namespace
-    assert props["CreateNamespace"] is True
+    # The namespace is ours (Pod Security labels, NetworkPolicies), applied before the release.
+    assert not props.get("CreateNamespace")
     # Helm waits for the DaemonSet, and gives up well before the kubectl Lambda's 15 minutes.
     assert props["Wait"] is True
     assert props["Timeout"] == "600s"
@@ -156,3 +157,35 @@ def test_bad_props_are_one_line_errors(changes: dict[str, Any], message: str) ->
     with pytest.raises(ConfigError) as err:
         GpuDeviceSoftware(cdk.Stack(cdk.App(), "Bad"), "GpuDevices", props)
     assert str(err.value) == message
+
+
+def test_gpu_namespaces_are_privileged_with_a_reason_and_deny_by_default() -> None:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Namespaces")
+    pools = NodePoolsProps(cluster_name="c", node_role_name="r", gpu_pools=(G6E, INF2))
+    devices = GpuDeviceSoftware(
+        stack, "GpuDevices", GpuDeviceSoftwareProps.for_node_pools(minimal_cluster(stack), pools)
+    )
+    template = Template.from_stack(stack)
+    manifests = template.find_resources("Custom::AWSCDK-EKS-KubernetesResource")
+    by_namespace = {}
+    for logical_id, resource in manifests.items():
+        objects = json.loads(resource["Properties"]["Manifest"])
+        assert objects[0]["kind"] == "Namespace"
+        by_namespace[objects[0]["metadata"]["name"]] = (logical_id, objects)
+    assert set(by_namespace) == {"nvidia-gpu", "aws-neuron"} == set(devices.namespace_objects)
+    for namespace, (_, objects) in by_namespace.items():
+        ns, *policies = objects
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert "hostPath" in ns["metadata"]["annotations"]["llm-eks.io/pod-security-reason"]
+        assert policies[0]["metadata"]["name"] == "default-deny-ingress"
+        for obj in objects:  # the manifest's prune label is CDK's, not ours
+            obj["metadata"]["labels"] = {
+                k: v for k, v in obj["metadata"]["labels"].items() if not k.startswith("aws.cdk.eks/prune-")
+            }
+        assert objects == devices.namespace_objects[namespace]
+    for resource in template.find_resources(HELM).values():
+        namespace = resource["Properties"]["Namespace"]
+        assert by_namespace[namespace][0] in resource["DependsOn"]
+    (dcgm,) = [p for p in by_namespace["nvidia-gpu"][1][1:] if p["metadata"]["name"] == "dcgm-exporter-metrics"]
+    assert dcgm["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 9400}]

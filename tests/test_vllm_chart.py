@@ -106,7 +106,7 @@ def test_names_and_contract_labels(objects: dict[str, dict[str, Any]]) -> None:
                 "name": "inference",
                 "labels": {
                     "app.kubernetes.io/part-of": "llm-eks",
-                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "pod-security.kubernetes.io/enforce": "restricted",
                     "pod-security.kubernetes.io/warn": "restricted",
                     "pod-security.kubernetes.io/audit": "restricted",
                     "elbv2.k8s.aws/pod-readiness-gate-inject": "enabled",

@@ -10,6 +10,7 @@ Helm starts (kubeconfig, repository index, chart download), and that sum must st
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,19 @@ def check_name(field_name: str, value: str, *, label: bool) -> str:
     if not value or len(value) > limit or not pattern.match(value):
         raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a {kind}, at most {limit} characters)")
     return value
+
+
+def check_cidrs(field_name: str, values: tuple[str, ...]) -> None:
+    """IPv4 CIDRs (a deploy-time token passes: CloudFormation resolves it, e.g. the VPC's own CIDR)."""
+    for value in values:
+        if cdk.Token.is_unresolved(value):
+            continue
+        try:
+            ipaddress.IPv4Network(value)
+        except ValueError:
+            raise ConfigError(
+                f"{field_name}: {value!r} is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+            ) from None
 
 
 def check_kms_key_arn(field_name: str, value: str | None) -> None:
@@ -144,6 +158,15 @@ def install_chart(
     )
 
 
+def addon_namespace(
+    scope: Construct, id: str, *, cluster: eks.ICluster, objects: list[dict[str, Any]]
+) -> eks.KubernetesManifest:
+    """The add-on's Namespace (with its Pod Security labels) and NetworkPolicies, applied before its Helm releases
+    (which then install with `create_namespace=False` and depend on this). `overwrite`: a namespace Helm created in
+    an earlier deploy is taken over by `kubectl apply` instead of failing `kubectl create`."""
+    return eks.KubernetesManifest(scope, id, cluster=cluster, manifest=objects, overwrite=True)
+
+
 class AddonProps(Protocol):
     """What `SingleChartAddon` reads from an add-on's props."""
 
@@ -162,8 +185,9 @@ P = TypeVar("P", bound=AddonProps)
 class SingleChartAddon(Construct):
     """An add-on that is one pinned chart in its own namespace, with nothing on the AWS side.
 
-    Validates `props` before anything is added to the tree, then installs `source` as `release` into
-    `props.namespace` with `values(props)` and `props.timeout`.
+    Validates `props` before anything is added to the tree, then applies `namespace_objects` (the Namespace with
+    its Pod Security labels, and its NetworkPolicies) and installs `source` as `release` into `props.namespace`
+    with `values(props)` and `props.timeout`. `namespace_objects` is kept for the review output.
     """
 
     def __init__(
@@ -176,10 +200,13 @@ class SingleChartAddon(Construct):
         release: str,
         props: P,
         values: Callable[[P], Mapping[str, Any]],
+        namespace_objects: list[dict[str, Any]],
     ) -> None:
         props.validate()
         super().__init__(scope, id)
         self.namespace = props.namespace
+        self.namespace_objects = namespace_objects
+        self.namespace_manifest = addon_namespace(self, "Namespace", cluster=cluster, objects=namespace_objects)
         self.chart = install_chart(
             self,
             "Chart",
@@ -189,7 +216,9 @@ class SingleChartAddon(Construct):
             namespace=props.namespace,
             values=values(props),
             timeout=props.timeout,
+            create_namespace=False,
         )
+        self.chart.node.add_dependency(self.namespace_manifest)
 
 
 def pod_identity_role(

@@ -23,8 +23,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from llm_eks.constructs.addons import ChartSource, install_chart
+from llm_eks.constructs.addons import ChartSource, addon_namespace, install_chart
 from llm_eks.errors import ConfigError, fail
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.node_pools import (
     ACCELERATOR_RESOURCE,
     AMI_FAMILIES,
@@ -53,9 +54,9 @@ NEURON_HELM_CHART = ChartSource(
     "neuron-helm-chart", "oci://public.ecr.aws/neuron/neuron-helm-chart", NEURON_HELM_CHART_VERSION
 )
 
-# Dedicated namespaces (created by Helm): GPU node software is easy to find and never mixed with kube-system.
-NVIDIA_NAMESPACE = "nvidia-gpu"
-NEURON_NAMESPACE = "aws-neuron"
+# Dedicated namespaces: GPU node software is easy to find and never mixed with kube-system.
+NVIDIA_NAMESPACE = netpol.NVIDIA_NAMESPACE
+NEURON_NAMESPACE = netpol.NEURON_NAMESPACE
 # Release names double as object names: the DCGM exporter's Service is `dcgm-exporter` in NVIDIA_NAMESPACE (port
 # `metrics`, 9400), which is what the observability construct's ServiceMonitor selects.
 NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
@@ -188,7 +189,12 @@ class GpuDeviceSoftware(Construct):
         self.nvidia_device_plugin: eks.HelmChart | None = None
         self.dcgm_exporter: eks.HelmChart | None = None
         self.neuron_device_plugin: eks.HelmChart | None = None
+        # Namespace name -> its Namespace and NetworkPolicies (applied before the releases; kept for the review).
+        self.namespace_objects: dict[str, list[dict[str, Any]]] = {}
+        self._namespaces: dict[str, eks.KubernetesManifest] = {}
         if props.nvidia:
+            # Privileged Pod Security (the reason is on the Namespace); only Prometheus gets in, to the exporter.
+            self._namespace(NVIDIA_NAMESPACE, netpol.nvidia_namespace(NVIDIA_NAMESPACE))
             if props.ami_family != BOTTLEROCKET:
                 self.nvidia_device_plugin = self._release(
                     "NvidiaDevicePlugin",
@@ -205,6 +211,7 @@ class GpuDeviceSoftware(Construct):
                 dcgm_exporter_values(service_monitor=props.dcgm_service_monitor),
             )
         if props.neuron:
+            self._namespace(NEURON_NAMESPACE, netpol.neuron_namespace(NEURON_NAMESPACE))
             self.neuron_device_plugin = self._release(
                 "NeuronDevicePlugin",
                 NEURON_HELM_CHART,
@@ -219,10 +226,15 @@ class GpuDeviceSoftware(Construct):
         charts = (self.nvidia_device_plugin, self.dcgm_exporter, self.neuron_device_plugin)
         return [chart for chart in charts if chart is not None]
 
+    def _namespace(self, name: str, objects: list[dict[str, Any]]) -> None:
+        self.namespace_objects[name] = objects
+        manifest_id = "".join(part.capitalize() for part in name.split("-")) + "Namespace"
+        self._namespaces[name] = addon_namespace(self, manifest_id, cluster=self.props.cluster, objects=objects)
+
     def _release(
         self, id: str, source: ChartSource, release: str, namespace: str, values: dict[str, Any]
     ) -> eks.HelmChart:
-        return install_chart(
+        chart = install_chart(
             self,
             id,
             cluster=self.props.cluster,
@@ -231,4 +243,7 @@ class GpuDeviceSoftware(Construct):
             namespace=namespace,
             timeout=self.props.helm_timeout,
             values=values,
+            create_namespace=False,
         )
+        chart.node.add_dependency(self._namespaces[namespace])
+        return chart

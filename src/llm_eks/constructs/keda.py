@@ -17,10 +17,12 @@ from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
     SingleChartAddon,
+    check_cidrs,
     check_name,
     check_replicas,
     requests_limits,
 )
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KEDA_CHART_VERSION
 
 KEDA_CHART = ChartSource("keda", "https://kedacore.github.io/charts", KEDA_CHART_VERSION)
@@ -30,7 +32,9 @@ KEDA_CHART = ChartSource("keda", "https://kedacore.github.io/charts", KEDA_CHART
 class KedaProps:
     """KEDA install options; every default is the production-right one."""
 
-    namespace: str = "keda"
+    namespace: str = netpol.KEDA_NAMESPACE
+    # Where the EKS control plane's ENIs are (it calls the metrics API and the webhooks); empty: the cluster's VPC.
+    control_plane_cidrs: tuple[str, ...] = ()
     # KEDA's HA guide: extra operator replicas stand by under leader election and only shorten a failover.
     operator_replicas: int = 2
     # Admission webhooks are stateless; 2 keep ScaledObject validation up while a system node drains.
@@ -41,6 +45,7 @@ class KedaProps:
 
     def validate(self) -> None:
         check_name("keda.namespace", self.namespace, label=True)
+        check_cidrs("keda.control_plane_cidrs", self.control_plane_cidrs)
         check_replicas("keda.operator_replicas", self.operator_replicas)
         check_replicas("keda.webhook_replicas", self.webhook_replicas)
 
@@ -49,14 +54,19 @@ class Keda(SingleChartAddon):
     """KEDA from Helm in its own namespace, pinned to the system nodes."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KedaProps | None = None) -> None:
+        props = props or KedaProps()
         super().__init__(
             scope,
             id,
             cluster=cluster,
             source=KEDA_CHART,
             release="keda",
-            props=props or KedaProps(),
+            props=props,
             values=keda_values,
+            # Restricted Pod Security, and the API server's calls to the metrics API and webhooks only.
+            namespace_objects=netpol.keda_namespace(
+                props.namespace, props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,)
+            ),
         )
 
 

@@ -28,6 +28,7 @@ from llm_eks.constructs.addons import (
     check_replicas,
     requests_limits,
 )
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KUBERAY_OPERATOR_CHART_VERSION
 
 KUBERAY_OPERATOR_CHART = ChartSource(
@@ -40,7 +41,7 @@ class KubeRayOperatorProps:
     """KubeRay operator options; every default is the production-right one."""
 
     # Upstream has no fixed namespace (its kustomize uses `default`); its own namespace keeps RBAC reviewable.
-    namespace: str = "kuberay-system"
+    namespace: str = netpol.KUBERAY_NAMESPACE
     # One replica: the chart's Deployment uses the Recreate strategy, so a standby buys little, and an operator
     # outage only pauses reconciliation (running RayServices keep serving).
     replicas: int = 1
@@ -59,14 +60,17 @@ class KubeRayOperator(SingleChartAddon):
     def __init__(
         self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KubeRayOperatorProps | None = None
     ) -> None:
+        props = props or KubeRayOperatorProps()
         super().__init__(
             scope,
             id,
             cluster=cluster,
             source=KUBERAY_OPERATOR_CHART,
             release="kuberay-operator",
-            props=props or KubeRayOperatorProps(),
+            props=props,
             values=kuberay_operator_values,
+            # Restricted Pod Security, and a deny-all: the operator only makes outgoing calls.
+            namespace_objects=netpol.kuberay_namespace(props.namespace),
         )
 
 

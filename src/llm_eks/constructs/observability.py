@@ -19,6 +19,7 @@ dashboards from ConfigMaps labelled `grafana_dashboard: "1"` in every namespace.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +30,15 @@ from constructs import Construct
 from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
+    addon_namespace,
+    check_cidrs,
     check_kms_key_arn,
     check_name,
     install_chart,
     requests_limits,
 )
 from llm_eks.errors import ConfigError
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KUBE_PROMETHEUS_STACK_CHART_VERSION, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
 
 PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
@@ -56,7 +60,11 @@ _PROM_DURATION = re.compile(r"^(\d+(y|w|d|h|m|s|ms))+$")
 class ObservabilityProps:
     """Monitoring stack options; every default is the production-right one."""
 
-    namespace: str = "monitoring"
+    namespace: str = netpol.MONITORING_NAMESPACE
+    # Where the EKS control plane's ENIs are (it calls the operator's webhook); empty: the cluster's VPC.
+    control_plane_cidrs: tuple[str, ...] = ()
+    # Pods outside the namespace that query Prometheus, as (namespace, pod labels): KEDA's operator by default.
+    prometheus_clients: tuple[tuple[str, Mapping[str, str]], ...] = ((netpol.KEDA_NAMESPACE, netpol.KEDA_OPERATOR_POD),)
     # Two weeks covers a release cycle's latency and cost comparisons; longer belongs in a remote store.
     retention: str = "15d"
     # 50 GiB holds 15 days of a few GPU nodes' vLLM, DCGM and cluster series with room to spare.
@@ -75,6 +83,9 @@ class ObservabilityProps:
 
     def validate(self) -> None:
         check_name("observability.namespace", self.namespace, label=True)
+        check_cidrs("observability.control_plane_cidrs", self.control_plane_cidrs)
+        for i, (namespace, _) in enumerate(self.prometheus_clients):
+            check_name(f"observability.prometheus_clients[{i}]", namespace, label=True)
         check_name("observability.storage_class_name", self.storage_class_name, label=False)
         if not _PROM_DURATION.match(self.retention):
             raise ConfigError(
@@ -107,6 +118,12 @@ class Observability(Construct):
         props = props or ObservabilityProps()
         props.validate()
         self.namespace = props.namespace
+        self.namespace_objects = netpol.monitoring_namespace(
+            props.namespace,
+            props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,),
+            [netpol.pods(labels, namespace) for namespace, labels in props.prometheus_clients],
+        )
+        self.namespace_manifest = addon_namespace(self, "Namespace", cluster=cluster, objects=self.namespace_objects)
         self.crds = install_chart(
             self,
             "Crds",
@@ -116,7 +133,9 @@ class Observability(Construct):
             namespace=props.namespace,
             values={},
             timeout=props.crds_timeout,
+            create_namespace=False,
         )
+        self.crds.node.add_dependency(self.namespace_manifest)
         self.objects: list[dict[str, Any]] = [storage_class(props)] if props.create_storage_class else []
         self.storage_class: eks.KubernetesManifest | None = None
         if self.objects:
@@ -131,8 +150,9 @@ class Observability(Construct):
             values=kube_prometheus_stack_values(props),
             timeout=props.timeout,
             waits=3,
+            create_namespace=False,
         )
-        self.chart.node.add_dependency(self.crds)
+        self.chart.node.add_dependency(self.crds, self.namespace_manifest)
         if self.storage_class is not None:
             self.chart.node.add_dependency(self.storage_class)
 

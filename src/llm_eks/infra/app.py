@@ -78,7 +78,12 @@ def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_ap
     """cdk.out/manifests/<env>/: every Kubernetes object and Helm release, as YAML a reviewer can read."""
     for stack in stacks:
         template = json.loads(Path(assembly.directory, stack.template_file).read_text())
-        write_stack_review(stack.review_objects(), template, Path(assembly.directory, "manifests", stack.config.name))
+        write_stack_review(
+            stack.review_objects(),
+            template,
+            Path(assembly.directory, "manifests", stack.config.name),
+            addon_namespaces=stack.addon_namespace_objects(),
+        )
 
 
 def synth_or_exit(app: cdk.App) -> cdk.cx_api.CloudAssembly:

@@ -279,7 +279,26 @@ def parse_environment(name: str, body: Any) -> EnvironmentConfig:
         EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path, hidden=("name",)
     )
     _validate(config, path)
+    _validate_policy_cidr(body, config, path)
     return config
+
+
+def _validate_policy_cidr(body: Mapping[str, Any], c: EnvironmentConfig, path: str) -> None:
+    """The NetworkPolicies admit the EKS control plane (webhooks, the external metrics API) and the internal ALB from
+    the VPC's CIDR, so an existing VPC must state it: the new-VPC default would silently lock the API server out."""
+    if not c.vpc.imported:
+        return
+    vpc = body.get("vpc")
+    if not isinstance(vpc, Mapping) or "cidr" not in vpc:
+        raise fail(
+            f"{path}.vpc.cidr",
+            None,
+            "an existing VPC needs its CIDR given (NetworkPolicies admit the EKS control plane and the ALB from it)",
+        )
+    try:
+        ipaddress.IPv4Network(c.vpc.cidr)
+    except ValueError:
+        raise fail(f"{path}.vpc.cidr", c.vpc.cidr, "must be the existing VPC's IPv4 CIDR such as 10.0.0.0/16") from None
 
 
 def _validate(c: EnvironmentConfig, path: str) -> None:

@@ -4,7 +4,9 @@
 
 The same charts the CDK stack applies (workloads.build_charts), built without aws_cdk: the two values that only a
 deploy knows, the Karpenter node role name and the cluster security group id, are passed in. One file per chart,
-numbered in apply order; a chart's `needs` are the add-ons to install first (README, "GitOps").
+numbered in apply order; a chart's `needs` are the add-ons to install first (README, "GitOps"). Before them,
+`00-addon-namespaces.yaml` holds the add-ons' namespaces with their Pod Security labels and NetworkPolicies, the same
+objects the stack applies before its Helm releases.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ import yaml
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import build_charts, build_workload
+from llm_eks.infra.workloads import addon_namespaces, build_charts, build_workload
+
+ADDONS_HEADER = (
+    "# needs: nothing. Apply first, then install the add-ons into these namespaces without --create-namespace:\n"
+    "# each Namespace carries its Pod Security level, each NetworkPolicy one flow the add-on needs.\n"
+)
 
 
 def write_manifests(
@@ -38,7 +45,9 @@ def write_manifests(
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):
         old.unlink()
-    written = []
+    first = out / "00-addon-namespaces.yaml"
+    first.write_text(ADDONS_HEADER + yaml.safe_dump_all(addon_namespaces(workload, config), sort_keys=False, width=120))
+    written = [first]
     for index, planned in enumerate(charts, start=1):
         suffix = "" if planned.apply else ".manual"
         path = out / f"{index:02d}-{planned.id}{suffix}.yaml"

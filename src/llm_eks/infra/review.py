@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 HELM_RESOURCE = "Custom::AWSCDK-EKS-HelmChart"
+ADDON_NAMESPACES_FILE = "addon-namespaces.yaml"
 
 
 def readable(value: Any) -> Any:
@@ -43,9 +44,14 @@ def _dump_all(docs: list[Any]) -> str:
 
 
 def write_stack_review(
-    charts: list[tuple[str, list[dict[str, Any]]]], template: dict[str, Any], out: Path
+    charts: list[tuple[str, list[dict[str, Any]]]],
+    template: dict[str, Any],
+    out: Path,
+    *,
+    addon_namespaces: list[dict[str, Any]] | None = None,
 ) -> list[Path]:
-    """Write one YAML per chart (in install order) and helm-releases.yaml; return the files written."""
+    """Write one YAML per chart (in install order), addon-namespaces.yaml (each add-on's Namespace and
+    NetworkPolicies, applied before its Helm releases) and helm-releases.yaml; return the files written."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):
         old.unlink()
@@ -53,6 +59,10 @@ def write_stack_review(
     for index, (name, objects) in enumerate(charts, start=1):
         path = out / f"{index:02d}-{re.sub(r'[^a-z0-9-]+', '-', name.lower())}.yaml"
         path.write_text(_dump_all([readable(o) for o in objects]))
+        written.append(path)
+    if addon_namespaces:
+        path = out / ADDON_NAMESPACES_FILE
+        path.write_text(_dump_all([readable(o) for o in addon_namespaces]))
         written.append(path)
     releases = []
     for logical_id, resource in template.get("Resources", {}).items():

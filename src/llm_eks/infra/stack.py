@@ -24,11 +24,11 @@ from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
 from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
-from llm_eks.constructs.keda import Keda
+from llm_eks.constructs.keda import Keda, KedaProps
 from llm_eks.constructs.kuberay import KubeRayOperator
 from llm_eks.constructs.load_balancer import AwsLoadBalancerController
 from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessProps
-from llm_eks.constructs.observability import Observability
+from llm_eks.constructs.observability import Observability, ObservabilityProps
 from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
@@ -78,7 +78,20 @@ class InferenceStack(cdk.Stack):
         self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
         self.cluster = self.platform.cluster
         self.karpenter = self._karpenter(config)
-        self.observability = Observability(self, "Observability", cluster=self.cluster)
+        # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
+        self._control_plane_cidrs = (config.vpc.cidr,)
+        keda = "keda" in addons(self.workload, config)
+        self.observability = Observability(
+            self,
+            "Observability",
+            cluster=self.cluster,
+            props=ObservabilityProps(
+                control_plane_cidrs=self._control_plane_cidrs,
+                # Only KEDA's operator queries Prometheus from outside its namespace, and only where KEDA runs.
+                prometheus_clients=ObservabilityProps.prometheus_clients if keda else (),
+            ),
+        )
+        self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
         self.api_key = self._api_key(config)
         # What a chart may need, by the names ChartPlan.needs uses; each entry orders a manifest after it.
         self._prerequisites: dict[str, Callable[[IConstruct], None]] = {
@@ -111,6 +124,8 @@ class InferenceStack(cdk.Stack):
             GpuDeviceSoftwareProps.for_node_pools(self.cluster, node_pools.props),  # type: ignore[attr-defined]
         )
         self._after_system_nodes(self.gpu_devices)
+        for objects in self.gpu_devices.namespace_objects.values():
+            self._addon_namespaces += objects
 
     # -- composition --------------------------------------------------------------------------------------------
 
@@ -176,9 +191,15 @@ class InferenceStack(cdk.Stack):
         namespace, account = service_account(self.workload)
         construct: IConstruct
         if name == "keda":
-            construct = Keda(self, "Keda", cluster=self.cluster)
+            keda = Keda(
+                self, "Keda", cluster=self.cluster, props=KedaProps(control_plane_cidrs=self._control_plane_cidrs)
+            )
+            self._addon_namespaces += keda.namespace_objects
+            construct = keda
         elif name == "kuberay":
-            construct = KubeRayOperator(self, "KubeRay", cluster=self.cluster)
+            kuberay = KubeRayOperator(self, "KubeRay", cluster=self.cluster)
+            self._addon_namespaces += kuberay.namespace_objects
+            construct = kuberay
         elif name == "secrets":
             secrets = SecretsStoreCsi(self, "SecretsStore", cluster=self.cluster)
             # The Hub token and the API key, each by name: the role reads exactly these.
@@ -228,6 +249,11 @@ class InferenceStack(cdk.Stack):
             manifest.node.add_dependency(dependency)
         self._charts.append((id, chart))
         return manifest
+
+    def addon_namespace_objects(self) -> list[dict[str, Any]]:
+        """The add-on namespaces this stack creates (with their Pod Security labels) and their NetworkPolicies, each
+        applied before its add-on's Helm releases."""
+        return [self.resolve(obj) for obj in self._addon_namespaces]
 
     def review_objects(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """Each chart's Kubernetes objects with CDK tokens resolved to CloudFormation references; charts that are

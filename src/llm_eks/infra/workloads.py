@@ -19,13 +19,16 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.images import require_locked
 from llm_eks.infra.plan import Plan
+from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
-from llm_eks.manifests.benchmark import BenchmarkChart, BenchmarkProps
+from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, BenchmarkProps
+from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, NodePoolsChart, NodePoolsProps, workload_placement
-from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
+from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart, RayServeProps
-from llm_eks.manifests.vllm import IngressProps, VllmChart, VllmProps
+from llm_eks.manifests.serving_objects import add_objects
+from llm_eks.manifests.vllm import PORT, IngressProps, VllmChart, VllmProps
 
 GIB = 1024**3
 # The flags the workload charts set themselves from typed props (they reject them in engine_args).
@@ -382,6 +385,26 @@ def addons(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
     return (*prerequisites(workload, config), *(("keda",) if workload.vllm is not None else ()))
 
 
+def addon_namespaces(workload: Workload, config: EnvironmentConfig) -> list[dict[str, Any]]:
+    """The namespaces of this environment's add-ons, at the constructs' defaults, each with its Pod Security labels
+    and NetworkPolicies: what the CDK stack applies before each add-on's Helm releases, and what a GitOps pipeline
+    applies before installing the add-ons itself (into these namespaces, without --create-namespace)."""
+    # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
+    cidrs = (config.vpc.cidr,)
+    names = addons(workload, config)
+    keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
+    objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
+    if "kuberay" in names:
+        objects += netpol.kuberay_namespace(netpol.KUBERAY_NAMESPACE)
+    if "keda" in names:
+        objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
+    if workload.gpu_pool.vendor == "nvidia":
+        objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
+    if workload.gpu_pool.vendor == "neuron":
+        objects += netpol.neuron_namespace(netpol.NEURON_NAMESPACE)
+    return objects
+
+
 def build_charts(
     app: cdk8s.App,
     config: EnvironmentConfig,
@@ -407,9 +430,13 @@ def build_charts(
     extra = prerequisites(workload, config)
     if workload.ray is not None:
         assert workload.ray_monitoring is not None
+        r = workload.ray
+        ray = RayServeChart(app, "ray-serve", r)
+        # The namespace's policies travel with the workload: one apply, so no pod ever runs unprotected.
+        add_objects(ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name)))
         return [
             *charts,
-            ChartPlan("ray-serve", RayServeChart(app, "ray-serve", workload.ray), needs=("node-pools", *extra)),
+            ChartPlan("ray-serve", ray, needs=("node-pools", *extra)),
             ChartPlan(
                 "monitoring",
                 RayMonitoringChart(app, "monitoring", workload.ray_monitoring),
@@ -418,14 +445,27 @@ def build_charts(
         ]
     assert workload.vllm is not None and workload.autoscaling is not None and workload.monitoring is not None
     vllm = workload.vllm
+    vllm_chart = VllmChart(app, "vllm", vllm)
+    bench = workload.benchmark
+    policies = netpol.vllm_policies(
+        vllm.namespace,
+        vllm.name,
+        selector_labels(VLLM_APP, vllm.name),
+        PORT,
+        benchmark=None if bench is None else selector_labels(BENCHMARK_APP, bench.name),
+        # Target type ip: the internal ALB's ENIs (in the VPC's subnets) connect to the pods directly.
+        alb_cidrs=(v.cidr,) if vllm.ingress is not None else (),
+    )
+    add_objects(vllm_chart, policies)
     charts += [
-        ChartPlan("vllm", VllmChart(app, "vllm", vllm), needs=("node-pools", *extra)),
+        ChartPlan("vllm", vllm_chart, needs=("node-pools", *extra)),
         ChartPlan(
             "autoscaling", VllmAutoscalingChart(app, "autoscaling", vllm, workload.autoscaling), ("vllm", "keda")
         ),
         ChartPlan("monitoring", MonitoringChart(app, "monitoring", workload.monitoring), ("vllm", "observability")),
     ]
-    if workload.benchmark is not None:
-        bench = BenchmarkChart(app, "benchmark", vllm, workload.benchmark)
-        charts.append(ChartPlan("benchmark", bench, needs=("vllm",), apply=False))
+    if bench is not None:
+        charts.append(
+            ChartPlan("benchmark", BenchmarkChart(app, "benchmark", vllm, bench), needs=("vllm",), apply=False)
+        )
     return charts

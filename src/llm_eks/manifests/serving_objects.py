@@ -9,17 +9,17 @@ from typing import Any
 from constructs import Construct
 
 from llm_eks.manifests.labels import PART_OF, plain_object
+from llm_eks.manifests.network_policies import pod_security_labels
 from llm_eks.manifests.pods import HF_TOKEN_FILE, secret_provider_class_name
 
 
 def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None) -> None:
-    """The workload Namespace, under the baseline Pod Security Standard."""
+    """The workload Namespace, under the restricted Pod Security Standard: every pod we run there (vLLM, the Ray
+    head and workers with KubeRay's injected containers, the benchmark Job) is non-root, drops every capability,
+    never escalates and uses the RuntimeDefault seccomp profile."""
     labels = {
         "app.kubernetes.io/part-of": PART_OF,
-        # Nothing here needs privileges; warn on anything the restricted profile would refuse.
-        "pod-security.kubernetes.io/enforce": "baseline",
-        "pod-security.kubernetes.io/warn": "restricted",
-        "pod-security.kubernetes.io/audit": "restricted",
+        **pod_security_labels("restricted"),
         **(extra_labels or {}),
     }
     plain_object(
@@ -63,3 +63,17 @@ def workload_identity(
         metadata=meta(secret_provider_class_name(name)),
         body={"spec": {"provider": "aws", "parameters": parameters}},
     )
+
+
+def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> None:
+    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case."""
+    for obj in objects:
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        plain_object(
+            scope,
+            f"{obj['kind'].lower()}-{obj['metadata']['name']}",
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            metadata=obj["metadata"],
+            body=body,
+        )

@@ -1,0 +1,305 @@
+"""Who may reach which pod: default-deny ingress NetworkPolicies plus one allow per real flow, and the Namespace
+objects with their Pod Security Standard labels. Plain dicts (no cdk8s, no aws_cdk): the workload charts, the
+add-on constructs and the tests all read the same objects.
+
+Ingress only. Egress stays open: DNS, image pulls, the Hugging Face Hub, S3, Pod Identity and the Kubernetes API are
+all egress, and a wrong egress rule fails a cold start in ways no test here can see.
+
+Enforcement is the VPC CNI's network policy agent (eBPF on each pod's veth), which matches peers by IP:
+- traffic from the pod's own node is always allowed (aws/aws-network-policy-agent pkg/fwruleprocessor/
+  fw_rule_processor.go, "Traffic from the local node should always be allowed"), so kubelet probes need no rule;
+- the EKS control plane reaches webhooks and the aggregated metrics API from its ENIs in the cluster's subnets, so
+  those ports are opened to the VPC CIDR. With the VPC CNI pods hold VPC addresses too, so a VPC-CIDR rule admits
+  every pod of the cluster on that port. It is used only where the API server is the caller (webhooks, which only
+  answer admission reviews, and the external metrics API, which authenticates its caller), and for the internal ALB,
+  whose ENIs share the pods' subnets (there the API key is the gate; dedicated ALB subnets would close it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+# Set by Kubernetes on every Namespace (NamespaceDefaultLabelName, GA since 1.22): selects a namespace by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# Opt-in for in-cluster clients of the inference endpoint: the pod, and (outside the workload namespace) its namespace.
+CLIENT_LABEL = "llm-eks.io/inference-client"
+DEFAULT_DENY = "default-deny-ingress"
+# Why a namespace runs at a Pod Security level below `restricted` (one line, kept on the Namespace).
+REASON_ANNOTATION = "llm-eks.io/pod-security-reason"
+
+# The add-on namespaces (the constructs' defaults) and the pods the policies name, as their pinned charts label them.
+MONITORING_NAMESPACE = "monitoring"
+KEDA_NAMESPACE = "keda"
+KUBERAY_NAMESPACE = "kuberay-system"
+NVIDIA_NAMESPACE = "nvidia-gpu"
+NEURON_NAMESPACE = "aws-neuron"
+# Set by prometheus-operator on Prometheus pods (kube-prometheus-stack 88.3.0 templates/prometheus/networkpolicy.yaml).
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+PROMETHEUS_PORT = 9090
+# kube-prometheus-stack 88.3.0 depends on grafana 12.10.4, whose pods carry the chart name.
+GRAFANA_POD = {"app.kubernetes.io/name": "grafana"}
+ALERTMANAGER_POD = {"app.kubernetes.io/name": "alertmanager"}
+ALERTMANAGER_PORT = 9093
+# prometheus-operator's admission webhook: container port `https` = prometheusOperator.tls.internalPort (10250).
+PROMETHEUS_OPERATOR_POD = {"app.kubernetes.io/name": "kube-prometheus-stack-prometheus-operator"}
+PROMETHEUS_OPERATOR_WEBHOOK_PORT = 10250
+# kedacore/keda 2.20.2: pod label `app` per component, their container ports.
+KEDA_OPERATOR_POD = {"app": "keda-operator"}
+KEDA_OPERATOR_GRPC_PORT = 9666
+KEDA_METRICS_SERVER_POD = {"app": "keda-operator-metrics-apiserver"}
+KEDA_METRICS_SERVER_PORT = 6443
+KEDA_WEBHOOKS_POD = {"app": "keda-admission-webhooks"}
+KEDA_WEBHOOKS_PORT = 9443
+# kuberay-operator 1.7.0 (templates/deployment.yaml): name and instance (the release) on the pod.
+KUBERAY_OPERATOR_POD = {"app.kubernetes.io/name": "kuberay-operator"}
+# dcgm-exporter 4.8.2 selector labels; its `metrics` port.
+DCGM_EXPORTER_POD = {"app.kubernetes.io/name": "dcgm-exporter"}
+DCGM_EXPORTER_PORT = 9400
+# Ray (KubeRay defaults): the dashboard (the operator's Serve API), Serve, the metrics export. GCS (6379) and the
+# Ray client (10001) are only ever reachable from the RayService's own pods.
+RAY_DASHBOARD_PORT = 8265
+RAY_SERVE_PORT = 8000
+RAY_METRICS_PORT = 8080
+
+
+def pods(labels: Mapping[str, str], namespace: str | None = None) -> dict[str, Any]:
+    """A peer: pods with `labels`, in the policy's own namespace or (given) in `namespace`."""
+    peer: dict[str, Any] = {"podSelector": {"matchLabels": dict(labels)}}
+    if namespace is not None:
+        peer["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
+    return peer
+
+
+def cidrs(blocks: Iterable[str]) -> list[dict[str, Any]]:
+    """One ipBlock peer per CIDR."""
+    return [{"ipBlock": {"cidr": block}} for block in blocks]
+
+
+def tcp(*ports: int | str) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def rule(peers: Sequence[Mapping[str, Any]], ports: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """One ingress rule: any of `peers` on any of `ports` (None: every port)."""
+    out: dict[str, Any] = {"from": [dict(p) for p in peers]}
+    if ports is not None:
+        out["ports"] = [dict(p) for p in ports]
+    return out
+
+
+def network_policy(
+    name: str, namespace: str, selected: Mapping[str, str], rules: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """An ingress NetworkPolicy on the pods with `selected` labels ({} = every pod of the namespace)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "llm-eks"}},
+        "spec": {
+            "podSelector": {"matchLabels": dict(selected)} if selected else {},
+            "policyTypes": ["Ingress"],
+            "ingress": [dict(r) for r in rules],
+        },
+    }
+
+
+def default_deny(namespace: str) -> dict[str, Any]:
+    """Every pod of `namespace` selected, no rule: nothing gets in unless another policy allows it."""
+    return network_policy(DEFAULT_DENY, namespace, {}, [])
+
+
+def pod_security_labels(level: str) -> dict[str, str]:
+    """Enforce `level`; warn and audit at `restricted`, so anything below it shows up in `kubectl apply` output."""
+    if level not in ("restricted", "baseline", "privileged"):
+        raise ValueError(f"unknown Pod Security level {level!r}")  # a bug: levels are constants in this package
+    return {
+        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
+
+
+def namespace(name: str, level: str, reason: str | None = None) -> dict[str, Any]:
+    """A Namespace enforcing Pod Security `level`; below restricted, `reason` says why in one line."""
+    if level != "restricted" and not reason:
+        raise ValueError(f"namespace {name}: Pod Security {level!r} needs a reason")
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {"app.kubernetes.io/part-of": "llm-eks", **pod_security_labels(level)},
+    }
+    if reason:
+        metadata["annotations"] = {REASON_ANNOTATION: reason}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+
+
+def _client_peers() -> list[dict[str, Any]]:
+    """In-cluster clients that opted in: labelled pods of the workload namespace, or labelled pods of a labelled
+    namespace (labelling a namespace takes namespace-update rights, so a tenant cannot opt itself in)."""
+    client = {CLIENT_LABEL: "true"}
+    return [
+        pods(client),
+        {"podSelector": {"matchLabels": client}, "namespaceSelector": {"matchLabels": client}},
+    ]
+
+
+# -- the workload namespace -------------------------------------------------------------------------------------
+
+
+def vllm_policies(
+    ns: str,
+    name: str,
+    selector: Mapping[str, str],
+    port: int,
+    *,
+    benchmark: Mapping[str, str] | None = None,
+    alb_cidrs: Sequence[str] = (),
+    monitoring_namespace: str = MONITORING_NAMESPACE,
+) -> list[dict[str, Any]]:
+    """vLLM serves the API and /metrics on one port: Prometheus, the benchmark Job, opted-in clients and (with an
+    internal ALB, target type ip) the ALB's ENIs reach it; nothing else in the cluster does."""
+    peers = [pods(PROMETHEUS_POD, monitoring_namespace), *_client_peers()]
+    if benchmark is not None:
+        peers.append(pods(benchmark))
+    peers += cidrs(alb_cidrs)
+    return [default_deny(ns), network_policy(f"{name}-serving", ns, selector, [rule(peers, tcp(port))])]
+
+
+def ray_policies(
+    ns: str,
+    name: str,
+    ray_pods: Mapping[str, str],
+    *,
+    monitoring_namespace: str = MONITORING_NAMESPACE,
+    kuberay_namespace: str = KUBERAY_NAMESPACE,
+) -> list[dict[str, Any]]:
+    """A RayService's pods talk to each other on every port (GCS, object transfer, NCCL); from outside, the KubeRay
+    operator reaches the head's dashboard (Serve config and status) and Serve proxy (its health check), Prometheus
+    the metrics export, opted-in clients the Serve port. GCS (6379) and the Ray client (10001) are never opened
+    beyond the cluster's own pods: they run arbitrary code on the cluster.
+
+    KubeRay names the RayCluster `<name>-<random>`, so its `ray.io/cluster` label is unknown at synth time: the
+    pods are selected by the chart's `app.kubernetes.io/instance` label, i.e. one RayService (its active cluster
+    and, during a NewCluster upgrade, the pending one) is one trust domain."""
+    head = {**ray_pods, "ray.io/node-type": "head"}
+    return [
+        default_deny(ns),
+        network_policy(f"{name}-ray-cluster", ns, ray_pods, [rule([pods(ray_pods)])]),
+        network_policy(
+            f"{name}-kuberay-operator",
+            ns,
+            head,
+            [rule([pods(KUBERAY_OPERATOR_POD, kuberay_namespace)], tcp(RAY_DASHBOARD_PORT, RAY_SERVE_PORT))],
+        ),
+        network_policy(
+            f"{name}-metrics",
+            ns,
+            ray_pods,
+            [rule([pods(PROMETHEUS_POD, monitoring_namespace)], tcp(RAY_METRICS_PORT))],
+        ),
+        network_policy(f"{name}-serving", ns, ray_pods, [rule(_client_peers(), tcp(RAY_SERVE_PORT))]),
+    ]
+
+
+# -- add-on namespaces ------------------------------------------------------------------------------------------
+
+
+# Pod Security per add-on namespace: (level, why when below restricted). Checked in each pinned chart's defaults.
+# keda 2.20.2: pods runAsNonRoot; containers drop ALL, no escalation, RuntimeDefault seccomp.
+KEDA_POD_SECURITY = ("restricted", None)
+# kuberay-operator 1.7.0: container runAsNonRoot, drop ALL, no escalation, RuntimeDefault seccomp.
+KUBERAY_POD_SECURITY = ("restricted", None)
+# Upstream pods that cannot meet restricted or baseline: prometheus-node-exporter 4.56.1 (kube-prometheus-stack's).
+MONITORING_POD_SECURITY = (
+    "privileged",
+    "prometheus-node-exporter runs with hostNetwork, hostPID and hostPath mounts of /proc, /sys and /",
+)
+# Upstream pods that cannot meet restricted or baseline: dcgm-exporter 4.8.2, nvidia-device-plugin 0.20.0.
+NVIDIA_POD_SECURITY = (
+    "privileged",
+    "dcgm-exporter adds CAP_SYS_ADMIN and mounts the kubelet's pod-resources hostPath; the AL2023 device plugin "
+    "mounts the kubelet's device-plugins hostPath",
+)
+# Upstream pods that cannot meet restricted or baseline: the Neuron device plugin (neuron-helm-chart 1.10.0).
+NEURON_POD_SECURITY = ("privileged", "the Neuron device plugin registers through the kubelet's device-plugins hostPath")
+
+
+def keda_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+    """The API server calls the external metrics API and the admission webhooks; the metrics server asks the
+    operator over gRPC. The operator itself only makes outgoing calls (Prometheus, the Kubernetes API)."""
+    return [
+        namespace(ns, *KEDA_POD_SECURITY),
+        default_deny(ns),
+        network_policy(
+            "keda-metrics-apiserver",
+            ns,
+            KEDA_METRICS_SERVER_POD,
+            [rule(cidrs(control_plane_cidrs), tcp(KEDA_METRICS_SERVER_PORT))],
+        ),
+        network_policy(
+            "keda-admission-webhooks",
+            ns,
+            KEDA_WEBHOOKS_POD,
+            [rule(cidrs(control_plane_cidrs), tcp(KEDA_WEBHOOKS_PORT))],
+        ),
+        network_policy(
+            "keda-operator",
+            ns,
+            KEDA_OPERATOR_POD,
+            [rule([pods(KEDA_METRICS_SERVER_POD)], tcp(KEDA_OPERATOR_GRPC_PORT))],
+        ),
+    ]
+
+
+def monitoring_namespace(
+    ns: str, control_plane_cidrs: Sequence[str], prometheus_clients: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Prometheus scrapes every pod of its namespace (itself, Alertmanager, Grafana, kube-state-metrics, the
+    operator) on whatever port its ServiceMonitors name; Grafana queries Prometheus and Alertmanager;
+    `prometheus_clients` (the KEDA operator) query Prometheus; the API server calls the operator's webhook.
+    node-exporter runs on the host network, where pod policies do not apply."""
+    return [
+        namespace(ns, *MONITORING_POD_SECURITY),
+        default_deny(ns),
+        network_policy("prometheus-scrapes", ns, {}, [rule([pods(PROMETHEUS_POD)])]),
+        network_policy(
+            "prometheus-queries",
+            ns,
+            PROMETHEUS_POD,
+            [rule([pods(GRAFANA_POD), *prometheus_clients], tcp(PROMETHEUS_PORT))],
+        ),
+        network_policy(
+            "alertmanager-from-grafana", ns, ALERTMANAGER_POD, [rule([pods(GRAFANA_POD)], tcp(ALERTMANAGER_PORT))]
+        ),
+        network_policy(
+            "prometheus-operator-webhook",
+            ns,
+            PROMETHEUS_OPERATOR_POD,
+            [rule(cidrs(control_plane_cidrs), tcp(PROMETHEUS_OPERATOR_WEBHOOK_PORT))],
+        ),
+    ]
+
+
+def nvidia_namespace(ns: str, monitoring_namespace: str = MONITORING_NAMESPACE) -> list[dict[str, Any]]:
+    """Prometheus scrapes the DCGM exporter; the device plugin talks to the kubelet over a socket, not the network."""
+    return [
+        namespace(ns, *NVIDIA_POD_SECURITY),
+        default_deny(ns),
+        network_policy(
+            "dcgm-exporter-metrics",
+            ns,
+            DCGM_EXPORTER_POD,
+            [rule([pods(PROMETHEUS_POD, monitoring_namespace)], tcp(DCGM_EXPORTER_PORT))],
+        ),
+    ]
+
+
+def kuberay_namespace(ns: str) -> list[dict[str, Any]]:
+    """The KubeRay operator takes no connections (it has no webhook at the chart's defaults); its probes come from
+    the node, which the network policy agent always lets in."""
+    return [namespace(ns, *KUBERAY_POD_SECURITY), default_deny(ns)]
+
+
+def neuron_namespace(ns: str) -> list[dict[str, Any]]:
+    """The Neuron device plugin takes no connections (it talks to the kubelet over a socket)."""
+    return [namespace(ns, *NEURON_POD_SECURITY), default_deny(ns)]

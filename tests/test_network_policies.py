@@ -1,0 +1,429 @@
+"""NetworkPolicies and Pod Security: the evaluator on textbook cases, then every allowed and every denied flow of the
+default environments' synthesized objects (the review YAML `cdk synth` writes), and the Pod Security levels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llm_eks.manifests import network_policies as netpol
+from tests.conftest import Synthesized
+from tests.netpol import Cluster, External, Pod
+
+# -- the evaluator itself -----------------------------------------------------------------------------------------
+
+
+def _policy(ns: str, selector: dict[str, Any], ingress: list[dict[str, Any]] | None, types: Any = None) -> dict:
+    spec: dict[str, Any] = {"podSelector": selector}
+    if ingress is not None:
+        spec["ingress"] = ingress
+    if types is not None:
+        spec["policyTypes"] = types
+    return {"kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": ns}, "spec": spec}
+
+
+WEB = Pod("prod", {"app": "web"}, ports={"http": (8080, "TCP")})
+DB = Pod("prod", {"app": "db"}, ports={"pg": (5432, "TCP")})
+OTHER_NS = Pod("dev", {"app": "web"})
+NAMESPACES = {"prod": {"env": "prod"}, "dev": {"env": "dev"}}
+
+
+def test_no_policy_selecting_a_pod_allows_everything() -> None:
+    cluster = Cluster([_policy("prod", {"matchLabels": {"app": "db"}}, [])], NAMESPACES)
+    assert cluster.allows(OTHER_NS, WEB, 8080)
+    assert not cluster.allows(WEB, DB, 5432)
+
+
+def test_default_deny_and_a_policy_in_another_namespace() -> None:
+    deny = _policy("prod", {}, None, ["Ingress"])
+    cluster = Cluster([deny], NAMESPACES)
+    assert not cluster.allows(DB, WEB, 8080)
+    assert cluster.allows(WEB, OTHER_NS, 80)  # the policy lives in prod: dev is untouched
+    egress_only = Cluster([_policy("prod", {}, None, ["Egress"])], NAMESPACES)
+    assert egress_only.allows(DB, WEB, 8080)
+
+
+def test_pod_selector_alone_means_the_policys_own_namespace() -> None:
+    allow = _policy(
+        "prod", {"matchLabels": {"app": "db"}}, [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}]
+    )
+    cluster = Cluster([allow], NAMESPACES)
+    assert cluster.allows(WEB, DB, 5432)
+    assert not cluster.allows(OTHER_NS, DB, 5432)
+
+
+def test_namespace_and_pod_selector_in_one_peer_are_anded_in_two_peers_ored() -> None:
+    anded = {"namespaceSelector": {"matchLabels": {"env": "dev"}}, "podSelector": {"matchLabels": {"app": "api"}}}
+    ored = [{"namespaceSelector": {"matchLabels": {"env": "dev"}}}, {"podSelector": {"matchLabels": {"app": "api"}}}]
+    dev_web, dev_api = Pod("dev", {"app": "web"}), Pod("dev", {"app": "api"})
+    one = Cluster([_policy("prod", {}, [{"from": [anded]}])], NAMESPACES)
+    two = Cluster([_policy("prod", {}, [{"from": ored}])], NAMESPACES)
+    assert one.allows(dev_api, DB, 5432) and not one.allows(dev_web, DB, 5432)
+    assert two.allows(dev_api, DB, 5432) and two.allows(dev_web, DB, 5432)
+    assert not one.allows(Pod("prod", {"app": "api"}), DB, 5432)
+    assert two.allows(Pod("prod", {"app": "api"}), DB, 5432)
+
+
+def test_ip_blocks_with_except_and_pods_by_ip() -> None:
+    block = {"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.5.0/24"]}}
+    cluster = Cluster([_policy("prod", {}, [{"from": [block]}])], NAMESPACES)
+    assert cluster.allows(External("10.0.1.9"), DB, 5432)
+    assert not cluster.allows(External("10.0.5.9"), DB, 5432)
+    assert not cluster.allows(External("192.168.0.1"), DB, 5432)
+    assert not cluster.allows(WEB, DB, 5432)  # a pod without an address never matches an ipBlock
+    assert cluster.allows(Pod("dev", {}, ip="10.0.2.2"), DB, 5432)
+
+
+def test_ports_numbers_names_ranges_protocols_and_empty_rules() -> None:
+    ports = [{"port": "pg"}, {"protocol": "UDP", "port": 53}, {"port": 9000, "endPort": 9002}]
+    cluster = Cluster([_policy("prod", {}, [{"from": [], "ports": ports}])], NAMESPACES)
+    assert cluster.allows(OTHER_NS, DB, 5432)
+    assert not cluster.allows(OTHER_NS, WEB, 5432)  # `pg` names no port of WEB
+    assert cluster.allows(OTHER_NS, DB, 53, "UDP") and not cluster.allows(OTHER_NS, DB, 53)
+    assert cluster.allows(OTHER_NS, DB, 9001) and not cluster.allows(OTHER_NS, DB, 9003)
+    allow_all = Cluster([_policy("prod", {}, [{}])], NAMESPACES)
+    assert allow_all.allows(External("8.8.8.8"), DB, 1)
+
+
+def test_match_expressions() -> None:
+    selector = {
+        "matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["db"]},
+            {"key": "x", "operator": "DoesNotExist"},
+        ]
+    }
+    cluster = Cluster([_policy("prod", selector, [])], NAMESPACES)
+    assert not cluster.allows(WEB, DB, 5432)
+    assert cluster.allows(DB, WEB, 8080)
+    assert cluster.allows(WEB, Pod("prod", {"app": "db", "x": "1"}), 5432)
+
+
+# -- the synthesized environments ---------------------------------------------------------------------------------
+
+VPC_POD_IP = "10.0.40.7"  # any pod: the VPC CNI gives pods addresses of the VPC (10.0.0.0/16 by default)
+CONTROL_PLANE = External("10.0.1.20")  # an EKS control-plane ENI in a private subnet
+OUTSIDE = External("172.31.9.9")
+
+PROMETHEUS = Pod(
+    "monitoring",
+    {"app.kubernetes.io/name": "prometheus", "operator.prometheus.io/name": "kube-prometheus-stack-prometheus"},
+)
+GRAFANA = Pod(
+    "monitoring", {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}
+)
+ALERTMANAGER = Pod("monitoring", {"app.kubernetes.io/name": "alertmanager"})
+KSM = Pod("monitoring", {"app.kubernetes.io/name": "kube-state-metrics"})
+PROM_OPERATOR = Pod(
+    "monitoring",
+    {"app": "kube-prometheus-stack-operator", "app.kubernetes.io/name": "kube-prometheus-stack-prometheus-operator"},
+)
+KEDA_OPERATOR = Pod("keda", {"app": "keda-operator", "app.kubernetes.io/name": "keda-operator"})
+KEDA_METRICS = Pod("keda", {"app": "keda-operator-metrics-apiserver"})
+KEDA_WEBHOOKS = Pod("keda", {"app": "keda-admission-webhooks"})
+KUBERAY = Pod(
+    "kuberay-system", {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"}
+)
+DCGM = Pod("nvidia-gpu", {"app.kubernetes.io/name": "dcgm-exporter"})
+STRANGER = Pod("team-a", {"app": "notebook"})  # any pod of a namespace we do not own
+CLIENT = {netpol.CLIENT_LABEL: "true"}
+
+
+def _objects(synthesized: Synthesized, env: str) -> list[dict[str, Any]]:
+    assert synthesized.error is None, synthesized.error
+    return synthesized.objects(env)
+
+
+def _cluster(objects: list[dict[str, Any]]) -> Cluster:
+    namespaces: dict[str, dict[str, str]] = {"default": {}, "kube-system": {}, "team-a": {}, "clients": CLIENT}
+    namespaces.update(
+        {o["metadata"]["name"]: o["metadata"].get("labels", {}) for o in objects if o["kind"] == "Namespace"}
+    )
+    return Cluster(objects, namespaces)
+
+
+def _one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def _vllm_pods(objects: list[dict[str, Any]]) -> tuple[Pod, Pod]:
+    deployment, job = _one(objects, "Deployment"), _one(objects, "Job")
+    ports = {
+        p["name"]: (p["containerPort"], p["protocol"])
+        for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    vllm = Pod(deployment["metadata"]["namespace"], deployment["spec"]["template"]["metadata"]["labels"], ports)
+    bench = Pod(job["metadata"]["namespace"], job["spec"]["template"]["metadata"]["labels"])
+    return vllm, bench
+
+
+def _ray_pods(objects: list[dict[str, Any]]) -> tuple[Pod, Pod]:
+    service = _one(objects, "RayService")
+    cluster = service["spec"]["rayClusterConfig"]
+    ns, name = service["metadata"]["namespace"], service["metadata"]["name"]
+
+    def pod(template: dict[str, Any], node_type: str, group: str) -> Pod:
+        # What KubeRay 1.7.0 adds (common/pod.go labelPod); the template's own labels win except these three.
+        labels = {
+            "ray.io/is-ray-node": "yes",
+            "ray.io/cluster": f"{name}-x7k2p",
+            "app.kubernetes.io/name": "kuberay",
+            "app.kubernetes.io/created-by": "kuberay-operator",
+            **template["metadata"]["labels"],
+            "ray.io/node-type": node_type,
+            "ray.io/group": group,
+        }
+        return Pod(ns, labels)
+
+    head = pod(cluster["headGroupSpec"]["template"], "head", "headgroup")
+    worker = pod(cluster["workerGroupSpecs"][0]["template"], "worker", cluster["workerGroupSpecs"][0]["groupName"])
+    return head, worker
+
+
+def _vllm_flows(objects: list[dict[str, Any]], alb: bool) -> list[tuple[str, Any, Pod, int, bool]]:
+    vllm, bench = _vllm_pods(objects)
+    ns = vllm.namespace
+    stray = Pod(ns, {"app": "debug"})
+    flows = [
+        ("Prometheus", PROMETHEUS, vllm, 8000, True),
+        ("benchmark Job", bench, vllm, 8000, True),
+        ("labelled client pod in the workload namespace", Pod(ns, CLIENT), vllm, 8000, True),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), vllm, 8000, True),
+        ("unlabelled pod in the workload namespace", stray, vllm, 8000, False),
+        ("labelled pod in an unlabelled namespace", Pod("team-a", CLIENT), vllm, 8000, False),
+        ("pod in another namespace", STRANGER, vllm, 8000, False),
+        ("Grafana", GRAFANA, vllm, 8000, False),
+        ("KEDA operator", KEDA_OPERATOR, vllm, 8000, False),
+        ("Prometheus, another port", PROMETHEUS, vllm, 8001, False),
+        ("address outside the VPC", OUTSIDE, vllm, 8000, False),
+        ("pod in another namespace", STRANGER, bench, 8000, False),
+        ("vLLM", vllm, bench, 8000, False),
+        ("internal ALB (VPC address)", External("10.0.100.5"), vllm, 8000, alb),
+        # KEDA
+        ("EKS control plane", CONTROL_PLANE, KEDA_METRICS, 6443, True),
+        ("EKS control plane", CONTROL_PLANE, KEDA_WEBHOOKS, 9443, True),
+        ("KEDA metrics server", KEDA_METRICS, KEDA_OPERATOR, 9666, True),
+        ("pod in another namespace", STRANGER, KEDA_OPERATOR, 9666, False),
+        ("pod in another namespace", STRANGER, KEDA_METRICS, 6443, False),
+        ("EKS control plane", CONTROL_PLANE, KEDA_OPERATOR, 9666, False),
+        ("address outside the VPC", OUTSIDE, KEDA_METRICS, 6443, False),
+        ("KEDA operator", KEDA_OPERATOR, PROMETHEUS, 9090, True),
+        ("KEDA metrics server", KEDA_METRICS, PROMETHEUS, 9090, False),
+    ]
+    return flows
+
+
+def _monitoring_flows() -> list[tuple[str, Any, Pod, int, bool]]:
+    return [
+        ("Grafana", GRAFANA, PROMETHEUS, 9090, True),
+        ("Grafana", GRAFANA, ALERTMANAGER, 9093, True),
+        ("Prometheus (self-scrape)", PROMETHEUS, PROMETHEUS, 9090, True),
+        ("Prometheus", PROMETHEUS, ALERTMANAGER, 9093, True),
+        ("Prometheus", PROMETHEUS, KSM, 8080, True),
+        ("Prometheus", PROMETHEUS, GRAFANA, 3000, True),
+        ("Prometheus", PROMETHEUS, DCGM, 9400, True),
+        ("EKS control plane", CONTROL_PLANE, PROM_OPERATOR, 10250, True),
+        ("pod in another namespace", STRANGER, PROMETHEUS, 9090, False),
+        ("pod in another namespace", STRANGER, GRAFANA, 3000, False),
+        ("pod in another namespace", STRANGER, ALERTMANAGER, 9093, False),
+        ("kube-state-metrics", KSM, PROMETHEUS, 9090, False),
+        ("Grafana", GRAFANA, KSM, 8080, False),
+        ("pod in another namespace", STRANGER, DCGM, 9400, False),
+        ("Grafana", GRAFANA, DCGM, 9400, False),
+    ]
+
+
+def _ray_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
+    head, worker = _ray_pods(objects)
+    ns = head.namespace
+    other_ray = Pod(ns, {**head.labels, "app.kubernetes.io/instance": "ray-other", "ray.io/cluster": "ray-other-abcde"})
+    stray = Pod(ns, {"app": "debug"})
+    flows: list[tuple[str, Any, Pod, int, bool]] = [
+        ("Ray worker", worker, head, 6379, True),
+        ("Ray worker", worker, head, 8265, True),
+        ("Ray head", head, worker, 40000, True),
+        ("Ray worker", worker, worker, 40000, True),
+        ("KubeRay operator", KUBERAY, head, 8265, True),
+        ("KubeRay operator", KUBERAY, head, 8000, True),
+        ("KubeRay operator", KUBERAY, head, 6379, False),
+        ("KubeRay operator", KUBERAY, worker, 8265, False),
+        ("Prometheus", PROMETHEUS, head, 8080, True),
+        ("Prometheus", PROMETHEUS, worker, 8080, True),
+        ("Prometheus", PROMETHEUS, head, 8265, False),
+        ("labelled client pod in the workload namespace", Pod(ns, CLIENT), head, 8000, True),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), worker, 8000, True),
+        ("labelled client pod", Pod("clients", CLIENT), head, 10001, False),
+        ("unlabelled pod in the workload namespace", stray, head, 8000, False),
+        ("pod of another RayService", other_ray, head, 6379, False),
+        ("address outside the VPC", OUTSIDE, head, 8265, False),
+        ("EKS control plane", CONTROL_PLANE, head, 8265, False),
+        ("pod in another namespace", STRANGER, KUBERAY, 8080, False),
+        ("Prometheus", PROMETHEUS, DCGM, 9400, True),
+        # No KEDA in a Ray Serve environment, so nothing outside `monitoring` may query Prometheus.
+        ("pod labelled as KEDA's operator in a `keda` namespace", KEDA_OPERATOR, PROMETHEUS, 9090, False),
+    ]
+    for port in (8265, 6379, 10001, 8000, 52365):
+        flows.append(("pod in another namespace", STRANGER, head, port, False))
+        flows.append(("unlabelled pod in the workload namespace", stray, head, port, False))
+    flows.append(("pod in another namespace", STRANGER, worker, 8000, False))
+    return flows
+
+
+def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
+    """(source description, source, destination, port, allowed) for every flow of `env` the table covers."""
+    if any(o["kind"] == "RayService" for o in objects):
+        return _ray_flows(objects) + _monitoring_flows()
+    alb = any(o["kind"] == "Ingress" for o in objects)
+    return _vllm_flows(objects, alb) + _monitoring_flows()
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_every_flow_gets_its_verdict(synthesized: Synthesized, env: str) -> None:
+    objects = _objects(synthesized, env)
+    cluster = _cluster(objects)
+    wrong = [
+        f"{name} -> {dest.namespace}/{dict(dest.labels)}:{port}: expected {'allowed' if want else 'denied'}"
+        for name, source, dest, port, want in flows(env, objects)
+        if cluster.allows(source, dest, port) != want
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_vllm_without_an_alb_takes_no_vpc_address_but_with_one_the_vpc(synthesized: Synthesized) -> None:
+    """dev has no ALB: a pod that reaches vLLM by IP alone is denied. prod's internal ALB (target type ip) shares
+    the pods' subnets, so its VPC-CIDR rule admits any address of the VPC on 8000, pods included: the API key is
+    the gate there."""
+    for env, allowed in (("dev", False), ("prod", True)):
+        objects = _objects(synthesized, env)
+        vllm, _ = _vllm_pods(objects)
+        stray = Pod("team-a", {"app": "notebook"}, ip=VPC_POD_IP)
+        assert _cluster(objects).allows(stray, vllm, 8000) is allowed, env
+        assert not _cluster(objects).allows(stray, vllm, 8001), env
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_every_namespace_we_create_denies_by_default(synthesized: Synthesized, env: str) -> None:
+    objects = _objects(synthesized, env)
+    ours = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    denied = {
+        o["metadata"]["namespace"]
+        for o in objects
+        if o["kind"] == "NetworkPolicy" and o["spec"]["podSelector"] == {} and o["spec"]["ingress"] == []
+    }
+    expected = {"inference", "monitoring", "nvidia-gpu", "keda" if env != "staging" else "kuberay-system"}
+    assert ours == denied == expected
+    assert "kube-system" not in ours
+
+
+# -- Pod Security ---------------------------------------------------------------------------------------------------
+
+LEVELS = {
+    "inference": "restricted",
+    "keda": "restricted",
+    "kuberay-system": "restricted",
+    "monitoring": "privileged",
+    "nvidia-gpu": "privileged",
+}
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_namespace_pod_security_levels_and_reasons(synthesized: Synthesized, env: str) -> None:
+    for ns in (o for o in _objects(synthesized, env) if o["kind"] == "Namespace"):
+        name, labels = ns["metadata"]["name"], ns["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == LEVELS[name], name
+        assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+        reason = ns["metadata"].get("annotations", {}).get(netpol.REASON_ANNOTATION)
+        assert (reason is None) == (LEVELS[name] == "restricted"), name
+        assert reason is None or "\n" not in reason
+
+
+_RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+
+
+def restricted_violations(spec: dict[str, Any], injected: tuple[dict[str, Any], ...] = ()) -> list[str]:
+    """The Pod Security Standard `restricted` checks (kubernetes.io/docs/concepts/security/pod-security-standards)
+    on a pod spec; `injected` are containers an operator adds at run time."""
+    problems = []
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(key):
+            problems.append(key)
+    for volume in spec.get("volumes", []):
+        kinds = set(volume) - {"name"}
+        if not kinds <= _RESTRICTED_VOLUMES:
+            problems.append(f"volume {volume['name']}: {kinds}")
+    pod_ctx = spec.get("securityContext", {})
+    if pod_ctx.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        problems.append("pod seccompProfile")
+    if pod_ctx.get("runAsUser") == 0:
+        problems.append("pod runAsUser 0")
+    containers = [*spec.get("initContainers", []), *spec.get("containers", []), *injected]
+    for c in containers:
+        ctx = c.get("securityContext", {})
+        name = c["name"]
+        if ctx.get("privileged"):
+            problems.append(f"{name}: privileged")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation")
+        caps = ctx.get("capabilities", {})
+        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{name}: capabilities")
+        if not ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")):
+            problems.append(f"{name}: runAsNonRoot")
+        if ctx.get("runAsUser") == 0:
+            problems.append(f"{name}: runAsUser 0")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            problems.append(f"{name}: hostPort")
+    return problems
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_every_pod_we_run_meets_restricted(synthesized: Synthesized, env: str) -> None:
+    specs: list[tuple[str, dict[str, Any], tuple[dict[str, Any], ...]]] = []
+    for o in _objects(synthesized, env):
+        if o["kind"] in ("Deployment", "Job"):
+            specs.append((o["metadata"]["name"], o["spec"]["template"]["spec"], ()))
+        if o["kind"] == "RayService":
+            cluster = o["spec"]["rayClusterConfig"]
+            head = cluster["headGroupSpec"]["template"]["spec"]
+            ray = head["containers"][0]
+            # KubeRay 1.7.0 injects the autoscaler sidecar into the head (with autoscalerOptions.securityContext)
+            # and the wait-gcs-ready init container into workers (a copy of the Ray container's securityContext).
+            autoscaler = {"name": "autoscaler", "securityContext": cluster["autoscalerOptions"]["securityContext"]}
+            specs.append(("ray-head", head, (autoscaler,)))
+            for group in cluster["workerGroupSpecs"]:
+                worker = group["template"]["spec"]
+                wait = {"name": "wait-gcs-ready", "securityContext": worker["containers"][0]["securityContext"]}
+                specs.append((f"ray-{group['groupName']}", worker, (wait,)))
+            assert ray["securityContext"] == worker["containers"][0]["securityContext"]
+    assert specs
+    problems = [f"{name}: {p}" for name, spec, injected in specs for p in restricted_violations(spec, injected)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_restricted_check_catches_what_baseline_allowed() -> None:
+    spec = {
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {"name": "c", "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+        ],
+        "volumes": [{"name": "h", "hostPath": {"path": "/var"}}],
+    }
+    assert restricted_violations(spec) == ["volume h: {'hostPath'}", "c: runAsNonRoot"]
+
+
+def test_namespace_below_restricted_needs_a_reason() -> None:
+    with pytest.raises(ValueError, match="needs a reason"):
+        netpol.namespace("gpu", "privileged")
+    assert netpol.namespace("gpu", "privileged", "device plugin hostPath")["metadata"]["annotations"] == {
+        netpol.REASON_ANNOTATION: "device plugin hostPath"
+    }

@@ -62,7 +62,6 @@ def test_system_node_group_spans_two_azs(templates: dict[str, Any], env: str) ->
     for s in subnet_ids:
         tags = {t["Key"]: t["Value"] for t in subnets[s]["Properties"]["Tags"]}
         assert tags["karpenter.sh/discovery"] == f"llm-eks-{env}"
-        assert tags["kubernetes.io/role/internal-elb"] == "1"
 
 
 def test_node_group_sizes_follow_config(templates: dict[str, Any]) -> None:
@@ -272,3 +271,18 @@ def test_system_disk_size_is_validated() -> None:
     with pytest.raises(ConfigError) as error:
         InferenceClusterProps(cluster_name="disk", system_disk_gib=10).validate()
     assert str(error.value) == "system_disk_gib: 10 is not allowed; must be 20 (the AMI's own size) to 16384"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_internal_load_balancers_get_subnets_no_pod_uses(templates: dict[str, Any], env: str) -> None:
+    """With an internal ALB (prod), one /26 per AZ at the top of the VPC carries the internal-elb tag, and the
+    node/pod subnets (Karpenter's discovery tag) no longer do; without one the private subnets keep it."""
+    subnets = resources(templates[env], "AWS::EC2::Subnet").values()
+    tags = [({t["Key"]: t["Value"] for t in s["Tags"]}, s["CidrBlock"]) for s in subnets]
+    for_lbs = sorted(cidr for t, cidr in tags if t.get("kubernetes.io/role/internal-elb") == "1")
+    for_pods = sorted(cidr for t, cidr in tags if "karpenter.sh/discovery" in t)
+    if env == "prod":
+        assert for_lbs == ["10.0.255.128/26", "10.0.255.192/26"]
+        assert not set(for_lbs) & set(for_pods)
+    else:
+        assert for_lbs == for_pods

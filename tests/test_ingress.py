@@ -113,6 +113,8 @@ IMPORTED_VPC = {
     "vpc_id": "vpc-0abc12345def67890",
     "availability_zones": ["eu-west-1a", "eu-west-1b"],
     "private_subnet_ids": ["subnet-0abc12345def67890", "subnet-0abc12345def67891"],
+    "cidr": "172.16.0.0/16",
+    "load_balancer_cidrs": ["172.16.250.0/26", "172.16.250.64/26"],
 }
 
 
@@ -128,6 +130,58 @@ def test_https_config_reaches_the_ingress_with_the_vpc_cidr_by_default() -> None
 def test_listed_cidrs_replace_the_vpc_cidr() -> None:
     config = parse_environment("web", workload(allow_http=True, inbound_cidrs=["10.1.0.0/24", "10.2.0.0/24"]))
     assert ingress_props(config) == IngressProps(allow_http=True, inbound_cidrs=("10.1.0.0/24", "10.2.0.0/24"))
+
+
+def test_load_balancer_subnets_are_the_top_of_a_new_vpc_or_listed() -> None:
+    assert parse_environment("web", workload(allow_http=True)).vpc.load_balancer_subnet_cidrs() == (
+        "10.0.255.128/26",
+        "10.0.255.192/26",
+    )
+    body = {"account": "111122223333", "region": "eu-west-1", "vpc": IMPORTED_VPC}
+    config = parse_environment("web", {**body, **workload(certificate_arn=CERT, inbound_cidrs=["172.16.0.0/12"])})
+    assert config.vpc.load_balancer_subnet_cidrs() == ("172.16.250.0/26", "172.16.250.64/26")
+
+
+@pytest.mark.parametrize(
+    ("vpc", "message"),
+    [
+        (
+            {k: v for k, v in IMPORTED_VPC.items() if k != "load_balancer_cidrs"},
+            "environments.web.vpc.load_balancer_cidrs: [] is not allowed; an existing VPC must list the CIDRs of its "
+            "internal ALB subnets (tagged kubernetes.io/role/internal-elb, holding no pods): the serving port admits "
+            "the ALB by them",
+        ),
+        (
+            {**IMPORTED_VPC, "load_balancer_cidrs": ["172.16.250.0/26"]},
+            "environments.web.vpc.load_balancer_cidrs: ['172.16.250.0/26'] is not allowed; an ALB needs subnets in "
+            "at least 2 availability zones",
+        ),
+        (
+            {**IMPORTED_VPC, "load_balancer_cidrs": ["172.16.250.0/26", "10.9.0.0/26"]},
+            "environments.web.vpc.load_balancer_cidrs[1]: '10.9.0.0/26' is not allowed; must be a /16 to /27 inside "
+            "the VPC's 172.16.0.0/16 (an ALB needs a /27)",
+        ),
+        (
+            {**IMPORTED_VPC, "load_balancer_cidrs": ["172.16.250.0/26", "172.16.250.64/28"]},
+            "environments.web.vpc.load_balancer_cidrs[1]: '172.16.250.64/28' is not allowed; must be a /16 to /27 "
+            "inside the VPC's 172.16.0.0/16 (an ALB needs a /27)",
+        ),
+    ],
+    ids=["imported-missing", "one-zone", "outside-vpc", "too-small"],
+)
+def test_load_balancer_subnet_errors(vpc: dict[str, Any], message: str) -> None:
+    body = {"account": "111122223333", "region": "eu-west-1", "vpc": vpc}
+    with pytest.raises(ConfigError) as info:
+        parse_environment("web", {**body, **workload(certificate_arn=CERT, inbound_cidrs=["172.16.0.0/12"])})
+    assert str(info.value) == message
+
+
+def test_load_balancer_cidrs_need_an_internal_alb() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_environment("web", {"vpc": {"load_balancer_cidrs": ["10.0.255.0/26", "10.0.255.64/26"]}})
+    assert str(info.value) == (
+        "environments.web.vpc.load_balancer_cidrs: only allowed with workload.internal_alb: true"
+    )
 
 
 def test_an_imported_vpc_with_listed_cidrs_is_accepted() -> None:

@@ -199,7 +199,8 @@ def _vllm_flows(objects: list[dict[str, Any]], alb: bool) -> list[tuple[str, Any
         ("address outside the VPC", OUTSIDE, vllm, 8000, False),
         ("pod in another namespace", STRANGER, bench, 8000, False),
         ("vLLM", vllm, bench, 8000, False),
-        ("internal ALB (VPC address)", External("10.0.100.5"), vllm, 8000, alb),
+        ("internal ALB (its own subnet)", External("10.0.255.130"), vllm, 8000, alb),
+        ("an address of the pods' subnets", External("10.0.100.5"), vllm, 8000, False),
         # KEDA
         ("EKS control plane", CONTROL_PLANE, KEDA_METRICS, 6443, True),
         ("EKS control plane", CONTROL_PLANE, KEDA_WEBHOOKS, 9443, True),
@@ -290,16 +291,24 @@ def test_every_flow_gets_its_verdict(synthesized: Synthesized, env: str) -> None
     assert not wrong, "\n".join(wrong)
 
 
-def test_vllm_without_an_alb_takes_no_vpc_address_but_with_one_the_vpc(synthesized: Synthesized) -> None:
-    """dev has no ALB: a pod that reaches vLLM by IP alone is denied. prod's internal ALB (target type ip) shares
-    the pods' subnets, so its VPC-CIDR rule admits any address of the VPC on 8000, pods included: the API key is
-    the gate there."""
-    for env, allowed in (("dev", False), ("prod", True)):
+def test_no_pod_reaches_vllm_by_address_alone(synthesized: Synthesized) -> None:
+    """A pod that reaches vLLM by IP alone is denied, with or without an ALB: prod's internal ALB (target type ip)
+    has subnets of its own, and the serving port admits only those, never the pods' subnets."""
+    for env in ("dev", "prod"):
         objects = _objects(synthesized, env)
         vllm, _ = _vllm_pods(objects)
         stray = Pod("team-a", {"app": "notebook"}, ip=VPC_POD_IP)
-        assert _cluster(objects).allows(stray, vllm, 8000) is allowed, env
+        assert not _cluster(objects).allows(stray, vllm, 8000), env
         assert not _cluster(objects).allows(stray, vllm, 8001), env
+    alb_ingress = [
+        peer["ipBlock"]["cidr"]
+        for o in _objects(synthesized, "prod")
+        if o["kind"] == "NetworkPolicy"
+        for rule in o["spec"].get("ingress", [])
+        for peer in rule.get("from", [])
+        if "ipBlock" in peer and o["metadata"]["namespace"] == "inference"
+    ]
+    assert alb_ingress == ["10.0.255.128/26", "10.0.255.192/26"]
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])

@@ -11,6 +11,7 @@ their role has no CNI permissions, and aws-node gets those through the vpc-cni a
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
 # Karpenter finds subnets (and we tag nothing else) by this key.
 DISCOVERY_TAG = "karpenter.sh/discovery"
+# The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 
 # Managed add-ons every inference cluster needs besides vpc-cni (built on its own: Pod Identity and network policy).
 # EKS picks the default add-on version for the cluster's Kubernetes version; bumping KUBERNETES_MINOR moves them too.
@@ -60,6 +63,9 @@ class InferenceClusterProps:
     availability_zones: tuple[str, ...] = ()
     # Empty: private endpoint only, the safe default. Otherwise public too, but only from these CIDRs.
     public_endpoint_cidrs: tuple[str, ...] = ()
+    # Subnets of their own for internal load balancers, one CIDR per AZ (new VPC only). Empty: internal load
+    # balancers share the private subnets with the pods, so no NetworkPolicy can tell an ALB from a pod by address.
+    load_balancer_subnet_cidrs: tuple[str, ...] = ()
     # 4 vCPU / 16 GiB per node fits Karpenter, KEDA, Prometheus, Grafana and the operators.
     system_instance_type: str = "m7i.xlarge"
     # Karpenter's 2 replicas use one-per-host anti-affinity: at least 2 nodes, spread over 2 AZs.
@@ -79,6 +85,11 @@ class InferenceClusterProps:
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
+        if self.vpc is not None and self.load_balancer_subnet_cidrs:
+            raise ConfigError(
+                "load_balancer_subnet_cidrs: not allowed with an existing vpc; create the subnets in that VPC and "
+                "tag them kubernetes.io/role/internal-elb"
+            )
         if self.system_min_size < 2:
             raise ConfigError(
                 f"system_min_size: {self.system_min_size} is not allowed; must be at least 2 "
@@ -113,6 +124,8 @@ class InferenceCluster(Construct):
         super().__init__(scope, id)
         self.props = props
         self.cluster_name = props.cluster_name
+        # Internal load balancers' own subnets (see _load_balancer_subnets); none in an existing VPC.
+        self.load_balancer_subnets: list[ec2.Subnet] = []
         self.vpc = props.vpc or self._new_vpc(props)
         self._tag_subnets(props)
 
@@ -203,6 +216,7 @@ class InferenceCluster(Construct):
                 ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19),
             ],
         )
+        self._load_balancer_subnets(vpc, props)
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
@@ -212,12 +226,44 @@ class InferenceCluster(Construct):
         )
         return vpc
 
+    def _load_balancer_subnets(self, vpc: ec2.Vpc, props: InferenceClusterProps) -> None:
+        """One private subnet per AZ for internal load balancers only: no node (Karpenter discovers none of them, the
+        node group is given the pod subnets) and so no pod ever holds one of their addresses."""
+        cidrs = props.load_balancer_subnet_cidrs
+        if not cidrs:
+            return
+        zones = vpc.availability_zones
+        if len(cidrs) != len(zones):
+            raise ConfigError(
+                f"load_balancer_subnet_cidrs: {list(cidrs)} is not allowed; list one CIDR per availability zone "
+                f"({len(zones)})"
+            )
+        taken = [(s.node.path, s.ipv4_cidr_block) for s in (*vpc.public_subnets, *vpc.private_subnets)]
+        for i, (cidr, zone) in enumerate(zip(cidrs, zones, strict=True)):
+            for path, other in taken:
+                if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(other)):
+                    raise ConfigError(
+                        f"load_balancer_subnet_cidrs[{i}]: {cidr!r} is not allowed; it overlaps {other} "
+                        f"({path}): pick a range of the VPC no subnet uses"
+                    )
+            # No route to the internet: an internal ALB only answers clients inside the VPC and its peers.
+            subnet = ec2.PrivateSubnet(
+                self, f"LoadBalancerSubnet{i + 1}", availability_zone=zone, cidr_block=cidr, vpc_id=vpc.vpc_id
+            )
+            cdk.Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
+            self.load_balancer_subnets.append(subnet)
+
     def _tag_subnets(self, props: InferenceClusterProps) -> None:
         """Load balancer role tags and Karpenter discovery on the subnets we own (imported ones are selected by id)."""
         if props.vpc is not None:
             return
         for subnet in self.vpc.private_subnets:
-            cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+            if props.load_balancer_subnet_cidrs:
+                # Internal load balancers go to their own subnets (see _load_balancer_subnets). aws_eks_v2 tags every
+                # private subnet for them; a removal outranks that tag (RemoveTag's priority is the higher).
+                cdk.Tags.of(subnet).remove(INTERNAL_ELB_TAG)
+            else:
+                cdk.Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
             cdk.Tags.of(subnet).add(DISCOVERY_TAG, props.cluster_name)
         for subnet in self.vpc.public_subnets:
             cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1")

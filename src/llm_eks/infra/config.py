@@ -27,6 +27,8 @@ _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 
 ENGINES = ("vllm", "ray-serve")
+# 64 addresses per AZ: an ALB needs at least a /27 with 8 free addresses and grows into more as it scales.
+LOAD_BALANCER_SUBNET_PREFIX = 26
 CAPACITY_TYPES = ("spot", "on-demand")
 WEIGHT_SOURCES = ("hf", "s3")
 
@@ -45,10 +47,22 @@ class VpcConfig:
     vpc_id: str | None = None
     private_subnet_ids: tuple[str, ...] = ()
     public_subnet_ids: tuple[str, ...] = ()
+    # The internal ALB's own subnets, one per AZ (only with an internal ALB). The serving port admits the ALB by
+    # these addresses, and no pod ever holds one. Empty: for a new VPC llm-eks carves one /26 per AZ from the top of
+    # `cidr`; an existing VPC must list the CIDRs of the subnets it tags `kubernetes.io/role/internal-elb`.
+    load_balancer_cidrs: tuple[str, ...] = ()
 
     @property
     def imported(self) -> bool:
         return self.vpc_id is not None
+
+    def load_balancer_subnet_cidrs(self) -> tuple[str, ...]:
+        """The internal ALB subnets' CIDRs: as listed, or for a new VPC the last /26 blocks of `cidr`, one per AZ."""
+        if self.load_balancer_cidrs or self.imported:
+            return self.load_balancer_cidrs
+        zones = len(self.availability_zones) or self.az_count
+        blocks = list(ipaddress.IPv4Network(self.cidr).subnets(new_prefix=LOAD_BALANCER_SUBNET_PREFIX))
+        return tuple(str(block) for block in blocks[-zones:])
 
 
 @dataclass(frozen=True)
@@ -337,7 +351,7 @@ def _validate(c: EnvironmentConfig, path: str) -> None:
             )
     inputs.validate_tags(c.tags, f"{path}.tags")
     _validate_workload(c.workload, f"{path}.workload")
-    _validate_load_balancer(c, f"{path}.workload")
+    _validate_load_balancer(c, path)
 
 
 def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
@@ -435,13 +449,17 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
         raise fail(f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
 
 
-def _validate_load_balancer(c: EnvironmentConfig, path: str) -> None:
-    """HTTPS with a named certificate, or HTTP by explicit choice; inbound CIDRs that never include the internet."""
-    lb, path = c.workload.load_balancer, f"{path}.load_balancer"
+def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
+    """HTTPS with a named certificate, or HTTP by explicit choice; inbound CIDRs that never include the internet;
+    subnets of its own."""
+    lb, path, vpc_path = c.workload.load_balancer, f"{env_path}.workload.load_balancer", f"{env_path}.vpc"
     if not c.workload.internal_alb:
         if lb != LoadBalancerConfig():
             raise ConfigError(f"{path}: only allowed with internal_alb: true")
+        if c.vpc.load_balancer_cidrs:
+            raise ConfigError(f"{vpc_path}.load_balancer_cidrs: only allowed with workload.internal_alb: true")
         return
+    _validate_load_balancer_subnets(c.vpc, vpc_path)
     if lb.certificate_arn is not None:
         match = aws_ids.ACM_CERTIFICATE_ARN.match(lb.certificate_arn)
         if not match:
@@ -480,6 +498,28 @@ def _validate_load_balancer(c: EnvironmentConfig, path: str) -> None:
             raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
         if network.prefixlen == 0:
             raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+
+
+def _validate_load_balancer_subnets(v: VpcConfig, path: str) -> None:
+    """The internal ALB's own subnets: inside the VPC, one per AZ, big enough for an ALB."""
+    field = f"{path}.load_balancer_cidrs"
+    if v.imported and not v.load_balancer_cidrs:
+        raise fail(
+            field,
+            [],
+            "an existing VPC must list the CIDRs of its internal ALB subnets (tagged kubernetes.io/role/internal-elb, "
+            "holding no pods): the serving port admits the ALB by them",
+        )
+    if v.load_balancer_cidrs and len(v.load_balancer_cidrs) < 2:
+        raise fail(field, list(v.load_balancer_cidrs), "an ALB needs subnets in at least 2 availability zones")
+    vpc = ipaddress.IPv4Network(v.cidr)
+    for i, cidr in enumerate(v.load_balancer_cidrs):
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise fail(f"{field}[{i}]", cidr, "must be an IPv4 network such as 10.0.255.0/26") from None
+        if not network.subnet_of(vpc) or not 16 <= network.prefixlen <= 27:
+            raise fail(f"{field}[{i}]", cidr, f"must be a /16 to /27 inside the VPC's {v.cidr} (an ALB needs a /27)")
 
 
 def _validate_workload(w: WorkloadConfig, path: str) -> None:

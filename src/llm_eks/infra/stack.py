@@ -137,6 +137,12 @@ class InferenceStack(cdk.Stack):
             vpc_cidr=config.vpc.cidr,
             availability_zones=config.vpc.availability_zones,
             public_endpoint_cidrs=config.endpoint.public_cidrs,
+            # The internal ALB gets subnets of its own, so the serving port can admit it without admitting pods.
+            load_balancer_subnet_cidrs=(
+                config.vpc.load_balancer_subnet_cidrs()
+                if config.workload.internal_alb and not config.vpc.imported
+                else ()
+            ),
             system_instance_type=s.instance_type,
             system_min_size=s.min_size,
             system_desired_size=s.desired_size,

@@ -453,8 +453,8 @@ def build_charts(
         selector_labels(VLLM_APP, vllm.name),
         PORT,
         benchmark=None if bench is None else selector_labels(BENCHMARK_APP, bench.name),
-        # Target type ip: the internal ALB's ENIs (in the VPC's subnets) connect to the pods directly.
-        alb_cidrs=(v.cidr,) if vllm.ingress is not None else (),
+        # Target type ip: the internal ALB's ENIs connect to the pods directly, from its own subnets (no pod's).
+        alb_cidrs=v.load_balancer_subnet_cidrs() if vllm.ingress is not None else (),
     )
     add_objects(vllm_chart, policies)
     charts += [

@@ -38,6 +38,7 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
+from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.quantities import parse_quantity
@@ -247,7 +248,13 @@ class BenchmarkChart(cdk8s.Chart):
             "job",
             api_version="batch/v1",
             kind="Job",
-            metadata={"name": b.name, "namespace": vllm.namespace, "labels": labels},
+            metadata={
+                "name": b.name,
+                "namespace": vllm.namespace,
+                "labels": labels,
+                # It runs the vLLM image as the server does, so the same checkov findings apply for the same reasons.
+                "annotations": serving_pod_annotations(vllm.image),
+            },
             body={
                 "spec": {
                     # A benchmark retried after a failure measures something else; fail once, loudly.

@@ -28,3 +28,11 @@ def skip_annotations(reasons: Mapping[str, str]) -> dict[str, str]:
             raise ValueError(f"checkov reason for {check_id} must be one non-empty line without '=': {reason!r}")
         annotations[f"checkov.io/skip{i}"] = f"{check_id}={reason}"
     return annotations
+
+
+def serving_pod_annotations(image: str) -> dict[str, str]:
+    """The suppressions of a GPU serving pod running `image`; the digest one only while `image` has no digest."""
+    reasons = dict(SERVING_POD_SKIPS)
+    if "@sha256:" not in image:
+        reasons.update(UNLOCKED_IMAGE_SKIP)
+    return skip_annotations(reasons)

@@ -51,6 +51,7 @@ from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_secret_provider_class, api_key_volume, export_key
+from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.ingress import IngressProps as IngressProps  # re-exported: VllmProps.ingress takes it
 from llm_eks.manifests.ingress import ingress_annotations, ingress_rule, validate_ingress
 from llm_eks.manifests.labels import (
@@ -399,7 +400,7 @@ class VllmChart(cdk8s.Chart):
             "deployment",
             api_version="apps/v1",
             kind="Deployment",
-            metadata=meta(props.name),
+            metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
             body={"spec": self._deployment_spec(props, labels, selector)},
         )
         plain_object(

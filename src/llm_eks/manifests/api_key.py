@@ -16,7 +16,7 @@ from typing import Any
 
 from constructs import Construct
 
-from llm_eks.manifests.labels import plain_object
+from llm_eks.manifests.serving_objects import secret_file_class
 
 API_KEY_DIR = "/var/run/secrets/llm-eks"
 API_KEY_FILE = "api-key"
@@ -37,17 +37,8 @@ def api_key_secret_provider_class(
     aws_region: str | None,
 ) -> None:
     """The SecretProviderClass that mounts Secrets Manager secret `secret` (by name) as the file API_KEY_FILE."""
-    objects = f'- objectName: "{secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{API_KEY_FILE}"\n'
-    parameters = {"objects": objects, "usePodIdentity": "true"}
-    if aws_region is not None:
-        parameters["region"] = aws_region
-    plain_object(
-        scope,
-        "api-key-secret-provider-class",
-        api_version="secrets-store.csi.x-k8s.io/v1",
-        kind="SecretProviderClass",
-        metadata=meta(secret_provider_class_name(name)),
-        body={"spec": {"provider": "aws", "parameters": parameters}},
+    secret_file_class(
+        scope, "api-key-secret-provider-class", meta(secret_provider_class_name(name)), secret, API_KEY_FILE, aws_region
     )
 
 

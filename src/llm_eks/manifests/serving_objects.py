@@ -51,16 +51,36 @@ def workload_identity(
     )
     if hf_token_secret is None:
         return
-    objects = f'- objectName: "{hf_token_secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{HF_TOKEN_FILE}"\n'
+    secret_file_class(
+        scope,
+        "secret-provider-class",
+        meta(secret_provider_class_name(name)),
+        hf_token_secret,
+        HF_TOKEN_FILE,
+        aws_region,
+    )
+
+
+def secret_file_class(
+    scope: Construct,
+    construct_id: str,
+    metadata: Mapping[str, Any],
+    secret_name: str,
+    file_name: str,
+    aws_region: str | None,
+) -> None:
+    """A SecretProviderClass that mounts Secrets Manager secret `secret_name` (by name) as the file `file_name`, read
+    with the pod's own Pod Identity credentials (AWS provider); never synced into a Kubernetes Secret."""
+    objects = f'- objectName: "{secret_name}"\n  objectType: "secretsmanager"\n  objectAlias: "{file_name}"\n'
     parameters = {"objects": objects, "usePodIdentity": "true"}
     if aws_region is not None:
         parameters["region"] = aws_region
     plain_object(
         scope,
-        "secret-provider-class",
+        construct_id,
         api_version="secrets-store.csi.x-k8s.io/v1",
         kind="SecretProviderClass",
-        metadata=meta(secret_provider_class_name(name)),
+        metadata=metadata,
         body={"spec": {"provider": "aws", "parameters": parameters}},
     )
 

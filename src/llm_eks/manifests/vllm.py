@@ -224,16 +224,12 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"model: {p.model!r} is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
             "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')"
         )
-    if p.hf_token_secret is not None and not aws_ids.SECRET_NAME.match(p.hf_token_secret):
-        raise ConfigError(
-            f"hf_token_secret: {p.hf_token_secret!r} is not allowed; must be a Secrets Manager secret name "
-            "(letters, digits and /_+=.@-)"
-        )
-    if p.api_key_secret is not None and not aws_ids.SECRET_NAME.match(p.api_key_secret):
-        raise ConfigError(
-            f"api_key_secret: {p.api_key_secret!r} is not allowed; must be a Secrets Manager secret name "
-            "(letters, digits and /_+=.@-)"
-        )
+    for field_name, secret in (("hf_token_secret", p.hf_token_secret), ("api_key_secret", p.api_key_secret)):
+        if secret is not None and not aws_ids.SECRET_NAME.match(secret):
+            raise ConfigError(
+                f"{field_name}: {secret!r} is not allowed; must be a Secrets Manager secret name "
+                "(letters, digits and /_+=.@-)"
+            )
     for name, value in (
         ("tensor_parallel_size", p.tensor_parallel_size),
         ("pipeline_parallel_size", p.pipeline_parallel_size),

@@ -1,7 +1,7 @@
 """Checks of config values that AWS, KEDA or the Hugging Face Hub would reject at deploy time, or accept to the
 user's surprise: each is a one-line ConfigError naming the field's path, the value and what is allowed.
 
-Split from config.py (which parses and checks the shape of every field) to keep both short; pure Python.
+The single-value rules of the config package (`validation` checks across fields); pure Python.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 if TYPE_CHECKING:
-    from llm_eks.infra.config import SloConfig, WorkloadConfig
+    from llm_eks.infra.config.environment import SloConfig, WorkloadConfig
 
 
 # VPC ranges that never collide with internet addresses.

@@ -12,7 +12,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: synth test lint format bench clean
+.PHONY: synth test lint format bench clean golden
 
 $(VENV)/.stamp-deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,9 @@ test: setup $(CHECKOV_VENV)/.stamp-deps
 format: setup
 	$(BIN)/ruff check --fix src tests app.py examples
 	$(BIN)/ruff format src tests app.py examples
+
+golden: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.golden_output
 
 bench: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/bench.py

@@ -1,0 +1,46 @@
+"""What the default app synthesizes, as the golden files under tests/golden/ hold it: one template and one folder of
+review YAML per environment. A refactoring must leave them unchanged; a change of output updates them on purpose
+(`make golden`), so the reviewer of that change reads the difference in the golden files' diff.
+
+Run as a module to rewrite them: `python -m tests.golden_output`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def collect(outdir: Path, environments: tuple[str, ...]) -> dict[str, str]:
+    """Relative golden path -> text, from a synth output folder."""
+    files: dict[str, str] = {}
+    for env in environments:
+        template = json.loads((outdir / f"LlmEks-{env}.template.json").read_text())
+        files[f"{env}/template.json"] = json.dumps(template, indent=1, sort_keys=True) + "\n"
+        for path in sorted((outdir / "manifests" / env).glob("*.yaml")):
+            files[f"{env}/manifests/{path.name}"] = path.read_text()
+    return files
+
+
+def main() -> None:
+    from tests.conftest import ENVIRONMENTS, _synth
+
+    with tempfile.TemporaryDirectory() as tmp:
+        error = _synth(Path(tmp) / "out")
+        if error is not None:
+            sys.exit(error)
+        files = collect(Path(tmp) / "out", ENVIRONMENTS)
+    shutil.rmtree(GOLDEN, ignore_errors=True)
+    for name, text in files.items():
+        (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
+        (GOLDEN / name).write_text(text)
+    print(f"wrote {len(files)} golden files under {GOLDEN}")
+
+
+if __name__ == "__main__":
+    main()

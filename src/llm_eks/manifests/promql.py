@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from enum import Enum
 from types import MappingProxyType
 
 GAUGE = "gauge"
@@ -163,6 +164,24 @@ _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
 def ray_exported(vllm_name: str) -> str:
     """The name Ray exports for a vLLM series: `vllm:x_total` -> `ray_vllm_x_total` (see the module docstring)."""
     return RAY_PREFIX + _SANITIZE.sub("_", vllm_name)
+
+
+class MetricSource(Enum):
+    """Who exports a workload's vLLM engine metrics, and so under which series names."""
+
+    # vLLM's own /metrics: the registered names (vllm:kv_cache_usage_perc).
+    VLLM = "vllm"
+    # Ray Serve LLM re-exports them through Ray's exporter: ray_vllm_kv_cache_usage_perc.
+    RAY = "ray"
+
+    def series(self, vllm_name: str) -> str:
+        """The series name this source exports for a vLLM series name."""
+        return ray_exported(vllm_name) if self is MetricSource.RAY else vllm_name
+
+
+def promql_number(value: float) -> str:
+    """A float as PromQL and alert text read it, without float noise (0.95, 1, 0.1)."""
+    return format(value, ".12g")
 
 
 def ray_series_names() -> frozenset[str]:

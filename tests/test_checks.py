@@ -695,8 +695,19 @@ def test_what_counts_as_a_vllm_server() -> None:
             "reports an error instead of a value",
         ),
         ("rate(vllm:prompt_tokens_total[5m])[5m:]", "returns a range vector, which KEDA reads as empty (0)"),
-        ("sum(vllm:num_requests_waiting", "cannot be parsed as PromQL (expected ',' or ')' but found the end)"),
-        ('sum(x{a="b)', "cannot be parsed as PromQL (unterminated string at offset 8)"),
+        # The reasons in parentheses are promql-parser's.
+        ("sum(vllm:num_requests_waiting", "cannot be parsed as PromQL (unclosed left parenthesis)"),
+        ('sum(x{a="b)', 'cannot be parsed as PromQL (unterminated quoted string ")'),
+        # The parser type-checks like Prometheus: rate() of an instant vector is an error, not a shape.
+        (
+            "sum(rate(vllm:prompt_tokens_total))",
+            "cannot be parsed as PromQL (expected type matrix in call to function 'rate', got vector)",
+        ),
+        ("sum(vllm:num_requests_waiting) atan2 1", None),
+        (
+            "vllm:num_requests_running * on() group_left sum(vllm:num_requests_waiting)",
+            "can return one element per series; KEDA fails with 'returned multiple elements' when more than one exists",
+        ),
     ],
 )
 def test_keda_query_shape(query: str, problem: str | None) -> None:
@@ -722,6 +733,14 @@ def test_keda_trigger_findings() -> None:
         "[PROMQL] ScaledObject/inference/vllm: trigger scalar query 'scalar(sum(vllm:num_requests_running))': returns "
         "a scalar, which KEDA cannot decode (it reads the result as a list of vector samples); KEDA reports an error "
         "instead of a value. Fix: return a one-element vector: sum(...) instead of scalar(...), or vector(<scalar>)",
+    ]
+
+
+def test_a_keda_query_that_does_not_parse_is_one_finding() -> None:
+    so = scaled_object("vllm", queries={"broken": "sum(vllm:gpu_cache_usage_perc"})
+    assert messages(run([so])) == [
+        "[PROMQL] ScaledObject/inference/vllm: trigger broken query 'sum(vllm:gpu_cache_usage_perc': cannot be parsed "
+        "as PromQL (unclosed left parenthesis). Fix: correct the query's syntax"
     ]
 
 
@@ -751,6 +770,18 @@ def test_alerts_may_return_many_series_but_must_use_current_names() -> None:
         "[PROMQL] PrometheusRule/inference/vllm: rule VllmSlow: vllm:time_per_output_token_seconds_bucket was removed "
         "from vLLM. Fix: use vllm:inter_token_latency_seconds (or vllm:request_time_per_output_token_seconds per "
         "request)"
+    ]
+
+
+def test_alert_and_dashboard_exprs_must_parse() -> None:
+    assert messages(run([prometheus_rule("max by (pod) (vllm:kv_cache_usage_perc) >")])) == [
+        "[PROMQL] PrometheusRule/inference/vllm: rule VllmSlow: cannot be parsed as PromQL (invalid promql query). "
+        "Fix: correct the query's syntax"
+    ]
+    # Grafana's variables are read as Grafana sends them; the names are still checked.
+    board = {"panels": [{"targets": [{"expr": "topk($k, sum by ($by) (rate(vllm:prompt_tokens[$__range])))"}]}]}
+    assert [f.problem for f in run([dashboard(board)])] == [
+        "dashboard vllm.json: vllm:prompt_tokens is a counter and is exposed only as vllm:prompt_tokens_total"
     ]
 
 

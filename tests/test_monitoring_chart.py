@@ -13,6 +13,7 @@ import pytest
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.dashboard import panel_queries
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
 from llm_eks.manifests.promql import check_promql, vllm_names, vllm_series_names
 from tests.chart_helpers import (
     DCGM_NAMESPACE,
@@ -32,16 +33,18 @@ SEL = f'{{namespace="inference", model_name="{MODEL}"}}'
 
 
 def base_props(**overrides: Any) -> MonitoringProps:
-    props = MonitoringProps(
-        name=NAME,
-        served_model_name=MODEL,
+    """The props with `overrides` applied; MonitoringTargets fields go to props.targets."""
+    targets = MonitoringTargets(
         ttft_p99_seconds=1.0,
         itl_p99_seconds=0.05,
         cost_per_hour_per_replica=1.861,
         queue_waiting_threshold=8,
         dcgm_namespace=DCGM_NAMESPACE,
     )
-    return dataclasses.replace(props, **overrides)
+    target_fields = {f.name for f in dataclasses.fields(MonitoringTargets)}
+    targets = dataclasses.replace(targets, **{k: v for k, v in overrides.items() if k in target_fields})
+    props = MonitoringProps(name=NAME, served_model_name=MODEL, targets=targets)
+    return dataclasses.replace(props, **{k: v for k, v in overrides.items() if k not in target_fields})
 
 
 def synth(props: MonitoringProps) -> tuple[MonitoringChart, dict[tuple[str, str], dict[str, Any]]]:
@@ -252,36 +255,38 @@ def test_dcgm_found_in_any_namespace_when_none_is_given() -> None:
         ),
         (
             {"ttft_p99_seconds": -1.0},
-            "monitoring.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of seconds, at most 600",
+            "monitoring.targets.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of seconds, at "
+            "most 600",
         ),
         (
             {"itl_p99_seconds": 0},
-            "monitoring.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600",
+            "monitoring.targets.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600",
         ),
         (
             {"cost_per_hour_per_replica": float("nan")},
-            "monitoring.cost_per_hour_per_replica: nan is not allowed; must be a positive USD amount",
+            "monitoring.targets.cost_per_hour_per_replica: nan is not allowed; must be a positive USD amount",
         ),
         (
             {"queue_waiting_threshold": 0},
-            "monitoring.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests",
+            "monitoring.targets.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests",
         ),
         (
             {"kv_cache_usage_threshold": 1.0},
-            "monitoring.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
+            "monitoring.targets.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
         ),
         (
             {"scrape_interval": "15"},
-            "monitoring.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m",
+            "monitoring.targets.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m",
         ),
         (
             {"dcgm_namespace": "GPU"},
-            "monitoring.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase letters, digits "
+            "monitoring.targets.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase "
+            "letters, digits "
             "and '-', at most 63 characters",
         ),
         (
             {"dcgm_service_labels": {}},
-            "monitoring.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+            "monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
         ),
     ],
 )

@@ -144,3 +144,28 @@ def test_selector_escapes_label_values() -> None:
     assert selector({"namespace": "inference", "model_name": 'a"b\\c'}) == (
         '{namespace="inference", model_name="a\\"b\\\\c"}'
     )
+
+
+def test_names_in_comments_are_not_series() -> None:
+    assert check_promql("sum(vllm:num_requests_waiting) # was vllm:gpu_cache_usage_perc") == []
+
+
+def test_text_that_is_not_promql_is_one_problem() -> None:
+    assert check_promql("sum(vllm:num_requests_waiting{model_name='m'}") == [
+        "cannot be parsed as PromQL (unclosed left parenthesis)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "histogram_quantile($q, sum by (le) (rate(vllm:time_per_output_token_seconds_bucket[$__rate_interval])))",
+        'sum by (${group}) (vllm:time_per_output_token_seconds_bucket{pod=~"$pod"} offset $__interval)',
+        "topk([[k]], vllm:time_per_output_token_seconds_bucket)",
+    ],
+)
+def test_grafana_variables_are_read_as_grafana_sends_them(expr: str) -> None:
+    assert check_promql(expr) == [
+        "vllm:time_per_output_token_seconds_bucket was removed from vLLM; use vllm:inter_token_latency_seconds "
+        "(or vllm:request_time_per_output_token_seconds per request)"
+    ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any
 
 import pytest
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.dashboard import build_dashboard, panel_queries
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
 from llm_eks.manifests.promql import (
     CURRENT_VLLM_METRICS,
     RAY_SERVE_METRICS,
@@ -44,16 +46,18 @@ RATE = "[$__rate_interval]"
 
 
 def base_props(**overrides: Any) -> RayMonitoringProps:
-    props = RayMonitoringProps(
-        name=NAME,
-        model_id=MODEL,
+    """The props with `overrides` applied; MonitoringTargets fields go to props.targets."""
+    targets = MonitoringTargets(
         ttft_p99_seconds=1.0,
         itl_p99_seconds=0.05,
         cost_per_hour_per_replica=1.861,
         queue_waiting_threshold=8,
         dcgm_namespace=DCGM_NAMESPACE,
     )
-    return dataclasses.replace(props, **overrides)
+    target_fields = {f.name for f in dataclasses.fields(MonitoringTargets)}
+    targets = dataclasses.replace(targets, **{k: v for k, v in overrides.items() if k in target_fields})
+    props = RayMonitoringProps(name=NAME, model_id=MODEL, targets=targets)
+    return dataclasses.replace(props, **{k: v for k, v in overrides.items() if k not in target_fields})
 
 
 @pytest.fixture(scope="module")
@@ -335,36 +339,40 @@ def test_label_values_recording_rules_and_other_ray_metrics_are_not_checked() ->
         ),
         (
             {"ttft_p99_seconds": -1.0},
-            "ray_monitoring.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of seconds, at most 600",
+            "ray_monitoring.targets.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of "
+            "seconds, at most 600",
         ),
         (
             {"itl_p99_seconds": 0},
-            "ray_monitoring.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600",
+            "ray_monitoring.targets.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at "
+            "most 600",
         ),
         (
             {"cost_per_hour_per_replica": float("inf")},
-            "ray_monitoring.cost_per_hour_per_replica: inf is not allowed; must be a positive USD amount",
+            "ray_monitoring.targets.cost_per_hour_per_replica: inf is not allowed; must be a positive USD amount",
         ),
         (
             {"queue_waiting_threshold": 0},
-            "ray_monitoring.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests",
+            "ray_monitoring.targets.queue_waiting_threshold: 0 is not allowed; must be a positive whole number "
+            "of requests",
         ),
         (
             {"kv_cache_usage_threshold": 1.0},
-            "ray_monitoring.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
+            "ray_monitoring.targets.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
         ),
         (
             {"scrape_interval": "15"},
-            "ray_monitoring.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m",
+            "ray_monitoring.targets.scrape_interval: '15' is not allowed; must be a Prometheus duration such as "
+            "15s or 1m",
         ),
         (
             {"dcgm_namespace": "GPU"},
-            "ray_monitoring.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase letters, "
+            "ray_monitoring.targets.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase letters, "
             "digits and '-', at most 63 characters",
         ),
         (
             {"dcgm_service_labels": {}},
-            "ray_monitoring.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+            "ray_monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
         ),
     ],
 )
@@ -375,3 +383,29 @@ def test_bad_props_fail_with_one_line(overrides: dict[str, Any], message: str) -
         RayMonitoringChart(cdk8s.App(), "ray-monitoring", base_props(**overrides))
     assert str(err.value) == message
     assert "\n" not in str(err.value)
+
+
+def test_the_five_engine_alerts_are_the_vllm_charts_in_rays_names() -> None:
+    """One alert builder: the Ray chart's engine alerts are the vLLM chart's with Ray's series and alert names."""
+    from llm_eks.manifests.monitoring import MonitoringProps
+    from llm_eks.manifests.monitoring import alert_rules as vllm_alert_rules
+    from llm_eks.manifests.ray_monitoring import alert_rules
+
+    ray = base_props()
+    vllm = MonitoringProps(name="vllm-x", served_model_name=ray.model_id, targets=ray.targets)
+    ray_rules = {r["alert"]: r for r in alert_rules(ray)}
+    for rule in vllm_alert_rules(vllm)[:5]:
+        twin = ray_rules["Ray" + rule["alert"]]
+        assert twin["expr"] == re.sub(r"vllm:(\w+)", lambda m: "ray_vllm_" + m.group(1), rule["expr"])
+        assert (twin["for"], twin["labels"]) == (rule["for"], rule["labels"])
+        assert twin["annotations"]["summary"] == rule["annotations"]["summary"] + " (Ray Serve)"
+
+
+def test_targets_must_be_a_monitoring_targets() -> None:
+    import cdk8s
+
+    with pytest.raises(ConfigError) as err:
+        RayMonitoringChart(cdk8s.App(), "ray-monitoring", base_props(targets={"ttft_p99_seconds": 1.0}))
+    assert str(err.value) == (
+        "ray_monitoring.targets: {'ttft_p99_seconds': 1.0} is not allowed; must be a MonitoringTargets"
+    )

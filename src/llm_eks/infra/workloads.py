@@ -24,6 +24,7 @@ from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule,
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, BenchmarkProps
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, NodePoolsChart, NodePoolsProps, workload_placement
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart, RayServeProps
@@ -223,23 +224,23 @@ def autoscaling_props(config: EnvironmentConfig, plan: Plan) -> AutoscalingProps
     )
 
 
-def _monitoring_targets(config: EnvironmentConfig, plan: Plan) -> dict[str, Any]:
+def _monitoring_targets(config: EnvironmentConfig, plan: Plan) -> MonitoringTargets:
     """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan."""
     w = config.workload
-    return {
-        "ttft_p99_seconds": w.slo.ttft_p99_ms / 1000,
-        "itl_p99_seconds": w.slo.itl_p99_ms / 1000,
+    return MonitoringTargets(
+        ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
+        itl_p99_seconds=w.slo.itl_p99_ms / 1000,
         # The plan prices a replica across all the nodes it spans (build_workload refuses a plan without a price).
-        "cost_per_hour_per_replica": plan.cost_per_replica_hour,
+        cost_per_hour_per_replica=plan.cost_per_replica_hour,
         # Alert when more requests wait than the whole fleet at max scale is meant to queue.
-        "queue_waiting_threshold": w.autoscaling.waiting_per_replica * w.replicas.max,
-        "dcgm": plan.instance.accelerator_vendor == "nvidia",
-    }
+        queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
+        dcgm=plan.instance.accelerator_vendor == "nvidia",
+    )
 
 
 def monitoring_props(config: EnvironmentConfig, plan: Plan, vllm: VllmProps) -> MonitoringProps:
     return MonitoringProps(
-        name=vllm.name, served_model_name=vllm.served_model_name, **_monitoring_targets(config, plan)
+        name=vllm.name, served_model_name=vllm.served_model_name, targets=_monitoring_targets(config, plan)
     )
 
 
@@ -295,7 +296,7 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
 
 
 def ray_monitoring_props(config: EnvironmentConfig, plan: Plan, ray: RayServeProps) -> RayMonitoringProps:
-    return RayMonitoringProps(name=ray.name, model_id=ray.model_id, **_monitoring_targets(config, plan))
+    return RayMonitoringProps(name=ray.name, model_id=ray.model_id, targets=_monitoring_targets(config, plan))
 
 
 def _flag_value(args: tuple[str, ...], flag: str) -> str | None:

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from llm_eks.manifests.promql import ray_exported, selector
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
+from llm_eks.manifests.promql import MetricSource, promql_number, selector
 
 # Grafana's newest dashboard schema (apps/dashboard/pkg/migration/schemaversion/v43.go in grafana/grafana, 2026);
 # an older Grafana loads it as is, a newer one migrates it forward on load.
@@ -48,15 +49,10 @@ class DashboardSpec:
     # Scrape job of the vLLM Service (a ServiceMonitor's job label is the Service name).
     job: str
     served_model_name: str
-    ttft_p99_seconds: float
-    itl_p99_seconds: float
-    kv_cache_usage_threshold: float
-    # USD per hour for one serving replica, from the capacity plan.
-    cost_per_hour_per_replica: float
-    # DCGM exporter scraped: GPU utilization and memory panels.
-    dcgm: bool
-    # Read vLLM's metrics as Ray re-exports them (ray_vllm_*, Ray Serve LLM) instead of vLLM's own /metrics names.
-    ray_exported_vllm_metrics: bool = False
+    # SLO lines, alert threshold line, the price in the cost panels, GPU panels when DCGM is scraped.
+    targets: MonitoringTargets
+    # Whose names the vLLM panels read: vLLM's own /metrics, or Ray Serve LLM's re-export (ray_vllm_*).
+    metrics: MetricSource = MetricSource.VLLM
     # "Ready replicas" (also the cost panels' replica count) and its description; None counts the vLLM pods
     # Prometheus scrapes (up == 1 for job).
     replicas_expr: str | None = None
@@ -66,11 +62,6 @@ class DashboardSpec:
     tags: tuple[str, ...] = ("llm-eks", "vllm")
     # Graphs added after the standard ones (laid out the same way).
     extra_panels: tuple[ExtraPanel, ...] = ()
-
-
-def _number(value: float) -> str:
-    """A float as PromQL literal text, without float noise (0.1 stays 0.1)."""
-    return format(value, ".12g")
 
 
 class _Queries:
@@ -84,14 +75,14 @@ class _Queries:
 
     def name(self, vllm_name: str) -> str:
         """A vLLM series name as this dashboard's source exports it."""
-        return ray_exported(vllm_name) if self.spec.ray_exported_vllm_metrics else vllm_name
+        return self.spec.metrics.series(vllm_name)
 
     def series(self, vllm_name: str) -> str:
         return f"{self.name(vllm_name)}{self.vllm}"
 
     def quantile(self, q: float, histogram: str) -> str:
         bucket = self.series(f"{histogram}_bucket")
-        return f"histogram_quantile({_number(q)}, sum by (le) (rate({bucket}[{_RATE}])))"
+        return f"histogram_quantile({promql_number(q)}, sum by (le) (rate({bucket}[{_RATE}])))"
 
     def rate(self, counter: str) -> str:
         return f"sum(rate({self.series(counter)}[{_RATE}]))"
@@ -102,7 +93,7 @@ class _Queries:
     def cost_per_million(self, counters: tuple[str, ...]) -> str:
         tokens_per_second = " + ".join(self.rate(c) for c in counters)
         return (
-            f"{_number(self.spec.cost_per_hour_per_replica)} * {self.replicas()}"
+            f"{promql_number(self.spec.targets.cost_per_hour_per_replica)} * {self.replicas()}"
             f" / (({tokens_per_second}) * 3600 / 1e6 > 0)"
         )
 
@@ -181,7 +172,7 @@ def _stat(title: str, description: str, unit: str, targets: list[dict[str, Any]]
 
 def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
     q = _Queries(spec)
-    cost = _number(spec.cost_per_hour_per_replica)
+    cost = promql_number(spec.targets.cost_per_hour_per_replica)
     cost_description = (
         f"USD per million tokens = ${cost}/h per replica (the capacity plan's price, baked into this query at "
         "synth time) x ready replicas / (tokens per hour / 1e6). It rises when replicas sit idle; change the price "
@@ -222,17 +213,17 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
         ),
         _timeseries(
             "Time to first token",
-            f"TTFT percentiles; the dashed line is the p99 SLO ({_number(spec.ttft_p99_seconds)} s).",
+            f"TTFT percentiles; the dashed line is the p99 SLO ({promql_number(spec.targets.ttft_p99_seconds)} s).",
             "s",
             quantiles("vllm:time_to_first_token_seconds"),
-            limit=spec.ttft_p99_seconds,
+            limit=spec.targets.ttft_p99_seconds,
         ),
         _timeseries(
             "Inter-token latency",
-            f"ITL percentiles; the dashed line is the p99 SLO ({_number(spec.itl_p99_seconds)} s).",
+            f"ITL percentiles; the dashed line is the p99 SLO ({promql_number(spec.targets.itl_p99_seconds)} s).",
             "s",
             quantiles("vllm:inter_token_latency_seconds"),
-            limit=spec.itl_p99_seconds,
+            limit=spec.targets.itl_p99_seconds,
         ),
         _timeseries(
             "End-to-end request latency",
@@ -262,10 +253,10 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
         _timeseries(
             "KV-cache usage",
             f"KV-cache blocks in use per pod (0-1); the dashed line is the alert threshold "
-            f"({_number(spec.kv_cache_usage_threshold)}). Near 1, vLLM preempts requests.",
+            f"({promql_number(spec.targets.kv_cache_usage_threshold)}). Near 1, vLLM preempts requests.",
             "percentunit",
             _targets((f"max by (pod) ({q.series('vllm:kv_cache_usage_perc')})", "{{pod}}")),
-            limit=spec.kv_cache_usage_threshold,
+            limit=spec.targets.kv_cache_usage_threshold,
             max_value=1,
         ),
         _timeseries(
@@ -301,7 +292,7 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
     panels += [
         _timeseries(extra.title, extra.description, extra.unit, _targets(*extra.queries)) for extra in spec.extra_panels
     ]
-    if spec.dcgm:
+    if spec.targets.dcgm:
         panels += [
             _timeseries(
                 "GPU utilization",

@@ -15,13 +15,19 @@ python/ray/dashboard/modules/metrics/dashboards/vllm_engine_panels.py). They kee
 `ReplicaId`; Ray >= 2.53 no longer exports `WorkerId` (RAY_metric_cardinality_level=recommended), so PromQL here never
 relies on it. `check_promql` checks those names against the same two vLLM tables, and the Ray Serve names against
 RAY_SERVE_METRICS.
+
+The names are read from promql-parser's AST (llm_eks.manifests.promql_parse): selector names and `__name__`
+matchers, never label values, comments or recording-rule names.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from enum import Enum
 from types import MappingProxyType
+
+from llm_eks.manifests.promql_parse import PromQLError, parse_promql, selector_names
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -138,12 +144,8 @@ RAY_SERVE_METRICS: Mapping[str, str] = MappingProxyType(
 
 _SUFFIXES = {GAUGE: ("",), COUNTER: ("_total",), HISTOGRAM: ("_bucket", "_sum", "_count")}
 
-# A metric name token: not preceded by a name character, so `llm_eks:vllm_x` or `foo_vllm:x` never match.
+# vllm:* names (vLLM's own); the problem texts name them, and the Ray form rewrites them.
 _VLLM_NAME = re.compile(r"(?<![A-Za-z0-9_:])vllm:[A-Za-z0-9_:]+")
-# PromQL string literals ("...", '...', `...`); metric names inside them are label values, not series.
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-# {__name__="vllm:..."} names a series through a string; check those too.
-_NAME_MATCHER = re.compile(r'__name__\s*=\s*"([^"]*)"')
 
 
 def vllm_series_names() -> frozenset[str]:
@@ -155,14 +157,32 @@ _SERIES = vllm_series_names()
 
 RAY_PREFIX = "ray_"
 _RAY_VLLM = RAY_PREFIX + "vllm_"
-# ray_vllm_* / ray_serve_* tokens, with ':' allowed so recording-rule names (level:metric:ops) can be told apart.
-_RAY_NAME = re.compile(r"(?<![A-Za-z0-9_:])ray_(?:vllm|serve)_[A-Za-z0-9_:]*")
+# ray_vllm_* / ray_serve_* names; recording-rule names (level:metric:ops) have a ':' and are not Ray's.
+_RAY_NAME = re.compile(r"ray_(?:vllm|serve)_[A-Za-z0-9_]*")
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
 
 
 def ray_exported(vllm_name: str) -> str:
     """The name Ray exports for a vLLM series: `vllm:x_total` -> `ray_vllm_x_total` (see the module docstring)."""
     return RAY_PREFIX + _SANITIZE.sub("_", vllm_name)
+
+
+class MetricSource(Enum):
+    """Who exports a workload's vLLM engine metrics, and so under which series names."""
+
+    # vLLM's own /metrics: the registered names (vllm:kv_cache_usage_perc).
+    VLLM = "vllm"
+    # Ray Serve LLM re-exports them through Ray's exporter: ray_vllm_kv_cache_usage_perc.
+    RAY = "ray"
+
+    def series(self, vllm_name: str) -> str:
+        """The series name this source exports for a vLLM series name."""
+        return ray_exported(vllm_name) if self is MetricSource.RAY else vllm_name
+
+
+def promql_number(value: float) -> str:
+    """A float as PromQL and alert text read it, without float noise (0.95, 1, 0.1)."""
+    return format(value, ".12g")
 
 
 def ray_series_names() -> frozenset[str]:
@@ -220,36 +240,50 @@ def _ray_problem(name: str) -> str | None:
 
 
 def ray_names(expr: str) -> list[str]:
-    """The ray_vllm_* and ray_serve_* series names an expression reads, in order (label values and recording-rule
-    names excluded)."""
-    named = _NAME_MATCHER.findall(expr)
-    tokens = [*_RAY_NAME.findall(_STRING.sub('""', expr)), *(n for n in named if _RAY_NAME.fullmatch(n))]
-    return [t for t in tokens if ":" not in t]
+    """The ray_vllm_* and ray_serve_* series names an expression selects, in order (label values and recording-rule
+    names excluded). PromQLError when it is not PromQL."""
+    return [n for n in selector_names(parse_promql(expr)) if _RAY_NAME.fullmatch(n)]
 
 
 def vllm_names(expr: str) -> list[str]:
-    """The vllm:* series names an expression reads, in order of appearance (label values excluded)."""
-    named = _NAME_MATCHER.findall(expr)
-    return [*_VLLM_NAME.findall(_STRING.sub('""', expr)), *(n for n in named if n.startswith("vllm:"))]
+    """The vllm:* series names an expression selects, in order (label values excluded). PromQLError when it is not
+    PromQL."""
+    return [n for n in selector_names(parse_promql(expr)) if n.startswith("vllm:")]
 
 
-def check_promql(expr: str) -> list[str]:
-    """Problems with the vLLM and Ray Serve names in a PromQL expression: removed, unknown, or a bare
-    counter/histogram name. vllm:* names are vLLM's own; ray_vllm_* the same metrics as Ray Serve LLM exports them;
-    ray_serve_* Ray Serve's own.
-
-    Returns one line per distinct problem; an empty list means every such name is a current series.
-    """
+def name_problems(names: Iterable[str]) -> list[str]:
+    """One line per distinct problem with the vLLM and Ray Serve names among the series `names` (see check_promql)."""
     problems: list[str] = []
-    for name in dict.fromkeys(vllm_names(expr)):
-        problem = _problem(name)
-        if problem is not None:
-            problems.append(problem)
-    for name in dict.fromkeys(ray_names(expr)):
-        problem = _ray_problem(name)
+    for name in dict.fromkeys(names):
+        if name.startswith("vllm:"):
+            problem = _problem(name)
+        elif _RAY_NAME.fullmatch(name):
+            problem = _ray_problem(name)
+        else:
+            continue
         if problem is not None:
             problems.append(problem)
     return problems
+
+
+def check_promql(expr: str) -> list[str]:
+    """Problems with the vLLM and Ray Serve names a PromQL expression selects: removed, unknown, or a bare
+    counter/histogram name. vllm:* names are vLLM's own; ray_vllm_* the same metrics as Ray Serve LLM exports them;
+    ray_serve_* Ray Serve's own. Grafana variables are read as llm_eks.manifests.promql_parse says.
+
+    Returns one line per distinct problem; an empty list means every such name is a current series. Text that is not
+    PromQL is one problem: "cannot be parsed as PromQL (<the parser's reason>)".
+    """
+    try:
+        names = selector_names(parse_promql(expr))
+    except PromQLError as err:
+        return [unparsable(err)]
+    return name_problems(names)
+
+
+def unparsable(err: PromQLError) -> str:
+    """The problem line for text that is not PromQL."""
+    return f"cannot be parsed as PromQL ({err})"
 
 
 def _quote(value: str) -> str:

@@ -25,26 +25,24 @@ served model name), `engine` and `ReplicaId`; Ray Serve series carry `applicatio
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from constructs import Construct
 
 from llm_eks.errors import fail
-from llm_eks.manifests.dashboard import UID_MAX_LENGTH, DashboardSpec, ExtraPanel, build_dashboard
+from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
 from llm_eks.manifests.labels import app_labels, plain_object
-from llm_eks.manifests.monitoring_common import (
-    BY_MODEL,
-    BY_MODEL_LE,
+from llm_eks.manifests.monitoring_model import (
+    EngineAlerts,
     WorkloadMonitoringChart,
     alert_rule,
-    default_dcgm_service_labels,
-    promql_number,
-    validate_common,
-    validate_names,
+    dashboard_uid,
+    engine_alert_rules,
+    validate_monitoring,
 )
-from llm_eks.manifests.promql import ray_exported, selector
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
+from llm_eks.manifests.promql import MetricSource, promql_number, selector
 from llm_eks.manifests.ray_serve import (
     APPLICATION_NAME,
     METRICS_PORT_NAME,
@@ -61,41 +59,24 @@ _RATE = "$__rate_interval"
 
 @dataclass(frozen=True)
 class RayMonitoringProps:
-    """One Ray Serve LLM workload's monitoring. The lead fills the first six from the config, the plan and the
+    """One Ray Serve LLM workload's monitoring. The lead fills the first three from the config, the plan and the
     RayServeProps of the same workload (name, model_id)."""
 
     # The RayService name (RayServeProps.name); the job label of every scraped series.
     name: str
     # The LLMConfig model_id (RayServeProps.model_id): the `model_name` label of every ray_vllm_* series.
     model_id: str
-    # Environment SLOs (config slo.ttft_p99_ms / itl_p99_ms, in seconds).
-    ttft_p99_seconds: float
-    itl_p99_seconds: float
-    # USD per hour for one model replica (all the nodes it spans), from the capacity plan (baked into the cost panel).
-    cost_per_hour_per_replica: float
-    # Total waiting requests above which a still-growing queue alerts; waiting_per_replica x max replicas means Serve's
-    # autoscaler has run out of room.
-    queue_waiting_threshold: int
+    # SLOs, price, alert thresholds and scraping (shared with vLLM monitoring).
+    targets: MonitoringTargets
     # The workload namespace (cross-chart contract).
     namespace: str = "inference"
     # The Serve application in serveConfigV2 (RayServeChart names it "llm").
     application: str = APPLICATION_NAME
-    # 15 s resolves a queue building up within one Serve autoscaling look-back without loading Prometheus.
-    scrape_interval: str = "15s"
-    # Above 95 % KV-cache use vLLM starts preempting requests (issue 5).
-    kv_cache_usage_threshold: float = 0.95
-    # Scrape the NVIDIA DCGM exporter too (GPU panels). Its Helm chart's own ServiceMonitor must then be off
-    # (serviceMonitor.enabled=false): that one keeps honorLabels false, which renames the GPU pod's namespace label.
-    dcgm: bool = True
-    # Namespace of the DCGM exporter's Service; None finds it in any namespace by its labels.
-    dcgm_namespace: str | None = None
-    # The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl).
-    dcgm_service_labels: Mapping[str, str] = field(default_factory=default_dcgm_service_labels)
 
     @property
     def dashboard_uid(self) -> str:
         """Stable across synths (Grafana keys bookmarks and links on it); Grafana allows 40 characters."""
-        return f"llm-eks-{self.name}"[:UID_MAX_LENGTH]
+        return dashboard_uid(self.name)
 
     @property
     def deployment(self) -> str:
@@ -115,22 +96,19 @@ def pod_selector(name: str) -> dict[str, str]:
 
 def validate(props: RayMonitoringProps) -> None:
     """Raise ConfigError (one line naming the field) on the first bad prop."""
-    validate_names("ray_monitoring", props, "model_id")
+    validate_monitoring("ray_monitoring", props.name, props.namespace, "model_id", props.model_id, props.targets)
     if not isinstance(props.application, str) or not _APPLICATION.match(props.application):
         raise fail(
             "ray_monitoring.application",
             props.application,
             "must be a Serve application name (letters, digits, ._-)",
         )
-    validate_common("ray_monitoring", props)
 
 
 class _Selectors:
     """The label selectors every expression uses, in one place."""
 
     def __init__(self, props: RayMonitoringProps) -> None:
-        # vLLM engine series: the same selector as the vLLM chart's (model_name is the served model name).
-        self.vllm = selector({"namespace": props.namespace, "model_name": props.model_id})
         # Scrape targets and the proxies' node-level gauge.
         self.job = selector({"namespace": props.namespace, "job": props.name})
         # Proxy request metrics of the application (drops KubeRay's /-/healthz probes, which have no application).
@@ -146,80 +124,33 @@ class _Selectors:
         )
 
 
+# Ray's re-exported names, Serve's autoscaler and the plan's LLMConfig spellings (max_num_seqs).
+RAY_ALERTS = EngineAlerts(
+    prefix="RayVllm",
+    metrics=MetricSource.RAY,
+    summary_suffix=" (Ray Serve)",
+    kv_holder="the replica on {{ $labels.pod }}",
+    kv_runbook="Check that Serve is adding replicas (RayService status, autoscaling_config max_replicas, pending "
+    "worker pods, the node pool's GPU limit); at the maximum, raise max_replicas or lower max_num_seqs / "
+    "max_model_len in the plan.",
+    queue_runbook="Look for pending Ray worker pods (Karpenter NodeClaims, Spot capacity, the node pool limit) and "
+    "for Serve at max_replicas; scale out or shed load.",
+    ttft_runbook="Usually queueing: check the waiting queue, Serve router queue and KV-cache panels and scale out; if "
+    "the queues are empty, long prompts dominate (lower max_num_batched_tokens to interleave prefill with decode).",
+    itl_runbook="Batches are too large for the GPU: scale out, or lower max_num_seqs; large prefills stalling decode "
+    "show as ITL spikes (lower max_num_batched_tokens).",
+    preemption_runbook="Scale out, lower max_num_seqs, or give the KV cache more room (gpu_memory_utilization, an fp8 "
+    "KV cache, a larger GPU) through the capacity plan.",
+)
+
+
 def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
     """The alerting rules (the vLLM chart's, in Ray's names), each with severity, summary, description, runbook."""
-    sel = _Selectors(props)
-    model = props.model_id
-    ttft = promql_number(props.ttft_p99_seconds)
-    itl = promql_number(props.itl_p99_seconds)
-    kv = promql_number(props.kv_cache_usage_threshold)
-    waiting = props.queue_waiting_threshold
-
-    def series(vllm_name: str) -> str:
-        return f"{ray_exported(vllm_name)}{sel.vllm}"
-
     return [
-        alert_rule(
-            "RayVllmKvCacheNearlyFull",
-            f"max by (namespace, pod, model_name) ({series('vllm:kv_cache_usage_perc')}) > {kv}",
-            "5m",
-            "warning",
-            f"vLLM KV cache above {round(props.kv_cache_usage_threshold * 100)}% for 5 minutes (Ray Serve)",
-            "KV cache of the replica on {{ $labels.pod }} (" + model + ") is at {{ $value | humanizePercentage }}; "
-            "new requests queue and running ones get preempted.",
-            "Check that Serve is adding replicas (RayService status, autoscaling_config max_replicas, pending worker "
-            "pods, the node pool's GPU limit); at the maximum, raise max_replicas or lower max_num_seqs / "
-            "max_model_len in the plan.",
-        ),
-        alert_rule(
-            "RayVllmWaitingQueueGrowing",
-            f"{BY_MODEL} ({series('vllm:num_requests_waiting')}) > {waiting}"
-            f" and {BY_MODEL} (deriv({series('vllm:num_requests_waiting')}[10m])) > 0",
-            "10m",
-            "warning",
-            f"vLLM waiting queue above {waiting} requests and still growing (Ray Serve)",
-            "{{ $value }} requests wait for " + model + " in {{ $labels.namespace }} and the queue has grown for 10 "
-            "minutes: demand exceeds what the running replicas serve.",
-            "Look for pending Ray worker pods (Karpenter NodeClaims, Spot capacity, the node pool limit) and for "
-            "Serve at max_replicas; scale out or shed load.",
-        ),
-        alert_rule(
-            "RayVllmTimeToFirstTokenAboveSlo",
-            "histogram_quantile(0.99, "
-            f"{BY_MODEL_LE} (rate({series('vllm:time_to_first_token_seconds_bucket')}[5m]))) > {ttft}",
-            "10m",
-            "critical",
-            f"vLLM TTFT p99 above the {ttft} s SLO (Ray Serve)",
-            "p99 time to first token of " + model + " is {{ $value | humanizeDuration }} (SLO " + ttft + " s).",
-            "Usually queueing: check the waiting queue, Serve router queue and KV-cache panels and scale out; if the "
-            "queues are empty, long prompts dominate (lower max_num_batched_tokens to interleave prefill with "
-            "decode).",
-        ),
-        alert_rule(
-            "RayVllmInterTokenLatencyAboveSlo",
-            "histogram_quantile(0.99, "
-            f"{BY_MODEL_LE} (rate({series('vllm:inter_token_latency_seconds_bucket')}[5m]))) > {itl}",
-            "10m",
-            "critical",
-            f"vLLM inter-token latency p99 above the {itl} s SLO (Ray Serve)",
-            "p99 inter-token latency of " + model + " is {{ $value | humanizeDuration }} (SLO " + itl + " s).",
-            "Batches are too large for the GPU: scale out, or lower max_num_seqs; large prefills stalling decode show "
-            "as ITL spikes (lower max_num_batched_tokens).",
-        ),
-        alert_rule(
-            "RayVllmPreemptionsRising",
-            f"{BY_MODEL} (rate({series('vllm:num_preemptions_total')}[5m])) > 0",
-            "15m",
-            "warning",
-            "vLLM keeps preempting requests (Ray Serve)",
-            model + " has preempted {{ $value | humanize }} requests/s for 15 minutes: the KV cache is too small for "
-            "the running batch, and preempted work is recomputed.",
-            "Scale out, lower max_num_seqs, or give the KV cache more room (gpu_memory_utilization, an fp8 KV cache, a "
-            "larger GPU) through the capacity plan.",
-        ),
+        *engine_alert_rules(RAY_ALERTS, props.namespace, props.model_id, props.targets),
         alert_rule(
             "RayServeTargetDown",
-            f"up{sel.job} == 0",
+            f"up{_Selectors(props).job} == 0",
             "5m",
             "critical",
             f"Prometheus cannot scrape a Ray pod of {props.name}",
@@ -297,12 +228,8 @@ def dashboard_spec(props: RayMonitoringProps) -> DashboardSpec:
         namespace=props.namespace,
         job=props.name,
         served_model_name=props.model_id,
-        ttft_p99_seconds=props.ttft_p99_seconds,
-        itl_p99_seconds=props.itl_p99_seconds,
-        kv_cache_usage_threshold=props.kv_cache_usage_threshold,
-        cost_per_hour_per_replica=props.cost_per_hour_per_replica,
-        dcgm=props.dcgm,
-        ray_exported_vllm_metrics=True,
+        targets=props.targets,
+        metrics=MetricSource.RAY,
         # Ray's own Serve dashboard counts replicas the same way ("Replicas per deployment").
         replicas_expr=f"sum(ray_serve_deployment_replica_healthy{sel.deployment})",
         replicas_description=(
@@ -341,9 +268,9 @@ class RayMonitoringChart(WorkloadMonitoringChart):
                     "namespaceSelector": {"matchNames": [props.namespace]},
                     "podTargetLabels": list(POD_TARGET_LABELS),
                     "podMetricsEndpoints": [
-                        {"port": METRICS_PORT_NAME, "path": "/metrics", "interval": props.scrape_interval}
+                        {"port": METRICS_PORT_NAME, "path": "/metrics", "interval": props.targets.scrape_interval}
                     ],
                 }
             },
         )
-        self.add_dcgm_alerts_and_dashboard(props, labels)
+        self.add_dcgm_alerts_and_dashboard(props.name, props.targets, labels)

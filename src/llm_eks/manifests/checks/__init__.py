@@ -30,9 +30,10 @@ from llm_eks.manifests.checks.instances import (
 )
 from llm_eks.manifests.checks.limits import check_gpu_limits
 from llm_eks.manifests.checks.objects import KEDA_DEFAULT_MAX_REPLICAS, object_ref, pod_templates, quantity
-from llm_eks.manifests.checks.promql_shape import PromQLError, check_promql_objects, promql_shape_problem
+from llm_eks.manifests.checks.promql_shape import check_promql_objects, promql_shape_problem
 from llm_eks.manifests.checks.requirements import WELL_KNOWN_LABELS
 from llm_eks.manifests.checks.scheduling import Scheduler, check_scheduling
+from llm_eks.manifests.promql_parse import PromQLError
 
 __all__ = [
     "ACCELERATOR_RESOURCES",

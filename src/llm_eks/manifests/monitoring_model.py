@@ -1,0 +1,218 @@
+"""The monitoring model both engines share: one alert builder fed by the engine's series names and wording
+(`EngineAlerts`), the name checks, and `WorkloadMonitoringChart`, which emits the objects besides the workload's own
+scrape config (the DCGM exporter's ServiceMonitor, the PrometheusRule, the dashboard ConfigMap).
+
+The engine modules (llm_eks.manifests.monitoring for vLLM, llm_eks.manifests.ray_monitoring for Ray Serve LLM) build
+on this one and this one knows neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.manifests.dashboard import UID_MAX_LENGTH, panel_queries
+from llm_eks.manifests.labels import PART_OF, plain_object, require_dns1035, require_dns1123
+from llm_eks.manifests.monitoring_targets import MonitoringTargets, validate_targets
+from llm_eks.manifests.promql import MetricSource, check_promql, promql_number, selector
+from llm_eks.manifests.validation import require_model_name
+
+# Series of one served model in one namespace (what the alerts aggregate by).
+BY_MODEL = "sum by (namespace, model_name)"
+BY_MODEL_LE = "sum by (le, namespace, model_name)"
+
+
+def validate_names(prefix: str, name: str, namespace: str, model_field: str, model: str) -> None:
+    """Raise ConfigError on a bad workload name (DNS-1035), namespace (DNS-1123) or served model name."""
+    require_dns1035(f"{prefix}.name", name)
+    require_dns1123(f"{prefix}.namespace", namespace)
+    require_model_name(f"{prefix}.{model_field}", model)
+
+
+def validate_monitoring(prefix: str, name: str, namespace: str, model_field: str, model: str, targets: Any) -> None:
+    """Raise ConfigError (one line naming the field) on the first bad name or target."""
+    validate_names(prefix, name, namespace, model_field, model)
+    validate_targets(f"{prefix}.targets", targets)
+
+
+def dashboard_uid(name: str) -> str:
+    """Stable across synths (Grafana keys bookmarks and links on it); Grafana allows 40 characters."""
+    return f"llm-eks-{name}"[:UID_MAX_LENGTH]
+
+
+def alert_rule(
+    alert: str, expr: str, duration: str, severity: str, summary: str, description: str, runbook: str
+) -> dict[str, Any]:
+    """One PrometheusRule alerting rule, with severity, summary, description and a runbook hint."""
+    return {
+        "alert": alert,
+        "expr": expr,
+        "for": duration,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary, "description": description, "runbook": runbook},
+    }
+
+
+@dataclass(frozen=True)
+class EngineAlerts:
+    """How one engine's vLLM metrics and operations read in the shared alerts."""
+
+    # Alert names start with it (VllmKvCacheNearlyFull, RayVllmKvCacheNearlyFull).
+    prefix: str
+    # Whose series names the expressions read (vLLM's own or Ray's re-export).
+    metrics: MetricSource
+    # Appended to every summary, so a page says which engine fired.
+    summary_suffix: str
+    # What holds the KV cache, in the KV alert's description (a Go template over the alert's labels).
+    kv_holder: str
+    # Runbook hints in the engine's own words: what scales it and how its flags are spelled.
+    kv_runbook: str
+    queue_runbook: str
+    ttft_runbook: str
+    itl_runbook: str
+    preemption_runbook: str
+
+
+def engine_alert_rules(
+    engine: EngineAlerts, namespace: str, model: str, targets: MonitoringTargets
+) -> list[dict[str, Any]]:
+    """The five vLLM engine alerts (KV cache, growing queue, TTFT and ITL above the SLO, preemptions) on the model's
+    series in the engine's names."""
+    vllm = selector({"namespace": namespace, "model_name": model})
+
+    def series(vllm_name: str) -> str:
+        return f"{engine.metrics.series(vllm_name)}{vllm}"
+
+    ttft = promql_number(targets.ttft_p99_seconds)
+    itl = promql_number(targets.itl_p99_seconds)
+    kv = promql_number(targets.kv_cache_usage_threshold)
+    waiting = targets.queue_waiting_threshold
+    waiting_series = series("vllm:num_requests_waiting")
+    suffix = engine.summary_suffix
+    return [
+        alert_rule(
+            f"{engine.prefix}KvCacheNearlyFull",
+            f"max by (namespace, pod, model_name) ({series('vllm:kv_cache_usage_perc')}) > {kv}",
+            "5m",
+            "warning",
+            f"vLLM KV cache above {round(targets.kv_cache_usage_threshold * 100)}% for 5 minutes{suffix}",
+            f"KV cache of {engine.kv_holder} ({model}) is at {{{{ $value | humanizePercentage }}}}; new requests queue "
+            "and running ones get preempted.",
+            engine.kv_runbook,
+        ),
+        alert_rule(
+            f"{engine.prefix}WaitingQueueGrowing",
+            f"{BY_MODEL} ({waiting_series}) > {waiting} and {BY_MODEL} (deriv({waiting_series}[10m])) > 0",
+            "10m",
+            "warning",
+            f"vLLM waiting queue above {waiting} requests and still growing{suffix}",
+            "{{ $value }} requests wait for " + model + " in {{ $labels.namespace }} and the queue has grown for 10 "
+            "minutes: demand exceeds what the running replicas serve.",
+            engine.queue_runbook,
+        ),
+        alert_rule(
+            f"{engine.prefix}TimeToFirstTokenAboveSlo",
+            "histogram_quantile(0.99, "
+            f"{BY_MODEL_LE} (rate({series('vllm:time_to_first_token_seconds_bucket')}[5m]))) > {ttft}",
+            "10m",
+            "critical",
+            f"vLLM TTFT p99 above the {ttft} s SLO{suffix}",
+            "p99 time to first token of " + model + " is {{ $value | humanizeDuration }} (SLO " + ttft + " s).",
+            engine.ttft_runbook,
+        ),
+        alert_rule(
+            f"{engine.prefix}InterTokenLatencyAboveSlo",
+            "histogram_quantile(0.99, "
+            f"{BY_MODEL_LE} (rate({series('vllm:inter_token_latency_seconds_bucket')}[5m]))) > {itl}",
+            "10m",
+            "critical",
+            f"vLLM inter-token latency p99 above the {itl} s SLO{suffix}",
+            "p99 inter-token latency of " + model + " is {{ $value | humanizeDuration }} (SLO " + itl + " s).",
+            engine.itl_runbook,
+        ),
+        alert_rule(
+            f"{engine.prefix}PreemptionsRising",
+            f"{BY_MODEL} (rate({series('vllm:num_preemptions_total')}[5m])) > 0",
+            "15m",
+            "warning",
+            f"vLLM keeps preempting requests{suffix}",
+            model + " has preempted {{ $value | humanize }} requests/s for 15 minutes: the KV cache is too small "
+            "for the running batch, and preempted work is recomputed.",
+            engine.preemption_runbook,
+        ),
+    ]
+
+
+class WorkloadMonitoringChart(cdk8s.Chart):
+    """A monitoring chart: alert rules and a dashboard whose PromQL must use current metric names."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        namespace: str,
+        alert_rules: list[dict[str, Any]],
+        dashboard: dict[str, Any],
+        metric_names: str,
+    ) -> None:
+        super().__init__(scope, construct_id, namespace=namespace, disable_resource_name_hashes=True)
+        self.alert_rules = alert_rules
+        self.dashboard = dashboard
+        problems = [f"{where}: {p}" for where, expr in self.promql() for p in check_promql(expr)]
+        if problems:  # a bug here, not bad input: every expression is built from the names in promql.py
+            raise AssertionError(f"stale {metric_names}:\n" + "\n".join(problems))
+
+    def add_dcgm_alerts_and_dashboard(self, name: str, targets: MonitoringTargets, labels: Mapping[str, str]) -> None:
+        """The objects after the workload's own scrape config: DCGM ServiceMonitor, PrometheusRule, dashboard."""
+        if targets.dcgm:
+            namespaces = {"matchNames": [targets.dcgm_namespace]} if targets.dcgm_namespace else {"any": True}
+            plain_object(
+                self,
+                "DcgmServiceMonitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata={"name": "dcgm-exporter", "labels": {"app.kubernetes.io/part-of": PART_OF}},
+                body={
+                    "spec": {
+                        "selector": {"matchLabels": dict(targets.dcgm_service_labels)},
+                        "namespaceSelector": namespaces,
+                        "endpoints": [
+                            {
+                                "port": "metrics",
+                                "path": "/metrics",
+                                "interval": targets.scrape_interval,
+                                # Keep the exporter's pod/namespace labels (the pod that holds the GPU) instead of
+                                # renaming them exported_*; the GPU panels filter on the workload namespace.
+                                "honorLabels": True,
+                            }
+                        ],
+                    }
+                },
+            )
+        plain_object(
+            self,
+            "Alerts",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata={"name": f"{name}-alerts", "labels": labels},
+            body={"spec": {"groups": [{"name": f"{name}.alerts", "rules": self.alert_rules}]}},
+        )
+        plain_object(
+            self,
+            "Dashboard",
+            api_version="v1",
+            kind="ConfigMap",
+            metadata={"name": f"{name}-dashboard", "labels": {**labels, "grafana_dashboard": "1"}},
+            body={"data": {f"{name}.json": json.dumps(self.dashboard, indent=2, sort_keys=True)}},
+        )
+
+    def promql(self) -> list[tuple[str, str]]:
+        """(where, expr) for every PromQL expression this chart emits: alerts, then dashboard panels."""
+        return [(f"alert {r['alert']}", r["expr"]) for r in self.alert_rules] + [
+            (f"panel {title!r}", expr) for title, expr in panel_queries(self.dashboard)
+        ]

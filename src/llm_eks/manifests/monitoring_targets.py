@@ -1,0 +1,87 @@
+"""`MonitoringTargets`: what every workload's monitoring is held to (SLOs, price, alert thresholds) and how it is
+scraped (interval, the DCGM exporter), whichever engine serves the model. The dashboard and both engines' monitoring
+charts read the same object."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from llm_eks.errors import fail
+from llm_eks.manifests.labels import require_dns1123
+from llm_eks.manifests.validation import positive_number, whole_number
+
+# Prometheus duration (the pattern the ServiceMonitor and PrometheusRule CRDs enforce, without the bare "0").
+_DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
+# A p99 above ten minutes is a misconfiguration, not an SLO.
+_MAX_SLO_SECONDS = 600.0
+
+
+def default_dcgm_service_labels() -> Mapping[str, str]:
+    """The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl)."""
+    return MappingProxyType({"app.kubernetes.io/name": "dcgm-exporter"})
+
+
+@dataclass(frozen=True)
+class MonitoringTargets:
+    """SLOs, price, thresholds and scraping of one workload. The lead fills the first four from the config and the
+    capacity plan (llm_eks.infra.workloads)."""
+
+    # Environment SLOs (config slo.ttft_p99_ms / itl_p99_ms, in seconds).
+    ttft_p99_seconds: float
+    itl_p99_seconds: float
+    # USD per hour for one model replica (all the nodes it spans), from the capacity plan (baked into the cost panel).
+    cost_per_hour_per_replica: float
+    # Total waiting requests above which a still-growing queue alerts; waiting_per_replica x max replicas means the
+    # autoscaler has run out of room.
+    queue_waiting_threshold: int
+    # 15 s resolves a queue building up within one KEDA polling cycle (or one Serve autoscaling look-back) without
+    # loading Prometheus.
+    scrape_interval: str = "15s"
+    # Above 95 % KV-cache use vLLM starts preempting requests (issue 5).
+    kv_cache_usage_threshold: float = 0.95
+    # Scrape the NVIDIA DCGM exporter too (GPU panels). Its Helm chart's own ServiceMonitor must then be off
+    # (serviceMonitor.enabled=false): that one keeps honorLabels false, which renames the GPU pod's namespace label.
+    dcgm: bool = True
+    # Namespace of the DCGM exporter's Service; None finds it in any namespace by its labels.
+    dcgm_namespace: str | None = None
+    # The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl).
+    dcgm_service_labels: Mapping[str, str] = field(default_factory=default_dcgm_service_labels)
+
+
+def validate_targets(prefix: str, targets: MonitoringTargets) -> None:
+    """Raise ConfigError on the first bad target (SLOs, cost, thresholds, scrape interval, DCGM); `prefix` names the
+    field that holds them (e.g. monitoring.targets)."""
+    if not isinstance(targets, MonitoringTargets):
+        raise fail(prefix, targets, "must be a MonitoringTargets")
+    for prop in ("ttft_p99_seconds", "itl_p99_seconds"):
+        value = getattr(targets, prop)
+        if not positive_number(value) or value > _MAX_SLO_SECONDS:
+            raise fail(f"{prefix}.{prop}", value, f"must be a positive number of seconds, at most {_MAX_SLO_SECONDS:g}")
+    if not positive_number(targets.cost_per_hour_per_replica):
+        raise fail(
+            f"{prefix}.cost_per_hour_per_replica", targets.cost_per_hour_per_replica, "must be a positive USD amount"
+        )
+    threshold = targets.queue_waiting_threshold
+    if not whole_number(threshold) or threshold < 1:
+        raise fail(f"{prefix}.queue_waiting_threshold", threshold, "must be a positive whole number of requests")
+    if not positive_number(targets.kv_cache_usage_threshold) or targets.kv_cache_usage_threshold >= 1:
+        raise fail(
+            f"{prefix}.kv_cache_usage_threshold",
+            targets.kv_cache_usage_threshold,
+            "must be between 0 and 1 (exclusive)",
+        )
+    interval = targets.scrape_interval
+    if not isinstance(interval, str) or not interval or not _DURATION.match(interval):
+        raise fail(f"{prefix}.scrape_interval", interval, "must be a Prometheus duration such as 15s or 1m")
+    if targets.dcgm:
+        if targets.dcgm_namespace is not None:
+            require_dns1123(f"{prefix}.dcgm_namespace", targets.dcgm_namespace)
+        if not targets.dcgm_service_labels:
+            raise fail(
+                f"{prefix}.dcgm_service_labels",
+                dict(targets.dcgm_service_labels),
+                "must select the DCGM exporter Service",
+            )

@@ -451,8 +451,8 @@ def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster
     with pytest.raises(ConfigError) as err:
         Keda(bare_cluster.stack, "KedaSlow", KedaProps(cluster=bare_cluster, timeout=cdk.Duration.minutes(14)))
     assert str(err.value) == (
-        "Bare/KedaSlow: keda.timeout: 14 min is not allowed; 1 Helm wait(s) x timeout + 2 min setup must fit the kubectl "
-        "Lambda's 15 minutes (at most 13 min)"
+        "Bare/KedaSlow: keda.timeout: 14 min is not allowed; 1 Helm wait(s) x timeout + 2 min setup must fit the "
+        "kubectl Lambda's 15 minutes (at most 13 min)"
     )
     with pytest.raises(ConfigError) as err:
         Observability(
@@ -461,8 +461,8 @@ def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster
             ObservabilityProps(cluster=bare_cluster, timeout=cdk.Duration.minutes(5)),
         )
     assert str(err.value) == (
-        "Bare/ObsSlow: kube-prometheus-stack.timeout: 5 min is not allowed; 3 Helm wait(s) x timeout + 2 min setup must fit the "
-        "kubectl Lambda's 15 minutes (at most 4.3 min)"
+        "Bare/ObsSlow: kube-prometheus-stack.timeout: 5 min is not allowed; 3 Helm wait(s) x timeout + 2 min setup "
+        "must fit the kubectl Lambda's 15 minutes (at most 4.3 min)"
     )
 
 

@@ -69,6 +69,7 @@ class Keda(SingleChartAddon):
 
     @named_errors
     def __init__(self, scope: Construct, id: str, props: KedaProps) -> None:
+        props.validate()  # before the namespace objects are built from it
         super().__init__(
             scope,
             id,

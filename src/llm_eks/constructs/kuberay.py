@@ -73,6 +73,7 @@ class KubeRayOperator(SingleChartAddon):
 
     @named_errors
     def __init__(self, scope: Construct, id: str, props: KubeRayOperatorProps) -> None:
+        props.validate()  # before the namespace objects are built from it
         super().__init__(
             scope,
             id,

@@ -1,15 +1,15 @@
-"""`InferenceStack`: the composition root for one environment (`LlmEks-<env>`).
+"""`InferenceStack`: the composition root for one environment (`LlmEks-<env>`): config and plan in, constructs out.
 
-Order is the point of this module. On create: cluster and system nodes, then the controllers (each after the
-system node group, or `helm --wait` times out with nowhere to run), then node pools (after Karpenter's CRDs and
-controller), then workloads (after the operators whose CRDs and webhooks they need). On delete CloudFormation
-walks the same graph backwards: workloads go first, node pools are deleted while Karpenter still runs (so it drains
-and terminates their nodes), and the teardown safety net sweeps what is left before the VPC goes.
+The order lives in the constructs (`InferenceCluster.add_*`, see constructs/composition.py), so a user's own app
+gets it too. On create: cluster and system nodes, then the controllers (each after the system node group, or
+`helm --wait` times out with nowhere to run), then node pools (after Karpenter's CRDs and controller), then
+workloads (after the operators whose CRDs and webhooks they need, by the names in each chart's `needs`). On delete
+CloudFormation walks the same graph backwards: workloads go first, node pools are deleted while Karpenter still runs
+(so it drains and terminates their nodes), and the teardown safety net sweeps what is left before the VPC goes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -87,13 +87,13 @@ class InferenceStack(cdk.Stack):
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
         self.api_key = self._api_key(config)
-        # What a chart may need, by the names ChartPlan.needs uses; each entry orders a manifest after it.
-        self._prerequisites: dict[str, Callable[[IConstruct], None]] = {
-            "karpenter": self.karpenter.add_dependent,
-            "observability": self._after(self.observability),
+        # What a chart may need, by the names ChartPlan.needs uses (InferenceCluster.add_chart orders it after them).
+        self._prerequisites: dict[str, tuple[IConstruct, ...]] = {
+            "karpenter": (self.karpenter,),
+            "observability": (self.observability,),
         }
         for name in addons(self.workload, config):
-            self._prerequisites[name] = self._after(*self._add_addon(name, config))
+            self._prerequisites[name] = self._add_addon(name, config)
         self.charts = build_charts(
             self.k8s_app,
             config,
@@ -106,10 +106,8 @@ class InferenceStack(cdk.Stack):
             if not planned.apply:
                 self._review_only.append((planned.id, planned.chart))
                 continue
-            manifest = self.add_chart(planned.id, planned.chart)
-            for need in planned.needs:
-                self._prerequisites[need](manifest)
-            self._prerequisites[planned.id] = self._after(manifest)
+            after = tuple(prerequisite for need in planned.needs for prerequisite in self._prerequisites[need])
+            self._prerequisites[planned.id] = (self.add_chart(planned.id, planned.chart, after=after),)
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
         self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))  # type: ignore[attr-defined]
         for objects in self.gpu_devices.namespace_objects.values():
@@ -202,10 +200,6 @@ class InferenceStack(cdk.Stack):
         else:
             raise ValueError(f"unknown add-on {name!r}")  # a bug in workloads.addons
         return (construct,)
-
-    @staticmethod
-    def _after(*prerequisites: IConstruct) -> Callable[[IConstruct], None]:
-        return lambda dependent: dependent.node.add_dependency(*prerequisites)
 
     # -- charts ------------------------------------------------------------------------------------------------
 

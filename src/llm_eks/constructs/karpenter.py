@@ -10,7 +10,14 @@ What it creates, all matching Karpenter's CloudFormation for the pinned version 
 - the `karpenter-crd` chart, then the `karpenter` chart at the same version. The CRDs live in their own release
   because Helm installs a chart's crds/ directory once and never upgrades it: bumping KARPENTER_VERSION upgrades
   `karpenter-crd`, and with it the CRDs;
-- by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone.
+- by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone;
+- an `InterruptionQueue` of its own when none is passed (`InferenceCluster.add_karpenter` creates it beside this
+  construct, where llm-eks's stacks have always had it).
+
+Escape hatches (see `KarpenterOptions`): your own node role (we create none and attach nothing; the access entry is
+still ours) and your own queue (we create no queue, queue policy or EventBridge rules; the controller's IAM and
+Helm values point at yours), extra statements for the controller and node roles, a permissions boundary on every
+role created here, and extra Helm values merged over ours.
 
 Service account: the chart creates it (serviceAccount.create=true, name karpenter) and CDK creates only the Pod
 Identity association. Pod Identity needs no annotation on the service account, so there is nothing for CDK to
@@ -18,11 +25,12 @@ write into it; letting Helm own it keeps one owner for an object the chart's RBA
 a kubectl custom resource. The association exists before the chart (explicit dependency), so the first pods
 start with credentials.
 
-Ordering. Create: CRDs, IAM, access entry, queue and the caller's `depends_on` (system node group, Pod Identity
-agent) before the controller; the controller before node pools (`add_dependent`). Delete is the reverse: node
-pools go first while the controller still runs and drains their nodes (put the EC2NodeClasses in that manifest:
-their finalizer holds `kubectl delete` until their nodes are gone); then the controller chart; then the teardown
-safety net, which must finish before the EKS cluster, the node role, its access entry and the VPC are deleted.
+Ordering. Create: CRDs, IAM, access entry, queue and `depends_on` (system node group, Pod Identity agent:
+`InferenceCluster.add_karpenter` passes both) before the controller; the controller before node pools
+(`add_dependent`, or `InferenceCluster.add_chart(..., after=(karpenter,))`). Delete is the reverse: node pools go
+first while the controller still runs and drains their nodes (put the EC2NodeClasses in that manifest: their
+finalizer holds `kubectl delete` until their nodes are gone); then the controller chart; then the teardown safety
+net, which must finish before the EKS cluster, the node role, its access entry and the VPC are deleted.
 """
 
 from __future__ import annotations

@@ -314,6 +314,15 @@ def pod_identity_role(
     return role, association
 
 
+@dataclass(frozen=True)
+class PodIdentityRoleProps:
+    """Which service account of which cluster may assume the role."""
+
+    cluster: eks.ICluster
+    namespace: str
+    service_account: str
+
+
 class PodIdentityRole(Construct):
     """The `pod_identity_role` of one Kubernetes service account, trusted by cluster ARN.
 
@@ -324,12 +333,13 @@ class PodIdentityRole(Construct):
     """
 
     @named_errors
-    def __init__(
-        self, scope: Construct, id: str, *, cluster: eks.ICluster, namespace: str, service_account: str
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, props: PodIdentityRoleProps) -> None:
+        cluster, namespace, service_account = props.cluster, props.namespace, props.service_account
+        check_name("namespace", namespace, label=True)
+        check_name("service_account", service_account, label=False)
         super().__init__(scope, id)
-        self.namespace = check_name("namespace", namespace, label=True)
-        self.service_account = check_name("service_account", service_account, label=False)
+        self.namespace = namespace
+        self.service_account = service_account
         self.role, self.association = pod_identity_role(
             self,
             "Role",
@@ -353,7 +363,7 @@ class PodIdentityRole(Construct):
         existing = holder.node.try_find_child(child_id)
         if isinstance(existing, PodIdentityRole):
             return existing
-        return PodIdentityRole(holder, child_id, cluster=cluster, namespace=namespace, service_account=service_account)
+        return PodIdentityRole(holder, child_id, PodIdentityRoleProps(cluster, namespace, service_account))
 
 
 def requests_limits(cpu: str, memory: str, cpu_limit: str = "1", memory_limit: str | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 
 from llm_eks.constructs.addons import with_helm_values
+from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.interruption import InterruptionQueue
 from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
 from llm_eks.constructs.keda import Keda, KedaProps
@@ -216,3 +217,12 @@ def test_karpenter_without_a_queue_creates_its_own() -> None:
     assert stack.resolve(karpenter.helm_values()["settings"]["interruptionQueue"]) == {
         "Fn::GetAtt": [stack.get_logical_id(karpenter.interruption_queue.queue.node.default_child), "QueueName"]  # type: ignore[union-attr,arg-type]
     }
+
+
+def test_cluster_errors_name_the_cluster_construct() -> None:
+    with pytest.raises(ConfigError) as err:
+        InferenceCluster(cdk.Stack(cdk.App(), "TeamA"), "Platform", InferenceClusterProps("c", system_min_size=1))
+    assert str(err.value) == (
+        "TeamA/Platform: system_min_size: 1 is not allowed; must be at least 2 (Karpenter's 2 replicas need 2 nodes "
+        "in 2 AZs)"
+    )

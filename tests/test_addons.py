@@ -19,12 +19,12 @@ from aws_cdk import aws_eks_v2 as eks
 
 from llm_eks import versions
 from llm_eks.constructs.addons import HELM_SETUP_ALLOWANCE, KUBECTL_LAMBDA_LIMIT
-from llm_eks.constructs.keda import Keda, KedaProps
-from llm_eks.constructs.kuberay import KubeRayOperator
-from llm_eks.constructs.load_balancer import AwsLoadBalancerController
-from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessProps
-from llm_eks.constructs.observability import Observability, ObservabilityProps, storage_class
-from llm_eks.constructs.secrets import SecretsStoreCsi
+from llm_eks.constructs.keda import Keda, KedaOptions, KedaProps
+from llm_eks.constructs.kuberay import KubeRayOperator, KubeRayOperatorProps
+from llm_eks.constructs.load_balancer import AwsLoadBalancerController, AwsLoadBalancerControllerProps
+from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessOptions, ModelWeightsAccessProps
+from llm_eks.constructs.observability import Observability, ObservabilityOptions, ObservabilityProps, storage_class
+from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from tests.cdk_fixtures import minimal_cluster, synth_with_nag
@@ -48,17 +48,17 @@ class Synth:
         app = cdk.App(outdir=str(outdir))
         stack = cdk.Stack(app, STACK, env=cdk.Environment(account="123456789012", region="us-west-2"))
         cluster = minimal_cluster(stack)
-        Keda(stack, "Keda", cluster=cluster)
-        Observability(stack, "Observability", cluster=cluster)
-        KubeRayOperator(stack, "KubeRay", cluster=cluster)
-        secrets = SecretsStoreCsi(stack, "SecretsStoreCsi", cluster=cluster)
+        Keda(stack, "Keda", KedaProps(cluster=cluster))
+        Observability(stack, "Observability", ObservabilityProps(cluster=cluster))
+        KubeRayOperator(stack, "KubeRay", KubeRayOperatorProps(cluster=cluster))
+        secrets = SecretsStoreCsi(stack, "SecretsStoreCsi", SecretsStoreCsiProps(cluster=cluster))
         self.reader = secrets.add_secret_reader(*WORKLOAD_SA, "llm-eks/hf-token")
-        AwsLoadBalancerController(stack, "AwsLoadBalancerController", cluster=cluster)
+        AwsLoadBalancerController(stack, "AwsLoadBalancerController", AwsLoadBalancerControllerProps(cluster=cluster))
         ModelWeightsAccess(
             stack,
             "ModelWeights",
-            cluster=cluster,
-            props=ModelWeightsAccessProps(
+            ModelWeightsAccessProps(
+                cluster=cluster,
                 bucket_name="llm-eks-weights",
                 prefix="models/meta-llama/Llama-3.1-8B-Instruct/",
                 namespace=WORKLOAD_SA[0],
@@ -287,7 +287,7 @@ def test_encrypted_gp3_storage_class(synth: Synth) -> None:
     assert manifest["provisioner"] == "ebs.csi.aws.com"
     assert manifest["parameters"] == {"type": "gp3", "encrypted": "true"}
     assert manifest["volumeBindingMode"] == "WaitForFirstConsumer"
-    assert_valid([storage_class(ObservabilityProps()), storage_class(ObservabilityProps(kms_key_arn=KMS_KEY))])
+    assert_valid([storage_class(ObservabilityOptions()), storage_class(ObservabilityOptions(kms_key_arn=KMS_KEY))])
 
 
 def test_csi_driver_and_provider_run_on_gpu_and_neuron_nodes(releases: dict[str, dict[str, Any]]) -> None:
@@ -449,30 +449,32 @@ def bare_cluster() -> eks.Cluster:
 
 def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster: eks.Cluster) -> None:
     with pytest.raises(ConfigError) as err:
-        Keda(bare_cluster.stack, "KedaSlow", cluster=bare_cluster, props=KedaProps(timeout=cdk.Duration.minutes(14)))
+        Keda(bare_cluster.stack, "KedaSlow", KedaProps(cluster=bare_cluster, timeout=cdk.Duration.minutes(14)))
     assert str(err.value) == (
-        "keda.timeout: 14 min is not allowed; 1 Helm wait(s) x timeout + 2 min setup must fit the kubectl "
-        "Lambda's 15 minutes (at most 13 min)"
+        "Bare/KedaSlow: keda.timeout: 14 min is not allowed; 1 Helm wait(s) x timeout + 2 min setup must fit the "
+        "kubectl Lambda's 15 minutes (at most 13 min)"
     )
     with pytest.raises(ConfigError) as err:
         Observability(
             bare_cluster.stack,
             "ObsSlow",
-            cluster=bare_cluster,
-            props=ObservabilityProps(timeout=cdk.Duration.minutes(5)),
+            ObservabilityProps(cluster=bare_cluster, timeout=cdk.Duration.minutes(5)),
         )
     assert str(err.value) == (
-        "kube-prometheus-stack.timeout: 5 min is not allowed; 3 Helm wait(s) x timeout + 2 min setup must fit the "
-        "kubectl Lambda's 15 minutes (at most 4.3 min)"
+        "Bare/ObsSlow: kube-prometheus-stack.timeout: 5 min is not allowed; 3 Helm wait(s) x timeout + 2 min setup "
+        "must fit the kubectl Lambda's 15 minutes (at most 4.3 min)"
     )
 
 
 def test_control_plane_cidrs_must_be_cidrs(bare_cluster: eks.Cluster) -> None:
     with pytest.raises(ConfigError) as err:
-        Keda(bare_cluster.stack, "KedaCidr", cluster=bare_cluster, props=KedaProps(control_plane_cidrs=("vpc",)))
-    assert str(err.value) == "keda.control_plane_cidrs: 'vpc' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+        Keda(bare_cluster.stack, "KedaCidr", KedaProps(cluster=bare_cluster, control_plane_cidrs=("vpc",)))
+    assert (
+        str(err.value)
+        == "Bare/KedaCidr: keda.control_plane_cidrs: 'vpc' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+    )
     with pytest.raises(ConfigError) as err:
-        ObservabilityProps(control_plane_cidrs=("10.0.0.0/33",)).validate()
+        ObservabilityOptions(control_plane_cidrs=("10.0.0.0/33",)).validate()
     assert str(err.value) == (
         "observability.control_plane_cidrs: '10.0.0.0/33' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
     )
@@ -505,25 +507,25 @@ def test_control_plane_cidrs_must_be_cidrs(bare_cluster: eks.Cluster) -> None:
 def test_model_weights_bad_input(bare_cluster: eks.Cluster, props: dict[str, str], message: str) -> None:
     base = {"bucket_name": "weights", "prefix": "models/x/", "service_account": "vllm"}
     with pytest.raises(ConfigError) as err:
-        ModelWeightsAccessProps(**{**base, **props}).validate()
+        ModelWeightsAccessOptions(**{**base, **props}).validate()
     assert str(err.value) == message
 
 
 def test_secret_reader_wants_a_name_not_an_arn(bare_cluster: eks.Cluster) -> None:
-    secrets = SecretsStoreCsi(bare_cluster.stack, "Secrets", cluster=bare_cluster)
+    secrets = SecretsStoreCsi(bare_cluster.stack, "Secrets", SecretsStoreCsiProps(cluster=bare_cluster))
     with pytest.raises(ConfigError) as err:
         secrets.add_secret_reader("inference", "vllm", "arn:aws:secretsmanager:us-west-2:1:secret:hf-AbCdEf")
-    assert str(err.value).startswith("secret_reader.secret_name: 'arn:aws:secretsmanager")
-    with pytest.raises(ConfigError, match=r"^secret_reader\.namespace: 'Inference' is not allowed"):
+    assert str(err.value).startswith("Bare/Secrets: secret_reader.secret_name: 'arn:aws:secretsmanager")
+    with pytest.raises(ConfigError, match=r"^Bare/Secrets: secret_reader\.namespace: 'Inference' is not allowed"):
         secrets.add_secret_reader("Inference", "vllm", "hf-token")
 
 
 def test_replica_counts_are_bounded(bare_cluster: eks.Cluster) -> None:
     with pytest.raises(ConfigError) as err:
-        KedaProps(operator_replicas=0).validate()
+        KedaOptions(operator_replicas=0).validate()
     assert str(err.value) == "keda.operator_replicas: 0 is not allowed; must be between 1 and 3"
     with pytest.raises(ConfigError) as err:
-        ObservabilityProps(retention="two weeks").validate()
+        ObservabilityOptions(retention="two weeks").validate()
     assert str(err.value) == (
         "observability.retention: 'two weeks' is not allowed; must be a Prometheus duration such as 15d"
     )
@@ -566,11 +568,11 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
 def test_control_plane_cidrs_and_prometheus_clients_are_props() -> None:
     stack = cdk.Stack(cdk.App(), "Props")
     cluster = minimal_cluster(stack)
-    keda = Keda(stack, "Keda", cluster=cluster, props=KedaProps(control_plane_cidrs=("10.1.0.0/16",))).namespace_objects
+    keda = Keda(stack, "Keda", KedaProps(cluster=cluster, control_plane_cidrs=("10.1.0.0/16",))).namespace_objects
     blocks = {b["ipBlock"]["cidr"] for o in keda[2:] for r in o["spec"]["ingress"] for b in r["from"] if "ipBlock" in b}
     assert blocks == {"10.1.0.0/16"}
-    props = ObservabilityProps(control_plane_cidrs=("10.1.0.0/16",), prometheus_clients=())
-    alone = Observability(stack, "Observability", cluster=cluster, props=props).namespace_objects
+    props = ObservabilityProps(cluster=cluster, control_plane_cidrs=("10.1.0.0/16",), prometheus_clients=())
+    alone = Observability(stack, "Observability", props).namespace_objects
     (queries,) = [o for o in alone if o["metadata"]["name"] == "prometheus-queries"]
     assert queries["spec"]["ingress"][0]["from"] == [
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}

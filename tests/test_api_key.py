@@ -65,7 +65,7 @@ def test_cdk_nag_clean_with_rotation_acknowledged_on_the_secret(
 def test_bad_props_fail_with_one_line(props: GeneratedApiKeyProps, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         GeneratedApiKey(cdk.Stack(cdk.App(), "Bad"), "ApiKey", props)
-    assert str(err.value) == message
+    assert str(err.value) == f"Bad/ApiKey: {message}"
 
 
 @pytest.mark.parametrize(

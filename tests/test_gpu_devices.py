@@ -156,7 +156,7 @@ def test_bad_props_are_one_line_errors(changes: dict[str, Any], message: str) ->
     props = GpuDeviceSoftwareProps(cluster=None, **changes)  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as err:
         GpuDeviceSoftware(cdk.Stack(cdk.App(), "Bad"), "GpuDevices", props)
-    assert str(err.value) == message
+    assert str(err.value) == f"Bad/GpuDevices: {message}"
 
 
 def test_gpu_namespaces_are_privileged_with_a_reason_and_deny_by_default() -> None:

@@ -206,11 +206,11 @@ def locked_addons() -> dict[str, Any]:
     from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
     from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
     from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
-    from llm_eks.constructs.keda import Keda
-    from llm_eks.constructs.kuberay import KubeRayOperator
-    from llm_eks.constructs.load_balancer import AwsLoadBalancerController
-    from llm_eks.constructs.observability import Observability
-    from llm_eks.constructs.secrets import SecretsStoreCsi
+    from llm_eks.constructs.keda import Keda, KedaProps
+    from llm_eks.constructs.kuberay import KubeRayOperator, KubeRayOperatorProps
+    from llm_eks.constructs.load_balancer import AwsLoadBalancerController, AwsLoadBalancerControllerProps
+    from llm_eks.constructs.observability import Observability, ObservabilityProps
+    from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
     from tests.cdk_fixtures import minimal_cluster
 
     app = cdk.App(context={IMAGE_DIGESTS_CONTEXT: {ref: fake_digest(ref) for ref in all_images()}})
@@ -218,11 +218,11 @@ def locked_addons() -> dict[str, Any]:
     cluster = minimal_cluster(stack, cluster_name="locked")
     queue = InterruptionQueue(stack, "Queue", InterruptionQueueProps(cluster_name="locked"))
     Karpenter(stack, "Karpenter", KarpenterProps(cluster=cluster, interruption_queue=queue, teardown=False))
-    Keda(stack, "Keda", cluster=cluster)
-    Observability(stack, "Observability", cluster=cluster)
-    KubeRayOperator(stack, "KubeRay", cluster=cluster)
-    SecretsStoreCsi(stack, "Secrets", cluster=cluster)
-    AwsLoadBalancerController(stack, "Alb", cluster=cluster)
+    Keda(stack, "Keda", KedaProps(cluster=cluster))
+    Observability(stack, "Observability", ObservabilityProps(cluster=cluster))
+    KubeRayOperator(stack, "KubeRay", KubeRayOperatorProps(cluster=cluster))
+    SecretsStoreCsi(stack, "Secrets", SecretsStoreCsiProps(cluster=cluster))
+    AwsLoadBalancerController(stack, "Alb", AwsLoadBalancerControllerProps(cluster=cluster))
     GpuDeviceSoftware(stack, "Gpu", GpuDeviceSoftwareProps(cluster=cluster, ami_family="al2023"))
     return helm_values(stack)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
@@ -23,11 +23,13 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from llm_eks import aws_ids
-from llm_eks.constructs.cluster import SYSTEM_NODE_LABEL
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT, digest_values, merge_values
 from llm_eks.images.lock import check_digests
 
+# Label on the system node group; controllers select it, GPU/CPU workloads never do. (Here, not in cluster.py: the
+# cluster module builds on the add-ons, so the add-ons must not import it.)
+SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
 SYSTEM_NODE_SELECTOR: Mapping[str, str] = MappingProxyType({SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]})
 
 # The kubectl provider Lambda's hard limit (aws_eks_v2 sets the handler timeout to 15 minutes).
@@ -112,6 +114,49 @@ def check_helm_timeout(field_name: str, timeout: cdk.Duration, waits: int) -> No
         )
 
 
+def check_helm_values(field_name: str, values: object) -> None:
+    """Extra Helm values a user merges over ours: a mapping with string keys at every level."""
+    if not isinstance(values, Mapping):
+        raise fail(field_name, values, "must be a mapping of Helm values, e.g. {'replicas': 3}")
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise fail(field_name, values, f"every key must be a string (found {key!r})")
+        if isinstance(value, Mapping):
+            check_helm_values(f"{field_name}.{key}", value)
+
+
+def with_helm_values(ours: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Our values with the user's `extra` deep-merged over them, as Helm merges a second values file: mappings merge
+    key by key, anything else (a list, a scalar) replaces ours. Locked image digests are applied last, over both."""
+    return merge_values(ours, extra) or {}
+
+
+def check_statements(field_name: str, statements: object) -> None:
+    """Extra IAM statements: a tuple of `iam.PolicyStatement`."""
+    if not isinstance(statements, tuple) or not all(isinstance(s, iam.PolicyStatement) for s in statements):
+        raise fail(field_name, statements, "must be a tuple of aws_iam.PolicyStatement")
+
+
+def check_boundary(field_name: str, boundary: object) -> None:
+    """A permissions boundary: an `iam.IManagedPolicy` (e.g. `ManagedPolicy.from_managed_policy_name(...)`)."""
+    if boundary is not None and not hasattr(boundary, "managed_policy_arn"):
+        raise fail(field_name, boundary, "must be an aws_iam.IManagedPolicy (ManagedPolicy.from_managed_policy_arn)")
+
+
+def harden_roles(
+    scope: Construct,
+    boundary: iam.IManagedPolicy | None,
+    statements: Sequence[tuple[iam.IRole, tuple[iam.PolicyStatement, ...]]] = (),
+) -> None:
+    """The IAM escape hatches: `boundary` on every role created under `scope` (an aspect, so roles added later are
+    covered too), and each role's extra statements in its default policy."""
+    if boundary is not None:
+        iam.PermissionsBoundary.of(scope).apply(boundary)
+    for role, extra in statements:
+        for statement in extra:
+            role.add_to_principal_policy(statement)
+
+
 def install_chart(
     scope: Construct,
     id: str,
@@ -176,6 +221,12 @@ class AddonProps(Protocol):
     @property
     def timeout(self) -> cdk.Duration: ...
 
+    @property
+    def helm_values(self) -> Mapping[str, Any]: ...
+
+    @property
+    def cluster(self) -> eks.ICluster: ...
+
     def validate(self) -> None: ...
 
 
@@ -187,7 +238,8 @@ class SingleChartAddon(Construct):
 
     Validates `props` before anything is added to the tree, then applies `namespace_objects` (the Namespace with
     its Pod Security labels, and its NetworkPolicies) and installs `source` as `release` into `props.namespace`
-    with `values(props)` and `props.timeout`. `namespace_objects` is kept for the review output.
+    with `values(props)` (and `props.helm_values` merged over them) and `props.timeout`. `namespace_objects` is kept
+    for the review output.
     """
 
     def __init__(
@@ -195,7 +247,6 @@ class SingleChartAddon(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: eks.ICluster,
         source: ChartSource,
         release: str,
         props: P,
@@ -204,6 +255,7 @@ class SingleChartAddon(Construct):
     ) -> None:
         props.validate()
         super().__init__(scope, id)
+        cluster = props.cluster
         self.namespace = props.namespace
         self.namespace_objects = namespace_objects
         self.namespace_manifest = addon_namespace(self, "Namespace", cluster=cluster, objects=namespace_objects)
@@ -214,7 +266,7 @@ class SingleChartAddon(Construct):
             source=source,
             release=release,
             namespace=props.namespace,
-            values=values(props),
+            values=with_helm_values(values(props), props.helm_values),
             timeout=props.timeout,
             create_namespace=False,
         )
@@ -262,6 +314,15 @@ def pod_identity_role(
     return role, association
 
 
+@dataclass(frozen=True)
+class PodIdentityRoleProps:
+    """Which service account of which cluster may assume the role."""
+
+    cluster: eks.ICluster
+    namespace: str
+    service_account: str
+
+
 class PodIdentityRole(Construct):
     """The `pod_identity_role` of one Kubernetes service account, trusted by cluster ARN.
 
@@ -271,12 +332,14 @@ class PodIdentityRole(Construct):
     gets one role with both grants.
     """
 
-    def __init__(
-        self, scope: Construct, id: str, *, cluster: eks.ICluster, namespace: str, service_account: str
-    ) -> None:
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: PodIdentityRoleProps) -> None:
+        cluster, namespace, service_account = props.cluster, props.namespace, props.service_account
+        check_name("namespace", namespace, label=True)
+        check_name("service_account", service_account, label=False)
         super().__init__(scope, id)
-        self.namespace = check_name("namespace", namespace, label=True)
-        self.service_account = check_name("service_account", service_account, label=False)
+        self.namespace = namespace
+        self.service_account = service_account
         self.role, self.association = pod_identity_role(
             self,
             "Role",
@@ -300,7 +363,7 @@ class PodIdentityRole(Construct):
         existing = holder.node.try_find_child(child_id)
         if isinstance(existing, PodIdentityRole):
             return existing
-        return PodIdentityRole(holder, child_id, cluster=cluster, namespace=namespace, service_account=service_account)
+        return PodIdentityRole(holder, child_id, PodIdentityRoleProps(cluster, namespace, service_account))
 
 
 def requests_limits(cpu: str, memory: str, cpu_limit: str = "1", memory_limit: str | None = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from constructs import Construct
 
 from llm_eks import aws_ids
 from llm_eks.constructs.nag import acknowledge, skip_checkov
-from llm_eks.errors import fail
+from llm_eks.errors import fail, named_errors
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class GeneratedApiKey(Construct):
     """The secret, encrypted with the account's aws/secretsmanager key: only IAM decides who reads it, and the one
     reader is the workload's Pod Identity role (a customer managed key would add cost, not a narrower reader)."""
 
+    @named_errors
     def __init__(self, scope: Construct, id: str, props: GeneratedApiKeyProps) -> None:
         super().__init__(scope, id)
         if props.secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(props.secret_name):

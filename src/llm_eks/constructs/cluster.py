@@ -26,13 +26,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from llm_eks.constructs.addons import SYSTEM_NODE_LABEL, check_boundary, check_statements, harden_roles
+from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, named_errors
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
-# Label on the system node group; controllers select it, GPU/CPU workloads never do.
-SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
 # Karpenter finds subnets (and we tag nothing else) by this key.
 DISCOVERY_TAG = "karpenter.sh/discovery"
 # The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
@@ -83,8 +83,15 @@ class InferenceClusterProps:
     flow_log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS
     # Tags for the cluster resource itself (stack-wide tags come from the stack).
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Added to the system node role (e.g. reading an image cache of your own).
+    system_node_role_statements: tuple[iam.PolicyStatement, ...] = ()
+    # Your organisation's permissions boundary on every role this construct creates (cluster, system nodes, VPC CNI,
+    # EBS CSI, the kubectl provider's). None: no boundary.
+    permissions_boundary: iam.IManagedPolicy | None = None
 
     def validate(self) -> None:
+        check_statements("system_node_role_statements", self.system_node_role_statements)
+        check_boundary("permissions_boundary", self.permissions_boundary)
         if self.vpc is not None and self.load_balancer_subnet_cidrs:
             raise ConfigError(
                 "load_balancer_subnet_cidrs: not allowed with an existing vpc; create the subnets in that VPC and "
@@ -116,9 +123,14 @@ def kubectl_layer(scope: Construct, id: str) -> Construct:
     return getattr(module, f"KubectlV{KUBERNETES_MINOR}Layer")(scope, id)
 
 
-class InferenceCluster(Construct):
-    """VPC + EKS (aws_eks_v2, node-group mode) + system node group + managed add-ons + access entries."""
+class InferenceCluster(ClusterComposition, Construct):
+    """VPC + EKS (aws_eks_v2, node-group mode) + system node group + managed add-ons + access entries.
 
+    Karpenter, the add-ons and your charts are added with the `add_*` methods (see `composition`), which order
+    each after what it needs.
+    """
+
+    @named_errors
     def __init__(self, scope: Construct, id: str, props: InferenceClusterProps) -> None:
         props.validate()
         super().__init__(scope, id)
@@ -179,6 +191,7 @@ class InferenceCluster(Construct):
         self.addons = self._managed_addons()
         for i, arn in enumerate(props.admin_role_arns):
             self.add_cluster_admin(f"Admin{i}", arn)
+        harden_roles(self, props.permissions_boundary, [(self.system_node_role, props.system_node_role_statements)])
         self._acknowledge_findings()
 
     # -- helpers --------------------------------------------------------------------------------------------

@@ -16,15 +16,23 @@ the kubectl Lambda's 15-minute life (a DaemonSet with no GPU node yet is ready a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from llm_eks.constructs.addons import ChartSource, addon_namespace, install_chart
-from llm_eks.errors import ConfigError, fail
+from llm_eks.constructs.addons import (
+    ChartSource,
+    addon_namespace,
+    check_helm_values,
+    install_chart,
+    with_helm_values,
+)
+from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.node_pools import (
     ACCELERATOR_RESOURCE,
@@ -138,10 +146,9 @@ def neuron_values(*, scheduler: bool) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class GpuDeviceSoftwareProps:
+class GpuDeviceSoftwareOptions:
     """Which accelerators the cluster's pools have, and the AMI family their nodes run."""
 
-    cluster: eks.ICluster
     nvidia: bool = True
     neuron: bool = False
     # Must equal NodePoolsProps.ami_family: on Bottlerocket the NVIDIA device plugin is part of the OS.
@@ -153,20 +160,14 @@ class GpuDeviceSoftwareProps:
     # Each Helm release must finish well inside the kubectl Lambda's 15 minutes; otherwise the Lambda dies before
     # Helm reports, and the deployment fails on a timeout instead of Helm's own error.
     helm_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(10))
-
-    @classmethod
-    def for_node_pools(cls, cluster: eks.ICluster, pools: NodePoolsProps, **overrides: Any) -> GpuDeviceSoftwareProps:
-        """Props matching a NodePoolsChart: the vendors its pools use and its AMI family."""
-        vendors = {pool.vendor for pool in pools.gpu_pools}
-        return cls(
-            cluster=cluster,
-            nvidia=NVIDIA in vendors,
-            neuron=NEURON in vendors,
-            ami_family=pools.ami_family,
-            **overrides,
-        )
+    # Merged over our values of each chart (addons.with_helm_values).
+    nvidia_device_plugin_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    dcgm_exporter_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    neuron_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
+        for name in ("nvidia_device_plugin_helm_values", "dcgm_exporter_helm_values", "neuron_helm_values"):
+            check_helm_values(name, getattr(self, name))
         if not (self.nvidia or self.neuron):
             raise ConfigError("nvidia, neuron: both False is not allowed; enable the accelerators the pools use")
         if self.ami_family not in AMI_FAMILIES:
@@ -179,9 +180,31 @@ class GpuDeviceSoftwareProps:
             )
 
 
+def gpu_options_for(pools: NodePoolsProps, **overrides: Any) -> GpuDeviceSoftwareOptions:
+    """Options matching a NodePoolsChart: the vendors its pools use and its AMI family."""
+    vendors = {pool.vendor for pool in pools.gpu_pools}
+    return GpuDeviceSoftwareOptions(
+        nvidia=NVIDIA in vendors, neuron=NEURON in vendors, ami_family=pools.ami_family, **overrides
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuDeviceSoftwareProps(GpuDeviceSoftwareOptions):
+    """`GpuDeviceSoftwareOptions` on one cluster (`InferenceCluster.add_gpu_devices` fills the cluster in)."""
+
+    cluster: eks.ICluster
+
+    @classmethod
+    def for_node_pools(cls, cluster: eks.ICluster, pools: NodePoolsProps, **overrides: Any) -> GpuDeviceSoftwareProps:
+        """Props matching a NodePoolsChart: the vendors its pools use and its AMI family."""
+        options = gpu_options_for(pools, **overrides)
+        return cls(cluster=cluster, **{f.name: getattr(options, f.name) for f in fields(options)})
+
+
 class GpuDeviceSoftware(Construct):
     """Helm releases of the device plugins and the DCGM exporter; attributes are None when not installed."""
 
+    @named_errors
     def __init__(self, scope: Construct, id: str, props: GpuDeviceSoftwareProps) -> None:
         props.validate()
         super().__init__(scope, id)
@@ -201,14 +224,16 @@ class GpuDeviceSoftware(Construct):
                     NVIDIA_DEVICE_PLUGIN_CHART,
                     NVIDIA_DEVICE_PLUGIN_RELEASE,
                     NVIDIA_NAMESPACE,
-                    nvidia_device_plugin_values(),
+                    with_helm_values(nvidia_device_plugin_values(), props.nvidia_device_plugin_helm_values),
                 )
             self.dcgm_exporter = self._release(
                 "DcgmExporter",
                 DCGM_EXPORTER_CHART,
                 DCGM_EXPORTER_RELEASE,
                 NVIDIA_NAMESPACE,
-                dcgm_exporter_values(service_monitor=props.dcgm_service_monitor),
+                with_helm_values(
+                    dcgm_exporter_values(service_monitor=props.dcgm_service_monitor), props.dcgm_exporter_helm_values
+                ),
             )
         if props.neuron:
             self._namespace(NEURON_NAMESPACE, netpol.neuron_namespace(NEURON_NAMESPACE))
@@ -217,7 +242,7 @@ class GpuDeviceSoftware(Construct):
                 NEURON_HELM_CHART,
                 NEURON_RELEASE,
                 NEURON_NAMESPACE,
-                neuron_values(scheduler=props.neuron_scheduler),
+                with_helm_values(neuron_values(scheduler=props.neuron_scheduler), props.neuron_helm_values),
             )
 
     @property

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from llm_eks.constructs import nag
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, named_errors
 
 # Logical id -> (source, detail-type), exactly as in Karpenter's CloudFormation. A misspelt detail-type is a rule
 # that never matches and fails silently, so tests compare these strings with the reference file.
@@ -61,6 +61,7 @@ class InterruptionQueueProps:
 class InterruptionQueue(Construct):
     """SQS queue + queue policy + the five EventBridge rules Karpenter's interruption handling needs."""
 
+    @named_errors
     def __init__(self, scope: Construct, id: str, props: InterruptionQueueProps) -> None:
         props.validate()
         super().__init__(scope, id)

@@ -10,7 +10,14 @@ What it creates, all matching Karpenter's CloudFormation for the pinned version 
 - the `karpenter-crd` chart, then the `karpenter` chart at the same version. The CRDs live in their own release
   because Helm installs a chart's crds/ directory once and never upgrades it: bumping KARPENTER_VERSION upgrades
   `karpenter-crd`, and with it the CRDs;
-- by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone.
+- by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone;
+- an `InterruptionQueue` of its own when none is passed (`InferenceCluster.add_karpenter` creates it beside this
+  construct, where llm-eks's stacks have always had it).
+
+Escape hatches (see `KarpenterOptions`): your own node role (we create none and attach nothing; the access entry is
+still ours) and your own queue (we create no queue, queue policy or EventBridge rules; the controller's IAM and
+Helm values point at yours), extra statements for the controller and node roles, a permissions boundary on every
+role created here, and extra Helm values merged over ours.
 
 Service account: the chart creates it (serviceAccount.create=true, name karpenter) and CDK creates only the Pod
 Identity association. Pod Identity needs no annotation on the service account, so there is nothing for CDK to
@@ -18,11 +25,12 @@ write into it; letting Helm own it keeps one owner for an object the chart's RBA
 a kubectl custom resource. The association exists before the chart (explicit dependency), so the first pods
 start with credentials.
 
-Ordering. Create: CRDs, IAM, access entry, queue and the caller's `depends_on` (system node group, Pod Identity
-agent) before the controller; the controller before node pools (`add_dependent`). Delete is the reverse: node
-pools go first while the controller still runs and drains their nodes (put the EC2NodeClasses in that manifest:
-their finalizer holds `kubectl delete` until their nodes are gone); then the controller chart; then the teardown
-safety net, which must finish before the EKS cluster, the node role, its access entry and the VPC are deleted.
+Ordering. Create: CRDs, IAM, access entry, queue and `depends_on` (system node group, Pod Identity agent:
+`InferenceCluster.add_karpenter` passes both) before the controller; the controller before node pools
+(`add_dependent`, or `InferenceCluster.add_chart(..., after=(karpenter,))`). Delete is the reverse: node pools go
+first while the controller still runs and drains their nodes (put the EC2NodeClasses in that manifest: their
+finalizer holds `kubectl delete` until their nodes are gone); then the controller chart; then the teardown safety
+net, which must finish before the EKS cluster, the node role, its access entry and the VPC are deleted.
 """
 
 from __future__ import annotations
@@ -30,10 +38,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct, IConstruct, IDependable
 
 from llm_eks.constructs import karpenter_policies, nag
@@ -42,12 +53,17 @@ from llm_eks.constructs.addons import (
     KUBECTL_LAMBDA_LIMIT,
     SYSTEM_NODE_SELECTOR,
     ChartSource,
+    check_boundary,
+    check_helm_values,
+    check_statements,
+    harden_roles,
     install_chart,
     pod_identity_role,
+    with_helm_values,
 )
-from llm_eks.constructs.interruption import InterruptionQueue
+from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
 from llm_eks.constructs.teardown import KarpenterTeardown, KarpenterTeardownProps
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.versions import KARPENTER_VERSION
 
 CHART_REPOSITORY = "oci://public.ecr.aws/karpenter"
@@ -69,13 +85,17 @@ _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
 
 @dataclass(frozen=True)
-class KarpenterProps:
-    """Karpenter for one cluster. The cluster and the interruption queue are built elsewhere and passed in."""
+class KarpenterOptions:
+    """Karpenter for one cluster; every default is the production-right one."""
 
-    cluster: eks.ICluster
-    interruption_queue: InterruptionQueue
     # Chart version without a leading "v" (how Karpenter publishes its charts); both charts use it.
     version: str = KARPENTER_VERSION
+    # None: an `InterruptionQueue` named after the cluster is created. Your own queue (an `sqs.IQueue`): we create
+    # no queue, queue policy or EventBridge rules; feeding it and letting EventBridge send to it are yours.
+    interruption_queue: InterruptionQueue | sqs.IQueue | None = None
+    # None: a node role with Karpenter's worker policies is created. Your own role: we create none and attach
+    # nothing to it (it must carry the worker node policies); its EKS access entry (EC2_LINUX) is still ours.
+    node_role: iam.IRole | None = None
     # The controller must never run on nodes it manages: pin it to the system managed node group.
     system_node_selector: Mapping[str, str] = field(default_factory=lambda: SYSTEM_NODE_SELECTOR)
     # Two replicas (leader election) with the chart's one-per-host anti-affinity and zone spread.
@@ -88,13 +108,22 @@ class KarpenterProps:
     helm_timeout_minutes: int = 10
     # What the controller needs running before its chart installs, typically the system node group (its pods
     # have nowhere to run otherwise and `helm --wait` times out) and the Pod Identity agent add-on (no AWS
-    # credentials otherwise). Also deleted only after the controller chart.
+    # credentials otherwise). Also deleted only after the controller chart. `InferenceCluster.add_karpenter` adds
+    # both for you.
     depends_on: tuple[IDependable, ...] = ()
     # On stack delete, remove instances/launch templates/instance profiles Karpenter left behind.
     teardown: bool = True
     # False: aws-node takes the CNI's permissions from the vpc-cni add-on's Pod Identity association (as
     # InferenceCluster sets it up). True only for a cluster whose aws-node still uses the node role.
     cni_policy_on_node_role: bool = False
+    # Added to the controller role (e.g. kms:CreateGrant on the key of encrypted node volumes).
+    controller_statements: tuple[iam.PolicyStatement, ...] = ()
+    # Added to the node role we create (not allowed with your own node_role: extend that one yourself).
+    node_role_statements: tuple[iam.PolicyStatement, ...] = ()
+    # Your organisation's permissions boundary on every role this construct creates (node, controller, teardown).
+    permissions_boundary: iam.IManagedPolicy | None = None
+    # Merged over our `karpenter` chart values (addons.with_helm_values), e.g. `{"logLevel": "debug"}`.
+    helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
         if not _CHART_VERSION.match(self.version):
@@ -118,6 +147,36 @@ class KarpenterProps:
                 f"helm_timeout_minutes: {self.helm_timeout_minutes} is not allowed; must be between 1 and "
                 f"{MAX_HELM_TIMEOUT_MINUTES} (the kubectl provider's Lambda stops at {KUBECTL_HANDLER_TIMEOUT_MINUTES})"
             )
+        check_statements("controller_statements", self.controller_statements)
+        check_statements("node_role_statements", self.node_role_statements)
+        check_boundary("permissions_boundary", self.permissions_boundary)
+        check_helm_values("helm_values", self.helm_values)
+        if self.node_role is not None:
+            if not hasattr(self.node_role, "role_arn"):
+                raise fail("node_role", self.node_role, "must be an aws_iam.IRole, e.g. Role.from_role_arn(...)")
+            if self.node_role_statements:
+                raise fail(
+                    "node_role_statements",
+                    len(self.node_role_statements),
+                    "must be empty with your own node_role; add statements to that role yourself",
+                )
+            if self.cni_policy_on_node_role:
+                raise fail(
+                    "cni_policy_on_node_role",
+                    True,
+                    "must be False with your own node_role; attach AmazonEKS_CNI_Policy to that role yourself",
+                )
+        queue = self.interruption_queue
+        if queue is not None and not hasattr(queue, "queue_arn"):
+            raise fail("interruption_queue", queue, "must be an InterruptionQueue or an aws_sqs.IQueue")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KarpenterProps(KarpenterOptions):
+    """`KarpenterOptions` on one cluster (`InferenceCluster.add_karpenter` fills the cluster in, creates the queue
+    and orders the controller after the system nodes and the Pod Identity agent)."""
+
+    cluster: eks.ICluster
 
 
 def _chart(name: str, version: str) -> ChartSource:
@@ -142,6 +201,7 @@ def _cluster_name(cluster: eks.ICluster, resource: IConstruct | None) -> str:
 class Karpenter(Construct):
     """Karpenter's AWS side (node role, access entry, controller IAM via Pod Identity) and its Helm releases."""
 
+    @named_errors
     def __init__(self, scope: Construct, id: str, props: KarpenterProps) -> None:
         props.validate()
         super().__init__(scope, id)
@@ -149,8 +209,12 @@ class Karpenter(Construct):
         cluster = props.cluster
         self._cluster_resource = cluster.node.try_find_child("Resource")
         self.cluster_name = _cluster_name(cluster, self._cluster_resource)
+        self.interruption_queue: InterruptionQueue | sqs.IQueue = props.interruption_queue or InterruptionQueue(
+            self, "InterruptionQueue", InterruptionQueueProps(cluster_name=self.cluster_name)
+        )
 
-        self.node_role = self._node_role()
+        # Ours unless you bring one (then nothing is attached to it: see KarpenterOptions.node_role).
+        self.node_role: iam.IRole = props.node_role or self._node_role()
         self.node_access_entry = eks.AccessEntry(
             self,
             "NodeAccessEntry",
@@ -209,8 +273,13 @@ class Karpenter(Construct):
             self.node_access_entry,
             self.pod_identity_association,
             *self.controller_policies.values(),
-            props.interruption_queue,
+            self.interruption_queue,
             *props.depends_on,
+        )
+        harden_roles(
+            self,
+            props.permissions_boundary,
+            [(self.controller_role, props.controller_statements), (self.node_role, props.node_role_statements)],
         )
 
         self.teardown: KarpenterTeardown | None = None
@@ -228,7 +297,7 @@ class Karpenter(Construct):
                 # then call teardown.run_before_deleting(vpc) yourself if the VPC is in this stack).
                 self.teardown.run_before_deleting(cluster.vpc)
 
-        for name in self.node_role_policies:
+        for name in self.node_role_policies if props.node_role is None else ():
             nag.acknowledge(
                 self.node_role, nag.managed_policy(name), "Worker node policy EKS nodes need, as in Karpenter's CFN."
             )
@@ -245,15 +314,15 @@ class Karpenter(Construct):
         """For EC2NodeClass `spec.role`: Karpenter creates the instance profile from the role NAME."""
         return self.node_role.role_name
 
-    def helm_values(self) -> dict[str, object]:
-        """Values of the `karpenter` chart (v1.14 values.yaml keys)."""
+    def helm_values(self) -> dict[str, Any]:
+        """Values of the `karpenter` chart (v1.14 values.yaml keys), with `props.helm_values` merged over them."""
         p = self.props
         resources = {"cpu": p.controller_cpu, "memory": p.controller_memory}
-        return {
+        values: dict[str, Any] = {
             "settings": {
                 "clusterName": self.cluster_name,
                 # The queue NAME, not its ARN: Karpenter resolves the URL with sqs:GetQueueUrl.
-                "interruptionQueue": p.interruption_queue.queue_name,
+                "interruptionQueue": self.interruption_queue.queue_name,
             },
             "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
             "replicas": p.replicas,
@@ -266,6 +335,7 @@ class Karpenter(Construct):
             # The chart's default (kubernetes.io/os=linux) plus the system node group label.
             "nodeSelector": {"kubernetes.io/os": "linux", **p.system_node_selector},
         }
+        return with_helm_values(values, p.helm_values)
 
     def add_dependent(self, *dependents: IConstruct) -> None:
         """Make node pools / node classes (e.g. the KubernetesManifest of a cdk8s chart) wait for the CRDs and the
@@ -297,7 +367,7 @@ class Karpenter(Construct):
         variables = {
             "ClusterName": self.cluster_name,
             "NodeRoleArn": self.node_role.role_arn,
-            "InterruptionQueueArn": self.props.interruption_queue.queue_arn,
+            "InterruptionQueueArn": self.interruption_queue.queue_arn,
         }
         policies = {}
         for concern, statements in karpenter_policies.CONTROLLER_POLICIES.items():

@@ -6,7 +6,9 @@ Prometheus. The chart ships its CRDs as templates, so `helm upgrade` to a new pi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
@@ -18,10 +20,12 @@ from llm_eks.constructs.addons import (
     Placement,
     SingleChartAddon,
     check_cidrs,
+    check_helm_values,
     check_name,
     check_replicas,
     requests_limits,
 )
+from llm_eks.errors import named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KEDA_CHART_VERSION
 
@@ -29,7 +33,7 @@ KEDA_CHART = ChartSource("keda", "https://kedacore.github.io/charts", KEDA_CHART
 
 
 @dataclass(frozen=True)
-class KedaProps:
+class KedaOptions:
     """KEDA install options; every default is the production-right one."""
 
     namespace: str = netpol.KEDA_NAMESPACE
@@ -42,30 +46,40 @@ class KedaProps:
     placement: Placement = field(default_factory=Placement)
     # Three small Deployments and the CRDs: well inside 5 minutes; no hook Jobs, so one Helm wait.
     timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(5))
+    # Merged over ours (addons.with_helm_values): whatever the chart offers that these options do not.
+    helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
         check_name("keda.namespace", self.namespace, label=True)
         check_cidrs("keda.control_plane_cidrs", self.control_plane_cidrs)
         check_replicas("keda.operator_replicas", self.operator_replicas)
         check_replicas("keda.webhook_replicas", self.webhook_replicas)
+        check_helm_values("keda.helm_values", self.helm_values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KedaProps(KedaOptions):
+    """`KedaOptions` on one cluster (`InferenceCluster.add_keda` fills the cluster in)."""
+
+    cluster: eks.ICluster
 
 
 class Keda(SingleChartAddon):
     """KEDA from Helm in its own namespace, pinned to the system nodes."""
 
-    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KedaProps | None = None) -> None:
-        props = props or KedaProps()
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: KedaProps) -> None:
+        props.validate()  # before the namespace objects are built from it
         super().__init__(
             scope,
             id,
-            cluster=cluster,
             source=KEDA_CHART,
             release="keda",
             props=props,
             values=keda_values,
             # Restricted Pod Security, and the API server's calls to the metrics API and webhooks only.
             namespace_objects=netpol.keda_namespace(
-                props.namespace, props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,)
+                props.namespace, props.control_plane_cidrs or (props.cluster.vpc.vpc_cidr_block,)
             ),
         )
 

@@ -13,7 +13,9 @@ KubeRay version bump is two steps, in this order:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
@@ -24,10 +26,12 @@ from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
     SingleChartAddon,
+    check_helm_values,
     check_name,
     check_replicas,
     requests_limits,
 )
+from llm_eks.errors import named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KUBERAY_OPERATOR_CHART_VERSION
 
@@ -37,7 +41,7 @@ KUBERAY_OPERATOR_CHART = ChartSource(
 
 
 @dataclass(frozen=True)
-class KubeRayOperatorProps:
+class KubeRayOperatorOptions:
     """KubeRay operator options; every default is the production-right one."""
 
     # Upstream has no fixed namespace (its kustomize uses `default`); its own namespace keeps RBAC reviewable.
@@ -48,23 +52,31 @@ class KubeRayOperatorProps:
     placement: Placement = field(default_factory=Placement)
     # One small Deployment, no hook Jobs: one Helm wait.
     timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(5))
+    # Merged over ours (addons.with_helm_values): whatever the chart offers that these options do not.
+    helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
         check_name("kuberay.namespace", self.namespace, label=True)
         check_replicas("kuberay.replicas", self.replicas)
+        check_helm_values("kuberay.helm_values", self.helm_values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubeRayOperatorProps(KubeRayOperatorOptions):
+    """`KubeRayOperatorOptions` on one cluster (`InferenceCluster.add_kuberay` fills the cluster in)."""
+
+    cluster: eks.ICluster
 
 
 class KubeRayOperator(SingleChartAddon):
     """The KubeRay operator from Helm; RayService charts must be added after it (they need its CRDs)."""
 
-    def __init__(
-        self, scope: Construct, id: str, *, cluster: eks.ICluster, props: KubeRayOperatorProps | None = None
-    ) -> None:
-        props = props or KubeRayOperatorProps()
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: KubeRayOperatorProps) -> None:
+        props.validate()  # before the namespace objects are built from it
         super().__init__(
             scope,
             id,
-            cluster=cluster,
             source=KUBERAY_OPERATOR_CHART,
             release="kuberay-operator",
             props=props,

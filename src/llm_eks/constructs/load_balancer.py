@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
@@ -34,11 +35,17 @@ from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
     PodIdentityRole,
+    check_boundary,
+    check_helm_values,
     check_replicas,
+    check_statements,
+    harden_roles,
     install_chart,
     requests_limits,
+    with_helm_values,
 )
 from llm_eks.constructs.nag import acknowledge, skip_checkov
+from llm_eks.errors import named_errors
 from llm_eks.versions import AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
 
 AWS_LOAD_BALANCER_CONTROLLER_CHART = ChartSource(
@@ -80,7 +87,7 @@ def wildcard_resources() -> list[str]:
 
 
 @dataclass(frozen=True)
-class AwsLoadBalancerControllerProps:
+class AwsLoadBalancerControllerOptions:
     """Controller options; every default is the production-right one."""
 
     # Upstream default: one leader and one warm standby, so a node drain never stops Ingress reconciliation.
@@ -88,29 +95,42 @@ class AwsLoadBalancerControllerProps:
     placement: Placement = field(default_factory=Placement)
     # Two small pods, no hook Jobs: one Helm wait.
     timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(5))
+    # Merged over ours (addons.with_helm_values): whatever the chart offers that these options do not.
+    helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Added to the controller role's policy, e.g. a KMS grant for a WAF or certificate setup of your own.
+    role_statements: tuple[iam.PolicyStatement, ...] = ()
+    # Your organisation's permissions boundary on the controller role; None: no boundary.
+    permissions_boundary: iam.IManagedPolicy | None = None
 
     def validate(self) -> None:
         check_replicas("load_balancer.replicas", self.replicas)
+        check_helm_values("load_balancer.helm_values", self.helm_values)
+        check_statements("load_balancer.role_statements", self.role_statements)
+        check_boundary("load_balancer.permissions_boundary", self.permissions_boundary)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsLoadBalancerControllerProps(AwsLoadBalancerControllerOptions):
+    """`AwsLoadBalancerControllerOptions` on one cluster (`InferenceCluster.add_load_balancer_controller` fills the
+    cluster in)."""
+
+    cluster: eks.ICluster
 
 
 class AwsLoadBalancerController(Construct):
     """Pod Identity role + association for kube-system/aws-load-balancer-controller, then the pinned chart."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        cluster: eks.ICluster,
-        props: AwsLoadBalancerControllerProps | None = None,
-    ) -> None:
-        super().__init__(scope, id)
-        props = props or AwsLoadBalancerControllerProps()
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: AwsLoadBalancerControllerProps) -> None:
         props.validate()
+        super().__init__(scope, id)
+        cluster = props.cluster
         self.identity = PodIdentityRole.for_service_account(cluster, NAMESPACE, SERVICE_ACCOUNT)
         self.role = self.identity.role
         for statement in controller_policy_statements():
             self.role.add_to_principal_policy(iam.PolicyStatement.from_json(statement))
+        # The role lives in the cluster's shared Pod Identity holder, so the boundary goes on it, not on this scope.
+        harden_roles(self.identity, props.permissions_boundary, [(self.role, props.role_statements)])
         policy = self.role.node.find_child("DefaultPolicy")
         for resource in wildcard_resources():
             acknowledge(
@@ -131,7 +151,9 @@ class AwsLoadBalancerController(Construct):
             source=AWS_LOAD_BALANCER_CONTROLLER_CHART,
             release="aws-load-balancer-controller",
             namespace=NAMESPACE,
-            values=controller_values(props, cluster=cluster, region=cdk.Stack.of(self).region),
+            values=with_helm_values(
+                controller_values(props, cluster=cluster, region=cdk.Stack.of(self).region), props.helm_values
+            ),
             timeout=props.timeout,
             create_namespace=False,
         )
@@ -139,7 +161,7 @@ class AwsLoadBalancerController(Construct):
         self.chart.node.add_dependency(self.identity)
 
 
-def controller_values(props: AwsLoadBalancerControllerProps, *, cluster: eks.ICluster, region: str) -> dict[str, Any]:
+def controller_values(props: AwsLoadBalancerControllerOptions, *, cluster: eks.ICluster, region: str) -> dict[str, Any]:
     """Helm values for aws-load-balancer-controller."""
     return {
         "clusterName": cluster.cluster_name,

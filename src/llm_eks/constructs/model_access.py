@@ -18,16 +18,16 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from llm_eks.constructs.addons import PodIdentityRole, check_kms_key_arn, check_name
+from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
 from llm_eks.constructs.nag import acknowledge
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, named_errors
 
 # S3 general purpose bucket naming rules: 3-63 of lowercase letters, digits, '.', '-'; starts and ends alphanumeric.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 @dataclass(frozen=True)
-class ModelWeightsAccessProps:
+class ModelWeightsAccessOptions:
     """Where the weights are and who reads them."""
 
     bucket_name: str
@@ -38,6 +38,8 @@ class ModelWeightsAccessProps:
     namespace: str = "inference"
     # Only for SSE-KMS with a customer managed key; SSE-S3 and aws/s3 need no key grant.
     kms_key_arn: str | None = None
+    # Your organisation's permissions boundary on the service account's role; None: no boundary.
+    permissions_boundary: iam.IManagedPolicy | None = None
 
     def validate(self) -> None:
         if not _BUCKET.match(self.bucket_name) or ".." in self.bucket_name:
@@ -53,17 +55,27 @@ class ModelWeightsAccessProps:
         check_name("model_weights.namespace", self.namespace, label=True)
         check_name("model_weights.service_account", self.service_account, label=False)
         check_kms_key_arn("model_weights.kms_key_arn", self.kms_key_arn)
+        check_boundary("model_weights.permissions_boundary", self.permissions_boundary)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelWeightsAccessProps(ModelWeightsAccessOptions):
+    """`ModelWeightsAccessOptions` on one cluster (`InferenceCluster.add_model_weights_access` fills it in)."""
+
+    cluster: eks.ICluster
 
 
 class ModelWeightsAccess(Construct):
     """Adds read-only weight access to the service account's Pod Identity role (created on first use)."""
 
-    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, props: ModelWeightsAccessProps) -> None:
-        super().__init__(scope, id)
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: ModelWeightsAccessProps) -> None:
         props.validate()
+        super().__init__(scope, id)
         bucket = s3.Bucket.from_bucket_name(self, "Bucket", props.bucket_name)
-        self.identity = PodIdentityRole.for_service_account(cluster, props.namespace, props.service_account)
+        self.identity = PodIdentityRole.for_service_account(props.cluster, props.namespace, props.service_account)
         self.role = self.identity.role
+        harden_roles(self.identity, props.permissions_boundary)
         objects = bucket.arn_for_objects(f"{props.prefix}*")
         self.role.add_to_principal_policy(
             iam.PolicyStatement(sid="ReadModelWeights", actions=["s3:GetObject"], resources=[objects])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
@@ -32,12 +33,14 @@ from llm_eks.constructs.addons import (
     Placement,
     addon_namespace,
     check_cidrs,
+    check_helm_values,
     check_kms_key_arn,
     check_name,
     install_chart,
     requests_limits,
+    with_helm_values,
 )
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import KUBE_PROMETHEUS_STACK_CHART_VERSION, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
 
@@ -57,7 +60,7 @@ _PROM_DURATION = re.compile(r"^(\d+(y|w|d|h|m|s|ms))+$")
 
 
 @dataclass(frozen=True)
-class ObservabilityProps:
+class ObservabilityOptions:
     """Monitoring stack options; every default is the production-right one."""
 
     namespace: str = netpol.MONITORING_NAMESPACE
@@ -80,6 +83,8 @@ class ObservabilityProps:
     timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(4))
     # CRDs only: no pods to wait for.
     crds_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(3))
+    # Merged over our kube-prometheus-stack values (addons.with_helm_values), e.g. Grafana's ingress or remote write.
+    helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
         check_name("observability.namespace", self.namespace, label=True)
@@ -96,11 +101,19 @@ class ObservabilityProps:
                 f"observability.volume_size_gib: {self.volume_size_gib} is not allowed; must be between 10 and 16384"
             )
         check_kms_key_arn("observability.kms_key_arn", self.kms_key_arn)
+        check_helm_values("observability.helm_values", self.helm_values)
 
     @property
     def retention_size(self) -> str:
         """Prometheus deletes old blocks at 80% of the volume, leaving room for the WAL and compaction."""
         return f"{self.volume_size_gib * 8 // 10}GB"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservabilityProps(ObservabilityOptions):
+    """`ObservabilityOptions` on one cluster (`InferenceCluster.add_observability` fills the cluster in)."""
+
+    cluster: eks.ICluster
 
 
 class Observability(Construct):
@@ -111,12 +124,11 @@ class Observability(Construct):
     `objects` lists the plain Kubernetes objects this construct applies outside Helm, for the review output.
     """
 
-    def __init__(
-        self, scope: Construct, id: str, *, cluster: eks.ICluster, props: ObservabilityProps | None = None
-    ) -> None:
-        super().__init__(scope, id)
-        props = props or ObservabilityProps()
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: ObservabilityProps) -> None:
         props.validate()
+        super().__init__(scope, id)
+        cluster = props.cluster
         self.namespace = props.namespace
         self.namespace_objects = netpol.monitoring_namespace(
             props.namespace,
@@ -147,7 +159,7 @@ class Observability(Construct):
             source=KUBE_PROMETHEUS_STACK_CHART,
             release=RELEASE,
             namespace=props.namespace,
-            values=kube_prometheus_stack_values(props),
+            values=with_helm_values(kube_prometheus_stack_values(props), props.helm_values),
             timeout=props.timeout,
             waits=3,
             create_namespace=False,
@@ -157,7 +169,7 @@ class Observability(Construct):
             self.chart.node.add_dependency(self.storage_class)
 
 
-def storage_class(props: ObservabilityProps) -> dict[str, Any]:
+def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
     """Encrypted gp3 through the EBS CSI driver (installed by the cluster as a managed add-on)."""
     parameters = {"type": "gp3", "encrypted": "true"}
     if props.kms_key_arn:
@@ -176,7 +188,7 @@ def storage_class(props: ObservabilityProps) -> dict[str, Any]:
     }
 
 
-def kube_prometheus_stack_values(props: ObservabilityProps) -> dict[str, Any]:
+def kube_prometheus_stack_values(props: ObservabilityOptions) -> dict[str, Any]:
     """Helm values for kube-prometheus-stack. No credential in here: Grafana generates its admin password."""
     selector = dict(props.placement.node_selector)
     tolerations = [dict(t) for t in props.placement.tolerations]

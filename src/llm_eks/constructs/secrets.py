@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
@@ -23,8 +24,18 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from llm_eks import aws_ids
-from llm_eks.constructs.addons import ChartSource, PodIdentityRole, check_kms_key_arn, check_name, install_chart
-from llm_eks.errors import ConfigError
+from llm_eks.constructs.addons import (
+    ChartSource,
+    PodIdentityRole,
+    check_boundary,
+    check_helm_values,
+    check_kms_key_arn,
+    check_name,
+    harden_roles,
+    install_chart,
+    with_helm_values,
+)
+from llm_eks.errors import ConfigError, errors_at, named_errors
 from llm_eks.versions import SECRETS_STORE_CSI_DRIVER_CHART_VERSION, SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
 
 SECRETS_STORE_CSI_DRIVER_CHART = ChartSource(
@@ -47,7 +58,7 @@ TOLERATE_ALL: tuple[Mapping[str, Any], ...] = ({"operator": "Exists"},)
 
 
 @dataclass(frozen=True)
-class SecretsStoreCsiProps:
+class SecretsStoreCsiOptions:
     """Secrets Store CSI options; every default is the production-right one."""
 
     # Whatever taints GPU, Neuron or future pools carry (see the module docstring).
@@ -59,17 +70,34 @@ class SecretsStoreCsiProps:
     driver_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(4))
     # Provider: no hook Jobs, one wait for the DaemonSet rollout over every node, GPU nodes included.
     provider_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(8))
+    # Merged over our values of each chart (addons.with_helm_values).
+    driver_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    provider_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Your organisation's permissions boundary on each reader role `add_secret_reader` hands out; None: no boundary.
+    permissions_boundary: iam.IManagedPolicy | None = None
+
+    def validate(self) -> None:
+        check_helm_values("secrets_store.driver_helm_values", self.driver_helm_values)
+        check_helm_values("secrets_store.provider_helm_values", self.provider_helm_values)
+        check_boundary("secrets_store.permissions_boundary", self.permissions_boundary)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretsStoreCsiProps(SecretsStoreCsiOptions):
+    """`SecretsStoreCsiOptions` on one cluster (`InferenceCluster.add_secrets_store` fills the cluster in)."""
+
+    cluster: eks.ICluster
 
 
 class SecretsStoreCsi(Construct):
     """The driver, then the AWS provider; `add_secret_reader` grants one service account one secret."""
 
-    def __init__(
-        self, scope: Construct, id: str, *, cluster: eks.ICluster, props: SecretsStoreCsiProps | None = None
-    ) -> None:
+    @named_errors
+    def __init__(self, scope: Construct, id: str, props: SecretsStoreCsiProps) -> None:
+        props.validate()
         super().__init__(scope, id)
-        self._cluster = cluster
-        props = props or SecretsStoreCsiProps()
+        self.props = props
+        self._cluster = cluster = props.cluster
         self.driver = install_chart(
             self,
             "Driver",
@@ -77,7 +105,7 @@ class SecretsStoreCsi(Construct):
             source=SECRETS_STORE_CSI_DRIVER_CHART,
             release="secrets-store-csi-driver",
             namespace=NAMESPACE,
-            values=driver_values(props),
+            values=with_helm_values(driver_values(props), props.driver_helm_values),
             timeout=props.driver_timeout,
             waits=3,
             create_namespace=False,
@@ -89,7 +117,9 @@ class SecretsStoreCsi(Construct):
             source=SECRETS_STORE_CSI_PROVIDER_AWS_CHART,
             release="secrets-store-csi-driver-provider-aws",
             namespace=NAMESPACE,
-            values=provider_values(props, region=cdk.Stack.of(self).region),
+            values=with_helm_values(
+                provider_values(props, region=cdk.Stack.of(self).region), props.provider_helm_values
+            ),
             timeout=props.provider_timeout,
             create_namespace=False,
         )
@@ -105,15 +135,17 @@ class SecretsStoreCsi(Construct):
         secret whose name merely starts with this one (`hf-token-old`). `kms_key_arn` is only needed when the secret
         is encrypted with a customer managed key. Returns the service account's (shared) Pod Identity role.
         """
-        check_name("secret_reader.namespace", namespace, label=True)
-        check_name("secret_reader.service_account", service_account, label=False)
-        if secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(secret_name):
-            raise ConfigError(
-                f"secret_reader.secret_name: {secret_name!r} is not allowed; must be a Secrets Manager secret NAME "
-                "(1-512 of letters, digits and /_+=.@-), not an ARN"
-            )
-        check_kms_key_arn("secret_reader.kms_key_arn", kms_key_arn)
+        with errors_at(self.node.path):
+            check_name("secret_reader.namespace", namespace, label=True)
+            check_name("secret_reader.service_account", service_account, label=False)
+            if secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(secret_name):
+                raise ConfigError(
+                    f"secret_reader.secret_name: {secret_name!r} is not allowed; must be a Secrets Manager secret NAME "
+                    "(1-512 of letters, digits and /_+=.@-), not an ARN"
+                )
+            check_kms_key_arn("secret_reader.kms_key_arn", kms_key_arn)
         identity = PodIdentityRole.for_service_account(self._cluster, namespace, service_account)
+        harden_roles(identity, self.props.permissions_boundary)
         stack = cdk.Stack.of(self)
         secret_arn = stack.format_arn(
             service="secretsmanager",
@@ -147,7 +179,7 @@ def _sid(prefix: str, name: str) -> str:
     return prefix + "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name) if part)
 
 
-def driver_values(props: SecretsStoreCsiProps) -> dict[str, Any]:
+def driver_values(props: SecretsStoreCsiOptions) -> dict[str, Any]:
     """Helm values for secrets-store-csi-driver."""
     return {
         "linux": {"tolerations": [dict(t) for t in props.node_tolerations]},
@@ -159,7 +191,7 @@ def driver_values(props: SecretsStoreCsiProps) -> dict[str, Any]:
     }
 
 
-def provider_values(props: SecretsStoreCsiProps, *, region: str) -> dict[str, Any]:
+def provider_values(props: SecretsStoreCsiOptions, *, region: str) -> dict[str, Any]:
     """Helm values for secrets-store-csi-driver-provider-aws."""
     return {
         # The driver is its own pinned release (see the module docstring).

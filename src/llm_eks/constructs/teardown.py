@@ -29,7 +29,7 @@ from constructs import Construct, IConstruct, IDependable
 from llm_eks.constructs import nag
 from llm_eks.constructs.karpenter_policies import iam5_findings
 from llm_eks.constructs.log_encryption import encrypted_log_group
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, named_errors
 
 HANDLER_DIR = Path(__file__).parent / "teardown_handler"
 # The Provider framework's own onEvent Lambda has 15 minutes; ours must answer before that one is killed.
@@ -64,6 +64,7 @@ class KarpenterTeardownProps:
 class KarpenterTeardown(Construct):
     """Custom resource that does nothing on Create/Update and cleans up Karpenter's leftovers on Delete."""
 
+    @named_errors
     def __init__(self, scope: Construct, id: str, props: KarpenterTeardownProps) -> None:
         props.validate()
         super().__init__(scope, id)

@@ -1,15 +1,15 @@
-"""`InferenceStack`: the composition root for one environment (`LlmEks-<env>`).
+"""`InferenceStack`: the composition root for one environment (`LlmEks-<env>`): config and plan in, constructs out.
 
-Order is the point of this module. On create: cluster and system nodes, then the controllers (each after the
-system node group, or `helm --wait` times out with nowhere to run), then node pools (after Karpenter's CRDs and
-controller), then workloads (after the operators whose CRDs and webhooks they need). On delete CloudFormation
-walks the same graph backwards: workloads go first, node pools are deleted while Karpenter still runs (so it drains
-and terminates their nodes), and the teardown safety net sweeps what is left before the VPC goes.
+The order lives in the constructs (`InferenceCluster.add_*`, see constructs/composition.py), so a user's own app
+gets it too. On create: cluster and system nodes, then the controllers (each after the system node group, or
+`helm --wait` times out with nowhere to run), then node pools (after Karpenter's CRDs and controller), then
+workloads (after the operators whose CRDs and webhooks they need, by the names in each chart's `needs`). On delete
+CloudFormation walks the same graph backwards: workloads go first, node pools are deleted while Karpenter still runs
+(so it drains and terminates their nodes), and the teardown safety net sweeps what is left before the VPC goes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -21,15 +21,10 @@ from constructs import Construct, IConstruct
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
-from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareProps
-from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
-from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
-from llm_eks.constructs.keda import Keda, KedaProps
-from llm_eks.constructs.kuberay import KubeRayOperator
-from llm_eks.constructs.load_balancer import AwsLoadBalancerController
-from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessProps
-from llm_eks.constructs.observability import Observability, ObservabilityProps
-from llm_eks.constructs.secrets import SecretsStoreCsi
+from llm_eks.constructs.gpu_devices import gpu_options_for
+from llm_eks.constructs.keda import KedaOptions
+from llm_eks.constructs.model_access import ModelWeightsAccessOptions
+from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import (
@@ -77,30 +72,28 @@ class InferenceStack(cdk.Stack):
 
         self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
         self.cluster = self.platform.cluster
-        self.karpenter = self._karpenter(config)
+        # The interruption queue and the controller, ordered after the system nodes and the Pod Identity agent. The
+        # teardown safety net is ordered before the VPC, node role and cluster by the construct itself.
+        self.karpenter = self.platform.add_karpenter()
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
         keda = "keda" in addons(self.workload, config)
-        self.observability = Observability(
-            self,
-            "Observability",
-            cluster=self.cluster,
-            props=ObservabilityProps(
+        self.observability = self.platform.add_observability(
+            ObservabilityOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
                 # Only KEDA's operator queries Prometheus from outside its namespace, and only where KEDA runs.
-                prometheus_clients=ObservabilityProps.prometheus_clients if keda else (),
-            ),
+                prometheus_clients=ObservabilityOptions.prometheus_clients if keda else (),
+            )
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
         self.api_key = self._api_key(config)
-        # What a chart may need, by the names ChartPlan.needs uses; each entry orders a manifest after it.
-        self._prerequisites: dict[str, Callable[[IConstruct], None]] = {
-            "karpenter": self.karpenter.add_dependent,
-            "observability": self._after(self.observability),
+        # What a chart may need, by the names ChartPlan.needs uses (InferenceCluster.add_chart orders it after them).
+        self._prerequisites: dict[str, tuple[IConstruct, ...]] = {
+            "karpenter": (self.karpenter,),
+            "observability": (self.observability,),
         }
         for name in addons(self.workload, config):
-            self._prerequisites[name] = self._after(*self._add_addon(name, config))
-        self._after_system_nodes(self.observability)
+            self._prerequisites[name] = self._add_addon(name, config)
         self.charts = build_charts(
             self.k8s_app,
             config,
@@ -113,17 +106,10 @@ class InferenceStack(cdk.Stack):
             if not planned.apply:
                 self._review_only.append((planned.id, planned.chart))
                 continue
-            manifest = self.add_chart(planned.id, planned.chart)
-            for need in planned.needs:
-                self._prerequisites[need](manifest)
-            self._prerequisites[planned.id] = self._after(manifest)
+            after = tuple(prerequisite for need in planned.needs for prerequisite in self._prerequisites[need])
+            self._prerequisites[planned.id] = (self.add_chart(planned.id, planned.chart, after=after),)
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
-        self.gpu_devices = GpuDeviceSoftware(
-            self,
-            "GpuDevices",
-            GpuDeviceSoftwareProps.for_node_pools(self.cluster, node_pools.props),  # type: ignore[attr-defined]
-        )
-        self._after_system_nodes(self.gpu_devices)
+        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))  # type: ignore[attr-defined]
         for objects in self.gpu_devices.namespace_objects.values():
             self._addon_namespaces += objects
 
@@ -162,21 +148,6 @@ class InferenceStack(cdk.Stack):
             public_subnet_ids=list(v.public_subnet_ids) or None,
         )
 
-    def _karpenter(self, config: EnvironmentConfig) -> Karpenter:
-        queue = InterruptionQueue(self, "Interruption", InterruptionQueueProps(cluster_name=config.cluster_name))
-        # The teardown safety net is ordered before the VPC, node role and cluster by the construct itself.
-        return Karpenter(
-            self,
-            "Karpenter",
-            KarpenterProps(
-                cluster=self.cluster,
-                interruption_queue=queue,
-                system_node_selector=self.platform.system_node_selector,
-                # Its pods need the system nodes and Pod Identity credentials before `helm --wait` can succeed.
-                depends_on=(self.platform.system_nodegroup, self.cluster.eks_pod_identity_agent),
-            ),
-        )
-
     def _api_key(self, config: EnvironmentConfig) -> GeneratedApiKey | None:
         """The generated API key secret, unless the key is off, the config names its own secret, or the engine has
         no key check."""
@@ -197,62 +168,44 @@ class InferenceStack(cdk.Stack):
         namespace, account = service_account(self.workload)
         construct: IConstruct
         if name == "keda":
-            keda = Keda(
-                self, "Keda", cluster=self.cluster, props=KedaProps(control_plane_cidrs=self._control_plane_cidrs)
-            )
+            keda = self.platform.add_keda(KedaOptions(control_plane_cidrs=self._control_plane_cidrs))
             self._addon_namespaces += keda.namespace_objects
             construct = keda
         elif name == "kuberay":
-            kuberay = KubeRayOperator(self, "KubeRay", cluster=self.cluster)
+            kuberay = self.platform.add_kuberay()
             self._addon_namespaces += kuberay.namespace_objects
             construct = kuberay
         elif name == "secrets":
-            secrets = SecretsStoreCsi(self, "SecretsStore", cluster=self.cluster)
+            secrets = self.platform.add_secrets_store()
             # The Hub token and the API key, each by name: the role reads exactly these.
             for secret_name in workload_secrets(self.workload):
                 secrets.add_secret_reader(namespace, account, secret_name)
-            self._after_system_nodes(secrets)
             # The pods mount the generated key at start: it must exist first.
             key = (self.api_key.secret,) if self.api_key is not None else ()
             return secrets, PodIdentityRole.for_service_account(self.cluster, namespace, account), *key
         elif name == "weights":
             uri = urlparse(config.workload.weights_s3_uri or "")
             prefix = uri.path.lstrip("/")
-            weights = ModelWeightsAccess(
-                self,
-                "ModelWeights",
-                cluster=self.cluster,
-                props=ModelWeightsAccessProps(
+            weights = self.platform.add_model_weights_access(
+                ModelWeightsAccessOptions(
                     bucket_name=uri.netloc,
                     prefix=prefix if not prefix or prefix.endswith("/") else f"{prefix}/",
                     service_account=account,
                     namespace=namespace,
-                ),
+                )
             )
             return weights, weights.identity
         elif name == "alb":
-            construct = AwsLoadBalancerController(self, "LoadBalancerController", cluster=self.cluster)
+            construct = self.platform.add_load_balancer_controller()
         else:
             raise ValueError(f"unknown add-on {name!r}")  # a bug in workloads.addons
-        self._after_system_nodes(construct)
         return (construct,)
-
-    @staticmethod
-    def _after(*prerequisites: IConstruct) -> Callable[[IConstruct], None]:
-        return lambda dependent: dependent.node.add_dependency(*prerequisites)
-
-    def _after_system_nodes(self, *constructs: IConstruct) -> None:
-        """Controllers' `helm --wait` needs a node to run on; aws_eks_v2's readiness barrier ignores node groups."""
-        for construct in constructs:
-            construct.node.add_dependency(self.platform.system_nodegroup)
 
     # -- charts ------------------------------------------------------------------------------------------------
 
     def add_chart(self, id: str, chart: cdk8s.Chart, *, after: tuple[IConstruct, ...] = ()) -> IConstruct:
         """Apply a cdk8s chart after the constructs it needs (operators, CRDs) and record it for review."""
-        manifest = self.cluster.add_cdk8s_chart(id, chart)
-        for dependency in after:
-            manifest.node.add_dependency(dependency)
+        manifest = self.platform.add_chart(id, chart, after=after)
         self._charts.append((id, chart))
         return manifest
 

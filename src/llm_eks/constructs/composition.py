@@ -1,0 +1,160 @@
+"""What `InferenceCluster` installs on itself, and in what order: the composition knowledge a user's own app needs.
+
+The rule every method applies: a controller installed with `helm --wait` waits for the system node group (its
+pods have nowhere to run before it, and aws_eks_v2's readiness barrier ignores node groups), and Karpenter also
+waits for the Pod Identity agent (its pods get no AWS credentials before it). A chart added with `add_chart` waits
+for what it names in `after`; a Karpenter there also makes the chart deleted before the controller, so Karpenter
+drains the chart's nodes.
+
+Each add-on is created beside the cluster construct (in its scope), not under it: the paths, and so the logical
+ids, are the ones a hand-wired app (and llm-eks's own stacks) gives them, so moving to these methods replaces
+nothing. Pass `scope` to put one elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, TypeVar, cast
+
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct, IConstruct, Node
+
+from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareOptions, GpuDeviceSoftwareProps
+from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
+from llm_eks.constructs.karpenter import Karpenter, KarpenterOptions, KarpenterProps
+from llm_eks.constructs.keda import Keda, KedaOptions, KedaProps
+from llm_eks.constructs.kuberay import KubeRayOperator, KubeRayOperatorOptions, KubeRayOperatorProps
+from llm_eks.constructs.load_balancer import (
+    AwsLoadBalancerController,
+    AwsLoadBalancerControllerOptions,
+    AwsLoadBalancerControllerProps,
+)
+from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessOptions, ModelWeightsAccessProps
+from llm_eks.constructs.observability import Observability, ObservabilityOptions, ObservabilityProps
+from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiOptions, SecretsStoreCsiProps
+
+T = TypeVar("T")
+C = TypeVar("C", bound=IConstruct)
+
+
+def with_cluster(props_type: type[T], options: object, cluster: eks.ICluster, **changes: Any) -> T:
+    """`props_type` (an options class plus `cluster`) from `options`, on `cluster`."""
+    values = {f.name: getattr(options, f.name) for f in fields(options)}  # type: ignore[arg-type]
+    return props_type(**{**values, **changes, "cluster": cluster})
+
+
+class ClusterComposition:
+    """The `add_*` methods of `InferenceCluster` (a mixin: the class itself builds the cluster and system nodes)."""
+
+    cluster: eks.Cluster
+    cluster_name: str
+    system_nodegroup: eks.Nodegroup
+
+    def _beside(self, scope: Construct | None) -> Construct:
+        return scope or cast(Construct, Node.of(cast(IConstruct, self)).scope)
+
+    def after_system_nodes(self, *constructs: C) -> None:
+        """Order controllers after the system node group: `helm --wait` needs a node to run on, and aws_eks_v2's
+        readiness barrier ignores node groups."""
+        for construct in constructs:
+            construct.node.add_dependency(self.system_nodegroup)
+
+    def add_addon(self, addon: C) -> C:
+        """An add-on of your own (a construct holding Helm releases): installed after the system nodes."""
+        self.after_system_nodes(addon)
+        return addon
+
+    def add_karpenter(
+        self,
+        options: KarpenterOptions | None = None,
+        *,
+        id: str = "Karpenter",
+        queue_id: str = "Interruption",
+        scope: Construct | None = None,
+    ) -> Karpenter:
+        """Karpenter on this cluster: the interruption queue (unless `options` brings one, then we create none) and
+        the controller, pinned to the system nodes, installed after them and after the Pod Identity agent."""
+        options = options or KarpenterOptions()
+        scope = self._beside(scope)
+        queue = options.interruption_queue or InterruptionQueue(
+            scope, queue_id, InterruptionQueueProps(cluster_name=self.cluster_name)
+        )
+        return Karpenter(
+            scope,
+            id,
+            with_cluster(
+                KarpenterProps,
+                options,
+                self.cluster,
+                interruption_queue=queue,
+                # Its pods need the system nodes and Pod Identity credentials before `helm --wait` can succeed.
+                depends_on=(self.system_nodegroup, self.cluster.eks_pod_identity_agent, *options.depends_on),
+            ),
+        )
+
+    def add_keda(self, options: KedaOptions | None = None, *, id: str = "Keda", scope: Construct | None = None) -> Keda:
+        """KEDA, after the system nodes."""
+        props = with_cluster(KedaProps, options or KedaOptions(), self.cluster)
+        return self.add_addon(Keda(self._beside(scope), id, props))
+
+    def add_kuberay(
+        self, options: KubeRayOperatorOptions | None = None, *, id: str = "KubeRay", scope: Construct | None = None
+    ) -> KubeRayOperator:
+        """The KubeRay operator, after the system nodes."""
+        props = with_cluster(KubeRayOperatorProps, options or KubeRayOperatorOptions(), self.cluster)
+        return self.add_addon(KubeRayOperator(self._beside(scope), id, props))
+
+    def add_observability(
+        self, options: ObservabilityOptions | None = None, *, id: str = "Observability", scope: Construct | None = None
+    ) -> Observability:
+        """kube-prometheus-stack and its CRDs, after the system nodes."""
+        props = with_cluster(ObservabilityProps, options or ObservabilityOptions(), self.cluster)
+        return self.add_addon(Observability(self._beside(scope), id, props))
+
+    def add_secrets_store(
+        self, options: SecretsStoreCsiOptions | None = None, *, id: str = "SecretsStore", scope: Construct | None = None
+    ) -> SecretsStoreCsi:
+        """The Secrets Store CSI driver and its AWS provider, after the system nodes."""
+        props = with_cluster(SecretsStoreCsiProps, options or SecretsStoreCsiOptions(), self.cluster)
+        return self.add_addon(SecretsStoreCsi(self._beside(scope), id, props))
+
+    def add_load_balancer_controller(
+        self,
+        options: AwsLoadBalancerControllerOptions | None = None,
+        *,
+        id: str = "LoadBalancerController",
+        scope: Construct | None = None,
+    ) -> AwsLoadBalancerController:
+        """The AWS Load Balancer Controller, after the system nodes."""
+        options = options or AwsLoadBalancerControllerOptions()
+        props = with_cluster(AwsLoadBalancerControllerProps, options, self.cluster)
+        return self.add_addon(AwsLoadBalancerController(self._beside(scope), id, props))
+
+    def add_gpu_devices(
+        self, options: GpuDeviceSoftwareOptions | None = None, *, id: str = "GpuDevices", scope: Construct | None = None
+    ) -> GpuDeviceSoftware:
+        """Device plugins and the DCGM exporter (`gpu_devices.gpu_options_for(pools)` matches a node pools chart),
+        after the system nodes."""
+        props = with_cluster(GpuDeviceSoftwareProps, options or GpuDeviceSoftwareOptions(), self.cluster)
+        return self.add_addon(GpuDeviceSoftware(self._beside(scope), id, props))
+
+    def add_model_weights_access(
+        self, options: ModelWeightsAccessOptions, *, id: str = "ModelWeights", scope: Construct | None = None
+    ) -> ModelWeightsAccess:
+        """Read access to model weights in S3 for one service account (IAM only: nothing waits for nodes)."""
+        return ModelWeightsAccess(self._beside(scope), id, with_cluster(ModelWeightsAccessProps, options, self.cluster))
+
+    def add_chart(self, id: str, chart: cdk8s.Chart, *, after: tuple[IConstruct, ...] = ()) -> eks.KubernetesManifest:
+        """Apply a cdk8s chart of your own after what it needs (`after`: operators, CRDs, Pod Identity roles).
+
+        A `Karpenter` in `after` orders the chart after its CRDs and controller and deletes it first on teardown (so
+        Karpenter drains the nodes of the node pools in it); anything else is a plain dependency.
+        """
+        manifest = self.cluster.add_cdk8s_chart(id, chart)
+        for prerequisite in after:
+            if isinstance(prerequisite, Karpenter):
+                prerequisite.add_dependent(manifest)
+            else:
+                manifest.node.add_dependency(prerequisite)
+        return manifest

@@ -2,7 +2,7 @@
 
 Pure and deterministic: the same request always gives the same plan, and nothing here imports aws_cdk, cdk8s or
 jsii (the `llm-eks plan` CLI must answer in well under a second). The numbers it produces (instance type, GPUs per
-replica, tensor/pipeline parallel sizes, engine arguments, pod requests, cold-start time) are the single source the
+replica, tensor/pipeline parallel sizes, engine settings, pod requests, cold-start time) are the single source the
 constructs and charts use.
 
 Memory model, per GPU (vLLM V1 semantics):

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from llm_eks.errors import ConfigError
+from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.ray_monitoring import pod_selector
 from llm_eks.manifests.ray_serve import (
     IMPORT_PATH,
@@ -96,8 +97,9 @@ def base_props(**overrides: Any) -> RayServeProps:
         gpus_per_worker=1,
         tensor_parallel_size=1,
         pipeline_parallel_size=1,
-        max_model_len=8192,
-        gpu_memory_utilization=0.9,
+        engine=EngineSettings(
+            max_model_len=8192, gpu_memory_utilization=0.9, kv_cache_dtype="fp8", max_num_batched_tokens=8192
+        ),
         min_replicas=1,
         max_replicas=3,
         target_ongoing_requests=16,
@@ -105,8 +107,6 @@ def base_props(**overrides: Any) -> RayServeProps:
         worker_memory="48Gi",
         node_selector={"karpenter.sh/nodepool": "gpu-l40s"},
         tolerations=(GPU_TOLERATION,),
-        kv_cache_dtype="fp8",
-        max_num_batched_tokens=8192,
         hf_token_secret="llm-eks/dev/hf-token",
         aws_region="eu-west-1",
         worker_ephemeral_storage="60Gi",
@@ -124,8 +124,7 @@ def multi_node_props() -> RayServeProps:
         gpus_per_worker=8,
         tensor_parallel_size=8,
         pipeline_parallel_size=2,
-        kv_cache_dtype="auto",
-        max_num_batched_tokens=None,
+        engine=EngineSettings(max_model_len=8192, gpu_memory_utilization=0.9),
         min_replicas=1,
         max_replicas=2,
         worker_cpu="180",
@@ -357,8 +356,7 @@ def test_optional_fields_are_left_to_ray_and_vllm() -> None:
 
     config = llm_config(
         base_props(
-            kv_cache_dtype="auto",
-            max_num_batched_tokens=None,
+            engine=EngineSettings(max_model_len=8192),
             max_ongoing_requests=64,
             runtime_env_vars={"VLLM_LOGGING_LEVEL": "INFO"},
             extra_engine_kwargs={"enable_expert_parallel": True},
@@ -409,8 +407,17 @@ def test_optional_fields_are_left_to_ray_and_vllm() -> None:
             "ray_serve.max_replicas: 0 is not allowed; must be a whole number of at least 1",
         ),
         (
-            {"gpu_memory_utilization": 1.2},
-            "ray_serve.gpu_memory_utilization: 1.2 is not allowed; must be a fraction in (0, 1]",
+            {"engine": EngineSettings(max_model_len=8192, gpu_memory_utilization=1.2)},
+            "ray_serve.engine.gpu_memory_utilization: 1.2 is not allowed; must be a fraction in (0, 1]",
+        ),
+        (
+            {"engine": EngineSettings(max_model_len=0)},
+            "ray_serve.engine.max_model_len: 0 is not allowed; must be a whole number of at least 1",
+        ),
+        (
+            {"engine": EngineSettings(max_model_len=8192, quantization="awq")},
+            "ray_serve.engine.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it "
+            "(auto-detected) or use awq_marlin",
         ),
         (
             {"name": "ray-" + "x" * 44},
@@ -434,7 +441,12 @@ def test_optional_fields_are_left_to_ray_and_vllm() -> None:
         ),
         (
             {"extra_engine_kwargs": {"max_model_len": 4096}},
-            "ray_serve.extra_engine_kwargs: 'max_model_len' is not allowed; it has its own prop",
+            "ray_serve.extra_engine_kwargs: 'max_model_len' is not allowed; it has its own setting "
+            "(engine.max_model_len)",
+        ),
+        (
+            {"extra_engine_kwargs": {"tensor_parallel_size": 2}},
+            "ray_serve.extra_engine_kwargs: 'tensor_parallel_size' is not allowed; it has its own prop",
         ),
         (
             {"worker_memory": "48GB"},
@@ -600,3 +612,30 @@ def test_ray_token_authentication_on_every_ray_cluster(
             for container in pod["containers"]:
                 assert not {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN"} & {e["name"] for e in container.get("env", [])}
         assert "Secret" not in chart
+
+
+def test_engine_settings_render_as_engine_kwargs() -> None:
+    from llm_eks.manifests.ray_serve import llm_config
+
+    engine = EngineSettings(
+        max_model_len=16384,
+        gpu_memory_utilization=0.92,
+        max_num_seqs=32,
+        max_num_batched_tokens=8192,
+        kv_cache_dtype="fp8",
+        quantization="fp8",
+        dtype="bfloat16",
+    )
+    kwargs = llm_config(base_props(engine=engine, extra_engine_kwargs={"enable_expert_parallel": True}))
+    assert list(kwargs["engine_kwargs"].items()) == [
+        ("tensor_parallel_size", 1),
+        ("pipeline_parallel_size", 1),
+        ("max_model_len", 16384),
+        ("gpu_memory_utilization", 0.92),
+        ("dtype", "bfloat16"),
+        ("kv_cache_dtype", "fp8"),
+        ("quantization", "fp8"),
+        ("max_num_batched_tokens", 8192),
+        ("max_num_seqs", 32),
+        ("enable_expert_parallel", True),
+    ]

@@ -14,6 +14,7 @@ import yaml
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.api_key import API_KEY_PATH
+from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.vllm import (
     HF_TOKEN_PATH,
     MAX_GRACE_SECONDS,
@@ -43,7 +44,7 @@ def base_props(**overrides: Any) -> VllmProps:
         name=NAME,
         model="meta-llama/Llama-3.1-8B-Instruct",
         served_model_name="llama-3.1-8b",
-        engine_args=("--max-model-len", "8192", "--gpu-memory-utilization", "0.9", "--kv-cache-dtype", "fp8"),
+        engine=EngineSettings(max_model_len=8192, gpu_memory_utilization=0.9, kv_cache_dtype="fp8"),
         tensor_parallel_size=1,
         accelerators_per_pod=1,
         accelerators_per_node=1,
@@ -439,33 +440,52 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
             "cpu: 'lots' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi",
         ),
         (
-            {"engine_args": ("--tensor-parallel-size", "1")},
-            "engine_args: '--tensor-parallel-size' is not allowed; the chart sets it from tensor_parallel_size",
+            {"extra_engine_args": ("--tensor-parallel-size", "1")},
+            "extra_engine_args: '--tensor-parallel-size' is not allowed; the chart sets it from tensor_parallel_size",
         ),
-        ({"engine_args": ("--port=9000",)}, "engine_args: '--port' is not allowed; the chart sets it (8000)"),
         (
-            {"engine_args": ("--enable-chunked-prefill",)},
-            "engine_args: '--enable-chunked-prefill' is not allowed; chunked prefill is on by default "
+            {"extra_engine_args": ("--port=9000",)},
+            "extra_engine_args: '--port' is not allowed; the chart sets it (8000)",
+        ),
+        (
+            {"extra_engine_args": ("--enable-chunked-prefill",)},
+            "extra_engine_args: '--enable-chunked-prefill' is not allowed; chunked prefill is on by default "
             "(pass --no-enable-chunked-prefill to turn it off)",
         ),
         (
-            {"engine_args": ("--enable-prefix-caching",)},
-            "engine_args: '--enable-prefix-caching' is not allowed; prefix caching is on by default "
+            {"extra_engine_args": ("--enable-prefix-caching",)},
+            "extra_engine_args: '--enable-prefix-caching' is not allowed; prefix caching is on by default "
             "(pass --no-enable-prefix-caching to turn it off)",
         ),
         (
-            {"engine_args": ("--num-scheduler-steps", "8")},
-            "engine_args: '--num-scheduler-steps' is not allowed; it was removed with the V0 engine",
+            {"extra_engine_args": ("--num-scheduler-steps", "8")},
+            "extra_engine_args: '--num-scheduler-steps' is not allowed; it was removed with the V0 engine",
         ),
         (
-            {"engine_args": ("--quantization", "awq")},
-            "engine_args: '--quantization awq' is not allowed; it forces the slow AWQ kernel: omit it "
-            "(auto-detected) or use awq_marlin",
+            {"engine": EngineSettings(max_model_len=8192, quantization="awq")},
+            "engine.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it (auto-detected) or "
+            "use awq_marlin",
         ),
         (
-            {"engine_args": ("--api-key", "x")},
-            "engine_args: '--api-key' is not allowed; the chart sets the key from api_key_secret (a Secrets Manager "
-            "file, never an argument)",
+            {"extra_engine_args": ("--quantization", "awq_marlin")},
+            "extra_engine_args: '--quantization' is not allowed; the chart sets it from engine.quantization",
+        ),
+        (
+            {"extra_engine_args": ("--max-num-seqs=64",)},
+            "extra_engine_args: '--max-num-seqs' is not allowed; the chart sets it from engine.max_num_seqs",
+        ),
+        (
+            {"engine": EngineSettings(max_model_len=8192, max_num_seqs=64, max_num_batched_tokens=32)},
+            "engine.max_num_batched_tokens: 32 is not allowed; must be at least max_num_seqs (64)",
+        ),
+        (
+            {"engine": EngineSettings(max_model_len=8192, kv_cache_dtype="fp8 --port 1")},
+            "engine.kv_cache_dtype: 'fp8 --port 1' is not allowed; must be one vLLM value such as auto or fp8",
+        ),
+        (
+            {"extra_engine_args": ("--api-key", "x")},
+            "extra_engine_args: '--api-key' is not allowed; the chart sets the key from api_key_secret (a Secrets "
+            "Manager file, never an argument)",
         ),
         (
             {"api_key_secret": "the key itself"},
@@ -473,13 +493,13 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
             "(letters, digits and /_+=.@-)",
         ),
         (
-            {"engine_args": ("--disable-log-stats",)},
-            "engine_args: '--disable-log-stats' is not allowed; it turns off the Prometheus metrics that "
+            {"extra_engine_args": ("--disable-log-stats",)},
+            "extra_engine_args: '--disable-log-stats' is not allowed; it turns off the Prometheus metrics that "
             "autoscaling and alerts read",
         ),
         (
-            {"model": "s3://b/m/", "weights": "s3", "engine_args": ("--load-format", "safetensors")},
-            "engine_args: '--load-format' is not allowed; the chart sets it (runai_streamer) for weights 's3'",
+            {"model": "s3://b/m/", "weights": "s3", "extra_engine_args": ("--load-format", "safetensors")},
+            "extra_engine_args: '--load-format' is not allowed; the chart sets it (runai_streamer) for weights 's3'",
         ),
         (
             {"hf_token_secret": "hf token!"},
@@ -623,3 +643,26 @@ def test_api_key_command_stops_without_a_key(
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.splitlines()[-1] == f"no API key in {key_file} (Secrets Store CSI mount)"
+
+
+def test_engine_settings_render_as_flags_before_the_extra_ones() -> None:
+    engine = EngineSettings(
+        max_model_len=16384,
+        gpu_memory_utilization=0.92,
+        max_num_seqs=32,
+        max_num_batched_tokens=8192,
+        kv_cache_dtype="fp8",
+        quantization="fp8",
+        dtype="bfloat16",
+    )
+    args = container_args(base_props(engine=engine, extra_engine_args=("--enable-expert-parallel",)))
+    assert args[11:] == [
+        "--max-model-len", "16384",
+        "--gpu-memory-utilization", "0.92",
+        "--dtype", "bfloat16",
+        "--kv-cache-dtype", "fp8",
+        "--quantization", "fp8",
+        "--max-num-seqs", "32",
+        "--max-num-batched-tokens", "8192",
+        "--enable-expert-parallel",
+    ]  # fmt: skip

@@ -7,10 +7,25 @@ import pytest
 from llm_eks.errors import ConfigError
 from llm_eks.infra.app import plan_environment
 from llm_eks.infra.config import parse_environment
-from llm_eks.infra.workloads import build_workload, engine_args, slug
+from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workload, slug
+from llm_eks.manifests.engine import EngineSettings
+from llm_eks.manifests.ray_serve import llm_config
+from llm_eks.manifests.vllm import container_args
+
+# A float32 checkpoint described by workload.model_spec (Llama 3.1 8B's shape): the planner serves it in bfloat16.
+FP32_SPEC = {
+    "layers": 32,
+    "hidden_size": 4096,
+    "attention_heads": 32,
+    "kv_heads": 8,
+    "max_position_embeddings": 131072,
+    "vocab_size": 128256,
+    "intermediate_size": 14336,
+    "native_dtype": "float32",
+}
 
 
-def workload_of(body: dict) -> object:
+def workload_of(body: dict) -> Workload:
     config = parse_environment("dev", body)
     return build_workload(config, plan_environment(config))
 
@@ -37,12 +52,69 @@ def test_pool_limit_covers_max_replicas_in_whole_nodes() -> None:
 
 
 def test_chart_owned_flags_are_not_passed_twice() -> None:
-    config = parse_environment("dev", {})
-    plan = plan_environment(config)
-    args = engine_args(plan)
-    assert "--tensor-parallel-size" in plan.engine_args
-    assert "--tensor-parallel-size" not in args and "--served-model-name" not in args
+    w = workload_of({})
+    assert isinstance(w, VllmWorkload)
+    args = container_args(w.vllm)
+    for flag in ("--tensor-parallel-size", "--served-model-name", "--max-model-len", "--max-num-seqs"):
+        assert args.count(flag) == 1, flag
     assert args[args.index("--max-model-len") + 1] == "8192"
+
+
+def test_plan_shows_the_flags_the_vllm_chart_runs() -> None:
+    config = parse_environment("dev", {"workload": {"weight_format": "fp8", "kv_cache_dtype": "fp8"}})
+    plan = plan_environment(config)
+    w = build_workload(config, plan)
+    assert isinstance(w, VllmWorkload)
+    assert w.vllm.engine == plan.engine
+    args = container_args(w.vllm)
+    # `llm-eks plan` prints every flag the pod gets from the plan, with the same values.
+    for flag in ("--tensor-parallel-size", "--max-model-len", "--kv-cache-dtype", "--quantization", "--max-num-seqs"):
+        assert args[args.index(flag) + 1] == plan.engine_args[plan.engine_args.index(flag) + 1], flag
+    assert plan.engine.quantization == "fp8" and plan.engine.kv_cache_dtype == "fp8"
+
+
+def test_each_engine_has_its_own_workload_type() -> None:
+    vllm = workload_of({})
+    ray = workload_of({"workload": {"engine": "ray-serve", "model": "Qwen/Qwen2.5-7B-Instruct"}})
+    assert isinstance(vllm, VllmWorkload) and isinstance(ray, RayServeWorkload)
+    assert vllm.api_key_secret == "llm-eks/dev/api-key" and ray.api_key_secret is None
+    assert ray.service_account == ("inference", "ray-qwen2-5-7b-instruct")
+
+
+def test_ray_serve_gets_the_planned_engine_settings() -> None:
+    config = parse_environment(
+        "dev",
+        {"workload": {"engine": "ray-serve", "model": "Qwen/Qwen2.5-7B-Instruct", "weight_format": "fp8"}},
+    )
+    plan = plan_environment(config)
+    w = build_workload(config, plan)
+    assert isinstance(w, RayServeWorkload)
+    kwargs = llm_config(w.ray)["engine_kwargs"]
+    assert kwargs == {
+        "tensor_parallel_size": plan.tensor_parallel_size,
+        "pipeline_parallel_size": plan.pipeline_parallel_size,
+        "max_model_len": 8192,
+        "gpu_memory_utilization": 0.9,
+        "quantization": "fp8",
+        "max_num_batched_tokens": plan.max_num_batched_tokens,
+        "max_num_seqs": plan.max_num_seqs,
+    }
+
+
+def test_float32_checkpoint_runs_in_bfloat16_on_both_engines() -> None:
+    for engine in ("vllm", "ray-serve"):
+        w = workload_of({"workload": {"engine": engine, "model": "acme/llama-fp32", "model_spec": FP32_SPEC}})
+        if isinstance(w, RayServeWorkload):
+            assert llm_config(w.ray)["engine_kwargs"]["dtype"] == "bfloat16"
+        else:
+            args = container_args(w.vllm)
+            assert args[args.index("--dtype") + 1] == "bfloat16"
+
+
+def test_engine_settings_default_to_vllms_own() -> None:
+    settings = EngineSettings(max_model_len=4096)
+    assert (settings.gpu_memory_utilization, settings.kv_cache_dtype, settings.dtype) == (0.9, "auto", "auto")
+    assert settings.max_num_seqs is None and settings.quantization is None
 
 
 def test_accelerator_limit_below_one_node() -> None:

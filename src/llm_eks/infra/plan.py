@@ -2,7 +2,7 @@
 
 Pure and deterministic: the same request always gives the same plan, and nothing here imports aws_cdk, cdk8s or
 jsii (the `llm-eks plan` CLI must answer in well under a second). The numbers it produces (instance type, GPUs per
-replica, tensor/pipeline parallel sizes, engine arguments, pod requests, cold-start time) are the single source the
+replica, tensor/pipeline parallel sizes, engine settings, pod requests, cold-start time) are the single source the
 constructs and charts use.
 
 Memory model, per GPU (vLLM V1 semantics):
@@ -31,6 +31,7 @@ from llm_eks.catalog.accelerators import (
 )
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import ConfigError, fail
+from llm_eks.manifests.engine import EngineSettings, parallel_flags, vllm_flags
 
 GIB = 1024**3
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
@@ -226,7 +227,6 @@ class Plan:
     cost_per_replica_hour: float | None
     cold_start: ColdStart
     pod_resources: PodResources
-    engine_args: tuple[str, ...]
     assumptions: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
 
@@ -261,6 +261,30 @@ class Plan:
     @property
     def meets_target(self) -> bool:
         return self.max_concurrency_typical >= self.request.target_concurrency
+
+    @property
+    def engine(self) -> EngineSettings:
+        """The vLLM settings this plan sized; the charts render them (flags for vLLM, engine_kwargs for Ray)."""
+        spec = self.model
+        return EngineSettings(
+            max_model_len=self.max_model_len,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            kv_cache_dtype=self.kv_cache_dtype,
+            # Dynamic FP8 from the 16-bit checkpoint; AWQ and FP8 repos are auto-detected.
+            quantization="fp8" if self.weight_format == "fp8" and spec.quantization != "fp8" else None,
+            # The planner sizes 16-bit weights: never serve float32.
+            dtype="bfloat16" if spec.native_dtype == "float32" and self.weight_format != "awq-int4" else "auto",
+        )
+
+    @property
+    def engine_args(self) -> tuple[str, ...]:
+        """The `vllm serve` flags of this plan, rendered by the vLLM chart's own functions (for `llm-eks plan`)."""
+        args = parallel_flags(self.tensor_parallel_size, self.pipeline_parallel_size)
+        if self.nodes_per_replica > 1:
+            args += ["--distributed-executor-backend", "ray"]  # workers on other nodes join through a Ray cluster
+        return (*args, *vllm_flags(self.engine), "--served-model-name", self.served_model_name)
 
     def summary_line(self) -> str:
         """One line for `cdk synth` and the CLI."""
@@ -771,27 +795,6 @@ def _no_fit_on(
 def _build(ctx: _Context, fit: _Fit, warnings: tuple[str, ...]) -> Plan:
     r, spec, inst = ctx.request, ctx.spec, fit.instance
     max_num_seqs = max(1, min(r.target_concurrency, fit.typical))
-    args = ["--tensor-parallel-size", str(fit.tp)]
-    if fit.pp > 1:
-        args += ["--pipeline-parallel-size", str(fit.pp)]
-    if fit.nodes > 1:
-        args += ["--distributed-executor-backend", "ray"]  # workers on other nodes join through a Ray cluster
-    args += ["--max-model-len", str(ctx.max_len), "--gpu-memory-utilization", f"{r.gpu_memory_utilization:g}"]
-    if spec.native_dtype == "float32" and ctx.fmt != "awq-int4":
-        args += ["--dtype", "bfloat16"]  # the planner sizes 16-bit weights; never serve float32
-    if r.kv_cache_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8"]
-    if ctx.fmt == "fp8" and spec.quantization != "fp8":
-        args += ["--quantization", "fp8"]  # dynamic FP8 from the 16-bit checkpoint; AWQ and FP8 repos auto-detect
-    args += [
-        "--max-num-seqs",
-        str(max_num_seqs),
-        "--max-num-batched-tokens",
-        str(fit.max_num_batched_tokens),
-        "--served-model-name",
-        spec.id,
-    ]
-
     cold = _cold_start(ctx, fit)
     extra = list(warnings)
     if fit.nodes > 1 and not inst.efa:
@@ -831,7 +834,6 @@ def _build(ctx: _Context, fit: _Fit, warnings: tuple[str, ...]) -> Plan:
         cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
         cold_start=cold,
         pod_resources=fit.pod,
-        engine_args=tuple(args),
         assumptions=tuple(_assumptions(ctx, fit)),
         warnings=tuple(extra),
     )

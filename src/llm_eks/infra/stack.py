@@ -151,8 +151,7 @@ class InferenceStack(cdk.Stack):
     def _api_key(self, config: EnvironmentConfig) -> GeneratedApiKey | None:
         """The generated API key secret, unless the key is off, the config names its own secret, or the engine has
         no key check."""
-        vllm = self.workload.vllm
-        if vllm is None or vllm.api_key_secret is None or config.workload.api_key_secret is not None:
+        if self.workload.api_key_secret is None or config.workload.api_key_secret is not None:
             return None
         name = generated_api_key_secret(config)
         api_key = GeneratedApiKey(self, "ApiKey", GeneratedApiKeyProps(secret_name=name))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import cdk8s
 
@@ -32,22 +32,64 @@ from llm_eks.manifests.serving_objects import add_objects
 from llm_eks.manifests.vllm import PORT, IngressProps, VllmChart, VllmProps
 
 GIB = 1024**3
-# The flags the workload charts set themselves from typed props (they reject them in engine_args).
-_CHART_OWNED_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--served-model-name")
+# The add-ons a workload's charts can wait for, by the names ChartPlan.needs and the CDK stack use.
+Addon: TypeAlias = Literal["keda", "kuberay", "secrets", "weights", "alb"]
 
 
 @dataclass(frozen=True)
-class Workload:
-    """Everything the stack needs to place one environment's model."""
+class VllmWorkload:
+    """One model served by `vllm serve`: KEDA scales it, Prometheus alerts on it, a benchmark Job measures it."""
 
     gpu_pool: GpuPoolSpec
     cpu_pool: CpuPoolSpec
-    vllm: VllmProps | None
-    autoscaling: AutoscalingProps | None
-    monitoring: MonitoringProps | None
-    benchmark: BenchmarkProps | None
-    ray: RayServeProps | None
-    ray_monitoring: RayMonitoringProps | None = None
+    vllm: VllmProps
+    autoscaling: AutoscalingProps
+    monitoring: MonitoringProps
+    benchmark: BenchmarkProps
+
+    @property
+    def service_account(self) -> tuple[str, str]:
+        """(namespace, name) of the serving pods' ServiceAccount."""
+        return self.vllm.namespace, self.vllm.name
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The Secrets Manager secrets (by name) the pods read: the Hub token, the API key."""
+        return tuple(name for name in (self.vllm.hf_token_secret, self.vllm.api_key_secret) if name is not None)
+
+    @property
+    def api_key_secret(self) -> str | None:
+        """The secret holding the endpoint's API key; None when the key is off."""
+        return self.vllm.api_key_secret
+
+
+@dataclass(frozen=True)
+class RayServeWorkload:
+    """One model served by Ray Serve LLM on a KubeRay RayService, which scales its own replicas."""
+
+    gpu_pool: GpuPoolSpec
+    cpu_pool: CpuPoolSpec
+    ray: RayServeProps
+    monitoring: RayMonitoringProps
+
+    @property
+    def service_account(self) -> tuple[str, str]:
+        """(namespace, name) of the Ray pods' ServiceAccount."""
+        return self.ray.namespace, self.ray.name
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The Secrets Manager secrets (by name) the pods read: the Hub token."""
+        return () if self.ray.hf_token_secret is None else (self.ray.hf_token_secret,)
+
+    @property
+    def api_key_secret(self) -> str | None:
+        """Always None: Ray Serve LLM's endpoint has no API key check (see manifests.ray_serve)."""
+        return None
+
+
+# Everything the stack needs to place one environment's model: one type per engine.
+Workload: TypeAlias = VllmWorkload | RayServeWorkload
 
 
 def slug(model_id: str) -> str:
@@ -117,20 +159,6 @@ def pool_sizes(plan: Plan) -> tuple[str, ...]:
     return tuple(sizes)
 
 
-def engine_args(plan: Plan) -> tuple[str, ...]:
-    """The plan's `vllm serve` arguments minus the flags the chart sets from typed props."""
-    args = list(plan.engine_args)
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        if args[i] in _CHART_OWNED_FLAGS:
-            i += 2
-            continue
-        out.append(args[i])
-        i += 1
-    return tuple(out)
-
-
 def shm_size(plan: Plan) -> str:
     """/dev/shm: NCCL's intra-node buffers and the engine's worker processes need more with tensor parallelism."""
     return "2Gi" if plan.gpus_per_pod == 1 else f"{min(4 * plan.gpus_per_pod, 32)}Gi"
@@ -164,11 +192,13 @@ def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region:
             f"{plan.pipeline_parallel_size}): use engine 'ray-serve', quantization, or a bigger instance"
         )
     selector, tolerations = workload_placement(pool)
+    # Config validation allows exactly these two.
+    weights: Literal["hf", "s3"] = "s3" if w.weights == "s3" else "hf"
     return VllmProps(
         name=workload_name(config),
-        model=w.weights_s3_uri if w.weights == "s3" and w.weights_s3_uri else plan.checkpoint,
+        model=w.weights_s3_uri if weights == "s3" and w.weights_s3_uri else plan.checkpoint,
         served_model_name=plan.served_model_name,
-        engine_args=engine_args(plan),
+        engine=plan.engine,
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
         accelerators_per_pod=plan.gpus_per_pod,
@@ -182,7 +212,7 @@ def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region:
         replicas=max(w.replicas.min, 1),
         node_selector=selector,
         tolerations=tuple(tolerations),
-        weights=w.weights,  # type: ignore[arg-type]
+        weights=weights,
         hf_token_secret=w.hf_token_secret,
         api_key_secret=api_key_secret(config),
         aws_region=region,
@@ -265,7 +295,6 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
     w = config.workload
     selector, tolerations = workload_placement(pool)
     gpus = plan.tensor_parallel_size * plan.pipeline_parallel_size
-    quantization = _flag_value(plan.engine_args, "--quantization")
     return RayServeProps(
         name=workload_name(config),
         model_id=plan.served_model_name,
@@ -274,8 +303,7 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
         gpus_per_worker=min(gpus, plan.instance.accelerators),
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
-        max_model_len=plan.max_model_len,
-        gpu_memory_utilization=plan.gpu_memory_utilization,
+        engine=plan.engine,
         min_replicas=max(w.replicas.min, 1),
         max_replicas=w.replicas.max,
         # Ray Serve adds a replica when ongoing requests per replica pass the planned concurrency.
@@ -284,10 +312,6 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
         worker_memory=plan.pod_resources.memory,
         node_selector=selector,
         tolerations=tuple(tolerations),
-        kv_cache_dtype=w.kv_cache_dtype,
-        quantization=quantization,
-        max_num_batched_tokens=plan.max_num_batched_tokens,
-        max_num_seqs=plan.max_num_seqs,
         hf_token_secret=w.hf_token_secret,
         aws_region=region,
         worker_ephemeral_storage=cache_size(plan),
@@ -297,13 +321,6 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
 
 def ray_monitoring_props(config: EnvironmentConfig, plan: Plan, ray: RayServeProps) -> RayMonitoringProps:
     return RayMonitoringProps(name=ray.name, model_id=ray.model_id, targets=_monitoring_targets(config, plan))
-
-
-def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-    return None
 
 
 def build_workload(
@@ -327,17 +344,18 @@ def build_workload(
     if config.workload.engine == "ray-serve":
         ray = ray_props(config, plan, pool, region)
         ray = replace(ray, image=lock.pin(ray.image))
-        return Workload(pool, cpu, None, None, None, None, ray, ray_monitoring_props(config, plan, ray))
+        return RayServeWorkload(
+            gpu_pool=pool, cpu_pool=cpu, ray=ray, monitoring=ray_monitoring_props(config, plan, ray)
+        )
     vllm = vllm_props(config, plan, pool, region)
     vllm = replace(vllm, image=lock.pin(vllm.image))
-    return Workload(
+    return VllmWorkload(
         gpu_pool=pool,
         cpu_pool=cpu,
         vllm=vllm,
         autoscaling=autoscaling_props(config, plan),
         monitoring=monitoring_props(config, plan, vllm),
         benchmark=benchmark_props(config, cpu),
-        ray=None,
     )
 
 
@@ -356,34 +374,31 @@ class ChartPlan:
 
 def service_account(workload: Workload) -> tuple[str, str]:
     """(namespace, name) of the workload pods' ServiceAccount, the subject of their Pod Identity association."""
-    props: Any = workload.vllm or workload.ray
-    return props.namespace, props.name
+    return workload.service_account
 
 
 def workload_secrets(workload: Workload) -> tuple[str, ...]:
     """The Secrets Manager secrets (by name) the workload's ServiceAccount reads: the Hub token, the API key."""
-    props: Any = workload.vllm or workload.ray
-    secrets = (props.hf_token_secret, workload.vllm.api_key_secret if workload.vllm is not None else None)
-    return tuple(name for name in secrets if name is not None)
+    return workload.secrets
 
 
-def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
+def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[Addon, ...]:
     """The add-ons the workload chart itself waits for (besides its node pools)."""
-    w = config.workload
-    needs = ["kuberay"] if workload.ray is not None else []
-    if workload_secrets(workload):
+    needs: list[Addon] = ["kuberay"] if isinstance(workload, RayServeWorkload) else []
+    if workload.secrets:
         needs.append("secrets")
-    if w.weights == "s3":
+    if config.workload.weights == "s3":
         needs.append("weights")
-    if workload.vllm is not None and workload.vllm.ingress is not None:
+    if isinstance(workload, VllmWorkload) and workload.vllm.ingress is not None:
         needs.append("alb")
     return tuple(needs)
 
 
-def addons(workload: Workload, config: EnvironmentConfig) -> tuple[str, ...]:
+def addons(workload: Workload, config: EnvironmentConfig) -> tuple[Addon, ...]:
     """Every add-on this environment installs besides Karpenter and observability. Ray Serve scales its own
     replicas, so KEDA comes only with vLLM (its autoscaling chart waits for it)."""
-    return (*prerequisites(workload, config), *(("keda",) if workload.vllm is not None else ()))
+    keda: tuple[Addon, ...] = ("keda",) if isinstance(workload, VllmWorkload) else ()
+    return (*prerequisites(workload, config), *keda)
 
 
 def addon_namespaces(workload: Workload, config: EnvironmentConfig) -> list[dict[str, Any]]:
@@ -429,22 +444,29 @@ def build_charts(
     )
     charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]
     extra = prerequisites(workload, config)
-    if workload.ray is not None:
-        assert workload.ray_monitoring is not None
-        r = workload.ray
-        ray = RayServeChart(app, "ray-serve", r)
-        # The namespace's policies travel with the workload: one apply, so no pod ever runs unprotected.
-        add_objects(ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name)))
-        return [
-            *charts,
-            ChartPlan("ray-serve", ray, needs=("node-pools", *extra)),
-            ChartPlan(
-                "monitoring",
-                RayMonitoringChart(app, "monitoring", workload.ray_monitoring),
-                needs=("ray-serve", "observability"),
-            ),
-        ]
-    assert workload.vllm is not None and workload.autoscaling is not None and workload.monitoring is not None
+    if isinstance(workload, RayServeWorkload):
+        return [*charts, *_ray_serve_charts(app, workload, extra)]
+    return [*charts, *_vllm_charts(app, config, workload, extra)]
+
+
+def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload, extra: tuple[Addon, ...]) -> list[ChartPlan]:
+    r = workload.ray
+    ray = RayServeChart(app, "ray-serve", r)
+    # The namespace's policies travel with the workload: one apply, so no pod ever runs unprotected.
+    add_objects(ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name)))
+    return [
+        ChartPlan("ray-serve", ray, needs=("node-pools", *extra)),
+        ChartPlan(
+            "monitoring",
+            RayMonitoringChart(app, "monitoring", workload.monitoring),
+            needs=("ray-serve", "observability"),
+        ),
+    ]
+
+
+def _vllm_charts(
+    app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorkload, extra: tuple[Addon, ...]
+) -> list[ChartPlan]:
     vllm = workload.vllm
     vllm_chart = VllmChart(app, "vllm", vllm)
     bench = workload.benchmark
@@ -453,20 +475,16 @@ def build_charts(
         vllm.name,
         selector_labels(VLLM_APP, vllm.name),
         PORT,
-        benchmark=None if bench is None else selector_labels(BENCHMARK_APP, bench.name),
+        benchmark=selector_labels(BENCHMARK_APP, bench.name),
         # Target type ip: the internal ALB's ENIs connect to the pods directly, from its own subnets (no pod's).
-        alb_cidrs=v.load_balancer_subnet_cidrs() if vllm.ingress is not None else (),
+        alb_cidrs=config.vpc.load_balancer_subnet_cidrs() if vllm.ingress is not None else (),
     )
     add_objects(vllm_chart, policies)
-    charts += [
+    return [
         ChartPlan("vllm", vllm_chart, needs=("node-pools", *extra)),
         ChartPlan(
             "autoscaling", VllmAutoscalingChart(app, "autoscaling", vllm, workload.autoscaling), ("vllm", "keda")
         ),
         ChartPlan("monitoring", MonitoringChart(app, "monitoring", workload.monitoring), ("vllm", "observability")),
+        ChartPlan("benchmark", BenchmarkChart(app, "benchmark", vllm, bench), needs=("vllm",), apply=False),
     ]
-    if bench is not None:
-        charts.append(
-            ChartPlan("benchmark", BenchmarkChart(app, "benchmark", vllm, bench), needs=("vllm",), apply=False)
-        )
-    return charts

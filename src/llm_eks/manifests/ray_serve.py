@@ -69,6 +69,7 @@ from constructs import Construct
 
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, fail
+from llm_eks.manifests.engine import RAY_ENGINE_FIELDS, EngineSettings, ray_engine_kwargs, validate_engine
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object, require_dns1035, require_dns1123
 from llm_eks.manifests.pods import (
     MAX_GRACE_SECONDS,
@@ -154,8 +155,8 @@ class RayServeProps:
     gpus_per_worker: int
     tensor_parallel_size: int
     pipeline_parallel_size: int
-    max_model_len: int
-    gpu_memory_utilization: float
+    # From the plan: context length, memory share, batch limits, dtypes; rendered as LLMConfig engine_kwargs.
+    engine: EngineSettings
     # Serve model replicas (each replica spans nodes_per_replica worker pods).
     min_replicas: int
     max_replicas: int
@@ -167,11 +168,7 @@ class RayServeProps:
     # From the node-pool helper: selects the planned GPU pool and tolerates its taint.
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
-    # vLLM engine arguments the plan sets beyond the typed ones; None/"auto" leave vLLM's own default.
-    kv_cache_dtype: str = "auto"
-    quantization: str | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
+    # Further vLLM engine arguments, after the rendered ones: none that the engine settings or Ray Serve LLM set.
     extra_engine_kwargs: Mapping[str, Any] = field(default_factory=dict)
     # Environment of the replica and its engine workers (LLMConfig runtime_env.env_vars).
     runtime_env_vars: Mapping[str, str] = field(default_factory=dict)
@@ -301,10 +298,7 @@ def validate(p: RayServeProps) -> None:
             p.gpus_per_worker,
             f"must equal tensor_parallel_size x pipeline_parallel_size ({gpus}) when one node holds a replica",
         )
-    _at_least("max_model_len", p.max_model_len, 1)
-    utilization = p.gpu_memory_utilization
-    if not isinstance(utilization, int | float) or isinstance(utilization, bool) or not 0 < utilization <= 1:
-        raise _fail("gpu_memory_utilization", utilization, "must be a fraction in (0, 1]")
+    validate_engine(p.engine, "ray_serve.engine")
     _at_least("min_replicas", p.min_replicas, 0)
     _at_least("max_replicas", p.max_replicas, 1)
     if p.min_replicas > p.max_replicas:
@@ -312,14 +306,13 @@ def validate(p: RayServeProps) -> None:
     _at_least("target_ongoing_requests", p.target_ongoing_requests, 1)
     if p.max_ongoing_requests is not None:
         _at_least("max_ongoing_requests", p.max_ongoing_requests, p.target_ongoing_requests)
-    for prop in ("max_num_batched_tokens", "max_num_seqs"):
-        if getattr(p, prop) is not None:
-            _at_least(prop, getattr(p, prop), 1)
     for key in p.extra_engine_kwargs:
         if key in _RESERVED_ENGINE_KWARGS:
             raise _fail("extra_engine_kwargs", key, _RESERVED_ENGINE_KWARGS[key])
-        if key in _typed_engine_kwargs(p):
+        if key in ("tensor_parallel_size", "pipeline_parallel_size"):
             raise _fail("extra_engine_kwargs", key, "it has its own prop")
+        if key in RAY_ENGINE_FIELDS:
+            raise _fail("extra_engine_kwargs", key, f"it has its own setting (engine.{key})")
     for prop in ("worker_cpu", "worker_memory", "head_cpu", "head_memory"):
         parse_quantity(f"ray_serve.{prop}", getattr(p, prop))
     if p.worker_ephemeral_storage is not None:
@@ -382,15 +375,8 @@ def _typed_engine_kwargs(p: RayServeProps) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "tensor_parallel_size": p.tensor_parallel_size,
         "pipeline_parallel_size": p.pipeline_parallel_size,
-        "max_model_len": p.max_model_len,
-        "gpu_memory_utilization": p.gpu_memory_utilization,
     }
-    if p.kv_cache_dtype != "auto":
-        kwargs["kv_cache_dtype"] = p.kv_cache_dtype
-    for key in ("quantization", "max_num_batched_tokens", "max_num_seqs"):
-        if getattr(p, key) is not None:
-            kwargs[key] = getattr(p, key)
-    return kwargs
+    return {**kwargs, **ray_engine_kwargs(p.engine)}
 
 
 def llm_config(p: RayServeProps) -> dict[str, Any]:

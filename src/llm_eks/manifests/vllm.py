@@ -52,6 +52,7 @@ from llm_eks.errors import ConfigError
 from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_secret_provider_class, api_key_volume, export_key
 from llm_eks.manifests.checkov import serving_pod_annotations
+from llm_eks.manifests.engine import VLLM_FLAG_FIELDS, EngineSettings, parallel_flags, validate_engine, vllm_flags
 from llm_eks.manifests.ingress import IngressProps as IngressProps  # re-exported: VllmProps.ingress takes it
 from llm_eks.manifests.ingress import ingress_annotations, ingress_rule, validate_ingress
 from llm_eks.manifests.labels import (
@@ -88,7 +89,7 @@ READINESS_FAILURE_THRESHOLD = 3
 # A restart costs a full model reload (minutes): only restart after a minute of a wedged server.
 LIVENESS_FAILURE_THRESHOLD = 6
 
-# Flags the chart sets from typed props, or that would break its contracts: engine_args must not hold them.
+# Flags the chart sets from typed props, or that would break its contracts: extra_engine_args must not hold them.
 _CHART_FLAGS = {
     "--host": "the chart sets it (0.0.0.0)",
     "--port": f"the chart sets it ({PORT})",
@@ -122,9 +123,8 @@ class VllmProps:
     model: str
     # The name clients send and the `model_name` label on every vLLM metric.
     served_model_name: str
-    # From the plan: --max-model-len, --gpu-memory-utilization, --kv-cache-dtype, --max-num-batched-tokens, ...
-    # Not the flags the chart owns (host, port, names, parallelism, shutdown), nor V0-era or default switches.
-    engine_args: tuple[str, ...]
+    # From the plan: context length, memory share, batch limits, dtypes; rendered as `vllm serve` flags.
+    engine: EngineSettings
     # Must fit one node (at most accelerators_per_node).
     tensor_parallel_size: int
     # Accelerators the pod requests: tensor_parallel_size x pipeline_parallel_size (one node).
@@ -181,6 +181,8 @@ class VllmProps:
     # One replica at a time may be voluntarily disrupted (consolidation, drift, node upgrades).
     pdb_max_unavailable: int = 1
     ingress: IngressProps | None = None
+    # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
+    extra_engine_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,8 @@ def validate_vllm_props(p: VllmProps) -> None:
         _at_least("run_as_user", p.run_as_user, 1)
     _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
     _validate_drain(p)
-    _validate_engine_args(p)
+    validate_engine(p.engine, "engine")
+    _validate_extra_engine_args(p)
     if p.ingress is not None:
         validate_ingress(p.ingress)
 
@@ -297,47 +300,31 @@ def _validate_drain(p: VllmProps) -> None:
         )
 
 
-def _validate_engine_args(p: VllmProps) -> None:
-    args = list(p.engine_args)
-    for i, token in enumerate(args):
+def _validate_extra_engine_args(p: VllmProps) -> None:
+    for token in p.extra_engine_args:
         if not isinstance(token, str):
-            raise ConfigError(f"engine_args: {token!r} is not allowed; every argument must be a string")
-        flag, _, inline = token.partition("=")
+            raise ConfigError(f"extra_engine_args: {token!r} is not allowed; every argument must be a string")
+        flag = token.partition("=")[0]
         if not flag.startswith("-"):
             continue
         reason = _CHART_FLAGS.get(flag) or _STALE_FLAGS.get(flag)
+        if flag in VLLM_FLAG_FIELDS:
+            reason = f"the chart sets it from engine.{VLLM_FLAG_FIELDS[flag]}"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
         if reason:
-            raise ConfigError(f"engine_args: {flag!r} is not allowed; {reason}")
-        if flag in ("--quantization", "-q"):
-            value = inline or (args[i + 1] if i + 1 < len(args) else "")
-            if value == "awq":
-                raise ConfigError(
-                    f"engine_args: '{flag} awq' is not allowed; it forces the slow AWQ kernel: omit it "
-                    "(auto-detected) or use awq_marlin"
-                )
+            raise ConfigError(f"extra_engine_args: {flag!r} is not allowed; {reason}")
 
 
 def container_args(p: VllmProps) -> list[str]:
-    """`vllm serve` arguments after the subcommand: the model, the chart-owned flags, then the plan's."""
-    args = [
-        p.model,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(PORT),
-        "--served-model-name",
-        p.served_model_name,
-        "--tensor-parallel-size",
-        str(p.tensor_parallel_size),
-    ]
-    if p.pipeline_parallel_size > 1:
-        args += ["--pipeline-parallel-size", str(p.pipeline_parallel_size)]
+    """`vllm serve` arguments after the subcommand: the model, the chart-owned flags, the engine settings, then
+    the extra flags."""
+    args = [p.model, "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", p.served_model_name]
+    args += parallel_flags(p.tensor_parallel_size, p.pipeline_parallel_size)
     args += ["--shutdown-timeout", str(p.shutdown_timeout_seconds)]
     if p.weights == "s3":
         args += ["--load-format", "runai_streamer"]
-    return args + list(p.engine_args)
+    return args + vllm_flags(p.engine) + list(p.extra_engine_args)
 
 
 def container_command(p: VllmProps) -> list[str]:

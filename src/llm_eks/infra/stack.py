@@ -30,6 +30,7 @@ from llm_eks.constructs.load_balancer import AwsLoadBalancerController
 from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessProps
 from llm_eks.constructs.observability import Observability, ObservabilityProps
 from llm_eks.constructs.secrets import SecretsStoreCsi
+from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import (
@@ -41,6 +42,8 @@ from llm_eks.infra.workloads import (
     service_account,
     workload_secrets,
 )
+from llm_eks.manifests.ray_serve import RayServeChart
+from llm_eks.manifests.vllm import VllmChart
 
 
 class InferenceStack(cdk.Stack):
@@ -114,6 +117,9 @@ class InferenceStack(cdk.Stack):
                 self._review_only.append((planned.id, planned.chart))
                 continue
             manifest = self.add_chart(planned.id, planned.chart)
+            if isinstance(planned.chart, (VllmChart, RayServeChart)):
+                # What the plan could not meet is said where the workload is applied: `cdk synth` shows it.
+                annotate_plan_warnings(manifest, plan)
             for need in planned.needs:
                 self._prerequisites[need](manifest)
             self._prerequisites[planned.id] = self._after(manifest)

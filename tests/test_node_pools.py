@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
+import re
 from typing import Any
 
 import cdk8s
@@ -99,7 +98,7 @@ def test_node_class_ami_imds_discovery_role(objects: dict[Any, Any], name: str) 
     nc = spec(objects, "EC2NodeClass", name)
     # A pinned Bottlerocket release, never @latest (which drifts every node on each AWS release).
     assert nc["amiSelectorTerms"] == [{"alias": f"bottlerocket@{BOTTLEROCKET_AMI_VERSION}"}]
-    assert BOTTLEROCKET_AMI_VERSION == "v1.65.0"
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", BOTTLEROCKET_AMI_VERSION), "a release, as Karpenter's alias takes it"
     assert "amiFamily" not in nc  # inferred from the alias
     # IMDSv2 only, hop limit 1: pods (one hop away) cannot reach the node role's credentials.
     assert nc["metadataOptions"] == {
@@ -173,6 +172,7 @@ def test_al2023_single_encrypted_root_volume_and_pinned_alias(al2023: dict[Any, 
     for name in ("gpu-nvidia", "neuron", "default"):
         nc = spec(al2023, "EC2NodeClass", name)
         assert nc["amiSelectorTerms"] == [{"alias": f"al2023@{AL2023_AMI_VERSION}"}]
+        assert re.fullmatch(r"v\d{8}", AL2023_AMI_VERSION), "a release date, never latest"
         (root,) = nc["blockDeviceMappings"]
         assert root["deviceName"] == "/dev/xvda"
         assert root["rootVolume"] is True
@@ -505,9 +505,3 @@ def test_bad_input_is_one_line_naming_the_field(props: NodePoolsProps, message: 
         NodePoolsChart(cdk8s.App(), "node-pools", props)
     assert str(err.value) == message
     assert "\n" not in str(err.value)
-
-
-def test_chart_module_needs_no_aws_cdk() -> None:
-    """GitOps users synthesize the chart with cdk8s alone."""
-    code = "import sys, llm_eks.manifests.node_pools; sys.exit('aws_cdk' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -29,12 +29,11 @@ from constructs import Construct
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError
+from llm_eks.manifests.node_pools import DISCOVERY_TAG
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
 # Label on the system node group; controllers select it, GPU/CPU workloads never do.
 SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
-# Karpenter finds subnets (and we tag nothing else) by this key.
-DISCOVERY_TAG = "karpenter.sh/discovery"
 # The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 

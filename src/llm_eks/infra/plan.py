@@ -176,6 +176,7 @@ WARN_CONCURRENCY = "llm-eks:plan-concurrency"
 WARN_ITL = "llm-eks:plan-itl"
 WARN_NO_EFA = "llm-eks:plan-no-efa"
 WARN_NO_PRICE = "llm-eks:plan-no-price"
+WARNING_IDS = (WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE)
 
 
 @dataclass(frozen=True)

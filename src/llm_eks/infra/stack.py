@@ -119,7 +119,7 @@ class InferenceStack(cdk.Stack):
             manifest = self.add_chart(planned.id, planned.chart)
             if isinstance(planned.chart, (VllmChart, RayServeChart)):
                 # What the plan could not meet is said where the workload is applied: `cdk synth` shows it.
-                annotate_plan_warnings(manifest, plan)
+                annotate_plan_warnings(manifest, plan, config.workload.acknowledged_warnings)
             for need in planned.needs:
                 self._prerequisites[need](manifest)
             self._prerequisites[planned.id] = self._after(manifest)

@@ -35,6 +35,7 @@ from constructs import Construct
 from llm_eks import aws_ids
 from llm_eks.catalog import accelerators as catalog
 from llm_eks.errors import fail
+from llm_eks.manifests.disruption import CPU_DISRUPTION, GPU_DISRUPTION, Disruption
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
 
 # Labels every pool puts on its nodes; workloads and DaemonSets select on them (never on instance types).
@@ -86,9 +87,6 @@ def supported_families() -> tuple[str, ...]:
 
 
 # Patterns from the Karpenter v1.14 CRDs, checked here so a typo fails at synth, not at `kubectl apply`.
-_DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
-_FINITE_DURATION = re.compile(r"^([0-9]+(s|m|h))+$")
-_BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # EC2NodeClass.spec.tags keys Karpenter reserves for itself (CRD validation rules).
 _RESERVED_TAG_PREFIXES = aws_ids.KARPENTER_RESERVED_TAG_PREFIXES
@@ -133,69 +131,6 @@ def _check_name(path: str, name: str) -> None:
         raise fail(path, name, "must be a DNS label: lowercase letters, digits and '-', at most 63 characters")
 
 
-CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
-
-
-@dataclass(frozen=True)
-class Disruption:
-    """When Karpenter may take one pool's nodes away: the NodePool's `disruption` block, and the expiry and drain
-    limit Karpenter v1 reads from the pool's node template. The defaults are a GPU pool's; CPU_DISRUPTION a CPU
-    pool's."""
-
-    # WhenEmpty: Karpenter never evicts a running inference pod to repack GPUs (a restart costs minutes of weight
-    # loading); a node goes only once its pods have scaled away.
-    consolidation_policy: str = "WhenEmpty"
-    # An empty GPU node lives 10 more minutes: a scale-in/scale-out bounce reuses it instead of paying minutes of
-    # boot + image pull + weight load; it costs at most 10 idle GPU minutes.
-    consolidate_after: str = "10m"
-    # Never more than one node per pool draining at once for drift or consolidation, so a model loses at most one
-    # replica's capacity at a time. (Expiry is not limited by budgets; terminationGracePeriod bounds it.)
-    budget_nodes: str = "1"
-    # Karpenter's default: nodes are replaced monthly, picking up the pinned AMI and fresh kernels/drivers.
-    expire_after: str = "720h"
-    # Longest a node may drain before Karpenter deletes its pods: a vLLM pod's own grace (preStop + --shutdown-timeout,
-    # ~2 minutes to fit Spot's notice) always fits; a drain stuck on a PDB gives up instead of billing a GPU forever.
-    termination_grace_period: str = "10m"
-
-    def validate(self, path: str) -> None:
-        if self.consolidation_policy not in CONSOLIDATION_POLICIES:
-            raise fail(
-                f"{path}.consolidation_policy",
-                self.consolidation_policy,
-                "must be 'WhenEmpty', 'WhenEmptyOrUnderutilized' or 'Balanced'",
-            )
-        for name in ("consolidate_after", "expire_after"):
-            value = getattr(self, name)
-            if not _DURATION.match(value):
-                raise fail(f"{path}.{name}", value, "must be a duration like 30m, 720h, 1h30m, or Never")
-        if not _BUDGET_NODES.match(self.budget_nodes):
-            raise fail(
-                f"{path}.budget_nodes",
-                self.budget_nodes,
-                "must be a node count like '1' or a percentage like '10%'",
-            )
-        if not _FINITE_DURATION.match(self.termination_grace_period):
-            raise fail(
-                f"{path}.termination_grace_period",
-                self.termination_grace_period,
-                "must be a duration like 10m or 1h",
-            )
-
-    def spec(self) -> dict[str, Any]:
-        """The NodePool's `spec.disruption`."""
-        return {
-            "consolidationPolicy": self.consolidation_policy,
-            "consolidateAfter": self.consolidate_after,
-            "budgets": [{"nodes": self.budget_nodes}],
-        }
-
-
-# CPU pods are cheap to move (pods that must not, such as the Ray head, carry `karpenter.sh/do-not-disrupt`); 5 minutes
-# lets short benchmark jobs come and go without a node being replaced under the next one; one CPU node at a time, so
-# the Ray head and a benchmark run never lose their nodes together.
-CPU_DISRUPTION = Disruption(consolidation_policy="WhenEmptyOrUnderutilized", consolidate_after="5m")
-
-
 @dataclass(frozen=True)
 class GpuPoolSpec:
     """One NodePool for one accelerator family; family, sizes and counts come from the plan and the catalog
@@ -217,7 +152,7 @@ class GpuPoolSpec:
     # None: from the catalog (every g5/g6/g6e/p* size has local NVMe; inf2 has none).
     has_nvme: bool | None = None
     # Never evicts a running inference pod; one node at a time (see Disruption).
-    disruption: Disruption = Disruption()
+    disruption: Disruption = GPU_DISRUPTION
 
     @property
     def resource(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+import yaml
 from aws_cdk import aws_eks_v2 as eks
 
 from llm_eks import versions
@@ -28,7 +29,7 @@ from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from tests.cdk_fixtures import minimal_cluster, synth_with_nag
-from tests.kube_schema import assert_valid
+from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
 
 STACK = "Addons"
 SYSTEM = {"llm-eks.io/node-role": "system"}
@@ -191,12 +192,50 @@ def test_pinned_charts_and_namespaces(synth: Synth, releases: dict[str, dict[str
             assert synth.manifest_of("Namespace", namespace) in props["DependsOn"], release
 
 
-def test_versions_match_shared_crd_schemas() -> None:
-    """The chart versions ship the operator versions whose CRDs are in ../shared/schemas (SOURCES.md)."""
-    assert versions.KEDA_CHART_VERSION == "2.20.2"
-    assert versions.KUBERAY_OPERATOR_CHART_VERSION == "1.7.0"
-    assert versions.KUBE_PROMETHEUS_STACK_CHART_VERSION == "88.3.0"  # prometheus-operator v0.93.0
-    assert versions.PROMETHEUS_OPERATOR_CRDS_CHART_VERSION == "31.0.0"  # prometheus-operator v0.93.0
+# The prometheus-operator release each pinned Prometheus chart ships (its Chart.yaml appVersion, cited in versions.py).
+# Keyed by chart version: bumping a chart fails the test below until the operator it ships is recorded here.
+PROMETHEUS_OPERATOR_OF = {
+    ("kube-prometheus-stack", "88.3.0"): "0.93.0",
+    ("prometheus-operator-crds", "31.0.0"): "0.93.0",
+}
+
+
+def schema_sources() -> dict[str, str]:
+    """Schema file -> the upstream release it was taken from, as ../shared/schemas/SOURCES.md records it."""
+    require_shared_schemas()
+    rows = (line.split("|") for line in (SCHEMAS / "SOURCES.md").read_text().splitlines() if line.startswith("| "))
+    found = {}
+    for cells in rows:
+        release = re.search(r"\bv(\d+\.\d+\.\d+)\)", cells[4])  # "(tag v1.14.1)", "(main; identical to v1.7.0)"
+        if release:
+            found[cells[1].strip()] = release.group(1)
+    return found
+
+
+def test_charts_install_the_releases_whose_crd_schemas_we_validate_against() -> None:
+    """Each chart installs the operator release its CRD schemas in ../shared/schemas come from: objects validated
+    against those schemas are what that cluster will accept. A chart bump without new schemas fails here."""
+    sources = schema_sources()
+    # Charts versioned with their operator (Chart.yaml version = appVersion, versions.py cites each).
+    assert sources["keda.sh_scaledobjects.yaml"] == versions.KEDA_CHART_VERSION
+    assert sources["ray.io_rayservices.yaml"] == versions.KUBERAY_OPERATOR_CHART_VERSION
+    assert sources["karpenter.sh_nodepools.yaml"] == versions.KARPENTER_VERSION
+    assert sources["karpenter.k8s.aws_ec2nodeclasses.yaml"] == versions.KARPENTER_VERSION
+    assert sources["secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"] == (
+        versions.SECRETS_STORE_CSI_DRIVER_CHART_VERSION
+    )
+    # The Prometheus CRDs carry the operator version in an annotation.
+    operators = {
+        chart: PROMETHEUS_OPERATOR_OF[(chart, version)]
+        for chart, version in (
+            ("kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK_CHART_VERSION),
+            ("prometheus-operator-crds", versions.PROMETHEUS_OPERATOR_CRDS_CHART_VERSION),
+        )
+    }
+    for name in ("servicemonitors", "podmonitors", "prometheusrules"):
+        crd = yaml.safe_load((SCHEMAS / f"monitoring.coreos.com_{name}.yaml").read_text())
+        annotated = crd["metadata"]["annotations"]["operator.prometheus.io/version"]
+        assert operators == {chart: annotated for chart in operators}, name
 
 
 def test_every_install_waits_and_fits_the_kubectl_lambda(releases: dict[str, dict[str, Any]]) -> None:

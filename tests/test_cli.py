@@ -47,6 +47,21 @@ def test_json_output_parses(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(body) >= {"instance", "parallelism", "memory", "cost", "cold_start", "pod_resources", "assumptions"}
 
 
+def test_plan_warnings_are_printed_with_their_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("plan", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--weight-format", "fp8", "--accelerator",
+            "g6e.12xlarge", "--target-concurrency", "256", "--max-itl-ms", "50")  # fmt: skip
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    warnings = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("Warning ")]
+    assert warnings == [
+        "only 214 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
+        "at 214 [ack: llm-eks:plan-concurrency]",
+        "inter-token latency estimate 70.1 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]",
+    ]
+    code, out, _ = run(capsys, *argv, "--json")
+    assert [w["id"] for w in json.loads(out)["warnings"]] == ["llm-eks:plan-concurrency", "llm-eks:plan-itl"]
+
+
 def test_env_reads_the_workload_from_cdk_json(capsys: pytest.CaptureFixture[str]) -> None:
     context = str(REPO_ROOT / "cdk.json")
     code, out, _ = run(capsys, "plan", "--env", "dev", "--context-file", context, "--json")

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
+import re
 from typing import Any
 
 import cdk8s
 import pytest
 
+from llm_eks.constructs import cluster
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.node_pools import (
+    DISCOVERY_TAG,
     CpuPoolSpec,
+    Disruption,
     GpuPoolSpec,
     NodePoolsChart,
     NodePoolsProps,
@@ -21,6 +23,7 @@ from llm_eks.manifests.node_pools import (
 )
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
 from tests.chart_helpers import by_kind_and_name
+from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
 
 G6E = GpuPoolSpec(
@@ -40,6 +43,10 @@ INF2 = GpuPoolSpec(
 )
 BASE = NodePoolsProps(cluster_name="llm-eks-dev", node_role_name="llm-eks-dev-node", gpu_pools=(G6E, INF2))
 SNAPSHOT = "snap-0123456789abcdef0"
+
+
+def with_gpu_disruption(**changes: Any) -> NodePoolsProps:
+    return dataclasses.replace(BASE, gpu_pools=(dataclasses.replace(G6E, disruption=Disruption(**changes)),))
 
 
 def synth(props: NodePoolsProps) -> dict[tuple[str, str], dict[str, Any]]:
@@ -76,6 +83,14 @@ def test_every_object_is_valid_against_the_karpenter_crds(
     assert_valid([*objects.values(), *al2023.values(), *snapshot.values()])
 
 
+def test_the_discovery_tag_is_defined_once() -> None:
+    """The key the cluster construct tags subnets with is the key the node classes select on: one definition."""
+    literal = re.compile(r"[\"']karpenter\.sh/discovery[\"']")
+    defined = [p.name for p in sorted((REPO_ROOT / "src").rglob("*.py")) if literal.search(p.read_text())]
+    assert defined == ["node_pools.py"]
+    assert DISCOVERY_TAG == "karpenter.sh/discovery" and cluster.DISCOVERY_TAG is DISCOVERY_TAG
+
+
 def test_stable_object_names(objects: dict[Any, Any]) -> None:
     assert set(objects) == {
         ("EC2NodeClass", "gpu-nvidia"),
@@ -99,7 +114,7 @@ def test_node_class_ami_imds_discovery_role(objects: dict[Any, Any], name: str) 
     nc = spec(objects, "EC2NodeClass", name)
     # A pinned Bottlerocket release, never @latest (which drifts every node on each AWS release).
     assert nc["amiSelectorTerms"] == [{"alias": f"bottlerocket@{BOTTLEROCKET_AMI_VERSION}"}]
-    assert BOTTLEROCKET_AMI_VERSION == "v1.65.0"
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", BOTTLEROCKET_AMI_VERSION), "a release, as Karpenter's alias takes it"
     assert "amiFamily" not in nc  # inferred from the alias
     # IMDSv2 only, hop limit 1: pods (one hop away) cannot reach the node role's credentials.
     assert nc["metadataOptions"] == {
@@ -173,6 +188,7 @@ def test_al2023_single_encrypted_root_volume_and_pinned_alias(al2023: dict[Any, 
     for name in ("gpu-nvidia", "neuron", "default"):
         nc = spec(al2023, "EC2NodeClass", name)
         assert nc["amiSelectorTerms"] == [{"alias": f"al2023@{AL2023_AMI_VERSION}"}]
+        assert re.fullmatch(r"v\d{8}", AL2023_AMI_VERSION), "a release date, never latest"
         (root,) = nc["blockDeviceMappings"]
         assert root["deviceName"] == "/dev/xvda"
         assert root["rootVolume"] is True
@@ -266,15 +282,29 @@ def test_limit_and_nvme_follow_the_catalog() -> None:
     assert spec(objs, "NodePool", "gpu-g6e")["limits"] == {"nvidia.com/gpu": 16}
 
 
-def test_disruption_settings_come_from_props() -> None:
-    props = dataclasses.replace(
-        BASE, disruption_budget_nodes="2", consolidate_after="30m", expire_after="Never", termination_grace_period="15m"
+def test_each_pool_carries_its_own_disruption() -> None:
+    """One Disruption per pool: the g6e pool's settings reach its NodePool and nothing else's."""
+    relaxed = Disruption(
+        budget_nodes="2", consolidate_after="30m", expire_after="Never", termination_grace_period="15m"
     )
-    pool = spec(synth(props), "NodePool", "gpu-g6e")
-    assert pool["disruption"]["budgets"] == [{"nodes": "2"}]
-    assert pool["disruption"]["consolidateAfter"] == "30m"
+    objs = synth(dataclasses.replace(BASE, gpu_pools=(dataclasses.replace(G6E, disruption=relaxed), INF2)))
+    pool = spec(objs, "NodePool", "gpu-g6e")
+    assert pool["disruption"] == {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "30m",
+        "budgets": [{"nodes": "2"}],
+    }
     assert pool["template"]["spec"]["expireAfter"] == "Never"
     assert pool["template"]["spec"]["terminationGracePeriod"] == "15m"
+    for other in ("gpu-inf2", "cpu"):
+        template = spec(objs, "NodePool", other)["template"]["spec"]
+        assert (template["expireAfter"], template["terminationGracePeriod"]) == ("720h", "10m"), other
+    assert spec(objs, "NodePool", "gpu-inf2")["disruption"]["consolidateAfter"] == "10m"
+    assert spec(objs, "NodePool", "cpu")["disruption"] == {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "5m",
+        "budgets": [{"nodes": "1"}],
+    }
 
 
 def test_cpu_pool(objects: dict[Any, Any]) -> None:
@@ -443,20 +473,28 @@ BAD_INPUT = [
         "snap-0123456789abcdef0",
     ),
     (
-        dataclasses.replace(BASE, expire_after="30d"),
-        "expire_after: '30d' is not allowed; must be a duration like 30m, 720h, 1h30m, or Never",
+        with_gpu_disruption(expire_after="30d"),
+        "gpu_pools[0].disruption.expire_after: '30d' is not allowed; must be a duration like 30m, 720h, 1h30m, or "
+        "Never",
     ),
     (
-        dataclasses.replace(BASE, consolidate_after="ten minutes"),
-        "consolidate_after: 'ten minutes' is not allowed; must be a duration like 30m, 720h, 1h30m, or Never",
+        with_gpu_disruption(consolidate_after="ten minutes"),
+        "gpu_pools[0].disruption.consolidate_after: 'ten minutes' is not allowed; must be a duration like 30m, 720h, "
+        "1h30m, or Never",
     ),
     (
-        dataclasses.replace(BASE, termination_grace_period="Never"),
-        "termination_grace_period: 'Never' is not allowed; must be a duration like 10m or 1h",
+        with_gpu_disruption(termination_grace_period="Never"),
+        "gpu_pools[0].disruption.termination_grace_period: 'Never' is not allowed; must be a duration like 10m or 1h",
     ),
     (
-        dataclasses.replace(BASE, disruption_budget_nodes="one"),
-        "disruption_budget_nodes: 'one' is not allowed; must be a node count like '1' or a percentage like '10%'",
+        with_gpu_disruption(budget_nodes="one"),
+        "gpu_pools[0].disruption.budget_nodes: 'one' is not allowed; must be a node count like '1' or a percentage "
+        "like '10%'",
+    ),
+    (
+        with_gpu_disruption(consolidation_policy="WhenIdle"),
+        "gpu_pools[0].disruption.consolidation_policy: 'WhenIdle' is not allowed; must be 'WhenEmpty', "
+        "'WhenEmptyOrUnderutilized' or 'Balanced'",
     ),
     (
         dataclasses.replace(BASE, root_volume_gib=20),
@@ -492,9 +530,9 @@ BAD_INPUT = [
         "cpu_pool.cpu_limit: 1 is not allowed; must be at least 2 vCPUs (the smallest c/m/r size)",
     ),
     (
-        dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(consolidation_policy="Always")),
-        "cpu_pool.consolidation_policy: 'Always' is not allowed; must be 'WhenEmpty', 'WhenEmptyOrUnderutilized' "
-        "or 'Balanced'",
+        dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(disruption=Disruption(consolidation_policy="Always"))),
+        "cpu_pool.disruption.consolidation_policy: 'Always' is not allowed; must be 'WhenEmpty', "
+        "'WhenEmptyOrUnderutilized' or 'Balanced'",
     ),
 ]
 
@@ -505,9 +543,3 @@ def test_bad_input_is_one_line_naming_the_field(props: NodePoolsProps, message: 
         NodePoolsChart(cdk8s.App(), "node-pools", props)
     assert str(err.value) == message
     assert "\n" not in str(err.value)
-
-
-def test_chart_module_needs_no_aws_cdk() -> None:
-    """GitOps users synthesize the chart with cdk8s alone."""
-    code = "import sys, llm_eks.manifests.node_pools; sys.exit('aws_cdk' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -11,7 +11,7 @@ from llm_eks.catalog.accelerators import CATALOG as INSTANCES
 from llm_eks.catalog.accelerators import instance_type
 from llm_eks.catalog.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
-from llm_eks.infra.plan import GIB, PlanRequest, plan, valid_tensor_parallel_sizes
+from llm_eks.infra.plan import GIB, PlanRequest, PlanWarning, plan, valid_tensor_parallel_sizes
 
 X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -134,7 +134,11 @@ def test_pipeline_across_nodes_when_one_node_is_too_small() -> None:
     # 11 sequences fit, short of the 16 asked for: the plan says so and caps max_num_seqs.
     assert not p.meets_target and p.max_num_seqs == p.max_concurrency_typical == 11
     assert p.warnings == (
-        "only 11 of the 16 target sequences of 1280 tokens fit one replica on p5.4xlarge; max_num_seqs is capped at 11",
+        PlanWarning(
+            "llm-eks:plan-concurrency",
+            "only 11 of the 16 target sequences of 1280 tokens fit one replica on p5.4xlarge; "
+            "max_num_seqs is capped at 11",
+        ),
     )
     assert p.cost_per_replica_hour == round(6.88 * 2, 4)
 
@@ -143,7 +147,10 @@ def test_pipeline_stages_without_efa_are_flagged() -> None:
     p = plan(PlanRequest(model="Qwen/Qwen2.5-72B-Instruct", weight_format="awq-int4", accelerator="g6e.xlarge",
                          max_model_len=8192))  # fmt: skip
     assert p.nodes_per_replica == 2 and p.checkpoint == "Qwen/Qwen2.5-72B-Instruct-AWQ"
-    assert "g6e.xlarge has no EFA: pipeline stages exchange activations over TCP" in p.warnings
+    assert (
+        PlanWarning("llm-eks:plan-no-efa", "g6e.xlarge has no EFA: pipeline stages exchange activations over TCP")
+        in p.warnings
+    )
 
 
 # --- Choosing an instance -------------------------------------------------------------------------------------------

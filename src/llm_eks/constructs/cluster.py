@@ -31,10 +31,9 @@ from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError, named_errors
+from llm_eks.manifests.node_pools import DISCOVERY_TAG
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
-# Karpenter finds subnets (and we tag nothing else) by this key.
-DISCOVERY_TAG = "karpenter.sh/discovery"
 # The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 

@@ -263,7 +263,7 @@ def _table(p: Any) -> str:
         ("Pod requests", f"cpu {pod.cpu}, memory {pod.memory}, {p.extended_resource} {p.gpus_per_pod}"),
         ("Engine args", " ".join(p.engine_args)),
     ]
-    rows += [("Warning", w) for w in p.warnings]
+    rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
     width = max(len(label) for label, _ in rows)
     lines = [p.summary_line(), ""]
     lines += [f"{label:<{width}}  {value}" for label, value in rows]

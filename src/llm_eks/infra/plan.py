@@ -171,6 +171,26 @@ class ColdStart:
     scale_out_s: float
 
 
+# Plan warning ids: stable, so a user can acknowledge one (`cdk.Annotations.of(scope).acknowledge_warning(id, why)`)
+# while the message keeps its numbers.
+WARN_CONCURRENCY = "llm-eks:plan-concurrency"
+WARN_ITL = "llm-eks:plan-itl"
+WARN_NO_EFA = "llm-eks:plan-no-efa"
+WARN_NO_PRICE = "llm-eks:plan-no-price"
+WARNING_IDS = (WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE)
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    """Something the plan could not meet or could not know; the stack turns it into a CDK warning annotation."""
+
+    id: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.message} [ack: {self.id}]"
+
+
 @dataclass(frozen=True)
 class PodResources:
     """Requests for one vLLM pod: its share of the node's allocatable CPU and memory after DaemonSets."""
@@ -228,7 +248,7 @@ class Plan:
     cold_start: ColdStart
     pod_resources: PodResources
     assumptions: tuple[str, ...]
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[PlanWarning, ...] = field(default=())
 
     @property
     def instance_type(self) -> str:
@@ -377,7 +397,7 @@ class Plan:
             },
             "engine_args": list(self.engine_args),
             "assumptions": list(self.assumptions),
-            "warnings": list(self.warnings),
+            "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
         }
 
 
@@ -722,16 +742,21 @@ def _where(fit: _Fit) -> str:
     return f"{nodes}{inst.instance_type}, TP{fit.tp} PP{fit.pp}"
 
 
-def _shortfalls(ctx: _Context, fit: _Fit) -> list[str]:
+def _shortfalls(ctx: _Context, fit: _Fit) -> list[PlanWarning]:
     r = ctx.request
     out = []
     if fit.typical < r.target_concurrency:
         out.append(
-            f"only {fit.typical} of the {r.target_concurrency} target sequences of {ctx.typical} tokens fit one "
-            f"replica on {fit.instance.instance_type}; max_num_seqs is capped at {max(fit.typical, 1)}"
+            PlanWarning(
+                WARN_CONCURRENCY,
+                f"only {fit.typical} of the {r.target_concurrency} target sequences of {ctx.typical} tokens fit one "
+                f"replica on {fit.instance.instance_type}; max_num_seqs is capped at {max(fit.typical, 1)}",
+            )
         )
     if r.max_itl_ms is not None and fit.itl_ms > r.max_itl_ms:
-        out.append(f"inter-token latency estimate {fit.itl_ms} ms exceeds max_itl_ms {r.max_itl_ms:g}")
+        out.append(
+            PlanWarning(WARN_ITL, f"inter-token latency estimate {fit.itl_ms} ms exceeds max_itl_ms {r.max_itl_ms:g}")
+        )
     return out
 
 
@@ -792,15 +817,17 @@ def _no_fit_on(
     )
 
 
-def _build(ctx: _Context, fit: _Fit, warnings: tuple[str, ...]) -> Plan:
+def _build(ctx: _Context, fit: _Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
     r, spec, inst = ctx.request, ctx.spec, fit.instance
     max_num_seqs = max(1, min(r.target_concurrency, fit.typical))
     cold = _cold_start(ctx, fit)
     extra = list(warnings)
     if fit.nodes > 1 and not inst.efa:
-        extra.append(f"{inst.instance_type} has no EFA: pipeline stages exchange activations over TCP")
+        extra.append(
+            PlanWarning(WARN_NO_EFA, f"{inst.instance_type} has no EFA: pipeline stages exchange activations over TCP")
+        )
     if inst.on_demand_usd_per_hour is None:
-        extra.append(f"{inst.instance_type}: {inst.note or 'no on-demand price'}")
+        extra.append(PlanWarning(WARN_NO_PRICE, f"{inst.instance_type}: {inst.note or 'no on-demand price'}"))
     return Plan(
         request=r,
         model=spec,

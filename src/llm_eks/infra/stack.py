@@ -25,6 +25,7 @@ from llm_eks.constructs.gpu_devices import gpu_options_for
 from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
+from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import (
@@ -36,6 +37,8 @@ from llm_eks.infra.workloads import (
     service_account,
     workload_secrets,
 )
+from llm_eks.manifests.ray_serve import RayServeChart
+from llm_eks.manifests.vllm import VllmChart
 
 
 class InferenceStack(cdk.Stack):
@@ -107,7 +110,11 @@ class InferenceStack(cdk.Stack):
                 self._review_only.append((planned.id, planned.chart))
                 continue
             after = tuple(prerequisite for need in planned.needs for prerequisite in self._prerequisites[need])
-            self._prerequisites[planned.id] = (self.add_chart(planned.id, planned.chart, after=after),)
+            manifest = self.add_chart(planned.id, planned.chart, after=after)
+            if isinstance(planned.chart, (VllmChart, RayServeChart)):
+                # What the plan could not meet is said where the workload is applied: `cdk synth` shows it.
+                annotate_plan_warnings(manifest, plan, config.workload.acknowledged_warnings)
+            self._prerequisites[planned.id] = (manifest,)
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
         self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))  # type: ignore[attr-defined]
         for objects in self.gpu_devices.namespace_objects.values():

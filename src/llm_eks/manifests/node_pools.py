@@ -35,6 +35,7 @@ from constructs import Construct
 from llm_eks import aws_ids
 from llm_eks.catalog import accelerators as catalog
 from llm_eks.errors import fail
+from llm_eks.manifests.disruption import CPU_DISRUPTION, GPU_DISRUPTION, Disruption
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
 
 # Labels every pool puts on its nodes; workloads and DaemonSets select on them (never on instance types).
@@ -42,8 +43,8 @@ LABEL_NODE_POOL = "llm-eks.io/node-pool"
 LABEL_ACCELERATOR = "llm-eks.io/accelerator"
 # The AMI family of the node: the NVIDIA device plugin DaemonSet must stay off Bottlerocket nodes.
 LABEL_AMI_FAMILY = "llm-eks.io/ami-family"
-# Same key the cluster construct puts on the private subnets (constructs.cluster.DISCOVERY_TAG; not imported
-# because that module needs aws_cdk).
+# Karpenter finds subnets and security groups by this tag (value: the cluster name); the cluster construct tags its
+# private subnets with it (it imports this constant: constructs depend on manifests, never the reverse).
 DISCOVERY_TAG = "karpenter.sh/discovery"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 CAPACITY_TYPES = ("spot", "on-demand")
@@ -86,9 +87,6 @@ def supported_families() -> tuple[str, ...]:
 
 
 # Patterns from the Karpenter v1.14 CRDs, checked here so a typo fails at synth, not at `kubectl apply`.
-_DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
-_FINITE_DURATION = re.compile(r"^([0-9]+(s|m|h))+$")
-_BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # EC2NodeClass.spec.tags keys Karpenter reserves for itself (CRD validation rules).
 _RESERVED_TAG_PREFIXES = aws_ids.KARPENTER_RESERVED_TAG_PREFIXES
@@ -153,6 +151,8 @@ class GpuPoolSpec:
     accelerator_limit: int = 8
     # None: from the catalog (every g5/g6/g6e/p* size has local NVMe; inf2 has none).
     has_nvme: bool | None = None
+    # Never evicts a running inference pod; one node at a time (see Disruption).
+    disruption: Disruption = GPU_DISRUPTION
 
     @property
     def resource(self) -> str:
@@ -224,6 +224,7 @@ class GpuPoolSpec:
                 self.has_nvme,
                 f"must be False or None: no planned {self.instance_family} size has instance-store NVMe",
             )
+        self.disruption.validate(f"{path}.disruption")
 
     def _largest_size(self) -> str:
         return max(self.instance_types, key=lambda t: catalog.INSTANCE_TYPES[t].accelerators)
@@ -245,12 +246,8 @@ class CpuPoolSpec:
     cpu_limit: int = 64
     # Ray's LLM image is as large as vLLM's (~10 GB compressed); 100 GiB holds it unpacked plus logs.
     volume_gib: int = 100
-    # CPU pods are cheap to move; pods that must not move (the Ray head) carry `karpenter.sh/do-not-disrupt`.
-    consolidation_policy: str = "WhenEmptyOrUnderutilized"
-    # 5 minutes lets short benchmark jobs come and go without a node being replaced under the next one.
-    consolidate_after: str = "5m"
-    # One CPU node at a time: the Ray head and a benchmark run never lose their nodes together.
-    disruption_budget_nodes: str = "1"
+    # Consolidates underused CPU nodes, one at a time (see CPU_DISRUPTION).
+    disruption: Disruption = CPU_DISRUPTION
 
     def validate(self, path: str) -> None:
         _check_name(f"{path}.name", self.name)
@@ -266,22 +263,7 @@ class CpuPoolSpec:
             raise fail(f"{path}.cpu_limit", self.cpu_limit, "must be at least 2 vCPUs (the smallest c/m/r size)")
         if not 20 <= self.volume_gib <= 16384:
             raise fail(f"{path}.volume_gib", self.volume_gib, "must be between 20 and 16384 GiB")
-        if self.consolidation_policy not in ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"):
-            raise fail(
-                f"{path}.consolidation_policy",
-                self.consolidation_policy,
-                "must be 'WhenEmpty', 'WhenEmptyOrUnderutilized' or 'Balanced'",
-            )
-        if not _DURATION.match(self.consolidate_after):
-            raise fail(
-                f"{path}.consolidate_after", self.consolidate_after, "must be a duration like 5m, 1h30m, or Never"
-            )
-        if not _BUDGET_NODES.match(self.disruption_budget_nodes):
-            raise fail(
-                f"{path}.disruption_budget_nodes",
-                self.disruption_budget_nodes,
-                "must be a node count like '1' or a percentage like '10%'",
-            )
+        self.disruption.validate(f"{path}.disruption")
 
 
 @dataclass(frozen=True)
@@ -308,17 +290,6 @@ class NodePoolsProps:
     # inference images (e.g. built with aws-samples/bottlerocket-images-cache). It must be encrypted: a volume
     # restored from a snapshot takes the snapshot's encryption (EC2 refuses an encryption flag with a snapshot).
     image_snapshot_id: str | None = None
-    # Never more than one GPU node per pool draining at once for drift or consolidation, so a model loses at most
-    # one replica's capacity at a time. (Expiry is not limited by budgets; terminationGracePeriod bounds it.)
-    disruption_budget_nodes: str = "1"
-    # An empty GPU node lives 10 more minutes: a scale-in/scale-out bounce reuses it instead of paying minutes of
-    # boot + image pull + weight load; it costs at most 10 idle GPU minutes.
-    consolidate_after: str = "10m"
-    # Karpenter's default: nodes are replaced monthly, picking up the pinned AMI and fresh kernels/drivers.
-    expire_after: str = "720h"
-    # Longest a node may drain before Karpenter deletes its pods: a vLLM pod's own grace (preStop + --shutdown-timeout,
-    # ~2 minutes to fit Spot's notice) always fits; a drain stuck on a PDB gives up instead of billing a GPU forever.
-    termination_grace_period: str = "10m"
     # Empty: select security groups by the discovery tag. Pass the EKS cluster security group id (may be a token)
     # when it does not carry `karpenter.sh/discovery: <cluster>`.
     security_group_ids: tuple[str, ...] = ()
@@ -373,18 +344,6 @@ class NodePoolsProps:
                     f"needs ami_family 'bottlerocket' (ami_family is {self.ami_family!r}: "
                     "images live on its root volume)",
                 )
-        if not _BUDGET_NODES.match(self.disruption_budget_nodes):
-            raise fail(
-                "disruption_budget_nodes",
-                self.disruption_budget_nodes,
-                "must be a node count like '1' or a percentage like '10%'",
-            )
-        for name in ("consolidate_after", "expire_after"):
-            value = getattr(self, name)
-            if not _DURATION.match(value):
-                raise fail(name, value, "must be a duration like 30m, 720h, 1h30m, or Never")
-        if not _FINITE_DURATION.match(self.termination_grace_period):
-            raise fail("termination_grace_period", self.termination_grace_period, "must be a duration like 10m or 1h")
         for i, sg in enumerate(self.security_group_ids):
             if not _is_token(sg) and not aws_ids.SECURITY_GROUP_ID.match(sg):
                 raise fail(f"security_group_ids[{i}]", sg, "must be a security group id like sg-0123456789abcdef0")
@@ -564,7 +523,9 @@ class NodePoolsChart(cdk8s.Chart):
         )
         return spec
 
-    def _template(self, node_class: str, labels: dict[str, str], requirements: list[dict[str, Any]]) -> dict[str, Any]:
+    def _template(
+        self, node_class: str, labels: dict[str, str], requirements: list[dict[str, Any]], disruption: Disruption
+    ) -> dict[str, Any]:
         p = self.props
         return {
             "metadata": {"labels": {**labels, LABEL_AMI_FAMILY: p.ami_family}},
@@ -575,13 +536,12 @@ class NodePoolsChart(cdk8s.Chart):
                     _requirement("kubernetes.io/arch", "In", ["amd64"]),
                     _requirement("kubernetes.io/os", "In", ["linux"]),
                 ],
-                "expireAfter": p.expire_after,
-                "terminationGracePeriod": p.termination_grace_period,
+                "expireAfter": disruption.expire_after,
+                "terminationGracePeriod": disruption.termination_grace_period,
             },
         }
 
     def _gpu_node_pool(self, pool: GpuPoolSpec) -> dict[str, Any]:
-        p = self.props
         template = self._template(
             pool.node_class,
             {LABEL_NODE_POOL: pool.name, LABEL_ACCELERATOR: pool.vendor},
@@ -592,18 +552,13 @@ class NodePoolsChart(cdk8s.Chart):
                 # EC2 reports no Spot capacity for every planned size in every zone.
                 _requirement(CAPACITY_TYPE_LABEL, "In", list(pool.capacity_types)),
             ],
+            pool.disruption,
         )
         # Only pods that tolerate the accelerator taint (workload_placement) land here; nothing else wastes a GPU.
         template["spec"]["taints"] = [{"key": pool.resource, "value": "true", "effect": "NoSchedule"}]
         return {
             "template": template,
-            "disruption": {
-                # WhenEmpty: Karpenter never evicts a running inference pod to repack GPUs (a restart costs
-                # minutes of weight loading); a node goes only once its pods have scaled away.
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": p.consolidate_after,
-                "budgets": [{"nodes": p.disruption_budget_nodes}],
-            },
+            "disruption": pool.disruption.spec(),
             "limits": {pool.resource: pool.accelerator_limit},
         }
 
@@ -616,13 +571,10 @@ class NodePoolsChart(cdk8s.Chart):
                 _requirement("karpenter.k8s.aws/instance-generation", "Gt", [str(cpu.min_generation - 1)]),
                 _requirement(CAPACITY_TYPE_LABEL, "In", list(cpu.capacity_types)),
             ],
+            cpu.disruption,
         )
         return {
             "template": template,
-            "disruption": {
-                "consolidationPolicy": cpu.consolidation_policy,
-                "consolidateAfter": cpu.consolidate_after,
-                "budgets": [{"nodes": cpu.disruption_budget_nodes}],
-            },
+            "disruption": cpu.disruption.spec(),
             "limits": {"cpu": cpu.cpu_limit},
         }

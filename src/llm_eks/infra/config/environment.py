@@ -190,6 +190,9 @@ class WorkloadConfig:
     api_key: bool = True
     # Secrets Manager secret NAME whose SecretString is the key; None: the stack generates llm-eks/<env>/api-key.
     api_key_secret: str | None = None
+    # Plan warnings accepted, by id (`llm-eks plan` prints it) -> one line why. Empty: `cdk synth` shows every
+    # warning, and `cdk synth --strict` fails on it, until someone decides.
+    acknowledged_warnings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""

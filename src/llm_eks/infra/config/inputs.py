@@ -170,3 +170,22 @@ def validate_scale_to_zero(w: WorkloadConfig, path: str) -> None:
             )
     if s.start == s.end:
         raise fail(f"{p}.end", s.end, "must differ from start (KEDA rejects a window that opens and closes at once)")
+
+
+# One line of why, as short as a cdk-nag acknowledgement's: it is read beside the warning it silences.
+_ACKNOWLEDGEMENT_REASON_CHARS = 160
+
+
+def validate_acknowledged_warnings(acknowledged: Mapping[str, str], path: str) -> None:
+    """Each key a plan warning id, each reason one line of 1-160 characters."""
+    from llm_eks.infra.plan import WARNING_IDS
+
+    for warning_id, reason in acknowledged.items():
+        if warning_id not in WARNING_IDS:
+            raise fail(path, warning_id, f"must be a plan warning id: {', '.join(WARNING_IDS)}")
+        if not reason.strip() or len(reason) > _ACKNOWLEDGEMENT_REASON_CHARS or "\n" in reason:
+            raise fail(
+                f"{path}.{warning_id}",
+                reason,
+                f"must say why in one line of 1-{_ACKNOWLEDGEMENT_REASON_CHARS} characters",
+            )

@@ -309,6 +309,7 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             "must be an EBS snapshot id such as snap-0123456789abcdef0",
         )
     _validate_api_key(w, path)
+    inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
     b = w.benchmark
     if b.request_rate <= 0:
         raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")

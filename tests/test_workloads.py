@@ -7,7 +7,15 @@ import pytest
 from llm_eks.errors import ConfigError
 from llm_eks.infra.app import plan_environment
 from llm_eks.infra.config import parse_environment
-from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workload, slug
+from llm_eks.infra.workloads import (
+    RayServeWorkload,
+    VllmWorkload,
+    Workload,
+    build_workload,
+    monitoring_props,
+    ray_monitoring_props,
+    slug,
+)
 from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
@@ -153,3 +161,20 @@ def test_instance_without_an_on_demand_offer() -> None:
         "the 2026-07-20 Price List (Capacity Blocks); auto never picks it; pick an instance type with an on-demand "
         "price"
     )
+
+
+def test_monitoring_props_refuse_a_plan_without_a_price() -> None:
+    # Called on their own (not through build_workload), they must not hand the dashboards a None $/h.
+    config = parse_environment("dev", {"workload": {"accelerator": "p5e.48xlarge"}})
+    plan = plan_environment(config)
+    vllm = workload_of({})
+    ray = workload_of({"workload": {"engine": "ray-serve"}})
+    assert isinstance(vllm, VllmWorkload) and isinstance(ray, RayServeWorkload)
+    for build in (
+        lambda: monitoring_props(config, plan, vllm.vllm),
+        lambda: ray_monitoring_props(config, plan, ray.ray),
+    ):
+        with pytest.raises(ConfigError) as info:
+            build()
+        assert str(info.value).startswith("environments.dev.workload.accelerator: 'p5e.48xlarge' is not allowed; ")
+        assert str(info.value).endswith("pick an instance type with an on-demand price")

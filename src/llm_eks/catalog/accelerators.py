@@ -18,6 +18,7 @@ Pure Python: the `llm-eks plan` CLI imports this and must start in well under a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
@@ -121,7 +122,7 @@ class _Family:
     cores_per_accelerator: int = 1
 
 
-def _sizes(f: _Family, *rows: tuple) -> tuple[InstanceType, ...]:
+def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
     """Rows of one family: (instance type, accelerators, vCPU, RAM GiB, NVMe GB, EFA, network Gbps, EBS Mbps,
     $/h, allocatable millicores, allocatable MiB[, note[, interconnect override]])."""
     out = []

@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -23,8 +24,9 @@ from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from llm_eks.constructs.addons import SYSTEM_NODE_LABEL, check_boundary, check_statements, harden_roles
 from llm_eks.constructs.composition import ClusterComposition
@@ -116,10 +118,29 @@ class InferenceClusterProps:
             )
 
 
-def kubectl_layer(scope: Construct, id: str) -> Construct:
+def kubectl_layer(scope: Construct, id: str) -> lambda_.ILayerVersion:
     """The kubectl/helm Lambda layer matching KUBERNETES_MINOR (the package is pinned in pyproject.toml)."""
     module = importlib.import_module(f"aws_cdk.lambda_layer_kubectl_v{KUBERNETES_MINOR}")
-    return getattr(module, f"KubectlV{KUBERNETES_MINOR}Layer")(scope, id)
+    layer: lambda_.ILayerVersion = getattr(module, f"KubectlV{KUBERNETES_MINOR}Layer")(scope, id)
+    return layer
+
+
+_T = TypeVar("_T")
+
+
+def _created(value: _T | None, what: str) -> _T:
+    """`value`, which aws_eks_v2 types as optional but always creates for a cluster built as this one is (with
+    kubectl_provider_options); a TypeError naming it if a new aws_eks_v2 release stops doing so."""
+    if value is None:
+        raise TypeError(f"aws_eks_v2 did not create the cluster's {what}")
+    return value
+
+
+def _logical_id(stack: cdk.Stack, construct: IConstruct | None) -> str:
+    """The logical id in `stack` of a CloudFormation element that aws_eks_v2 creates (found by path: an IConstruct)."""
+    if not isinstance(construct, cdk.CfnElement):
+        raise TypeError(f"expected a CloudFormation element, got {construct!r}")
+    return stack.get_logical_id(construct)
 
 
 class InferenceCluster(ClusterComposition, Construct):
@@ -386,8 +407,8 @@ class InferenceCluster(ClusterComposition, Construct):
         addon.node.add_dependency(self.cluster.eks_pod_identity_agent)
         return addon
 
-    def _managed_addons(self) -> dict[str, Construct]:
-        addons: dict[str, Construct] = {"vpc-cni": self.vpc_cni}
+    def _managed_addons(self) -> dict[str, IConstruct]:
+        addons: dict[str, IConstruct] = {"vpc-cni": self.vpc_cni}
         for name in CORE_ADDONS:
             addon = eks_l1.CfnAddon(
                 self,
@@ -400,7 +421,7 @@ class InferenceCluster(ClusterComposition, Construct):
             addon.node.add_dependency(self.cluster)
             addons[name] = addon
         # Created through the cluster so aws_eks_v2's own Pod Identity service accounts reuse the same add-on.
-        addons["eks-pod-identity-agent"] = self.cluster.eks_pod_identity_agent
+        addons["eks-pod-identity-agent"] = _created(self.cluster.eks_pod_identity_agent, "Pod Identity agent add-on")
         addons["aws-ebs-csi-driver"] = self._ebs_csi_addon()
         # CoreDNS pods need a node to run on before the add-on reports ACTIVE.
         addons["coredns"].node.add_dependency(self.system_nodegroup)
@@ -465,7 +486,7 @@ class InferenceCluster(ClusterComposition, Construct):
             managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
             "AWS keeps the EBS CSI policy in step with the driver; it is tag-scoped to CSI-created volumes.",
         )
-        provider = self.cluster.kubectl_provider
+        provider = _created(self.cluster.kubectl_provider, "kubectl provider")
         for policy in (
             "service-role/AWSLambdaBasicExecutionRole",
             "service-role/AWSLambdaVPCAccessExecutionRole",
@@ -481,7 +502,7 @@ class InferenceCluster(ClusterComposition, Construct):
         ecr_public = json.dumps(
             {
                 "Fn::If": [
-                    stack.get_logical_id(handler.node.find_child("HasEcrPublic")),  # type: ignore[arg-type]
+                    _logical_id(stack, handler.node.find_child("HasEcrPublic")),
                     {
                         "Fn::Join": [
                             "",
@@ -502,7 +523,7 @@ class InferenceCluster(ClusterComposition, Construct):
             f"IAM4[Policy::{ecr_public}]",
             "aws_eks_v2 adds public ECR read only when a chart is pulled from public.ecr.aws (Karpenter's).",
         )
-        handler_id = stack.get_logical_id(handler.node.default_child)  # type: ignore[arg-type]
+        handler_id = _logical_id(stack, handler.node.default_child)
         acknowledge(
             provider,
             f"IAM5[Resource::<{handler_id}.Arn>:*]",

@@ -14,7 +14,7 @@ nothing. Pass `scope` to put one elsewhere.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
@@ -34,13 +34,23 @@ from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAcce
 from llm_eks.constructs.observability import Observability, ObservabilityOptions, ObservabilityProps
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiOptions, SecretsStoreCsiProps
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
 C = TypeVar("C", bound=IConstruct)
 
 
-def with_cluster(props_type: type[T], options: object, cluster: eks.ICluster, **changes: Any) -> T:
+def as_icluster(cluster: eks.Cluster) -> eks.ICluster:
+    """`cluster` typed as the `eks.ICluster` that props take. `eks.Cluster` implements ICluster (jsii declares and
+    checks it), but its Python binding leaves out ICluster's optional `kubectl_provider_options` property, so a type
+    checker does not accept one for the other. The one cast that bridges the binding's gap is here."""
+    return cast(eks.ICluster, cluster)
+
+
+def with_cluster(props_type: type[T], options: DataclassInstance, cluster: eks.ICluster, **changes: Any) -> T:
     """`props_type` (an options class plus `cluster`) from `options`, on `cluster`."""
-    values = {f.name: getattr(options, f.name) for f in fields(options)}  # type: ignore[arg-type]
+    values = {f.name: getattr(options, f.name) for f in fields(options)}
     return props_type(**{**values, **changes, "cluster": cluster})
 
 
@@ -86,7 +96,7 @@ class ClusterComposition:
             with_cluster(
                 KarpenterProps,
                 options,
-                self.cluster,
+                as_icluster(self.cluster),
                 interruption_queue=queue,
                 # Its pods need the system nodes and Pod Identity credentials before `helm --wait` can succeed.
                 depends_on=(self.system_nodegroup, self.cluster.eks_pod_identity_agent, *options.depends_on),
@@ -95,28 +105,28 @@ class ClusterComposition:
 
     def add_keda(self, options: KedaOptions | None = None, *, id: str = "Keda", scope: Construct | None = None) -> Keda:
         """KEDA, after the system nodes."""
-        props = with_cluster(KedaProps, options or KedaOptions(), self.cluster)
+        props = with_cluster(KedaProps, options or KedaOptions(), as_icluster(self.cluster))
         return self.add_addon(Keda(self._beside(scope), id, props))
 
     def add_kuberay(
         self, options: KubeRayOperatorOptions | None = None, *, id: str = "KubeRay", scope: Construct | None = None
     ) -> KubeRayOperator:
         """The KubeRay operator, after the system nodes."""
-        props = with_cluster(KubeRayOperatorProps, options or KubeRayOperatorOptions(), self.cluster)
+        props = with_cluster(KubeRayOperatorProps, options or KubeRayOperatorOptions(), as_icluster(self.cluster))
         return self.add_addon(KubeRayOperator(self._beside(scope), id, props))
 
     def add_observability(
         self, options: ObservabilityOptions | None = None, *, id: str = "Observability", scope: Construct | None = None
     ) -> Observability:
         """kube-prometheus-stack and its CRDs, after the system nodes."""
-        props = with_cluster(ObservabilityProps, options or ObservabilityOptions(), self.cluster)
+        props = with_cluster(ObservabilityProps, options or ObservabilityOptions(), as_icluster(self.cluster))
         return self.add_addon(Observability(self._beside(scope), id, props))
 
     def add_secrets_store(
         self, options: SecretsStoreCsiOptions | None = None, *, id: str = "SecretsStore", scope: Construct | None = None
     ) -> SecretsStoreCsi:
         """The Secrets Store CSI driver and its AWS provider, after the system nodes."""
-        props = with_cluster(SecretsStoreCsiProps, options or SecretsStoreCsiOptions(), self.cluster)
+        props = with_cluster(SecretsStoreCsiProps, options or SecretsStoreCsiOptions(), as_icluster(self.cluster))
         return self.add_addon(SecretsStoreCsi(self._beside(scope), id, props))
 
     def add_load_balancer_controller(
@@ -128,7 +138,7 @@ class ClusterComposition:
     ) -> AwsLoadBalancerController:
         """The AWS Load Balancer Controller, after the system nodes."""
         options = options or AwsLoadBalancerControllerOptions()
-        props = with_cluster(AwsLoadBalancerControllerProps, options, self.cluster)
+        props = with_cluster(AwsLoadBalancerControllerProps, options, as_icluster(self.cluster))
         return self.add_addon(AwsLoadBalancerController(self._beside(scope), id, props))
 
     def add_gpu_devices(
@@ -136,14 +146,16 @@ class ClusterComposition:
     ) -> GpuDeviceSoftware:
         """Device plugins and the DCGM exporter (`gpu_devices.gpu_options_for(pools)` matches a node pools chart),
         after the system nodes."""
-        props = with_cluster(GpuDeviceSoftwareProps, options or GpuDeviceSoftwareOptions(), self.cluster)
+        props = with_cluster(GpuDeviceSoftwareProps, options or GpuDeviceSoftwareOptions(), as_icluster(self.cluster))
         return self.add_addon(GpuDeviceSoftware(self._beside(scope), id, props))
 
     def add_model_weights_access(
         self, options: ModelWeightsAccessOptions, *, id: str = "ModelWeights", scope: Construct | None = None
     ) -> ModelWeightsAccess:
         """Read access to model weights in S3 for one service account (IAM only: nothing waits for nodes)."""
-        return ModelWeightsAccess(self._beside(scope), id, with_cluster(ModelWeightsAccessProps, options, self.cluster))
+        return ModelWeightsAccess(
+            self._beside(scope), id, with_cluster(ModelWeightsAccessProps, options, as_icluster(self.cluster))
+        )
 
     def add_chart(self, id: str, chart: cdk8s.Chart, *, after: tuple[IConstruct, ...] = ()) -> eks.KubernetesManifest:
         """Apply a cdk8s chart of your own after what it needs (`after`: operators, CRDs, Pod Identity roles).

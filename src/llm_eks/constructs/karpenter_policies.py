@@ -328,6 +328,8 @@ def _flatten(node: Any) -> str:
         return node.replace("${", "<").replace("}", ">")
     if isinstance(node, dict):
         if "Fn::Join" in node:
+            delimiter: str
+            items: list[Any]
             delimiter, items = node["Fn::Join"]
             return delimiter.join(_flatten(item) for item in items)
         if "Fn::Sub" in node:
@@ -350,7 +352,7 @@ def iam5_findings(scope: Any, document: Any) -> list[str]:
     resolved = cdk.Stack.of(scope).resolve(document)
     if not isinstance(resolved, dict):
         return []  # A whole-document Fn::Sub: cdk-nag cannot read it and reports nothing.
-    findings = set()
+    findings: set[str] = set()
     for statement in resolved.get("Statement", []):
         if statement.get("Effect") != "Allow":
             continue

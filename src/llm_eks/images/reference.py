@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 DOCKER_HUB = "docker.io"
 # docker.io is an alias; the Distribution API answers on this host (index.docker.io redirects to it).
@@ -67,5 +68,5 @@ def parse_ref(text: str) -> ImageRef:
     return ImageRef(registry=registry, repository=path, tag=tag)
 
 
-def is_digest(value: object) -> bool:
+def is_digest(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and bool(DIGEST.match(value))

@@ -25,7 +25,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from llm_eks.images.reference import ImageRef, is_digest, parse_ref
@@ -138,5 +138,5 @@ def _anonymous_token(ref: ImageRef, challenge: str, transport: Transport) -> str
     return token
 
 
-def _lower(items: object) -> dict[str, str]:
-    return {str(key).lower(): str(value) for key, value in items}  # type: ignore[attr-defined]
+def _lower(items: Iterable[tuple[object, object]]) -> dict[str, str]:
+    return {str(key).lower(): str(value) for key, value in items}

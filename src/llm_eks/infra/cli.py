@@ -105,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             raise _UsageError("a command is required: plan (see llm-eks --help)")
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except SystemExit as done:  # --help
         return int(done.code or 0)
     except (_UsageError, ConfigError) as err:

@@ -19,7 +19,7 @@ from typing import Any
 from llm_eks.errors import ConfigError, fail
 
 
-class _Object(dict):  # type: ignore[type-arg]
+class _Object(dict[str, Any]):
     """A JSON object that remembers the keys it was given more than once (json keeps the last value)."""
 
     duplicates: tuple[str, ...] = ()

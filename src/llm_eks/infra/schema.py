@@ -12,11 +12,14 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def build(cls: type[T], data: Any, path: str, hidden: tuple[str, ...] = ()) -> T:
@@ -28,7 +31,7 @@ def build(cls: type[T], data: Any, path: str, hidden: tuple[str, ...] = ()) -> T
         data = {}
     if not isinstance(data, Mapping):
         raise fail(path, data, "must be an object")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
     for key in data:
         if key not in fields:
@@ -61,7 +64,7 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
             except ConfigError as err:
                 errors.append(str(err))
         raise ConfigError(errors[-1])
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build(hint, value, path)
     if origin is tuple:
         if not isinstance(value, list | tuple):

@@ -21,6 +21,7 @@ from constructs import Construct, IConstruct
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
+from llm_eks.constructs.composition import as_icluster
 from llm_eks.constructs.gpu_devices import gpu_options_for
 from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
@@ -37,6 +38,7 @@ from llm_eks.infra.workloads import (
     service_account,
     workload_secrets,
 )
+from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
 
@@ -116,7 +118,9 @@ class InferenceStack(cdk.Stack):
                 annotate_plan_warnings(manifest, plan, config.workload.acknowledged_warnings)
             self._prerequisites[planned.id] = (manifest,)
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
-        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))  # type: ignore[attr-defined]
+        if not isinstance(node_pools, NodePoolsChart):
+            raise TypeError(f"the node-pools chart is a {type(node_pools).__name__}, not a NodePoolsChart")
+        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))
         for objects in self.gpu_devices.namespace_objects.values():
             self._addon_namespaces += objects
 
@@ -188,7 +192,7 @@ class InferenceStack(cdk.Stack):
                 secrets.add_secret_reader(namespace, account, secret_name)
             # The pods mount the generated key at start: it must exist first.
             key = (self.api_key.secret,) if self.api_key is not None else ()
-            return secrets, PodIdentityRole.for_service_account(self.cluster, namespace, account), *key
+            return secrets, PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account), *key
         elif name == "weights":
             uri = urlparse(config.workload.weights_s3_uri or "")
             prefix = uri.path.lstrip("/")

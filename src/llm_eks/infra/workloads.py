@@ -254,6 +254,19 @@ def autoscaling_props(config: EnvironmentConfig, plan: Plan) -> AutoscalingProps
     )
 
 
+def _replica_price(config: EnvironmentConfig, plan: Plan) -> float:
+    """The plan's $/h per replica; a ConfigError when the instance type has none."""
+    if plan.cost_per_replica_hour is None:
+        # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
+        # the cost panels and the plan's $/h would be empty too.
+        raise fail(
+            f"environments.{config.name}.workload.accelerator",
+            plan.instance.instance_type,
+            f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",
+        )
+    return plan.cost_per_replica_hour
+
+
 def _monitoring_targets(config: EnvironmentConfig, plan: Plan) -> MonitoringTargets:
     """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan."""
     w = config.workload
@@ -261,7 +274,7 @@ def _monitoring_targets(config: EnvironmentConfig, plan: Plan) -> MonitoringTarg
         ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
         itl_p99_seconds=w.slo.itl_p99_ms / 1000,
         # The plan prices a replica across all the nodes it spans (build_workload refuses a plan without a price).
-        cost_per_hour_per_replica=plan.cost_per_replica_hour,
+        cost_per_hour_per_replica=_replica_price(config, plan),
         # Alert when more requests wait than the whole fleet at max scale is meant to queue.
         queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
         dcgm=plan.instance.accelerator_vendor == "nvidia",
@@ -331,14 +344,7 @@ def build_workload(
     `repo:tag@sha256:...`."""
     lock = images or ImageLock()
     require_locked(config, plan, lock)
-    if plan.cost_per_replica_hour is None:
-        # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
-        # the cost panels and the plan's $/h would be empty too.
-        raise fail(
-            f"environments.{config.name}.workload.accelerator",
-            plan.instance.instance_type,
-            f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",
-        )
+    _replica_price(config, plan)
     pool = gpu_pool(config, plan)
     cpu = CpuPoolSpec()
     if config.workload.engine == "ray-serve":

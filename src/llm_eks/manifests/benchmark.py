@@ -104,9 +104,9 @@ def validate_benchmark_props(b: BenchmarkProps) -> None:
     for name, slo in (("slo_ttft_p99_ms", b.slo_ttft_p99_ms), ("slo_itl_p99_ms", b.slo_itl_p99_ms)):
         if slo is not None and not slo > 0:
             raise ConfigError(f"benchmark.{name}: {slo} is not allowed; must be above 0")
-    for name, value in (("cpu", b.cpu), ("memory", b.memory)):
-        if parse_quantity(f"benchmark.{name}", value) <= 0:
-            raise ConfigError(f"benchmark.{name}: {value!r} is not allowed; must be above 0")
+    for name, amount in (("cpu", b.cpu), ("memory", b.memory)):
+        if parse_quantity(f"benchmark.{name}", amount) <= 0:
+            raise ConfigError(f"benchmark.{name}: {amount!r} is not allowed; must be above 0")
     for toleration in b.tolerations:
         key = toleration.get("key")
         if key in _ACCELERATOR_KEYS or (toleration.get("operator") == "Exists" and key is None):

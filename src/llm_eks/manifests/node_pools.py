@@ -483,7 +483,7 @@ class NodePoolsChart(cdk8s.Chart):
     def _node_class_base(self, name: str) -> dict[str, Any]:
         p = self.props
         discovery = {DISCOVERY_TAG: p.cluster_name}
-        security_groups = [{"id": sg} for sg in p.security_group_ids] or [{"tags": discovery}]
+        security_groups: list[dict[str, Any]] = [{"id": sg} for sg in p.security_group_ids] or [{"tags": discovery}]
         return {
             # An alias pins one release of the EKS-optimized AMIs; Karpenter picks the variant (NVIDIA, Neuron,
             # standard) per instance type. A new pinned version drifts nodes, paced by the disruption budget.

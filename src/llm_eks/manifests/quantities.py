@@ -13,7 +13,7 @@ from llm_eks.errors import ConfigError
 _ANY_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([+-]?\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 # The plain forms chart props take.
 _PROP_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_SUFFIX = {
+_SUFFIX: dict[str | None, Fraction] = {
     None: Fraction(1),
     "n": Fraction(1, 10**9),
     "u": Fraction(1, 10**6),

@@ -247,7 +247,7 @@ def _fail(prop: str, value: object, allowed: str) -> ConfigError:
 
 
 def _at_least(prop: str, value: object, minimum: int) -> None:
-    if not whole_number(value) or value < minimum:  # type: ignore[operator]
+    if not whole_number(value) or value < minimum:
         raise _fail(prop, value, f"must be a whole number of at least {minimum}")
 
 

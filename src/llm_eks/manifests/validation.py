@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
 
 from llm_eks.errors import fail
 
@@ -13,7 +14,7 @@ HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,252}$")
 
 
-def whole_number(value: object) -> bool:
+def whole_number(value: object) -> TypeGuard[int]:
     """An int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 

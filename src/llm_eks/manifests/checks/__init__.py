@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_eks.manifests.checks.capacity import StaticNodeGroup
-from llm_eks.manifests.checks.drain import DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS, check_drain
+from llm_eks.manifests.checks.drain import DEFAULT_GRACE_SECONDS, check_drain
 from llm_eks.manifests.checks.findings import DRAIN, GPU_LIMIT, PROMQL, RULES, SCHEDULING, Finding
 from llm_eks.manifests.checks.instances import (
     ACCELERATOR_RESOURCES,
@@ -29,11 +29,13 @@ from llm_eks.manifests.checks.instances import (
     catalog_instance_resources,
 )
 from llm_eks.manifests.checks.limits import check_gpu_limits
-from llm_eks.manifests.checks.objects import KEDA_DEFAULT_MAX_REPLICAS, object_ref, pod_templates, quantity
+from llm_eks.manifests.checks.objects import KEDA_DEFAULT_MAX_REPLICAS, object_ref, pod_templates
 from llm_eks.manifests.checks.promql_shape import check_promql_objects, promql_shape_problem
 from llm_eks.manifests.checks.requirements import WELL_KNOWN_LABELS
 from llm_eks.manifests.checks.scheduling import Scheduler, check_scheduling
+from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 from llm_eks.manifests.promql_parse import PromQLError
+from llm_eks.manifests.quantities import quantity
 
 __all__ = [
     "ACCELERATOR_RESOURCES",

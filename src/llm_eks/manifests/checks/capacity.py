@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks.manifests.checks.instances import INSTANCE_TYPE_LABEL, InstanceResources
-from llm_eks.manifests.checks.objects import group_kind, list_at, mapping_at, mappings_at, quantity, value_at
+from llm_eks.manifests.checks.objects import group_kind, list_at, mapping_at, mappings_at, value_at
 from llm_eks.manifests.checks.requirements import (
     NODE_CLASS_LABEL,
     WELL_KNOWN_LABELS,
@@ -17,6 +17,7 @@ from llm_eks.manifests.checks.requirements import (
     Requirements,
     with_requirements,
 )
+from llm_eks.manifests.quantities import quantity
 
 
 @dataclass(frozen=True)

@@ -93,12 +93,12 @@ def check_gpu_limits(templates: Sequence[PodTemplate], sched: Scheduler) -> Iter
         total = sum((need for _, need in users), Fraction(0))
         if len(users) > 1 and total > pool.limits[resource]:
             parts = ", ".join(f"{object_ref(t.obj)}{' ' + t.part if t.part else ''} {need}" for t, need in users)
-            limit = amount(resource, pool.limits[resource]).removesuffix(" " + resource)
+            limit_text = amount(resource, pool.limits[resource]).removesuffix(" " + resource)
             yield Finding(
                 GPU_LIMIT,
                 object_ref(pool.obj or {}),
                 f"the workloads it runs need {total} {resource} at their maximum scale ({parts}) but its limit is "
-                f"{limit}; the last pods stay Pending",
+                f"{limit_text}; the last pods stay Pending",
                 f'raise spec.limits["{resource}"] to at least {total} (workload.accelerator_limit) or lower the '
                 "workloads' maximum replicas",
             )

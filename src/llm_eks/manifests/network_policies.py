@@ -11,8 +11,10 @@ Enforcement is the VPC CNI's network policy agent (eBPF on each pod's veth), whi
 - the EKS control plane reaches webhooks and the aggregated metrics API from its ENIs in the cluster's subnets, so
   those ports are opened to the VPC CIDR. With the VPC CNI pods hold VPC addresses too, so a VPC-CIDR rule admits
   every pod of the cluster on that port. It is used only where the API server is the caller (webhooks, which only
-  answer admission reviews, and the external metrics API, which authenticates its caller), and for the internal ALB,
-  whose ENIs share the pods' subnets (there the API key is the gate; dedicated ALB subnets would close it).
+  answer admission reviews, and the external metrics API, which authenticates its caller);
+- the internal ALB (target type ip) connects from its own subnets, which hold no node and so no pod
+  (InferenceCluster's load balancer subnets, or `vpc.load_balancer_cidrs` of an existing VPC): the serving port
+  admits exactly those CIDRs.
 """
 
 from __future__ import annotations

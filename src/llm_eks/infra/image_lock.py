@@ -16,11 +16,15 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_eks.images.lock import LOCK_FILE, LockEntry, load_lock, write_lock
 from llm_eks.images.reference import parse_ref
-from llm_eks.images.registry import RegistryError, RegistryUnreachable, Transport, resolve, urllib_transport
+
+if TYPE_CHECKING:
+    # The registry client pulls in urllib, http.client and ssl: imported when the command runs, so `llm-eks plan`
+    # (which registers this command's parser) does not pay for them.
+    from llm_eks.images.registry import Transport
 
 
 def add_parser(commands: Any) -> None:
@@ -43,11 +47,15 @@ def add_parser(commands: Any) -> None:
 
 def lock_command(
     args: argparse.Namespace,
-    transport: Transport = urllib_transport,
+    transport: Transport | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
+    """Resolve, report and merge into the lock (`transport`: the HTTP client, the real one unless a test gives one)."""
+    from llm_eks.images.registry import RegistryError, RegistryUnreachable, resolve, urllib_transport
     from llm_eks.infra.images import environment_images
     from llm_eks.infra.plan import plan
+
+    transport = transport or urllib_transport
 
     path = Path(args.file) if args.file else Path(args.context_file).parent / LOCK_FILE
     lock = load_lock(path)  # a malformed lock stops here, before any request
@@ -91,20 +99,10 @@ def lock_command(
 
 
 def _environments(args: argparse.Namespace) -> list[Any]:
-    """The environments of --context-file (all, or --env), validated; one-line errors as `llm-eks plan --env`."""
-    import json
-
-    from llm_eks.errors import ConfigError
+    """The environments of --context-file (all, or --env), validated and read as strictly as `llm-eks plan --env`
+    reads them (a key written twice, or 1e400, is a one-line error)."""
     from llm_eks.infra.config import load_environments, select_environments
+    from llm_eks.infra.context_file import read_context_file
 
-    path = Path(args.context_file)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"--context-file: {str(path)!r} does not exist; run from the project root or pass it"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"--context-file: {str(path)!r} cannot be read ({err.__class__.__name__})") from None
-    context = data.get("context", data) if isinstance(data, dict) else {}
+    context = read_context_file(Path(args.context_file), "--context-file")
     return select_environments(load_environments(context), args.env)

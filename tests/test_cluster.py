@@ -246,6 +246,31 @@ def test_vpc_cni_uses_pod_identity_and_enforces_network_policy(templates: dict[s
     assert group_id not in addon.get("DependsOn", [])
 
 
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_only_each_addons_own_service_account_can_assume_its_role(templates: dict[str, Any], env: str) -> None:
+    """The vpc-cni and EBS CSI roles trust Pod Identity for their own kube-system service account of this cluster
+    only, not any association in the account that names them."""
+    template = templates[env]
+    cluster_id = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::EKS::Cluster")
+    addons = {
+        r["Properties"]["AddonName"]: r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EKS::Addon" and "PodIdentityAssociations" in r["Properties"]
+    }
+    assert sorted(addons) == ["aws-ebs-csi-driver", "vpc-cni"]
+    for props in addons.values():
+        (association,) = props["PodIdentityAssociations"]
+        role = template["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+        (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Condition"] == {
+            "StringEquals": {
+                "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [cluster_id, "Arn"]},
+                "aws:RequestTag/kubernetes-namespace": "kube-system",
+                "aws:RequestTag/kubernetes-service-account": association["ServiceAccount"],
+            }
+        }
+
+
 def test_system_disk_size_reaches_the_launch_template() -> None:
     """The configured size lands in the template's root device (built in-process: cdk.json keeps the default)."""
     import aws_cdk as cdk

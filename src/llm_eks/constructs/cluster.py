@@ -49,6 +49,8 @@ SYSTEM_NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2Container
 # The VPC CNI's service account (kube-system/aws-node) and the AWS managed policy for IPv4 clusters.
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
+# The EBS CSI add-on's controller service account (kube-system), the subject of its Pod Identity association.
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 
 
 @dataclass(frozen=True)
@@ -364,25 +366,32 @@ class InferenceCluster(ClusterComposition, Construct):
         nodegroup.node.add_dependency(self.vpc_cni)
         return nodegroup
 
-    def _vpc_cni_addon(self, props: InferenceClusterProps) -> eks_l1.CfnAddon:
-        """vpc-cni with its own Pod Identity role (not the node role) and NetworkPolicy enforcement."""
-        self.vpc_cni_role = iam.Role(
+    def _addon_role(self, id: str, service_account: str, policy: str, what: str) -> iam.Role:
+        """The Pod Identity role of a managed add-on's controller: only `kube-system/<service_account>` of this
+        cluster may assume it (the session tags Pod Identity sets), and it carries one AWS managed policy."""
+        return iam.Role(
             self,
-            "VpcCniRole",
-            # Pod Identity needs sts:TagSession besides sts:AssumeRole; only kube-system/aws-node of this cluster.
+            id,
+            # Pod Identity needs sts:TagSession besides sts:AssumeRole.
             assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com")
             .with_conditions(
                 {
                     "StringEquals": {
                         "aws:RequestTag/eks-cluster-arn": self.cluster.cluster_arn,
                         "aws:RequestTag/kubernetes-namespace": "kube-system",
-                        "aws:RequestTag/kubernetes-service-account": VPC_CNI_SERVICE_ACCOUNT,
+                        "aws:RequestTag/kubernetes-service-account": service_account,
                     }
                 }
             )
             .with_session_tags(),
-            description=f"VPC CNI (kube-system/aws-node) of {props.cluster_name} (Pod Identity)",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VPC_CNI_POLICY)],
+            description=f"{what} of {self.cluster_name} (Pod Identity)",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(policy)],
+        )
+
+    def _vpc_cni_addon(self, props: InferenceClusterProps) -> eks_l1.CfnAddon:
+        """vpc-cni with its own Pod Identity role (not the node role) and NetworkPolicy enforcement."""
+        self.vpc_cni_role = self._addon_role(
+            "VpcCniRole", VPC_CNI_SERVICE_ACCOUNT, VPC_CNI_POLICY, "VPC CNI (kube-system/aws-node)"
         )
         addon = eks_l1.CfnAddon(
             self,
@@ -429,13 +438,8 @@ class InferenceCluster(ClusterComposition, Construct):
 
     def _ebs_csi_addon(self) -> Construct:
         """EBS CSI driver with its controller on Pod Identity (Prometheus and Grafana volumes use it)."""
-        role = iam.Role(
-            self,
-            "EbsCsiRole",
-            # Pod Identity needs sts:TagSession besides sts:AssumeRole.
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
-            description=f"EBS CSI controller of {self.cluster_name} (Pod Identity)",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonEBSCSIDriverPolicy")],
+        role = self._addon_role(
+            "EbsCsiRole", EBS_CSI_SERVICE_ACCOUNT, "service-role/AmazonEBSCSIDriverPolicy", "EBS CSI controller"
         )
         addon = eks_l1.CfnAddon(
             self,
@@ -445,7 +449,7 @@ class InferenceCluster(ClusterComposition, Construct):
             resolve_conflicts="OVERWRITE",
             pod_identity_associations=[
                 eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                    service_account="ebs-csi-controller-sa", role_arn=role.role_arn
+                    service_account=EBS_CSI_SERVICE_ACCOUNT, role_arn=role.role_arn
                 )
             ],
             # Controller on the system nodes; the node DaemonSet must reach GPU nodes (their taints) too.

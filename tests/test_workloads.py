@@ -19,18 +19,10 @@ from llm_eks.infra.workloads import (
 from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
+from tests.test_config_inputs import SPEC
 
 # A float32 checkpoint described by workload.model_spec (Llama 3.1 8B's shape): the planner serves it in bfloat16.
-FP32_SPEC = {
-    "layers": 32,
-    "hidden_size": 4096,
-    "attention_heads": 32,
-    "kv_heads": 8,
-    "max_position_embeddings": 131072,
-    "vocab_size": 128256,
-    "intermediate_size": 14336,
-    "native_dtype": "float32",
-}
+FP32_SPEC = {**SPEC, "native_dtype": "float32"}
 
 
 def workload_of(body: dict) -> Workload:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -388,27 +388,33 @@ class InferenceCluster(ClusterComposition, Construct):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(policy)],
         )
 
+    def _addon_with_identity(
+        self, name: str, role: iam.Role, service_account: str, configuration: dict[str, Any]
+    ) -> eks_l1.CfnAddon:
+        """Managed add-on `name` whose controller gets `role` through Pod Identity; EKS creates the association
+        with the add-on, in the same call."""
+        return eks_l1.CfnAddon(
+            self,
+            f"Addon-{name}",
+            addon_name=name,
+            cluster_name=self.cluster.cluster_name,
+            # The add-on owns its configuration; a drifted field is put back on every update.
+            resolve_conflicts="OVERWRITE",
+            pod_identity_associations=[
+                eks_l1.CfnAddon.PodIdentityAssociationProperty(service_account=service_account, role_arn=role.role_arn)
+            ],
+            # A JSON string: the add-on's configuration schema (string values, as the schema types them).
+            configuration_values=json.dumps(configuration, sort_keys=True),
+        )
+
     def _vpc_cni_addon(self, props: InferenceClusterProps) -> eks_l1.CfnAddon:
         """vpc-cni with its own Pod Identity role (not the node role) and NetworkPolicy enforcement."""
         self.vpc_cni_role = self._addon_role(
             "VpcCniRole", VPC_CNI_SERVICE_ACCOUNT, VPC_CNI_POLICY, "VPC CNI (kube-system/aws-node)"
         )
-        addon = eks_l1.CfnAddon(
-            self,
-            "Addon-vpc-cni",
-            addon_name="vpc-cni",
-            cluster_name=self.cluster.cluster_name,
-            # The add-on owns its configuration; a drifted field is put back on every update.
-            resolve_conflicts="OVERWRITE",
-            # EKS creates the association with the add-on, in the same call.
-            pod_identity_associations=[
-                eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                    service_account=VPC_CNI_SERVICE_ACCOUNT, role_arn=self.vpc_cni_role.role_arn
-                )
-            ],
-            # NetworkPolicy enforcement (node agent + EKS's controller); without it policies are accepted and ignored.
-            # A string: the add-on's schema types it so.
-            configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+        # NetworkPolicy enforcement (node agent + EKS's controller); without it policies are accepted and ignored.
+        addon = self._addon_with_identity(
+            "vpc-cni", self.vpc_cni_role, VPC_CNI_SERVICE_ACCOUNT, {"enableNetworkPolicy": "true"}
         )
         # The agent serves aws-node's credentials on every node (it runs on the host network, so it needs no CNI).
         # Not on the whole Cluster construct: manifests added to it later wait for the system nodes, which wait
@@ -441,25 +447,12 @@ class InferenceCluster(ClusterComposition, Construct):
         role = self._addon_role(
             "EbsCsiRole", EBS_CSI_SERVICE_ACCOUNT, "service-role/AmazonEBSCSIDriverPolicy", "EBS CSI controller"
         )
-        addon = eks_l1.CfnAddon(
-            self,
-            "Addon-aws-ebs-csi-driver",
-            addon_name="aws-ebs-csi-driver",
-            cluster_name=self.cluster.cluster_name,
-            resolve_conflicts="OVERWRITE",
-            pod_identity_associations=[
-                eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                    service_account=EBS_CSI_SERVICE_ACCOUNT, role_arn=role.role_arn
-                )
-            ],
-            # Controller on the system nodes; the node DaemonSet must reach GPU nodes (their taints) too.
-            configuration_values=json.dumps(
-                {
-                    "controller": {"nodeSelector": self.system_node_selector},
-                    "node": {"tolerateAllTaints": True},
-                },
-                sort_keys=True,
-            ),
+        # Controller on the system nodes; the node DaemonSet must reach GPU nodes (their taints) too.
+        addon = self._addon_with_identity(
+            "aws-ebs-csi-driver",
+            role,
+            EBS_CSI_SERVICE_ACCOUNT,
+            {"controller": {"nodeSelector": self.system_node_selector}, "node": {"tolerateAllTaints": True}},
         )
         addon.node.add_dependency(self.cluster.eks_pod_identity_agent, self.system_nodegroup)
         self.ebs_csi_role = role

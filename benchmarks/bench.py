@@ -1,30 +1,82 @@
-"""Benchmarks that print numbers (never timed tests): synth and test wall time, template size per environment.
+"""Benchmarks that print numbers (never timed tests): synth phases per environment, `cdk synth` wall and CPU (next to
+the eks-blueprints anchor when its folder is given), `make synth`, template sizes, `make test` and the planner.
 
-    make bench            # or: .venv/bin/python benchmarks/bench.py [--skip-tests]
+    make bench                                   # or: .venv/bin/python benchmarks/bench.py [options]
+    make bench ARGS="--anchor ../anchor --runs 5 --skip-tests"
 
-Run it after `make synth`/`make test` have set up .venv and node_modules, so set-up time is not counted.
+--anchor DIR: a CDK app folder (cdk.json, node_modules) synthesized with `npx cdk synth`, alternating run by run
+with ours, so both see the same machine. Run it after `make synth`/`make test` have set up .venv and node_modules,
+so set-up time is not counted. Figures are medians; CPU includes every child process (the jsii node kernel).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import resource
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
+PHASES = ("imports", "jsii load", "plan", "build", "synth", "checks", "review", "total")
+QUIET = ["--quiet", "--no-notices", "--no-version-reporting"]
 
 
-def timed(cmd: list[str]) -> float:
+def run(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system, children included) of one command, and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    done = subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
 
 
-def main() -> int:
-    print(f"make synth ENV=dev   {timed(['make', 'synth', 'ENV=dev']):6.1f} s")
-    print(f"make synth (all)     {timed(['make', 'synth']):6.1f} s")
+def phases(environments: list[str], runs: int) -> None:
+    """Each environment's synth phases in a fresh process (median of `runs`); the first run also times the
+    built-in CloudFormation validation our app leaves off."""
+    script = str(ROOT / "benchmarks" / "synth_phases.py")
+    print("synth phases, seconds (median of", runs, "fresh processes)")
+    print(f"{'env':8}" + "".join(f"{p:>11}" for p in (*PHASES, "cpu", "cfn valid.")))
+    for env in environments:
+        samples = []
+        for index in range(runs):
+            extra = ["--cfn-validation"] if index == 0 else []
+            _, cpu, out = run([sys.executable, script, env, *extra])
+            samples.append({**json.loads(out), "cpu": cpu})
+        row = {p: statistics.median(s[p] for s in samples) for p in PHASES}
+        # Run 0's CPU includes the CloudFormation validation; the others are plain synths.
+        row["cpu"] = statistics.median(s["cpu"] for s in samples[1:] or samples)
+        print(
+            f"{env:8}"
+            + "".join(f"{row[p]:11.2f}" for p in (*PHASES, "cpu"))
+            + f"{samples[0].get('cfn validation', float('nan')):11.2f}"
+        )
+
+
+def cdk_synth(env: str, anchor: Path | None, runs: int) -> None:
+    """`cdk synth -c env=ENV` wall and CPU, alternating with the anchor's `npx cdk synth` when given."""
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    for _ in range(runs):
+        ours.append(run([CDK, "synth", *QUIET, "-c", f"env={env}"])[:2])
+        if anchor:
+            theirs.append(run(["npx", "--no-install", "cdk", "synth", "--quiet", "--no-notices"], cwd=anchor)[:2])
+    wall, cpu = (statistics.median(x) for x in zip(*ours, strict=True))
+    print(f"cdk synth -c env={env:8}  {wall:6.2f} s wall  {cpu:6.2f} s CPU  (median of {runs})")
+    if anchor:
+        a_wall, a_cpu = (statistics.median(x) for x in zip(*theirs, strict=True))
+        print(f"anchor {anchor.name:21}  {a_wall:6.2f} s wall  {a_cpu:6.2f} s CPU  (median of {runs}, alternating)")
+        print(f"ratio                       {wall / a_wall:6.2f}x wall  {cpu / a_cpu:6.2f}x CPU")
+
+
+def sizes() -> None:
     for template in sorted((ROOT / "cdk.out").glob("LlmEks-*.template.json")):
         body = json.loads(template.read_text())
         manifests = ROOT / "cdk.out" / "manifests" / template.name.split("-", 1)[1].split(".")[0]
@@ -37,11 +89,27 @@ def main() -> int:
             f"{template.name:32} {template.stat().st_size / 1024:7.0f} KiB  "
             f"{len(body['Resources']):4d} resources  {objects:3d} Kubernetes objects"
         )
-    if "--skip-tests" not in sys.argv:
-        print(f"make test            {timed(['make', 'test']):6.1f} s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--anchor", type=Path, help="folder of a CDK app to compare one synth with")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--skip-tests", action="store_true", help="do not time `make test`")
+    args = parser.parse_args()
+    os.environ.setdefault("CDK_DISABLE_VERSION_CHECK", "1")
+    environments = list(json.loads((ROOT / "cdk.json").read_text())["context"]["environments"])
+
+    phases(environments, args.runs)
+    cdk_synth(environments[-1], args.anchor.resolve() if args.anchor else None, args.runs)
+    wall, cpu, _ = run(["make", "synth"])
+    print(f"make synth (all {len(environments)})      {wall:6.2f} s wall  {cpu:6.2f} s CPU")
+    sizes()
+    if not args.skip_tests:
+        wall, cpu, _ = run(["make", "test"])
+        print(f"make test                   {wall:6.2f} s wall  {cpu:6.2f} s CPU")
     plan_bench = ROOT / "benchmarks" / "bench_plan.py"
-    if plan_bench.exists():
-        subprocess.run([sys.executable, str(plan_bench)], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, str(plan_bench)], cwd=ROOT, check=True)
     return 0
 
 

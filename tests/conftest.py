@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+
+# Apps the tests build with a plain `cdk.App()` skip aws-cdk-lib's built-in CloudFormation validation (~5 s CPU each,
+# and it only warns); cfn-lint checks every template instead, and test_app_checks covers turning it back on.
+# Set before the first `import aws_cdk`: the jsii kernel (and every subprocess) reads it from the environment.
+os.environ.setdefault("CDK_VALIDATION", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CDK_JSON = json.loads((REPO_ROOT / "cdk.json").read_text())
@@ -42,11 +48,9 @@ class Synthesized:
 
 
 def _synth(outdir: Path) -> str | None:
-    import aws_cdk as cdk
+    from llm_eks.infra.app import add_checks, build_app, new_app, write_review
 
-    from llm_eks.infra.app import add_checks, build_app, write_review
-
-    app = cdk.App(context=CDK_JSON["context"], outdir=str(outdir))
+    app = new_app(context=CDK_JSON["context"], outdir=str(outdir))
     stacks = build_app(app)
     add_checks(app)
     try:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -407,23 +404,25 @@ def test_plan_env_reads_cdk_json_strictly(
 
 
 @pytest.mark.parametrize(("text", "message"), [STRICT_READ[0], STRICT_READ[2]])
-def test_app_rereads_the_cdk_json_the_cli_read(tmp_path: Path, text: str, message: str) -> None:
+def test_app_rereads_the_cdk_json_the_cli_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
     """The CDK CLI hands the app the merged context: the first `dev` already dropped, 1e400 already null. The app
-    re-reads cdk.json in its working folder (where the CDK CLI runs it) and reports what the user wrote."""
+    re-reads cdk.json in its working folder (where the CDK CLI runs it) and reports what the user wrote.
+    (app.py as a process, exit code and stderr included, is tested in test_config.)"""
+    import aws_cdk as cdk
+
+    from llm_eks.infra import app
+
     write_context(tmp_path, text)
-    as_the_cli_passes_it = json.loads(text)["context"]  # Python's json, like the CLI's, keeps the last `dev`
-    environment = {**os.environ, "CDK_CONTEXT_JSON": json.dumps(as_the_cli_passes_it).replace("Infinity", "null")}
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "app.py")],
-        cwd=tmp_path,
-        env={**environment, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == f"llm-eks: error: {message}"
-    assert "Traceback" not in result.stderr
+    # Python's json, like the CLI's, keeps the last `dev`; the CLI hands 1e400 on as null.
+    as_the_cli_passes_it = json.loads(json.dumps(json.loads(text)["context"]).replace("Infinity", "null"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(app, "new_app", lambda: cdk.App(context=as_the_cli_passes_it, outdir=str(tmp_path / "out")))
+    with pytest.raises(SystemExit) as info:
+        app.main()
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"llm-eks: error: {message}\n"
 
 
 def test_context_json_option_is_read_strictly() -> None:

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -33,6 +34,9 @@ def _load_handler() -> ModuleType:
 
 
 handler = _load_handler()
+# One botocore session for every test: moto resets boto3's default session on each start, and a new session
+# parses the EC2 and IAM service models again (~0.7 s per test).
+_BOTOCORE = botocore.session.get_session()
 
 
 class FakeContext:
@@ -79,7 +83,7 @@ class Seeded:
     def __init__(self) -> None:
         self.ec2 = boto3.client("ec2", region_name=REGION)
         self.iam = boto3.client("iam", region_name=REGION)
-        self.ami = "ami-12c6146b"  # one of moto's built-in images
+        self.ami = "ami-12c6146b"  # any id: the handler never reads images (moto's own list is not loaded, see `aws`)
         self.ours = [self._instance(karpenter_tags(CLUSTER)), self._instance(karpenter_tags(CLUSTER, "cpu"))]
         self.stopped = self._instance(karpenter_tags(CLUSTER))
         self.ec2.stop_instances(InstanceIds=[self.stopped])
@@ -156,9 +160,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seeded]:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.setenv(key, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    # moto would parse its catalogue of public AMIs on every reset: seconds per test, and nothing here reads images.
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     # Waiting between polls is the handler's business; the tests do not sleep.
     monkeypatch.setattr(handler.time, "sleep", lambda seconds: None)
     with mock_aws():
+        boto3.setup_default_session(botocore_session=_BOTOCORE)
         yield Seeded()
 
 

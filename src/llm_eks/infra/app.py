@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,31 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
     return stacks
 
 
+# Context key (cdk.json or `-c`) that turns aws-cdk-lib's built-in CloudFormation validation back on.
+CFN_VALIDATION_CONTEXT = "llm-eks:cloudformation-validation"
+
+
+def new_app(*, context: dict[str, Any] | None = None, outdir: str | None = None) -> cdk.App:
+    """A `cdk.App` without aws-cdk-lib's built-in CloudFormation validation (its WebAssembly engine costs ~5 s wall
+    and ~14 s CPU per synth here, and by default only warns); `add_checks` registers it again on request."""
+    return cdk.App(context=context, outdir=outdir, builtin_cloud_formation_validation=False)
+
+
+def cloudformation_validation_requested(app: cdk.App) -> bool:
+    """`-c llm-eks:cloudformation-validation=true` (or true in cdk.json), or `CDK_VALIDATION=true` in the
+    environment."""
+    value = app.node.try_get_context(CFN_VALIDATION_CONTEXT)
+    return value is True or str(value).lower() == "true" or os.environ.get("CDK_VALIDATION", "").lower() == "true"
+
+
 def add_checks(app: cdk.App) -> None:
     """Synth fails on any unacknowledged cdk-nag AwsSolutions finding, and on any Kubernetes object that would not
-    schedule, overrun its GPU limit, drain past the Spot notice, or read a vLLM metric that no longer exists."""
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), LlmEksChecks())
+    schedule, overrun its GPU limit, drain past the Spot notice, or read a vLLM metric that no longer exists.
+    aws-cdk-lib's CloudFormation validation runs too when `cloudformation_validation_requested`."""
+    plugins: list[cdk.IPolicyValidationPlugin] = [AwsSolutionsChecks(app), LlmEksChecks()]
+    if cloudformation_validation_requested(app):
+        plugins.append(cdk.CloudFormationValidatePlugin())
+    cdk.Validations.of(app).add_plugins(*plugins)
 
 
 def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_api.CloudAssembly) -> None:
@@ -103,7 +125,7 @@ def main() -> None:
     try:
         # The CDK CLI runs the app in the folder of the cdk.json it read.
         check_context_file(Path("cdk.json"))
-        app = cdk.App()
+        app = new_app()
         stacks = build_app(app, quiet=False)
         add_checks(app)
     except ConfigError as err:

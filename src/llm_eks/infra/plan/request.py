@@ -1,0 +1,149 @@
+"""What to plan: `PlanRequest`, every field validated when it is built (ConfigError naming `workload.<field>`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
+from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
+from llm_eks.catalog.models import ModelSpec, model
+from llm_eks.errors import fail
+
+WEIGHT_FORMATS = ("auto", "bf16", "fp8", "awq-int4")
+
+KV_CACHE_DTYPES = ("auto", "fp8")
+
+WEIGHTS_SOURCES = ("nvme", "s3", "ebs")
+
+MAX_TARGET_CONCURRENCY = 4096
+
+MAX_NODES_PER_REPLICA = 16
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to serve and the targets to meet; every field is validated (ConfigError naming `workload.<field>`)."""
+
+    # A catalog id (see llm_eks.catalog.models) or a ModelSpec for any other model.
+    model: str | ModelSpec
+    # auto: the checkpoint's own format; bf16 (16-bit), fp8 (vLLM quantizes a 16-bit checkpoint at load), awq-int4.
+    weight_format: str = "auto"
+    # auto: the activation dtype (2 bytes per value); fp8 halves the KV cache.
+    kv_cache_dtype: str = "auto"
+    # None: the model's max_position_embeddings.
+    max_model_len: int | None = None
+    # vLLM's default; the rest is headroom for the CUDA context outside vLLM's accounting.
+    gpu_memory_utilization: float = 0.90
+    # "auto" (the cheapest instance that meets the targets) or a catalog instance type.
+    accelerator: str = "auto"
+    # Concurrent sequences per replica at the typical request size.
+    target_concurrency: int = 16
+    typical_input_tokens: int = 1024
+    typical_output_tokens: int = 256
+    # nvme: Hugging Face download cached on the instance store; s3: Run:ai Model Streamer; ebs: a gp3 volume.
+    weights_source: str = "nvme"
+    # Pipeline parallelism may span at most this many nodes when one node cannot hold the model.
+    max_nodes_per_replica: int = 2
+    # Optional inter-token latency ceiling (ms) the estimate must meet at target_concurrency; None: not checked.
+    max_itl_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        validate_request(self)
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model's architecture (catalog entry or the given spec)."""
+        return self.model if isinstance(self.model, ModelSpec) else model(self.model)
+
+    @property
+    def resolved_weight_format(self) -> str:
+        if self.weight_format != "auto":
+            return self.weight_format
+        return self.spec.quantization or "bf16"
+
+    @property
+    def resolved_max_model_len(self) -> int:
+        return self.max_model_len if self.max_model_len is not None else self.spec.max_position_embeddings
+
+    @property
+    def typical_tokens(self) -> int:
+        return self.typical_input_tokens + self.typical_output_tokens
+
+
+def validate_request(r: PlanRequest) -> None:
+    if isinstance(r.model, ModelSpec):
+        r.model.validate("workload.model_spec")
+        spec = r.model
+    elif isinstance(r.model, str):
+        spec = model(r.model)
+    else:
+        raise fail("workload.model", r.model, "must be a catalog model id or a ModelSpec")
+    _choice("weight_format", r.weight_format, WEIGHT_FORMATS)
+    _check_weight_format(r.weight_format, spec)
+    _choice("kv_cache_dtype", r.kv_cache_dtype, KV_CACHE_DTYPES)
+    for name in ("typical_input_tokens", "typical_output_tokens"):
+        _int_between(name, getattr(r, name), 1, spec.max_position_embeddings)
+    if r.max_model_len is not None:
+        _int_between("max_model_len", r.max_model_len, 1, spec.max_position_embeddings)
+    typical = r.typical_input_tokens + r.typical_output_tokens
+    max_len = r.max_model_len if r.max_model_len is not None else spec.max_position_embeddings
+    if max_len < typical:
+        raise fail(
+            "workload.max_model_len",
+            max_len,
+            f"must hold the typical request (typical_input_tokens + typical_output_tokens = {typical})",
+        )
+    util = r.gpu_memory_utilization
+    if isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1:
+        raise fail("workload.gpu_memory_utilization", util, "must be a number above 0 and at most 1")
+    if r.accelerator != "auto":
+        inst = INSTANCE_TYPES.get(r.accelerator) if isinstance(r.accelerator, str) else None
+        if inst is None:
+            raise unknown_name("workload.accelerator", r.accelerator, ["auto", *_GPU_NAMES])
+        if inst.accelerator_vendor != "nvidia":
+            raise fail(
+                "workload.accelerator",
+                r.accelerator,
+                "the planner models vLLM on NVIDIA GPUs only (Inferentia2 serving compiles the model ahead of time "
+                "for fixed batch and sequence buckets, which this memory model does not describe); "
+                "choose an NVIDIA instance type or auto",
+            )
+    _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
+    _choice("weights_source", r.weights_source, WEIGHTS_SOURCES)
+    _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
+    itl = r.max_itl_ms
+    if itl is not None and (isinstance(itl, bool) or not isinstance(itl, int | float) or not 0 < itl <= 60_000):
+        raise fail("workload.max_itl_ms", itl, "must be null or a positive number of milliseconds (at most 60000)")
+
+
+# Instance types a request may name: the NVIDIA rows (see the Inferentia2 message above).
+_GPU_NAMES = [row.instance_type for row in INSTANCE_CATALOG if row.accelerator_vendor == "nvidia"]
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise unknown_name(f"workload.{name}", value, list(allowed))
+
+
+def _int_between(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise fail(f"workload.{name}", value, f"must be an integer from {low} to {high}")
+
+
+def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
+    if fmt == "auto":
+        return
+    if spec.quantization is not None and fmt != spec.quantization:
+        raise fail(
+            "workload.weight_format",
+            fmt,
+            f"{spec.id} is already quantized ({spec.quantization}); use auto or {spec.quantization}",
+        )
+    if fmt == "awq-int4" and spec.quantization is None and spec.awq_checkpoint is None:
+        raise fail(
+            "workload.weight_format",
+            fmt,
+            f"no AWQ checkpoint of {spec.id} is known; serve an AWQ repo as the model, described with "
+            "workload.model_spec (quantization: awq-int4), or use bf16 or fp8",
+        )

@@ -13,6 +13,7 @@ from llm_eks.catalog.accelerators import CATALOG as INSTANCES
 from llm_eks.catalog.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
 from llm_eks.infra.plan import PlanRequest, plan
+from llm_eks.infra.plan.kv_cache import kv_layout
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GPU_TYPES = [i.instance_type for i in INSTANCES if i.accelerator_vendor == "nvidia"]
@@ -56,7 +57,10 @@ def model_specs(draw: st.DrawFn) -> ModelSpec:
 @st.composite
 def valid_requests(draw: st.DrawFn) -> PlanRequest:
     spec = draw(st.one_of(st.sampled_from(list(MODELS.values())), model_specs()))
-    formats = ["auto", "bf16", "fp8"] + (["awq-int4"] if spec.awq_checkpoint else [])
+    if spec.quantization:
+        formats = ["auto", spec.quantization]
+    else:
+        formats = ["auto", "bf16", "fp8"] + (["awq-int4"] if spec.awq_checkpoint else [])
     typical_in = draw(st.integers(1, min(4096, spec.max_position_embeddings // 2)))
     typical_out = draw(st.integers(1, min(2048, spec.max_position_embeddings // 2)))
     max_len = draw(st.one_of(st.none(), st.integers(typical_in + typical_out, spec.max_position_embeddings)))
@@ -86,13 +90,30 @@ def test_valid_requests_give_a_consistent_plan_or_a_clear_error(request: PlanReq
         assert "\n" not in message and message.startswith("workload.")
         return
     spec, inst = p.model, p.instance
-    # Weights and the KV cache it reports fit in what vLLM may use on each GPU.
-    assert p.weight_bytes_per_gpu + p.kv_cache_tokens * p.kv_bytes_per_token_per_gpu <= p.usable_bytes_per_gpu
-    assert p.usable_bytes_per_gpu == int(p.gpu_memory_bytes * request.gpu_memory_utilization) - p.reserve_bytes_per_gpu
-    # At least one sequence fits at full context; the counts follow from the token capacity.
-    assert p.kv_cache_tokens >= p.max_model_len and p.kv_cache_tokens % 16 == 0
-    assert p.max_concurrency_full_context == p.kv_cache_tokens // p.max_model_len >= 1
-    assert p.max_concurrency_typical == p.kv_cache_tokens // request.typical_tokens
+    # Weights and the KV cache (whole blocks) fit in what vLLM may use on each GPU.
+    assert p.weight_bytes_per_gpu + p.kv_cache_bytes_per_gpu <= p.usable_bytes_per_gpu
+    dtype = 1 if p.kv_cache_dtype == "fp8" else 2
+    pp = p.pipeline_parallel_size
+    in_flight = (2 if pp == 1 else pp + 1) * p.max_num_batched_tokens  # async scheduling's batches in flight
+    layout = kv_layout(spec, p.tensor_parallel_size, pp, dtype, in_flight)
+    blocks, remainder = divmod(p.kv_cache_bytes_per_gpu, layout.bytes_per_block)
+    assert remainder == 0 and p.kv_bytes_per_token_per_gpu == layout.bytes_per_token
+    budget = math.ceil(int(p.gpu_memory_bytes * 0.99) * request.gpu_memory_utilization)  # memory.requested_bytes
+    assert p.usable_bytes_per_gpu == budget - p.reserve_bytes_per_gpu
+    # At least one sequence fits at full context; the counts follow from the blocks, as vLLM reports them.
+    if spec.attention_kind != "hybrid":  # one group: a request holds cdiv(tokens, 16) blocks
+        assert layout.blocks_per_request(p.max_model_len) == -(-p.max_model_len // 16)
+    per_request = layout.blocks_per_request(p.max_model_len)
+    assert p.kv_cache_tokens == int(blocks / per_request * p.max_model_len) >= p.max_model_len
+    assert p.max_concurrency_full_context == blocks // per_request >= 1
+    assert p.max_concurrency_typical == blocks // layout.blocks_per_request(request.typical_tokens)
+    assert p.max_concurrency_typical >= p.max_concurrency_full_context
+    # MLA caches one latent per layer on every TP rank; other layers split or replicate their KV heads.
+    if spec.is_mla:
+        assert (
+            p.kv_bytes_per_token_per_gpu
+            == -(-spec.layers // p.pipeline_parallel_size) * (spec.kv_lora_rank + spec.qk_rope_head_dim) * dtype
+        )
     # vLLM's TP rule: heads divide by TP; KV heads split (TP <= kv) or replicate (TP a multiple of kv).
     tp, pp = p.tensor_parallel_size, p.pipeline_parallel_size
     assert spec.attention_heads % tp == 0

@@ -94,7 +94,7 @@ def test_ray_serve_gets_the_planned_engine_settings() -> None:
         "tensor_parallel_size": plan.tensor_parallel_size,
         "pipeline_parallel_size": plan.pipeline_parallel_size,
         "max_model_len": 8192,
-        "gpu_memory_utilization": 0.9,
+        "gpu_memory_utilization": 0.92,
         "quantization": "fp8",
         "max_num_batched_tokens": plan.max_num_batched_tokens,
         "max_num_seqs": plan.max_num_seqs,

@@ -16,12 +16,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from llm_eks.catalog.hf_config import active_parameters, architecture_fields, decoder_config
+from llm_eks.catalog.hf_config import estimate_parameters as hf_estimate_parameters
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
 DTYPES = ("bfloat16", "float16", "float32")
 # A checkpoint that is already quantized: its weights load as stored and vLLM detects the method itself.
-QUANTIZATIONS = ("fp8", "awq-int4")
+QUANTIZATIONS = ("fp8", "awq-int4", "mxfp4")
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,51 @@ class ModelSpec:
     experts_per_token: int = 0
     # Parameters a token touches (MoE); None for a dense model (all of them).
     active_parameters: int | None = None
-    # Set when the checkpoint itself is quantized ("fp8" or "awq-int4"); None for a 16/32-bit checkpoint.
+    # Set when the checkpoint itself is quantized (see QUANTIZATIONS); None for a 16/32-bit checkpoint.
     quantization: str | None = None
+    # Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi K2): each layer caches one latent of kv_lora_rank +
+    # qk_rope_head_dim values per token instead of K and V heads; 0 for other attention.
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    # Sliding-window layers (gpt-oss, Gemma 3, Mistral): how many, and the window in tokens; 0 when none.
+    sliding_window_layers: int = 0
+    sliding_window: int = 0
+    # Chunked local attention (Llama 4): how many layers attend within chunks of attention_chunk_size tokens.
+    chunked_attention_layers: int = 0
+    attention_chunk_size: int = 0
+    # Fine-grained MoE: each expert's MLP width when it differs from intermediate_size (Qwen3-MoE, DeepSeek), the
+    # always-on shared experts, and the leading/interleaved layers that keep a dense MLP of intermediate_size.
+    moe_intermediate_size: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
     # A published AWQ int4 checkpoint of this model, served when weight_format is awq-int4.
     awq_checkpoint: str | None = None
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention_kind(self) -> str:
+        """mla, hybrid (sliding-window or chunked layers next to full ones) or full."""
+        if self.is_mla:
+            return "mla"
+        return "hybrid" if self.sliding_window_layers or self.chunked_attention_layers else "full"
+
+    @property
+    def expert_width(self) -> int:
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def expert_parameters(self) -> int:
+        """Parameters of the routed experts' MLPs (the part MXFP4 checkpoints quantize); 0 for a dense model."""
+        if not self.is_moe:
+            return 0
+        return (self.layers - self.dense_layers) * self.num_experts * 3 * self.hidden_size * self.expert_width
 
     @property
     def short_name(self) -> str:
@@ -92,6 +131,41 @@ class ModelSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise fail(f"{path}.{name}", value, "must be an integer >= 0 (0 for a dense model)")
+        for name in (
+            "kv_lora_rank",
+            "qk_rope_head_dim",
+            "sliding_window_layers",
+            "sliding_window",
+            "chunked_attention_layers",
+            "attention_chunk_size",
+            "moe_intermediate_size",
+            "shared_experts",
+            "dense_layers",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise fail(f"{path}.{name}", value, "must be an integer >= 0 (0 when the model has none)")
+        if (self.kv_lora_rank > 0) != (self.qk_rope_head_dim > 0):
+            raise fail(
+                f"{path}.qk_rope_head_dim",
+                self.qk_rope_head_dim,
+                "must be set together with kv_lora_rank (multi-head latent attention caches both per token)",
+            )
+        if self.sliding_window_layers + self.chunked_attention_layers > self.layers:
+            raise fail(
+                f"{path}.sliding_window_layers",
+                self.sliding_window_layers,
+                f"sliding-window plus chunked layers ({self.chunked_attention_layers}) must not exceed layers "
+                f"({self.layers})",
+            )
+        for count, size, name in (
+            (self.sliding_window_layers, self.sliding_window, "sliding_window"),
+            (self.chunked_attention_layers, self.attention_chunk_size, "attention_chunk_size"),
+        ):
+            if (count > 0) != (size > 0):
+                raise fail(f"{path}.{name}", size, f"must be above 0 exactly when the model has such layers ({count})")
+        if self.dense_layers >= self.layers and self.is_moe:
+            raise fail(f"{path}.dense_layers", self.dense_layers, f"must be below layers ({self.layers}) for MoE")
         if self.attention_heads % self.kv_heads:
             raise fail(
                 f"{path}.kv_heads",
@@ -182,73 +256,23 @@ class ModelSpec:
         parameters: int | None = None,
         path: str = "model_config",
     ) -> ModelSpec:
-        """A model read from a local Hugging Face config.json (a path, or the parsed dict).
+        """A model read from a Hugging Face config.json (a path, or the parsed dict): the decoder families
+        `llm_eks.catalog.hf_config` describes (dense, Mixtral-style and fine-grained MoE, multi-head latent attention,
+        sliding-window and chunked local layers), its dtype and quantization_config (FP8, AWQ 4-bit, MXFP4).
 
-        Reads num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads (default: the attention
-        heads), head_dim (default: hidden_size / heads), max_position_embeddings, vocab_size, intermediate_size,
-        tie_word_embeddings, torch_dtype (or `dtype`, its newer name; default bfloat16), num_local_experts /
-        num_experts_per_tok, and quantization_config (awq 4-bit or fp8). A multimodal config's `text_config` is
-        used when the top level has no decoder fields.
-
-        `parameters`: give the real count when you have it (the safetensors index's total_size / bytes per
-        weight). Otherwise it is estimated with `estimate_parameters`, which is exact for Llama-style decoders
-        (Llama, Mistral, Mixtral, Qwen2) and refuses architectures it does not describe.
+        `parameters`: give the real count when you have it; otherwise it is computed from the architecture
+        (`hf_config.estimate_parameters`, within 0.1 % of the published totals of every catalog model).
         """
-        config = _read_config(source, path)
-        if "num_hidden_layers" not in config and isinstance(config.get("text_config"), Mapping):
-            config, path = config["text_config"], f"{path}.text_config"
-        if "kv_lora_rank" in config:
-            raise ConfigError(
-                f"{path}.kv_lora_rank: {config['kv_lora_rank']!r} is not allowed; multi-head latent attention "
-                "(DeepSeek-V2/V3 style) caches a compressed latent, which the planner's KV formula does not describe"
-            )
-        required = {
-            "num_hidden_layers": "layers",
-            "hidden_size": "hidden_size",
-            "num_attention_heads": "attention_heads",
-            "max_position_embeddings": "max_position_embeddings",
-            "vocab_size": "vocab_size",
-            "intermediate_size": "intermediate_size",
-        }
-        values: dict[str, Any] = {"id": id}
-        for key, name in required.items():
-            if key not in config:
-                raise ConfigError(f"{path}.{key}: missing; a decoder config.json must have it")
-            values[name] = _positive_int(config[key], f"{path}.{key}")
-        values["kv_heads"] = _positive_int(config.get("num_key_value_heads") or values["attention_heads"], path)
-        if config.get("head_dim") is not None:
-            values["head_dim"] = _positive_int(config["head_dim"], f"{path}.head_dim")
-        dtype = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
-        values["native_dtype"] = dtype
-        values["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", False))
-        experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts") or 0
-        values["num_experts"] = _non_negative_int(experts, f"{path}.num_local_experts")
-        if values["num_experts"] > 1:
-            values["experts_per_token"] = _positive_int(
-                config.get("num_experts_per_tok"), f"{path}.num_experts_per_tok"
-            )
-        values["quantization"] = _quantization(config.get("quantization_config"), f"{path}.quantization_config")
+        top = _read_config(source, path)
+        config, path = decoder_config(top, path)
+        values: dict[str, Any] = {"id": id, **architecture_fields(config, path)}
+        quantization = config.get("quantization_config") or top.get("quantization_config")
+        values["quantization"] = _quantization(quantization, f"{path}.quantization_config")
         if parameters is not None:
             values["parameters"] = _positive_int(parameters, "parameters")
         else:
-            if "moe_intermediate_size" in config or "shared_expert_intermediate_size" in config:
-                raise ConfigError(
-                    f"{path}.moe_intermediate_size: {config.get('moe_intermediate_size')!r} is not allowed without "
-                    "a parameter count; the estimate covers dense and Mixtral-style MoE models only, so pass parameters"
-                )
-            head_dim = values.get("head_dim") or values["hidden_size"] // values["attention_heads"]
-            values["parameters"] = estimate_parameters(
-                layers=values["layers"],
-                hidden_size=values["hidden_size"],
-                attention_heads=values["attention_heads"],
-                kv_heads=values["kv_heads"],
-                head_dim=head_dim,
-                intermediate_size=values["intermediate_size"],
-                vocab_size=values["vocab_size"],
-                tie_word_embeddings=values["tie_word_embeddings"],
-                num_experts=values["num_experts"],
-                qkv_bias=bool(config.get("attention_bias")) or config.get("model_type") in ("qwen2", "qwen2_moe"),
-            )
+            values["parameters"] = hf_estimate_parameters(config, values)
+        values["active_parameters"] = active_parameters(values, values["parameters"])
         return cls.from_mapping(values, path)
 
 
@@ -409,20 +433,6 @@ CATALOG: tuple[ModelSpec, ...] = (
     ),
 )
 
-MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in CATALOG}
-
-
-def model(model_id: str, field: str = "workload.model") -> ModelSpec:
-    """The catalog entry for a Hugging Face id; unknown ids raise ConfigError with a did-you-mean hint."""
-    if isinstance(model_id, str) and model_id in MODELS:
-        return MODELS[model_id]
-    hint = did_you_mean(model_id, MODELS) if isinstance(model_id, str) else ""
-    raise fail(
-        field,
-        model_id,
-        f"{hint}catalog models: {', '.join(MODELS)} (describe any other model with workload.model_spec)",
-    )
-
 
 def _positive_int(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -464,8 +474,10 @@ def _quantization(config: Any, path: str) -> str | None:
     method = config.get("quant_method")
     if method == "awq" and config.get("bits", 4) == 4:
         return "awq-int4"
-    if method == "fp8":
+    if method == "fp8":  # per-tensor/channel, or block-wise (weight_block_size, DeepSeek/Qwen3-FP8): ~1 B per weight
         return "fp8"
+    if method == "mxfp4":  # gpt-oss: routed experts in MXFP4, attention/router/embeddings in 16 bits
+        return "mxfp4"
     if method == "compressed-tensors":
         groups = config.get("config_groups")
         groups = list(groups.values()) if isinstance(groups, Mapping) else []
@@ -477,5 +489,43 @@ def _quantization(config: Any, path: str) -> str | None:
     raise fail(
         f"{path}.quant_method",
         method,
-        "the planner sizes 4-bit AWQ and FP8 checkpoints only; describe other formats with workload.model_spec",
+        "the planner sizes FP8, MXFP4 and 4-bit AWQ checkpoints; describe other formats with workload.model_spec",
+    )
+
+
+# Models read from copies of their config.json (catalog/configs/, provenance in its SOURCES.md): parameters computed
+# from the architecture (within 0.1 % of each published total), format from the checkpoint's quantization_config.
+CONFIGS = Path(__file__).with_name("configs")
+CONFIG_MODELS = (
+    "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b",
+    "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen3-235B-A22B",
+    "Qwen/Qwen3-235B-A22B-FP8",
+    "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    "google/gemma-3-27b-it",
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+)
+CATALOG += tuple(
+    ModelSpec.from_hf_config(CONFIGS / f"{model_id.replace('/', '__')}.json", id=model_id, path=f"catalog {model_id}")
+    for model_id in CONFIG_MODELS
+)
+
+MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in CATALOG}
+
+
+def model(model_id: str, field: str = "workload.model") -> ModelSpec:
+    """The catalog entry for a Hugging Face id; unknown ids raise ConfigError with a did-you-mean hint."""
+    if isinstance(model_id, str) and model_id in MODELS:
+        return MODELS[model_id]
+    hint = did_you_mean(model_id, MODELS) if isinstance(model_id, str) else ""
+    raise fail(
+        field,
+        model_id,
+        f"{hint}catalog models: {', '.join(MODELS)} (describe any other model with workload.model_spec)",
     )

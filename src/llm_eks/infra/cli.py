@@ -68,7 +68,9 @@ def _parser() -> _Parser:
     p.add_argument("--weight-format", help="auto | bf16 | fp8 | awq-int4")
     p.add_argument("--kv-cache-dtype", help="auto | fp8")
     p.add_argument("--max-model-len", type=int, help="context length (default: the model's maximum)")
-    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's GPU memory budget fraction (default 0.9)")
+    p.add_argument(
+        "--gpu-memory-utilization", type=float, help="vLLM's GPU memory budget fraction (default 0.92, vLLM 0.33's)"
+    )
     p.add_argument("--accelerator", help="auto (cheapest that meets the targets) or an instance type")
     p.add_argument("--target-concurrency", type=int, help="concurrent sequences per replica (default 16)")
     p.add_argument("--typical-input-tokens", type=int, help="typical prompt length (default 1024)")
@@ -287,12 +289,17 @@ def _print_catalog(as_json: bool) -> None:
         print(json.dumps(body, indent=2, ensure_ascii=False))
         return
     print("Models")
-    print(f"  {'id':<42} {'params':>8} {'layers':>6} {'heads/kv':>8} {'head':>4} {'context':>7}  dtype")
+    print(
+        f"  {'id':<46} {'attention':<9} {'total':>8} {'active':>8} {'layers':>6} {'heads/kv':>8} {'context':>8}  "
+        "checkpoint"
+    )
     for m in MODELS:
         moe = f", MoE {m.num_experts}x top-{m.experts_per_token}" if m.is_moe else ""
+        active = f"{(m.active_parameters or m.parameters) / 1e9:>7.2f}B"
         print(
-            f"  {m.id:<42} {m.parameters / 1e9:>7.2f}B {m.layers:>6} {m.attention_heads:>4}/{m.kv_heads:<3} "
-            f"{m.head_dim:>4} {m.max_position_embeddings:>7}  {m.native_dtype}{moe}"
+            f"  {m.id:<46} {m.attention_kind:<9} {m.parameters / 1e9:>7.2f}B {active} {m.layers:>6} "
+            f"{m.attention_heads:>4}/{m.kv_heads:<3} {m.max_position_embeddings:>8}  {m.quantization or m.native_dtype}"
+            f"{moe}"
         )
     print()
     print(f"Instance types (on-demand {PRICE_REGION}, prices of {PRICES_READ})")

@@ -12,10 +12,25 @@ from llm_eks.infra.plan.cold_start import (
     WARMUP_PER_GPU_DOUBLING_S,
     weights_assumption,
 )
+from llm_eks.infra.plan.kv_cache import BLOCK_TOKENS
 from llm_eks.infra.plan.latency import ACHIEVABLE_BANDWIDTH
-from llm_eks.infra.plan.memory import GIB, KV_BLOCK_TOKENS, RESERVE_FIXED_BYTES, RESERVE_FRACTION
+from llm_eks.infra.plan.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES
 from llm_eks.infra.plan.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
 from llm_eks.infra.plan.sizing import AWQ_BYTES_PER_PARAM, AWQ_GROUP_SIZE, Context, Fit
+
+
+def _kv_assumption(ctx: Context) -> str:
+    spec, dtype = ctx.spec, ctx.kv_dtype_bytes
+    if spec.is_mla:
+        per_layer = f"({spec.kv_lora_rank} + {spec.qk_rope_head_dim}) latent x {dtype} B, on every TP rank"
+    else:
+        per_layer = f"2 x {spec.kv_heads} KV heads x {spec.head_dim} x {dtype} B"
+    text = f"KV cache: {spec.layers} layers x {per_layer} = {ctx.kv_bytes_per_token:,} B per token"
+    if spec.sliding_window_layers:
+        text += f"; {spec.sliding_window_layers} layers keep a {spec.sliding_window}-token window"
+    if spec.chunked_attention_layers:
+        text += f"; {spec.chunked_attention_layers} layers keep {spec.attention_chunk_size}-token chunks"
+    return text + f"; blocks of {BLOCK_TOKENS} tokens, grouped per layer type as vLLM's hybrid allocator does"
 
 
 def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
@@ -28,12 +43,12 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
             if ctx.fmt == "awq-int4"
             else ""
         ),
-        f"KV cache: 2 x {ctx.spec.layers} layers x {ctx.spec.kv_heads} KV heads x {ctx.spec.head_dim} x "
-        f"{ctx.kv_dtype_bytes} B = {ctx.kv_bytes_per_token:,} B per token, blocks of {KV_BLOCK_TOKENS} tokens",
-        f"GPU memory: {inst.accelerator_memory_mib:,} MiB per {inst.accelerator_name} as EC2 reports it",
-        f"runtime reserve per GPU: {RESERVE_FIXED_BYTES / GIB:.1f} GiB (CUDA context, cuBLAS, NCCL, CUDA graphs) + "
-        f"{RESERVE_FRACTION:.0%} of GPU memory + activation peak for {fit.max_num_batched_tokens} batched tokens "
-        f"= {gib:.2f} GiB",
+        _kv_assumption(ctx),
+        f"GPU memory: {inst.accelerator_memory_mib:,} MiB per {inst.accelerator_name} as EC2 reports it, "
+        f"{DRIVER_VISIBLE_FRACTION:.0%} of it visible to CUDA; vLLM's budget is that x gpu_memory_utilization",
+        f"deducted from the budget per GPU besides weights (vLLM's profiling): {NON_TORCH_BYTES / GIB:.2f} GiB "
+        f"non-torch workspaces + {CUDA_GRAPH_BYTES / GIB:.2f} GiB CUDA graphs + the profiling run's peak for "
+        f"{fit.max_num_batched_tokens} batched tokens and its sampler = {gib:.2f} GiB",
         f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "
         "made explicit",
         f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size",

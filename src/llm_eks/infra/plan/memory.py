@@ -1,33 +1,89 @@
-"""GPU memory per worker as vLLM accounts it: the budget, the runtime reserve and the activation peak, and the
-scheduler batch that sizes the peak."""
+"""GPU memory per worker as vLLM 0.33 accounts for it when it sizes the KV cache, one named term per function.
+
+vLLM (vllm/v1/worker/gpu_worker.py `Worker.determine_available_memory`, vllm/utils/mem_utils.py `memory_profiling`):
+
+    available_kv = requested_memory                      ceil(total x gpu_memory_utilization)
+                 - weights                               what loading the model allocated
+                 - non-torch growth                      workspaces allocated while profiling
+                 - transient peak                        the profiling forward pass and sampler, above the weights
+                 - CUDA-graph estimate                   VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (the default)
+
+The CUDA context, NCCL buffers and cuBLAS handles are created before vLLM's baseline snapshot (`Worker.init_device`),
+so they come out of the (1 - utilization) slack, not out of this budget.
+"""
 
 from __future__ import annotations
 
+import math
+
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.catalog.models import ModelSpec
 
 GIB = 1024**3
 
-# Runtime memory vLLM needs besides weights and KV cache, per GPU: CUDA context, cuBLAS workspace, NCCL buffers and
-# the CUDA-graph pool (a fixed amount), plus 1 % of the device because the driver reports ~1 % less than EC2's
-# GpuInfo figure on HBM parts, plus the activation peak of vLLM's profiling run (below).
-RESERVE_FIXED_BYTES = int(1.5 * GIB)
-
-RESERVE_FRACTION = 0.01
-
-# Activation peak of one forward pass over max_num_batched_tokens tokens: ~4 hidden-size bf16 buffers (residual,
-# norm output, attention in/out) and ~3 intermediate-size bf16 buffers of this GPU's MLP shard, plus fp32 logits
-# (twice, for sampling) for every scheduled sequence. Matches vLLM's reported ~1.2 GiB peak for Llama 3.1 8B at 8192.
+# The driver reports ~1 % less device memory than EC2's GpuInfo figure on HBM parts (A100 80 GB: 79.25 GiB to
+# CUDA against 80 GiB in GpuInfo); vLLM's `total` is CUDA's figure.
+DRIVER_VISIBLE_FRACTION = 0.99
+# Workspaces the profiling run allocates outside PyTorch's caching allocator (MoE and attention-backend workspaces,
+# allocator slack). Calibrated on a published vLLM log: gpt-oss-20b on one A100 80GB at utilization 0.65 (vLLM 0.19,
+# before CUDA-graph memory was deducted) kept 1.23 GiB beyond weights and KV cache, of which the transient peak
+# below accounts for 0.56 GiB (https://myoceane.fr/index.php/ai-vllm-a100-gemma-4/). One log: not verified further.
+NON_TORCH_BYTES = int(0.67 * GIB)
+# The CUDA-graph pool vLLM profiles and deducts before sizing the KV cache (default since v0.21). Published logs
+# of vLLM 0.2x show 0.36 GiB (gpustack/runner#251, TP2) and 0.44 GiB (vllm-project/vllm#48214, 51 piecewise graphs up
+# to 512 tokens); we take the larger. vLLM measures it per model; this is not a model of it.
+CUDA_GRAPH_BYTES = int(0.44 * GIB)
+# The profiling pass: ~4 hidden-size bf16 buffers (residual, norm output, attention in/out) and ~3 MLP-width bf16
+# buffers of this GPU's MLP shard (per routed expert slot for MoE) per scheduled token. Matches vLLM's reported
+# ~1.2 GiB peak for Llama 3.1 8B at 8192 batched tokens.
 ACTIVATION_HIDDEN_BUFFERS = 4
-
 ACTIVATION_MLP_BUFFERS = 3
+# The sampler pass runs on one row per profiled request, in the model dtype and again in fp32
+# (`_dummy_sampler_run`, vllm/v1/worker/gpu/model_runner.py): ~2 fp32 logit rows per request at the peak.
+LOGIT_ROWS_BYTES = 2 * 4
 
-# vLLM's paged KV cache is handed out in blocks of 16 tokens (the CUDA default block size).
-KV_BLOCK_TOKENS = 16
+
+def visible_bytes(inst: InstanceType) -> int:
+    """Device memory CUDA reports for one GPU of `inst` (vLLM's `total_memory`)."""
+    return int(inst.accelerator_memory_bytes * DRIVER_VISIBLE_FRACTION)
 
 
-def batched_tokens(inst: InstanceType, target: int) -> int:
-    # vLLM's own default for the OpenAI server (EngineArgs.get_batch_defaults): 8192 on GPUs with >= 70 GiB that are
-    # not A100s (larger chunks cost A100 throughput, vLLM PR #17885), 2048 elsewhere. Set explicitly so the
-    # activation reserve above matches what runs; never below max_num_seqs (vLLM requires it).
-    big = inst.accelerator_memory_gib >= 70 and not inst.accelerator_name.startswith("A100")
-    return max(8192 if big else 2048, target)
+def requested_bytes(visible: int, utilization: float) -> int:
+    """vLLM's budget for everything it allocates on the GPU (`request_memory`, vllm/v1/worker/utils.py)."""
+    return math.ceil(visible * utilization)
+
+
+def batch_defaults(inst: InstanceType) -> tuple[int, int]:
+    """vLLM's OpenAI-server defaults (max_num_batched_tokens, max_num_seqs) for this GPU
+    (`EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py): 16384/1024 from 160 GiB (B200), 8192/1024 from
+    70 GiB except A100s (larger chunks cost A100 throughput, vLLM PR #17885), 2048/256 below."""
+    gib = inst.accelerator_memory_gib
+    if gib >= 160:
+        return 16384, 1024
+    if gib >= 70 and not inst.accelerator_name.startswith("A100"):
+        return 8192, 1024
+    return 2048, 256
+
+
+def batched_tokens(inst: InstanceType, max_num_seqs: int) -> int:
+    """max_num_batched_tokens the plan sets: vLLM's default for the GPU, never below max_num_seqs (vLLM requires
+    it). Set explicitly so the profiled peak below matches what runs."""
+    return max(batch_defaults(inst)[0], max_num_seqs)
+
+
+def profile_peak_bytes(spec: ModelSpec, tp: int, batched: int, max_num_seqs: int, last_stage: bool = True) -> int:
+    """The transient peak of vLLM's profiling run (`GPUModelRunner.profile_run`): one forward pass over
+    `batched` tokens spread over min(batched, max_num_seqs) requests, then the sampler on one logits row per
+    request (on the last pipeline stage)."""
+    requests = min(batched, max_num_seqs)
+    slots = spec.experts_per_token if spec.is_moe else 1
+    width = spec.expert_width if spec.is_moe else spec.intermediate_size
+    per_token = ACTIVATION_HIDDEN_BUFFERS * spec.hidden_size * 2 + ACTIVATION_MLP_BUFFERS * 2 * width * slots // tp
+    logits = requests * spec.vocab_size * LOGIT_ROWS_BYTES if last_stage else 0
+    return batched * per_token + logits
+
+
+def available_kv_bytes(requested: int, weights: int, peak: int) -> int:
+    """What is left for the KV cache (`determine_available_memory`): the budget less weights, non-torch growth,
+    the transient peak and the CUDA-graph estimate."""
+    return requested - weights - NON_TORCH_BYTES - peak - CUDA_GRAPH_BYTES

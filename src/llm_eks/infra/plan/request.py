@@ -33,8 +33,8 @@ class PlanRequest:
     kv_cache_dtype: str = "auto"
     # None: the model's max_position_embeddings.
     max_model_len: int | None = None
-    # vLLM's default; the rest is headroom for the CUDA context outside vLLM's accounting.
-    gpu_memory_utilization: float = 0.90
+    # vLLM 0.33's default (CacheConfig, vllm/config/cache.py); the rest holds the CUDA context, NCCL and cuBLAS.
+    gpu_memory_utilization: float = 0.92
     # "auto" (the cheapest instance that meets the targets) or a catalog instance type.
     accelerator: str = "auto"
     # Concurrent sequences per replica at the typical request size.

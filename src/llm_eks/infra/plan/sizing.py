@@ -1,4 +1,5 @@
-"""One candidate deployment (instance, TP, PP, nodes) evaluated against a request: memory, KV cache, latency, pods."""
+"""One candidate deployment (instance, TP, PP, nodes) evaluated against a request: weights, vLLM's memory budget
+and KV cache (kv_cache, memory), latency, pods."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import math
 from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
-from llm_eks.infra.plan.latency import ACHIEVABLE_BANDWIDTH, ALL_REDUCE_US_NVLINK, ALL_REDUCE_US_PCIE, PIPELINE_HOP_MS
+from llm_eks.infra.plan.kv_cache import KvLayout, kv_bytes_per_token_per_layer, kv_layout
+from llm_eks.infra.plan.latency import experts_touched, step_ms
 from llm_eks.infra.plan.memory import (
-    ACTIVATION_HIDDEN_BUFFERS,
-    ACTIVATION_MLP_BUFFERS,
-    KV_BLOCK_TOKENS,
-    RESERVE_FIXED_BYTES,
-    RESERVE_FRACTION,
+    CUDA_GRAPH_BYTES,
+    NON_TORCH_BYTES,
+    available_kv_bytes,
     batched_tokens,
+    profile_peak_bytes,
+    requested_bytes,
+    visible_bytes,
 )
 from llm_eks.infra.plan.pods import (
     DAEMONSET_CPU_MILLICORES,
@@ -27,8 +30,11 @@ from llm_eks.infra.plan.result import PodResources
 # AWQ int4 with group size 128 (the AutoAWQ default): 4-bit weights plus one fp16 scale and one packed 4-bit zero per
 # group of 128 weights = 0.5 + 2.5/128 bytes per quantized weight. Embeddings and the output projection stay 16-bit.
 AWQ_GROUP_SIZE = 128
-
 AWQ_BYTES_PER_PARAM = 0.5 + 2.5 / AWQ_GROUP_SIZE
+# MXFP4 (OCP microscaling): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32 = 4.25 bits per weight. gpt-oss
+# quantizes only the routed experts; attention, router, embeddings and output projection stay 16-bit.
+MXFP4_BYTES_PER_PARAM = (4 + 8 / 32) / 8
+BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "awq-int4": AWQ_BYTES_PER_PARAM, "mxfp4": MXFP4_BYTES_PER_PARAM}
 
 
 class Context:
@@ -41,13 +47,19 @@ class Context:
         self.max_len = request.resolved_max_model_len
         self.typical = request.typical_tokens
         self.kv_dtype_bytes = 1 if request.kv_cache_dtype == "fp8" else 2
-        self.bytes_per_param = {"bf16": 2.0, "fp8": 1.0, "awq-int4": AWQ_BYTES_PER_PARAM}[self.fmt]
-        # Embeddings and the output projection stay 16-bit in every format (vLLM quantizes Linear layers only).
-        quantized = spec.parameters - spec.embedding_parameters
-        self.weight_bytes = math.ceil(spec.embedding_parameters * 2 + quantized * self.bytes_per_param)
-        self.kv_bytes_per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * self.kv_dtype_bytes
+        self.bytes_per_param = BYTES_PER_PARAM[self.fmt]
+        # vLLM quantizes Linear layers only: embeddings and the output projection stay 16-bit in every format, and
+        # MXFP4 checkpoints quantize only the routed experts.
+        quantized = spec.expert_parameters if self.fmt == "mxfp4" else spec.parameters - spec.embedding_parameters
+        self.weight_bytes = math.ceil((spec.parameters - quantized) * 2 + quantized * self.bytes_per_param)
+        # Bytes of one decoder layer, on average (what a pipeline stage holds per layer).
+        self.layer_bytes = (self.weight_bytes - spec.embedding_parameters * 2 - spec.hidden_size * 2) / spec.layers
+        # Of which routed experts (read per step only where the batch routes).
+        expert_bpp = self.bytes_per_param if self.fmt != "bf16" else 2.0
+        self.expert_layer_bytes = spec.expert_parameters * expert_bpp / spec.layers
+        self.kv_bytes_per_token = spec.layers * kv_bytes_per_token_per_layer(spec, 1, self.kv_dtype_bytes)
         native_bytes = 4 if spec.native_dtype == "float32" else 2
-        if self.fmt == "awq-int4" or spec.quantization == "fp8":
+        if self.fmt == "awq-int4" or spec.quantization in ("fp8", "mxfp4"):
             self.checkpoint_bytes = self.weight_bytes
         else:
             self.checkpoint_bytes = spec.parameters * native_bytes
@@ -102,37 +114,26 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # Heaviest stage: its share of layers plus the embedding (first stage) or output projection (last stage);
     # a single stage holds both.
     stage_embeddings = spec.embedding_parameters if pp == 1 else spec.vocab_size * spec.hidden_size
-    stage_bytes = stage_layers * spec.layer_parameters * ctx.bytes_per_param + stage_embeddings * 2
-    weight_per_gpu = math.ceil(stage_bytes / tp)
-    kv_heads_per_gpu = max(1, spec.kv_heads // tp)  # replicated, one per GPU, when TP > KV heads
-    kv_per_token_gpu = 2 * stage_layers * kv_heads_per_gpu * spec.head_dim * ctx.kv_dtype_bytes
+    weight_per_gpu = math.ceil((stage_layers * ctx.layer_bytes + stage_embeddings * 2) / tp)
 
-    gpu_bytes = inst.accelerator_memory_bytes
-    batched = batched_tokens(inst, r.target_concurrency)
-    experts = spec.experts_per_token if spec.is_moe else 1
-    activation = (
-        batched
-        * (
-            ACTIVATION_HIDDEN_BUFFERS * spec.hidden_size * 2
-            + ACTIVATION_MLP_BUFFERS * 2 * spec.intermediate_size * experts // tp
-        )
-        + r.target_concurrency * spec.vocab_size * 4 * 2
-    )
-    reserve = RESERVE_FIXED_BYTES + int(RESERVE_FRACTION * gpu_bytes) + activation
-    usable = int(gpu_bytes * r.gpu_memory_utilization) - reserve
-    kv_bytes = usable - weight_per_gpu
-    blocks = max(kv_bytes, 0) // (kv_per_token_gpu * KV_BLOCK_TOKENS)
-    kv_tokens = blocks * KV_BLOCK_TOKENS
-    kv_used = kv_tokens * kv_per_token_gpu
+    # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
+    max_num_seqs = r.target_concurrency
+    batched = batched_tokens(inst, max_num_seqs)
+    # Async scheduling keeps max_concurrent_batches (2 at PP=1, PP + 1 above) batches in flight.
+    in_flight = (2 if pp == 1 else pp + 1) * batched
+    layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, in_flight)
+    requested = requested_bytes(visible_bytes(inst), r.gpu_memory_utilization)
+    peak = profile_peak_bytes(spec, tp, batched, max_num_seqs)
+    reserve = NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES
+    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, peak))
 
-    # Decode-step estimate at the target batch: weights + KV of running sequences (halfway through their output).
-    context = r.typical_input_tokens + r.typical_output_tokens / 2
-    step_bytes = weight_per_gpu + r.target_concurrency * context * kv_per_token_gpu
-    stage_ms = step_bytes / (inst.memory_bandwidth_gbps * 1e9 * ACHIEVABLE_BANDWIDTH) * 1000
-    if tp > 1:
-        hop_us = ALL_REDUCE_US_NVLINK if "NVSwitch" in inst.interconnect else ALL_REDUCE_US_PCIE
-        stage_ms += 2 * stage_layers * hop_us / 1000
-    itl_ms = round(stage_ms * pp + (pp - 1) * PIPELINE_HOP_MS, 1)
+    # Decode-step estimate at the target batch: shared weights, the experts the batch routes to, and the KV of the
+    # running sequences (halfway through their output).
+    context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
+    experts_per_gpu = stage_layers * ctx.expert_layer_bytes / tp
+    weights_read = weight_per_gpu - experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
+    read = weights_read + r.target_concurrency * _kv_read_bytes(layout, context)
+    itl_ms = step_ms(inst, tp, pp, stage_layers, read)
 
     gpus_per_node = tp * pp if nodes == 1 else inst.accelerators
     replicas_per_node = inst.accelerators // (tp * pp) if nodes == 1 else 1
@@ -146,14 +147,14 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         pp=pp,
         nodes=nodes,
         weight_bytes_per_gpu=weight_per_gpu,
-        kv_bytes_per_token_per_gpu=kv_per_token_gpu,
-        gpu_memory_bytes=gpu_bytes,
+        kv_bytes_per_token_per_gpu=layout.bytes_per_token,
+        gpu_memory_bytes=inst.accelerator_memory_bytes,
         reserve_bytes_per_gpu=reserve,
-        usable_bytes_per_gpu=usable,
-        kv_cache_bytes_per_gpu=kv_used,
-        kv_cache_tokens=kv_tokens,
-        full_context=kv_tokens // ctx.max_len,
-        typical=kv_tokens // ctx.typical,
+        usable_bytes_per_gpu=requested - reserve,
+        kv_cache_bytes_per_gpu=num_blocks * layout.bytes_per_block,
+        kv_cache_tokens=layout.logged_tokens(num_blocks, ctx.max_len),
+        full_context=layout.requests_that_fit(num_blocks, ctx.max_len),
+        typical=layout.requests_that_fit(num_blocks, ctx.typical),
         max_num_batched_tokens=batched,
         itl_ms=itl_ms,
         replicas_per_node=replicas_per_node,
@@ -162,3 +163,8 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         host_memory_ok=host_ok,
         nvme_ok=nvme_ok,
     )
+
+
+def _kv_read_bytes(layout: KvLayout, context: int) -> int:
+    """KV bytes a decode step reads for one sequence of `context` tokens (windowed layers read their window)."""
+    return sum(t.layers * t.bytes_per_token * (min(context, t.span) if t.span else context) for t in layout.types)

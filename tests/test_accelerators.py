@@ -68,6 +68,32 @@ def test_figures_as_aws_states_them() -> None:
     assert instance_type("g5.xlarge").karpenter_name == "a10g"
 
 
+def test_compute_capability_per_gpu() -> None:
+    # NVIDIA's CUDA GPU Compute Capability table (A10G = A10); None for Inferentia2.
+    by_gpu = {(row.accelerator_name, row.compute_capability) for row in CATALOG}
+    assert by_gpu == {
+        ("A10G", (8, 6)), ("L4", (8, 9)), ("L40S", (8, 9)), ("RTX-PRO-4500", (12, 0)), ("RTX-PRO-6000", (12, 0)),
+        ("A100-40G", (8, 0)), ("A100-80G", (8, 0)), ("H100", (9, 0)), ("H200", (9, 0)), ("B200", (10, 0)),
+        ("B300", (10, 3)), ("Inferentia2", None),
+    }  # fmt: skip
+
+
+def test_p5en_and_p6_b200_as_karpenter_and_the_price_list_state_them() -> None:
+    # Karpenter instance-types reference v1.14.0 and the AWS Price List snapshot of 2026-07-20 (us-east-1).
+    p5en, b200 = instance_type("p5en.48xlarge"), instance_type("p6-b200.48xlarge")
+    shape = ("accelerators", "vcpus", "memory_gib", "local_nvme_gb", "efa", "network_gbps", "ebs_bandwidth_mbps")
+    assert [getattr(p5en, f) for f in shape] == [8, 192, 2048, 30400, True, 3200, 100000]
+    assert [getattr(b200, f) for f in shape] == [8, 192, 2048, 30400, True, 3200, 100000]
+    assert (p5en.accelerator_name, p5en.accelerator_memory_mib, p5en.on_demand_usd_per_hour) == ("H200", 144384, 63.296)
+    assert (b200.accelerator_name, b200.accelerator_memory_mib, b200.on_demand_usd_per_hour) == (
+        "B200",
+        183359,
+        113.9328,
+    )
+    assert (p5en.allocatable_cpu, p5en.allocatable_memory) == (b200.allocatable_cpu, b200.allocatable_memory)
+    assert (b200.allocatable_cpu, b200.allocatable_memory) == (191450, 1937332)
+
+
 def test_prices_carry_their_date() -> None:
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", PRICES_READ)
     assert instance_type("p5e.48xlarge").on_demand_usd_per_hour is None

@@ -109,6 +109,15 @@ def test_catalog_lists_models_and_instance_types(capsys: pytest.CaptureFixture[s
     assert {m["id"] for m in body["models"]} >= {LLAMA_8B, "Qwen/Qwen2.5-72B-Instruct"}
     g6e = next(i for i in body["instance_types"] if i["instance_type"] == "g6e.xlarge")
     assert g6e["extended_resource"] == "nvidia.com/gpu" and g6e["on_demand_usd_per_hour"] == 1.861
+    assert g6e["compute_capability"] == [8, 9]
+
+
+def test_catalog_shows_compute_capability(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "plan", "--catalog")
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ") and "." in line}
+    assert "CC" in out.split("Instance types", 1)[1].splitlines()[1].split()
+    # name, count, accelerator, GiB, CC, ...
+    assert rows["g5.xlarge"][4] == "8.6" and rows["p6-b200.48xlarge"][4] == "10.0" and rows["inf2.xlarge"][4] == "-"
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,11 @@ Where the numbers come from (each family block below repeats its own source):
 - On-demand prices: us-east-1, from the AWS Price List snapshot Karpenter generated on 2026-07-20
   (pkg/providers/pricing/zz_generated.pricing_aws.go, commit 6fc13b5); read here on 2026-11-29.
 - Memory bandwidth per accelerator: the vendor's datasheet (cited per family).
+- CUDA compute capability per GPU: NVIDIA's "CUDA GPU Compute Capability" table (developer.nvidia.com/cuda-gpus,
+  read 2026-11-30): A10 (the A10G is AWS's A10) 8.6, L4 and L40S 8.9, H100 and H200 9.0, B200 10.0, B300 10.3,
+  RTX PRO 4500 and 6000 Blackwell Server Edition 12.0. A100 8.0: the stored copy of that page is cut before its
+  8.0 row; deviceQuery on an A100-SXM4-80GB reports "CUDA Capability Major/Minor version number: 8.0" (gist
+  gengwg/3520df2ebf8872e5ee4818367e3a4122) and NVIDIA's forum lists A100 as 8.0.
 
 Pure Python: the `llm-eks plan` CLI imports this and must start in well under a second.
 """
@@ -75,6 +80,9 @@ class InstanceType:
     cores_per_accelerator: int = 1
     # Anything about this row's price or facts a reader should know.
     note: str = ""
+    # CUDA compute capability (major, minor) of an NVIDIA GPU, which decides the kernels vLLM can use
+    # (catalog/formats.py); None for Inferentia2.
+    compute_capability: tuple[int, int] | None = None
 
     @property
     def accelerator_memory_gib(self) -> float:
@@ -120,6 +128,7 @@ class _Family:
     karpenter_name: str
     ray_accelerator_type: str | None
     cores_per_accelerator: int = 1
+    compute_capability: tuple[int, int] | None = None
 
 
 def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
@@ -153,6 +162,7 @@ def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
                 allocatable_memory_mib=mem_mib,
                 cores_per_accelerator=f.cores_per_accelerator,
                 note=note,
+                compute_capability=f.compute_capability,
             )
         )
     return tuple(out)
@@ -160,37 +170,47 @@ def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
 
 # G5: NVIDIA A10G, 24 GB GDDR6 (22,888 MiB per EC2), 600 GB/s (NVIDIA A10 datasheet; the A10G is AWS's variant).
 # No NVLink: multi-GPU sizes talk over PCIe. Shape: Karpenter reference; prices: AWS Price List 2026-07-20.
-_G5 = _Family("g5", "A10G", "nvidia", 22888, 600, "PCIe", "a10g", "A10G")
+_G5 = _Family("g5", "A10G", "nvidia", 22888, 600, "PCIe", "a10g", "A10G", compute_capability=(8, 6))
 # G6: NVIDIA L4, 24 GB GDDR6 (22,888 MiB), 300 GB/s (NVIDIA L4 datasheet); PCIe. Sources as above.
-_G6 = _Family("g6", "L4", "nvidia", 22888, 300, "PCIe", "l4", "L4")
+_G6 = _Family("g6", "L4", "nvidia", 22888, 300, "PCIe", "l4", "L4", compute_capability=(8, 9))
 # Gr6: the same L4 with twice the RAM per vCPU (graphics/memory-heavy hosts). Sources as above.
-_GR6 = _Family("gr6", "L4", "nvidia", 22888, 300, "PCIe", "l4", "L4")
+_GR6 = _Family("gr6", "L4", "nvidia", 22888, 300, "PCIe", "l4", "L4", compute_capability=(8, 9))
 # G6e: NVIDIA L40S, 48 GB GDDR6 (45,776 MiB), 864 GB/s (NVIDIA L40S datasheet); PCIe. Sources as above.
-_G6E = _Family("g6e", "L40S", "nvidia", 45776, 864, "PCIe", "l40s", "L40S")
+_G6E = _Family("g6e", "L40S", "nvidia", 45776, 864, "PCIe", "l40s", "L40S", compute_capability=(8, 9))
 # G7 (launched 2026-06): NVIDIA RTX PRO 4500 Blackwell Server Edition, 32 GB GDDR7 (32,768 MiB), 800 GB/s (Exxact's
 # RTX PRO 4500 Blackwell Server Edition benchmark, 2026-05-20); PCIe Gen5. Ray has no constant for it (Ray's
 # auto-detected name would be "RTX"). Shape: Karpenter reference; prices: AWS Price List 2026-07-20.
-_G7 = _Family("g7", "RTX-PRO-4500", "nvidia", 32768, 800, "PCIe Gen5", "rtx-pro-4500", None)
+_G7 = _Family("g7", "RTX-PRO-4500", "nvidia", 32768, 800, "PCIe Gen5", "rtx-pro-4500", None, compute_capability=(12, 0))
 # G7e: NVIDIA RTX PRO 6000 Blackwell Server Edition, 96 GB GDDR7 (98,304 MiB), 1,597 GB/s (NVIDIA datasheet);
 # PCIe Gen5. No Ray constant. Shape: Karpenter reference; prices: AWS Price List 2026-07-20.
-_G7E = _Family("g7e", "RTX-PRO-6000", "nvidia", 98304, 1597, "PCIe Gen5", "rtx-pro-server-6000", None)
+_G7E = _Family(
+    "g7e", "RTX-PRO-6000", "nvidia", 98304, 1597, "PCIe Gen5", "rtx-pro-server-6000", None, compute_capability=(12, 0)
+)
 # P4d: 8x NVIDIA A100 40 GB HBM2 SXM (40,960 MiB), 1,555 GB/s (NVIDIA A100 datasheet), NVLink 3 through NVSwitch
 # (600 GB/s per GPU). Ray: "A100-40G" is not auto-detected (Ray labels every A100 "A100"); a Ray cluster must
 # declare the resource itself (rayStartParams resources) to use it.
-_P4D = _Family("p4d", "A100-40G", "nvidia", 40960, 1555, "NVSwitch 600 GB/s", "a100", "A100-40G")
+_P4D = _Family(
+    "p4d", "A100-40G", "nvidia", 40960, 1555, "NVSwitch 600 GB/s", "a100", "A100-40G", compute_capability=(8, 0)
+)
 # P4de: 8x NVIDIA A100 80 GB HBM2e SXM (81,920 MiB), 2,039 GB/s (NVIDIA A100 datasheet); NVSwitch 600 GB/s.
-_P4DE = _Family("p4de", "A100-80G", "nvidia", 81920, 2039, "NVSwitch 600 GB/s", "a100", "A100-80G")
+_P4DE = _Family(
+    "p4de", "A100-80G", "nvidia", 81920, 2039, "NVSwitch 600 GB/s", "a100", "A100-80G", compute_capability=(8, 0)
+)
 # P5: NVIDIA H100 80 GB HBM3 SXM (81,920 MiB), 3,350 GB/s (NVIDIA H100 datasheet), NVLink 4 via NVSwitch 900 GB/s.
-_P5 = _Family("p5", "H100", "nvidia", 81920, 3350, "NVSwitch 900 GB/s", "h100", "H100")
+_P5 = _Family("p5", "H100", "nvidia", 81920, 3350, "NVSwitch 900 GB/s", "h100", "H100", compute_capability=(9, 0))
 # P5e and P5en: NVIDIA H200 141 GB HBM3e (144,384 MiB), 4,800 GB/s (NVIDIA H200 datasheet); NVSwitch 900 GB/s.
-_P5E = _Family("p5e", "H200", "nvidia", 144384, 4800, "NVSwitch 900 GB/s", "h200", "H200")
-_P5EN = _Family("p5en", "H200", "nvidia", 144384, 4800, "NVSwitch 900 GB/s", "h200", "H200")
+_P5E = _Family("p5e", "H200", "nvidia", 144384, 4800, "NVSwitch 900 GB/s", "h200", "H200", compute_capability=(9, 0))
+_P5EN = _Family("p5en", "H200", "nvidia", 144384, 4800, "NVSwitch 900 GB/s", "h200", "H200", compute_capability=(9, 0))
 # P6-B200: 8x NVIDIA B200 (183,359 MiB, "179 GB" HBM3e), 8,000 GB/s (NVIDIA HGX B200: 64 TB/s per 8 GPUs),
 # NVLink 5 via NVSwitch 1,800 GB/s per GPU.
-_P6_B200 = _Family("p6-b200", "B200", "nvidia", 183359, 8000, "NVSwitch 1800 GB/s", "b200", "B200")
+_P6_B200 = _Family(
+    "p6-b200", "B200", "nvidia", 183359, 8000, "NVSwitch 1800 GB/s", "b200", "B200", compute_capability=(10, 0)
+)
 # P6-B300: 8x NVIDIA B300 (275,040 MiB, "288 GB" HBM3e), 8,000 GB/s (NVIDIA HGX B300); NVSwitch 1,800 GB/s.
 # No Ray constant for B300.
-_P6_B300 = _Family("p6-b300", "B300", "nvidia", 275040, 8000, "NVSwitch 1800 GB/s", "b300", None)
+_P6_B300 = _Family(
+    "p6-b300", "B300", "nvidia", 275040, 8000, "NVSwitch 1800 GB/s", "b300", None, compute_capability=(10, 3)
+)
 # Inf2: AWS Inferentia2, 32 GB HBM per chip, 2 NeuronCores-v2 per chip, 820 GB/s per chip (AWS Inf2 page: 9.8 TB/s
 # across the 12 chips of inf2.48xlarge); chips linked by NeuronLink. The device plugin advertises chips as
 # aws.amazon.com/neuron. Ray's constant is per NeuronCore ("aws-neuron-core").
@@ -278,7 +298,14 @@ CATALOG: tuple[InstanceType, ...] = (
             "no on-demand price in us-east-1 in the 2026-07-20 Price List (Capacity Blocks); auto never picks it",
         ),
     ),
+    # p5en.48xlarge, Karpenter reference v1.14.0 (commit 692ccdd): instance-cpu 192, instance-memory 2,097,152 MiB,
+    # instance-gpu-memory 144,384, instance-local-nvme 30,400, instance-network-bandwidth 3,200,000 Mbps,
+    # instance-ebs-bandwidth 100,000, 16 EFA interfaces; Resources cpu 191450m, memory 1937332Mi. Price: us-east-1
+    # 63.296000 in zz_generated.pricing_aws.go "generated at 2026-07-20T13:44:30Z for us-east-1" (commit 6fc13b5).
     *_sizes(_P5EN, ("p5en.48xlarge", 8, 192, 2048, 30400, True, 3200, 100000, 63.296, 191450, 1937332)),
+    # p6-b200.48xlarge, same Karpenter reference: instance-cpu 192, instance-memory 2,097,152 MiB, instance-gpu-memory
+    # 183,359, instance-local-nvme 30,400, network 3,200,000 Mbps, EBS 100,000, 8 EFA interfaces; Resources cpu
+    # 191450m, memory 1937332Mi. Price: us-east-1 113.932800 in the same 2026-07-20 Price List snapshot.
     *_sizes(_P6_B200, ("p6-b200.48xlarge", 8, 192, 2048, 30400, True, 3200, 100000, 113.9328, 191450, 1937332)),
     *_sizes(_P6_B300, ("p6-b300.48xlarge", 8, 192, 4096, 30400, True, 6400, 100000, 142.416, 191450, 3877198)),
     *_sizes(

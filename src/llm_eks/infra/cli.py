@@ -304,13 +304,16 @@ def _print_catalog(as_json: bool) -> None:
     print()
     print(f"Instance types (on-demand {PRICE_REGION}, prices of {PRICES_READ})")
     print(
-        f"  {'instance type':<18} {'accelerators':<20} {'GiB':>6} {'vCPU':>5} {'RAM':>6} {'NVMe GB':>8} EFA  {'$/h':>9}"
+        f"  {'instance type':<18} {'accelerators':<20} {'GiB':>6} {'CC':>4} {'vCPU':>5} {'RAM':>6} {'NVMe GB':>8} EFA  "
+        f"{'$/h':>9}"
     )
     for i in INSTANCES:
         price = "-" if i.on_demand_usd_per_hour is None else f"{i.on_demand_usd_per_hour:.4f}"
         accel = f"{i.accelerators}{TIMES} {i.accelerator_name}"
+        # CUDA compute capability: decides which checkpoint formats vLLM runs natively (catalog/formats.py).
+        cc = "-" if i.compute_capability is None else "{}.{}".format(*i.compute_capability)
         print(
-            f"  {i.instance_type:<18} {accel:<20} {i.accelerator_memory_gib:>6.1f} {i.vcpus:>5} "
+            f"  {i.instance_type:<18} {accel:<20} {i.accelerator_memory_gib:>6.1f} {cc:>4} {i.vcpus:>5} "
             f"{i.memory_gib:>6g} {i.local_nvme_gb:>8} {'yes' if i.efa else 'no ':<4} {price:>9}"
         )
 

@@ -268,7 +268,8 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
     [
         (
             {"weight_format": "int8"},
-            "workload.weight_format: 'int8' is not allowed; allowed: auto, bf16, fp8, awq-int4",
+            "workload.weight_format: 'int8' is not allowed; did you mean 'w8a8-int8'? allowed: auto, bf16, fp8, fp8-block, "
+            "mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8",
         ),
         ({"kv_cache_dtype": "fp16"}, "workload.kv_cache_dtype: 'fp16' is not allowed; allowed: auto, fp8"),
         (
@@ -410,7 +411,7 @@ def test_parameters_read_from_config_json_match_the_published_totals(
 def test_new_architecture_kinds_are_read_from_config_json() -> None:
     v3, oss, scout, gemma = (MODELS[m] for m in ("deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b",
                              "meta-llama/Llama-4-Scout-17B-16E-Instruct", "google/gemma-3-27b-it"))  # fmt: skip
-    assert (v3.attention_kind, v3.kv_lora_rank, v3.qk_rope_head_dim, v3.quantization) == ("mla", 512, 64, "fp8")
+    assert (v3.attention_kind, v3.kv_lora_rank, v3.qk_rope_head_dim, v3.quantization) == ("mla", 512, 64, "fp8-block")
     assert (v3.num_experts, v3.experts_per_token, v3.moe_intermediate_size, v3.shared_experts, v3.dense_layers) == (
         256,
         8,
@@ -457,3 +458,21 @@ def test_hf_config_errors_name_the_key() -> None:
     assert str(err.value).startswith(
         "workload.model_spec: unknown key 'kv_head'; did you mean 'kv_heads'? allowed: id,"
     )
+
+
+def test_a_format_the_gpu_cannot_run_is_one_line_naming_who_can() -> None:
+    spec = dataclasses.replace(MODELS[LLAMA_8B], id="acme/llama-w8a8", quantization="w8a8-int8", awq_checkpoint=None)
+    with pytest.raises(ConfigError) as err:
+        plan(PlanRequest(model=spec, accelerator="p6-b200.48xlarge"))
+    message = str(err.value)
+    assert message.startswith("workload.weight_format: 'w8a8-int8' is not allowed on p6-b200.48xlarge (B200, sm100)")
+    assert message.endswith("instance families that run it: g5, g6, gr6, g6e, p4d, p4de, p5, p5e, p5en")
+    # Left to choose, the planner skips the GPUs that cannot run it.
+    assert plan(PlanRequest(model=spec, max_model_len=8192)).instance.compute_capability not in ((10, 0), (12, 0))
+
+
+def test_a_weight_only_format_plans_and_says_so() -> None:
+    p = plan(PlanRequest(model="deepseek-ai/DeepSeek-V3", accelerator="p4de.24xlarge", max_model_len=8192))
+    (weights,) = [a for a in p.assumptions if a.startswith("weights:")]
+    assert "at fp8-block" in weights and "on A100-80G vLLM 0.33 runs it weight-only" in weights
+    assert p.nodes_per_replica == 2 and p.kv_bytes_per_token == 70_272

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from llm_eks.catalog.formats import FORMATS, format_of_quantization_config
 from llm_eks.catalog.hf_config import active_parameters, architecture_fields, decoder_config
 from llm_eks.catalog.hf_config import estimate_parameters as hf_estimate_parameters
 from llm_eks.errors import ConfigError, did_you_mean, fail
@@ -23,7 +24,7 @@ from llm_eks.errors import ConfigError, did_you_mean, fail
 # The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
 DTYPES = ("bfloat16", "float16", "float32")
 # A checkpoint that is already quantized: its weights load as stored and vLLM detects the method itself.
-QUANTIZATIONS = ("fp8", "awq-int4", "mxfp4")
+QUANTIZATIONS = tuple(name for name in FORMATS if name != "bf16")
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,8 @@ class ModelSpec:
         config, path = decoder_config(top, path)
         values: dict[str, Any] = {"id": id, **architecture_fields(config, path)}
         quantization = config.get("quantization_config") or top.get("quantization_config")
-        values["quantization"] = _quantization(quantization, f"{path}.quantization_config")
+        fmt = format_of_quantization_config(quantization, f"{path}.quantization_config")
+        values["quantization"] = None if fmt == "bf16" else fmt
         if parameters is not None:
             values["parameters"] = _positive_int(parameters, "parameters")
         else:
@@ -463,34 +465,6 @@ def _read_config(source: str | Path | Mapping[str, Any], path: str) -> Mapping[s
     if not isinstance(data, Mapping):
         raise fail(path, str(file), "must hold a JSON object")
     return data
-
-
-def _quantization(config: Any, path: str) -> str | None:
-    """The planner's name for a checkpoint's quantization_config, or None for an unquantized checkpoint."""
-    if config is None:
-        return None
-    if not isinstance(config, Mapping):
-        raise fail(path, config, "must be an object")
-    method = config.get("quant_method")
-    if method == "awq" and config.get("bits", 4) == 4:
-        return "awq-int4"
-    if method == "fp8":  # per-tensor/channel, or block-wise (weight_block_size, DeepSeek/Qwen3-FP8): ~1 B per weight
-        return "fp8"
-    if method == "mxfp4":  # gpt-oss: routed experts in MXFP4, attention/router/embeddings in 16 bits
-        return "mxfp4"
-    if method == "compressed-tensors":
-        groups = config.get("config_groups")
-        groups = list(groups.values()) if isinstance(groups, Mapping) else []
-        weights = [g.get("weights") for g in groups if isinstance(g, Mapping)]
-        if weights and all(
-            isinstance(w, Mapping) and w.get("num_bits") == 8 and w.get("type") == "float" for w in weights
-        ):
-            return "fp8"
-    raise fail(
-        f"{path}.quant_method",
-        method,
-        "the planner sizes FP8, MXFP4 and 4-bit AWQ checkpoints; describe other formats with workload.model_spec",
-    )
 
 
 # Models read from copies of their config.json (catalog/configs/, provenance in its SOURCES.md): parameters computed

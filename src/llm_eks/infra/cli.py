@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from llm_eks.catalog.formats import FORMATS
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.plan import TIMES
 
@@ -65,7 +66,7 @@ def _parser() -> _Parser:
     p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
     p.add_argument("--model-config", metavar="PATH", help="a local Hugging Face config.json describing --model")
     p.add_argument("--parameters", type=int, help="parameter count for --model-config (default: estimated)")
-    p.add_argument("--weight-format", help="auto | bf16 | fp8 | awq-int4")
+    p.add_argument("--weight-format", help="auto (the checkpoint's own) | " + " | ".join(FORMATS))
     p.add_argument("--kv-cache-dtype", help="auto | fp8")
     p.add_argument("--max-model-len", type=int, help="context length (default: the model's maximum)")
     p.add_argument(

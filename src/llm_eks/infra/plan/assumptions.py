@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
+from llm_eks.catalog.formats import support
 from llm_eks.infra.plan.cold_start import (
     IMAGE_COMPRESSED_BYTES,
     IMAGE_PULL_BYTES_PER_S,
@@ -16,7 +17,21 @@ from llm_eks.infra.plan.kv_cache import BLOCK_TOKENS
 from llm_eks.infra.plan.latency import ACHIEVABLE_BANDWIDTH
 from llm_eks.infra.plan.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES
 from llm_eks.infra.plan.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
-from llm_eks.infra.plan.sizing import AWQ_BYTES_PER_PARAM, AWQ_GROUP_SIZE, Context, Fit
+from llm_eks.infra.plan.sizing import Context, Fit
+
+
+def _weights_assumption(ctx: Context, fit: Fit) -> str:
+    fmt = ctx.format
+    text = f"weights: {ctx.spec.parameters:,} parameters at {fmt.name} ({fmt.description}); "
+    if fmt.weight_bits < 16:
+        text += (
+            f"{fmt.bytes_per_weight:.4f} B per quantized weight with its scales; {fmt.sixteen_bit_layers} in 16 bits"
+        )
+    cc = fit.instance.compute_capability
+    if cc is not None and fmt.weight_bits < 16:
+        cell = support(fmt.name, cc)
+        text += f"; on {fit.instance.accelerator_name} vLLM 0.33 runs it {cell.level} ({cell.evidence})"
+    return text
 
 
 def _kv_assumption(ctx: Context) -> str:
@@ -37,12 +52,7 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
     inst, r = fit.instance, ctx.request
     gib = fit.reserve_bytes_per_gpu / GIB
     out = [
-        f"weights: {ctx.spec.parameters:,} parameters at {ctx.fmt}; embeddings and output projection stay 16-bit"
-        + (
-            f"; AWQ int4 = 0.5 B + group-{AWQ_GROUP_SIZE} fp16 scale and 4-bit zero = {AWQ_BYTES_PER_PARAM:.4f} B"
-            if ctx.fmt == "awq-int4"
-            else ""
-        ),
+        _weights_assumption(ctx, fit),
         _kv_assumption(ctx),
         f"GPU memory: {inst.accelerator_memory_mib:,} MiB per {inst.accelerator_name} as EC2 reports it, "
         f"{DRIVER_VISIBLE_FRACTION:.0%} of it visible to CUDA; vLLM's budget is that x gpu_memory_utilization",

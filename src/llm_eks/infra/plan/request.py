@@ -7,10 +7,14 @@ from typing import Any
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
+from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
 
-WEIGHT_FORMATS = ("auto", "bf16", "fp8", "awq-int4")
+# auto: the checkpoint's own format; the others are llm_eks.catalog.formats (what vLLM 0.33 does with each per GPU).
+WEIGHT_FORMATS = ("auto", *FORMATS)
+# Formats vLLM can produce from a 16-bit checkpoint while loading (dynamic FP8); the others need a checkpoint in them.
+LOAD_TIME_FORMATS = ("bf16", "fp8")
 
 KV_CACHE_DTYPES = ("auto", "fp8")
 
@@ -146,4 +150,11 @@ def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
             fmt,
             f"no AWQ checkpoint of {spec.id} is known; serve an AWQ repo as the model, described with "
             "workload.model_spec (quantization: awq-int4), or use bf16 or fp8",
+        )
+    if spec.quantization is None and fmt not in (*LOAD_TIME_FORMATS, "awq-int4"):
+        raise fail(
+            "workload.weight_format",
+            fmt,
+            f"{spec.id} is a 16-bit checkpoint and vLLM makes only fp8 from one at load; serve a {fmt} checkpoint as "
+            "the model (llm-eks plan --model-config its config.json, or workload.model_spec), or use bf16 or fp8",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.catalog.formats import require_supported, support
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.plan.assumptions import plan_assumptions
 from llm_eks.infra.plan.cold_start import estimate_cold_start
@@ -25,6 +26,7 @@ def meets(ctx: Context, fit: Fit) -> bool:
 
 
 def on_instance(ctx: Context, inst: InstanceType) -> Plan:
+    require_supported(ctx.fmt, inst)
     single, multi = candidate_shapes(ctx, inst)
     for shapes in (single, multi):
         fits = [f for f in (evaluate(ctx, inst, *s) for s in shapes) if usable(ctx, f)]
@@ -43,6 +45,8 @@ def cheapest(ctx: Context) -> Plan:
     for multi_node in (False, True):
         for inst in INSTANCE_CATALOG:
             if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None:
+                continue
+            if inst.compute_capability is None or support(ctx.fmt, inst.compute_capability).level == "unsupported":
                 continue
             single, multi = candidate_shapes(ctx, inst)
             # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.

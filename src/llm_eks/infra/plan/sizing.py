@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.catalog.formats import FORMATS
 from llm_eks.infra.plan.kv_cache import KvLayout, kv_bytes_per_token_per_layer, kv_layout
 from llm_eks.infra.plan.latency import experts_touched, step_ms
 from llm_eks.infra.plan.memory import (
@@ -27,15 +28,6 @@ from llm_eks.infra.plan.pods import (
 from llm_eks.infra.plan.request import PlanRequest
 from llm_eks.infra.plan.result import PodResources
 
-# AWQ int4 with group size 128 (the AutoAWQ default): 4-bit weights plus one fp16 scale and one packed 4-bit zero per
-# group of 128 weights = 0.5 + 2.5/128 bytes per quantized weight. Embeddings and the output projection stay 16-bit.
-AWQ_GROUP_SIZE = 128
-AWQ_BYTES_PER_PARAM = 0.5 + 2.5 / AWQ_GROUP_SIZE
-# MXFP4 (OCP microscaling): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32 = 4.25 bits per weight. gpt-oss
-# quantizes only the routed experts; attention, router, embeddings and output projection stay 16-bit.
-MXFP4_BYTES_PER_PARAM = (4 + 8 / 32) / 8
-BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "awq-int4": AWQ_BYTES_PER_PARAM, "mxfp4": MXFP4_BYTES_PER_PARAM}
-
 
 class Context:
     """The request with everything that does not depend on the instance worked out once."""
@@ -47,10 +39,14 @@ class Context:
         self.max_len = request.resolved_max_model_len
         self.typical = request.typical_tokens
         self.kv_dtype_bytes = 1 if request.kv_cache_dtype == "fp8" else 2
-        self.bytes_per_param = BYTES_PER_PARAM[self.fmt]
+        self.format = FORMATS[self.fmt]
+        self.bytes_per_param = self.format.bytes_per_weight
         # vLLM quantizes Linear layers only: embeddings and the output projection stay 16-bit in every format, and
         # MXFP4 checkpoints quantize only the routed experts.
-        quantized = spec.expert_parameters if self.fmt == "mxfp4" else spec.parameters - spec.embedding_parameters
+        if self.format.quantized_layers == "moe-experts":
+            quantized = spec.expert_parameters
+        else:
+            quantized = spec.parameters - spec.embedding_parameters
         self.weight_bytes = math.ceil((spec.parameters - quantized) * 2 + quantized * self.bytes_per_param)
         # Bytes of one decoder layer, on average (what a pipeline stage holds per layer).
         self.layer_bytes = (self.weight_bytes - spec.embedding_parameters * 2 - spec.hidden_size * 2) / spec.layers
@@ -59,7 +55,7 @@ class Context:
         self.expert_layer_bytes = spec.expert_parameters * expert_bpp / spec.layers
         self.kv_bytes_per_token = spec.layers * kv_bytes_per_token_per_layer(spec, 1, self.kv_dtype_bytes)
         native_bytes = 4 if spec.native_dtype == "float32" else 2
-        if self.fmt == "awq-int4" or spec.quantization in ("fp8", "mxfp4"):
+        if self.fmt == "awq-int4" or spec.quantization is not None:
             self.checkpoint_bytes = self.weight_bytes
         else:
             self.checkpoint_bytes = spec.parameters * native_bytes

@@ -37,6 +37,9 @@ _REQUEST_OPTIONS = (
     "weights_source",
     "max_nodes_per_replica",
     "max_itl_ms",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_num_seqs",
 )
 
 
@@ -76,6 +79,13 @@ def _parser() -> _Parser:
     p.add_argument("--weights-source", help="nvme | s3 | ebs (default nvme)")
     p.add_argument("--max-nodes-per-replica", type=int, help="pipeline parallelism across at most N nodes (default 2)")
     p.add_argument("--max-itl-ms", type=float, help="inter-token latency ceiling the estimate must meet")
+    fixed = p.add_argument_group(
+        "reproduce a vLLM deployment",
+        "as `vllm serve` takes them; left out, the planner chooses (an error says why a given one cannot work)",
+    )
+    fixed.add_argument("--tensor-parallel-size", type=int, metavar="N", help="GPUs each layer is split over")
+    fixed.add_argument("--pipeline-parallel-size", type=int, metavar="N", help="pipeline stages (may span nodes)")
+    fixed.add_argument("--max-num-seqs", type=int, metavar="N", help="sequences vLLM batches at most (>= target)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_plan_command)
     m = commands.add_parser(

@@ -10,6 +10,7 @@ constructs and charts use.
     sizing        one candidate (instance, TP, PP, nodes): weights, KV cache, concurrency, pods
     memory        GPU memory per worker as vLLM accounts it
     parallelism   the TP/PP shapes vLLM accepts
+    shape         the TP/PP sizes a request fixes: which splits to try, and why one cannot work
     latency       the inter-token latency estimate
     cold_start    image, weights, warm-up and node launch times
     pods          host CPU and memory per pod

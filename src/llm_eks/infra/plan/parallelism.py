@@ -33,7 +33,12 @@ def valid_tensor_parallel_sizes(spec: ModelSpec, max_size: int) -> tuple[int, ..
 
 
 def candidate_shapes(ctx: Context, inst: InstanceType) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
-    """(tp, pp, nodes) to try on `inst`: one-node shapes (smallest first), then multi-node ones."""
+    """(tp, pp, nodes) to try on `inst`: one-node shapes (smallest first), then multi-node ones. Only the sizes the
+    request fixes, when it does (tensor_parallel_size, pipeline_parallel_size)."""
+    if ctx.request.fixed_shape:
+        from llm_eks.infra.plan.shape import requested_shapes
+
+        return requested_shapes(ctx, inst)
     spec = ctx.spec
     sizes = valid_tensor_parallel_sizes(spec, inst.accelerators)
     widest = sizes[-1]

@@ -108,7 +108,8 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     kv_per_token_gpu = 2 * stage_layers * kv_heads_per_gpu * spec.head_dim * ctx.kv_dtype_bytes
 
     gpu_bytes = inst.accelerator_memory_bytes
-    batched = batched_tokens(inst, r.target_concurrency)
+    # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
+    batched = batched_tokens(inst, r.scheduled_sequences)
     experts = spec.experts_per_token if spec.is_moe else 1
     activation = (
         batched
@@ -116,7 +117,7 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
             ACTIVATION_HIDDEN_BUFFERS * spec.hidden_size * 2
             + ACTIVATION_MLP_BUFFERS * 2 * spec.intermediate_size * experts // tp
         )
-        + r.target_concurrency * spec.vocab_size * 4 * 2
+        + r.scheduled_sequences * spec.vocab_size * 4 * 2
     )
     reserve = RESERVE_FIXED_BYTES + int(RESERVE_FRACTION * gpu_bytes) + activation
     usable = int(gpu_bytes * r.gpu_memory_utilization) - reserve

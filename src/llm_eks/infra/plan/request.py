@@ -9,6 +9,7 @@ from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
+from llm_eks.infra.plan.tensor_split import valid_tensor_parallel_sizes
 
 WEIGHT_FORMATS = ("auto", "bf16", "fp8", "awq-int4")
 
@@ -175,8 +176,6 @@ def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
 
 def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
     """Explicit tensor/pipeline parallel sizes and max_num_seqs: what vLLM accepts for the model, on the instance."""
-    from llm_eks.infra.plan.parallelism import valid_tensor_parallel_sizes
-
     inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
     tp, pp = r.tensor_parallel_size, r.pipeline_parallel_size
     if tp is not None:

@@ -1,5 +1,5 @@
-"""Shapes the request fixes (`tensor_parallel_size`, `pipeline_parallel_size`, as `vllm serve` takes them): which
-(TP, PP, nodes) to try on an instance type, and the one-line error, with its numbers, when that shape cannot work."""
+"""Shapes the request fixes (`tensor_parallel_size`, `pipeline_parallel_size`, as `vllm serve` takes them): the
+one-line error, with its numbers, when that shape cannot work (parallelism.requested_shapes lists what to try)."""
 
 from __future__ import annotations
 
@@ -8,40 +8,12 @@ from typing import TYPE_CHECKING
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.plan.memory import GIB
-from llm_eks.infra.plan.parallelism import valid_tensor_parallel_sizes
 
 if TYPE_CHECKING:
     from llm_eks.infra.plan.sizing import Context, Fit
 
 # The multiplication sign of "TP2 x PP2" (result.TIMES; result imports the request module this one builds on).
 TIMES = "\N{MULTIPLICATION SIGN}"
-
-Shape = tuple[int, int, int]
-
-
-def requested_shapes(ctx: Context, inst: InstanceType) -> tuple[list[Shape], list[Shape]]:
-    """(tp, pp, nodes) on `inst` that keep the request's fixed sizes, the planner choosing the other one: one-node
-    shapes (fewest GPUs first), then multi-node ones. A split that needs more than one node spans whole nodes."""
-    spec, r, n = ctx.spec, ctx.request, inst.accelerators
-    tps = (r.tensor_parallel_size,) if r.tensor_parallel_size is not None else valid_tensor_parallel_sizes(spec, n)
-    single: list[Shape] = []
-    multi: list[Shape] = []
-    for tp in tps:
-        if tp > n:  # tensor parallelism stays inside a node
-            continue
-        if r.pipeline_parallel_size is not None:
-            pps: tuple[int, ...] = (r.pipeline_parallel_size,)
-        else:
-            pps = tuple(2**i for i in range(spec.layers.bit_length()) if 2**i <= spec.layers)
-        for pp in pps:
-            gpus = tp * pp
-            if gpus <= n:
-                single.append((tp, pp, 1))
-            elif gpus % n == 0 and gpus // n <= r.max_nodes_per_replica:
-                multi.append((tp, pp, gpus // n))
-    single.sort(key=lambda s: (s[0] * s[1], s[1]))
-    multi.sort(key=lambda s: (s[2], s[1]))
-    return single, multi
 
 
 def named_size(ctx: Context) -> tuple[str, int]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape  # not xml.sax.saxutils: that imports urllib.request (~80 ms at start-up)
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 WIDTH, HEIGHT = 960, 600
 # Plot area margins: room for the title (top), tick labels and axis titles (left, bottom), point labels (right).
@@ -121,16 +121,24 @@ def render_svg(points: Sequence[Point], title: str, x_title: str, y_title: str, 
     out.append(
         f"<rect x='{LEFT}' y='{TOP}' width='{plot_w}' height='{plot_h}' fill='none' stroke='#333' stroke-width='1'/>"
     )
-    placed: list[tuple[float, float, float, float]] = []
+    # The legend's box first, so no label covers it.
+    legend_x = WIDTH - RIGHT + 16
+    placed: list[tuple[float, float, float, float]] = [(legend_x - 6, TOP, legend_x + 100, TOP + 36)]
     for p in sorted(points, key=lambda p: (px(p)[1], px(p)[0])):
         x, y = px(p)
         colour = MEETS_COLOUR if p.meets else MISSES_COLOUR
         fill = colour if p.meets else "white"
         out.append(
             f"<circle class='point' cx='{x:.1f}' cy='{y:.1f}' r='4.5' fill='{fill}' stroke='{colour}' "
-            f"stroke-width='1.5' data-label={quoteattr(p.label)} data-x='{p.x:g}' data-y='{p.y:g}'/>"
+            f"stroke-width='1.5' data-label='{escape(p.label)}' data-x='{p.x:g}' data-y='{p.y:g}'/>"
         )
         lx, ly, anchor = _label_position(x, y, len(p.label), placed)
+        if abs(ly - (y + 4)) > LINE_PX / 2:  # moved off its point to avoid another label: a leader line shows whose
+            end = lx - 2 if anchor == "start" else lx + 2
+            out.append(
+                f"<line class='leader' x1='{x:.1f}' y1='{y:.1f}' x2='{end:.1f}' y2='{ly - 4:.1f}' stroke='#999' "
+                "stroke-width='0.7'/>"
+            )
         out.append(
             f"<text class='label' x='{lx:.1f}' y='{ly:.1f}' text-anchor='{anchor}' font-size='{LABEL_PX}'>"
             f"{escape(p.label)}</text>"
@@ -164,7 +172,7 @@ def _label_position(
 
 
 def _legend() -> list[str]:
-    x, y = WIDTH - RIGHT + 16, TOP + 10
+    x, y = WIDTH - RIGHT + 16, TOP + 10  # the box kept free in render_svg
     return [
         f"<circle cx='{x}' cy='{y}' r='4.5' fill='{MEETS_COLOUR}' stroke='{MEETS_COLOUR}'/>",
         f"<text x='{x + 9}' y='{y + 4}' font-size='{LABEL_PX}'>meets targets</text>",

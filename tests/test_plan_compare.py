@@ -69,10 +69,18 @@ def test_every_nvidia_instance_type_that_can_serve_is_listed_once() -> None:
     assert set(names) == {i.instance_type for i in INSTANCES if i.accelerator_vendor == "nvidia"}
 
 
-def test_a_row_is_what_plan_gives_for_that_instance_and_split() -> None:
-    for row in compare(BIG):
+# Llama 8B everywhere on one node; Llama 70B fp8 across 2 nodes on small ones; Qwen 7B's 28 heads cap TP at 4, so an
+# 8-GPU node takes two pipeline stages.
+QWEN_LONG = PlanRequest(model="Qwen/Qwen2.5-7B-Instruct", max_model_len=32768, target_concurrency=64)
+
+
+@pytest.mark.parametrize("base", [SMALL, BIG, QWEN_LONG], ids=["llama-8b", "llama-70b-fp8", "qwen-7b-32k"])
+def test_a_row_is_what_plan_gives_for_that_instance_and_split(base: PlanRequest) -> None:
+    rows = compare(base)
+    assert rows
+    for row in rows:
         request = dataclasses.replace(
-            BIG,
+            base,
             accelerator=row.instance_type,
             tensor_parallel_size=row.tensor_parallel_size,
             pipeline_parallel_size=row.pipeline_parallel_size,
@@ -96,6 +104,11 @@ def test_auto_choice_is_among_the_rows_with_its_figures() -> None:
 def test_the_requests_accelerator_does_not_narrow_the_comparison() -> None:
     pinned = dataclasses.replace(SMALL, accelerator="g6e.xlarge")
     assert compare(pinned) == compare(SMALL)
+
+
+def test_heads_that_cap_tp_fill_the_node_with_stages() -> None:
+    row = by_type(QWEN_LONG)["g6e.48xlarge"]
+    assert (row.tensor_parallel_size, row.pipeline_parallel_size, row.nodes_per_replica) == (4, 2, 1)
 
 
 def test_a_fixed_split_is_compared_on_the_nodes_it_fills() -> None:

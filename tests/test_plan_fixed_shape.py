@@ -139,25 +139,26 @@ def test_given_shape_that_does_not_fit_memory_says_why_with_numbers() -> None:
 
 
 def test_given_shape_that_leaves_too_little_kv_cache_says_how_much() -> None:
-    # Llama 8B bf16 at TP1 on an A10G (22.4 GiB): weights fit, but its full 128k context does not.
+    # Llama 8B bf16 at TP1 on an A10G (22.4 GiB): 16.06 GB = 15.0 GiB of weights fit, but one 131,072-token sequence
+    # x 128 KiB per token = 16 GiB of KV cache does not.
     message = error(model=LLAMA_8B, accelerator="g5.xlarge", tensor_parallel_size=1, pipeline_parallel_size=1,
                     max_nodes_per_replica=1)  # fmt: skip
-    assert message.startswith(
+    assert message == (
         "workload.tensor_parallel_size: 1 is not allowed; meta-llama/Llama-3.1-8B-Instruct at bf16 does not fit "
-        f"max_model_len 131072 with TP1 {X} PP1 on g5.xlarge (22.4 GiB A10G): each GPU has "
-    )
-    # one 131,072-token sequence x 128 KiB per token = 16 GiB of KV cache
-    assert message.endswith(
+        f"max_model_len 131072 with TP1 {X} PP1 on g5.xlarge (22.4 GiB A10G): each GPU has 18.2 GiB for weights "
+        "and KV cache (gpu_memory_utilization 0.9 less the runtime reserve); its 15.0 GiB of weights leave 3.19 GiB, "
         "and one 131072-token sequence needs 16.00 GiB of KV cache; split wider, quantize (weight_format, "
         "kv_cache_dtype) or shorten max_model_len"
     )
 
 
 def test_auto_with_a_shape_nothing_holds_names_the_closest_instance() -> None:
-    message = error(model=LLAMA_70B, max_model_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1)
-    assert message.startswith(
+    # One-GPU instance types only (the replica fills its node); the 96 GiB RTX PRO 6000 comes closest.
+    assert error(model=LLAMA_70B, max_model_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1) == (
         "workload.tensor_parallel_size: 1 is not allowed; meta-llama/Llama-3.3-70B-Instruct at bf16 does not fit "
-        f"max_model_len 8192 with TP1 {X} PP1 on g7e.2xlarge (96.0 GiB RTX-PRO-6000): "
+        f"max_model_len 8192 with TP1 {X} PP1 on g7e.2xlarge (96.0 GiB RTX-PRO-6000): each GPU has 82.1 GiB for "
+        "weights and KV cache (gpu_memory_utilization 0.9 less the runtime reserve) but its share of the weights "
+        "alone is 131.4 GiB; split wider, quantize (weight_format, kv_cache_dtype) or shorten max_model_len"
     )
 
 
@@ -222,10 +223,19 @@ def test_cli_flags_are_spelled_as_vllm_serve(capsys: pytest.CaptureFixture[str])
 
 
 def test_cli_bad_size_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "plan", "--model", LLAMA_8B, "--tensor-parallel-size", "3")
-    assert (code, out) == (2, "")
-    assert err.startswith("llm-eks: error: workload.tensor_parallel_size: 3 is not allowed; valid sizes for ")
-    assert err.count("\n") == 1
+    assert run(capsys, "plan", "--model", LLAMA_8B, "--tensor-parallel-size", "3") == (
+        2,
+        "",
+        "llm-eks: error: workload.tensor_parallel_size: 3 is not allowed; valid sizes for "
+        "meta-llama/Llama-3.1-8B-Instruct (up to 8 GPUs): 1, 2, 4, 8 (its 32 attention heads and 8 KV heads must "
+        "split evenly, and tensor parallelism stays inside one node; span nodes with pipeline_parallel_size)\n",
+    )
+    assert run(capsys, "plan", "--model", LLAMA_8B, "--max-num-seqs", "0")[2] == (
+        "llm-eks: error: workload.max_num_seqs: 0 is not allowed; must be an integer from 1 to 16384\n"
+    )
+    assert run(capsys, "plan", "--model", LLAMA_8B, "--pipeline-parallel-size", "x")[2] == (
+        "llm-eks: error: argument --pipeline-parallel-size: invalid int value: 'x'\n"
+    )
 
 
 def test_cdk_json_workload_carries_the_sizes() -> None:

@@ -50,6 +50,13 @@ def in_process(runs: int) -> None:
         for _ in range(runs * 20):
             plan(request)
         print(f"plan() {label:<28} {(time.perf_counter() - start) * 1000 / (runs * 20):7.2f} ms")
+    from llm_eks.infra.plan.compare import compare
+
+    for label, request in requests.items():
+        start = time.perf_counter()
+        for _ in range(runs * 5):
+            compare(request)
+        print(f"compare() {label:<25} {(time.perf_counter() - start) * 1000 / (runs * 5):7.2f} ms")
     heavy = sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY))
     print(f"heavy modules imported           {heavy or 'none'}")
 
@@ -65,6 +72,10 @@ def main() -> int:
         ("import llm_eks.infra.cli", [python, "-c", "import llm_eks.infra.cli"]),
         ("python -m llm_eks.infra.cli plan", [python, "-m", "llm_eks.infra.cli", "plan", *MODEL]),
         ("python -m ... plan --json (auto)", [python, "-m", "llm_eks.infra.cli", "plan", *MODEL, "--json"]),
+        (
+            "python -m ... plan --compare --chart",
+            [python, "-m", "llm_eks.infra.cli", "plan", *MODEL, "--compare", "--chart", "/tmp/llm-eks-bench-chart.svg"],
+        ),
     ]
     script = shutil.which("llm-eks", path=str(Path(python).parent))
     if script:

@@ -268,8 +268,8 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
     [
         (
             {"weight_format": "int8"},
-            "workload.weight_format: 'int8' is not allowed; did you mean 'w8a8-int8'? allowed: auto, bf16, fp8, fp8-block, "
-            "mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8",
+            "workload.weight_format: 'int8' is not allowed; did you mean 'w8a8-int8'? allowed: auto, bf16, fp8, "
+            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8",
         ),
         ({"kv_cache_dtype": "fp16"}, "workload.kv_cache_dtype: 'fp16' is not allowed; allowed: auto, fp8"),
         (

@@ -4,6 +4,7 @@
     llm-eks plan --env prod [--context-file cdk.json] [--accelerator p5.48xlarge ...]   # an environment's workload
     llm-eks plan --model org/custom --model-config ./config.json [--parameters N]      # a model not in the catalog
     llm-eks plan --catalog                                                              # models and instance types
+    llm-eks plan --model meta-llama/Llama-3.1-8B-Instruct --compare [--chart cost.svg]  # every instance type, ranked
 
 A readable table by default, `--json` for machines. Bad input exits 2 with one line on stderr, never a traceback.
 Only the planner's pure-Python modules are imported (no aws_cdk, cdk8s or jsii), so it answers in well under a
@@ -38,6 +39,9 @@ _REQUEST_OPTIONS = (
     "weights_source",
     "max_nodes_per_replica",
     "max_itl_ms",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_num_seqs",
 )
 
 
@@ -79,7 +83,29 @@ def _parser() -> _Parser:
     p.add_argument("--weights-source", help="nvme | s3 | ebs (default nvme)")
     p.add_argument("--max-nodes-per-replica", type=int, help="pipeline parallelism across at most N nodes (default 2)")
     p.add_argument("--max-itl-ms", type=float, help="inter-token latency ceiling the estimate must meet")
+    fixed = p.add_argument_group(
+        "reproduce a vLLM deployment",
+        "as `vllm serve` takes them; left out, the planner chooses (an error says why a given one cannot work)",
+    )
+    fixed.add_argument("--tensor-parallel-size", type=int, metavar="N", help="GPUs each layer is split over")
+    fixed.add_argument("--pipeline-parallel-size", type=int, metavar="N", help="pipeline stages (may span nodes)")
+    fixed.add_argument("--max-num-seqs", type=int, metavar="N", help="sequences vLLM batches at most (>= target)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare = p.add_argument_group("compare before choosing")
+    compare.add_argument(
+        "--compare",
+        action="store_true",
+        help="list every catalog instance type that can serve the request, on its best split, best first (meets "
+        "the targets, then $ per million output tokens). $ per 1M output tokens = replicas x $/h per replica / "
+        "(target_concurrency x 3600 x 1000 / ITL ms) x 1e6, replicas = ceil(target_concurrency / sequences a "
+        "replica runs at the typical size), ITL the estimate at target_concurrency sequences per replica",
+    )
+    compare.add_argument(
+        "--chart",
+        metavar="FILE.svg",
+        help="with --compare, also write the comparison as an SVG chart (cost per million output tokens against "
+        "inter-token latency, one labelled point per instance type); SVG only, no PNG",
+    )
     p.set_defaults(func=_plan_command)
     m = commands.add_parser(
         "manifests",
@@ -131,8 +157,21 @@ def _plan_command(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.env is None):
         raise _UsageError("give exactly one of --model, --env NAME or --catalog")
     overrides = {name: getattr(args, name) for name in _REQUEST_OPTIONS if getattr(args, name) is not None}
+    if args.chart is not None and not args.compare:
+        raise _UsageError("--chart goes with --compare")
+    if args.compare:
+        if "accelerator" in overrides:
+            raise _UsageError("--compare compares every instance type: leave out --accelerator")
+        if args.chart is not None and not args.chart.endswith(".svg"):
+            raise fail("--chart", args.chart, "the chart is SVG: name the file *.svg")
+        # Every instance type is compared: an accelerator fixed in cdk.json does not narrow it.
+        overrides["accelerator"] = "auto"
     try:
         request = _env_request(args, overrides) if args.env is not None else _model_request(args, overrides)
+        if args.compare:
+            from llm_eks.infra.compare_output import print_comparison
+
+            return print_comparison(request, as_json=args.json, chart=args.chart)
         result = plan(request)
     except ConfigError as err:
         # A planner error about a value from cdk.json names it as cdk.json does; an option's keeps its own path.

@@ -193,6 +193,11 @@ class WorkloadConfig:
     # Plan warnings accepted, by id (`llm-eks plan` prints it) -> one line why. Empty: `cdk synth` shows every
     # warning, and `cdk synth --strict` fails on it, until someone decides.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Reproduce a vLLM deployment: `vllm serve`'s --tensor-parallel-size, --pipeline-parallel-size and --max-num-seqs.
+    # None (the default): the planner chooses them for the targets above; a given one that cannot work is an error.
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    max_num_seqs: int | None = None
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
@@ -215,6 +220,9 @@ class WorkloadConfig:
             weights_source="s3" if self.weights == "s3" else "nvme",
             # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.
             max_itl_ms=self.slo.itl_p99_ms,
+            tensor_parallel_size=self.tensor_parallel_size,
+            pipeline_parallel_size=self.pipeline_parallel_size,
+            max_num_seqs=self.max_num_seqs,
         )
 
 

@@ -9,7 +9,10 @@ constructs and charts use.
     request       PlanRequest and its validation
     sizing        one candidate (instance, TP, PP, nodes): weights, KV cache, concurrency, pods
     memory        GPU memory per worker as vLLM accounts it
-    parallelism   the TP/PP shapes vLLM accepts
+    tensor_split  the tensor-parallel sizes vLLM accepts for a model
+    parallelism   the TP/PP shapes to try on an instance type
+    shape         why the TP/PP sizes a request fixes cannot work, with numbers
+    compare       every instance type that can serve a request, ranked by cost per million output tokens
     latency       the inter-token latency estimate
     cold_start    image, weights, warm-up and node launch times
     pods          host CPU and memory per pod

@@ -61,7 +61,9 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         f"{fit.max_num_batched_tokens} batched tokens and its sampler = {gib:.2f} GiB",
         f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "
         "made explicit",
-        f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size",
+        f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size"
+        if r.max_num_seqs is None
+        else f"max_num_seqs {r.max_num_seqs} as given: vLLM's profiling run (the activation peak above) uses it",
         f"pod requests: node allocatable less {DAEMONSET_CPU_MILLICORES}m CPU and {DAEMONSET_MEMORY_MIB} MiB for "
         f"DaemonSets, split over {fit.replicas_per_node} pod(s) per node",
         f"image pull: {IMAGE_COMPRESSED_BYTES / 1e9:.0f} GB compressed vLLM image at "
@@ -74,6 +76,10 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         f"{inst.memory_bandwidth_gbps:g} GB/s, plus all-reduce and pipeline hops",
         f"price: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}",
     ]
+    if r.fixed_shape:
+        fixed = [f"{name} {value}" for name, value in (("tensor_parallel_size", r.tensor_parallel_size),
+                 ("pipeline_parallel_size", r.pipeline_parallel_size)) if value is not None]  # fmt: skip
+        out.append(f"parallelism: {' and '.join(fixed)} as given; the planner chose the rest")
     if ctx.fmt == "fp8" and ctx.spec.quantization is None:
         out.append(
             "fp8: vLLM quantizes the 16-bit checkpoint layer by layer while loading (vllm#31914, so the 16-bit "

@@ -5,37 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llm_eks.catalog.accelerators import InstanceType
-from llm_eks.catalog.models import ModelSpec
+from llm_eks.infra.plan.tensor_split import TP_SIZES, valid_tensor_parallel_sizes
 
 if TYPE_CHECKING:
     from llm_eks.infra.plan.sizing import Context
 
-# Tensor-parallel sizes tried: powers of two (node GPU counts are powers of two, and NCCL/custom all-reduce are
-# tuned for them).
-TP_SIZES = (1, 2, 4, 8, 16)
+Shape = tuple[int, int, int]
 
-
-def valid_tensor_parallel_sizes(spec: ModelSpec, max_size: int) -> tuple[int, ...]:
-    """Tensor-parallel sizes vLLM accepts for this model, up to `max_size` (the GPUs of one node).
-
-    vLLM's rule (ModelConfig.verify_with_parallel_config and QKVParallelLinear): attention heads must be divisible
-    by TP; KV heads are split when TP <= KV heads (so KV heads must be divisible by TP) and replicated when
-    TP > KV heads (so TP must be a multiple of KV heads). The MLP's intermediate size must split evenly too, and
-    so must each expert's width (fused MoE shards every expert across TP ranks when expert parallelism is off,
-    vLLM's default).
-    """
-    sizes = []
-    for tp in TP_SIZES:
-        if tp > max_size or spec.attention_heads % tp:
-            continue
-        kv_ok = spec.kv_heads % tp == 0 if tp <= spec.kv_heads else tp % spec.kv_heads == 0
-        if kv_ok and spec.intermediate_size % tp == 0 and spec.expert_width % tp == 0:
-            sizes.append(tp)
-    return tuple(sizes)
+__all__ = ["TP_SIZES", "Shape", "candidate_shapes", "requested_shapes", "valid_tensor_parallel_sizes"]
 
 
 def candidate_shapes(ctx: Context, inst: InstanceType) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
-    """(tp, pp, nodes) to try on `inst`: one-node shapes (smallest first), then multi-node ones."""
+    """(tp, pp, nodes) to try on `inst`: one-node shapes (smallest first), then multi-node ones. Only the sizes the
+    request fixes, when it does (tensor_parallel_size, pipeline_parallel_size)."""
+    if ctx.request.fixed_shape:
+        return requested_shapes(ctx, inst)
     spec = ctx.spec
     sizes = valid_tensor_parallel_sizes(spec, inst.accelerators)
     widest = sizes[-1]
@@ -51,4 +35,29 @@ def candidate_shapes(ctx: Context, inst: InstanceType) -> tuple[list[tuple[int, 
         pp = nodes * inst.accelerators // widest
         if pp <= spec.layers:
             multi.append((widest, pp, nodes))
+    return single, multi
+
+
+def requested_shapes(ctx: Context, inst: InstanceType) -> tuple[list[Shape], list[Shape]]:
+    """(tp, pp, nodes) on `inst` that keep the request's fixed sizes, the planner choosing the other one: one-node
+    shapes (fewest GPUs first), then multi-node ones. A split that needs more than one node spans whole nodes."""
+    spec, r, n = ctx.spec, ctx.request, inst.accelerators
+    tps = (r.tensor_parallel_size,) if r.tensor_parallel_size is not None else valid_tensor_parallel_sizes(spec, n)
+    single: list[Shape] = []
+    multi: list[Shape] = []
+    for tp in tps:
+        if tp > n:  # tensor parallelism stays inside a node
+            continue
+        if r.pipeline_parallel_size is not None:
+            pps: tuple[int, ...] = (r.pipeline_parallel_size,)
+        else:
+            pps = tuple(2**i for i in range(spec.layers.bit_length()) if 2**i <= spec.layers)
+        for pp in pps:
+            gpus = tp * pp
+            if gpus <= n:
+                single.append((tp, pp, 1))
+            elif gpus % n == 0 and gpus // n <= r.max_nodes_per_replica:
+                multi.append((tp, pp, gpus // n))
+    single.sort(key=lambda s: (s[0] * s[1], s[1]))
+    multi.sort(key=lambda s: (s[2], s[1]))
     return single, multi

@@ -10,6 +10,7 @@ from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
+from llm_eks.infra.plan.tensor_split import valid_tensor_parallel_sizes
 
 # auto: the checkpoint's own format; the others are llm_eks.catalog.formats (what vLLM 0.33 does with each per GPU).
 WEIGHT_FORMATS = ("auto", *FORMATS)
@@ -23,6 +24,13 @@ WEIGHTS_SOURCES = ("nvme", "s3", "ebs")
 MAX_TARGET_CONCURRENCY = 4096
 
 MAX_NODES_PER_REPLICA = 16
+
+# Upper bound of an explicit max_num_seqs: well above vLLM 0.33's largest default (1024 on H100/H200/B200, doubled by
+# performance_mode throughput; EngineArgs.get_batch_defaults), so any real deployment can be reproduced.
+MAX_NUM_SEQS = 16384
+
+# The multiplication sign of "TP2 x PP2" in messages (result.TIMES; not imported: result imports this module).
+_TIMES = "\N{MULTIPLICATION SIGN}"
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,11 @@ class PlanRequest:
     max_nodes_per_replica: int = 2
     # Optional inter-token latency ceiling (ms) the estimate must meet at target_concurrency; None: not checked.
     max_itl_ms: float | None = None
+    # Reproduce a vLLM deployment: the sizes `vllm serve` takes. None: the planner chooses (the default).
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    # None: target_concurrency, capped by what fits at the typical size. Given: what vLLM schedules and profiles.
+    max_num_seqs: int | None = None
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -73,6 +86,17 @@ class PlanRequest:
     @property
     def typical_tokens(self) -> int:
         return self.typical_input_tokens + self.typical_output_tokens
+
+    @property
+    def fixed_shape(self) -> bool:
+        """True when the request names a tensor or pipeline parallel size (the search then tries only those)."""
+        return self.tensor_parallel_size is not None or self.pipeline_parallel_size is not None
+
+    @property
+    def scheduled_sequences(self) -> int:
+        """Sequences vLLM may batch, which its profiling run (and so the activation peak) uses: max_num_seqs when
+        given, else target_concurrency (the chosen max_num_seqs never exceeds it)."""
+        return self.max_num_seqs if self.max_num_seqs is not None else self.target_concurrency
 
 
 def validate_request(r: PlanRequest) -> None:
@@ -119,6 +143,7 @@ def validate_request(r: PlanRequest) -> None:
     itl = r.max_itl_ms
     if itl is not None and (isinstance(itl, bool) or not isinstance(itl, int | float) or not 0 < itl <= 60_000):
         raise fail("workload.max_itl_ms", itl, "must be null or a positive number of milliseconds (at most 60000)")
+    _validate_vllm_sizes(r, spec)
 
 
 # Instance types a request may name: the NVIDIA rows (see the Inferentia2 message above).
@@ -158,3 +183,80 @@ def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
             f"{spec.id} is a 16-bit checkpoint and vLLM makes only fp8 from one at load; serve a {fmt} checkpoint as "
             "the model (llm-eks plan --model-config its config.json, or workload.model_spec), or use bf16 or fp8",
         )
+
+
+def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
+    """Explicit tensor/pipeline parallel sizes and max_num_seqs: what vLLM accepts for the model, on the instance."""
+    inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
+    tp, pp = r.tensor_parallel_size, r.pipeline_parallel_size
+    if tp is not None:
+        # Tensor parallelism stays inside one node (NVLink or PCIe); nodes are spanned with pipeline stages.
+        node_gpus = inst.accelerators if inst is not None else _MAX_GPUS_PER_NODE
+        sizes = valid_tensor_parallel_sizes(spec, node_gpus)
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp not in sizes:
+            where = f"on {inst.instance_type} ({node_gpus} GPUs per node)" if inst else f"(up to {node_gpus} GPUs)"
+            raise fail(
+                "workload.tensor_parallel_size",
+                tp,
+                f"valid sizes for {spec.id} {where}: {', '.join(map(str, sizes))} (its {spec.attention_heads} "
+                f"attention heads and {spec.kv_heads} KV heads must split evenly, and tensor parallelism stays inside "
+                "one node; span nodes with pipeline_parallel_size)",
+            )
+    if pp is not None and (isinstance(pp, bool) or not isinstance(pp, int) or not 1 <= pp <= spec.layers):
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            f"must be an integer from 1 to {spec.layers} (each stage holds at least one of {spec.id}'s "
+            f"{spec.layers} layers)",
+        )
+    if tp is not None and pp is not None:
+        _check_gpus_per_replica(r, tp, pp, inst)
+    mns = r.max_num_seqs
+    if mns is not None:
+        _int_between("max_num_seqs", mns, 1, MAX_NUM_SEQS)
+        if mns < r.target_concurrency:
+            raise fail(
+                "workload.max_num_seqs",
+                mns,
+                f"must be at least target_concurrency ({r.target_concurrency}): a replica never runs more than "
+                "max_num_seqs sequences at once; lower target_concurrency and scale out with replicas instead",
+            )
+
+
+def _check_gpus_per_replica(r: PlanRequest, tp: int, pp: int, inst: Any) -> None:
+    gpus = tp * pp
+    shape = f"TP{tp} {_TIMES} PP{pp} = {gpus} GPUs"
+    if inst is None:
+        # auto: a replica fills its node(s), as when the planner chooses (the price per replica holds without
+        # assuming other pods pack in).
+        allowed = sorted({n * k for n in _GPUS_PER_NODE for k in range(1, r.max_nodes_per_replica + 1)})
+        if gpus not in allowed:
+            raise fail(
+                "workload.pipeline_parallel_size",
+                pp,
+                f"{shape}; with accelerator auto a replica fills whole nodes, so TP {_TIMES} PP must be one of "
+                f"{', '.join(map(str, allowed))} (GPUs per node of a catalog instance type, times up to "
+                f"max_nodes_per_replica {r.max_nodes_per_replica} nodes); or name an accelerator",
+            )
+        return
+    n = inst.accelerators
+    if gpus > n and gpus % n:
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            f"{shape} must fit one {inst.instance_type} node ({n} GPU{'s' if n > 1 else ''}) or span whole nodes "
+            f"(a multiple of {n})",
+        )
+    if gpus > n and gpus // n > r.max_nodes_per_replica:
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            f"{shape} spans {gpus // n} {inst.instance_type} nodes; max_nodes_per_replica is "
+            f"{r.max_nodes_per_replica}: raise it or use fewer stages",
+        )
+
+
+# GPUs per node of the NVIDIA instance types a request may name, and the most of them (the widest tensor split).
+_GPUS_PER_NODE = sorted({row.accelerators for row in INSTANCE_CATALOG if row.accelerator_vendor == "nvidia"})
+
+_MAX_GPUS_PER_NODE = _GPUS_PER_NODE[-1]

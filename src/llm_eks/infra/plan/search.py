@@ -12,6 +12,7 @@ from llm_eks.infra.plan.cold_start import estimate_cold_start
 from llm_eks.infra.plan.parallelism import candidate_shapes
 from llm_eks.infra.plan.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
 from llm_eks.infra.plan.result import TIMES, WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE, Plan, PlanWarning
+from llm_eks.infra.plan.shape import not_on_instance, shape_does_not_fit
 from llm_eks.infra.plan.sizing import Context, Fit, evaluate
 
 
@@ -28,6 +29,8 @@ def meets(ctx: Context, fit: Fit) -> bool:
 def on_instance(ctx: Context, inst: InstanceType) -> Plan:
     require_supported(ctx.fmt, inst)
     single, multi = candidate_shapes(ctx, inst)
+    if not single + multi:  # only when the request fixes a size that this node cannot take
+        raise not_on_instance(ctx, inst)
     for shapes in (single, multi):
         fits = [f for f in (evaluate(ctx, inst, *s) for s in shapes) if usable(ctx, f)]
         if not fits:
@@ -42,6 +45,7 @@ def on_instance(ctx: Context, inst: InstanceType) -> Plan:
 
 def cheapest(ctx: Context) -> Plan:
     fitting: list[Fit] = []
+    tried: list[Fit] = []
     for multi_node in (False, True):
         for inst in INSTANCE_CATALOG:
             if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None:
@@ -51,12 +55,16 @@ def cheapest(ctx: Context) -> Plan:
             single, multi = candidate_shapes(ctx, inst)
             # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.
             shapes = multi if multi_node else [s for s in single if s[0] * s[1] == inst.accelerators]
-            fitting += [f for f in (evaluate(ctx, inst, *s) for s in shapes) if usable(ctx, f)]
+            evaluated = [evaluate(ctx, inst, *s) for s in shapes]
+            tried += evaluated
+            fitting += [f for f in evaluated if usable(ctx, f)]
         meeting = [f for f in fitting if meets(ctx, f)]
         if meeting:
             best = min(meeting, key=lambda f: (f.cost, f.gpus * f.nodes, -f.kv_cache_tokens, f.instance.instance_type))
             return build(ctx, best, ())
     r, spec = ctx.request, ctx.spec
+    if not fitting and tried and r.fixed_shape and not any(f.fits for f in tried):
+        raise shape_does_not_fit(ctx, tried)
     if not fitting:
         raise fail(
             "workload.model",
@@ -93,11 +101,16 @@ def shortfalls(ctx: Context, fit: Fit) -> list[PlanWarning]:
     r = ctx.request
     out = []
     if fit.typical < r.target_concurrency:
+        capped = (
+            f"max_num_seqs is capped at {max(fit.typical, 1)}"
+            if r.max_num_seqs is None
+            else f"beyond them vLLM preempts sequences (max_num_seqs {r.max_num_seqs} as given)"
+        )
         out.append(
             PlanWarning(
                 WARN_CONCURRENCY,
                 f"only {fit.typical} of the {r.target_concurrency} target sequences of {ctx.typical} tokens fit one "
-                f"replica on {fit.instance.instance_type}; max_num_seqs is capped at {max(fit.typical, 1)}",
+                f"replica on {fit.instance.instance_type}; {capped}",
             )
         )
     if r.max_itl_ms is not None and fit.itl_ms > r.max_itl_ms:
@@ -145,6 +158,8 @@ def no_fit_on(
             f"{MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * worst.gpus_per_pod} MiB vLLM needs; "
             "choose a larger size of the family",
         )
+    if r.fixed_shape:
+        return shape_does_not_fit(ctx, fits)
     nodes = max([s[2] for s in single + multi])
     span = f"{nodes} node{'s' if nodes > 1 else ''}"
     suggestion = ""
@@ -166,7 +181,7 @@ def no_fit_on(
 
 def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
     r, spec, inst = ctx.request, ctx.spec, fit.instance
-    max_num_seqs = max(1, min(r.target_concurrency, fit.typical))
+    max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(r.target_concurrency, fit.typical))
     cold = estimate_cold_start(ctx, fit)
     extra = list(warnings)
     if fit.nodes > 1 and not inst.efa:

@@ -75,6 +75,8 @@ class Fit:
     nodes: int
     weight_bytes_per_gpu: int
     kv_bytes_per_token_per_gpu: int
+    # KV bytes one max_model_len request holds on this GPU (its blocks in every layer group).
+    request_kv_bytes_per_gpu: int
     gpu_memory_bytes: int
     reserve_bytes_per_gpu: int
     usable_bytes_per_gpu: int
@@ -113,7 +115,8 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     weight_per_gpu = math.ceil((stage_layers * ctx.layer_bytes + stage_embeddings * 2) / tp)
 
     # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
-    max_num_seqs = r.target_concurrency
+    # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
+    max_num_seqs = r.scheduled_sequences
     batched = batched_tokens(inst, max_num_seqs)
     # Async scheduling keeps max_concurrent_batches (2 at PP=1, PP + 1 above) batches in flight.
     in_flight = (2 if pp == 1 else pp + 1) * batched
@@ -144,6 +147,7 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         nodes=nodes,
         weight_bytes_per_gpu=weight_per_gpu,
         kv_bytes_per_token_per_gpu=layout.bytes_per_token,
+        request_kv_bytes_per_gpu=layout.blocks_per_request(ctx.max_len) * layout.bytes_per_block,
         gpu_memory_bytes=inst.accelerator_memory_bytes,
         reserve_bytes_per_gpu=reserve,
         usable_bytes_per_gpu=requested - reserve,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from llm_eks.catalog.models import ModelSpec
 from llm_eks.versions import KUBERNETES_VERSION
 
 if TYPE_CHECKING:
@@ -193,15 +194,19 @@ class WorkloadConfig:
     # Plan warnings accepted, by id (`llm-eks plan` prints it) -> one line why. Empty: `cdk synth` shows every
     # warning, and `cdk synth --strict` fails on it, until someone decides.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
+    # loading, never written in cdk.json (the schema skips derived fields).
+    recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
-        from llm_eks.catalog.models import ModelSpec
         from llm_eks.infra.plan import PlanRequest
 
         model: Any = self.model
         if self.model_spec is not None:
             model = ModelSpec.from_mapping({"id": self.model, **self.model_spec})
+        elif self.recorded_model is not None:
+            model = self.recorded_model
         return PlanRequest(
             model=model,
             weight_format=self.weight_format,

@@ -79,7 +79,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
     fake = FakeHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     fake.base = f"http://127.0.0.1:{server.server_address[1]}"
     monkeypatch.setenv("HF_ENDPOINT", fake.base)
@@ -414,3 +414,53 @@ def test_the_app_reads_the_models_folder_it_is_given(recorded: Path, offline: No
     (stack,) = build_app(app)
     assert stack.plan.model.parameters == 8_190_735_360 and stack.plan.model.id == QWEN
     assert stack.workload.vllm.model == QWEN
+
+
+def test_token_goes_to_the_hub_only_never_to_the_host_it_redirects_to(
+    hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Hub answers a large file's /resolve/ with a redirect to its CDN; the token must not follow it there."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    cdn = FakeHub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(cdn))
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        body, tensor_bytes = safetensors_bytes({"w": ("F16", [16, 16], 2)})
+        sha = "3" * 40
+        files = [{"rfilename": "config.json"}, {"rfilename": "model.safetensors", "size": len(body)}]
+        hub.json("/api/models/acme/cdn/revision/main?blobs=true", {"id": "acme/cdn", "sha": sha, "siblings": files})
+        hub.json(f"/acme/cdn/resolve/{sha}/config.json", {"num_hidden_layers": 1})
+        hub.file(f"/acme/cdn/resolve/{sha}/model.safetensors", b"", status=302,
+                 Location=f"http://127.0.0.1:{server.server_address[1]}/blob?signed=1")  # fmt: skip
+        cdn.file("/blob?signed=1", body)
+        assert add(tmp_path / "models", "acme/cdn") == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert load_record(tmp_path / "models" / "acme" / "cdn.json", "acme/cdn").total_size == tensor_bytes
+    assert all(headers.get("Authorization") == f"Bearer {TOKEN}" for _, headers in hub.requests)
+    ((_, headers),) = cdn.requests
+    assert headers["Range"] == "bytes=0-7" and "Authorization" not in headers
+
+
+def test_bad_hf_endpoint_and_unwritable_dir(
+    hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "models").write_text("a file, not a folder")
+    assert main(["models", "add", QWEN, "--dir", str(tmp_path / "models")]) == 2
+    folder = tmp_path / "models"
+    assert one_line(capsys.readouterr().err).startswith(
+        f"llm-eks: error: --dir: '{folder}' is not allowed; {folder / 'Qwen' / 'Qwen3-8B.json'} cannot be written ("
+    )
+    monkeypatch.setenv("HF_ENDPOINT", "huggingface.co")
+    assert main(["models", "add", QWEN, "--dir", str(tmp_path / "other")]) == 1
+    assert one_line(capsys.readouterr().err) == (
+        "llm-eks: error: HF_ENDPOINT: 'huggingface.co' is not allowed; must be a URL such as https://huggingface.co"
+    )
+
+
+def test_images_lock_reads_the_models_folder_beside_its_context_file(recorded: Path, offline: None) -> None:
+    from llm_eks.infra.image_lock import _environments
+
+    (lab,) = _environments(argparse.Namespace(context_file=str(recorded / "cdk.json"), env="lab"))
+    assert lab.workload.recorded_model is not None and lab.workload.recorded_model.id == QWEN

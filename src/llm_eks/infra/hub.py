@@ -62,7 +62,11 @@ class HubUnreachable(HubError):
 
 def endpoint() -> str:
     """The Hub's base URL: HF_ENDPOINT when set (as huggingface_hub reads it), else https://huggingface.co."""
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    base = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise HubError(f"HF_ENDPOINT: {base!r} is not allowed; must be a URL such as https://huggingface.co")
+    return base
 
 
 class _SameHostAuthRedirects(urllib.request.HTTPRedirectHandler):

@@ -93,7 +93,10 @@ def add_command(
         quantization_file=checkpoint.quantization_file,
         sources=checkpoint.sources,
     )
-    write_record(record, path)
+    try:
+        write_record(record, path)
+    except OSError as err:
+        raise fail("--dir", args.dir, f"{path} cannot be written ({err.__class__.__name__})") from None
     was = f" (was {before})" if before not in (None, record.commit) else ""
     print(f"wrote {path}: {record.id}@{record.commit}{was}, {record.total_size / 1e9:.2f} GB of weights")
     try:

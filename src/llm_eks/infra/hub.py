@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_eks.infra.model_files import QUANTIZATION_FILES, TOTAL_SIZE_FROM
+from llm_eks.infra.model_files import QUANTIZATION_FILES, TOTAL_SIZE_FROM, ModelRecord, recorded_config
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # Enough for the Hub's API; `models add` should fail fast when the Hub cannot be reached.
@@ -97,23 +97,6 @@ def urllib_transport(url: str, headers: Mapping[str, str]) -> HttpResponse:
         ) from None
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    """What the Hub says about one revision of a model."""
-
-    id: str
-    revision: str
-    commit: str
-    config: Mapping[str, Any]
-    total_size: int
-    total_size_from: str
-    total_parameters: int | None
-    # (file name, content) of a quantization config published beside config.json, if any.
-    quantization_file: tuple[str, Mapping[str, Any]] | None
-    # File name (or "model_info") -> the URL it was read from.
-    sources: Mapping[str, str]
-
-
 class HubClient:
     """GETs against one Hub endpoint with the user's token."""
 
@@ -166,10 +149,16 @@ class HubClient:
             raise HubError(f"{url}: not JSON") from None
 
 
-def fetch_checkpoint(
-    model_id: str, revision: str = "main", *, transport: Transport = urllib_transport, token: str | None = None
-) -> Checkpoint:
-    """config.json, the exact weight bytes and the quantization config of `model_id` at `revision`."""
+def fetch_record(
+    model_id: str,
+    revision: str,
+    fetched_at: str,
+    *,
+    transport: Transport = urllib_transport,
+    token: str | None = None,
+) -> ModelRecord:
+    """config.json, the exact weight bytes and the quantization config of `model_id` at `revision`, as the record
+    `llm-eks models add` writes (`fetched_at`: the UTC time stamp it carries)."""
     base = endpoint()
     hub = HubClient(base, token, transport)
     info_url = f"{base}/api/models/{model_id}/revision/{urllib.parse.quote(revision, safe='')}?blobs=true"
@@ -222,11 +211,12 @@ def fetch_checkpoint(
             f"{model_id}@{commit} has neither {INDEX_FILE} nor {SINGLE_FILE}; llm-eks records safetensors "
             "checkpoints only (their sizes are exact without downloading the weights)"
         )
-    return Checkpoint(
+    return ModelRecord(
         id=model_id,
         revision=revision,
         commit=commit,
-        config=config,
+        fetched_at=fetched_at,
+        config=recorded_config(config),
         total_size=total_size,
         total_size_from=total_from,
         total_parameters=total_parameters,

@@ -126,6 +126,17 @@ def model_file(models_dir: Path, model_id: str) -> Path:
     return models_dir / org / f"{name}.json"
 
 
+def recorded_config(config: Any) -> Any:
+    """config.json as the file keeps it: without DROPPED_CONFIG_KEYS, at top level and in nested *_config objects."""
+    if not isinstance(config, Mapping):
+        return config
+    return {
+        key: recorded_config(value) if key.endswith("_config") else value
+        for key, value in config.items()
+        if key not in DROPPED_CONFIG_KEYS
+    }
+
+
 def checkpoint_parameters(record: ModelRecord) -> int | None:
     """The exact parameter count the checkpoint's bytes give, or None when they cannot give it exactly.
 

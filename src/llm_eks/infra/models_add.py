@@ -19,15 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_eks.errors import ConfigError, fail
-from llm_eks.infra.model_files import (
-    DROPPED_CONFIG_KEYS,
-    MODELS_DIR,
-    ModelRecord,
-    load_record,
-    model_file,
-    model_spec,
-    write_record,
-)
+from llm_eks.infra.model_files import MODELS_DIR, load_record, model_file, model_spec, write_record
 
 if TYPE_CHECKING:
     # The Hub client pulls in urllib, http.client and ssl: imported when the command runs, so `llm-eks plan`
@@ -62,7 +54,7 @@ def add_command(
 ) -> int:
     """Fetch, write, and say what was written (`transport`: the HTTP client, the real one unless a test gives one)."""
     from llm_eks.infra.config.inputs import is_hf_repo_id
-    from llm_eks.infra.hub import HubError, fetch_checkpoint, urllib_transport
+    from llm_eks.infra.hub import HubError, fetch_record, urllib_transport
 
     if not is_hf_repo_id(args.model):
         raise fail(
@@ -73,26 +65,18 @@ def add_command(
     if not args.revision or any(c.isspace() for c in args.revision):
         raise fail("--revision", args.revision, "must be a branch, tag or commit")
     path = model_file(Path(args.dir), args.model)
+    before = _previous_commit(path, args.model)
     try:
-        checkpoint = fetch_checkpoint(
-            args.model, args.revision, transport=transport or urllib_transport, token=os.environ.get("HF_TOKEN")
+        record = fetch_record(
+            args.model,
+            args.revision,
+            now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            transport=transport or urllib_transport,
+            token=os.environ.get("HF_TOKEN"),
         )
     except HubError as err:
         print(f"llm-eks: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 1
-    before = _previous_commit(path, args.model)
-    record = ModelRecord(
-        id=checkpoint.id,
-        revision=checkpoint.revision,
-        commit=checkpoint.commit,
-        fetched_at=now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        total_size=checkpoint.total_size,
-        total_size_from=checkpoint.total_size_from,
-        total_parameters=checkpoint.total_parameters,
-        config=_without_dropped_keys(checkpoint.config),
-        quantization_file=checkpoint.quantization_file,
-        sources=checkpoint.sources,
-    )
     try:
         write_record(record, path)
     except OSError as err:
@@ -116,14 +100,3 @@ def _previous_commit(path: Path, model_id: str) -> str | None:
         return load_record(path, model_id).commit
     except ConfigError:
         return None
-
-
-def _without_dropped_keys(config: Any) -> Any:
-    """config.json without the label maps and task presets, at top level and in nested *_config objects."""
-    if not isinstance(config, dict):
-        return config
-    return {
-        key: _without_dropped_keys(value) if key.endswith("_config") else value
-        for key, value in config.items()
-        if key not in DROPPED_CONFIG_KEYS
-    }

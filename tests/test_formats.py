@@ -261,3 +261,8 @@ def test_mixed_compressed_tensors_schemes_are_refused() -> None:
     assert str(err.value) == (
         f"{P}.config_groups: ['w4a16', 'w8a8-int8'] is not allowed; the planner sizes checkpoints with one scheme"
     )
+
+
+def test_a_modelopt_hf_quant_config_file_is_read_as_vllm_attaches_it() -> None:
+    legacy = {"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "NVFP4"}}
+    assert format_of_quantization_config(legacy) == "nvfp4"

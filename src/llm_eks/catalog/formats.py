@@ -346,6 +346,8 @@ def format_of_quantization_config(
         raise fail(path, config, "must be an object")
     method = config.get("quant_method")
     method = method.lower() if isinstance(method, str) else method
+    if method is None and isinstance(config.get("quantization"), Mapping):
+        method = "modelopt"  # hf_quant_config.json of ModelOpt <= 0.29, attached as vLLM attaches it (config.py)
     if method == "fp8":
         block = config.get("weight_block_size")
         if block is None:

@@ -17,6 +17,7 @@ from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
 from llm_eks.infra.context_file import loads, read_context_file
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock
+from llm_eks.infra.model_files import MODELS_DIR, MODELS_DIR_CONTEXT
 from llm_eks.infra.plan import Plan, plan
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
@@ -51,8 +52,11 @@ def plan_environment(config: EnvironmentConfig) -> Plan:
 
 def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
     """Validate and plan every selected environment first, then build the stacks; errors are one-liners."""
+    # Models recorded by `llm-eks models add`: the models folder where the CDK CLI runs the app (beside cdk.json).
+    given = app.node.try_get_context(MODELS_DIR_CONTEXT)
+    models_dir = Path(given if isinstance(given, str) and given else MODELS_DIR)
     configs: list[EnvironmentConfig] = select_environments(
-        load_environments(read_context(app)), app.node.try_get_context("env")
+        load_environments(read_context(app), models_dir), app.node.try_get_context("env")
     )
     lock = app_lock(app.node.try_get_context(LOCK_FILE_CONTEXT))
     # Helm releases read the locked digests from context (constructs/addons.install_chart); set before any stack.

@@ -68,6 +68,12 @@ def _parser() -> _Parser:
     source.add_argument("--env", metavar="NAME", help="plan the workload of environment NAME in --context-file")
     source.add_argument("--catalog", action="store_true", help="list the catalog models and instance types")
     p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    p.add_argument(
+        "--models-dir",
+        metavar="DIR",
+        help="models recorded by `llm-eks models add` (default: models next to --context-file with --env, else "
+        "models in the working directory)",
+    )
     p.add_argument("--model-config", metavar="PATH", help="a local Hugging Face config.json describing --model")
     p.add_argument("--parameters", type=int, help="parameter count for --model-config (default: estimated)")
     p.add_argument("--weight-format", help="auto (the checkpoint's own) | " + " | ".join(FORMATS))
@@ -122,8 +128,10 @@ def _parser() -> _Parser:
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
     m.set_defaults(func=_manifests_command)
     from llm_eks.infra.image_lock import add_parser as add_images_parser
+    from llm_eks.infra.models_add import add_parser as add_models_parser
 
     add_images_parser(commands)
+    add_models_parser(commands)
     return parser
 
 
@@ -231,7 +239,12 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
         return PlanRequest(model=spec, **overrides)
     if args.parameters is not None:
         raise _UsageError("--parameters needs --model-config")
-    return PlanRequest(model=args.model, **overrides)
+    from llm_eks.infra.model_files import MODELS_DIR, recorded_model
+
+    # A model recorded with `llm-eks models add` is read from its file (offline); else the catalog answers.
+    models_dir = Path(args.models_dir if args.models_dir is not None else MODELS_DIR)
+    recorded = recorded_model(models_dir, args.model, "workload.model")
+    return PlanRequest(model=recorded if recorded is not None else args.model, **overrides)
 
 
 def _env_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
@@ -248,8 +261,13 @@ def _environment(args: argparse.Namespace) -> Any:
     from llm_eks.infra.context_file import read_context_file
 
     # Read strictly: an environment written twice, or 1e400, is an error here too, not a silent loss.
+    from llm_eks.infra.model_files import MODELS_DIR
+
     context = read_context_file(Path(args.context_file), "--context-file")
-    (environment,) = select_environments(load_environments(context), args.env)
+    # Recorded models are read where synth reads them: the models folder beside cdk.json.
+    given = getattr(args, "models_dir", None)  # `manifests` has no --models-dir: beside cdk.json, as synth reads
+    models_dir = Path(given) if given is not None else Path(args.context_file).parent / MODELS_DIR
+    (environment,) = select_environments(load_environments(context, models_dir), args.env)
     return environment
 
 

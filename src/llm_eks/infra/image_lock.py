@@ -103,6 +103,8 @@ def _environments(args: argparse.Namespace) -> list[Any]:
     reads them (a key written twice, or 1e400, is a one-line error)."""
     from llm_eks.infra.config import load_environments, select_environments
     from llm_eks.infra.context_file import read_context_file
+    from llm_eks.infra.model_files import MODELS_DIR
 
     context = read_context_file(Path(args.context_file), "--context-file")
-    return select_environments(load_environments(context), args.env)
+    # A workload may name a model recorded in the models folder beside cdk.json, as synth reads it.
+    return select_environments(load_environments(context, Path(args.context_file).parent / MODELS_DIR), args.env)

@@ -31,7 +31,8 @@ def build(cls: type[T], data: Any, path: str, hidden: tuple[str, ...] = ()) -> T
         data = {}
     if not isinstance(data, Mapping):
         raise fail(path, data, "must be an object")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    # Derived fields are filled by the loader after the build (e.g. a recorded model), never by the user.
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("derived")}
     hints = typing.get_type_hints(cls)
     for key in data:
         if key not in fields:

@@ -9,8 +9,10 @@ construct is built. No aws_cdk import here: the `llm-eks plan` CLI reads the sam
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from llm_eks.errors import ConfigError, did_you_mean, fail
@@ -32,17 +34,19 @@ from llm_eks.infra.config.environment import (
     WorkloadConfig,
 )
 from llm_eks.infra.config.validation import validate_environment, validate_policy_cidr
+from llm_eks.infra.model_files import MODELS_DIR, recorded_model
 from llm_eks.infra.schema import build
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 
 
-def load_environments(context: Mapping[str, Any]) -> dict[str, EnvironmentConfig]:
-    """Every environment in the CDK context key `environments`, validated."""
+def load_environments(context: Mapping[str, Any], models_dir: Path | None = None) -> dict[str, EnvironmentConfig]:
+    """Every environment in the CDK context key `environments`, validated. `models_dir`: the app's recorded models
+    (default: models in the working directory, where the CDK CLI runs the app)."""
     raw = context.get("environments")
     if not isinstance(raw, Mapping) or not raw:
         raise ConfigError("environments: missing or empty; cdk.json context must map environment names to objects")
-    return {name: parse_environment(name, body) for name, body in raw.items()}
+    return {name: parse_environment(name, body, models_dir) for name, body in raw.items()}
 
 
 def select_environments(environments: Mapping[str, EnvironmentConfig], selected: str | None) -> list[EnvironmentConfig]:
@@ -57,8 +61,9 @@ def select_environments(environments: Mapping[str, EnvironmentConfig], selected:
     return [environments[selected]]
 
 
-def parse_environment(name: str, body: Any) -> EnvironmentConfig:
-    """One environment from its cdk.json object; raises ConfigError with the field path."""
+def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> EnvironmentConfig:
+    """One environment from its cdk.json object; raises ConfigError with the field path. A workload model recorded
+    in `models_dir` (default: models in the working directory) is read from its file."""
     path = f"environments.{name}"
     if not isinstance(name, str) or not _ENV_NAME.match(name):
         raise fail(
@@ -75,7 +80,19 @@ def parse_environment(name: str, body: Any) -> EnvironmentConfig:
     )
     validate_environment(config, path)
     validate_policy_cidr(body, config, path)
-    return config
+    return _with_recorded_model(config, f"{path}.workload", Path(MODELS_DIR) if models_dir is None else models_dir)
+
+
+def _with_recorded_model(config: EnvironmentConfig, path: str, models_dir: Path) -> EnvironmentConfig:
+    """The workload's model read from models/<org>/<name>.json (written by `llm-eks models add`) when it is recorded
+    there; a model_spec in cdk.json describes the model itself, so no file is read for it."""
+    w = config.workload
+    if w.model_spec is not None:
+        return config
+    spec = recorded_model(models_dir, w.model, f"{path}.model")
+    if spec is None:
+        return config
+    return dataclasses.replace(config, workload=dataclasses.replace(w, recorded_model=spec))
 
 
 __all__ = [

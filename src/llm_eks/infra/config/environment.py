@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from llm_eks.catalog.models import ModelSpec
 from llm_eks.versions import KUBERNETES_VERSION
 
 if TYPE_CHECKING:
@@ -198,15 +199,19 @@ class WorkloadConfig:
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
     max_num_seqs: int | None = None
+    # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
+    # loading, never written in cdk.json (the schema skips derived fields).
+    recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
-        from llm_eks.catalog.models import ModelSpec
         from llm_eks.infra.plan import PlanRequest
 
         model: Any = self.model
         if self.model_spec is not None:
             model = ModelSpec.from_mapping({"id": self.model, **self.model_spec})
+        elif self.recorded_model is not None:
+            model = self.recorded_model
         return PlanRequest(
             model=model,
             weight_format=self.weight_format,

@@ -189,3 +189,15 @@ def validate_acknowledged_warnings(acknowledged: Mapping[str, str], path: str) -
                 reason,
                 f"must say why in one line of 1-{_ACKNOWLEDGEMENT_REASON_CHARS} characters",
             )
+
+
+def is_hf_repo_id(value: object) -> bool:
+    """A Hugging Face repo id as the Hub accepts it (huggingface_hub's validate_repo_id): org/name, at most 96
+    characters, no '--' or '..'. Such an id is also a safe relative path (models/<org>/<name>.json)."""
+    return (
+        isinstance(value, str)
+        and len(value) <= 96
+        and _HF_REPO_ID.match(value) is not None
+        and "--" not in value
+        and ".." not in value
+    )

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.plan import TIMES
+from llm_eks.infra.plan.memory import DRIVER_VISIBLE_FRACTION
 
 # CLI option -> PlanRequest field, for the options that map one to one.
 _REQUEST_OPTIONS = (
@@ -279,7 +280,7 @@ def _table(p: Any) -> str:
     inst, cold, pod, r = p.instance, p.cold_start, p.pod_resources, p.request
     price = "no on-demand price" if inst.on_demand_usd_per_hour is None else f"${inst.on_demand_usd_per_hour:g}/h"
     cost = "n/a" if p.cost_per_replica_hour is None else f"${p.cost_per_replica_hour:.2f}/h"
-    budget = p.gpu_memory_bytes * p.gpu_memory_utilization
+    budget = p.usable_bytes_per_gpu + p.reserve_bytes_per_gpu  # vLLM's requested memory (plan/memory.py)
     target = "met" if p.meets_target else "NOT met"
     link = "" if inst.interconnect == "none" else f", {inst.interconnect}"
     rows = [
@@ -303,7 +304,8 @@ def _table(p: Any) -> str:
         ),
         (
             "Memory / GPU",
-            f"{_gib(p.gpu_memory_bytes)} {TIMES} {p.gpu_memory_utilization:g} = {_gib(budget)}; "
+            f"{_gib(p.gpu_memory_bytes)} ({DRIVER_VISIBLE_FRACTION:.0%} visible to CUDA) {TIMES} "
+            f"{p.gpu_memory_utilization:g} = {_gib(budget)}; "
             f"reserve {_gib(p.reserve_bytes_per_gpu)}, weights {_gib(p.weight_bytes_per_gpu)}, "
             f"KV cache {_gib(p.kv_cache_bytes_per_gpu)}",
         ),

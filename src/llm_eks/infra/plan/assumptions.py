@@ -22,9 +22,9 @@ from llm_eks.infra.plan.sizing import Context, Fit
 
 def _weights_assumption(ctx: Context, fit: Fit) -> str:
     fmt = ctx.format
-    text = f"weights: {ctx.spec.parameters:,} parameters at {fmt.name} ({fmt.description}); "
+    text = f"weights: {ctx.spec.parameters:,} parameters at {fmt.name} ({fmt.description})"
     if fmt.weight_bits < 16:
-        text += (
+        text += "; " + (
             f"{fmt.bytes_per_weight:.4f} B per quantized weight with its scales; {fmt.sixteen_bit_layers} in 16 bits"
         )
     cc = fit.instance.compute_capability

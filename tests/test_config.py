@@ -117,7 +117,7 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "capacity_types, engine, gpu_memory_utilization, hf_token_secret, image_snapshot_id, internal_alb, "
             "kv_cache_dtype, load_balancer, max_model_len, max_num_seqs, model, model_spec, pipeline_parallel_size, "
             "replicas, slo, target_concurrency, tensor_parallel_size, typical_input_tokens, typical_output_tokens, "
-            "weight_format, weights, weights_s3_uri",
+            "warm_replicas, weight_format, weights, weights_s3_uri",
         ),
         (
             {"account": "1234"},

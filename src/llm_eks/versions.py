@@ -20,6 +20,8 @@ KARPENTER_VERSION = "1.14.1"
 # pinned by tag. v0.33.0 is the newest vllm release on PyPI (`pip index versions vllm`, 2026-11-29); the image is
 # published as vllm/vllm-openai:v<version> (docker/Dockerfile target vllm-openai).
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
+# The pause image of Kubernetes 1.35 (kubeadm's image list for v1.35): the placeholder pods of warm headroom run it.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 
 # GPU node AMIs, pinned in the Karpenter EC2NodeClass alias (never `@latest`: every AWS release would drift and
 # replace every GPU node). Bottlerocket 1.65.0: bottlerocket-os/bottlerocket PR #4928 (v1.65.0 changelog,

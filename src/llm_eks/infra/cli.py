@@ -326,6 +326,17 @@ def _table(p: Any) -> str:
         ("Pod requests", f"cpu {pod.cpu}, memory {pod.memory}, {p.extended_resource} {p.gpus_per_pod}"),
         ("Engine args", " ".join(p.engine_args)),
     ]
+    if r.warm_replicas:
+        price = p.warm_headroom_usd_per_hour
+        rows.insert(
+            -2,
+            (
+                "Warm headroom",
+                f"{r.warm_replicas} replica-shaped placeholder(s) keep node(s) up: "
+                + ("no on-demand price" if price is None else f"${price:.2f}/h")
+                + f"; a scale-out then skips the {cold.node_provision_s:g} s node launch",
+            ),
+        )
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
     width = max(len(label) for label, _ in rows)
     lines = [p.summary_line(), ""]

@@ -26,6 +26,7 @@ from llm_eks.versions import (
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     KUBERAY_OPERATOR_CHART_VERSION,
     NEURON_HELM_CHART_VERSION,
+    PAUSE_IMAGE,
     PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
     RAY_LLM_IMAGE,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
@@ -66,11 +67,13 @@ def environment_charts(config: EnvironmentConfig, plan: Plan) -> dict[str, str]:
 
 def environment_images(config: EnvironmentConfig, plan: Plan) -> tuple[str, ...]:
     """Every image of the environment the lock covers: the workload's own first, then the Helm releases'."""
-    own = VLLM_IMAGE if config.workload.engine == "vllm" else RAY_LLM_IMAGE
+    own = [VLLM_IMAGE if config.workload.engine == "vllm" else RAY_LLM_IMAGE]
+    if config.workload.warm_replicas:
+        own.append(PAUSE_IMAGE)  # the warm headroom's placeholders
     chart = [
         image.ref for name, version in environment_charts(config, plan).items() for image in chart_images(name, version)
     ]
-    return tuple(dict.fromkeys([own, *chart]))
+    return tuple(dict.fromkeys([*own, *chart]))
 
 
 def require_locked(config: EnvironmentConfig, plan: Plan, lock: ImageLock) -> None:

@@ -22,6 +22,7 @@ from llm_eks.infra.plan import Plan
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, BenchmarkProps
+from llm_eks.manifests.headroom import HeadroomProps, headroom_objects
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
@@ -30,6 +31,7 @@ from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringPr
 from llm_eks.manifests.ray_serve import RayServeChart, RayServeProps
 from llm_eks.manifests.serving_objects import add_objects
 from llm_eks.manifests.vllm import PORT, IngressProps, VllmChart, VllmProps
+from llm_eks.versions import PAUSE_IMAGE
 
 GIB = 1024**3
 # The add-ons a workload's charts can wait for, by the names ChartPlan.needs and the CDK stack use.
@@ -46,6 +48,8 @@ class VllmWorkload:
     autoscaling: AutoscalingProps
     monitoring: MonitoringProps
     benchmark: BenchmarkProps
+    # Replica-shaped placeholders kept warm (manifests/headroom.py); 0: none.
+    headroom: HeadroomProps | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:
@@ -362,7 +366,29 @@ def build_workload(
         autoscaling=autoscaling_props(config, plan),
         monitoring=monitoring_props(config, plan, vllm),
         benchmark=benchmark_props(config, cpu),
+        headroom=warm_headroom(config, plan, pool, vllm, lock),
     )
+
+
+def warm_headroom(
+    config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, vllm: VllmProps, lock: ImageLock
+) -> HeadroomProps | None:
+    """The placeholders of workload.warm_replicas, which must fit the pool's accelerator limit."""
+    warm = config.workload.warm_replicas
+    if not warm:
+        return None
+    path = f"environments.{config.name}.workload.warm_replicas"
+    if plan.nodes_per_replica > 1:
+        raise fail(path, warm, "needs a replica that fits one node (this plan spans nodes); use 0")
+    held = warm * vllm.accelerators_per_pod
+    if held > pool.accelerator_limit:
+        raise fail(
+            path,
+            warm,
+            f"holds {held} accelerators, above the node pool's limit of {pool.accelerator_limit} "
+            "(workload.accelerator_limit, or what replicas.max needs): lower it or raise the limit",
+        )
+    return HeadroomProps(replicas=warm, serving=vllm, image=lock.pin(PAUSE_IMAGE))
 
 
 @dataclass(frozen=True)
@@ -486,6 +512,8 @@ def _vllm_charts(
         alb_cidrs=config.vpc.load_balancer_subnet_cidrs() if vllm.ingress is not None else (),
     )
     add_objects(vllm_chart, policies)
+    if workload.headroom is not None:
+        add_objects(vllm_chart, headroom_objects(workload.headroom))
     return [
         ChartPlan("vllm", vllm_chart, needs=("node-pools", *extra)),
         ChartPlan(

@@ -170,6 +170,9 @@ class WorkloadConfig:
     replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
     # Cap on accelerators this environment's node pool may launch; None: what max replicas need.
     accelerator_limit: int | None = None
+    # Warm headroom: replica-shaped placeholder pods that keep GPU nodes up, so a scale-out skips the node launch.
+    # 0 by default: each one costs a replica's $/h around the clock (`llm-eks plan` prints it).
+    warm_replicas: int = 0
     slo: SloConfig = field(default_factory=SloConfig)
     autoscaling: AutoscalingConfig = field(default_factory=AutoscalingConfig)
     # hf: download from Hugging Face into the node's NVMe cache; s3: stream from weights_s3_uri.
@@ -228,6 +231,7 @@ class WorkloadConfig:
             tensor_parallel_size=self.tensor_parallel_size,
             pipeline_parallel_size=self.pipeline_parallel_size,
             max_num_seqs=self.max_num_seqs,
+            warm_replicas=self.warm_replicas,
         )
 
 

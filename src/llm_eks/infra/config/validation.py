@@ -277,6 +277,12 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
         raise fail(f"{path}.replicas.max", r.max, "must be at most 64")
     if w.accelerator_limit is not None and w.accelerator_limit < 1:
         raise fail(f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
+    if w.warm_replicas and w.engine != "vllm":
+        raise fail(
+            f"{path}.warm_replicas",
+            w.warm_replicas,
+            "needs engine vllm (Ray Serve scales its own workers inside the RayCluster); use 0 with ray-serve",
+        )
     inputs.validate_slo(w.slo, f"{path}.slo")
     a = w.autoscaling
     inputs.validate_scale_to_zero(w, path)

@@ -12,6 +12,8 @@ from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
 from llm_eks.infra.plan.tensor_split import valid_tensor_parallel_sizes
 
+# Warm headroom beyond this is a second deployment, not headroom.
+MAX_WARM_REPLICAS = 64
 # auto: the checkpoint's own format; the others are llm_eks.catalog.formats (what vLLM 0.33 does with each per GPU).
 WEIGHT_FORMATS = ("auto", *FORMATS)
 # Formats vLLM can produce from a 16-bit checkpoint while loading (dynamic FP8); the others need a checkpoint in them.
@@ -39,7 +41,8 @@ class PlanRequest:
 
     # A catalog id (see llm_eks.catalog.models) or a ModelSpec for any other model.
     model: str | ModelSpec
-    # auto: the checkpoint's own format; bf16 (16-bit), fp8 (vLLM quantizes a 16-bit checkpoint at load), awq-int4.
+    # auto: the checkpoint's own format; bf16 (16-bit), fp8 (vLLM quantizes a 16-bit checkpoint at load), or the
+    # format of a quantized checkpoint (llm_eks.catalog.formats).
     weight_format: str = "auto"
     # auto: the activation dtype (2 bytes per value); fp8 halves the KV cache.
     kv_cache_dtype: str = "auto"
@@ -64,6 +67,8 @@ class PlanRequest:
     pipeline_parallel_size: int | None = None
     # None: target_concurrency, capped by what fits at the typical size. Given: what vLLM schedules and profiles.
     max_num_seqs: int | None = None
+    # Replica-shaped placeholder pods kept warm (config's workload.warm_replicas); the plan prices them.
+    warm_replicas: int = 0
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -138,6 +143,7 @@ def validate_request(r: PlanRequest) -> None:
                 "choose an NVIDIA instance type or auto",
             )
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
+    _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
     _choice("weights_source", r.weights_source, WEIGHTS_SOURCES)
     _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
     itl = r.max_itl_ms

@@ -144,6 +144,13 @@ class Plan:
         return self.request.target_concurrency
 
     @property
+    def warm_headroom_usd_per_hour(self) -> float | None:
+        """What the warm placeholders cost: each holds a replica's node(s) around the clock; None without a price."""
+        if self.cost_per_replica_hour is None:
+            return None
+        return round(self.request.warm_replicas * self.cost_per_replica_hour, 4)
+
+    @property
     def meets_target(self) -> bool:
         return self.max_concurrency_typical >= self.request.target_concurrency
 
@@ -244,7 +251,11 @@ class Plan:
                 "meets_target": self.meets_target,
                 "itl_estimate_ms": self.itl_estimate_ms,
             },
-            "cost": {"usd_per_replica_hour": self.cost_per_replica_hour},
+            "cost": {
+                "usd_per_replica_hour": self.cost_per_replica_hour,
+                "warm_replicas": self.request.warm_replicas,
+                "warm_headroom_usd_per_hour": self.warm_headroom_usd_per_hour,
+            },
             "cold_start": {
                 "image_pull_s": self.cold_start.image_pull_s,
                 "weights_s": self.cold_start.weights_s,

@@ -28,7 +28,7 @@ from llm_eks.manifests.checks.instances import (
     InstanceResources,
     catalog_instance_resources,
 )
-from llm_eks.manifests.checks.limits import check_gpu_limits
+from llm_eks.manifests.checks.limits import check_gpu_limits, placeholder
 from llm_eks.manifests.checks.objects import KEDA_DEFAULT_MAX_REPLICAS, object_ref, pod_templates
 from llm_eks.manifests.checks.promql_shape import check_promql_objects, promql_shape_problem
 from llm_eks.manifests.checks.requirements import WELL_KNOWN_LABELS
@@ -78,7 +78,7 @@ def check_objects(
     scheduler = Scheduler(objects, instance_resources, static_nodes)
     return [
         *check_scheduling(templates, scheduler),
-        *check_gpu_limits(templates, scheduler),
+        *check_gpu_limits([t for t in templates if not placeholder(t, objects)], scheduler),
         *check_drain(templates),
         *check_promql_objects(objects),
     ]

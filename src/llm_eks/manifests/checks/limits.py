@@ -4,6 +4,8 @@ else spec.replicas; Ray worker groups maxReplicas x numOfHosts; LeaderWorkerSet 
 accelerators per pod, counted as whole nodes when the pool's instance types are known (Karpenter limits
 count node capacity: 3-GPU pods on 4-GPU nodes use 4 each). Workloads pinned to the same pool are summed.
 Rolling-update surge and RayService upgrades (a second cluster) need extra headroom on top; not checked.
+Placeholders (pods of a PriorityClass below 0, which every ordinary pod pre-empts: warm headroom) are not counted:
+once the pool is full they stay Pending by design, and the serving pods take their place.
 """
 
 from __future__ import annotations
@@ -11,11 +13,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 from llm_eks.manifests.checks.capacity import Capacity
 from llm_eks.manifests.checks.findings import GPU_LIMIT, Finding
 from llm_eks.manifests.checks.instances import ACCELERATOR_RESOURCES, INSTANCE_TYPE_LABEL, InstanceResources
-from llm_eks.manifests.checks.objects import PodTemplate, amount, object_ref, part_prefix, pod_requests
+from llm_eks.manifests.checks.objects import (
+    PodTemplate,
+    amount,
+    group_kind,
+    mapping_at,
+    object_ref,
+    part_prefix,
+    pod_requests,
+)
 from llm_eks.manifests.checks.scheduling import Scheduler
 
 
@@ -67,6 +78,22 @@ def _demand(
             text = f"{nodes} {name} node{'s' if nodes != 1 else ''}, {per_node} pod{'s' if per_node != 1 else ''} each"
             best = (need, text, within)
     return best if best is not None else (pods * per_pod, "", simple)
+
+
+def placeholder(template: PodTemplate, objects: Sequence[Mapping[str, Any]]) -> bool:
+    """True for a pod template of a PriorityClass with a negative value (pre-empted by any default-priority pod)."""
+    name = template.spec.get("priorityClassName")
+    return (
+        any(
+            group_kind(o) == ("scheduling.k8s.io", "PriorityClass")
+            and mapping_at(o, "metadata").get("name") == name
+            and isinstance(o.get("value"), int)
+            and o["value"] < 0
+            for o in objects
+        )
+        if name
+        else False
+    )
 
 
 def check_gpu_limits(templates: Sequence[PodTemplate], sched: Scheduler) -> Iterator[Finding]:

@@ -12,8 +12,9 @@ import pytest
 
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.errors import ConfigError
+from llm_eks.infra.charts import prerequisites, workload_secrets
 from llm_eks.infra.config import parse_environment
-from llm_eks.infra.workloads import api_key_secret, prerequisites, workload_secrets
+from llm_eks.infra.workloads import api_key_secret
 from tests.cdk_fixtures import synth_with_nag
 
 

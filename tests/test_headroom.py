@@ -9,10 +9,11 @@ import pytest
 
 from llm_eks.errors import ConfigError
 from llm_eks.infra.app import plan_environment
+from llm_eks.infra.charts import build_charts
 from llm_eks.infra.cli import main
 from llm_eks.infra.config import parse_environment
 from llm_eks.infra.images import environment_images
-from llm_eks.infra.workloads import VllmWorkload, build_charts, build_workload
+from llm_eks.infra.workloads import VllmWorkload, build_workload
 from llm_eks.manifests.checks import catalog_instance_resources, check_objects
 from llm_eks.versions import PAUSE_IMAGE
 from tests.kube_schema import assert_valid

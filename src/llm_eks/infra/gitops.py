@@ -2,7 +2,7 @@
 
     llm-eks manifests --env dev --node-role-name KarpenterNodeRole-dev --security-group-id sg-0123... --out k8s/
 
-The same charts the CDK stack applies (workloads.build_charts), built without aws_cdk: the two values that only a
+The same charts the CDK stack applies (charts.build_charts), built without aws_cdk: the two values that only a
 deploy knows, the Karpenter node role name and the cluster security group id, are passed in. One file per chart,
 numbered in apply order; a chart's `needs` are the add-ons to install first (README, "GitOps"). Before them,
 `00-addon-namespaces.yaml` holds the add-ons' namespaces with their Pod Security labels and NetworkPolicies, the same
@@ -17,9 +17,10 @@ import cdk8s
 import yaml
 
 from llm_eks.images.lock import ImageLock
+from llm_eks.infra.charts import addon_namespaces, build_charts
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import addon_namespaces, build_charts, build_workload
+from llm_eks.infra.workloads import build_workload
 
 ADDONS_HEADER = (
     "# needs: nothing. Apply first, then install the add-ons into these namespaces without --create-namespace:\n"

@@ -1,7 +1,7 @@
 """Which images an environment runs, and the per-environment switch that refuses synth without their digests.
 
 Pure Python (no aws_cdk, cdk8s or jsii): `llm-eks images lock` imports it too. The Helm releases listed here
-mirror what InferenceStack installs (workloads.addons, GpuDeviceSoftware); a test compares this list with the
+mirror what InferenceStack installs (charts.addons, GpuDeviceSoftware); a test compares this list with the
 releases in the synthesized templates, so the two cannot drift apart.
 
 What the lock covers for an environment: the workload's own image (vLLM, which the benchmark Job reuses, or Ray
@@ -51,7 +51,7 @@ def environment_charts(config: EnvironmentConfig, plan: Plan) -> dict[str, str]:
     }
     # Ray Serve scales its own replicas: KEDA comes with vLLM only.
     charts.update({"keda": KEDA_CHART_VERSION} if vllm else {"kuberay-operator": KUBERAY_OPERATOR_CHART_VERSION})
-    # The Secrets Store CSI driver mounts the Hub token and vLLM's API key (workloads.workload_secrets).
+    # The Secrets Store CSI driver mounts the Hub token and vLLM's API key (charts.workload_secrets).
     if w.hf_token_secret is not None or (vllm and w.api_key):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
         charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION

@@ -27,17 +27,10 @@ from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.infra.annotations import annotate_plan_warnings
+from llm_eks.infra.charts import addons, build_charts, service_account, workload_secrets
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import (
-    Workload,
-    addons,
-    build_charts,
-    build_workload,
-    generated_api_key_secret,
-    service_account,
-    workload_secrets,
-)
+from llm_eks.infra.workloads import Workload, build_workload, generated_api_key_secret
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
@@ -170,7 +163,7 @@ class InferenceStack(cdk.Stack):
         return api_key
 
     def _add_addon(self, name: str, config: EnvironmentConfig) -> tuple[IConstruct, ...]:
-        """Create an add-on (see workloads.addons); return what the charts that need it wait for.
+        """Create an add-on (see charts.addons); return what the charts that need it wait for.
 
         With a token or S3 weights, the chart also waits for its ServiceAccount's Pod Identity association: a pod
         admitted before it exists gets no credentials from the webhook, and never reads the token or the weights.
@@ -208,7 +201,7 @@ class InferenceStack(cdk.Stack):
         elif name == "alb":
             construct = self.platform.add_load_balancer_controller()
         else:
-            raise ValueError(f"unknown add-on {name!r}")  # a bug in workloads.addons
+            raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
         return (construct,)
 
     # -- charts ------------------------------------------------------------------------------------------------

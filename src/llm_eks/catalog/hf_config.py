@@ -16,7 +16,6 @@ instantiate the model on the meta device: seconds of import for a CLI that must 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -186,18 +185,6 @@ def _mla_attention(config: Mapping[str, Any], fields: Mapping[str, Any]) -> int:
     query = hidden * q_lora + q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
     latent = hidden * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v_dim)
     return int(query + latent + heads * v_dim * hidden)
-
-
-def mixtral_style(config: Mapping[str, Any]) -> bool:
-    """True when the config is a family the estimate has always been exact for (dense or Mixtral-style MoE)."""
-    return not any(
-        key in config for key in ("moe_intermediate_size", "kv_lora_rank", "shared_expert_intermediate_size")
-    )
-
-
-def weight_bytes_to_parameters(total_size: int, bytes_per_parameter: float) -> int:
-    """Parameters of a checkpoint whose safetensors hold `total_size` bytes at `bytes_per_parameter` each."""
-    return math.ceil(total_size / bytes_per_parameter)
 
 
 def _positive_int(value: Any, path: str) -> int:

@@ -1,0 +1,231 @@
+"""The chart: EC2NodeClasses and NodePools (Karpenter v1 API) built from NodePoolsProps (specs.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.manifests.disruption import Disruption
+from llm_eks.manifests.node_pools.specs import (
+    AL2023,
+    BOTTLEROCKET,
+    CAPACITY_TYPE_LABEL,
+    CPU_NODE_CLASS,
+    DISCOVERY_TAG,
+    LABEL_ACCELERATOR,
+    LABEL_AMI_FAMILY,
+    LABEL_NODE_POOL,
+    NEURON,
+    NODE_CLASS_FOR_VENDOR,
+    CpuPoolSpec,
+    GpuPoolSpec,
+    NodePoolsProps,
+)
+
+# Bottlerocket's OS volume: Karpenter's own default for the family; it holds only the read-only OS image.
+_BOTTLEROCKET_OS_VOLUME = "4Gi"
+# gp3 above its 3,000 IOPS / 125 MiB/s baseline for GPU nodes: unpacking a ~10 GB image at 125 MiB/s alone takes
+# minutes of a GPU node's cold start; the extra ~$30/month per node is noise next to the GPU's price.
+_GPU_VOLUME_IOPS = 6000
+_GPU_VOLUME_THROUGHPUT = 500
+# A snapshot-restored volume fetches blocks from S3 lazily; hydrating at EBS's maximum provisioned rate (MiB/s)
+# keeps the first image reads from stalling at S3 speed.
+_SNAPSHOT_INITIALIZATION_RATE = 300
+_METADATA_OPTIONS = {
+    "httpEndpoint": "enabled",
+    "httpProtocolIPv6": "disabled",
+    # Hop limit 1: only host-network processes reach IMDS; a pod's extra network hop is dropped, so pods cannot
+    # take the node role's credentials. Pods get their own credentials from EKS Pod Identity, not from IMDS.
+    "httpPutResponseHopLimit": 1,
+    "httpTokens": "required",
+}
+
+
+def _requirement(key: str, operator: str, values: list[str]) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": values}
+
+
+def _ebs(gib: int, *, fast: bool, snapshot_id: str | None = None) -> dict[str, Any]:
+    ebs: dict[str, Any] = {"volumeSize": f"{gib}Gi", "volumeType": "gp3", "deleteOnTermination": True}
+    if fast:
+        ebs.update(iops=_GPU_VOLUME_IOPS, throughput=_GPU_VOLUME_THROUGHPUT)
+    if snapshot_id is None:
+        ebs["encrypted"] = True
+    else:
+        ebs.update(snapshotID=snapshot_id, volumeInitializationRate=_SNAPSHOT_INITIALIZATION_RATE)
+    return ebs
+
+
+def _block_devices(ami_family: str, gib: int, *, fast: bool, snapshot_id: str | None) -> list[dict[str, Any]]:
+    data = _ebs(gib, fast=fast, snapshot_id=snapshot_id)
+    if ami_family == AL2023:
+        return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": data}]
+    os_volume = {
+        "volumeSize": _BOTTLEROCKET_OS_VOLUME,
+        "volumeType": "gp3",
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
+    return [
+        {"deviceName": "/dev/xvda", "ebs": os_volume},
+        # Bottlerocket's data volume: containerd images, kubelet (emptyDir), pod logs.
+        {"deviceName": "/dev/xvdb", "rootVolume": True, "ebs": data},
+    ]
+
+
+def _bottlerocket_user_data(*, neuron: bool, bind_instance_store: bool) -> str | None:
+    """Bottlerocket settings (TOML) Karpenter merges with its own; None when nothing is needed."""
+    sections: list[str] = []
+    if neuron:
+        sections.append(
+            "# Neuron containers take ownership of their /dev/neuron* devices from runAsUser/runAsGroup\n"
+            "# (Bottlerocket >= 1.30; Karpenter docs, 'Device ownership in Bottlerocket').\n"
+            "[settings.kubernetes]\n"
+            "device-ownership-from-security-context = true\n"
+        )
+    if bind_instance_store:
+        sections.append(
+            "# Instance-store NVMe (RAID0) for kubelet (emptyDir model cache) and pod logs, but NOT containerd:\n"
+            "# its images come pre-pulled on the snapshot-restored data volume. Karpenter's instanceStorePolicy\n"
+            "# RAID0 would bind /var/lib/containerd too and hide them. No NVMe: init and bind are no-ops.\n"
+            "[settings.bootstrap-commands.010-llm-eks-instance-store]\n"
+            'commands = [["apiclient", "ephemeral-storage", "init"], '
+            '["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/kubelet", "/var/log/pods"]]\n'
+            "essential = true\n"
+            'mode = "always"\n'
+        )
+    return "\n".join(sections) or None
+
+
+class NodePoolsChart(cdk8s.Chart):
+    """EC2NodeClasses and NodePools for the planned GPU families plus the CPU pool; objects keyed by name."""
+
+    def __init__(self, scope: Construct, id: str, props: NodePoolsProps) -> None:
+        props.validate()
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        self.props = props
+        self.node_classes: dict[str, cdk8s.ApiObject] = {}
+        self.node_pools: dict[str, cdk8s.ApiObject] = {}
+        for vendor in sorted({pool.vendor for pool in props.gpu_pools}, key=NODE_CLASS_FOR_VENDOR.__getitem__):
+            pools = [pool for pool in props.gpu_pools if pool.vendor == vendor]
+            self._add("EC2NodeClass", NODE_CLASS_FOR_VENDOR[vendor], self._gpu_node_class(vendor, pools))
+        if props.cpu_pool is not None:
+            self._add("EC2NodeClass", CPU_NODE_CLASS, self._cpu_node_class(props.cpu_pool))
+        for pool in props.gpu_pools:
+            self._add("NodePool", pool.name, self._gpu_node_pool(pool))
+        if props.cpu_pool is not None:
+            self._add("NodePool", props.cpu_pool.name, self._cpu_node_pool(props.cpu_pool))
+
+    def _add(self, kind: str, name: str, spec: dict[str, Any]) -> None:
+        api_version = "karpenter.k8s.aws/v1" if kind == "EC2NodeClass" else "karpenter.sh/v1"
+        obj = cdk8s.ApiObject(
+            self,
+            f"{kind}-{name}",
+            api_version=api_version,
+            kind=kind,
+            metadata=cdk8s.ApiObjectMetadata(name=name, labels={"app.kubernetes.io/part-of": "llm-eks"}),
+        )
+        # One jsii call for the whole body (the Python binding takes no `spec` keyword).
+        obj.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+        (self.node_classes if kind == "EC2NodeClass" else self.node_pools)[name] = obj
+
+    def _node_class_base(self, name: str) -> dict[str, Any]:
+        p = self.props
+        discovery = {DISCOVERY_TAG: p.cluster_name}
+        security_groups: list[dict[str, Any]] = [{"id": sg} for sg in p.security_group_ids] or [{"tags": discovery}]
+        return {
+            # An alias pins one release of the EKS-optimized AMIs; Karpenter picks the variant (NVIDIA, Neuron,
+            # standard) per instance type. A new pinned version drifts nodes, paced by the disruption budget.
+            "amiSelectorTerms": [{"alias": p.ami_alias}],
+            "role": p.node_role_name,
+            "subnetSelectorTerms": [{"id": subnet} for subnet in p.subnet_ids] or [{"tags": discovery}],
+            "securityGroupSelectorTerms": security_groups,
+            "metadataOptions": dict(_METADATA_OPTIONS),
+            "tags": {"llm-eks.io/node-class": name, **p.tags},
+        }
+
+    def _gpu_node_class(self, vendor: str, pools: list[GpuPoolSpec]) -> dict[str, Any]:
+        p = self.props
+        name = NODE_CLASS_FOR_VENDOR[vendor]
+        nvme = any(pool.nvme for pool in pools)
+        spec = self._node_class_base(name)
+        spec["blockDeviceMappings"] = _block_devices(
+            p.ami_family, p.root_volume_gib, fast=True, snapshot_id=p.image_snapshot_id
+        )
+        if nvme and p.image_snapshot_id is None:
+            # Local NVMe becomes the node's ephemeral storage (containerd, kubelet, logs): the model cache lives
+            # on emptyDir at NVMe speed, and Karpenter counts its size when scheduling. Sizes without NVMe ignore it.
+            spec["instanceStorePolicy"] = "RAID0"
+        if p.ami_family == BOTTLEROCKET:
+            user_data = _bottlerocket_user_data(
+                neuron=vendor == NEURON, bind_instance_store=nvme and p.image_snapshot_id is not None
+            )
+            if user_data is not None:
+                spec["userData"] = user_data
+        return spec
+
+    def _cpu_node_class(self, cpu: CpuPoolSpec) -> dict[str, Any]:
+        spec = self._node_class_base(CPU_NODE_CLASS)
+        # CPU nodes pull their (smaller) images over the network: no snapshot, baseline gp3.
+        spec["blockDeviceMappings"] = _block_devices(
+            self.props.ami_family, cpu.volume_gib, fast=False, snapshot_id=None
+        )
+        return spec
+
+    def _template(
+        self, node_class: str, labels: dict[str, str], requirements: list[dict[str, Any]], disruption: Disruption
+    ) -> dict[str, Any]:
+        p = self.props
+        return {
+            "metadata": {"labels": {**labels, LABEL_AMI_FAMILY: p.ami_family}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+                "requirements": [
+                    *requirements,
+                    _requirement("kubernetes.io/arch", "In", ["amd64"]),
+                    _requirement("kubernetes.io/os", "In", ["linux"]),
+                ],
+                "expireAfter": disruption.expire_after,
+                "terminationGracePeriod": disruption.termination_grace_period,
+            },
+        }
+
+    def _gpu_node_pool(self, pool: GpuPoolSpec) -> dict[str, Any]:
+        template = self._template(
+            pool.node_class,
+            {LABEL_NODE_POOL: pool.name, LABEL_ACCELERATOR: pool.vendor},
+            [
+                _requirement("karpenter.k8s.aws/instance-family", "In", [pool.instance_family]),
+                _requirement("node.kubernetes.io/instance-type", "In", list(pool.instance_types)),
+                # Both allowed: Karpenter launches Spot first and falls back to on-demand within milliseconds when
+                # EC2 reports no Spot capacity for every planned size in every zone.
+                _requirement(CAPACITY_TYPE_LABEL, "In", list(pool.capacity_types)),
+            ],
+            pool.disruption,
+        )
+        # Only pods that tolerate the accelerator taint (workload_placement) land here; nothing else wastes a GPU.
+        template["spec"]["taints"] = [{"key": pool.resource, "value": "true", "effect": "NoSchedule"}]
+        return {
+            "template": template,
+            "disruption": pool.disruption.spec(),
+            "limits": {pool.resource: pool.accelerator_limit},
+        }
+
+    def _cpu_node_pool(self, cpu: CpuPoolSpec) -> dict[str, Any]:
+        template = self._template(
+            CPU_NODE_CLASS,
+            {LABEL_NODE_POOL: cpu.name},
+            [
+                _requirement("karpenter.k8s.aws/instance-category", "In", list(cpu.instance_categories)),
+                _requirement("karpenter.k8s.aws/instance-generation", "Gt", [str(cpu.min_generation - 1)]),
+                _requirement(CAPACITY_TYPE_LABEL, "In", list(cpu.capacity_types)),
+            ],
+            cpu.disruption,
+        )
+        return {
+            "template": template,
+            "disruption": cpu.disruption.spec(),
+            "limits": {"cpu": cpu.cpu_limit},
+        }

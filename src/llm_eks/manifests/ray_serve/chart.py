@@ -1,0 +1,238 @@
+"""The RayService: Serve config, head and worker groups built from RayServeProps (props.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import cdk8s
+import yaml
+from constructs import Construct
+
+from llm_eks.manifests.engine import ray_engine_kwargs
+from llm_eks.manifests.labels import PART_OF, app_labels, plain_object
+from llm_eks.manifests.pods import (
+    container_security_context,
+    hf_token_env,
+    hf_token_mount,
+    hf_token_volume,
+    pod_security_context,
+)
+from llm_eks.manifests.ray_serve.props import (
+    APPLICATION_NAME,
+    DO_NOT_DISRUPT,
+    IMPORT_PATH,
+    METRICS_PORT,
+    METRICS_PORT_NAME,
+    RAY_DRAIN_TIMEOUT_ENV,
+    RAY_SERVE_APP,
+    SERVE_PORT,
+    WORKER_GROUP,
+    RayServeProps,
+    validate,
+)
+from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+
+
+def _typed_engine_kwargs(p: RayServeProps) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "tensor_parallel_size": p.tensor_parallel_size,
+        "pipeline_parallel_size": p.pipeline_parallel_size,
+    }
+    return {**kwargs, **ray_engine_kwargs(p.engine)}
+
+
+def llm_config(p: RayServeProps) -> dict[str, Any]:
+    """The LLMConfig of the model (ray.serve.llm; field names as in Ray 2.60.0, which forbids unknown ones)."""
+    deployment: dict[str, Any] = {
+        "autoscaling_config": {
+            "min_replicas": p.min_replicas,
+            "max_replicas": p.max_replicas,
+            "target_ongoing_requests": p.target_ongoing_requests,
+        },
+        # Spot drain and scale-down: a stopping replica finishes its in-flight requests first.
+        "graceful_shutdown_timeout_s": p.graceful_shutdown_timeout_seconds,
+        "graceful_shutdown_wait_loop_s": p.graceful_shutdown_wait_loop_seconds,
+    }
+    if p.max_ongoing_requests is not None:
+        deployment["max_ongoing_requests"] = p.max_ongoing_requests
+    config: dict[str, Any] = {
+        "model_loading_config": {"model_id": p.model_id, "model_source": p.model_source},
+        "accelerator_type": p.accelerator_type,
+        "engine_kwargs": {**_typed_engine_kwargs(p), **p.extra_engine_kwargs},
+        # One GPU per bundle, tensor_parallel_size x pipeline_parallel_size bundles (Ray Serve LLM expands
+        # bundle_per_worker and adds the accelerator_type constraint to each).
+        "placement_group_config": {
+            "bundle_per_worker": {"GPU": 1},
+            "strategy": "PACK" if p.nodes_per_replica > 1 else "STRICT_PACK",
+        },
+        "deployment_config": deployment,
+        # vLLM's engine metrics through Ray's metrics export (ray_vllm_*): the default since Ray 2.51, stated here
+        # because the alerts and the dashboard depend on it.
+        "log_engine_metrics": True,
+    }
+    if p.runtime_env_vars:
+        config["runtime_env"] = {"env_vars": dict(p.runtime_env_vars)}
+    return config
+
+
+def serve_config(p: RayServeProps) -> dict[str, Any]:
+    """The Serve config KubeRay deploys (serveConfigV2, as a dict)."""
+    return {
+        "applications": [
+            {
+                "name": APPLICATION_NAME,
+                "route_prefix": "/",
+                "import_path": IMPORT_PATH,
+                "args": {"llm_configs": [llm_config(p)]},
+            }
+        ]
+    }
+
+
+def _resources(cpu: str, memory: str, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+    # Requests equal limits: Guaranteed QoS, and the Ray autoscaler reads a node's size from the limits.
+    amounts = {"cpu": cpu, "memory": memory, **(extra or {})}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+class RayServeChart(cdk8s.Chart):
+    """The Ray Serve LLM workload for one model (see the module docstring for how it scales)."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: RayServeProps) -> None:
+        validate(props)
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        self.props = props
+        self.serve_config = serve_config(props)
+        labels = app_labels(RAY_SERVE_APP, props.name)
+
+        def meta(name: str) -> dict[str, Any]:
+            return {"name": name, "namespace": props.namespace, "labels": labels}
+
+        if props.create_namespace:
+            workload_namespace(self, props.namespace)
+        workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
+        plain_object(
+            self,
+            "ray-service",
+            api_version="ray.io/v1",
+            kind="RayService",
+            metadata=meta(props.name),
+            body={"spec": self._spec(props)},
+        )
+
+    def _spec(self, p: RayServeProps) -> dict[str, Any]:
+        return {
+            "serveConfigV2": yaml.safe_dump(self.serve_config, sort_keys=False),
+            "upgradeStrategy": {"type": p.upgrade_strategy},
+            "rayClusterConfig": {
+                "rayVersion": p.ray_version,
+                # Token on the GCS, the client server and the dashboard/Jobs API (module docstring).
+                "authOptions": {"mode": "token"},
+                "enableInTreeAutoscaling": True,
+                "autoscalerOptions": {
+                    # v2 understands placement groups spanning nodes and per-group idle timeouts.
+                    "version": "v2",
+                    "upscalingMode": p.upscaling_mode,
+                    "idleTimeoutSeconds": p.idle_timeout_seconds,
+                    "imagePullPolicy": "IfNotPresent",
+                    # KubeRay's own default size for the sidecar, made explicit.
+                    "resources": _resources("500m", "512Mi"),
+                    "securityContext": container_security_context(),
+                },
+                "headGroupSpec": head_group_spec(p),
+                "workerGroupSpecs": [worker_group_spec(p)],
+            },
+        }
+
+
+def _template_labels(p: RayServeProps) -> dict[str, str]:
+    # Not app.kubernetes.io/name: KubeRay sets it on Ray pods (to "kuberay") and a template label would win.
+    return {"app.kubernetes.io/instance": p.name, "app.kubernetes.io/part-of": PART_OF}
+
+
+def head_group_spec(p: RayServeProps) -> dict[str, Any]:
+    """The head group: system capacity, no Ray work, the cluster's ports."""
+    metadata: dict[str, Any] = {"labels": _template_labels(p)}
+    if p.head_on_karpenter:
+        # Losing the head restarts every replica: Karpenter must not consolidate or replace its node.
+        metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
+    return {
+        # No Ray tasks, actors or Serve replicas on the head: it has no GPU and it is the cluster's brain.
+        "rayStartParams": {"num-cpus": "0", "num-gpus": "0"},
+        "template": {
+            "metadata": metadata,
+            "spec": {
+                "nodeSelector": dict(p.head_node_selector),
+                "tolerations": [dict(t) for t in p.head_tolerations],
+                "securityContext": pod_security_context(p.run_as_user),
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": p.image,
+                        # A pinned tag of a ~10 GB image: pull once per node.
+                        "imagePullPolicy": "IfNotPresent",
+                        "ports": [
+                            {"name": "gcs-server", "containerPort": 6379},
+                            {"name": "dashboard", "containerPort": 8265},
+                            {"name": "client", "containerPort": 10001},
+                            {"name": "serve", "containerPort": SERVE_PORT},
+                            {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT},
+                        ],
+                        "resources": _resources(p.head_cpu, p.head_memory),
+                        "securityContext": container_security_context(),
+                    }
+                ],
+            },
+        },
+    }
+
+
+def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
+    """The GPU worker group: one node's GPUs per pod, the planned pool, the Spot drain."""
+    gpus = str(p.gpus_per_worker)
+    extra = {p.gpu_resource: gpus}
+    if p.worker_ephemeral_storage is not None:
+        extra["ephemeral-storage"] = p.worker_ephemeral_storage
+    env = [{"name": RAY_DRAIN_TIMEOUT_ENV, "value": str(p.drain_timeout_seconds)}]
+    container: dict[str, Any] = {
+        "name": "ray-worker",
+        "image": p.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": _resources(p.worker_cpu, p.worker_memory, extra),
+        "env": env,
+        "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT}],
+        "securityContext": container_security_context(),
+    }
+    if p.pre_stop_seconds:
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": p.pre_stop_seconds}}}
+    pod: dict[str, Any] = {
+        "serviceAccountName": p.name,
+        "nodeSelector": dict(p.node_selector),
+        "tolerations": [dict(t) for t in p.tolerations],
+        "terminationGracePeriodSeconds": p.termination_grace_seconds,
+        "securityContext": pod_security_context(p.run_as_user),
+        "containers": [container],
+    }
+    if p.hf_token_secret is not None:
+        env.append(hf_token_env())
+        container["volumeMounts"] = [hf_token_mount()]
+        pod["volumes"] = [hf_token_volume(p.name)]
+    nodes = p.nodes_per_replica
+    return {
+        "groupName": WORKER_GROUP,
+        # Pods, not model replicas: a replica spanning N nodes needs N worker pods.
+        "replicas": p.min_replicas * nodes,
+        "minReplicas": p.min_replicas * nodes,
+        "maxReplicas": p.max_replicas * nodes,
+        "rayStartParams": {"num-gpus": gpus},
+        # Advertise the GPU model up front: every bundle of the model asks for accelerator_type:<type>, and
+        # without this the autoscaler would not know that a new pod of this group provides it.
+        "resources": {f"accelerator_type:{p.accelerator_type}": "1"},
+        "template": {"metadata": {"labels": _template_labels(p)}, "spec": pod},
+    }
+
+
+def worker_gpus_total(p: RayServeProps) -> int:
+    """GPUs the group holds at max replicas (what the node pool's limit must allow)."""
+    return p.max_replicas * p.nodes_per_replica * p.gpus_per_worker

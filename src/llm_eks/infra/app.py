@@ -87,7 +87,7 @@ def cloudformation_validation_requested(app: cdk.App) -> bool:
     """`-c llm-eks:cloudformation-validation=true` (or true in cdk.json), or `CDK_VALIDATION=true` in the
     environment."""
     value = app.node.try_get_context(CFN_VALIDATION_CONTEXT)
-    return value is True or str(value).lower() == "true" or os.environ.get("CDK_VALIDATION", "").lower() == "true"
+    return str(value).lower() == "true" or os.environ.get("CDK_VALIDATION", "").lower() == "true"
 
 
 def add_checks(app: cdk.App) -> None:

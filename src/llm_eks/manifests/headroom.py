@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.errors import fail
 from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.labels import selector_labels
 from llm_eks.manifests.pods import container_security_context, placement, pod_security_context
@@ -50,7 +51,7 @@ class HeadroomProps:
 def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
     """The PriorityClass and the placeholder Deployment."""
     if p.replicas < 1:
-        raise ValueError(f"headroom replicas must be at least 1, not {p.replicas}")
+        raise fail("headroom.replicas", p.replicas, "must be at least 1 (leave the headroom out for none)")
     s = p.serving
     name = f"{s.name}-headroom"
     labels = selector_labels(HEADROOM_APP, name)
@@ -61,7 +62,6 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
         "ephemeral-storage": s.cache_size,
         s.accelerator_resource: str(s.accelerators_per_pod),
     }
-    limits = {"memory": s.memory, s.accelerator_resource: str(s.accelerators_per_pod)}
     priority_class = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -91,7 +91,10 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
                             "name": "pause",
                             "image": p.image,
                             "imagePullPolicy": "Always",  # a few hundred kB; the tag or digest is re-checked
-                            "resources": {"requests": requests, "limits": {**limits, "cpu": s.cpu}},
+                            "resources": {
+                                "requests": requests,
+                                "limits": {k: v for k, v in requests.items() if k != "ephemeral-storage"},
+                            },
                             "securityContext": {**container_security_context(), "readOnlyRootFilesystem": True},
                         }
                     ],

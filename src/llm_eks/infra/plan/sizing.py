@@ -51,8 +51,7 @@ class Context:
         # Bytes of one decoder layer, on average (what a pipeline stage holds per layer).
         self.layer_bytes = (self.weight_bytes - spec.embedding_parameters * 2 - spec.hidden_size * 2) / spec.layers
         # Of which routed experts (read per step only where the batch routes).
-        expert_bpp = self.bytes_per_param if self.fmt != "bf16" else 2.0
-        self.expert_layer_bytes = spec.expert_parameters * expert_bpp / spec.layers
+        self.expert_layer_bytes = spec.expert_parameters * self.bytes_per_param / spec.layers
         self.kv_bytes_per_token = spec.layers * kv_bytes_per_token_per_layer(spec, 1, self.kv_dtype_bytes)
         native_bytes = 4 if spec.native_dtype == "float32" else 2
         if self.fmt == "awq-int4" or spec.quantization is not None:

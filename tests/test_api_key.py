@@ -93,6 +93,6 @@ def test_which_secret_the_workload_reads(workload: dict[str, Any], secret: str |
     assert api_key_secret(config) == secret
     built = build_workload(config, plan_environment(config))
     assert workload_secrets(built) == reads
-    assert ("secrets" in prerequisites(built, config)) == bool(reads)
+    assert ("secrets" in prerequisites(built)) == bool(reads)
     # The vLLM chart gets the same name; a Ray Serve workload has none.
     assert built.api_key_secret == secret

@@ -36,7 +36,11 @@ def test_default_environments_parse() -> None:
     assert dev.account is None and dev.region is None
     assert dev.endpoint.access == "private"
     assert dev.workload.capacity_types == ("spot", "on-demand")
-    assert environments["staging"].workload.engine == "ray-serve"
+    staging = environments["staging"]
+    assert [(s.key, s.config.engine, s.path) for s in staging.served] == [
+        ("qwen", "ray-serve", "environments.staging.workloads.qwen"),
+        ("llama", "vllm", "environments.staging.workloads.llama"),
+    ]
 
 
 def test_defaults_are_production_choices() -> None:
@@ -108,16 +112,16 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: account, admin_role_arns, "
-            "endpoint, kubernetes_version, region, require_image_digests, system_nodes, tags, vpc, workload",
+            "endpoint, kubernetes_version, region, require_image_digests, system_nodes, tags, vpc, workload, workloads",
         ),
         (
             {"workload": {"modle": "x"}},
             "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
             "accelerator_limit, acknowledged_warnings, api_key, api_key_secret, autoscaling, benchmark, "
-            "capacity_types, engine, gpu_memory_utilization, hf_token_secret, image_snapshot_id, internal_alb, "
-            "kv_cache_dtype, load_balancer, max_model_len, max_num_seqs, model, model_spec, pipeline_parallel_size, "
-            "replicas, slo, target_concurrency, tensor_parallel_size, typical_input_tokens, typical_output_tokens, "
-            "warm_replicas, weight_format, weights, weights_s3_uri",
+            "capacity_types, dedicated_pool, engine, gpu_memory_utilization, hf_token_secret, image_snapshot_id, "
+            "internal_alb, kv_cache_dtype, load_balancer, max_model_len, max_num_seqs, model, model_spec, "
+            "pipeline_parallel_size, replicas, slo, target_concurrency, tensor_parallel_size, typical_input_tokens, "
+            "typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri",
         ),
         (
             {"account": "1234"},

@@ -64,7 +64,9 @@ def test_image_snapshot_reaches_the_gpu_node_class(tmp_path: Path) -> None:
     from llm_eks.infra.gitops import write_manifests
 
     config = parse_environment("snap", {"workload": {"image_snapshot_id": "snap-0123456789abcdef0"}})
-    written = write_manifests(config, plan_environment(config), tmp_path, node_role_name="r", security_group_ids=(SG,))
+    written = write_manifests(
+        config, [plan_environment(config)], tmp_path, node_role_name="r", security_group_ids=(SG,)
+    )
     (pools,) = [p for p in written if p.name == "01-node-pools.yaml"]
     (gpu_class,) = [o for o in yaml.safe_load_all(pools.read_text()) if o and o["metadata"]["name"] == "gpu-nvidia"]
     volumes = {m["deviceName"]: m["ebs"] for m in gpu_class["spec"]["blockDeviceMappings"]}

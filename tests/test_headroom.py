@@ -25,7 +25,7 @@ def _chart_objects(body: dict[str, Any]) -> list[dict[str, Any]]:
     config = parse_environment("dev", body)
     workload = build_workload(config, plan_environment(config))
     group = ("sg-0123456789abcdef0",)
-    charts = build_charts(cdk8s.App(), config, workload, node_role_name="r", security_group_ids=group)
+    charts = build_charts(cdk8s.App(), config, [workload], node_role_name="r", security_group_ids=group)
     return [o for c in charts if c.apply for o in c.chart.to_json()]
 
 
@@ -59,7 +59,7 @@ def test_the_plan_prices_the_headroom(capsys: pytest.CaptureFixture[str]) -> Non
     plan = plan_environment(config)
     assert plan.cost_per_replica_hour is not None
     assert plan.warm_headroom_usd_per_hour == round(2 * plan.cost_per_replica_hour, 4)
-    assert PAUSE_IMAGE in environment_images(config, plan)
+    assert PAUSE_IMAGE in environment_images(config, [plan])
     assert main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]) == 0
     assert "Warm headroom" not in capsys.readouterr().out
 

@@ -22,6 +22,7 @@ from llm_eks.images.lock import ImageLock, LockEntry, load_lock, parse_lock, wri
 from llm_eks.infra.app import build_app, plan_environment
 from llm_eks.infra.charts import build_charts
 from llm_eks.infra.config import parse_environment
+from llm_eks.infra.environment_plans import plan_workloads
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, environment_charts, environment_images
 from llm_eks.infra.review import readable
 from llm_eks.infra.workloads import build_workload
@@ -118,7 +119,7 @@ def _workload(body: dict[str, Any], lock: ImageLock) -> Any:
 
 def test_vllm_and_benchmark_run_the_locked_digest() -> None:
     workload = _workload({}, lock_of(VLLM))
-    charts = build_charts(cdk8s.App(), parse_environment("dev", {}), workload, node_role_name="r",
+    charts = build_charts(cdk8s.App(), parse_environment("dev", {}), [workload], node_role_name="r",
                           security_group_ids=("sg-0123456789abcdef0",))  # fmt: skip
     images = {
         (c.id, o["kind"]): [x["image"] for x in o["spec"]["template"]["spec"]["containers"]]
@@ -134,7 +135,7 @@ def test_vllm_and_benchmark_run_the_locked_digest() -> None:
 def test_ray_head_and_workers_run_the_locked_digest() -> None:
     workload = _workload({"workload": {"engine": "ray-serve"}}, lock_of(RAY))
     chart = next(c.chart for c in build_charts(cdk8s.App(), parse_environment("dev", {"workload": {"engine":
-        "ray-serve"}}), workload, node_role_name="r", security_group_ids=("sg-0123456789abcdef0",)) if c.id ==
+        "ray-serve"}}), [workload], node_role_name="r", security_group_ids=("sg-0123456789abcdef0",)) if c.id ==
         "ray-serve")  # fmt: skip
     (service,) = [o for o in chart.to_json() if o["kind"] == "RayService"]
     cluster = service["spec"]["rayClusterConfig"]
@@ -160,7 +161,7 @@ def test_require_image_digests_refuses_the_first_unlocked_image() -> None:
         "reachable, review and commit the file, or set require_image_digests to false"
     )
     config = parse_environment("dev", body)
-    full = lock_of(*environment_images(config, plan_environment(config)))
+    full = lock_of(*environment_images(config, [plan_environment(config)]))
     assert _workload(body, full).vllm.image.endswith(fake_digest(VLLM))
 
 
@@ -314,7 +315,7 @@ def test_inventory_matches_the_releases_the_stack_installs(env: str, templates: 
         if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
     }
     config = parse_environment(env, CDK_JSON["context"]["environments"][env])
-    assert environment_charts(config, plan_environment(config)) == installed
+    assert environment_charts(config, plan_workloads(config)) == installed
     # Every chart is either pinned through its values or listed with the reason it is not.
     assert set(installed) <= set(CHART_IMAGES) | set(NOT_COVERED)
 
@@ -322,8 +323,8 @@ def test_inventory_matches_the_releases_the_stack_installs(env: str, templates: 
 def test_api_key_alone_brings_the_secrets_store_charts() -> None:
     """A public model (no Hub token) still mounts vLLM's API key through the Secrets Store CSI driver."""
     body = {"workload": {"model": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 8192}}
-    charts = environment_charts(config := parse_environment("qa", body), plan_environment(config))
+    charts = environment_charts(config := parse_environment("qa", body), [plan_environment(config)])
     assert {"secrets-store-csi-driver", "secrets-store-csi-driver-provider-aws"} <= set(charts)
     body["workload"]["api_key"] = False
-    charts = environment_charts(config := parse_environment("qa", body), plan_environment(config))
+    charts = environment_charts(config := parse_environment("qa", body), [plan_environment(config)])
     assert "secrets-store-csi-driver" not in charts

@@ -235,7 +235,7 @@ def _monitoring_flows() -> list[tuple[str, Any, Pod, int, bool]]:
     ]
 
 
-def _ray_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
+def _ray_flows(objects: list[dict[str, Any]], keda: bool) -> list[tuple[str, Any, Pod, int, bool]]:
     head, worker = _ray_pods(objects)
     ns = head.namespace
     other_ray = Pod(ns, {**head.labels, "app.kubernetes.io/instance": "ray-other", "ray.io/cluster": "ray-other-abcde"})
@@ -261,9 +261,10 @@ def _ray_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, 
         ("EKS control plane", CONTROL_PLANE, head, 8265, False),
         ("pod in another namespace", STRANGER, KUBERAY, 8080, False),
         ("Prometheus", PROMETHEUS, DCGM, 9400, True),
-        # No KEDA in a Ray Serve environment, so nothing outside `monitoring` may query Prometheus.
-        ("pod labelled as KEDA's operator in a `keda` namespace", KEDA_OPERATOR, PROMETHEUS, 9090, False),
     ]
+    if not keda:
+        # No KEDA in a Ray Serve-only environment, so nothing outside `monitoring` may query Prometheus.
+        flows.append(("pod labelled as KEDA's operator in a `keda` namespace", KEDA_OPERATOR, PROMETHEUS, 9090, False))
     for port in (8265, 6379, 10001, 8000, 52365):
         flows.append(("pod in another namespace", STRANGER, head, port, False))
         flows.append(("unlabelled pod in the workload namespace", stray, head, port, False))
@@ -273,10 +274,24 @@ def _ray_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, 
 
 def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
     """(source description, source, destination, port, allowed) for every flow of `env` the table covers."""
-    if any(o["kind"] == "RayService" for o in objects):
-        return _ray_flows(objects) + _monitoring_flows()
+    ray = any(o["kind"] == "RayService" for o in objects)
+    vllm = any(o["kind"] == "Deployment" for o in objects)
     alb = any(o["kind"] == "Ingress" for o in objects)
-    return _vllm_flows(objects, alb) + _monitoring_flows()
+    table = _monitoring_flows()
+    if ray:
+        table += _ray_flows(objects, keda=vllm)
+    if vllm:
+        table += _vllm_flows(objects, alb)
+    if ray and vllm:
+        # Two workloads, two namespaces: neither's pods reach the other's unless labelled as clients.
+        (head, worker), (server, bench) = _ray_pods(objects), _vllm_pods(objects)
+        table += [
+            ("vLLM of another workload", server, head, 8000, False),
+            ("benchmark Job of another workload", bench, head, 8000, False),
+            ("Ray worker of another workload", worker, server, 8000, False),
+            ("Ray head of another workload", head, server, 8000, False),
+        ]
+    return table
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -320,7 +335,11 @@ def test_every_namespace_we_create_denies_by_default(synthesized: Synthesized, e
         for o in objects
         if o["kind"] == "NetworkPolicy" and o["spec"]["podSelector"] == {} and o["spec"]["ingress"] == []
     }
-    expected = {"inference", "monitoring", "nvidia-gpu", "keda" if env != "staging" else "kuberay-system"}
+    expected = (
+        {"inference-qwen", "inference-llama", "monitoring", "nvidia-gpu", "keda", "kuberay-system"}
+        if env == "staging"
+        else {"inference", "monitoring", "nvidia-gpu", "keda"}
+    )
     assert ours == denied == expected
     assert "kube-system" not in ours
 
@@ -329,6 +348,8 @@ def test_every_namespace_we_create_denies_by_default(synthesized: Synthesized, e
 
 LEVELS = {
     "inference": "restricted",
+    "inference-qwen": "restricted",
+    "inference-llama": "restricted",
     "keda": "restricted",
     "kuberay-system": "restricted",
     "monitoring": "privileged",

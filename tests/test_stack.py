@@ -58,13 +58,14 @@ def test_install_order(templates: dict[str, Any], env: str) -> None:
     node_pools, node_pools_resource = chart_manifest(template, "node-pools")
     # Node pools after Karpenter's CRDs and controller: deleted first on destroy, while Karpenter still runs.
     assert {crds, controller} <= set(node_pools_resource["DependsOn"])
-    workload_id = "vllm" if env != "staging" else "ray-serve"
-    _, workload = chart_manifest(template, workload_id)
-    assert node_pools in workload["DependsOn"]
+    workload_ids = ["vllm"] if env != "staging" else ["qwen-ray-serve", "llama-vllm"]
+    for workload_id in workload_ids:
+        _, workload = chart_manifest(template, workload_id)
+        assert node_pools in workload["DependsOn"]
     # Controllers wait for the system node group, or `helm --wait` has nowhere to run their pods.
     system_group = next(k for k, r in by_type(template, "AWS::EKS::Nodegroup").items())
-    scaler = "kuberay-operator" if env == "staging" else "keda"
-    for name in (scaler, "kube-prometheus-stack", "karpenter"):
+    scalers = ["kuberay-operator", "keda"] if env == "staging" else ["keda"]
+    for name in (*scalers, "kube-prometheus-stack", "karpenter"):
         _, chart = release(template, name)
         assert system_group in chart["DependsOn"], name
 
@@ -99,11 +100,18 @@ def test_karpenter_helm_values_carry_the_queue_name(templates: dict[str, Any]) -
 
 
 def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, Any]) -> None:
-    assert env_objects(synthesized, "staging", "RayService")
-    assert not env_objects(synthesized, "staging", "Deployment")
+    # staging serves two models, one per engine: KubeRay for the RayService, KEDA for the vLLM Deployment only.
+    assert [r["metadata"]["name"] for r in env_objects(synthesized, "staging", "RayService")] == ["ray-qwen"]
+    assert [d["metadata"]["name"] for d in env_objects(synthesized, "staging", "Deployment")] == ["vllm-llama"]
+    assert [s["spec"]["scaleTargetRef"]["name"] for s in env_objects(synthesized, "staging", "ScaledObject")] == [
+        "vllm-llama"
+    ]
     release(templates["staging"], "kuberay-operator")
+    release(templates["staging"], "keda")
     # Ray Serve scales its own replicas: no KEDA where nothing uses it.
-    assert not [r for r in by_type(templates["staging"], HELM).values() if r["Properties"]["Release"] == "keda"]
+    assert not [
+        r for r in by_type(templates["prod"], HELM).values() if r["Properties"]["Release"] == "kuberay-operator"
+    ]
     assert [d["metadata"]["name"] for d in env_objects(synthesized, "dev", "Deployment")] == [
         "vllm-llama-3-1-8b-instruct"
     ]
@@ -211,8 +219,15 @@ def test_generated_api_key_read_by_the_vllm_role_only(synthesized: Synthesized, 
         o for o in env_objects(synthesized, "dev", "SecretProviderClass") if o["metadata"]["name"].endswith("-api-key")
     ]
     assert "llm-eks/dev/api-key" in spc["spec"]["parameters"]["objects"]
-    # Ray Serve (staging) has no key check: no secret, and its RayCluster asks KubeRay for token authentication.
-    assert not by_type(templates["staging"], "AWS::SecretsManager::Secret")
+    # Ray Serve (staging's qwen) has no key check: only its vLLM neighbour reads the key, and the RayCluster asks
+    # KubeRay for token authentication.
+    staging = templates["staging"]
+    accounts = [
+        r["Properties"]["ServiceAccount"] for r in by_type(staging, "AWS::EKS::PodIdentityAssociation").values()
+    ]
+    assert "ray-qwen" not in accounts
+    reads = _secret_reads(staging, "vllm-llama")
+    assert [":secret:llm-eks/staging/api-key-??????" in r for r in reads].count(True) == 1
     (ray,) = env_objects(synthesized, "staging", "RayService")
     assert ray["spec"]["rayClusterConfig"]["authOptions"] == {"mode": "token"}
 

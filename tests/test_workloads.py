@@ -163,8 +163,8 @@ def test_monitoring_props_refuse_a_plan_without_a_price() -> None:
     ray = workload_of({"workload": {"engine": "ray-serve"}})
     assert isinstance(vllm, VllmWorkload) and isinstance(ray, RayServeWorkload)
     for build in (
-        lambda: monitoring_props(config, plan, vllm.vllm),
-        lambda: ray_monitoring_props(config, plan, ray.ray),
+        lambda: monitoring_props(config.served[0], plan, vllm.vllm),
+        lambda: ray_monitoring_props(config.served[0], plan, ray.ray),
     ):
         with pytest.raises(ConfigError) as info:
             build()

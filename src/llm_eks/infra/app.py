@@ -16,12 +16,13 @@ from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
 from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
 from llm_eks.infra.context_file import loads, read_context_file
+from llm_eks.infra.environment_plans import plan_workloads
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock
 from llm_eks.infra.model_files import MODELS_DIR, MODELS_DIR_CONTEXT
-from llm_eks.infra.plan import Plan, plan
+from llm_eks.infra.plan import Plan
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
-from llm_eks.infra.workloads import build_workload
+from llm_eks.infra.workloads import build_workloads, only_workload
 
 
 def read_context(app: cdk.App) -> dict[str, Any]:
@@ -40,14 +41,9 @@ def check_context_file(path: Path) -> None:
 
 
 def plan_environment(config: EnvironmentConfig) -> Plan:
-    """The capacity plan of one environment; planner errors are prefixed with the environment's path."""
-    try:
-        return plan(config.workload.plan_request())
-    except ConfigError as err:
-        message = str(err)
-        if message.startswith("workload."):
-            message = f"environments.{config.name}.{message}"
-        raise ConfigError(message) from None
+    """The capacity plan of an environment with one workload; planner errors carry the workload's path."""
+    only_workload(config)
+    return plan_workloads(config)[0]
 
 
 def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
@@ -63,13 +59,15 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
     app.node.set_context(IMAGE_DIGESTS_CONTEXT, lock.digests())
     planned = []
     for config in configs:
-        env_plan = plan_environment(config)
-        planned.append((config, env_plan, build_workload(config, env_plan, region=config.region, images=lock)))
+        plans = plan_workloads(config)
+        planned.append((config, plans, build_workloads(config, plans, region=config.region, images=lock)))
     stacks = []
-    for config, env_plan, workload in planned:
+    for config, plans, workloads in planned:
         if not quiet:
-            print(f"llm-eks {config.name}: {env_plan.summary_line()}", file=sys.stderr)
-        stacks.append(InferenceStack(app, config, env_plan, workload))
+            for served, env_plan in zip(config.served, plans, strict=True):
+                name = config.name if served.key is None else f"{config.name}/{served.key}"
+                print(f"llm-eks {name}: {env_plan.summary_line()}", file=sys.stderr)
+        stacks.append(InferenceStack(app, config, plans, workloads))
     return stacks
 
 

@@ -5,6 +5,7 @@ Also which add-ons and secrets a workload's charts need before they apply.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +32,19 @@ class ChartPlan:
 
     id: str
     chart: cdk8s.Chart
-    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "secrets", "weights", "alb", or the
-    # id of an earlier chart. The CDK stack maps each to a construct; a GitOps pipeline to a sync wave.
+    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "secrets", "alb", "weights" (this
+    # chart's workload's S3 read access), or the id of an earlier chart. The CDK stack maps each to a construct; a
+    # GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
     apply: bool = True
+    # The workload whose objects the chart holds (its secrets and weights are what "secrets" and "weights" mean).
+    workload: Workload | None = None
+
+
+def chart_id(workload: Workload, base: str) -> str:
+    """`vllm`, `monitoring`, ... for the one-model shorthand; `<key>-vllm`, ... for a workload of `workloads`."""
+    return base if workload.key is None else f"{workload.key}-{base}"
 
 
 def service_account(workload: Workload) -> tuple[str, str]:
@@ -48,41 +57,46 @@ def workload_secrets(workload: Workload) -> tuple[str, ...]:
     return workload.secrets
 
 
-def prerequisites(workload: Workload, config: EnvironmentConfig) -> tuple[Addon, ...]:
+def prerequisites(workload: Workload) -> tuple[Addon, ...]:
     """The add-ons the workload chart itself waits for (besides its node pools)."""
     needs: list[Addon] = ["kuberay"] if isinstance(workload, RayServeWorkload) else []
     if workload.secrets:
         needs.append("secrets")
-    if config.workload.weights == "s3":
+    if workload.weights_s3_uri is not None:
         needs.append("weights")
     if isinstance(workload, VllmWorkload) and workload.vllm.ingress is not None:
         needs.append("alb")
     return tuple(needs)
 
 
-def addons(workload: Workload, config: EnvironmentConfig) -> tuple[Addon, ...]:
-    """Every add-on this environment installs besides Karpenter and observability. Ray Serve scales its own
-    replicas, so KEDA comes only with vLLM (its autoscaling chart waits for it)."""
-    keda: tuple[Addon, ...] = ("keda",) if isinstance(workload, VllmWorkload) else ()
-    return (*prerequisites(workload, config), *keda)
+def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
+    """Every add-on this environment installs besides Karpenter and observability, in a stable order. Ray Serve
+    scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
+    is per workload (ChartPlan.workload), not an environment add-on."""
+    wanted = {need for w in workloads for need in prerequisites(w)} - {"weights"}
+    if any(isinstance(w, VllmWorkload) for w in workloads):
+        wanted.add("keda")
+    order: tuple[Addon, ...] = ("kuberay", "secrets", "alb", "keda")
+    return tuple(name for name in order if name in wanted)
 
 
-def addon_namespaces(workload: Workload, config: EnvironmentConfig) -> list[dict[str, Any]]:
+def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -> list[dict[str, Any]]:
     """The namespaces of this environment's add-ons, at the constructs' defaults, each with its Pod Security labels
     and NetworkPolicies: what the CDK stack applies before each add-on's Helm releases, and what a GitOps pipeline
     applies before installing the add-ons itself (into these namespaces, without --create-namespace)."""
     # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
     cidrs = (config.vpc.cidr,)
-    names = addons(workload, config)
+    names = addons(workloads)
     keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
     objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
     if "kuberay" in names:
         objects += netpol.kuberay_namespace(netpol.KUBERAY_NAMESPACE)
     if "keda" in names:
         objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
-    if workload.gpu_pool.vendor == "nvidia":
+    vendors = {w.gpu_pool.vendor for w in workloads}
+    if "nvidia" in vendors:
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
-    if workload.gpu_pool.vendor == "neuron":
+    if "neuron" in vendors:
         objects += netpol.neuron_namespace(netpol.NEURON_NAMESPACE)
     return objects
 
@@ -90,51 +104,56 @@ def addon_namespaces(workload: Workload, config: EnvironmentConfig) -> list[dict
 def build_charts(
     app: cdk8s.App,
     config: EnvironmentConfig,
-    workload: Workload,
+    workloads: Sequence[Workload],
     *,
     node_role_name: str,
     security_group_ids: tuple[str, ...],
 ) -> list[ChartPlan]:
-    """Every chart of one environment. The single place charts are built: the CDK stack applies these through
-    the cluster, `llm-eks manifests` writes the same objects for GitOps."""
+    """Every chart of one environment: the node pools, then each workload's charts. The single place charts are
+    built: the CDK stack applies these through the cluster, `llm-eks manifests` writes the same objects for GitOps."""
     v = config.vpc
+    snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
         cluster_name=config.cluster_name,
         node_role_name=node_role_name,
-        gpu_pools=(workload.gpu_pool,),
-        cpu_pool=workload.cpu_pool,
+        # Workloads sharing a family share its pool (build_workloads merged them): one spec per pool name.
+        gpu_pools=tuple({w.gpu_pool.name: w.gpu_pool for w in workloads}.values()),
+        cpu_pool=workloads[0].cpu_pool,
         security_group_ids=security_group_ids,
         subnet_ids=v.private_subnet_ids if v.imported else (),
-        image_snapshot_id=config.workload.image_snapshot_id,
+        image_snapshot_id=snapshots[0] if snapshots else None,
         tags=dict(config.tags),
     )
     charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]
-    extra = prerequisites(workload, config)
-    if isinstance(workload, RayServeWorkload):
-        return [*charts, *_ray_serve_charts(app, workload, extra)]
-    return [*charts, *_vllm_charts(app, config, workload, extra)]
+    for workload in workloads:
+        if isinstance(workload, RayServeWorkload):
+            charts += _ray_serve_charts(app, workload)
+        else:
+            charts += _vllm_charts(app, config, workload)
+    return charts
 
 
-def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload, extra: tuple[Addon, ...]) -> list[ChartPlan]:
+def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartPlan]:
     r = workload.ray
-    ray = RayServeChart(app, "ray-serve", r)
+    ray_id, monitoring_id = chart_id(workload, "ray-serve"), chart_id(workload, "monitoring")
+    ray = RayServeChart(app, ray_id, r)
     # The namespace's policies travel with the workload: one apply, so no pod ever runs unprotected.
     add_objects(ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name)))
     return [
-        ChartPlan("ray-serve", ray, needs=("node-pools", *extra)),
+        ChartPlan(ray_id, ray, needs=("node-pools", *prerequisites(workload)), workload=workload),
         ChartPlan(
-            "monitoring",
-            RayMonitoringChart(app, "monitoring", workload.monitoring),
-            needs=("ray-serve", "observability"),
+            monitoring_id,
+            RayMonitoringChart(app, monitoring_id, workload.monitoring),
+            needs=(ray_id, "observability"),
+            workload=workload,
         ),
     ]
 
 
-def _vllm_charts(
-    app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorkload, extra: tuple[Addon, ...]
-) -> list[ChartPlan]:
+def _vllm_charts(app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorkload) -> list[ChartPlan]:
     vllm = workload.vllm
-    vllm_chart = VllmChart(app, "vllm", vllm)
+    ids = {base: chart_id(workload, base) for base in ("vllm", "autoscaling", "monitoring", "benchmark")}
+    vllm_chart = VllmChart(app, ids["vllm"], vllm)
     bench = workload.benchmark
     policies = netpol.vllm_policies(
         vllm.namespace,
@@ -148,11 +167,26 @@ def _vllm_charts(
     add_objects(vllm_chart, policies)
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
+    own = ids["vllm"]
     return [
-        ChartPlan("vllm", vllm_chart, needs=("node-pools", *extra)),
+        ChartPlan(own, vllm_chart, needs=("node-pools", *prerequisites(workload)), workload=workload),
         ChartPlan(
-            "autoscaling", VllmAutoscalingChart(app, "autoscaling", vllm, workload.autoscaling), ("vllm", "keda")
+            ids["autoscaling"],
+            VllmAutoscalingChart(app, ids["autoscaling"], vllm, workload.autoscaling),
+            (own, "keda"),
+            workload=workload,
         ),
-        ChartPlan("monitoring", MonitoringChart(app, "monitoring", workload.monitoring), ("vllm", "observability")),
-        ChartPlan("benchmark", BenchmarkChart(app, "benchmark", vllm, bench), needs=("vllm",), apply=False),
+        ChartPlan(
+            ids["monitoring"],
+            MonitoringChart(app, ids["monitoring"], workload.monitoring),
+            (own, "observability"),
+            workload=workload,
+        ),
+        ChartPlan(
+            ids["benchmark"],
+            BenchmarkChart(app, ids["benchmark"], vllm, bench),
+            needs=(own,),
+            apply=False,
+            workload=workload,
+        ),
     ]

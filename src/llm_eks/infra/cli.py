@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -66,7 +67,12 @@ def _parser() -> _Parser:
     )
     source = p.add_argument_group("what to plan (one of)")
     source.add_argument("--model", help="Hugging Face id from the catalog (or with --model-config, any id)")
-    source.add_argument("--env", metavar="NAME", help="plan the workload of environment NAME in --context-file")
+    source.add_argument("--env", metavar="NAME", help="plan the workload(s) of environment NAME in --context-file")
+    p.add_argument(
+        "--workload",
+        metavar="KEY",
+        help="with --env: plan only this workload of the environment's `workloads` (default: each in turn)",
+    )
     source.add_argument("--catalog", action="store_true", help="list the catalog models and instance types")
     p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
     p.add_argument(
@@ -175,22 +181,40 @@ def _plan_command(args: argparse.Namespace) -> int:
             raise fail("--chart", args.chart, "the chart is SVG: name the file *.svg")
         # Every instance type is compared: an accelerator fixed in cdk.json does not narrow it.
         overrides["accelerator"] = "auto"
-    try:
-        request = _env_request(args, overrides) if args.env is not None else _model_request(args, overrides)
-        if args.compare:
-            from llm_eks.infra.compare_output import print_comparison
+    if args.workload is not None and args.env is None:
+        raise _UsageError("--workload goes with --env")
+    targets: list[tuple[Callable[[], Any], str | None]] = (
+        _env_requests(args, overrides)
+        if args.env is not None
+        else [(functools.partial(_model_request, args, overrides), None)]
+    )
+    if args.compare and len(targets) > 1:
+        raise _UsageError("--compare compares one workload: add --workload KEY")
+    results = []
+    for make_request, path in targets:
+        try:
+            request = make_request()
+            if args.compare:
+                from llm_eks.infra.compare_output import print_comparison
 
-            return print_comparison(request, as_json=args.json, chart=args.chart)
-        result = plan(request)
-    except ConfigError as err:
-        # A planner error about a value from cdk.json names it as cdk.json does; an option's keeps its own path.
-        field = str(err).partition(":")[0].removeprefix("workload.")
-        if args.env is None or field in overrides or not str(err).startswith("workload."):
-            raise
-        raise ConfigError(f"environments.{args.env}.{err}") from None
+                return print_comparison(request, as_json=args.json, chart=args.chart)
+            results.append(plan(request))
+        except ConfigError as err:
+            # A planner error about a value from cdk.json names it as cdk.json does; an option's keeps its own path.
+            field = str(err).partition(":")[0].removeprefix("workload.")
+            if path is None or field in overrides or not str(err).startswith("workload."):
+                raise
+            raise ConfigError(f"{path}.{str(err).removeprefix('workload.')}") from None
+    keys = [path.rpartition(".")[2] if path and ".workloads." in path else None for _, path in targets]
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-    else:
+        dicts = [result.to_dict() for result in results]
+        # One plan (one workload, or --workload) prints as itself; several as {workload: plan}.
+        body: Any = dicts[0] if len(dicts) == 1 else dict(zip(keys, dicts, strict=True))
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0
+    for index, (key, result) in enumerate(zip(keys, results, strict=True)):
+        if key is not None:
+            print(f"{chr(10) if index else ''}workload {key}:")
         print(_table(result))
     return 0
 
@@ -198,8 +222,8 @@ def _plan_command(args: argparse.Namespace) -> int:
 def _manifests_command(args: argparse.Namespace) -> int:
     from llm_eks import aws_ids
     from llm_eks.images.lock import LOCK_FILE, load_lock
+    from llm_eks.infra.environment_plans import plan_workloads
     from llm_eks.infra.gitops import write_manifests
-    from llm_eks.infra.plan import plan
 
     if not aws_ids.ROLE_NAME.match(args.node_role_name):
         raise fail(
@@ -211,15 +235,9 @@ def _manifests_command(args: argparse.Namespace) -> int:
         if not aws_ids.SECURITY_GROUP_ID.match(sg):
             raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     environment = _environment(args)
-    try:
-        env_plan = plan(environment.workload.plan_request())
-    except ConfigError as err:
-        if not str(err).startswith("workload."):
-            raise
-        raise ConfigError(f"environments.{environment.name}.{err}") from None
     written = write_manifests(
         environment,
-        env_plan,
+        plan_workloads(environment),
         Path(args.out),
         node_role_name=args.node_role_name,
         security_group_ids=tuple(args.security_group_id),
@@ -248,12 +266,25 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     return PlanRequest(model=recorded if recorded is not None else args.model, **overrides)
 
 
-def _env_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-
+def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[tuple[Callable[[], Any], str | None]]:
+    """(plan request maker, config path) of each workload of --env, or of --workload alone, with the options
+    applied (a request checks its values when made: the caller names a bad one by its path)."""
     if args.model_config is not None or args.parameters is not None:
         raise _UsageError("--model-config and --parameters go with --model, not --env")
-    request = _environment(args).workload.plan_request()
-    return dataclasses.replace(request, **overrides) if overrides else request
+    environment = _environment(args)
+    served = environment.served
+    if args.workload is not None:
+        served = tuple(s for s in served if s.key == args.workload)
+        if not served:
+            names = ", ".join(environment.workloads) or "none: the environment has one `workload`"
+            raise fail(
+                "--workload", args.workload, f"must name a workload of environments.{args.env}.workloads ({names})"
+            )
+
+    def maker(w: Any) -> Callable[[], Any]:
+        return lambda: dataclasses.replace(w.plan_request(), **overrides) if overrides else w.plan_request()
+
+    return [(maker(s.config), s.path) for s in served]
 
 
 def _environment(args: argparse.Namespace) -> Any:

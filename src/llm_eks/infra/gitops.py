@@ -11,6 +11,7 @@ objects the stack applies before its Helm releases.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import cdk8s
@@ -20,7 +21,7 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.infra.charts import addon_namespaces, build_charts
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import build_workload
+from llm_eks.infra.workloads import build_workloads
 
 ADDONS_HEADER = (
     "# needs: nothing. Apply first, then install the add-ons into these namespaces without --create-namespace:\n"
@@ -30,7 +31,7 @@ ADDONS_HEADER = (
 
 def write_manifests(
     config: EnvironmentConfig,
-    plan: Plan,
+    plans: Sequence[Plan],
     out: Path,
     *,
     node_role_name: str,
@@ -38,16 +39,19 @@ def write_manifests(
     images: ImageLock | None = None,
 ) -> list[Path]:
     """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written.
-    Images locked in `images` are pinned by digest, as the CDK stack pins them."""
-    workload = build_workload(config, plan, region=config.region, images=images)
+    `plans`: one per workload, in `config.served` order. Images locked in `images` are pinned by digest, as the CDK
+    stack pins them."""
+    workloads = build_workloads(config, plans, region=config.region, images=images)
     charts = build_charts(
-        cdk8s.App(), config, workload, node_role_name=node_role_name, security_group_ids=security_group_ids
+        cdk8s.App(), config, workloads, node_role_name=node_role_name, security_group_ids=security_group_ids
     )
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):
         old.unlink()
     first = out / "00-addon-namespaces.yaml"
-    first.write_text(ADDONS_HEADER + yaml.safe_dump_all(addon_namespaces(workload, config), sort_keys=False, width=120))
+    first.write_text(
+        ADDONS_HEADER + yaml.safe_dump_all(addon_namespaces(workloads, config), sort_keys=False, width=120)
+    )
     written = [first]
     for index, planned in enumerate(charts, start=1):
         suffix = "" if planned.apply else ".manual"

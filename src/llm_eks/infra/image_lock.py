@@ -52,15 +52,15 @@ def lock_command(
 ) -> int:
     """Resolve, report and merge into the lock (`transport`: the HTTP client, the real one unless a test gives one)."""
     from llm_eks.images.registry import RegistryError, RegistryUnreachable, resolve, urllib_transport
+    from llm_eks.infra.environment_plans import plan_workloads
     from llm_eks.infra.images import environment_images
-    from llm_eks.infra.plan import plan
 
     transport = transport or urllib_transport
 
     path = Path(args.file) if args.file else Path(args.context_file).parent / LOCK_FILE
     lock = load_lock(path)  # a malformed lock stops here, before any request
     configs = _environments(args)
-    wanted = list(dict.fromkeys(ref for c in configs for ref in environment_images(c, plan(c.workload.plan_request()))))
+    wanted = list(dict.fromkeys(ref for c in configs for ref in environment_images(c, plan_workloads(c))))
 
     resolved: dict[str, LockEntry] = {}
     unreachable: dict[str, tuple[str, list[str]]] = {}  # host -> (reason, images)

@@ -11,6 +11,7 @@ LLM) and every image of its Helm releases that `llm_eks.images.charts` can pin t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from llm_eks.errors import ConfigError
@@ -39,10 +40,11 @@ from llm_eks.versions import (
 LOCK_FILE_CONTEXT = "llm-eks:image-lock-file"
 
 
-def environment_charts(config: EnvironmentConfig, plan: Plan) -> dict[str, str]:
-    """Helm chart -> version for every release the environment's stack installs."""
-    w = config.workload
-    vllm = w.engine == "vllm"
+def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict[str, str]:
+    """Helm chart -> version for every release the environment's stack installs (`plans`: one per workload, in
+    `config.served` order)."""
+    workloads = [s.config for s in config.served]
+    engines = {w.engine for w in workloads}
     charts = {
         "karpenter-crd": KARPENTER_VERSION,
         "karpenter": KARPENTER_VERSION,
@@ -50,37 +52,45 @@ def environment_charts(config: EnvironmentConfig, plan: Plan) -> dict[str, str]:
         "kube-prometheus-stack": KUBE_PROMETHEUS_STACK_CHART_VERSION,
     }
     # Ray Serve scales its own replicas: KEDA comes with vLLM only.
-    charts.update({"keda": KEDA_CHART_VERSION} if vllm else {"kuberay-operator": KUBERAY_OPERATOR_CHART_VERSION})
+    if "vllm" in engines:
+        charts["keda"] = KEDA_CHART_VERSION
+    if "ray-serve" in engines:
+        charts["kuberay-operator"] = KUBERAY_OPERATOR_CHART_VERSION
     # The Secrets Store CSI driver mounts the Hub token and vLLM's API key (charts.workload_secrets).
-    if w.hf_token_secret is not None or (vllm and w.api_key):
+    if any(w.hf_token_secret is not None or (w.engine == "vllm" and w.api_key) for w in workloads):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
         charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
-    if vllm and w.internal_alb:
+    if any(w.engine == "vllm" and w.internal_alb for w in workloads):
         charts["aws-load-balancer-controller"] = AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
     # The node pools run Bottlerocket, whose NVIDIA variant runs the device plugin itself: no nvidia-device-plugin.
-    if plan.instance.accelerator_vendor == "nvidia":
+    vendors = {plan.instance.accelerator_vendor for plan in plans}
+    if "nvidia" in vendors:
         charts["dcgm-exporter"] = DCGM_EXPORTER_CHART_VERSION
-    else:
+    if vendors - {"nvidia"}:
         charts["neuron-helm-chart"] = NEURON_HELM_CHART_VERSION
     return charts
 
 
-def environment_images(config: EnvironmentConfig, plan: Plan) -> tuple[str, ...]:
-    """Every image of the environment the lock covers: the workload's own first, then the Helm releases'."""
-    own = [VLLM_IMAGE if config.workload.engine == "vllm" else RAY_LLM_IMAGE]
-    if config.workload.warm_replicas:
-        own.append(PAUSE_IMAGE)  # the warm headroom's placeholders
+def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:
+    """Every image of the environment the lock covers: the workloads' own first, then the Helm releases'."""
+    own = []
+    for s in config.served:
+        own.append(VLLM_IMAGE if s.config.engine == "vllm" else RAY_LLM_IMAGE)
+        if s.config.warm_replicas:
+            own.append(PAUSE_IMAGE)  # the warm headroom's placeholders
     chart = [
-        image.ref for name, version in environment_charts(config, plan).items() for image in chart_images(name, version)
+        image.ref
+        for name, version in environment_charts(config, plans).items()
+        for image in chart_images(name, version)
     ]
     return tuple(dict.fromkeys([*own, *chart]))
 
 
-def require_locked(config: EnvironmentConfig, plan: Plan, lock: ImageLock) -> None:
+def require_locked(config: EnvironmentConfig, plans: Sequence[Plan], lock: ImageLock) -> None:
     """With `require_image_digests`, one line naming the first image without a locked digest (and how to lock)."""
     if not config.require_image_digests:
         return
-    missing = [ref for ref in environment_images(config, plan) if lock.digest(ref) is None]
+    missing = [ref for ref in environment_images(config, plans) if lock.digest(ref) is None]
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise ConfigError(

@@ -10,6 +10,7 @@ CloudFormation walks the same graph backwards: workloads go first, node pools ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -27,10 +28,10 @@ from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.infra.annotations import annotate_plan_warnings
-from llm_eks.infra.charts import addons, build_charts, service_account, workload_secrets
+from llm_eks.infra.charts import ChartPlan, addons, build_charts, service_account, workload_secrets
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import Workload, build_workload, generated_api_key_secret
+from llm_eks.infra.workloads import Workload, build_workloads, generated_api_key_secret
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
@@ -43,22 +44,23 @@ class InferenceStack(cdk.Stack):
         self,
         scope: Construct,
         config: EnvironmentConfig,
-        plan: Plan,
-        workload: Workload | None = None,
+        plans: Plan | Sequence[Plan],
+        workloads: Workload | Sequence[Workload] | None = None,
         **kwargs: Any,
     ) -> None:
+        """`plans`: one per workload in `config.served` order (a single Plan for a one-workload environment);
+        `workloads`: their chart props, built (and validated) from config and plans when not given."""
+        self.plans: tuple[Plan, ...] = (plans,) if isinstance(plans, Plan) else tuple(plans)
         env = cdk.Environment(account=config.account, region=config.region) if config.account else None
+        summary = "; ".join(p.summary_line() for p in self.plans)
         super().__init__(
-            scope,
-            config.stack_name,
-            env=env,
-            description=f"llm-eks {config.name}: {plan.summary_line()}"[:1024],
-            **kwargs,
+            scope, config.stack_name, env=env, description=f"llm-eks {config.name}: {summary}"[:1024], **kwargs
         )
         self.config = config
-        self.plan = plan
         # Chart props are derived (and validated) before any construct is built.
-        self.workload: Workload = workload or build_workload(config, plan, region=config.region)
+        if workloads is None:
+            workloads = build_workloads(config, self.plans, region=config.region)
+        self.workloads: tuple[Workload, ...] = tuple(workloads) if isinstance(workloads, Sequence) else (workloads,)
         # The cdk8s app that holds this stack's charts; their objects also go to cdk.out/manifests/<env>/.
         self.k8s_app = cdk8s.App()
         self._charts: list[tuple[str, cdk8s.Chart]] = []
@@ -75,12 +77,12 @@ class InferenceStack(cdk.Stack):
         self.karpenter = self.platform.add_karpenter()
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
-        keda = "keda" in addons(self.workload, config)
+        environment_addons = addons(self.workloads)
         self.observability = self.platform.add_observability(
             ObservabilityOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
                 # Only KEDA's operator queries Prometheus from outside its namespace, and only where KEDA runs.
-                prometheus_clients=ObservabilityOptions.prometheus_clients if keda else (),
+                prometheus_clients=ObservabilityOptions.prometheus_clients if "keda" in environment_addons else (),
             )
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
@@ -90,25 +92,33 @@ class InferenceStack(cdk.Stack):
             "karpenter": (self.karpenter,),
             "observability": (self.observability,),
         }
-        for name in addons(self.workload, config):
-            self._prerequisites[name] = self._add_addon(name, config)
+        for name in environment_addons:
+            self._prerequisites[name] = self._add_addon(name)
+        # Per workload: its S3 weights access, and the Pod Identity role its pods read secrets with.
+        self._workload_prerequisites: dict[tuple[str | None, str], tuple[IConstruct, ...]] = {}
+        for workload in self.workloads:
+            self._add_workload_access(workload)
         self.charts = build_charts(
             self.k8s_app,
             config,
-            self.workload,
+            self.workloads,
             node_role_name=self.karpenter.node_role_name,
             # The EKS cluster security group lets nodes reach the control plane and each other.
             security_group_ids=(self.cluster.cluster_security_group_id,),
         )
+        plans_by_key = {s.key: (s, p) for s, p in zip(config.served, self.plans, strict=True)}
         for planned in self.charts:
             if not planned.apply:
                 self._review_only.append((planned.id, planned.chart))
                 continue
-            after = tuple(prerequisite for need in planned.needs for prerequisite in self._prerequisites[need])
+            after = tuple(
+                prerequisite for need in planned.needs for prerequisite in self._prerequisites_of(need, planned)
+            )
             manifest = self.add_chart(planned.id, planned.chart, after=after)
-            if isinstance(planned.chart, (VllmChart, RayServeChart)):
+            if isinstance(planned.chart, (VllmChart, RayServeChart)) and planned.workload is not None:
                 # What the plan could not meet is said where the workload is applied: `cdk synth` shows it.
-                annotate_plan_warnings(manifest, plan, config.workload.acknowledged_warnings)
+                served, workload_plan = plans_by_key[planned.workload.key]
+                annotate_plan_warnings(manifest, workload_plan, served.config.acknowledged_warnings)
             self._prerequisites[planned.id] = (manifest,)
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
         if not isinstance(node_pools, NodePoolsChart):
@@ -116,6 +126,16 @@ class InferenceStack(cdk.Stack):
         self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))
         for objects in self.gpu_devices.namespace_objects.values():
             self._addon_namespaces += objects
+
+    @property
+    def plan(self) -> Plan:
+        """The first workload's plan (the only one in a one-model environment)."""
+        return self.plans[0]
+
+    @property
+    def workload(self) -> Workload:
+        """The first workload's chart props (the only one in a one-model environment)."""
+        return self.workloads[0]
 
     # -- composition --------------------------------------------------------------------------------------------
 
@@ -130,7 +150,7 @@ class InferenceStack(cdk.Stack):
             # The internal ALB gets subnets of its own, so the serving port can admit it without admitting pods.
             load_balancer_subnet_cidrs=(
                 config.vpc.load_balancer_subnet_cidrs()
-                if config.workload.internal_alb and not config.vpc.imported
+                if any(s.config.internal_alb for s in config.served) and not config.vpc.imported
                 else ()
             ),
             system_instance_type=s.instance_type,
@@ -153,22 +173,18 @@ class InferenceStack(cdk.Stack):
         )
 
     def _api_key(self, config: EnvironmentConfig) -> GeneratedApiKey | None:
-        """The generated API key secret, unless the key is off, the config names its own secret, or the engine has
-        no key check."""
-        if self.workload.api_key_secret is None or config.workload.api_key_secret is not None:
+        """The environment's generated API key secret, shared by every workload whose key is on and whose config
+        names no secret of its own; None when no workload uses it."""
+        generated = generated_api_key_secret(config)
+        if not any(w.api_key_secret == generated for w in self.workloads):
             return None
         name = generated_api_key_secret(config)
         api_key = GeneratedApiKey(self, "ApiKey", GeneratedApiKeyProps(secret_name=name))
         cdk.CfnOutput(self, "ApiKeySecretName", value=name, description="Secrets Manager secret holding the API key")
         return api_key
 
-    def _add_addon(self, name: str, config: EnvironmentConfig) -> tuple[IConstruct, ...]:
-        """Create an add-on (see charts.addons); return what the charts that need it wait for.
-
-        With a token or S3 weights, the chart also waits for its ServiceAccount's Pod Identity association: a pod
-        admitted before it exists gets no credentials from the webhook, and never reads the token or the weights.
-        """
-        namespace, account = service_account(self.workload)
+    def _add_addon(self, name: str) -> tuple[IConstruct, ...]:
+        """Create an environment add-on (see charts.addons); return what the charts that need it wait for."""
         construct: IConstruct
         if name == "keda":
             keda = self.platform.add_keda(KedaOptions(control_plane_cidrs=self._control_plane_cidrs))
@@ -179,15 +195,31 @@ class InferenceStack(cdk.Stack):
             self._addon_namespaces += kuberay.namespace_objects
             construct = kuberay
         elif name == "secrets":
-            secrets = self.platform.add_secrets_store()
-            # The Hub token and the API key, each by name: the role reads exactly these.
-            for secret_name in workload_secrets(self.workload):
-                secrets.add_secret_reader(namespace, account, secret_name)
+            self.secrets_store = self.platform.add_secrets_store()
             # The pods mount the generated key at start: it must exist first.
             key = (self.api_key.secret,) if self.api_key is not None else ()
-            return secrets, PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account), *key
-        elif name == "weights":
-            uri = urlparse(config.workload.weights_s3_uri or "")
+            return self.secrets_store, *key
+        elif name == "alb":
+            construct = self.platform.add_load_balancer_controller()
+        else:
+            raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
+        return (construct,)
+
+    def _add_workload_access(self, workload: Workload) -> None:
+        """The workload's own AWS access: its secrets (each by name) and its S3 weights, through its ServiceAccount's
+        Pod Identity role.
+
+        Its charts also wait for that role's Pod Identity association: a pod admitted before it exists gets no
+        credentials from the webhook, and never reads the token or the weights.
+        """
+        namespace, account = service_account(workload)
+        if workload.secrets:
+            for secret_name in workload_secrets(workload):
+                self.secrets_store.add_secret_reader(namespace, account, secret_name)
+            identity = PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account)
+            self._workload_prerequisites[(workload.key, "secrets")] = (identity,)
+        if workload.weights_s3_uri is not None:
+            uri = urlparse(workload.weights_s3_uri)
             prefix = uri.path.lstrip("/")
             weights = self.platform.add_model_weights_access(
                 ModelWeightsAccessOptions(
@@ -195,14 +227,18 @@ class InferenceStack(cdk.Stack):
                     prefix=prefix if not prefix or prefix.endswith("/") else f"{prefix}/",
                     service_account=account,
                     namespace=namespace,
-                )
+                ),
+                id="ModelWeights" if workload.key is None else f"ModelWeights-{workload.key}",
             )
-            return weights, weights.identity
-        elif name == "alb":
-            construct = self.platform.add_load_balancer_controller()
-        else:
-            raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
-        return (construct,)
+            self._workload_prerequisites[(workload.key, "weights")] = (weights, weights.identity)
+
+    def _prerequisites_of(self, need: str, planned: ChartPlan) -> tuple[IConstruct, ...]:
+        """What `need` of a chart stands for: an add-on or earlier chart, plus the chart's workload's own access."""
+        key = planned.workload.key if planned.workload is not None else None
+        own = self._workload_prerequisites.get((key, need), ()) if planned.workload is not None else ()
+        if need == "weights":
+            return own
+        return (*self._prerequisites[need], *own)
 
     # -- charts ------------------------------------------------------------------------------------------------
 

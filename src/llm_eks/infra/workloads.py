@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
 from llm_eks.catalog.accelerators import FAMILIES
 from llm_eks.errors import ConfigError, fail
 from llm_eks.images.lock import ImageLock
-from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.config import CAPACITY_TYPES, EnvironmentConfig, ServedWorkload, WorkloadConfig
 from llm_eks.infra.images import require_locked
 from llm_eks.infra.plan import Plan
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule
@@ -45,6 +46,8 @@ class VllmWorkload:
     benchmark: BenchmarkProps
     # Replica-shaped placeholders kept warm (manifests/headroom.py); 0: none.
     headroom: HeadroomProps | None = None
+    # Its name in `workloads`; None: the one-model `workload` shorthand.
+    key: str | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:
@@ -61,6 +64,11 @@ class VllmWorkload:
         """The secret holding the endpoint's API key; None when the key is off."""
         return self.vllm.api_key_secret
 
+    @property
+    def weights_s3_uri(self) -> str | None:
+        """The S3 prefix the pods stream weights from; None: the Hugging Face Hub."""
+        return self.vllm.model if self.vllm.weights == "s3" else None
+
 
 @dataclass(frozen=True)
 class RayServeWorkload:
@@ -70,6 +78,8 @@ class RayServeWorkload:
     cpu_pool: CpuPoolSpec
     ray: RayServeProps
     monitoring: RayMonitoringProps
+    # Its name in `workloads`; None: the one-model `workload` shorthand.
+    key: str | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:
@@ -86,6 +96,11 @@ class RayServeWorkload:
         """Always None: Ray Serve LLM's endpoint has no API key check (see manifests.ray_serve)."""
         return None
 
+    @property
+    def weights_s3_uri(self) -> str | None:
+        """The S3 prefix the workers stream weights from; None: the Hugging Face Hub."""
+        return self.ray.model_source if self.ray.model_source.startswith("s3://") else None
+
 
 # Everything the stack needs to place one environment's model: one type per engine.
 Workload: TypeAlias = VllmWorkload | RayServeWorkload
@@ -97,14 +112,23 @@ def slug(model_id: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:40].rstrip("-")
 
 
-def workload_name(config: EnvironmentConfig) -> str:
-    prefix = "vllm" if config.workload.engine == "vllm" else "ray"
-    return f"{prefix}-{slug(config.workload.model)}"
+def workload_name(s: ServedWorkload) -> str:
+    """`vllm-<model>` for the one-model shorthand (names kept since the first release); `vllm-<key>` in
+    `workloads`, where two workloads may serve the same model."""
+    prefix = "vllm" if s.config.engine == "vllm" else "ray"
+    return f"{prefix}-{slug(s.config.model) if s.key is None else s.key}"
 
 
-def gpu_pool(config: EnvironmentConfig, plan: Plan) -> GpuPoolSpec:
-    """One NodePool for the planned family, sized for max replicas in whole nodes (unless config caps it)."""
-    w = config.workload
+def workload_namespace(s: ServedWorkload) -> str:
+    """`inference` for the shorthand; `inference-<key>` in `workloads`: a namespace per workload, so removing one
+    workload deletes its own namespace and nothing of another's."""
+    return "inference" if s.key is None else f"inference-{s.key}"
+
+
+def gpu_pool(s: ServedWorkload, plan: Plan) -> GpuPoolSpec:
+    """The NodePool for the planned family, sized for this workload's max replicas in whole nodes (unless config
+    caps it). Workloads on the same family share it (merge_pools sums their limits) unless one is dedicated."""
+    w = s.config
     per_node = plan.instance.accelerators
     if plan.nodes_per_replica > 1:
         nodes = w.replicas.max * plan.nodes_per_replica
@@ -112,7 +136,7 @@ def gpu_pool(config: EnvironmentConfig, plan: Plan) -> GpuPoolSpec:
         nodes = math.ceil(w.replicas.max / max(plan.replicas_per_node, 1))
     needed = nodes * per_node
     limit = w.accelerator_limit if w.accelerator_limit is not None else needed
-    path = f"environments.{config.name}.workload.accelerator_limit"
+    path = f"{s.path}.accelerator_limit"
     if limit < per_node:
         raise fail(path, limit, f"must be at least one {plan.instance.instance_type} node's {per_node} accelerators")
     if limit < needed:
@@ -123,7 +147,7 @@ def gpu_pool(config: EnvironmentConfig, plan: Plan) -> GpuPoolSpec:
             f"node(s) of {per_node}; lower replicas.max or raise the limit",
         )
     return GpuPoolSpec(
-        name=f"gpu-{plan.instance.family}",
+        name=f"gpu-{plan.instance.family}" + (f"-{s.key}" if w.dedicated_pool and s.key is not None else ""),
         vendor=plan.instance.accelerator_vendor,
         instance_family=plan.instance.family,
         instance_types=pool_sizes(plan),
@@ -173,28 +197,41 @@ def generated_api_key_secret(config: EnvironmentConfig) -> str:
     return f"llm-eks/{config.name}/api-key"
 
 
-def api_key_secret(config: EnvironmentConfig) -> str | None:
-    """The Secrets Manager secret holding the vLLM endpoint's API key; None when the key is off or the engine has
-    no key check (Ray Serve LLM)."""
-    w = config.workload
+def api_key_secret(config: EnvironmentConfig, s: ServedWorkload | None = None) -> str | None:
+    """The Secrets Manager secret holding the vLLM endpoint's API key (of workload `s`, default the environment's
+    only one); None when the key is off or the engine has no key check (Ray Serve LLM). Every workload without a
+    secret of its own shares the environment's generated key: one endpoint, one key."""
+    w = (s or only_workload(config)).config
     if not w.api_key or w.engine != "vllm":
         return None
     return w.api_key_secret or generated_api_key_secret(config)
 
 
-def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: str | None) -> VllmProps:
-    w = config.workload
+def only_workload(config: EnvironmentConfig) -> ServedWorkload:
+    """The environment's single workload; a ConfigError where `workloads` names several."""
+    if len(config.served) != 1:
+        raise ConfigError(
+            f"environments.{config.name}.workloads: several workloads; name one ({', '.join(config.workloads)})"
+        )
+    return config.served[0]
+
+
+def vllm_props(
+    config: EnvironmentConfig, s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None
+) -> VllmProps:
+    w = s.config
     if plan.nodes_per_replica > 1:
         raise ConfigError(
-            f"environments.{config.name}.workload.engine: 'vllm' is not allowed; {plan.model.id} needs "
+            f"{s.path}.engine: 'vllm' is not allowed; {plan.model.id} needs "
             f"{plan.nodes_per_replica} {plan.instance.instance_type} nodes per replica (pipeline parallel "
             f"{plan.pipeline_parallel_size}): use engine 'ray-serve', quantization, or a bigger instance"
         )
-    selector, tolerations = workload_placement(pool)
+    selector, tolerations = placement(w, pool)
     # Config validation allows exactly these two.
     weights: Literal["hf", "s3"] = "s3" if w.weights == "s3" else "hf"
     return VllmProps(
-        name=workload_name(config),
+        name=workload_name(s),
+        namespace=workload_namespace(s),
         model=w.weights_s3_uri if weights == "s3" and w.weights_s3_uri else plan.checkpoint,
         served_model_name=plan.served_model_name,
         engine=plan.engine,
@@ -213,15 +250,22 @@ def vllm_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region:
         tolerations=tuple(tolerations),
         weights=weights,
         hf_token_secret=w.hf_token_secret,
-        api_key_secret=api_key_secret(config),
+        api_key_secret=api_key_secret(config, s),
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
         ingress=ingress_props(config) if w.internal_alb else None,
     )
 
 
+def placement(w: WorkloadConfig, pool: GpuPoolSpec) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The pool's nodeSelector and tolerations; a workload allowing one capacity type is pinned to it, since a pool
+    shared with other workloads may allow both."""
+    return workload_placement(pool, capacity_type=w.capacity_types[0] if len(w.capacity_types) == 1 else None)
+
+
 def ingress_props(config: EnvironmentConfig) -> IngressProps:
-    """The ALB's listener and inbound CIDRs from `workload.load_balancer` (validated by config)."""
+    """The ALB's listener and inbound CIDRs from `workload.load_balancer` (validated by config: only the one-model
+    shorthand has one)."""
     lb = config.workload.load_balancer
     return IngressProps(
         certificate_arn=lb.certificate_arn,
@@ -231,8 +275,8 @@ def ingress_props(config: EnvironmentConfig) -> IngressProps:
     )
 
 
-def autoscaling_props(config: EnvironmentConfig, plan: Plan) -> AutoscalingProps:
-    w = config.workload
+def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
+    w = s.config
     a = w.autoscaling
     schedule = None
     if a.scale_to_zero is not None:
@@ -253,44 +297,51 @@ def autoscaling_props(config: EnvironmentConfig, plan: Plan) -> AutoscalingProps
     )
 
 
-def _replica_price(config: EnvironmentConfig, plan: Plan) -> float:
+def _replica_price(s: ServedWorkload, plan: Plan) -> float:
     """The plan's $/h per replica; a ConfigError when the instance type has none."""
     if plan.cost_per_replica_hour is None:
         # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
         # the cost panels and the plan's $/h would be empty too.
         raise fail(
-            f"environments.{config.name}.workload.accelerator",
+            f"{s.path}.accelerator",
             plan.instance.instance_type,
             f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",
         )
     return plan.cost_per_replica_hour
 
 
-def _monitoring_targets(config: EnvironmentConfig, plan: Plan) -> MonitoringTargets:
-    """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan."""
-    w = config.workload
+def _monitoring_targets(s: ServedWorkload, plan: Plan, *, dcgm_service_monitor: bool = True) -> MonitoringTargets:
+    """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan; with
+    `dcgm_service_monitor` this workload's chart carries the environment's one dcgm-exporter ServiceMonitor."""
+    w = s.config
     return MonitoringTargets(
         ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
         itl_p99_seconds=w.slo.itl_p99_ms / 1000,
         # The plan prices a replica across all the nodes it spans (build_workload refuses a plan without a price).
-        cost_per_hour_per_replica=_replica_price(config, plan),
+        cost_per_hour_per_replica=_replica_price(s, plan),
         # Alert when more requests wait than the whole fleet at max scale is meant to queue.
         queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
         dcgm=plan.instance.accelerator_vendor == "nvidia",
+        dcgm_service_monitor=dcgm_service_monitor,
     )
 
 
-def monitoring_props(config: EnvironmentConfig, plan: Plan, vllm: VllmProps) -> MonitoringProps:
+def monitoring_props(
+    s: ServedWorkload, plan: Plan, vllm: VllmProps, *, dcgm_service_monitor: bool = True
+) -> MonitoringProps:
     return MonitoringProps(
-        name=vllm.name, served_model_name=vllm.served_model_name, targets=_monitoring_targets(config, plan)
+        name=vllm.name,
+        namespace=vllm.namespace,
+        served_model_name=vllm.served_model_name,
+        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor),
     )
 
 
-def benchmark_props(config: EnvironmentConfig, cpu: CpuPoolSpec) -> BenchmarkProps:
-    w = config.workload
+def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec) -> BenchmarkProps:
+    w = s.config
     selector, tolerations = workload_placement(cpu)
     return BenchmarkProps(
-        name=f"bench-{slug(w.model)}",
+        name=f"bench-{slug(w.model) if s.key is None else s.key}",
         input_len=w.typical_input_tokens,
         output_len=w.typical_output_tokens,
         num_prompts=w.benchmark.num_prompts,
@@ -303,12 +354,13 @@ def benchmark_props(config: EnvironmentConfig, cpu: CpuPoolSpec) -> BenchmarkPro
     )
 
 
-def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: str | None) -> RayServeProps:
-    w = config.workload
-    selector, tolerations = workload_placement(pool)
+def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None) -> RayServeProps:
+    w = s.config
+    selector, tolerations = placement(w, pool)
     gpus = plan.tensor_parallel_size * plan.pipeline_parallel_size
     return RayServeProps(
-        name=workload_name(config),
+        name=workload_name(s),
+        namespace=workload_namespace(s),
         model_id=plan.served_model_name,
         model_source=w.weights_s3_uri if w.weights == "s3" and w.weights_s3_uri else plan.checkpoint,
         accelerator_type=plan.instance.ray_accelerator_type or plan.instance.accelerator_name,
@@ -331,48 +383,133 @@ def ray_props(config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, region: 
     )
 
 
-def ray_monitoring_props(config: EnvironmentConfig, plan: Plan, ray: RayServeProps) -> RayMonitoringProps:
-    return RayMonitoringProps(name=ray.name, model_id=ray.model_id, targets=_monitoring_targets(config, plan))
+def ray_monitoring_props(
+    s: ServedWorkload, plan: Plan, ray: RayServeProps, *, dcgm_service_monitor: bool = True
+) -> RayMonitoringProps:
+    return RayMonitoringProps(
+        name=ray.name,
+        namespace=ray.namespace,
+        model_id=ray.model_id,
+        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor),
+    )
 
 
 def build_workload(
     config: EnvironmentConfig, plan: Plan, region: str | None = None, images: ImageLock | None = None
 ) -> Workload:
-    """All chart props for one environment; raises ConfigError (one line) when the plan cannot be served, or when
-    the environment requires image digests that `images` (the lock file) does not hold. Locked images are pinned
-    `repo:tag@sha256:...`."""
-    lock = images or ImageLock()
-    require_locked(config, plan, lock)
-    _replica_price(config, plan)
-    pool = gpu_pool(config, plan)
+    """All chart props for an environment with one workload; see build_workloads."""
+    return build_workloads(config, [plan], region, images)[0]
+
+
+def _build_one(
+    config: EnvironmentConfig,
+    s: ServedWorkload,
+    plan: Plan,
+    region: str | None,
+    lock: ImageLock,
+    *,
+    dcgm_service_monitor: bool,
+) -> Workload:
+    """All chart props for workload `s`; with `dcgm_service_monitor` its monitoring chart carries the environment's
+    one dcgm-exporter ServiceMonitor."""
+    _replica_price(s, plan)
+    pool = gpu_pool(s, plan)
     cpu = CpuPoolSpec()
-    if config.workload.engine == "ray-serve":
-        ray = ray_props(config, plan, pool, region)
+    if s.config.engine == "ray-serve":
+        ray = ray_props(s, plan, pool, region)
         ray = replace(ray, image=lock.pin(ray.image))
         return RayServeWorkload(
-            gpu_pool=pool, cpu_pool=cpu, ray=ray, monitoring=ray_monitoring_props(config, plan, ray)
+            gpu_pool=pool,
+            cpu_pool=cpu,
+            ray=ray,
+            monitoring=ray_monitoring_props(s, plan, ray, dcgm_service_monitor=dcgm_service_monitor),
+            key=s.key,
         )
-    vllm = vllm_props(config, plan, pool, region)
+    vllm = vllm_props(config, s, plan, pool, region)
     vllm = replace(vllm, image=lock.pin(vllm.image))
     return VllmWorkload(
         gpu_pool=pool,
         cpu_pool=cpu,
         vllm=vllm,
-        autoscaling=autoscaling_props(config, plan),
-        monitoring=monitoring_props(config, plan, vllm),
-        benchmark=benchmark_props(config, cpu),
-        headroom=warm_headroom(config, plan, pool, vllm, lock),
+        autoscaling=autoscaling_props(s, plan),
+        monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor),
+        benchmark=benchmark_props(s, cpu),
+        headroom=warm_headroom(s, plan, pool, vllm, lock),
+        key=s.key,
     )
 
 
+def build_workloads(
+    config: EnvironmentConfig, plans: Sequence[Plan], region: str | None = None, images: ImageLock | None = None
+) -> tuple[Workload, ...]:
+    """Every workload's chart props (one plan each, in `config.served` order), their GPU pools merged per family:
+    one NodePool whose limit is the sum of what each workload's replicas.max needs. Raises ConfigError (one line)
+    when a plan cannot be served, two workloads answer to one model name, or the environment requires image digests
+    that `images` (the lock file) does not hold. Locked images are pinned `repo:tag@sha256:...`."""
+    served = config.served
+    if len(plans) != len(served):
+        raise ValueError(f"{len(plans)} plans for {len(served)} workloads")  # a bug in the caller
+    lock = images or ImageLock()
+    require_locked(config, plans, lock)
+    _unique_served_names(served, plans)
+    built: list[Workload] = []
+    headroom_class = True
+    # The first workload on NVIDIA GPUs carries the dcgm-exporter ServiceMonitor.
+    nvidia = [p.instance.accelerator_vendor == "nvidia" for p in plans]
+    dcgm_owner = nvidia.index(True) if True in nvidia else -1
+    for index, (s, workload_plan) in enumerate(zip(served, plans, strict=True)):
+        workload = _build_one(config, s, workload_plan, region, lock, dcgm_service_monitor=index == dcgm_owner)
+        if isinstance(workload, VllmWorkload) and workload.headroom is not None:
+            # The PriorityClass is cluster-scoped: the first workload with headroom carries it.
+            workload = replace(workload, headroom=replace(workload.headroom, priority_class=headroom_class))
+            headroom_class = False
+        built.append(workload)
+    pools = merge_pools([w.gpu_pool for w in built])
+    # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
+    return tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
+
+
+def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]) -> None:
+    """A request's `model` picks the workload, so no two workloads may answer to the same name."""
+    seen: dict[str, ServedWorkload] = {}
+    for s, workload_plan in zip(served, plans, strict=True):
+        name = workload_plan.served_model_name
+        if name in seen:
+            raise fail(
+                f"{s.path}.model",
+                name,
+                f"is already served by {seen[name].path}; served model names must be unique in an environment "
+                "(serve another model, or drop one of the two workloads)",
+            )
+        seen[name] = s
+
+
+def merge_pools(pools: Sequence[GpuPoolSpec]) -> dict[str, GpuPoolSpec]:
+    """Pools of the same name (same GPU family, not dedicated) become one: the sizes and capacity types of all,
+    the sum of their accelerator limits. Workloads pinned to one capacity type keep that in their nodeSelector."""
+    merged: dict[str, GpuPoolSpec] = {}
+    for pool in pools:
+        have = merged.get(pool.name)
+        if have is None:
+            merged[pool.name] = pool
+            continue
+        merged[pool.name] = replace(
+            have,
+            instance_types=tuple(dict.fromkeys((*have.instance_types, *pool.instance_types))),
+            capacity_types=tuple(t for t in CAPACITY_TYPES if t in (*have.capacity_types, *pool.capacity_types)),
+            accelerator_limit=have.accelerator_limit + pool.accelerator_limit,
+        )
+    return merged
+
+
 def warm_headroom(
-    config: EnvironmentConfig, plan: Plan, pool: GpuPoolSpec, vllm: VllmProps, lock: ImageLock
+    s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, vllm: VllmProps, lock: ImageLock
 ) -> HeadroomProps | None:
-    """The placeholders of workload.warm_replicas, which must fit the pool's accelerator limit."""
-    warm = config.workload.warm_replicas
+    """The placeholders of workload.warm_replicas, which must fit the workload's share of the pool's limit."""
+    warm = s.config.warm_replicas
     if not warm:
         return None
-    path = f"environments.{config.name}.workload.warm_replicas"
+    path = f"{s.path}.warm_replicas"
     if plan.nodes_per_replica > 1:
         raise fail(path, warm, "needs a replica that fits one node (this plan spans nodes); use 0")
     held = warm * vllm.accelerators_per_pod

@@ -46,10 +46,12 @@ class HeadroomProps:
     serving: VllmProps
     # The pause image (a locked digest when the environment has one).
     image: str = PAUSE_IMAGE
+    # Emit the cluster-scoped PriorityClass; False where another workload's headroom already carries it.
+    priority_class: bool = True
 
 
 def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
-    """The PriorityClass and the placeholder Deployment."""
+    """The PriorityClass (unless another workload's headroom carries it) and the placeholder Deployment."""
     if p.replicas < 1:
         raise fail("headroom.replicas", p.replicas, "must be at least 1 (leave the headroom out for none)")
     s = p.serving
@@ -103,4 +105,4 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
             },
         },
     }
-    return [priority_class, deployment]
+    return [priority_class, deployment] if p.priority_class else [deployment]

@@ -169,7 +169,7 @@ class WorkloadMonitoringChart(cdk8s.Chart):
 
     def add_dcgm_alerts_and_dashboard(self, name: str, targets: MonitoringTargets, labels: Mapping[str, str]) -> None:
         """The objects after the workload's own scrape config: DCGM ServiceMonitor, PrometheusRule, dashboard."""
-        if targets.dcgm:
+        if targets.dcgm and targets.dcgm_service_monitor:
             namespaces = {"matchNames": [targets.dcgm_namespace]} if targets.dcgm_namespace else {"any": True}
             plain_object(
                 self,

@@ -45,6 +45,9 @@ class MonitoringTargets:
     # Scrape the NVIDIA DCGM exporter too (GPU panels). Its Helm chart's own ServiceMonitor must then be off
     # (serviceMonitor.enabled=false): that one keeps honorLabels false, which renames the GPU pod's namespace label.
     dcgm: bool = True
+    # With dcgm, emit the one dcgm-exporter ServiceMonitor; False where another workload's chart already does (two
+    # would scrape every GPU series twice).
+    dcgm_service_monitor: bool = True
     # Namespace of the DCGM exporter's Service; None finds it in any namespace by its labels.
     dcgm_namespace: str | None = None
     # The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl).

@@ -13,6 +13,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from llm_eks.errors import ConfigError, did_you_mean, fail
@@ -27,6 +28,7 @@ from llm_eks.infra.config.environment import (
     EnvironmentConfig,
     LoadBalancerConfig,
     ReplicasConfig,
+    ServedWorkload,
     SloConfig,
     SystemNodesConfig,
     VpcConfig,
@@ -75,24 +77,36 @@ def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> E
         raise fail(path, body, "must be an object (use {} for an environment with every default)")
     if isinstance(body, Mapping) and "name" in body:
         raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
+    if isinstance(body, Mapping) and "workloads" in body:
+        if "workload" in body:
+            raise ConfigError(
+                f"{path}.workload: not allowed together with workloads; move it into workloads under a name"
+            )
+        if isinstance(body["workloads"], Mapping) and not body["workloads"]:
+            raise fail(f"{path}.workloads", {}, "must name at least one workload (or use workload for one model)")
     config = build(
         EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path, hidden=("name",)
     )
     validate_environment(config, path)
     validate_policy_cidr(body, config, path)
-    return _with_recorded_model(config, f"{path}.workload", Path(MODELS_DIR) if models_dir is None else models_dir)
+    models = Path(MODELS_DIR) if models_dir is None else models_dir
+    if config.workloads:
+        recorded = {
+            key: _with_recorded_model(w, f"{path}.workloads.{key}", models) for key, w in config.workloads.items()
+        }
+        return dataclasses.replace(config, workloads=MappingProxyType(recorded))
+    return dataclasses.replace(config, workload=_with_recorded_model(config.workload, f"{path}.workload", models))
 
 
-def _with_recorded_model(config: EnvironmentConfig, path: str, models_dir: Path) -> EnvironmentConfig:
+def _with_recorded_model(w: WorkloadConfig, path: str, models_dir: Path) -> WorkloadConfig:
     """The workload's model read from models/<org>/<name>.json (written by `llm-eks models add`) when it is recorded
     there; a model_spec in cdk.json describes the model itself, so no file is read for it."""
-    w = config.workload
     if w.model_spec is not None:
-        return config
+        return w
     spec = recorded_model(models_dir, w.model, f"{path}.model")
     if spec is None:
-        return config
-    return dataclasses.replace(config, workload=dataclasses.replace(w, recorded_model=spec))
+        return w
+    return dataclasses.replace(w, recorded_model=spec)
 
 
 __all__ = [
@@ -106,6 +120,7 @@ __all__ = [
     "EnvironmentConfig",
     "LoadBalancerConfig",
     "ReplicasConfig",
+    "ServedWorkload",
     "SloConfig",
     "SystemNodesConfig",
     "VpcConfig",

@@ -202,6 +202,9 @@ class WorkloadConfig:
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
     max_num_seqs: int | None = None
+    # A NodePool of this workload's own instead of sharing its GPU family's with the environment's other workloads:
+    # off by default, since a shared pool packs replicas of several models onto the same nodes and limit.
+    dedicated_pool: bool = False
     # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
@@ -236,6 +239,23 @@ class WorkloadConfig:
 
 
 @dataclass(frozen=True)
+class ServedWorkload:
+    """One workload of an environment, with where it sits in cdk.json (for names and error paths)."""
+
+    environment: str
+    # None: the one-model `workload` shorthand; else its short name in `workloads`.
+    key: str | None
+    config: WorkloadConfig
+
+    @property
+    def path(self) -> str:
+        """Its config path in error messages: environments.<env>.workload or environments.<env>.workloads.<key>."""
+        if self.key is None:
+            return f"environments.{self.environment}.workload"
+        return f"environments.{self.environment}.workloads.{self.key}"
+
+
+@dataclass(frozen=True)
 class EnvironmentConfig:
     """One deployable environment: becomes the stack `LlmEks-<name>`."""
 
@@ -250,10 +270,20 @@ class EnvironmentConfig:
     # IAM roles that get cluster-admin through EKS access entries (no aws-auth ConfigMap).
     admin_role_arns: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The one-model shorthand; ignored when `workloads` is given (config refuses both).
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    # Several models side by side: short name -> workload, each planned on its own, sharing GPU NodePools per family.
+    workloads: Mapping[str, WorkloadConfig] = field(default_factory=lambda: MappingProxyType({}))
     # Refuse synth while any image this environment runs has no digest in images.lock.json. Off by default: the
     # shipped lock is empty (no digest can be verified without the registries); turn it on once you have locked.
     require_image_digests: bool = False
+
+    @property
+    def served(self) -> tuple[ServedWorkload, ...]:
+        """Every workload of the environment, in cdk.json order: `workloads`, or the one `workload`."""
+        if self.workloads:
+            return tuple(ServedWorkload(self.name, key, w) for key, w in self.workloads.items())
+        return (ServedWorkload(self.name, None, self.workload),)
 
     @property
     def stack_name(self) -> str:

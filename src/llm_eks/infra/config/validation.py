@@ -82,8 +82,39 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
                 f"{path}.admin_role_arns[{i}]", arn, "a role may be listed once (EKS allows one access entry per role)"
             )
     inputs.validate_tags(c.tags, f"{path}.tags")
-    _validate_workload(c.workload, f"{path}.workload")
+    for served in c.served:
+        _validate_workload(served.config, served.path)
+    _validate_workloads(c, path)
     _validate_load_balancer(c, path)
+
+
+# A workload's short name: it names the workload's namespace (inference-<key>), objects and charts.
+_WORKLOAD_KEY = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+
+
+def _validate_workloads(c: EnvironmentConfig, path: str) -> None:
+    """`workloads` names, and what several workloads must agree on (their GPU nodes share one node class)."""
+    for key, w in c.workloads.items():
+        if not _WORKLOAD_KEY.match(key) or key.endswith("-"):
+            raise fail(
+                f"{path}.workloads",
+                key,
+                "workload names are 1-20 characters: lowercase letters, digits and '-', starting with a letter and "
+                "not ending with '-' (they name the workload's namespace inference-<name>)",
+            )
+        if w.internal_alb or w.load_balancer != LoadBalancerConfig():
+            raise ConfigError(
+                f"{path}.workloads.{key}.internal_alb: only allowed in the one-model `workload`; the workloads of "
+                "`workloads` are reached in-cluster through each workload's Service"
+            )
+    snapshots = {s.config.image_snapshot_id for s in c.served} - {None}
+    if len(snapshots) > 1:
+        raise fail(
+            f"{path}.workloads",
+            sorted(snapshots),
+            "image_snapshot_id must be the same in every workload that gives one (GPU nodes of every workload "
+            "restore the one data-volume snapshot of the node class)",
+        )
 
 
 def _validate_vpc(c: EnvironmentConfig, path: str) -> None:

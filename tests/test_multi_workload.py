@@ -1,0 +1,296 @@
+"""Several workloads in one environment (`workloads`): each planned on its own, its objects in its own namespace
+under its own names, GPU NodePools shared per family with the sum of their limits."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+import pytest
+import yaml
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.charts import build_charts
+from llm_eks.infra.cli import main
+from llm_eks.infra.config import parse_environment
+from llm_eks.infra.environment_plans import plan_workloads
+from llm_eks.infra.gitops import write_manifests
+from llm_eks.infra.workloads import build_workloads
+from llm_eks.manifests.checks import catalog_instance_resources, check_objects
+from tests.conftest import CDK_JSON, Synthesized
+from tests.kube_schema import assert_valid
+
+SG = ("sg-0123456789abcdef0",)
+SMALL = {"model": "meta-llama/Llama-3.1-8B-Instruct", "accelerator": "g6e.xlarge", "replicas": {"min": 1, "max": 3}}
+MID = {"model": "Qwen/Qwen3-8B", "accelerator": "g6e.xlarge", "replicas": {"min": 1, "max": 2}}
+
+
+def _workloads(body: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+    config = parse_environment("qa", body)
+    return config, build_workloads(config, plan_workloads(config))
+
+
+def _objects(body: dict[str, Any]) -> list[dict[str, Any]]:
+    config, workloads = _workloads(body)
+    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
+    return [o for c in charts if c.apply for o in c.chart.to_json()]
+
+
+def _error(body: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        _workloads(body)
+    return str(info.value)
+
+
+# -- config -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"workload": {}, "workloads": {"chat": {}}},
+            "environments.qa.workload: not allowed together with workloads; move it into workloads under a name",
+        ),
+        (
+            {"workloads": {}},
+            "environments.qa.workloads: {} is not allowed; must name at least one workload (or use workload for one "
+            "model)",
+        ),
+        (
+            {"workloads": {"Chat": {}}},
+            "environments.qa.workloads: 'Chat' is not allowed; workload names are 1-20 characters: lowercase letters, "
+            "digits and '-', starting with a letter and not ending with '-' (they name the workload's namespace "
+            "inference-<name>)",
+        ),
+        (
+            {"workloads": {"chat": {"internal_alb": True, "load_balancer": {"allow_http": True}}}},
+            "environments.qa.workloads.chat.internal_alb: only allowed in the one-model `workload`; the workloads of "
+            "`workloads` are reached in-cluster through each workload's Service",
+        ),
+        (
+            {
+                "workloads": {
+                    "a": {"image_snapshot_id": "snap-0123456789abcdef0"},
+                    "b": {"model": "Qwen/Qwen3-8B", "image_snapshot_id": "snap-0fedcba9876543210"},
+                }
+            },
+            "environments.qa.workloads: ['snap-0123456789abcdef0', 'snap-0fedcba9876543210'] is not allowed; "
+            "image_snapshot_id must be the same in every workload that gives one (GPU nodes of every workload restore "
+            "the one data-volume snapshot of the node class)",
+        ),
+        (
+            {"workloads": {"chat": {"replicas": {"min": 1, "max": 0}}}},
+            "environments.qa.workloads.chat.replicas.max: 0 is not allowed; must be at least replicas.min (1) and at "
+            "least 1",
+        ),
+        (
+            {"workloads": {"chat": {"max_model_len": 10**7}}},
+            "environments.qa.workloads.chat.max_model_len: 10000000 is not allowed; must be an integer from 1 to "
+            "131072",
+        ),
+    ],
+)
+def test_config_errors_name_the_workload(body: dict[str, Any], message: str) -> None:
+    assert _error(body) == message
+
+
+def test_two_workloads_may_not_answer_to_one_model_name() -> None:
+    body = {"workloads": {"a": SMALL, "b": {**SMALL, "max_model_len": 4096}}}
+    assert _error(body) == (
+        "environments.qa.workloads.b.model: 'meta-llama/Llama-3.1-8B-Instruct' is not allowed; is already served by "
+        "environments.qa.workloads.a; served model names must be unique in an environment (serve another model, or "
+        "drop one of the two workloads)"
+    )
+
+
+# -- shared capacity --------------------------------------------------------------------------------------------
+
+
+def test_workloads_on_one_family_share_its_pool_with_the_sum_of_their_limits() -> None:
+    objects = _objects({"workloads": {"small": SMALL, "mid": MID}})
+    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"].startswith("gpu-")]
+    assert pool["metadata"]["name"] == "gpu-g6e"
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": 5}  # 3 + 2 replicas of one GPU each, one per node
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    assert set(deployments) == {"vllm-small", "vllm-mid"}
+    for d in deployments.values():
+        assert d["spec"]["template"]["spec"]["nodeSelector"]["llm-eks.io/node-pool"] == "gpu-g6e"
+    # The synth-time checks (scheduling, GPU limit, drain, PromQL) hold for every workload.
+    assert check_objects(objects, instance_resources=catalog_instance_resources) == []
+    assert_valid(objects)
+
+
+def test_the_gpu_limit_check_sums_the_workloads_of_a_shared_pool() -> None:
+    objects = _objects({"workloads": {"small": SMALL, "mid": MID}})
+    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "gpu-g6e"]
+    pool["spec"]["limits"] = {"nvidia.com/gpu": 4}  # what the larger workload alone would need, plus one
+    findings = check_objects(objects, instance_resources=catalog_instance_resources)
+    assert [f.rule for f in findings] == ["GPU_LIMIT"]
+    assert "gpu-g6e" in findings[0].message
+
+
+def test_a_dedicated_pool_keeps_its_own_limit() -> None:
+    objects = _objects({"workloads": {"small": SMALL, "mid": {**MID, "dedicated_pool": True}}})
+    pools = {
+        o["metadata"]["name"]: o["spec"]["limits"]["nvidia.com/gpu"]
+        for o in objects
+        if o["kind"] == "NodePool" and o["metadata"]["name"].startswith("gpu-")
+    }
+    assert pools == {"gpu-g6e": 3, "gpu-g6e-mid": 2}
+    (mid,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "vllm-mid"]
+    assert mid["spec"]["template"]["spec"]["nodeSelector"]["llm-eks.io/node-pool"] == "gpu-g6e-mid"
+    assert check_objects(objects, instance_resources=catalog_instance_resources) == []
+
+
+def test_a_workload_of_one_capacity_type_is_pinned_to_it_in_a_shared_pool() -> None:
+    body = {"workloads": {"small": {**SMALL, "capacity_types": ["on-demand"]}, "mid": MID}}
+    objects = _objects(body)
+    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "gpu-g6e"]
+    (types,) = [r for r in pool["spec"]["template"]["spec"]["requirements"] if r["key"] == "karpenter.sh/capacity-type"]
+    assert types["values"] == ["spot", "on-demand"]
+    selectors = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["nodeSelector"]
+        for o in objects
+        if o["kind"] == "Deployment"
+    }
+    assert selectors["vllm-small"]["karpenter.sh/capacity-type"] == "on-demand"
+    assert "karpenter.sh/capacity-type" not in selectors["vllm-mid"]
+
+
+def test_cluster_wide_objects_exist_once() -> None:
+    """The headroom PriorityClass and the dcgm-exporter ServiceMonitor are one per cluster, whatever the count of
+    workloads that need them."""
+    warm = {"warm_replicas": 1}
+    objects = _objects({"workloads": {"small": {**SMALL, **warm}, "mid": {**MID, **warm}}})
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "PriorityClass"] == ["llm-eks-warm-headroom"]
+    placeholders = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-headroom")]
+    assert sorted(o["metadata"]["name"] for o in placeholders) == ["vllm-mid-headroom", "vllm-small-headroom"]
+    monitors = [o for o in objects if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
+    assert len(monitors) == 1
+    # Each workload keeps its GPU panels, filtered to its own namespace.
+    dashboards = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    for board in dashboards:
+        text = next(iter(board["data"].values()))
+        assert "DCGM_FI_DEV_GPU_UTIL" in text and board["metadata"]["namespace"] in text
+
+
+# -- the default staging environment -----------------------------------------------------------------------------
+
+
+def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthesized) -> None:
+    assert synthesized.error is None, synthesized.error
+    files = {name: objs for name, objs in synthesized.manifests("staging").items() if name[:2].isdigit()}
+    assert list(files) == [
+        "01-node-pools.yaml",
+        "02-qwen-ray-serve.yaml",
+        "03-qwen-monitoring.yaml",
+        "04-llama-vllm.yaml",
+        "05-llama-autoscaling.yaml",
+        "06-llama-monitoring.yaml",
+        "07-llama-benchmark.yaml",
+    ]
+    for name, objs in files.items():
+        match = re.match(r"\d+-(qwen|llama)-", name)
+        if match:
+            assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in objs} == {
+                f"inference-{match.group(1)}"
+            }, name
+    every = [o for objs in files.values() for o in objs]
+    keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in every]
+    assert len(keys) == len(set(keys)), "two objects with one name"
+    assert [o for o in every if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
+
+
+def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) -> None:
+    """Until the environment's gateway routes by `model`, each model is reached through its own Service, whose
+    selector picks that workload's pods only: the vLLM Service by its instance label, Ray Serve by its own."""
+    objects = [o for name, objs in synthesized.manifests("staging").items() if name[:2].isdigit() for o in objs]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--served-model-name") + 1] == "meta-llama/Llama-3.1-8B-Instruct"
+    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["namespace"] == "inference-llama"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    (ray,) = [o for o in objects if o["kind"] == "RayService"]
+    assert "model_id: Qwen/Qwen3-30B-A3B" in ray["spec"]["serveConfigV2"]
+    assert ray["metadata"]["namespace"] == "inference-qwen"
+
+
+def test_plan_warnings_are_annotated_per_workload(templates: dict[str, Any]) -> None:
+    """Each workload's manifest carries its own plan in the stack description."""
+    description = templates["staging"]["Description"]
+    assert description.startswith("llm-eks staging: Qwen3-30B-A3B on g7e.2xlarge")
+    assert "; Llama-3.1-8B-Instruct on g5.xlarge" in description
+
+
+def test_gitops_writes_the_same_objects_for_several_workloads(tmp_path: Path, synthesized: Synthesized) -> None:
+    config = parse_environment("staging", CDK_JSON["context"]["environments"]["staging"])
+    written = write_manifests(config, plan_workloads(config), tmp_path, node_role_name="r", security_group_ids=SG)
+    gitops = {
+        re.sub(r"^\d+-", "", p.name).split(".")[0]: {
+            (o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(p.read_text()) if o
+        }
+        for p in written
+    }
+    stack = {
+        re.sub(r"^\d+-", "", name).split(".")[0]: {(o["kind"], o["metadata"]["name"]) for o in objs}
+        for name, objs in synthesized.manifests("staging").items()
+        if name != "helm-releases.yaml"
+    }
+    assert gitops == stack
+
+
+# -- llm-eks plan --env -----------------------------------------------------------------------------------------
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_prints_each_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "plan", "--env", "staging")
+    assert code == 0
+    assert re.findall(r"^workload (\w+):$", out, flags=re.MULTILINE) == ["qwen", "llama"]
+    code, out, _ = _cli(capsys, "plan", "--env", "staging", "--workload", "llama", "--json")
+    assert code == 0 and json.loads(out)["instance"]["instance_type"] == "g5.xlarge"
+    code, out, _ = _cli(capsys, "plan", "--env", "staging", "--json")
+    assert code == 0 and list(json.loads(out)) == ["qwen", "llama"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ("--workload", "mistral"),
+            "llm-eks: error: --workload: 'mistral' is not allowed; must name a workload of "
+            "environments.staging.workloads (qwen, llama)\n",
+        ),
+        (("--compare",), "llm-eks: error: --compare compares one workload: add --workload KEY\n"),
+        (
+            ("--workload", "llama", "--max-model-len", "0"),
+            # An option's value keeps the option's own name, as with one workload.
+            "llm-eks: error: workload.max_model_len: 0 is not allowed; must be an integer from 1 to 131072\n",
+        ),
+    ],
+)
+def test_plan_errors_for_several_workloads(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str
+) -> None:
+    code, out, err = _cli(capsys, "plan", "--env", "staging", *argv)
+    assert (code, out, err) == (2, "", message)
+
+
+def test_cli_names_a_planner_error_by_its_workload_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    context = tmp_path / "cdk.json"
+    body = {
+        "workloads": {"chat": SMALL, "big": {"model": "meta-llama/Llama-3.3-70B-Instruct", "accelerator": "g5.xlarge"}}
+    }
+    context.write_text(json.dumps({"context": {"environments": {"qa": body}}}))
+    code, out, err = _cli(capsys, "plan", "--env", "qa", "--context-file", str(context))
+    assert (code, out) == (2, "") and err.startswith("llm-eks: error: environments.qa.workloads.big.accelerator: "), err

@@ -1,0 +1,138 @@
+"""`VllmChart`: the objects of one served model (see the package docstring)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from llm_eks.manifests.api_key import api_key_secret_provider_class
+from llm_eks.manifests.checkov import serving_pod_annotations
+from llm_eks.manifests.ingress import IngressProps, ingress_annotations, ingress_rule
+from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
+from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
+from llm_eks.manifests.vllm.props import PORT, PORT_NAME, VllmProps, probe_timing, validate_vllm_props
+
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+
+
+class VllmChart(cdk8s.Chart):
+    """The vLLM serving workload for one model (see the module docstring for the timing arithmetic)."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: VllmProps) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        validate_vllm_props(props)
+        self.props = props
+        self.timing = probe_timing(props)
+        labels = app_labels(VLLM_APP, props.name)
+        selector = selector_labels(VLLM_APP, props.name)
+
+        def meta(name: str, **extra: Any) -> dict[str, Any]:
+            return {"name": name, "namespace": props.namespace, "labels": labels, **extra}
+
+        if props.create_namespace:
+            # The ALB controller then gates rollouts on ALB target health, not only on pod readiness.
+            readiness_gate = {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"} if props.ingress is not None else {}
+            workload_namespace(self, props.namespace, readiness_gate)
+        workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
+        if props.api_key_secret is not None:
+            api_key_secret_provider_class(self, meta, props.name, props.api_key_secret, props.aws_region)
+        if props.nodes_per_replica == 1:
+            plain_object(
+                self,
+                "deployment",
+                api_version="apps/v1",
+                kind="Deployment",
+                metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
+                body={"spec": self._deployment_spec(props, labels, selector)},
+            )
+        else:
+            plain_object(
+                self,
+                "leader-worker-set",
+                api_version=LWS_API_VERSION,
+                kind="LeaderWorkerSet",
+                metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
+                body={"spec": self._leader_worker_set_spec(props, labels, selector)},
+            )
+        plain_object(
+            self,
+            "service",
+            api_version="v1",
+            kind="Service",
+            metadata=meta(props.name),
+            body={
+                "spec": {
+                    "type": "ClusterIP",
+                    # Only a group's leader serves (its workers run --headless).
+                    "selector": selector if props.nodes_per_replica == 1 else {**selector, LWS_WORKER_INDEX_LABEL: "0"},
+                    "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+                }
+            },
+        )
+        plain_object(
+            self,
+            "pdb",
+            api_version="policy/v1",
+            kind="PodDisruptionBudget",
+            metadata=meta(props.name),
+            body={
+                "spec": {
+                    "maxUnavailable": props.pdb_max_unavailable,
+                    "selector": {"matchLabels": selector},
+                    # A replica that never became Ready (stuck loading) must not block a drain.
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                }
+            },
+        )
+        if props.ingress is not None:
+            self._ingress(props, props.ingress, meta)
+
+    def _deployment_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+        return {
+            "replicas": p.replicas,
+            "selector": {"matchLabels": selector},
+            # Surge one new replica before removing an old one: capacity never dips during a rollout.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "progressDeadlineSeconds": p.provisioning_seconds + self.timing.startup_budget_seconds,
+            "template": {"metadata": {"labels": labels}, "spec": serving_pod_spec(p, self.timing, selector)},
+        }
+
+    def _leader_worker_set_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+        return {
+            "replicas": p.replicas,
+            # Workers are created with the leader, so the group's pods schedule (and Karpenter launches) together.
+            "startupPolicy": "LeaderCreated",
+            # As the Deployment: one new group before an old one goes, so capacity never dips during a rollout.
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "leaderWorkerTemplate": {
+                "size": p.nodes_per_replica,
+                # A failed pod leaves its group's process group broken: recreate the whole group.
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {
+                    "metadata": {"labels": labels},
+                    "spec": serving_pod_spec(p, self.timing, selector, "leader"),
+                },
+                "workerTemplate": {
+                    "metadata": {"labels": labels},
+                    "spec": serving_pod_spec(p, self.timing, selector, "worker"),
+                },
+            },
+        }
+
+    def _ingress(self, p: VllmProps, i: IngressProps, meta: Any) -> None:
+        # The ALB keeps a deregistered pod's connections for as long as the pod drains.
+        annotations = ingress_annotations(i, drain_seconds=p.pre_stop_seconds + p.shutdown_timeout_seconds)
+        plain_object(
+            self,
+            "ingress",
+            api_version="networking.k8s.io/v1",
+            kind="Ingress",
+            metadata=meta(p.name, annotations=annotations),
+            body={"spec": {"ingressClassName": "alb", "rules": [ingress_rule(i, p.name, PORT_NAME)]}},
+        )

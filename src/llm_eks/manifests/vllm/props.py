@@ -1,0 +1,273 @@
+"""`VllmProps`: what one served model needs, with the chart's constants and every check on its input.
+
+See the package docstring for the objects and the timing arithmetic."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from llm_eks import aws_ids
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
+from llm_eks.manifests.ingress import IngressProps, validate_ingress
+from llm_eks.manifests.labels import require_dns1035, require_dns1123
+from llm_eks.manifests.pods import MAX_GRACE_SECONDS
+from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.validation import HF_REPO
+from llm_eks.versions import VLLM_IMAGE
+
+PORT = 8000
+PORT_NAME = "http"
+CACHE_DIR = "/cache"
+
+STARTUP_PERIOD_SECONDS = 10
+PROBE_PERIOD_SECONDS = 10
+# The API server's event loop shares the CPU with tokenization under load; 1 s (the default) flaps readiness.
+PROBE_TIMEOUT_SECONDS = 5
+READINESS_FAILURE_THRESHOLD = 3
+# A restart costs a full model reload (minutes): only restart after a minute of a wedged server.
+LIVENESS_FAILURE_THRESHOLD = 6
+
+# Flags the chart sets from typed props, or that would break its contracts: extra_engine_args must not hold them.
+_CHART_FLAGS = {
+    "--host": "the chart sets it (0.0.0.0)",
+    "--port": f"the chart sets it ({PORT})",
+    "--model": "the chart passes model as the positional argument",
+    "--served-model-name": "the chart sets it from served_model_name",
+    "--shutdown-timeout": "the chart sets it from shutdown_timeout_seconds",
+    "--tensor-parallel-size": "the chart sets it from tensor_parallel_size",
+    "-tp": "the chart sets it from tensor_parallel_size",
+    "--pipeline-parallel-size": "the chart sets it from pipeline_parallel_size",
+    "-pp": "the chart sets it from pipeline_parallel_size",
+    "--download-dir": f"weights are cached under HF_HOME on the cache volume ({CACHE_DIR})",
+    "--api-key": "the chart sets the key from api_key_secret (a Secrets Manager file, never an argument)",
+    "--disable-log-stats": "it turns off the Prometheus metrics that autoscaling and alerts read",
+    "--nnodes": "the chart sets it from nodes_per_replica",
+    "--node-rank": "the chart sets it from the pod's place in its LeaderWorkerSet group",
+    "--master-addr": "the chart sets it to the group's leader (LWS_LEADER_ADDRESS)",
+    "--headless": "the chart sets it on the workers of a replica spanning nodes",
+}
+# Switches of the removed V0 engine, or defaults the V1 engine already has (DESIGN.md).
+_STALE_FLAGS = {
+    "--enable-chunked-prefill": "chunked prefill is on by default (pass --no-enable-chunked-prefill to turn it off)",
+    "--enable-prefix-caching": "prefix caching is on by default (pass --no-enable-prefix-caching to turn it off)",
+    "--use-v2-block-manager": "it was removed with the V0 engine",
+    "--num-scheduler-steps": "it was removed with the V0 engine",
+}
+
+
+@dataclass(frozen=True)
+class VllmProps:
+    """One served model. Filled by the lead from the config and the capacity plan; the chart derives no sizes."""
+
+    # Deployment, Service, ServiceAccount, PDB name (DNS-1035), e.g. "vllm-llama-3-1-8b".
+    name: str
+    # Hugging Face repo id (weights="hf") or s3://bucket/prefix (weights="s3").
+    model: str
+    # The name clients send and the `model_name` label on every vLLM metric.
+    served_model_name: str
+    # From the plan: context length, memory share, batch limits, dtypes; rendered as `vllm serve` flags.
+    engine: EngineSettings
+    # Must fit one node (at most accelerators_per_node).
+    tensor_parallel_size: int
+    # Accelerators each pod requests: tensor_parallel_size x pipeline_parallel_size / nodes_per_replica.
+    accelerators_per_pod: int
+    # Of the planned node pool's instance type; a pod never spans nodes (a replica may: nodes_per_replica).
+    accelerators_per_node: int
+    # CPU and memory requests, right-sized by the planner (memory must include shm_size: tmpfs is charged to it).
+    cpu: str
+    memory: str
+    # /dev/shm size (NCCL and the engine's worker processes exchange tensors through it).
+    shm_size: str
+    # Model cache volume size: the weights on disk plus headroom (planner).
+    cache_size: str
+    # Planner's cold-start estimate from container start to serving (download or stream, load, warm-up).
+    startup_seconds: int
+    # Initial replicas; the KEDA ScaledObject owns the count afterwards.
+    replicas: int
+    # From the node-pool helper: selects the planned GPU pool and tolerates its taint.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Single-node pipeline parallelism is rare (tensor parallelism is faster within a node).
+    pipeline_parallel_size: int = 1
+    # Nodes one replica spans: 1 is a Deployment; more is a LeaderWorkerSet whose groups run vLLM's multiprocessing
+    # backend across nodes (--nnodes, the leader serving, the workers --headless).
+    nodes_per_replica: int = 1
+    # NVIDIA is the common case; aws.amazon.com/neuron for Inferentia/Trainium (with a Neuron image).
+    accelerator_resource: str = "nvidia.com/gpu"
+    # hf needs nothing prepared; s3 (Run:ai streamer) starts faster once the weights are copied to a bucket.
+    weights: Literal["hf", "s3"] = "hf"
+    # Secrets Manager secret NAME holding the Hugging Face token; None for public models (or S3 weights).
+    hf_token_secret: str | None = None
+    # Secrets Manager secret NAME holding the OpenAI endpoint's API key (the whole SecretString); None: no key.
+    # The config turns it on by default; a chart built directly must name its secret.
+    api_key_secret: str | None = None
+    # Region of the secret / S3 bucket; None lets the AWS provider and SDKs look it up (one more call per mount).
+    aws_region: str | None = None
+    # The workload namespace every chart and the Pod Identity association agree on.
+    namespace: str = "inference"
+    # Emit the Namespace object (one chart must own it; the lead decides which).
+    create_namespace: bool = True
+    # The pinned vLLM release (versions.py).
+    image: str = VLLM_IMAGE
+    # The image's own non-root `vllm` user (UID 2000, GID 0); None runs as the image default, root.
+    run_as_user: int | None = 2000
+    # Sleep before SIGTERM so kube-proxy and the ALB stop sending new requests first.
+    pre_stop_seconds: int = 15
+    # vLLM's --shutdown-timeout: how long in-flight requests may finish after SIGTERM.
+    shutdown_timeout_seconds: int = 90
+    # Everything above must fit in it, and it must fit in the Spot notice.
+    termination_grace_seconds: int = MAX_GRACE_SECONDS
+    # The startup probe allows this multiple of startup_seconds before it gives up.
+    startup_margin: float = 1.5
+    # Node launch and image pull before the container starts; Kubernetes' own progress-deadline default.
+    provisioning_seconds: int = 600
+    # Spread replicas over zones (soft: an AZ without GPU capacity must not leave a replica Pending).
+    zone_spread: bool = True
+    # One replica at a time may be voluntarily disrupted (consolidation, drift, node upgrades).
+    pdb_max_unavailable: int = 1
+    ingress: IngressProps | None = None
+    # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
+    extra_engine_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """Derived probe numbers, exposed so tests and the README show the arithmetic."""
+
+    startup_budget_seconds: int
+    startup_failure_threshold: int
+
+
+def probe_timing(props: VllmProps) -> ProbeTiming:
+    budget = math.ceil(props.startup_seconds * Fraction(str(props.startup_margin)))
+    return ProbeTiming(budget, math.ceil(Fraction(budget, STARTUP_PERIOD_SECONDS)))
+
+
+def service_url(props: VllmProps) -> str:
+    """In-cluster base URL of the OpenAI-compatible endpoint."""
+    return f"http://{props.name}.{props.namespace}.svc.cluster.local:{PORT}"
+
+
+def _at_least(field_name: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ConfigError(f"{field_name}: {value} is not allowed; must be at least {minimum}")
+
+
+def validate_vllm_props(p: VllmProps) -> None:
+    """Every check the chart makes on its input; raises ConfigError with one line."""
+    require_dns1035("name", p.name)
+    require_dns1123("namespace", p.namespace)
+    if not p.served_model_name or any(c in p.served_model_name for c in '"\\\n'):
+        raise ConfigError(
+            f"served_model_name: {p.served_model_name!r} is not allowed; must be non-empty without '\"', '\\' "
+            "or a newline (it is quoted in PromQL)"
+        )
+    if p.weights not in ("hf", "s3"):
+        raise ConfigError(f"weights: {p.weights!r} is not allowed; must be 'hf' or 's3'")
+    if p.weights == "s3" and not p.model.startswith("s3://"):
+        raise ConfigError(f"model: {p.model!r} is not allowed with weights 's3'; must be an s3:// URI")
+    if p.weights == "hf" and not HF_REPO.match(p.model):
+        raise ConfigError(
+            f"model: {p.model!r} is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
+            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')"
+        )
+    for field_name, secret in (("hf_token_secret", p.hf_token_secret), ("api_key_secret", p.api_key_secret)):
+        if secret is not None and not aws_ids.SECRET_NAME.match(secret):
+            raise ConfigError(
+                f"{field_name}: {secret!r} is not allowed; must be a Secrets Manager secret name "
+                "(letters, digits and /_+=.@-)"
+            )
+    for name, value in (
+        ("tensor_parallel_size", p.tensor_parallel_size),
+        ("pipeline_parallel_size", p.pipeline_parallel_size),
+    ):
+        _at_least(name, value, 1)
+    _at_least("accelerators_per_node", p.accelerators_per_node, 1)
+    _at_least("nodes_per_replica", p.nodes_per_replica, 1)
+    if p.tensor_parallel_size > p.accelerators_per_node:
+        raise ConfigError(
+            f"tensor_parallel_size: {p.tensor_parallel_size} is not allowed; must be at most "
+            f"{p.accelerators_per_node} (accelerators per node)"
+        )
+    world = p.tensor_parallel_size * p.pipeline_parallel_size
+    if p.accelerators_per_pod * p.nodes_per_replica != world:
+        raise ConfigError(
+            f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must equal tensor_parallel_size x "
+            f"pipeline_parallel_size / nodes_per_replica ({world} / {p.nodes_per_replica}), a whole number "
+            "(vLLM splits the ranks evenly over the nodes)"
+        )
+    if p.accelerators_per_pod > p.accelerators_per_node:
+        raise ConfigError(
+            f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must be at most "
+            f"{p.accelerators_per_node} (accelerators per node)"
+        )
+    if "/" not in p.accelerator_resource:
+        raise ConfigError(
+            f"accelerator_resource: {p.accelerator_resource!r} is not allowed; must be an extended resource "
+            "name such as nvidia.com/gpu or aws.amazon.com/neuron"
+        )
+    if parse_quantity("cpu", p.cpu) <= 0:
+        raise ConfigError(f"cpu: {p.cpu!r} is not allowed; must be above 0")
+    memory = parse_quantity("memory", p.memory)
+    shm = parse_quantity("shm_size", p.shm_size)
+    if parse_quantity("cache_size", p.cache_size) <= 0:
+        raise ConfigError(f"cache_size: {p.cache_size!r} is not allowed; must be above 0")
+    if shm <= 0:
+        raise ConfigError(f"shm_size: {p.shm_size!r} is not allowed; must be above 0")
+    if memory < shm:
+        raise ConfigError(
+            f"memory: {p.memory} is not allowed; must be at least shm_size ({p.shm_size}) because /dev/shm "
+            "pages count against the memory limit"
+        )
+    _at_least("startup_seconds", p.startup_seconds, 1)
+    _at_least("replicas", p.replicas, 0)
+    _at_least("provisioning_seconds", p.provisioning_seconds, 0)
+    if not p.startup_margin >= 1:
+        raise ConfigError(f"startup_margin: {p.startup_margin} is not allowed; must be at least 1")
+    if p.run_as_user is not None:
+        _at_least("run_as_user", p.run_as_user, 1)
+    _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
+    _validate_drain(p)
+    validate_engine(p.engine, "engine")
+    _validate_extra_engine_args(p)
+    if p.ingress is not None:
+        validate_ingress(p.ingress)
+        if p.nodes_per_replica > 1:
+            raise ConfigError(
+                f"ingress: not allowed with nodes_per_replica {p.nodes_per_replica}; the ALB's readiness gate "
+                "follows pods, and only a group's leader serves"
+            )
+
+
+def _validate_drain(p: VllmProps) -> None:
+    _at_least("pre_stop_seconds", p.pre_stop_seconds, 0)
+    # 0 would make vLLM abort in-flight requests on SIGTERM.
+    _at_least("shutdown_timeout_seconds", p.shutdown_timeout_seconds, 1)
+    drain = p.pre_stop_seconds + p.shutdown_timeout_seconds
+    if not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
+        raise ConfigError(
+            f"drain: preStop {p.pre_stop_seconds} s + shutdown timeout {p.shutdown_timeout_seconds} s = {drain} s "
+            f"must be below terminationGracePeriodSeconds {p.termination_grace_seconds} s, which must be at most "
+            f"{MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)"
+        )
+
+
+def _validate_extra_engine_args(p: VllmProps) -> None:
+    for token in p.extra_engine_args:
+        if not isinstance(token, str):
+            raise ConfigError(f"extra_engine_args: {token!r} is not allowed; every argument must be a string")
+        flag = token.partition("=")[0]
+        if not flag.startswith("-"):
+            continue
+        reason = _CHART_FLAGS.get(flag) or _STALE_FLAGS.get(flag)
+        if flag in VLLM_FLAG_FIELDS:
+            reason = f"the chart sets it from engine.{VLLM_FLAG_FIELDS[flag]}"
+        if flag == "--load-format" and p.weights == "s3":
+            reason = "the chart sets it (runai_streamer) for weights 's3'"
+        if reason:
+            raise ConfigError(f"extra_engine_args: {flag!r} is not allowed; {reason}")

@@ -132,7 +132,9 @@ def test_accelerator_limit_below_max_replicas() -> None:
     )
 
 
-def test_vllm_engine_cannot_span_nodes() -> None:
+def test_vllm_engine_spans_nodes_with_a_leader_worker_set() -> None:
+    """A plan that needs several nodes per replica no longer refuses vLLM: its props ask for a LeaderWorkerSet
+    (tests/test_multi_node.py checks the objects)."""
     body = {
         "workload": {
             "model": "meta-llama/Llama-3.3-70B-Instruct",
@@ -142,9 +144,11 @@ def test_vllm_engine_cannot_span_nodes() -> None:
             "target_concurrency": 1,
         }
     }
-    message = error_of(body)
-    assert message.startswith("environments.dev.workload.engine: 'vllm' is not allowed; meta-llama/Llama-3.3-70B")
-    assert message.endswith("use engine 'ray-serve', quantization, or a bigger instance")
+    w = workload_of(body)
+    assert isinstance(w, VllmWorkload)
+    v = w.vllm
+    assert v.nodes_per_replica > 1
+    assert v.accelerators_per_pod * v.nodes_per_replica == v.tensor_parallel_size * v.pipeline_parallel_size
 
 
 def test_instance_without_an_on_demand_offer() -> None:

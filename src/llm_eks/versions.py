@@ -55,6 +55,11 @@ PROMETHEUS_OPERATOR_CRDS_CHART_VERSION = "31.0.0"
 # kuberay-operator: 1.7.0 = KubeRay v1.7.0, the shared ray.io CRDs (ray-project/kuberay
 # helm-chart/kuberay-operator/Chart.yaml at tag v1.7.0; newest tag in the repo, 2026-08).
 KUBERAY_OPERATOR_CHART_VERSION = "1.7.0"
+# LeaderWorkerSet (oci://registry.k8s.io/lws/charts/lws): 0.10.0 = LWS v0.10.0, the newest tag of
+# kubernetes-sigs/lws (2026-08), as its installation guide pins it (site/content/en/docs/installation/_index.md).
+# The release packages the chart at the tag's version and sets the manager image to registry.k8s.io/lws/lws:<tag>
+# (hack/push-chart.sh); its crds/ holds leaderworkerset.x-k8s.io/v1.
+LWS_CHART_VERSION = "0.10.0"
 # secrets-store-csi-driver: 1.6.0 (kubernetes-sigs/secrets-store-csi-driver charts/ at tag v1.6.0, 2026-04-27);
 # the same version the AWS provider chart 3.1.1 locks in its Chart.lock.
 SECRETS_STORE_CSI_DRIVER_CHART_VERSION = "1.6.0"

@@ -30,6 +30,7 @@ from llm_eks.constructs.load_balancer import (
     AwsLoadBalancerControllerOptions,
     AwsLoadBalancerControllerProps,
 )
+from llm_eks.constructs.lws import LeaderWorkerSetController, LeaderWorkerSetOptions, LeaderWorkerSetProps
 from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessOptions, ModelWeightsAccessProps
 from llm_eks.constructs.observability import Observability, ObservabilityOptions, ObservabilityProps
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiOptions, SecretsStoreCsiProps
@@ -114,6 +115,13 @@ class ClusterComposition:
         """The KubeRay operator, after the system nodes."""
         props = with_cluster(KubeRayOperatorProps, options or KubeRayOperatorOptions(), as_icluster(self.cluster))
         return self.add_addon(KubeRayOperator(self._beside(scope), id, props))
+
+    def add_leader_worker_set(
+        self, options: LeaderWorkerSetOptions, *, id: str = "LeaderWorkerSet", scope: Construct | None = None
+    ) -> LeaderWorkerSetController:
+        """The LeaderWorkerSet controller, after the system nodes (options name the control plane's CIDRs)."""
+        props = with_cluster(LeaderWorkerSetProps, options, as_icluster(self.cluster))
+        return self.add_addon(LeaderWorkerSetController(self._beside(scope), id, props))
 
     def add_observability(
         self, options: ObservabilityOptions | None = None, *, id: str = "Observability", scope: Construct | None = None

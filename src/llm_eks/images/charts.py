@@ -14,9 +14,10 @@ Each entry was read in the chart's own values.yaml and templates at the pinned v
   the chart then renders `repo@digest`, without the tag); driver-crds (upgrade hook Jobs) has no digest value:
   `linux.crds.image.tag` = `v1.6.0@sha256:...`.
 - No digest value at all, so `image.tag` = `<tag>@sha256:...`: keda 2.20.2 (operator, metrics API server,
-  admission webhooks: `image.<part>.tag`), kuberay-operator 1.7.0, secrets-store-csi-driver-provider-aws 3.1.1,
-  aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its distroless tag), nvidia-device-plugin 0.20.0
-  (installed by GpuDeviceSoftware for AL2023 nodes only, so llm-eks's Bottlerocket stacks never run it).
+  admission webhooks: `image.<part>.tag`), kuberay-operator 1.7.0, lws 0.10.0 (`image.manager.tag`),
+  secrets-store-csi-driver-provider-aws 3.1.1, aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its
+  distroless tag), nvidia-device-plugin 0.20.0 (installed by GpuDeviceSoftware for AL2023 nodes only, so
+  llm-eks's Bottlerocket stacks never run it).
 
 `tag@digest` in a tag value is used only where the chart renders that value solely as `repository:tag` in image
 fields (checked in each chart's templates: no label or selector reads it), so the pod gets a valid
@@ -44,6 +45,7 @@ from llm_eks.versions import (
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     KUBERAY_OPERATOR_CHART_VERSION,
+    LWS_CHART_VERSION,
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
     SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
@@ -127,6 +129,10 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
                 ("keda-admission-webhooks", "webhooks"),
             )
         ),
+    ),
+    "lws": ChartImages(
+        LWS_CHART_VERSION,
+        (_img(f"registry.k8s.io/lws/lws:v{LWS_CHART_VERSION}", "image.manager.tag", "tag"),),
     ),
     "kuberay-operator": ChartImages(
         KUBERAY_OPERATOR_CHART_VERSION,

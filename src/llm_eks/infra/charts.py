@@ -60,6 +60,8 @@ def workload_secrets(workload: Workload) -> tuple[str, ...]:
 def prerequisites(workload: Workload) -> tuple[Addon, ...]:
     """The add-ons the workload chart itself waits for (besides its node pools)."""
     needs: list[Addon] = ["kuberay"] if isinstance(workload, RayServeWorkload) else []
+    if isinstance(workload, VllmWorkload) and workload.vllm.nodes_per_replica > 1:
+        needs.append("lws")
     if workload.secrets:
         needs.append("secrets")
     if workload.weights_s3_uri is not None:
@@ -76,7 +78,7 @@ def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
     wanted = {need for w in workloads for need in prerequisites(w)} - {"weights"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
         wanted.add("keda")
-    order: tuple[Addon, ...] = ("kuberay", "secrets", "alb", "keda")
+    order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "keda")
     return tuple(name for name in order if name in wanted)
 
 
@@ -91,6 +93,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
     objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
     if "kuberay" in names:
         objects += netpol.kuberay_namespace(netpol.KUBERAY_NAMESPACE)
+    if "lws" in names:
+        objects += netpol.lws_namespace(netpol.LWS_NAMESPACE, cidrs)
     if "keda" in names:
         objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
     vendors = {w.gpu_pool.vendor for w in workloads}
@@ -163,6 +167,7 @@ def _vllm_charts(app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorklo
         benchmark=selector_labels(BENCHMARK_APP, bench.name),
         # Target type ip: the internal ALB's ENIs connect to the pods directly, from its own subnets (no pod's).
         alb_cidrs=config.vpc.load_balancer_subnet_cidrs() if vllm.ingress is not None else (),
+        group=vllm.nodes_per_replica > 1,
     )
     add_objects(vllm_chart, policies)
     if workload.headroom is not None:

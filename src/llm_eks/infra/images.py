@@ -26,6 +26,7 @@ from llm_eks.versions import (
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     KUBERAY_OPERATOR_CHART_VERSION,
+    LWS_CHART_VERSION,
     NEURON_HELM_CHART_VERSION,
     PAUSE_IMAGE,
     PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
@@ -56,6 +57,9 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
         charts["keda"] = KEDA_CHART_VERSION
     if "ray-serve" in engines:
         charts["kuberay-operator"] = KUBERAY_OPERATOR_CHART_VERSION
+    # vLLM runs a replica that spans nodes as a LeaderWorkerSet.
+    if any(s.config.engine == "vllm" and p.nodes_per_replica > 1 for s, p in zip(config.served, plans, strict=True)):
+        charts["lws"] = LWS_CHART_VERSION
     # The Secrets Store CSI driver mounts the Hub token and vLLM's API key (charts.workload_secrets).
     if any(w.hf_token_secret is not None or (w.engine == "vllm" and w.api_key) for w in workloads):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION

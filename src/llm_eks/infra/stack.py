@@ -25,6 +25,7 @@ from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
 from llm_eks.constructs.gpu_devices import gpu_options_for
 from llm_eks.constructs.keda import KedaOptions
+from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.infra.annotations import annotate_plan_warnings
@@ -194,6 +195,12 @@ class InferenceStack(cdk.Stack):
             kuberay = self.platform.add_kuberay()
             self._addon_namespaces += kuberay.namespace_objects
             construct = kuberay
+        elif name == "lws":
+            lws = self.platform.add_leader_worker_set(
+                LeaderWorkerSetOptions(control_plane_cidrs=self._control_plane_cidrs)
+            )
+            self._addon_namespaces += lws.namespace_objects
+            construct = lws
         elif name == "secrets":
             self.secrets_store = self.platform.add_secrets_store()
             # The pods mount the generated key at start: it must exist first.

@@ -31,7 +31,7 @@ from llm_eks.versions import PAUSE_IMAGE
 
 GIB = 1024**3
 # The add-ons a workload's charts can wait for, by the names ChartPlan.needs and the CDK stack use.
-Addon: TypeAlias = Literal["keda", "kuberay", "secrets", "weights", "alb"]
+Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "alb"]
 
 
 @dataclass(frozen=True)
@@ -220,11 +220,12 @@ def vllm_props(
     config: EnvironmentConfig, s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None
 ) -> VllmProps:
     w = s.config
-    if plan.nodes_per_replica > 1:
-        raise ConfigError(
-            f"{s.path}.engine: 'vllm' is not allowed; {plan.model.id} needs "
-            f"{plan.nodes_per_replica} {plan.instance.instance_type} nodes per replica (pipeline parallel "
-            f"{plan.pipeline_parallel_size}): use engine 'ray-serve', quantization, or a bigger instance"
+    if plan.nodes_per_replica > 1 and w.internal_alb:
+        raise fail(
+            f"{s.path}.internal_alb",
+            True,
+            f"{plan.model.id} needs {plan.nodes_per_replica} {plan.instance.instance_type} nodes per replica (a "
+            "LeaderWorkerSet, whose workers never serve); reach it through its Service, or use engine 'ray-serve'",
         )
     selector, tolerations = placement(w, pool)
     # Config validation allows exactly these two.
@@ -238,6 +239,7 @@ def vllm_props(
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
         accelerators_per_pod=plan.gpus_per_pod,
+        nodes_per_replica=plan.nodes_per_replica,
         accelerators_per_node=plan.instance.accelerators,
         accelerator_resource=pool.resource,
         cpu=plan.pod_resources.cpu,

@@ -37,7 +37,7 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
-from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
+from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, validate_vllm_props
 
 # The Prometheus Operator's governing Service: independent of the kube-prometheus-stack release name.
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc.cluster.local:9090"
@@ -233,7 +233,12 @@ class VllmAutoscalingChart(cdk8s.Chart):
                 }
             )
         spec = {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": vllm.name},
+            # A replica spanning nodes is a LeaderWorkerSet group; LeaderWorkerSet has the scale subresource.
+            "scaleTargetRef": (
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": vllm.name}
+                if vllm.nodes_per_replica == 1
+                else {"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": vllm.name}
+            ),
             "minReplicaCount": a.min_replicas,
             "maxReplicaCount": a.max_replicas,
             "pollingInterval": a.polling_interval_seconds,

@@ -58,6 +58,10 @@ KUBERAY_OPERATOR_POD = {"app.kubernetes.io/name": "kuberay-operator"}
 # dcgm-exporter 4.8.2 selector labels; its `metrics` port.
 DCGM_EXPORTER_POD = {"app.kubernetes.io/name": "dcgm-exporter"}
 DCGM_EXPORTER_PORT = 9400
+# lws 0.10.0 (charts/lws/templates): the controller's selector labels; its webhook Service targets 9443.
+LWS_NAMESPACE = "lws-system"
+LWS_CONTROLLER_POD = {"app.kubernetes.io/name": "lws", "control-plane": "controller-manager"}
+LWS_WEBHOOK_PORT = 9443
 # Ray (KubeRay defaults): the dashboard (the operator's Serve API), Serve, the metrics export. GCS (6379) and the
 # Ray client (10001) are only ever reachable from the RayService's own pods.
 RAY_DASHBOARD_PORT = 8265
@@ -157,14 +161,20 @@ def vllm_policies(
     benchmark: Mapping[str, str] | None = None,
     alb_cidrs: Sequence[str] = (),
     monitoring_namespace: str = MONITORING_NAMESPACE,
+    group: bool = False,
 ) -> list[dict[str, Any]]:
     """vLLM serves the API and /metrics on one port: Prometheus, the benchmark Job, opted-in clients and (with an
-    internal ALB, target type ip) the ALB's ENIs reach it; nothing else in the cluster does."""
+    internal ALB, target type ip) the ALB's ENIs reach it; nothing else in the cluster does. With `group` (a replica
+    spanning nodes, a LeaderWorkerSet) the workload's pods also reach each other on every port: torch.distributed's
+    store, vLLM's message queues and NCCL pick theirs at run time."""
     peers = [pods(PROMETHEUS_POD, monitoring_namespace), *_client_peers()]
     if benchmark is not None:
         peers.append(pods(benchmark))
     peers += cidrs(alb_cidrs)
-    return [default_deny(ns), network_policy(f"{name}-serving", ns, selector, [rule(peers, tcp(port))])]
+    policies = [default_deny(ns), network_policy(f"{name}-serving", ns, selector, [rule(peers, tcp(port))])]
+    if group:
+        policies.append(network_policy(f"{name}-group", ns, selector, [rule([pods(selector)])]))
+    return policies
 
 
 def ray_policies(
@@ -211,6 +221,8 @@ def ray_policies(
 KEDA_POD_SECURITY = ("restricted", None)
 # kuberay-operator 1.7.0: container runAsNonRoot, drop ALL, no escalation, RuntimeDefault seccomp.
 KUBERAY_POD_SECURITY = ("restricted", None)
+# lws 0.10.0: pod runAsNonRoot, container drops ALL without escalation; LeaderWorkerSetController adds seccomp.
+LWS_POD_SECURITY = ("restricted", None)
 # Upstream pods that cannot meet restricted or baseline: prometheus-node-exporter 4.56.1 (kube-prometheus-stack's).
 MONITORING_POD_SECURITY = (
     "privileged",
@@ -300,6 +312,18 @@ def kuberay_namespace(ns: str) -> list[dict[str, Any]]:
     """The KubeRay operator takes no connections (it has no webhook at the chart's defaults); its probes come from
     the node, which the network policy agent always lets in."""
     return [namespace(ns, *KUBERAY_POD_SECURITY), default_deny(ns)]
+
+
+def lws_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+    """The API server calls the LeaderWorkerSet controller's admission webhooks (LeaderWorkerSets, and the pods of
+    their groups); the controller itself only makes outgoing calls."""
+    return [
+        namespace(ns, *LWS_POD_SECURITY),
+        default_deny(ns),
+        network_policy(
+            "lws-webhooks", ns, LWS_CONTROLLER_POD, [rule(cidrs(control_plane_cidrs), tcp(LWS_WEBHOOK_PORT))]
+        ),
+    ]
 
 
 def neuron_namespace(ns: str) -> list[dict[str, Any]]:

@@ -216,23 +216,19 @@ def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]
             yield from _ray_templates(obj, mapping_at(cluster, kind))
         elif group == "leaderworkerset.x-k8s.io" and kind == "LeaderWorkerSet":
             lwt = mapping_at(spec, "leaderWorkerTemplate")
-            groups, size = as_int(spec.get("replicas"), 1), as_int(lwt.get("size"), 1)
+            # Groups at the maximum scale: a ScaledObject or HPA on the LeaderWorkerSet (its scale subresource
+            # counts groups), else spec.replicas.
+            groups, source, fix = _max_replicas(obj, objects)
+            size = as_int(lwt.get("size"), 1)
             worker = mapping_at(lwt, "workerTemplate", "spec")
             if mapping_at(lwt, "leaderTemplate"):
                 leader = mapping_at(lwt, "leaderTemplate", "spec")
-                yield PodTemplate(obj, "leader", leader, groups, f"replicas {groups}", "spec.replicas")
+                yield PodTemplate(obj, "leader", leader, groups, source, fix)
                 yield PodTemplate(
-                    obj,
-                    "worker",
-                    worker,
-                    groups * (size - 1),
-                    f"replicas {groups} x (size {size} - 1)",
-                    "spec.replicas",
-                    max(size - 1, 1),
+                    obj, "worker", worker, groups * (size - 1), f"{source} x (size {size} - 1)", fix, max(size - 1, 1)
                 )
             else:
-                scale = f"replicas {groups} x size {size}"
-                yield PodTemplate(obj, "", worker, groups * size, scale, "spec.replicas", size)
+                yield PodTemplate(obj, "", worker, groups * size, f"{source} x size {size}", fix, size)
 
 
 def part_prefix(template: PodTemplate) -> str:

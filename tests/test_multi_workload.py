@@ -102,8 +102,8 @@ def test_two_workloads_may_not_answer_to_one_model_name() -> None:
     body = {"workloads": {"a": SMALL, "b": {**SMALL, "max_model_len": 4096}}}
     assert _error(body) == (
         "environments.qa.workloads.b.model: 'meta-llama/Llama-3.1-8B-Instruct' is not allowed; is already served by "
-        "environments.qa.workloads.a; served model names must be unique in an environment (serve another model, or "
-        "drop one of the two workloads)"
+        "environments.qa.workloads.a; served model and adapter names must be unique in an environment (rename one, "
+        "or drop one of the two)"
     )
 
 

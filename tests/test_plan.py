@@ -133,7 +133,7 @@ def test_pipeline_across_nodes_when_one_node_is_too_small() -> None:
     assert (p.tensor_parallel_size, p.pipeline_parallel_size, p.nodes_per_replica) == (1, 2, 2)
     assert p.gpus_per_pod == 1 and p.replicas_per_node == 1
     args = " ".join(p.engine_args)
-    assert "--pipeline-parallel-size 2" in args and "--distributed-executor-backend ray" in args
+    assert "--pipeline-parallel-size 2" in args and "--nnodes 2" in args
     # Each stage holds 40 of the 80 layers: 2 x 40 x 8 x 128 x 2 = 163,840 B of KV per token per GPU.
     assert p.kv_bytes_per_token_per_gpu == 163_840
     # 21 sequences fit, short of the 32 asked for: the plan says so and caps max_num_seqs.

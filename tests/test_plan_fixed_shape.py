@@ -118,7 +118,7 @@ def test_given_shape_spans_whole_nodes() -> None:
     p = plan(PlanRequest(model=LLAMA_70B, accelerator="g6e.12xlarge", max_model_len=8192, tensor_parallel_size=4,
                          pipeline_parallel_size=2))  # fmt: skip
     assert (p.nodes_per_replica, p.gpus_per_pod) == (2, 4)
-    assert "--distributed-executor-backend" in p.engine_args
+    assert "--nnodes" in p.engine_args
 
 
 def test_auto_with_a_given_shape_only_considers_nodes_it_fills() -> None:

@@ -472,18 +472,21 @@ def build_workloads(
 
 
 def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]) -> None:
-    """A request's `model` picks the workload, so no two workloads may answer to the same name."""
-    seen: dict[str, ServedWorkload] = {}
+    """A request's `model` picks the workload (a LoRA adapter's name, its workload), so no two may answer to the
+    same name."""
+    seen: dict[str, str] = {}
     for s, workload_plan in zip(served, plans, strict=True):
-        name = workload_plan.served_model_name
-        if name in seen:
-            raise fail(
-                f"{s.path}.model",
-                name,
-                f"is already served by {seen[name].path}; served model names must be unique in an environment "
-                "(serve another model, or drop one of the two workloads)",
-            )
-        seen[name] = s
+        names = [(f"{s.path}.model", workload_plan.served_model_name)]
+        names += [(f"{s.path}.lora_adapters", adapter) for adapter in s.config.lora_adapters]
+        for path, name in names:
+            if name in seen:
+                raise fail(
+                    path,
+                    name,
+                    f"is already served by {seen[name]}; served model and adapter names must be unique in an "
+                    "environment (rename one, or drop one of the two)",
+                )
+            seen[name] = s.path
 
 
 def merge_pools(pools: Sequence[GpuPoolSpec]) -> dict[str, GpuPoolSpec]:

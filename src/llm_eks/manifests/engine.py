@@ -13,8 +13,10 @@ import re
 from dataclasses import dataclass
 
 from llm_eks.errors import ConfigError, fail
-from llm_eks.manifests.validation import whole_number
+from llm_eks.manifests.validation import HF_REPO, whole_number
 
+# A LoRA adapter's name as clients send it in `model` (and vLLM parses `name=repo`): no '=', no space.
+_LORA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # A vLLM choice value (dtype, KV-cache dtype, quantization method): one lower-case word, never a flag.
 _CHOICE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -37,6 +39,10 @@ class EngineSettings:
     quantization: str | None = None
     # "auto" runs the checkpoint's dtype; "bfloat16" for float32 checkpoints the planner sized at 16 bits.
     dtype: str = "auto"
+    # LoRA adapters served beside the base model, (name, Hugging Face repo id); each gets a GPU slot (--max-loras).
+    lora_modules: tuple[tuple[str, str], ...] = ()
+    # vLLM's default rank cap; an adapter of a higher rank fails to load.
+    max_lora_rank: int = 16
 
 
 def validate_engine(settings: EngineSettings, path: str) -> None:
@@ -62,6 +68,13 @@ def validate_engine(settings: EngineSettings, path: str) -> None:
     ):
         if choice is not None and (not isinstance(choice, str) or not _CHOICE.match(choice)):
             raise fail(f"{path}.{name}", choice, "must be one vLLM value such as auto or fp8")
+    for name, source in settings.lora_modules:
+        if not _LORA_NAME.match(name) or not HF_REPO.match(source):
+            raise fail(
+                f"{path}.lora_modules",
+                f"{name}={source}",
+                "must be a name (letters, digits, '.', '_', '-') and a Hugging Face repo id",
+            )
     if settings.quantization == "awq":
         raise ConfigError(
             f"{path}.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it (auto-detected) or "
@@ -95,6 +108,11 @@ def vllm_flags(settings: EngineSettings) -> list[str]:
         flags += ["--max-num-seqs", str(settings.max_num_seqs)]
     if settings.max_num_batched_tokens is not None:
         flags += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
+    if settings.lora_modules:
+        # vLLM downloads each adapter from the Hub at start (HF_TOKEN for gated ones); `name=repo` per adapter.
+        flags += ["--enable-lora", "--max-loras", str(len(settings.lora_modules))]
+        flags += ["--max-lora-rank", str(settings.max_lora_rank), "--lora-modules"]
+        flags += [f"{name}={source}" for name, source in settings.lora_modules]
     return flags
 
 
@@ -108,6 +126,10 @@ VLLM_FLAG_FIELDS = {
     "-q": "quantization",
     "--max-num-seqs": "max_num_seqs",
     "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--enable-lora": "lora_modules",
+    "--max-loras": "lora_modules",
+    "--max-lora-rank": "max_lora_rank",
+    "--lora-modules": "lora_modules",
 }
 
 

@@ -197,6 +197,11 @@ class WorkloadConfig:
     # Plan warnings accepted, by id (`llm-eks plan` prints it) -> one line why. Empty: `cdk synth` shows every
     # warning, and `cdk synth --strict` fails on it, until someone decides.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # LoRA adapters served by this workload (engine vllm): name clients send as `model` -> Hugging Face repo id.
+    # Empty: LoRA off (its GPU buffers cost KV cache even when no adapter is loaded).
+    lora_adapters: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # vLLM's default --max-lora-rank; an adapter of a higher rank fails to load, a higher cap costs KV cache.
+    max_lora_rank: int = 16
     # Reproduce a vLLM deployment: `vllm serve`'s --tensor-parallel-size, --pipeline-parallel-size and --max-num-seqs.
     # None (the default): the planner chooses them for the targets above; a given one that cannot work is an error.
     tensor_parallel_size: int | None = None
@@ -211,7 +216,7 @@ class WorkloadConfig:
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
-        from llm_eks.infra.plan import PlanRequest
+        from llm_eks.infra.plan import LoraAdapters, PlanRequest
 
         model: Any = self.model
         if self.model_spec is not None:
@@ -235,6 +240,7 @@ class WorkloadConfig:
             pipeline_parallel_size=self.pipeline_parallel_size,
             max_num_seqs=self.max_num_seqs,
             warm_replicas=self.warm_replicas,
+            lora=LoraAdapters(tuple(self.lora_adapters.items()), self.max_lora_rank) if self.lora_adapters else None,
         )
 
 

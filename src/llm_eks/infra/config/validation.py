@@ -23,6 +23,7 @@ from llm_eks.infra.config.environment import (
     VpcConfig,
     WorkloadConfig,
 )
+from llm_eks.manifests.validation import HF_REPO
 from llm_eks.versions import KUBERNETES_VERSION
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
@@ -346,6 +347,7 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             "must be an EBS snapshot id such as snap-0123456789abcdef0",
         )
     _validate_api_key(w, path)
+    _validate_lora(w, path)
     inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
     b = w.benchmark
     if b.request_rate <= 0:
@@ -359,6 +361,38 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             f"must be at most num_prompts ({b.num_prompts}) per second; a higher rate sends every prompt in the "
             "first second already",
         )
+
+
+# A LoRA adapter's name, as clients send it in `model`.
+_LORA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _validate_lora(w: WorkloadConfig, path: str) -> None:
+    if not w.lora_adapters:
+        return
+    if w.engine != "vllm":
+        raise fail(
+            f"{path}.lora_adapters",
+            dict(w.lora_adapters),
+            "needs engine vllm (Ray Serve LLM loads LoRA from a dynamic path, which llm-eks does not configure)",
+        )
+    for name, source in w.lora_adapters.items():
+        if not _LORA_NAME.match(name):
+            raise fail(
+                f"{path}.lora_adapters",
+                name,
+                "adapter names are 1-64 letters, digits, '.', '_' and '-', starting with a letter or digit (clients "
+                "send the name as `model`)",
+            )
+        if source.startswith("s3://"):
+            raise fail(
+                f"{path}.lora_adapters.{name}",
+                source,
+                "vLLM 0.33 loads an adapter from a local path or the Hugging Face Hub only (vllm/lora/utils.py, "
+                "get_adapter_absolute_path); publish it to the Hub (a private repo with hf_token_secret)",
+            )
+        if not HF_REPO.match(source):
+            raise fail(f"{path}.lora_adapters.{name}", source, "must be a Hugging Face repo id such as org/adapter")
 
 
 def _validate_api_key(w: WorkloadConfig, path: str) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from llm_eks.catalog.accelerators import instance_type
 from llm_eks.infra.plan.memory import GIB
 from llm_eks.infra.plan.parallelism import valid_tensor_parallel_sizes
-from llm_eks.infra.plan.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, PlanRequest
+from llm_eks.infra.plan.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
 from llm_eks.infra.plan.result import (
     TIMES,
     WARN_CONCURRENCY,
@@ -54,6 +54,7 @@ __all__ = [
     "WEIGHTS_SOURCES",
     "WEIGHT_FORMATS",
     "ColdStart",
+    "LoraAdapters",
     "Plan",
     "PlanRequest",
     "PlanWarning",

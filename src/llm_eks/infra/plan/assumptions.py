@@ -58,7 +58,8 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         f"{DRIVER_VISIBLE_FRACTION:.0%} of it visible to CUDA; vLLM's budget is that x gpu_memory_utilization",
         f"deducted from the budget per GPU besides weights (vLLM's profiling): {NON_TORCH_BYTES / GIB:.2f} GiB "
         f"non-torch workspaces + {CUDA_GRAPH_BYTES / GIB:.2f} GiB CUDA graphs + the profiling run's peak for "
-        f"{fit.max_num_batched_tokens} batched tokens and its sampler = {gib:.2f} GiB",
+        f"{fit.max_num_batched_tokens} batched tokens and its sampler"
+        f"{' + the LoRA buffers' if fit.lora_bytes_per_gpu else ''} = {gib:.2f} GiB",
         f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "
         "made explicit",
         f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size"
@@ -80,6 +81,12 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         fixed = [f"{name} {value}" for name, value in (("tensor_parallel_size", r.tensor_parallel_size),
                  ("pipeline_parallel_size", r.pipeline_parallel_size)) if value is not None]  # fmt: skip
         out.append(f"parallelism: {' and '.join(fixed)} as given; the planner chose the rest")
+    if r.lora is not None:
+        out.append(
+            f"LoRA: {r.lora.max_loras} adapter slot(s) at max rank {r.lora.max_rank}: "
+            f"{fit.lora_bytes_per_gpu / GIB:.2f} GiB of A/B buffers per GPU over every linear layer (vLLM allocates "
+            "them at load, adapter or not), counted in the reserve above; adapters load from the Hub at start"
+        )
     if ctx.fmt == "fp8" and ctx.spec.quantization is None:
         out.append(
             "fp8: vLLM quantizes the 16-bit checkpoint layer by layer while loading (vllm#31914, so the 16-bit "

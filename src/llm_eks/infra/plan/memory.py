@@ -83,7 +83,30 @@ def profile_peak_bytes(spec: ModelSpec, tp: int, batched: int, max_num_seqs: int
     return batched * per_token + logits
 
 
-def available_kv_bytes(requested: int, weights: int, peak: int) -> int:
-    """What is left for the KV cache (`determine_available_memory`): the budget less weights, non-torch growth,
-    the transient peak and the CUDA-graph estimate."""
-    return requested - weights - NON_TORCH_BYTES - peak - CUDA_GRAPH_BYTES
+def available_kv_bytes(requested: int, weights: int, peak: int, lora: int = 0) -> int:
+    """What is left for the KV cache (`determine_available_memory`): the budget less weights (and the LoRA buffers
+    allocated with them), non-torch growth, the transient peak and the CUDA-graph estimate."""
+    return requested - weights - lora - NON_TORCH_BYTES - peak - CUDA_GRAPH_BYTES
+
+
+def lora_bytes(spec: ModelSpec, tp: int, max_loras: int, max_rank: int, dtype_bytes: int = 2) -> int:
+    """The LoRA weight buffers vLLM 0.33 allocates on each GPU with --enable-lora, for the whole model (the caller
+    takes its stage's share). At model load every linear layer is wrapped (vllm/lora/layers/base_linear.py,
+    `create_lora_weights`) with stacked A and B buffers for max_loras slots at max_lora_rank, in the base model's
+    dtype: a column-parallel layer keeps A whole (rank x input) and shards B (output / TP x rank); a row-parallel
+    layer (without fully_sharded_loras) shards A and keeps B whole; merged layers keep one A and one B per slice
+    (qkv: 3, gate_up: 2). MoE layers hold the same per expert (vllm/lora/layers/fused_moe.py). The buffers exist
+    whether or not an adapter is loaded, so they come off the KV cache like weights do."""
+    h = spec.hidden_size
+    q = spec.attention_heads * spec.head_dim
+    kv = spec.kv_heads * spec.head_dim
+    attention = 3 * h + (q + 2 * kv) // tp + q // tp + h  # qkv_proj (3 slices), o_proj
+
+    def mlp(width: int) -> int:
+        return 2 * h + 2 * width // tp + width // tp + h  # gate_up_proj (2 slices), down_proj
+
+    moe_layers = spec.layers - spec.dense_layers if spec.is_moe else 0
+    dense_mlp = (spec.layers - moe_layers) * mlp(spec.intermediate_size)
+    expert_mlp = moe_layers * (spec.num_experts + spec.shared_experts) * mlp(spec.expert_width)
+    per_rank = spec.layers * attention + dense_mlp + expert_mlp
+    return max_loras * max_rank * per_rank * dtype_bytes

@@ -31,8 +31,25 @@ MAX_NODES_PER_REPLICA = 16
 # performance_mode throughput; EngineArgs.get_batch_defaults), so any real deployment can be reproduced.
 MAX_NUM_SEQS = 16384
 
+# vLLM 0.33's choices of --max-lora-rank (vllm/config/lora.py, MaxLoRARanks).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
 # The multiplication sign of "TP2 x PP2" in messages (result.TIMES; not imported: result imports this module).
 _TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+@dataclass(frozen=True)
+class LoraAdapters:
+    """LoRA adapters served beside the base model (vLLM --enable-lora): (name, Hugging Face repo id) pairs. Every
+    adapter gets a GPU slot (max_loras), so any mix of them can share one batch."""
+
+    adapters: tuple[tuple[str, str], ...]
+    # vLLM's default; an adapter of a higher rank fails to load.
+    max_rank: int = 16
+
+    @property
+    def max_loras(self) -> int:
+        return len(self.adapters)
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,8 @@ class PlanRequest:
     max_num_seqs: int | None = None
     # Replica-shaped placeholder pods kept warm (config's workload.warm_replicas); the plan prices them.
     warm_replicas: int = 0
+    # LoRA adapters beside the base model; their GPU buffers come off the KV cache. None: LoRA off.
+    lora: LoraAdapters | None = None
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -150,6 +169,23 @@ def validate_request(r: PlanRequest) -> None:
     if itl is not None and (isinstance(itl, bool) or not isinstance(itl, int | float) or not 0 < itl <= 60_000):
         raise fail("workload.max_itl_ms", itl, "must be null or a positive number of milliseconds (at most 60000)")
     _validate_vllm_sizes(r, spec)
+    _validate_lora(r.lora, spec)
+
+
+def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
+    if lora is None:
+        return
+    if not lora.adapters:
+        raise fail("workload.lora_adapters", {}, "must name at least one adapter (or leave it out)")
+    if lora.max_rank not in LORA_RANKS:
+        raise fail("workload.max_lora_rank", lora.max_rank, f"must be one of {', '.join(map(str, LORA_RANKS))}")
+    if spec.is_mla:
+        raise fail(
+            "workload.lora_adapters",
+            dict(lora.adapters),
+            f"{spec.id} uses multi-head latent attention, whose LoRA buffers the planner does not model; serve "
+            "the adapters merged into their own checkpoints instead",
+        )
 
 
 # Instance types a request may name: the NVIDIA rows (see the Inferentia2 message above).

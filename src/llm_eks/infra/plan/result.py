@@ -168,6 +168,8 @@ class Plan:
             quantization="fp8" if self.weight_format == "fp8" and spec.quantization != "fp8" else None,
             # The planner sizes 16-bit weights: never serve float32.
             dtype="bfloat16" if spec.native_dtype == "float32" and self.weight_format != "awq-int4" else "auto",
+            lora_modules=() if self.request.lora is None else self.request.lora.adapters,
+            max_lora_rank=16 if self.request.lora is None else self.request.lora.max_rank,
         )
 
     @property
@@ -175,7 +177,9 @@ class Plan:
         """The `vllm serve` flags of this plan, rendered by the vLLM chart's own functions (for `llm-eks plan`)."""
         args = parallel_flags(self.tensor_parallel_size, self.pipeline_parallel_size)
         if self.nodes_per_replica > 1:
-            args += ["--distributed-executor-backend", "ray"]  # workers on other nodes join through a Ray cluster
+            # vLLM's multiprocessing backend across nodes: the LeaderWorkerSet adds each pod's --node-rank and the
+            # leader's --master-addr (manifests/vllm/pod.py).
+            args += ["--nnodes", str(self.nodes_per_replica)]
         return (*args, *vllm_flags(self.engine), "--served-model-name", self.served_model_name)
 
     def summary_line(self) -> str:

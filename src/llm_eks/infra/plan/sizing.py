@@ -15,6 +15,7 @@ from llm_eks.infra.plan.memory import (
     NON_TORCH_BYTES,
     available_kv_bytes,
     batched_tokens,
+    lora_bytes,
     profile_peak_bytes,
     requested_bytes,
     visible_bytes,
@@ -78,6 +79,8 @@ class Fit:
     request_kv_bytes_per_gpu: int
     gpu_memory_bytes: int
     reserve_bytes_per_gpu: int
+    # Of the reserve: LoRA adapter buffers (0 without adapters).
+    lora_bytes_per_gpu: int
     usable_bytes_per_gpu: int
     kv_cache_bytes_per_gpu: int
     kv_cache_tokens: int
@@ -122,8 +125,12 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, in_flight)
     requested = requested_bytes(visible_bytes(inst), r.gpu_memory_utilization)
     peak = profile_peak_bytes(spec, tp, batched, max_num_seqs)
-    reserve = NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES
-    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, peak))
+    # LoRA buffers of the heaviest stage's layers (allocated at load, like weights).
+    lora = (
+        0 if r.lora is None else lora_bytes(spec, tp, r.lora.max_loras, r.lora.max_rank) * stage_layers // spec.layers
+    )
+    reserve = NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES + lora
+    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, peak, lora))
 
     # Decode-step estimate at the target batch: shared weights, the experts the batch routes to, and the KV of the
     # running sequences (halfway through their output).
@@ -149,6 +156,7 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         request_kv_bytes_per_gpu=layout.blocks_per_request(ctx.max_len) * layout.bytes_per_block,
         gpu_memory_bytes=inst.accelerator_memory_bytes,
         reserve_bytes_per_gpu=reserve,
+        lora_bytes_per_gpu=lora,
         usable_bytes_per_gpu=requested - reserve,
         kv_cache_bytes_per_gpu=num_blocks * layout.bytes_per_block,
         kv_cache_tokens=layout.logged_tokens(num_blocks, ctx.max_len),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tomllib
 from typing import Any
 
 import cdk8s
@@ -158,13 +159,13 @@ def test_bottlerocket_gpu_volumes_encrypted_gp3_and_raid0_where_nvme(objects: di
         "volumeType": "gp3",
         "encrypted": True,
         "deleteOnTermination": True,
-        "iops": 6000,
-        "throughput": 500,
+        "iops": 16000,
+        "throughput": 1000,
     }
     # g6e has local NVMe: RAID0 ephemeral storage (model cache and images at NVMe speed).
     assert nvidia["instanceStorePolicy"] == "RAID0"
-    # The NVIDIA variant needs no settings of ours (device plugin built in).
-    assert "userData" not in nvidia
+    # The NVIDIA variant needs no device settings of ours (device plugin built in), only the parallel image pull.
+    assert set(tomllib.loads(nvidia["userData"])["settings"]) == {"container-runtime", "container-runtime-plugins"}
     # inf2 has no instance store: no RAID0; Neuron on Bottlerocket needs device ownership from the securityContext.
     neuron = spec(objects, "EC2NodeClass", "neuron")
     assert "instanceStorePolicy" not in neuron
@@ -222,8 +223,34 @@ def test_snapshot_restored_data_volume_keeps_images_off_the_raid(snapshot: dict[
     assert "/var/lib/containerd" not in nvidia["userData"].split("commands = ")[1]
     # inf2 has no NVMe: nothing to bind, only the Neuron setting.
     assert "bootstrap-commands" not in spec(snapshot, "EC2NodeClass", "neuron")["userData"]
+    # A restored image volume keeps containerd's overlayfs snapshotter: switching snapshotters wipes its images.
+    for name in ("gpu-nvidia", "neuron"):
+        assert "snapshotter" not in tomllib.loads(spec(snapshot, "EC2NodeClass", name)["userData"])["settings"].get(
+            "container-runtime", {}
+        )
     # The CPU class pulls its own (small) images.
     assert "snapshotID" not in spec(snapshot, "EC2NodeClass", "default")["blockDeviceMappings"][1]["ebs"]
+
+
+def test_gpu_nodes_pull_images_in_parallel_unless_told_not_to(objects: dict[Any, Any]) -> None:
+    """SOCI parallel pull and unpack, as AWS's Bottlerocket blueprint sets it, in TOML Bottlerocket reads."""
+    for name in ("gpu-nvidia", "neuron"):
+        settings = tomllib.loads(spec(objects, "EC2NodeClass", name)["userData"])["settings"]
+        assert settings["container-runtime"] == {"snapshotter": "soci"}
+        soci = settings["container-runtime-plugins"]["soci-snapshotter"]
+        assert soci == {
+            "pull-mode": "parallel-pull-unpack",
+            "parallel-pull-unpack": {
+                "max-concurrent-downloads-per-image": 20,
+                "concurrent-download-chunk-size": "16mb",
+                "max-concurrent-unpacks-per-image": 12,
+                "discard-unpacked-layers": True,
+            },
+        }
+    off = synth(dataclasses.replace(BASE, parallel_image_pull=False))
+    assert "userData" not in spec(off, "EC2NodeClass", "gpu-nvidia")
+    # CPU nodes pull small images: containerd's default.
+    assert "userData" not in spec(objects, "EC2NodeClass", "default")
 
 
 def test_gpu_node_pool_requirements_taints_labels(objects: dict[Any, Any]) -> None:

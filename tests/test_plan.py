@@ -13,6 +13,7 @@ from llm_eks.catalog.accelerators import instance_type
 from llm_eks.catalog.models import CONFIG_MODELS, MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
 from llm_eks.infra.plan import GIB, PlanRequest, PlanWarning, plan, valid_tensor_parallel_sizes
+from llm_eks.infra.plan.result import ColdStart
 
 X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -234,8 +235,42 @@ def test_cold_start_by_weights_source() -> None:
     # ebs: gp3 at min(1000 MiB/s, 90 % of 5000 Mbit/s = 562.5 MB/s) = 28.6 s.
     assert weights("ebs") == round(16_060_522_496 / 562.5e6) == 29
     cold = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192)).cold_start
-    # 12 GB image at 100 MB/s = 120 s; warm-up 100 s for one GPU.
-    assert (cold.image_pull_s, cold.warmup_s, cold.total_s, cold.startup_s) == (120, 100, 308, 188)
+    # 12 GB image in parallel (SOCI) at 240 MB/s = 50 s; warm-up 100 s for one GPU.
+    assert (cold.image_pull_s, cold.warmup_s, cold.total_s, cold.startup_s) == (50, 100, 238, 188)
+
+
+def test_cold_start_by_image_source_and_every_path_side_by_side() -> None:
+    def cold(source: str) -> ColdStart:
+        return plan(
+            PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, image_source=source)
+        ).cold_start
+
+    # containerd's default pull at 72 MB/s (AWS's measurement) = 166.7 s; a restored snapshot 5 s.
+    assert (cold("pull").image_pull_s, cold("snapshot").image_pull_s) == (167, 5)
+    # The startup probe (weights + warm-up) never includes the image; the scale-out (KEDA's stabilization) does.
+    assert cold("pull").startup_s == cold("snapshot").startup_s == 188
+    assert cold("pull").scale_out_s - cold("snapshot").scale_out_s == 167 - 5
+    p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, weights_source="s3"))
+    paths = p.cold_start_paths
+    assert len(paths) == 12 and [c.in_use for c in paths].count(True) == 1
+    first = paths[0]
+    assert (first.weights_source, first.image_source, first.warm_node, first.in_use) == (
+        "s3",
+        "parallel-pull",
+        False,
+        True,
+    )
+    assert first.total_s == p.cold_start.scale_out_s
+    fastest = min(paths, key=lambda c: c.total_s)
+    # S3 streaming, the image on a snapshot and a warm node: 0 + 5 + 64 + 100.
+    assert (fastest.weights_source, fastest.image_source, fastest.warm_node, fastest.total_s) == (
+        "s3",
+        "snapshot",
+        True,
+        169,
+    )
+    for c in paths:  # each term is rounded on its own, the total from the unrounded sum
+        assert abs(c.total_s - (c.node_s + c.image_s + c.weights_s + c.warmup_s)) <= 1
 
 
 def test_plan_is_json_ready_and_deterministic() -> None:

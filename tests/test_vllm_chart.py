@@ -367,6 +367,8 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
         "--load-format",
     ]
     assert container["args"][14] == "runai_streamer"
+    # The streamer's best published S3 throughput is at 32 concurrent reads (its object-storage default is 8).
+    assert {"name": "RUNAI_STREAMER_CONCURRENCY", "value": "32"} in container["env"]
     assert container["resources"]["limits"]["aws.amazon.com/neuron"] == "4"
     assert {e["name"] for e in container["env"]}.isdisjoint({"HF_TOKEN_PATH", "AWS_REGION"})
     assert {v["name"] for v in pod["volumes"]} == {"shm", "cache"}

@@ -350,7 +350,8 @@ def _table(p: Any) -> str:
         ("Cost", f"{cost} per replica (on-demand)"),
         (
             "Cold start",
-            f"image {cold.image_pull_s:g} s + weights {cold.weights_s:g} s ({r.weights_source}) + warm-up "
+            f"image {cold.image_pull_s:g} s ({r.image_source}) + weights {cold.weights_s:g} s ({r.weights_source}) + "
+            "warm-up "
             f"{cold.warmup_s:g} s = {cold.total_s:g} s; startup probe must allow {cold.startup_s:g} s; "
             f"+{cold.node_provision_s:g} s for a new node",
         ),
@@ -372,8 +373,36 @@ def _table(p: Any) -> str:
     width = max(len(label) for label, _ in rows)
     lines = [p.summary_line(), ""]
     lines += [f"{label:<{width}}  {value}" for label, value in rows]
+    lines += ["", *_paths_table(p)]
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in p.assumptions]
     return "\n".join(lines)
+
+
+# How each source reads in the path table.
+_WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "ebs": "EBS volume"}
+_IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot"}
+
+
+def _paths_table(p: Any) -> list[str]:
+    """Queue spike to a Ready replica, every path side by side; `*` marks the one in use."""
+    head = ("", "weights", "image", "node", "node s", "image s", "weights s", "warm-up s", "total s")
+    rows = [
+        (
+            "*" if c.in_use else "",
+            _WEIGHTS_LABEL[c.weights_source],
+            _IMAGE_LABEL[c.image_source],
+            "warm" if c.warm_node else "new",
+            *(f"{value:g}" for value in (c.node_s, c.image_s, c.weights_s, c.warmup_s, c.total_s)),
+        )
+        for c in p.cold_start_paths
+    ]
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
+    lines = ["Cold start by path (queue spike to a Ready replica; * in use; S3 needs the weights in a bucket, "
+             "snapshot an image snapshot, warm node warm_replicas):"]  # fmt: skip
+    for row in (head, *rows):
+        cells = [cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
 
 
 def _print_catalog(as_json: bool) -> None:

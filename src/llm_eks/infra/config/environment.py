@@ -234,6 +234,8 @@ class WorkloadConfig:
             typical_input_tokens=self.typical_input_tokens,
             typical_output_tokens=self.typical_output_tokens,
             weights_source="s3" if self.weights == "s3" else "nvme",
+            # The node classes pull in parallel unless they restore an image snapshot (manifests/node_pools).
+            image_source="snapshot" if self.image_snapshot_id is not None else "parallel-pull",
             # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.
             max_itl_ms=self.slo.itl_p99_ms,
             tensor_parallel_size=self.tensor_parallel_size,

@@ -5,12 +5,11 @@ from __future__ import annotations
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
 from llm_eks.catalog.formats import support
 from llm_eks.infra.plan.cold_start import (
-    IMAGE_COMPRESSED_BYTES,
-    IMAGE_PULL_BYTES_PER_S,
     NODE_PROVISION_S,
     WARMUP_BASE_S,
     WARMUP_PER_EXTRA_NODE_S,
     WARMUP_PER_GPU_DOUBLING_S,
+    image_assumption,
     weights_assumption,
 )
 from llm_eks.infra.plan.kv_cache import BLOCK_TOKENS
@@ -67,8 +66,7 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         else f"max_num_seqs {r.max_num_seqs} as given: vLLM's profiling run (the activation peak above) uses it",
         f"pod requests: node allocatable less {DAEMONSET_CPU_MILLICORES}m CPU and {DAEMONSET_MEMORY_MIB} MiB for "
         f"DaemonSets, split over {fit.replicas_per_node} pod(s) per node",
-        f"image pull: {IMAGE_COMPRESSED_BYTES / 1e9:.0f} GB compressed vLLM image at "
-        f"{IMAGE_PULL_BYTES_PER_S / 1e6:.0f} MB/s",
+        image_assumption(r.image_source),
         weights_assumption(r.weights_source),
         f"warm-up: {WARMUP_BASE_S} s (start-up, torch.compile with a cold cache, CUDA graphs) + "
         f"{WARMUP_PER_GPU_DOUBLING_S} s per doubling of GPUs + {WARMUP_PER_EXTRA_NODE_S} s per extra node",

@@ -1,30 +1,50 @@
-"""Modelled cold start: image pull, weights by source and instance bandwidth, warm-up, node launch."""
+"""Modelled cold start: image by source, weights by source and instance bandwidth, warm-up, node launch; and the
+same terms for every path side by side (`cold_start_paths`). Each figure names where it comes from; where no
+published measurement exists, it says so."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
-from llm_eks.infra.plan.result import ColdStart
+from llm_eks.infra.plan.request import IMAGE_SOURCES
+from llm_eks.infra.plan.result import ColdStart, ColdStartPath
 
 if TYPE_CHECKING:
     from llm_eks.infra.plan.sizing import Context, Fit
 
-# Cold start. The vLLM OpenAI image is ~12 GB compressed (28.6 GB unpacked, vllm-project/vllm#22377, #27154); pull
-# and unpack run at ~100 MB/s effective (layer download plus single-threaded gzip extraction by containerd).
+# Cold start. The vLLM OpenAI image is ~12 GB compressed (28.6 GB unpacked, vllm-project/vllm#22377, #27154).
 IMAGE_COMPRESSED_BYTES = 12e9
 
-IMAGE_PULL_BYTES_PER_S = 100e6
+# pull: containerd's default pull (one layer after another, single-threaded gunzip). AWS measured a vLLM Deep
+# Learning Container image on gp3 at 1,000 MiB/s: 10.78 GB in 112.3 s (96 MB/s, 2025) and 9.35 GB in 130.8 s
+# (72 MB/s, 2026) (aws-samples/karpenter-blueprints, blueprints/soci-snapshotter README); the slower figure.
+IMAGE_PULL_BYTES_PER_S = 72e6
 
-# nvme: a fresh node downloads the checkpoint from the Hugging Face Hub (~200 MB/s with hf-xet's parallel
-# downloads, capped at 80 % of the instance's baseline network bandwidth) into the instance-store cache, then vLLM
-# reads it from NVMe at ~2 GB/s.
+# parallel-pull: the SOCI snapshotter's parallel pull-and-unpack on Bottlerocket, same image and volume: 10.78 GB in
+# 45.0 s (240 MB/s, 2025) and 9.35 GB in 23.2 s (403 MB/s, 2026) (same README); the slower figure.
+IMAGE_PARALLEL_PULL_BYTES_PER_S = 240e6
+
+# snapshot: the node's data volume is restored from an EBS snapshot that already holds the image, so nothing is
+# pulled. The one published figure: a 9.5 GB image cached this way started in under 5 s, against 334 s pulled
+# (aws-ia/terraform-aws-eks-blueprints@db5c59c patterns/ml-container-cache, g6e.xlarge, Fast Snapshot Restore on).
+# Without Fast Snapshot Restore blocks come from S3 on first read; llm-eks asks EC2 to initialize the volume at
+# 300 MiB/s (volumeInitializationRate), and AWS publishes no first-read figure below that: 5 s is optimistic there.
+IMAGE_SNAPSHOT_S = 5.0
+
+# nvme: a fresh node downloads the checkpoint from the Hugging Face Hub into the instance-store cache (capped at 80 %
+# of the instance's baseline network bandwidth), then vLLM reads it from NVMe. 200 MB/s and 2 GB/s are our
+# assumptions: no published measurement of Hub download speed into EC2 was found (the Hub is unreachable from where
+# this was written, so it is not measured here either).
 HF_DOWNLOAD_BYTES_PER_S = 200e6
 
 NVME_READ_BYTES_PER_S = 2e9
 
-# s3: the Run:ai Model Streamer reads safetensors from S3 with many concurrent ranged GETs straight into GPU memory:
-# ~2 GB/s, capped at 80 % of the instance's baseline network bandwidth.
+# s3: the Run:ai Model Streamer reads safetensors from S3 with many concurrent ranged GETs straight into GPU memory.
+# Run:ai's benchmark (runai-model-streamer docs/src/benchmarks.md; g5.12xlarge, Llama-3-8B 15 GB, same-Region S3)
+# loads in 4.88 s at concurrency 32 (~3.1 GB/s), 8.45 s at 16; the vLLM chart sets RUNAI_STREAMER_CONCURRENCY 32
+# (the library's default for object storage is 8). We model 2 GB/s, capped at 80 % of the instance's baseline network
+# bandwidth.
 S3_STREAM_BYTES_PER_S = 2e9
 
 # ebs: weights on an initialized gp3 volume provisioned at 1,000 MiB/s (a snapshot-restored volume is lazily loaded
@@ -36,20 +56,38 @@ NETWORK_SHARE = 0.8
 EBS_SHARE = 0.9
 
 # Engine warm-up: process start, model init and tokenizer (20 s), torch.compile with an empty cache on a fresh node
-# (60 s), CUDA-graph capture (20 s), plus NCCL set-up and slower compile per doubling of GPUs (10 s each) and Ray
-# worker start-up per extra node (30 s). Conservative figures from vLLM start-up logs, not measurements of ours.
+# (60 s), CUDA-graph capture (20 s), plus NCCL set-up and slower compile per doubling of GPUs (10 s each) and worker
+# start-up per extra node (30 s). Published vLLM figures are lower: Meta-Llama-3-8B engine init 14 s, first compile
+# 19 s, graph capture 15 s with compile (vllm-project/vllm#11005); Llama-3.1-70B first compile 24 s (#33641); graph
+# capture "more than 10 s" for the default 67 graphs (#20098), up to a minute in the newer model runner (#29275);
+# none names the GPU. We keep about twice their sum: the startup probe is sized from this, and an estimate below the
+# real start kills a loading pod. A warm compile cache (vllm#16848: 5 s tracing + 4 s cache load instead of 19 s)
+# is not modelled: nothing keeps it across nodes yet.
 WARMUP_BASE_S = 20 + 60 + 20
 
 WARMUP_PER_GPU_DOUBLING_S = 10
 
 WARMUP_PER_EXTRA_NODE_S = 30
 
-# Karpenter launch to a Ready node with GPUs advertised by the device plugin (EKS-optimized GPU AMI).
+# Karpenter launch to a Ready node with GPUs advertised by the device plugin. No published figure exists for GPU
+# instances (the nearest: 24-30 s from instance request to Node Ready for c6a.large, awslabs/node-latency-for-k8s;
+# a Karpenter maintainer notes GPU instances "often take much longer to boot", awslabs/amazon-eks-ami#1099): 90 s is
+# our assumption, to be measured.
 NODE_PROVISION_S = 90
 
 
-def weights_seconds(ctx: Context, fit: Fit) -> float:
-    inst, source = fit.instance, ctx.request.weights_source
+def image_seconds(source: str) -> float:
+    """Seconds from a pod being bound to its node until the serving image is ready to start."""
+    if source == "snapshot":
+        return IMAGE_SNAPSHOT_S
+    rate = IMAGE_PARALLEL_PULL_BYTES_PER_S if source == "parallel-pull" else IMAGE_PULL_BYTES_PER_S
+    return IMAGE_COMPRESSED_BYTES / rate
+
+
+def weights_seconds(ctx: Context, fit: Fit, source: str | None = None) -> float:
+    """Seconds to bring the weights into GPU memory from `source` (default the request's)."""
+    inst = fit.instance
+    source = source or ctx.request.weights_source
     network = inst.network_gbps * 1e9 / 8 * NETWORK_SHARE
     per_node = ctx.checkpoint_bytes / fit.nodes  # each node reads its own stages
     if source == "nvme":
@@ -61,10 +99,14 @@ def weights_seconds(ctx: Context, fit: Fit) -> float:
     return per_node / min(EBS_GP3_BYTES_PER_S, ebs)
 
 
+def warmup_seconds(fit: Fit) -> float:
+    return WARMUP_BASE_S + WARMUP_PER_GPU_DOUBLING_S * math.log2(fit.gpus) + WARMUP_PER_EXTRA_NODE_S * (fit.nodes - 1)
+
+
 def estimate_cold_start(ctx: Context, fit: Fit) -> ColdStart:
-    pull = IMAGE_COMPRESSED_BYTES / IMAGE_PULL_BYTES_PER_S
+    pull = image_seconds(ctx.request.image_source)
     weights = weights_seconds(ctx, fit)
-    warmup = WARMUP_BASE_S + WARMUP_PER_GPU_DOUBLING_S * math.log2(fit.gpus) + WARMUP_PER_EXTRA_NODE_S * (fit.nodes - 1)
+    warmup = warmup_seconds(fit)
     total = pull + weights + warmup
     return ColdStart(
         image_pull_s=round(pull),
@@ -74,6 +116,49 @@ def estimate_cold_start(ctx: Context, fit: Fit) -> ColdStart:
         startup_s=round(weights + warmup),
         node_provision_s=NODE_PROVISION_S,
         scale_out_s=round(NODE_PROVISION_S + total),
+    )
+
+
+def cold_start_paths(ctx: Context, fit: Fit) -> tuple[ColdStartPath, ...]:
+    """Queue spike to a Ready replica for every path (weights from the Hub or S3; image pulled, pulled in parallel,
+    or on a restored snapshot; a new node or a warm one), the request's own first."""
+    mine = (ctx.request.weights_source, ctx.request.image_source, False)
+    warmup = warmup_seconds(fit)
+    rows = []
+    for weights_source in ("nvme", "s3"):
+        weights = weights_seconds(ctx, fit, weights_source)
+        for image_source in IMAGE_SOURCES:
+            image = image_seconds(image_source)
+            for warm in (False, True):
+                # Warm headroom keeps the node up, not the image: its placeholders run only the pause image.
+                node = 0 if warm else NODE_PROVISION_S
+                rows.append(
+                    ColdStartPath(
+                        weights_source=weights_source,
+                        image_source=image_source,
+                        warm_node=warm,
+                        node_s=node,
+                        image_s=round(image),
+                        weights_s=round(weights),
+                        warmup_s=round(warmup),
+                        total_s=round(node + image + weights + warmup),
+                        in_use=(weights_source, image_source, warm) == mine,
+                    )
+                )
+    return tuple(sorted(rows, key=lambda row: not row.in_use))
+
+
+def image_assumption(source: str) -> str:
+    if source == "snapshot":
+        return f"image (snapshot): already on the restored data volume, ~{IMAGE_SNAPSHOT_S:g} s to start"
+    if source == "parallel-pull":
+        return (
+            f"image (parallel-pull): {IMAGE_COMPRESSED_BYTES / 1e9:.0f} GB compressed vLLM image, SOCI parallel pull "
+            f"and unpack at {IMAGE_PARALLEL_PULL_BYTES_PER_S / 1e6:.0f} MB/s (AWS's measurement on Bottlerocket)"
+        )
+    return (
+        f"image (pull): {IMAGE_COMPRESSED_BYTES / 1e9:.0f} GB compressed vLLM image, containerd's default pull at "
+        f"{IMAGE_PULL_BYTES_PER_S / 1e6:.0f} MB/s (AWS's measurement)"
     )
 
 

@@ -23,6 +23,9 @@ KV_CACHE_DTYPES = ("auto", "fp8")
 
 WEIGHTS_SOURCES = ("nvme", "s3", "ebs")
 
+# Where a node gets the serving image (plan/cold_start.py has the figures; not imported: it imports result).
+IMAGE_SOURCES = ("pull", "parallel-pull", "snapshot")
+
 MAX_TARGET_CONCURRENCY = 4096
 
 MAX_NODES_PER_REPLICA = 16
@@ -75,6 +78,9 @@ class PlanRequest:
     typical_output_tokens: int = 256
     # nvme: Hugging Face download cached on the instance store; s3: Run:ai Model Streamer; ebs: a gp3 volume.
     weights_source: str = "nvme"
+    # parallel-pull: what llm-eks's Bottlerocket GPU nodes do by default (SOCI parallel pull and unpack); pull:
+    # containerd's default; snapshot: a data volume restored from an image snapshot (workload.image_snapshot_id).
+    image_source: str = "parallel-pull"
     # Pipeline parallelism may span at most this many nodes when one node cannot hold the model.
     max_nodes_per_replica: int = 2
     # Optional inter-token latency ceiling (ms) the estimate must meet at target_concurrency; None: not checked.
@@ -164,6 +170,7 @@ def validate_request(r: PlanRequest) -> None:
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
     _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
     _choice("weights_source", r.weights_source, WEIGHTS_SOURCES)
+    _choice("image_source", r.image_source, IMAGE_SOURCES)
     _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
     itl = r.max_itl_ms
     if itl is not None and (isinstance(itl, bool) or not isinstance(itl, int | float) or not 0 < itl <= 60_000):

@@ -3,7 +3,7 @@ cold start, warnings and pod requests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
@@ -30,6 +30,23 @@ class ColdStart:
     node_provision_s: float
     # A replica that needs a new node: node provisioning + total.
     scale_out_s: float
+
+
+@dataclass(frozen=True)
+class ColdStartPath:
+    """One way a replica can start (weights source, image source, new or warm node) and its modelled seconds."""
+
+    weights_source: str
+    image_source: str
+    # True: warm headroom keeps the node up (no node launch; the image is still pulled or restored).
+    warm_node: bool
+    node_s: float
+    image_s: float
+    weights_s: float
+    warmup_s: float
+    total_s: float
+    # The path the request (config) uses.
+    in_use: bool
 
 
 # Plan warning ids: stable, so a user can acknowledge one (`cdk.Annotations.of(scope).acknowledge_warning(id, why)`)
@@ -114,6 +131,8 @@ class Plan:
     pod_resources: PodResources
     assumptions: tuple[str, ...]
     warnings: tuple[PlanWarning, ...] = field(default=())
+    # Queue spike to a Ready replica by path, the one in use first (llm-eks plan prints them side by side).
+    cold_start_paths: tuple[ColdStartPath, ...] = field(default=())
 
     @property
     def instance_type(self) -> str:
@@ -264,11 +283,13 @@ class Plan:
                 "image_pull_s": self.cold_start.image_pull_s,
                 "weights_s": self.cold_start.weights_s,
                 "weights_source": self.request.weights_source,
+                "image_source": self.request.image_source,
                 "warmup_s": self.cold_start.warmup_s,
                 "total_s": self.cold_start.total_s,
                 "startup_s": self.cold_start.startup_s,
                 "node_provision_s": self.cold_start.node_provision_s,
                 "scale_out_s": self.cold_start.scale_out_s,
+                "paths": [asdict(path) for path in self.cold_start_paths],
             },
             "pod_resources": {
                 "cpu": self.pod_resources.cpu,

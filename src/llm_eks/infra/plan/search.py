@@ -8,7 +8,7 @@ from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.formats import require_supported, support
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.plan.assumptions import plan_assumptions
-from llm_eks.infra.plan.cold_start import estimate_cold_start
+from llm_eks.infra.plan.cold_start import cold_start_paths, estimate_cold_start
 from llm_eks.infra.plan.parallelism import candidate_shapes
 from llm_eks.infra.plan.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
 from llm_eks.infra.plan.result import TIMES, WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE, Plan, PlanWarning
@@ -183,6 +183,7 @@ def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
     r, spec, inst = ctx.request, ctx.spec, fit.instance
     max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(r.target_concurrency, fit.typical))
     cold = estimate_cold_start(ctx, fit)
+    paths = cold_start_paths(ctx, fit)
     extra = list(warnings)
     if fit.nodes > 1 and not inst.efa:
         extra.append(
@@ -222,6 +223,7 @@ def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
         itl_estimate_ms=fit.itl_ms,
         cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
         cold_start=cold,
+        cold_start_paths=paths,
         pod_resources=fit.pod,
         assumptions=tuple(plan_assumptions(ctx, fit)),
         warnings=tuple(extra),

@@ -248,6 +248,10 @@ class NodePoolsProps:
     # inference images (e.g. built with aws-samples/bottlerocket-images-cache). It must be encrypted: a volume
     # restored from a snapshot takes the snapshot's encryption (EC2 refuses an encryption flag with a snapshot).
     image_snapshot_id: str | None = None
+    # Bottlerocket GPU nodes without image_snapshot_id pull with the SOCI snapshotter's parallel pull-and-unpack
+    # mode (Bottlerocket >= 1.44): AWS measured a vLLM image pull 60-82 % faster than containerd's default (see
+    # node_pools/chart.py). False keeps containerd's overlayfs pull.
+    parallel_image_pull: bool = True
     # Empty: select security groups by the discovery tag. Pass the EKS cluster security group id (may be a token)
     # when it does not carry `karpenter.sh/discovery: <cluster>`.
     security_group_ids: tuple[str, ...] = ()

@@ -460,7 +460,7 @@ def test_bad_hf_endpoint_and_unwritable_dir(
 
 
 def test_images_lock_reads_the_models_folder_beside_its_context_file(recorded: Path, offline: None) -> None:
-    from llm_eks.infra.image_lock import _environments
+    from llm_eks.infra.image_lock import environments_of
 
-    (lab,) = _environments(argparse.Namespace(context_file=str(recorded / "cdk.json"), env="lab"))
+    (lab,) = environments_of(argparse.Namespace(context_file=str(recorded / "cdk.json"), env="lab"))
     assert lab.workload.recorded_model is not None and lab.workload.recorded_model.id == QWEN

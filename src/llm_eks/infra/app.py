@@ -17,6 +17,7 @@ from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
 from llm_eks.infra.context_file import loads, read_context_file
 from llm_eks.infra.environment_plans import plan_workloads
+from llm_eks.infra.image_snapshot import SNAPSHOT_FILE, read_record, require_snapshot_images
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock
 from llm_eks.infra.model_files import MODELS_DIR, MODELS_DIR_CONTEXT
 from llm_eks.infra.plan import Plan
@@ -55,11 +56,14 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
         load_environments(read_context(app), models_dir), app.node.try_get_context("env")
     )
     lock = app_lock(app.node.try_get_context(LOCK_FILE_CONTEXT))
+    # The snapshot `llm-eks images snapshot` recorded beside cdk.json, if any: a named snapshot must hold the images.
+    snapshot = read_record(Path(SNAPSHOT_FILE))
     # Helm releases read the locked digests from context (constructs/addons.install_chart); set before any stack.
     app.node.set_context(IMAGE_DIGESTS_CONTEXT, lock.digests())
     planned = []
     for config in configs:
         plans = plan_workloads(config)
+        require_snapshot_images(config, plans, snapshot, lock)
         planned.append((config, plans, build_workloads(config, plans, region=config.region, images=lock)))
     stacks = []
     for config, plans, workloads in planned:

@@ -135,9 +135,10 @@ def _parser() -> _Parser:
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
     m.set_defaults(func=_manifests_command)
     from llm_eks.infra.image_lock import add_parser as add_images_parser
+    from llm_eks.infra.image_snapshot import add_parser as add_snapshot_parser
     from llm_eks.infra.models_add import add_parser as add_models_parser
 
-    add_images_parser(commands)
+    add_snapshot_parser(add_images_parser(commands))
     add_models_parser(commands)
     return parser
 

@@ -27,9 +27,12 @@ if TYPE_CHECKING:
     from llm_eks.images.registry import Transport
 
 
-def add_parser(commands: Any) -> None:
-    """Register `images lock` on the CLI's subcommands."""
-    images = commands.add_parser("images", help="lock the container images the environments run to digests")
+def add_parser(commands: Any) -> Any:
+    """Register `images` with its `lock` action on the CLI's subcommands; return the actions (`images snapshot`
+    registers beside it)."""
+    images = commands.add_parser(
+        "images", help="lock the environments' images to digests, or snapshot them onto a Bottlerocket data volume"
+    )
     actions = images.add_subparsers(dest="images_command", metavar="ACTION", required=True)
     lock = actions.add_parser(
         "lock",
@@ -43,6 +46,7 @@ def add_parser(commands: Any) -> None:
         "--file", metavar="PATH", help=f"lock file (default: {LOCK_FILE} next to the context file)", default=None
     )
     lock.set_defaults(func=lock_command)
+    return actions
 
 
 def lock_command(
@@ -59,7 +63,7 @@ def lock_command(
 
     path = Path(args.file) if args.file else Path(args.context_file).parent / LOCK_FILE
     lock = load_lock(path)  # a malformed lock stops here, before any request
-    configs = _environments(args)
+    configs = environments_of(args)
     wanted = list(dict.fromkeys(ref for c in configs for ref in environment_images(c, plan_workloads(c))))
 
     resolved: dict[str, LockEntry] = {}
@@ -98,7 +102,7 @@ def lock_command(
     return 1 if failures else 0
 
 
-def _environments(args: argparse.Namespace) -> list[Any]:
+def environments_of(args: argparse.Namespace) -> list[Any]:
     """The environments of --context-file (all, or --env), validated and read as strictly as `llm-eks plan --env`
     reads them (a key written twice, or 1e400, is a one-line error)."""
     from llm_eks.infra.config import load_environments, select_environments

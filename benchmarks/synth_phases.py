@@ -53,7 +53,7 @@ def main() -> int:
 
     imported = time.perf_counter()
     TIMES["imports"] = imported - START - TIMES["jsii load"]
-    llm_app.plan_environment = _timed("plan", llm_app.plan_environment)  # type: ignore[assignment]
+    llm_app.plan_workloads = _timed("plan", llm_app.plan_workloads)  # type: ignore[assignment]
     LlmEksChecks.validate = _timed("checks", LlmEksChecks.validate)  # type: ignore[method-assign]
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
     with tempfile.TemporaryDirectory() as outdir:

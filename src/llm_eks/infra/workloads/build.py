@@ -1,0 +1,142 @@
+"""Every workload of an environment built from its config and plans, checked across workloads (served names), with
+their GPU pools merged and the cluster-wide objects given to one workload each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from llm_eks.errors import fail
+from llm_eks.images.lock import ImageLock
+from llm_eks.infra.config import EnvironmentConfig, ServedWorkload
+from llm_eks.infra.images import require_locked
+from llm_eks.infra.plan import Plan
+from llm_eks.infra.workloads.pools import gpu_pool, merge_pools
+from llm_eks.infra.workloads.props import (
+    autoscaling_props,
+    benchmark_props,
+    monitoring_props,
+    ray_monitoring_props,
+    ray_props,
+    replica_price,
+    vllm_props,
+)
+from llm_eks.infra.workloads.types import RayServeWorkload, VllmWorkload, Workload
+from llm_eks.manifests.headroom import HeadroomProps
+from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
+from llm_eks.manifests.vllm import VllmProps
+from llm_eks.versions import PAUSE_IMAGE
+
+
+def build_workload(
+    config: EnvironmentConfig, plan: Plan, region: str | None = None, images: ImageLock | None = None
+) -> Workload:
+    """All chart props for an environment with one workload; see build_workloads."""
+    return build_workloads(config, [plan], region, images)[0]
+
+
+def _build_one(
+    config: EnvironmentConfig,
+    s: ServedWorkload,
+    plan: Plan,
+    region: str | None,
+    lock: ImageLock,
+    *,
+    dcgm_service_monitor: bool,
+) -> Workload:
+    """All chart props for workload `s`; with `dcgm_service_monitor` its monitoring chart carries the environment's
+    one dcgm-exporter ServiceMonitor."""
+    replica_price(s, plan)
+    pool = gpu_pool(s, plan)
+    cpu = CpuPoolSpec()
+    if s.config.engine == "ray-serve":
+        ray = ray_props(s, plan, pool, region)
+        ray = replace(ray, image=lock.pin(ray.image))
+        return RayServeWorkload(
+            gpu_pool=pool,
+            cpu_pool=cpu,
+            ray=ray,
+            monitoring=ray_monitoring_props(s, plan, ray, dcgm_service_monitor=dcgm_service_monitor),
+            key=s.key,
+        )
+    vllm = vllm_props(config, s, plan, pool, region)
+    vllm = replace(vllm, image=lock.pin(vllm.image))
+    return VllmWorkload(
+        gpu_pool=pool,
+        cpu_pool=cpu,
+        vllm=vllm,
+        autoscaling=autoscaling_props(s, plan),
+        monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor),
+        benchmark=benchmark_props(s, cpu),
+        headroom=warm_headroom(s, plan, pool, vllm, lock),
+        key=s.key,
+    )
+
+
+def build_workloads(
+    config: EnvironmentConfig, plans: Sequence[Plan], region: str | None = None, images: ImageLock | None = None
+) -> tuple[Workload, ...]:
+    """Every workload's chart props (one plan each, in `config.served` order), their GPU pools merged per family:
+    one NodePool whose limit is the sum of what each workload's replicas.max needs. Raises ConfigError (one line)
+    when a plan cannot be served, two workloads answer to one model name, or the environment requires image digests
+    that `images` (the lock file) does not hold. Locked images are pinned `repo:tag@sha256:...`."""
+    served = config.served
+    if len(plans) != len(served):
+        raise ValueError(f"{len(plans)} plans for {len(served)} workloads")  # a bug in the caller
+    lock = images or ImageLock()
+    require_locked(config, plans, lock)
+    _unique_served_names(served, plans)
+    built: list[Workload] = []
+    headroom_class = True
+    # The first workload on NVIDIA GPUs carries the dcgm-exporter ServiceMonitor.
+    nvidia = [p.instance.accelerator_vendor == "nvidia" for p in plans]
+    dcgm_owner = nvidia.index(True) if True in nvidia else -1
+    for index, (s, workload_plan) in enumerate(zip(served, plans, strict=True)):
+        workload = _build_one(config, s, workload_plan, region, lock, dcgm_service_monitor=index == dcgm_owner)
+        if isinstance(workload, VllmWorkload) and workload.headroom is not None:
+            # The PriorityClass is cluster-scoped: the first workload with headroom carries it.
+            workload = replace(workload, headroom=replace(workload.headroom, priority_class=headroom_class))
+            headroom_class = False
+        built.append(workload)
+    pools = merge_pools([w.gpu_pool for w in built])
+    # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
+    return tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
+
+
+def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]) -> None:
+    """A request's `model` picks the workload (a LoRA adapter's name, its workload), so no two may answer to the
+    same name."""
+    seen: dict[str, str] = {}
+    for s, workload_plan in zip(served, plans, strict=True):
+        names = [(f"{s.path}.model", workload_plan.served_model_name)]
+        names += [(f"{s.path}.lora_adapters", adapter) for adapter in s.config.lora_adapters]
+        for path, name in names:
+            if name in seen:
+                raise fail(
+                    path,
+                    name,
+                    f"is already served by {seen[name]}; served model and adapter names must be unique in an "
+                    "environment (rename one, or drop one of the two)",
+                )
+            seen[name] = s.path
+
+
+def warm_headroom(
+    s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, vllm: VllmProps, lock: ImageLock
+) -> HeadroomProps | None:
+    """The placeholders of workload.warm_replicas, which must fit the workload's share of the pool's limit."""
+    warm = s.config.warm_replicas
+    if not warm:
+        return None
+    path = f"{s.path}.warm_replicas"
+    if plan.nodes_per_replica > 1:
+        raise fail(path, warm, "needs a replica that fits one node (this plan spans nodes); use 0")
+    held = warm * vllm.accelerators_per_pod
+    if held > pool.accelerator_limit:
+        raise fail(
+            path,
+            warm,
+            f"holds {held} accelerators, above the node pool's limit of {pool.accelerator_limit} "
+            "(workload.accelerator_limit, or what replicas.max needs): lower it or raise the limit",
+        )
+    return HeadroomProps(replicas=warm, serving=vllm, image=lock.pin(PAUSE_IMAGE))

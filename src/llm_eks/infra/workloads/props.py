@@ -1,0 +1,251 @@
+"""Chart props for one workload from its config and plan: names, the vLLM and Ray Serve props, autoscaling,
+monitoring, benchmark and ingress. Every number a chart uses comes from here, so a chart never guesses a
+tensor-parallel size or a memory request."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from llm_eks.errors import ConfigError, fail
+from llm_eks.infra.config import EnvironmentConfig, ServedWorkload
+from llm_eks.infra.plan import Plan
+from llm_eks.infra.workloads.pools import placement
+from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule
+from llm_eks.manifests.benchmark import BenchmarkProps
+from llm_eks.manifests.monitoring import MonitoringProps
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
+from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_placement
+from llm_eks.manifests.ray_monitoring import RayMonitoringProps
+from llm_eks.manifests.ray_serve import RayServeProps
+from llm_eks.manifests.vllm import IngressProps, VllmProps
+
+GIB = 1024**3
+
+
+def slug(model_id: str) -> str:
+    """`meta-llama/Llama-3.1-8B-Instruct` -> `llama-3-1-8b-instruct` (object names reviewers can read)."""
+    name = model_id.rsplit("/", 1)[-1].lower()
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:40].rstrip("-")
+
+
+def workload_name(s: ServedWorkload) -> str:
+    """`vllm-<model>` for the one-model shorthand (names kept since the first release); `vllm-<key>` in
+    `workloads`, where two workloads may serve the same model."""
+    prefix = "vllm" if s.config.engine == "vllm" else "ray"
+    return f"{prefix}-{slug(s.config.model) if s.key is None else s.key}"
+
+
+def workload_namespace(s: ServedWorkload) -> str:
+    """`inference` for the shorthand; `inference-<key>` in `workloads`: a namespace per workload, so removing one
+    workload deletes its own namespace and nothing of another's."""
+    return "inference" if s.key is None else f"inference-{s.key}"
+
+
+def shm_size(plan: Plan) -> str:
+    """/dev/shm: NCCL's intra-node buffers and the engine's worker processes need more with tensor parallelism."""
+    return "2Gi" if plan.gpus_per_pod == 1 else f"{min(4 * plan.gpus_per_pod, 32)}Gi"
+
+
+def cache_size(plan: Plan) -> str:
+    """Model cache: the checkpoint on disk plus 20% and 10 GiB (tokenizer, compile cache, a partial download)."""
+    return f"{math.ceil(plan.checkpoint_bytes * 1.2 / GIB) + 10}Gi"
+
+
+def generated_api_key_secret(config: EnvironmentConfig) -> str:
+    """The name of the API key secret the stack generates when the config names none."""
+    return f"llm-eks/{config.name}/api-key"
+
+
+def api_key_secret(config: EnvironmentConfig, s: ServedWorkload | None = None) -> str | None:
+    """The Secrets Manager secret holding the vLLM endpoint's API key (of workload `s`, default the environment's
+    only one); None when the key is off or the engine has no key check (Ray Serve LLM). Every workload without a
+    secret of its own shares the environment's generated key: one endpoint, one key."""
+    w = (s or only_workload(config)).config
+    if not w.api_key or w.engine != "vllm":
+        return None
+    return w.api_key_secret or generated_api_key_secret(config)
+
+
+def only_workload(config: EnvironmentConfig) -> ServedWorkload:
+    """The environment's single workload; a ConfigError where `workloads` names several."""
+    if len(config.served) != 1:
+        raise ConfigError(
+            f"environments.{config.name}.workloads: several workloads; name one ({', '.join(config.workloads)})"
+        )
+    return config.served[0]
+
+
+def vllm_props(
+    config: EnvironmentConfig, s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None
+) -> VllmProps:
+    w = s.config
+    if plan.nodes_per_replica > 1 and w.internal_alb:
+        raise fail(
+            f"{s.path}.internal_alb",
+            True,
+            f"{plan.model.id} needs {plan.nodes_per_replica} {plan.instance.instance_type} nodes per replica (a "
+            "LeaderWorkerSet, whose workers never serve); reach it through its Service, or use engine 'ray-serve'",
+        )
+    selector, tolerations = placement(w, pool)
+    # Config validation allows exactly these two.
+    weights: Literal["hf", "s3"] = "s3" if w.weights == "s3" else "hf"
+    return VllmProps(
+        name=workload_name(s),
+        namespace=workload_namespace(s),
+        model=w.weights_s3_uri if weights == "s3" and w.weights_s3_uri else plan.checkpoint,
+        served_model_name=plan.served_model_name,
+        engine=plan.engine,
+        tensor_parallel_size=plan.tensor_parallel_size,
+        pipeline_parallel_size=plan.pipeline_parallel_size,
+        accelerators_per_pod=plan.gpus_per_pod,
+        nodes_per_replica=plan.nodes_per_replica,
+        accelerators_per_node=plan.instance.accelerators,
+        accelerator_resource=pool.resource,
+        cpu=plan.pod_resources.cpu,
+        memory=plan.pod_resources.memory,
+        shm_size=shm_size(plan),
+        cache_size=cache_size(plan),
+        startup_seconds=math.ceil(plan.cold_start.startup_s),
+        replicas=max(w.replicas.min, 1),
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+        weights=weights,
+        hf_token_secret=w.hf_token_secret,
+        api_key_secret=api_key_secret(config, s),
+        aws_region=region,
+        # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
+        ingress=ingress_props(config) if w.internal_alb else None,
+    )
+
+
+def ingress_props(config: EnvironmentConfig) -> IngressProps:
+    """The ALB's listener and inbound CIDRs from `workload.load_balancer` (validated by config: only the one-model
+    shorthand has one)."""
+    lb = config.workload.load_balancer
+    return IngressProps(
+        certificate_arn=lb.certificate_arn,
+        allow_http=lb.allow_http,
+        # Default: the VPC we create (config requires the list for an existing VPC, whose CIDR is never looked up).
+        inbound_cidrs=lb.inbound_cidrs or (config.vpc.cidr,),
+    )
+
+
+def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
+    w = s.config
+    a = w.autoscaling
+    schedule = None
+    if a.scale_to_zero is not None:
+        schedule = ScaleToZeroSchedule(
+            timezone=a.scale_to_zero.timezone,
+            start=a.scale_to_zero.start,
+            end=a.scale_to_zero.end,
+            replicas=max(w.replicas.min, 1),
+        )
+    return AutoscalingProps(
+        max_replicas=w.replicas.max,
+        waiting_requests_per_replica=a.waiting_per_replica,
+        kv_cache_usage_target=a.kv_cache_usage,
+        min_replicas=w.replicas.min,
+        scale_to_zero=schedule,
+        # Scale-down must wait out a cold start, or a bounce costs a full model load.
+        scale_down_stabilization_seconds=max(600, math.ceil(plan.cold_start.scale_out_s)),
+    )
+
+
+def replica_price(s: ServedWorkload, plan: Plan) -> float:
+    """The plan's $/h per replica; a ConfigError when the instance type has none."""
+    if plan.cost_per_replica_hour is None:
+        # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
+        # the cost panels and the plan's $/h would be empty too.
+        raise fail(
+            f"{s.path}.accelerator",
+            plan.instance.instance_type,
+            f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",
+        )
+    return plan.cost_per_replica_hour
+
+
+def _monitoring_targets(s: ServedWorkload, plan: Plan, *, dcgm_service_monitor: bool = True) -> MonitoringTargets:
+    """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan; with
+    `dcgm_service_monitor` this workload's chart carries the environment's one dcgm-exporter ServiceMonitor."""
+    w = s.config
+    return MonitoringTargets(
+        ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
+        itl_p99_seconds=w.slo.itl_p99_ms / 1000,
+        # The plan prices a replica across all the nodes it spans (build_workload refuses a plan without a price).
+        cost_per_hour_per_replica=replica_price(s, plan),
+        # Alert when more requests wait than the whole fleet at max scale is meant to queue.
+        queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
+        dcgm=plan.instance.accelerator_vendor == "nvidia",
+        dcgm_service_monitor=dcgm_service_monitor,
+    )
+
+
+def monitoring_props(
+    s: ServedWorkload, plan: Plan, vllm: VllmProps, *, dcgm_service_monitor: bool = True
+) -> MonitoringProps:
+    return MonitoringProps(
+        name=vllm.name,
+        namespace=vllm.namespace,
+        served_model_name=vllm.served_model_name,
+        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor),
+    )
+
+
+def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec) -> BenchmarkProps:
+    w = s.config
+    selector, tolerations = workload_placement(cpu)
+    return BenchmarkProps(
+        name=f"bench-{slug(w.model) if s.key is None else s.key}",
+        input_len=w.typical_input_tokens,
+        output_len=w.typical_output_tokens,
+        num_prompts=w.benchmark.num_prompts,
+        request_rate=w.benchmark.request_rate,
+        max_concurrency=w.target_concurrency * w.replicas.max,
+        slo_ttft_p99_ms=w.slo.ttft_p99_ms,
+        slo_itl_p99_ms=w.slo.itl_p99_ms,
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+    )
+
+
+def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None) -> RayServeProps:
+    w = s.config
+    selector, tolerations = placement(w, pool)
+    gpus = plan.tensor_parallel_size * plan.pipeline_parallel_size
+    return RayServeProps(
+        name=workload_name(s),
+        namespace=workload_namespace(s),
+        model_id=plan.served_model_name,
+        model_source=w.weights_s3_uri if w.weights == "s3" and w.weights_s3_uri else plan.checkpoint,
+        accelerator_type=plan.instance.ray_accelerator_type or plan.instance.accelerator_name,
+        gpus_per_worker=min(gpus, plan.instance.accelerators),
+        tensor_parallel_size=plan.tensor_parallel_size,
+        pipeline_parallel_size=plan.pipeline_parallel_size,
+        engine=plan.engine,
+        min_replicas=max(w.replicas.min, 1),
+        max_replicas=w.replicas.max,
+        # Ray Serve adds a replica when ongoing requests per replica pass the planned concurrency.
+        target_ongoing_requests=max(1, plan.max_num_seqs),
+        worker_cpu=plan.pod_resources.cpu,
+        worker_memory=plan.pod_resources.memory,
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+        hf_token_secret=w.hf_token_secret,
+        aws_region=region,
+        worker_ephemeral_storage=cache_size(plan),
+        gpu_resource=pool.resource,
+    )
+
+
+def ray_monitoring_props(
+    s: ServedWorkload, plan: Plan, ray: RayServeProps, *, dcgm_service_monitor: bool = True
+) -> RayMonitoringProps:
+    return RayMonitoringProps(
+        name=ray.name,
+        namespace=ray.namespace,
+        model_id=ray.model_id,
+        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor),
+    )

@@ -1,6 +1,6 @@
 """Benchmarks that print numbers (never timed tests): synth phases per environment, `cdk synth` wall and CPU (next to
 the eks-blueprints anchor when its folder is given), `make synth`, template sizes, `make test`, the planner's
-latency and its error against published vLLM logs.
+latency and its error against published vLLM logs, and the modelled cold start of every default workload.
 
     make bench                                   # or: .venv/bin/python benchmarks/bench.py [options]
     make bench ARGS="--anchor ../anchor --runs 5 --skip-tests"
@@ -109,7 +109,7 @@ def main() -> int:
     if not args.skip_tests:
         wall, cpu, _ = run(["make", "test"])
         print(f"make test                   {wall:6.2f} s wall  {cpu:6.2f} s CPU")
-    for script in ("bench_plan.py", "kv_error_table.py"):
+    for script in ("bench_plan.py", "kv_error_table.py", "cold_start_table.py"):
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / script)], cwd=ROOT, check=True)
     return 0
 

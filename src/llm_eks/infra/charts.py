@@ -32,7 +32,7 @@ class ChartPlan:
 
     id: str
     chart: cdk8s.Chart
-    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "secrets", "alb", "weights" (this
+    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "lws", "secrets", "alb", "weights" (this
     # chart's workload's S3 read access), or the id of an earlier chart. The CDK stack maps each to a construct; a
     # GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()

@@ -215,7 +215,7 @@ def _plan_command(args: argparse.Namespace) -> int:
         return 0
     for index, (key, result) in enumerate(zip(keys, results, strict=True)):
         if key is not None:
-            print(f"{chr(10) if index else ''}workload {key}:")
+            print(("\n" if index else "") + f"workload {key}:")
         print(_table(result))
     return 0
 

@@ -511,3 +511,13 @@ def test_a_weight_only_format_plans_and_says_so() -> None:
     (weights,) = [a for a in p.assumptions if a.startswith("weights:")]
     assert "at fp8-block" in weights and "on A100-80G vLLM 0.33 runs it weight-only" in weights
     assert p.nodes_per_replica == 2 and p.kv_bytes_per_token == 70_272
+
+
+def test_moe_plans_say_how_experts_are_split() -> None:
+    """vLLM 0.33 splits experts across TP ranks unless --enable-expert-parallel; either way the bytes per GPU match."""
+    moe = plan(PlanRequest(model="Qwen/Qwen3-235B-A22B-FP8", max_model_len=8192))
+    assert moe.tensor_parallel_size > 1
+    (line,) = [a for a in moe.assumptions if a.startswith("experts:")]
+    assert "--enable-expert-parallel" in line and "the same bytes per GPU" in line
+    dense = plan(PlanRequest(model=LLAMA_70B, weight_format="fp8", max_model_len=8192))
+    assert not [a for a in dense.assumptions if a.startswith("experts:")]

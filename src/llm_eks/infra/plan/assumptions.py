@@ -79,6 +79,12 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         fixed = [f"{name} {value}" for name, value in (("tensor_parallel_size", r.tensor_parallel_size),
                  ("pipeline_parallel_size", r.pipeline_parallel_size)) if value is not None]  # fmt: skip
         out.append(f"parallelism: {' and '.join(fixed)} as given; the planner chose the rest")
+    if ctx.spec.is_moe and fit.tp > 1:
+        out.append(
+            "experts: split across the TP ranks (vLLM 0.33 uses expert parallelism only with --enable-expert-parallel, "
+            "off by default, vllm/config/parallel.py; with it each rank holds whole experts, the same bytes per GPU, "
+            "vllm/model_executor/layers/fused_moe/config.py), so memory holds either way; latency assumes all-reduce"
+        )
     if r.lora is not None:
         out.append(
             f"LoRA: {r.lora.max_loras} adapter slot(s) at max rank {r.lora.max_rank}: "

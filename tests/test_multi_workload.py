@@ -186,12 +186,13 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
     files = {name: objs for name, objs in synthesized.manifests("staging").items() if name[:2].isdigit()}
     assert list(files) == [
         "01-node-pools.yaml",
-        "02-qwen-ray-serve.yaml",
-        "03-qwen-monitoring.yaml",
-        "04-llama-vllm.yaml",
-        "05-llama-autoscaling.yaml",
-        "06-llama-monitoring.yaml",
-        "07-llama-benchmark.yaml",
+        "02-gpu-monitoring.yaml",
+        "03-qwen-ray-serve.yaml",
+        "04-qwen-monitoring.yaml",
+        "05-llama-vllm.yaml",
+        "06-llama-autoscaling.yaml",
+        "07-llama-monitoring.yaml",
+        "08-llama-benchmark.yaml",
     ]
     for name, objs in files.items():
         match = re.match(r"\d+-(qwen|llama)-", name)
@@ -202,7 +203,10 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
     every = [o for objs in files.values() for o in objs]
     keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in every]
     assert len(keys) == len(set(keys)), "two objects with one name"
-    assert [o for o in every if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
+    # The one DCGM ServiceMonitor belongs to no workload: adding or removing one never moves it.
+    (dcgm,) = [o for o in every if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
+    assert dcgm["metadata"]["namespace"] == "monitoring"
+    assert files["02-gpu-monitoring.yaml"] == [dcgm]
 
 
 def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) -> None:

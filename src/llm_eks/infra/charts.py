@@ -19,6 +19,7 @@ from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
 from llm_eks.manifests.headroom import headroom_objects
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart
+from llm_eks.manifests.monitoring_model import GpuMonitoringChart
 from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
@@ -129,6 +130,17 @@ def build_charts(
         tags=dict(config.tags),
     )
     charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]
+    nvidia = [w for w in workloads if w.gpu_pool.vendor == "nvidia"]
+    if config.workloads and nvidia:
+        # Several workloads: the cluster's one DCGM ServiceMonitor is nobody's (build_workloads gave it to none).
+        targets = nvidia[0].monitoring.targets
+        charts.append(
+            ChartPlan(
+                "gpu-monitoring",
+                GpuMonitoringChart(app, "gpu-monitoring", targets, netpol.MONITORING_NAMESPACE),
+                needs=("observability",),
+            )
+        )
     for workload in workloads:
         if isinstance(workload, RayServeWorkload):
             charts += _ray_serve_charts(app, workload)

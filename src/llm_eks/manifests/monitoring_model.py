@@ -170,30 +170,7 @@ class WorkloadMonitoringChart(cdk8s.Chart):
     def add_dcgm_alerts_and_dashboard(self, name: str, targets: MonitoringTargets, labels: Mapping[str, str]) -> None:
         """The objects after the workload's own scrape config: DCGM ServiceMonitor, PrometheusRule, dashboard."""
         if targets.dcgm and targets.dcgm_service_monitor:
-            namespaces = {"matchNames": [targets.dcgm_namespace]} if targets.dcgm_namespace else {"any": True}
-            plain_object(
-                self,
-                "DcgmServiceMonitor",
-                api_version="monitoring.coreos.com/v1",
-                kind="ServiceMonitor",
-                metadata={"name": "dcgm-exporter", "labels": {"app.kubernetes.io/part-of": PART_OF}},
-                body={
-                    "spec": {
-                        "selector": {"matchLabels": dict(targets.dcgm_service_labels)},
-                        "namespaceSelector": namespaces,
-                        "endpoints": [
-                            {
-                                "port": "metrics",
-                                "path": "/metrics",
-                                "interval": targets.scrape_interval,
-                                # Keep the exporter's pod/namespace labels (the pod that holds the GPU) instead of
-                                # renaming them exported_*; the GPU panels filter on the workload namespace.
-                                "honorLabels": True,
-                            }
-                        ],
-                    }
-                },
-            )
+            dcgm_service_monitor(self, targets)
         plain_object(
             self,
             "Alerts",
@@ -216,3 +193,43 @@ class WorkloadMonitoringChart(cdk8s.Chart):
         return [(f"alert {r['alert']}", r["expr"]) for r in self.alert_rules] + [
             (f"panel {title!r}", expr) for title, expr in panel_queries(self.dashboard)
         ]
+
+
+def dcgm_service_monitor(scope: Construct, targets: MonitoringTargets, namespace: str | None = None) -> None:
+    """The one ServiceMonitor of the cluster's DCGM exporter (its chart's own stays off, see MonitoringTargets)."""
+    selector = {"matchNames": [targets.dcgm_namespace]} if targets.dcgm_namespace else {"any": True}
+    metadata: dict[str, Any] = {"name": "dcgm-exporter", "labels": {"app.kubernetes.io/part-of": PART_OF}}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    plain_object(
+        scope,
+        "DcgmServiceMonitor",
+        api_version="monitoring.coreos.com/v1",
+        kind="ServiceMonitor",
+        metadata=metadata,
+        body={
+            "spec": {
+                "selector": {"matchLabels": dict(targets.dcgm_service_labels)},
+                "namespaceSelector": selector,
+                "endpoints": [
+                    {
+                        "port": "metrics",
+                        "path": "/metrics",
+                        "interval": targets.scrape_interval,
+                        # Keep the exporter's pod/namespace labels (the pod that holds the GPU) instead of
+                        # renaming them exported_*; the GPU panels filter on the workload namespace.
+                        "honorLabels": True,
+                    }
+                ],
+            }
+        },
+    )
+
+
+class GpuMonitoringChart(cdk8s.Chart):
+    """The DCGM exporter's ServiceMonitor on its own, for an environment of several workloads: it then belongs to
+    no workload, so adding or removing one never moves it (or scrapes the GPUs twice)."""
+
+    def __init__(self, scope: Construct, construct_id: str, targets: MonitoringTargets, namespace: str) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        dcgm_service_monitor(self, targets, namespace)

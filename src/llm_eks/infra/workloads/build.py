@@ -88,9 +88,10 @@ def build_workloads(
     _unique_served_names(served, plans)
     built: list[Workload] = []
     headroom_class = True
-    # The first workload on NVIDIA GPUs carries the dcgm-exporter ServiceMonitor.
+    # One workload on NVIDIA GPUs carries the dcgm-exporter ServiceMonitor; with several workloads none does (charts
+    # give it a chart of its own, so adding or removing a workload never moves it).
     nvidia = [p.instance.accelerator_vendor == "nvidia" for p in plans]
-    dcgm_owner = nvidia.index(True) if True in nvidia else -1
+    dcgm_owner = nvidia.index(True) if True in nvidia and not config.workloads else -1
     for index, (s, workload_plan) in enumerate(zip(served, plans, strict=True)):
         workload = _build_one(config, s, workload_plan, region, lock, dcgm_service_monitor=index == dcgm_owner)
         if isinstance(workload, VllmWorkload) and workload.headroom is not None:

@@ -167,6 +167,11 @@ def test_cluster_wide_objects_exist_once() -> None:
     warm = {"warm_replicas": 1}
     objects = _objects({"workloads": {"small": {**SMALL, **warm}, "mid": {**MID, **warm}}})
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "PriorityClass"] == ["llm-eks-warm-headroom"]
+    # It belongs to no workload: it goes with the node pools, so removing a workload never deletes it.
+    config, workloads = _workloads({"workloads": {"small": {**SMALL, **warm}, "mid": {**MID, **warm}}})
+    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
+    owners = [c.id for c in charts for o in c.chart.to_json() if o["kind"] == "PriorityClass"]
+    assert owners == ["node-pools"]
     placeholders = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-headroom")]
     assert sorted(o["metadata"]["name"] for o in placeholders) == ["vllm-mid-headroom", "vllm-small-headroom"]
     monitors = [o for o in objects if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]

@@ -16,7 +16,7 @@ from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workl
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
-from llm_eks.manifests.headroom import headroom_objects
+from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart
 from llm_eks.manifests.monitoring_model import GpuMonitoringChart
@@ -129,7 +129,11 @@ def build_charts(
         image_snapshot_id=snapshots[0] if snapshots else None,
         tags=dict(config.tags),
     )
-    charts = [ChartPlan("node-pools", NodePoolsChart(app, "node-pools", pools), needs=("karpenter",))]
+    node_pools = NodePoolsChart(app, "node-pools", pools)
+    if config.workloads and any(isinstance(w, VllmWorkload) and w.headroom is not None for w in workloads):
+        # Several workloads: the placeholders' PriorityClass is nobody's; it goes with the capacity it reserves.
+        add_objects(node_pools, [priority_class()])
+    charts = [ChartPlan("node-pools", node_pools, needs=("karpenter",))]
     nvidia = [w for w in workloads if w.gpu_pool.vendor == "nvidia"]
     if config.workloads and nvidia:
         # Several workloads: the cluster's one DCGM ServiceMonitor is nobody's (build_workloads gave it to none).

@@ -64,15 +64,6 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
         "ephemeral-storage": s.cache_size,
         s.accelerator_resource: str(s.accelerators_per_pod),
     }
-    priority_class = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": PRIORITY_CLASS},
-        "value": PRIORITY,
-        "preemptionPolicy": "Never",
-        "globalDefault": False,
-        "description": "llm-eks warm headroom: placeholders any serving replica pre-empts.",
-    }
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -105,4 +96,17 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
             },
         },
     }
-    return [priority_class, deployment] if p.priority_class else [deployment]
+    return [priority_class(), deployment] if p.priority_class else [deployment]
+
+
+def priority_class() -> dict[str, Any]:
+    """The cluster-scoped class of every placeholder: below any ordinary pod, and never pre-empting one itself."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PRIORITY_CLASS},
+        "value": PRIORITY,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "llm-eks warm headroom: placeholders any serving replica pre-empts.",
+    }

@@ -87,7 +87,8 @@ def build_workloads(
     require_locked(config, plans, lock)
     _unique_served_names(served, plans)
     built: list[Workload] = []
-    headroom_class = True
+    # The shorthand's workload carries the PriorityClass; with several workloads the node-pools chart does (charts).
+    headroom_class = not config.workloads
     # One workload on NVIDIA GPUs carries the dcgm-exporter ServiceMonitor; with several workloads none does (charts
     # give it a chart of its own, so adding or removing a workload never moves it).
     nvidia = [p.instance.accelerator_vendor == "nvidia" for p in plans]
@@ -95,7 +96,7 @@ def build_workloads(
     for index, (s, workload_plan) in enumerate(zip(served, plans, strict=True)):
         workload = _build_one(config, s, workload_plan, region, lock, dcgm_service_monitor=index == dcgm_owner)
         if isinstance(workload, VllmWorkload) and workload.headroom is not None:
-            # The PriorityClass is cluster-scoped: the first workload with headroom carries it.
+            # The PriorityClass is cluster-scoped: one workload carries it, or (several workloads) none.
             workload = replace(workload, headroom=replace(workload.headroom, priority_class=headroom_class))
             headroom_class = False
         built.append(workload)

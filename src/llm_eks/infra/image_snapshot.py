@@ -35,14 +35,12 @@ from llm_eks.errors import ConfigError, fail
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.images import workload_images
 from llm_eks.infra.plan import Plan
 from llm_eks.versions import (
     BOTTLEROCKET_AMI_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
     KUBERNETES_VERSION,
-    PAUSE_IMAGE,
-    RAY_LLM_IMAGE,
-    VLLM_IMAGE,
 )
 
 SNAPSHOT_FILE = "image-snapshot.json"
@@ -81,9 +79,7 @@ def gpu_node_images(config: EnvironmentConfig, plans: Sequence[Plan], lock: Imag
     image), and the DCGM exporter on NVIDIA nodes; locked ones by digest."""
     refs: list[str] = []
     for served, plan in zip(config.served, plans, strict=True):
-        refs.append(VLLM_IMAGE if served.config.engine == "vllm" else RAY_LLM_IMAGE)
-        if served.config.warm_replicas:
-            refs.append(PAUSE_IMAGE)
+        refs += workload_images(served.config)
         if plan.instance.accelerator_vendor == "nvidia":
             refs += [image.ref for image in chart_images("dcgm-exporter", DCGM_EXPORTER_CHART_VERSION)]
     lock = lock or ImageLock()

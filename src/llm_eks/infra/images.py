@@ -17,7 +17,7 @@ from pathlib import Path
 from llm_eks.errors import ConfigError
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
-from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.config import EnvironmentConfig, WorkloadConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
@@ -75,13 +75,14 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
     return charts
 
 
+def workload_images(w: WorkloadConfig) -> list[str]:
+    """One workload's own images: its serving image, and the warm headroom's pause image."""
+    return [VLLM_IMAGE if w.engine == "vllm" else RAY_LLM_IMAGE, *([PAUSE_IMAGE] if w.warm_replicas else [])]
+
+
 def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:
     """Every image of the environment the lock covers: the workloads' own first, then the Helm releases'."""
-    own = []
-    for s in config.served:
-        own.append(VLLM_IMAGE if s.config.engine == "vllm" else RAY_LLM_IMAGE)
-        if s.config.warm_replicas:
-            own.append(PAUSE_IMAGE)  # the warm headroom's placeholders
+    own = [ref for s in config.served for ref in workload_images(s.config)]
     chart = [
         image.ref
         for name, version in environment_charts(config, plans).items()

@@ -13,10 +13,8 @@ import re
 from dataclasses import dataclass
 
 from llm_eks.errors import ConfigError, fail
-from llm_eks.manifests.validation import HF_REPO, whole_number
+from llm_eks.manifests.validation import HF_REPO, LORA_NAME, whole_number
 
-# A LoRA adapter's name as clients send it in `model` (and vLLM parses `name=repo`): no '=', no space.
-_LORA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # A vLLM choice value (dtype, KV-cache dtype, quantization method): one lower-case word, never a flag.
 _CHOICE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -69,7 +67,7 @@ def validate_engine(settings: EngineSettings, path: str) -> None:
         if choice is not None and (not isinstance(choice, str) or not _CHOICE.match(choice)):
             raise fail(f"{path}.{name}", choice, "must be one vLLM value such as auto or fp8")
     for name, source in settings.lora_modules:
-        if not _LORA_NAME.match(name) or not HF_REPO.match(source):
+        if not LORA_NAME.match(name) or not HF_REPO.match(source):
             raise fail(
                 f"{path}.lora_modules",
                 f"{name}={source}",

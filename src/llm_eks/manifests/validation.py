@@ -12,6 +12,8 @@ from llm_eks.errors import fail
 HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Served model names are Hugging Face ids or plain names; no quotes or braces, so they read cleanly in PromQL.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,252}$")
+# A LoRA adapter's name as clients send it in `model` (and vLLM parses `name=repo`): no '=', no space, no '/'.
+LORA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def whole_number(value: object) -> TypeGuard[int]:

@@ -23,7 +23,7 @@ from llm_eks.infra.config.environment import (
     VpcConfig,
     WorkloadConfig,
 )
-from llm_eks.manifests.validation import HF_REPO
+from llm_eks.manifests.validation import HF_REPO, LORA_NAME
 from llm_eks.versions import KUBERNETES_VERSION
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
@@ -363,10 +363,6 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
         )
 
 
-# A LoRA adapter's name, as clients send it in `model`.
-_LORA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
 def _validate_lora(w: WorkloadConfig, path: str) -> None:
     if not w.lora_adapters:
         return
@@ -377,7 +373,7 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
             "needs engine vllm (Ray Serve LLM loads LoRA from a dynamic path, which llm-eks does not configure)",
         )
     for name, source in w.lora_adapters.items():
-        if not _LORA_NAME.match(name):
+        if not LORA_NAME.match(name):
             raise fail(
                 f"{path}.lora_adapters",
                 name,

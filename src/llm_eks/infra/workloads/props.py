@@ -8,7 +8,7 @@ import math
 import re
 from typing import Literal
 
-from llm_eks.errors import ConfigError, fail
+from llm_eks.errors import fail
 from llm_eks.infra.config import EnvironmentConfig, ServedWorkload
 from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads.pools import placement
@@ -71,8 +71,10 @@ def api_key_secret(config: EnvironmentConfig, s: ServedWorkload | None = None) -
 def only_workload(config: EnvironmentConfig) -> ServedWorkload:
     """The environment's single workload; a ConfigError where `workloads` names several."""
     if len(config.served) != 1:
-        raise ConfigError(
-            f"environments.{config.name}.workloads: several workloads; name one ({', '.join(config.workloads)})"
+        raise fail(
+            f"environments.{config.name}.workloads",
+            list(config.workloads),
+            "this call takes an environment of one workload; for several use plan_workloads and build_workloads",
         )
     return config.served[0]
 

@@ -180,7 +180,7 @@ def test_load_balancer_cidrs_need_an_internal_alb() -> None:
     with pytest.raises(ConfigError) as info:
         parse_environment("web", {"vpc": {"load_balancer_cidrs": ["10.0.255.0/26", "10.0.255.64/26"]}})
     assert str(info.value) == (
-        "environments.web.vpc.load_balancer_cidrs: only allowed with workload.internal_alb: true"
+        "environments.web.vpc.load_balancer_cidrs: only allowed with workload.internal_alb: true or a gateway"
     )
 
 

@@ -69,7 +69,7 @@ def _error(body: dict[str, Any]) -> str:
         (
             {"workloads": {"chat": {"internal_alb": True, "load_balancer": {"allow_http": True}}}},
             "environments.qa.workloads.chat.internal_alb: only allowed in the one-model `workload`; the workloads of "
-            "`workloads` are reached in-cluster through each workload's Service",
+            "`workloads` are reached through the environment's gateway or in-cluster through each workload's Service",
         ),
         (
             {
@@ -197,10 +197,13 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
         "05-llama-vllm.yaml",
         "06-llama-autoscaling.yaml",
         "07-llama-monitoring.yaml",
-        "08-llama-benchmark.yaml",
+        "08-gateway.yaml",
+        "09-qwen-route.yaml",
+        "10-llama-route.yaml",
+        "11-llama-benchmark.yaml",
     ]
     for name, objs in files.items():
-        match = re.match(r"\d+-(qwen|llama)-", name)
+        match = re.match(r"\d+-(qwen|llama|gateway)", name)
         if match:
             assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in objs} == {
                 f"inference-{match.group(1)}"
@@ -215,13 +218,13 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
 
 
 def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) -> None:
-    """Until the environment's gateway routes by `model`, each model is reached through its own Service, whose
-    selector picks that workload's pods only: the vLLM Service by its instance label, Ray Serve by its own."""
+    """In the cluster each model is reached through its own Service, whose selector picks that workload's pods
+    only: the vLLM Service by its instance label, Ray Serve by its own (test_gateway checks the gateway's routes)."""
     objects = [o for name, objs in synthesized.manifests("staging").items() if name[:2].isdigit() for o in objs]
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "vllm-llama"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--served-model-name") + 1] == "meta-llama/Llama-3.1-8B-Instruct"
-    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["namespace"] == "inference-llama"]
+    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "vllm-llama"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     (ray,) = [o for o in objects if o["kind"] == "RayService"]

@@ -147,8 +147,16 @@ def _one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found
 
 
+def _vllm_deployments(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "vllm"
+    ]
+
+
 def _vllm_pods(objects: list[dict[str, Any]]) -> tuple[Pod, Pod]:
-    deployment, job = _one(objects, "Deployment"), _one(objects, "Job")
+    (deployment,), job = _vllm_deployments(objects), _one(objects, "Job")
     ports = {
         p["name"]: (p["containerPort"], p["protocol"])
         for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
@@ -275,7 +283,7 @@ def _ray_flows(objects: list[dict[str, Any]], keda: bool) -> list[tuple[str, Any
 def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
     """(source description, source, destination, port, allowed) for every flow of `env` the table covers."""
     ray = any(o["kind"] == "RayService" for o in objects)
-    vllm = any(o["kind"] == "Deployment" for o in objects)
+    vllm = bool(_vllm_deployments(objects))
     alb = any(o["kind"] == "Ingress" for o in objects)
     table = _monitoring_flows()
     if ray:
@@ -291,7 +299,48 @@ def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, 
             ("Ray worker of another workload", worker, server, 8000, False),
             ("Ray head of another workload", head, server, 8000, False),
         ]
+    if any(o["kind"] == "Gateway" for o in objects):
+        table += _gateway_flows(objects)
     return table
+
+
+def _gateway_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
+    """The gateway (staging): the NLB's subnets to Envoy, Envoy to the payload processor, the pickers and the model
+    pods, each picker to its own pool's /metrics, Envoy to istiod's xDS; nothing else."""
+    (head, worker), (server, bench) = _ray_pods(objects), _vllm_pods(objects)
+    envoy = Pod("inference-gateway", {netpol.GATEWAY_NAME_LABEL: "inference"}, ip="10.0.1.10")
+    ipp = Pod("inference-gateway", {"app.kubernetes.io/name": "payload-processor"})
+    (picker_deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-epp")]
+    picker = Pod(server.namespace, picker_deployment["spec"]["template"]["metadata"]["labels"])
+    istiod = Pod("istio-system", {"app": "istiod", "istio": "pilot"})
+    nlb = External("10.0.255.130")
+    return [
+        ("internal NLB (its own subnet)", nlb, envoy, 80, True),
+        ("an address of the pods' subnets", External("10.0.100.5"), envoy, 80, False),
+        ("address outside the VPC", OUTSIDE, envoy, 80, False),
+        ("internal NLB, Envoy's admin port", nlb, envoy, 15000, False),
+        ("Prometheus", PROMETHEUS, envoy, 15020, True),
+        ("gateway Envoy", envoy, ipp, 9004, True),
+        ("pod in another namespace", STRANGER, ipp, 9004, False),
+        ("Prometheus", PROMETHEUS, ipp, 9090, True),
+        ("gateway Envoy", envoy, picker, 9002, True),
+        ("pod in another namespace", STRANGER, picker, 9002, False),
+        ("vLLM", server, picker, 9002, False),
+        ("Prometheus", PROMETHEUS, picker, 9090, True),
+        ("gateway Envoy", envoy, server, 8000, True),
+        ("endpoint picker", picker, server, 8000, True),
+        ("endpoint picker of another workload", picker, head, 8000, False),
+        ("gateway Envoy", envoy, head, 8000, True),
+        ("gateway Envoy", envoy, worker, 8000, True),
+        ("gateway Envoy", envoy, head, 6379, False),
+        ("gateway Envoy", envoy, head, 8265, False),
+        ("gateway Envoy", envoy, bench, 8000, False),
+        ("gateway Envoy", envoy, istiod, 15012, True),
+        ("pod in another namespace", STRANGER, istiod, 15012, False),
+        ("EKS control plane", CONTROL_PLANE, istiod, 15017, True),
+        ("Prometheus", PROMETHEUS, istiod, 15014, True),
+        ("gateway Envoy", envoy, istiod, 15010, False),
+    ]
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -336,7 +385,16 @@ def test_every_namespace_we_create_denies_by_default(synthesized: Synthesized, e
         if o["kind"] == "NetworkPolicy" and o["spec"]["podSelector"] == {} and o["spec"]["ingress"] == []
     }
     expected = (
-        {"inference-qwen", "inference-llama", "monitoring", "nvidia-gpu", "keda", "kuberay-system"}
+        {
+            "inference-qwen",
+            "inference-llama",
+            "inference-gateway",
+            "monitoring",
+            "nvidia-gpu",
+            "keda",
+            "kuberay-system",
+            "istio-system",
+        }
         if env == "staging"
         else {"inference", "monitoring", "nvidia-gpu", "keda"}
     )
@@ -350,6 +408,8 @@ LEVELS = {
     "inference": "restricted",
     "inference-qwen": "restricted",
     "inference-llama": "restricted",
+    "inference-gateway": "restricted",
+    "istio-system": "restricted",
     "keda": "restricted",
     "kuberay-system": "restricted",
     "monitoring": "privileged",

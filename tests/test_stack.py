@@ -102,12 +102,19 @@ def test_karpenter_helm_values_carry_the_queue_name(templates: dict[str, Any]) -
 def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, Any]) -> None:
     # staging serves two models, one per engine: KubeRay for the RayService, KEDA for the vLLM Deployment only.
     assert [r["metadata"]["name"] for r in env_objects(synthesized, "staging", "RayService")] == ["ray-qwen"]
-    assert [d["metadata"]["name"] for d in env_objects(synthesized, "staging", "Deployment")] == ["vllm-llama"]
+    # Behind the gateway: the payload processor and the vLLM workload's endpoint picker.
+    assert [d["metadata"]["name"] for d in env_objects(synthesized, "staging", "Deployment")] == [
+        "vllm-llama",
+        "payload-processor",
+        "vllm-llama-epp",
+    ]
     assert [s["spec"]["scaleTargetRef"]["name"] for s in env_objects(synthesized, "staging", "ScaledObject")] == [
         "vllm-llama"
     ]
     release(templates["staging"], "kuberay-operator")
     release(templates["staging"], "keda")
+    release(templates["staging"], "istiod")
+    release(templates["staging"], "aws-load-balancer-controller")
     # Ray Serve scales its own replicas: no KEDA where nothing uses it.
     assert not [
         r for r in by_type(templates["prod"], HELM).values() if r["Properties"]["Release"] == "kuberay-operator"

@@ -69,6 +69,8 @@ SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION = "3.1.1"
 # aws-load-balancer-controller: chart 3.5.0 = controller v3.5.0 (aws/eks-charts stable/aws-load-balancer-controller
 # at 5239609, 2026-08-03; kubernetes-sigs/aws-load-balancer-controller tag v3.5.0 is the newest release tag).
 AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION = "3.5.0"
+# Istio base + istiod charts, one version (istio/istio@1.30.3 manifests/charts/README.md: istio-release repository).
+ISTIO_CHART_VERSION = "1.30.3"
 
 # Ray (KubeRay RayService rayVersion) and the Ray Serve LLM image. 2.60.0 is the newest ray on PyPI
 # (`pip index versions ray`, 2026-11-29); its wheel's ray[llm] extra pins vllm[audio]==0.29.0. ray-llm images are
@@ -76,3 +78,8 @@ AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION = "3.5.0"
 # published 2.58.0-py312-cu130 is.
 RAY_VERSION = "2.60.0"
 RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py312-cu130"
+
+# Gateway API standard-channel CRDs, installed by PinnedCrds from kubernetes-sigs/gateway-api tag v1.6.1 (8bb74df).
+GATEWAY_API_VERSION = "v1.6.1"
+# Gateway API Inference Extension InferencePool CRD (inference.networking.k8s.io/v1), tag v1.6.0 (992e5c2).
+GAIE_VERSION = "v1.6.0"

@@ -20,8 +20,10 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct, Node
 
+from llm_eks.constructs.crds import CrdSource, PinnedCrds, PinnedCrdsProps
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareOptions, GpuDeviceSoftwareProps
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
+from llm_eks.constructs.istio import IstioGateway, IstioGatewayOptions, IstioGatewayProps
 from llm_eks.constructs.karpenter import Karpenter, KarpenterOptions, KarpenterProps
 from llm_eks.constructs.keda import Keda, KedaOptions, KedaProps
 from llm_eks.constructs.kuberay import KubeRayOperator, KubeRayOperatorOptions, KubeRayOperatorProps
@@ -148,6 +150,23 @@ class ClusterComposition:
         options = options or AwsLoadBalancerControllerOptions()
         props = with_cluster(AwsLoadBalancerControllerProps, options, as_icluster(self.cluster))
         return self.add_addon(AwsLoadBalancerController(self._beside(scope), id, props))
+
+    def add_istio_gateway(
+        self, options: IstioGatewayOptions, *, id: str = "Istio", scope: Construct | None = None
+    ) -> IstioGateway:
+        """Istio as the Gateway API controller (istiod and its CRDs; no sidecars), after the system nodes (options
+        name the control plane's CIDRs). Charts with Gateways, routes or InferencePools also need those CRDs
+        (`add_pinned_crds`): istiod waits for them on its own, so the order between the two does not matter."""
+        props = with_cluster(IstioGatewayProps, options, as_icluster(self.cluster))
+        return self.add_addon(IstioGateway(self._beside(scope), id, props))
+
+    def add_pinned_crds(
+        self, sources: tuple[CrdSource, ...], *, id: str = "Crds", scope: Construct | None = None
+    ) -> PinnedCrds:
+        """Upstream CRDs applied at deploy time from pinned, hash-checked URLs (e.g. `crds.GATEWAY_API_CRDS` and
+        `crds.INFERENCE_POOL_CRD`), by a Lambda in the cluster's private subnets; charts with their objects wait for
+        it (`after`)."""
+        return PinnedCrds(self._beside(scope), id, PinnedCrdsProps(cluster=as_icluster(self.cluster), sources=sources))
 
     def add_gpu_devices(
         self, options: GpuDeviceSoftwareOptions | None = None, *, id: str = "GpuDevices", scope: Construct | None = None

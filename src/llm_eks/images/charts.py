@@ -18,6 +18,8 @@ Each entry was read in the chart's own values.yaml and templates at the pinned v
   secrets-store-csi-driver-provider-aws 3.1.1, aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its
   distroless tag), nvidia-device-plugin 0.20.0 (installed by GpuDeviceSoftware for AL2023 nodes only, so
   llm-eks's Bottlerocket stacks never run it).
+- istiod 1.30.3: pilot (`image`) and the gateways' Envoy (`global.proxy.image`), each as a whole `repo:tag@sha256:...`
+  reference (the templates use the value as is when it holds a "/").
 
 `tag@digest` in a tag value is used only where the chart renders that value solely as `repository:tag` in image
 fields (checked in each chart's templates: no label or selector reads it), so the pod gets a valid
@@ -41,6 +43,7 @@ from typing import Any, Literal
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
+    ISTIO_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
@@ -54,8 +57,9 @@ from llm_eks.versions import (
 # CDK context key holding {reference: digest}; llm-eks's app sets it from the lock file, your app may set it too.
 IMAGE_DIGESTS_CONTEXT = "llm-eks:image-digests"
 
-# digest: the value is `sha256:<hex>`; sha: the chart wants the hex alone; tag: `<tag>@sha256:<hex>` in the tag field.
-Style = Literal["digest", "sha", "tag"]
+# digest: the value is `sha256:<hex>`; sha: the chart wants the hex alone; tag: `<tag>@sha256:<hex>` in the tag field;
+# ref: the whole `repo:tag@sha256:<hex>` where the chart takes a full reference.
+Style = Literal["digest", "sha", "tag", "ref"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class ChartImage:
             return digest.removeprefix("sha256:")
         if self.style == "tag":
             return f"{self.ref.rpartition(':')[2]}@{digest}"
+        if self.style == "ref":
+            return f"{self.ref}@{digest}"
         return digest
 
 
@@ -178,6 +184,15 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
             ),
         ),
     ),
+    # istiod uses `image` (and the gateways' Envoy `global.proxy.image`) as the whole reference when it holds a "/"
+    # (templates/deployment.yaml and files/kube-gateway.yaml at 1.30.3); hub and tag are shared, so no tag@digest.
+    "istiod": ChartImages(
+        ISTIO_CHART_VERSION,
+        (
+            _img(f"docker.io/istio/pilot:{ISTIO_CHART_VERSION}", "image", "ref"),
+            _img(f"docker.io/istio/proxyv2:{ISTIO_CHART_VERSION}", "global.proxy.image", "ref"),
+        ),
+    ),
     "dcgm-exporter": ChartImages(
         DCGM_EXPORTER_CHART_VERSION,
         (_img("nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless", "image.tag", "tag"),),
@@ -193,6 +208,7 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
 NOT_COVERED: Mapping[str, str] = {
     "karpenter-crd": "CRDs only, no images",
     "prometheus-operator-crds": "CRDs only, no images",
+    "base": "Istio's CRDs, a webhook configuration and a ServiceAccount; no images",
     "neuron-helm-chart": "values at the pinned version not verified; the device plugin stays on the chart's tag",
 }
 

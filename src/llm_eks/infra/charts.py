@@ -13,9 +13,11 @@ import cdk8s
 
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
+from llm_eks.infra.workloads.gateway import gateway_props
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
+from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
 from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart
@@ -33,8 +35,9 @@ class ChartPlan:
 
     id: str
     chart: cdk8s.Chart
-    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "lws", "secrets", "alb", "weights" (this
-    # chart's workload's S3 read access), or the id of an earlier chart. The CDK stack maps each to a construct; a
+    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "lws", "secrets", "alb", "istio" (the
+    # Gateway API and InferencePool CRDs, and istiod), "weights" (this chart's workload's S3 read access), or the id
+    # of an earlier chart. The CDK stack maps each to a construct; a
     # GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
@@ -72,14 +75,17 @@ def prerequisites(workload: Workload) -> tuple[Addon, ...]:
     return tuple(needs)
 
 
-def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
+def addons(workloads: Sequence[Workload], gateway: bool = False) -> tuple[Addon, ...]:
     """Every add-on this environment installs besides Karpenter and observability, in a stable order. Ray Serve
     scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
-    is per workload (ChartPlan.workload), not an environment add-on."""
+    is per workload (ChartPlan.workload), not an environment add-on. A `gateway` needs Istio and, for its NLB, the
+    AWS Load Balancer Controller."""
     wanted = {need for w in workloads for need in prerequisites(w)} - {"weights"}
+    if gateway:
+        wanted |= {"istio", "alb"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
         wanted.add("keda")
-    order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "keda")
+    order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "istio", "keda")
     return tuple(name for name in order if name in wanted)
 
 
@@ -89,7 +95,7 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
     applies before installing the add-ons itself (into these namespaces, without --create-namespace)."""
     # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
     cidrs = (config.vpc.cidr,)
-    names = addons(workloads)
+    names = addons(workloads, gateway=config.gateway is not None)
     keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
     objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
     if "kuberay" in names:
@@ -98,6 +104,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
         objects += netpol.lws_namespace(netpol.LWS_NAMESPACE, cidrs)
     if "keda" in names:
         objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
+    if "istio" in names:
+        objects += netpol.istio_namespace(netpol.ISTIO_NAMESPACE, cidrs, gateway_namespaces=(GATEWAY_NAMESPACE,))
     vendors = {w.gpu_pool.vendor for w in workloads}
     if "nvidia" in vendors:
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
@@ -150,6 +158,26 @@ def build_charts(
             charts += _ray_serve_charts(app, workload)
         else:
             charts += _vllm_charts(app, config, workload)
+    return charts + _gateway_charts(app, config, workloads)
+
+
+def _gateway_charts(app: cdk8s.App, config: EnvironmentConfig, workloads: Sequence[Workload]) -> list[ChartPlan]:
+    """The gateway's namespace, then each workload's route (after the workload: its namespace comes with it)."""
+    props = gateway_props(config, workloads)
+    if props is None:
+        return []
+    charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props), needs=("istio", "alb", "observability"))]
+    for workload, route in zip(workloads, props.routes, strict=True):
+        route_id = chart_id(workload, "route")
+        own = chart_id(workload, "ray-serve" if isinstance(workload, RayServeWorkload) else "vllm")
+        charts.append(
+            ChartPlan(
+                route_id,
+                ModelRouteChart(app, route_id, props, route),
+                needs=(own, "istio", "observability"),
+                workload=workload,
+            )
+        )
     return charts
 
 

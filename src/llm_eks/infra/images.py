@@ -22,6 +22,7 @@ from llm_eks.infra.plan import Plan
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
+    ISTIO_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
@@ -64,8 +65,12 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
     if any(w.hf_token_secret is not None or (w.engine == "vllm" and w.api_key) for w in workloads):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
         charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
-    if any(w.engine == "vllm" and w.internal_alb for w in workloads):
+    if any(w.engine == "vllm" and w.internal_alb for w in workloads) or config.gateway is not None:
         charts["aws-load-balancer-controller"] = AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
+    # The gateway: Istio as its controller.
+    if config.gateway is not None:
+        charts["base"] = ISTIO_CHART_VERSION  # Istio's base chart (its CRDs)
+        charts["istiod"] = ISTIO_CHART_VERSION
     # The node pools run Bottlerocket, whose NVIDIA variant runs the device plugin itself: no nvidia-device-plugin.
     vendors = {plan.instance.accelerator_vendor for plan in plans}
     if "nvidia" in vendors:

@@ -23,7 +23,9 @@ from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
+from llm_eks.constructs.crds import GATEWAY_API_CRDS, INFERENCE_POOL_CRD
 from llm_eks.constructs.gpu_devices import gpu_options_for
+from llm_eks.constructs.istio import IstioGatewayOptions
 from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
@@ -33,6 +35,7 @@ from llm_eks.infra.charts import ChartPlan, addons, build_charts, service_accoun
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import Workload, build_workloads, generated_api_key_secret
+from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
@@ -78,7 +81,7 @@ class InferenceStack(cdk.Stack):
         self.karpenter = self.platform.add_karpenter()
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
-        environment_addons = addons(self.workloads)
+        environment_addons = addons(self.workloads, gateway=config.gateway is not None)
         self.observability = self.platform.add_observability(
             ObservabilityOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
@@ -148,10 +151,12 @@ class InferenceStack(cdk.Stack):
             vpc_cidr=config.vpc.cidr,
             availability_zones=config.vpc.availability_zones,
             public_endpoint_cidrs=config.endpoint.public_cidrs,
-            # The internal ALB gets subnets of its own, so the serving port can admit it without admitting pods.
+            # Internal load balancers (the ALB, the gateway's NLB) get subnets of their own, so a NetworkPolicy can
+            # admit them without admitting pods.
             load_balancer_subnet_cidrs=(
                 config.vpc.load_balancer_subnet_cidrs()
-                if any(s.config.internal_alb for s in config.served) and not config.vpc.imported
+                if (config.gateway is not None or any(s.config.internal_alb for s in config.served))
+                and not config.vpc.imported
                 else ()
             ),
             system_instance_type=s.instance_type,
@@ -208,6 +213,16 @@ class InferenceStack(cdk.Stack):
             return self.secrets_store, *key
         elif name == "alb":
             construct = self.platform.add_load_balancer_controller()
+        elif name == "istio":
+            # The gateway's controller, and the Gateway API and InferencePool CRDs its objects need.
+            crds = self.platform.add_pinned_crds((*GATEWAY_API_CRDS, INFERENCE_POOL_CRD), id="GatewayCrds")
+            istio = self.platform.add_istio_gateway(
+                IstioGatewayOptions(
+                    control_plane_cidrs=self._control_plane_cidrs, gateway_namespaces=(GATEWAY_NAMESPACE,)
+                )
+            )
+            self._addon_namespaces += istio.namespace_objects
+            return crds, istio
         else:
             raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
         return (construct,)

@@ -17,7 +17,7 @@ from typing import Any
 
 from constructs import Construct
 
-from llm_eks.manifests.dashboard import DashboardSpec, build_dashboard
+from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
 from llm_eks.manifests.monitoring_model import (
     EngineAlerts,
@@ -43,6 +43,8 @@ class MonitoringProps:
     targets: MonitoringTargets
     # The workload namespace (cross-chart contract).
     namespace: str = "inference"
+    # Graphs after the standard ones: the gateway's view of this workload, when it is behind one.
+    extra_panels: tuple[ExtraPanel, ...] = ()
 
     @property
     def dashboard_uid(self) -> str:
@@ -106,6 +108,7 @@ class MonitoringChart(WorkloadMonitoringChart):
                 job=props.name,
                 served_model_name=props.served_model_name,
                 targets=props.targets,
+                extra_panels=props.extra_panels,
             )
         )
         super().__init__(scope, construct_id, props.namespace, alert_rules(props), dashboard, "vLLM metric names")

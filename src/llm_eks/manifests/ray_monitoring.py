@@ -72,6 +72,8 @@ class RayMonitoringProps:
     namespace: str = "inference"
     # The Serve application in serveConfigV2 (RayServeChart names it "llm").
     application: str = APPLICATION_NAME
+    # Graphs after Ray Serve's own: the gateway's view of this workload, when it is behind one.
+    extra_panels: tuple[ExtraPanel, ...] = ()
 
     @property
     def dashboard_uid(self) -> str:
@@ -241,7 +243,7 @@ def dashboard_spec(props: RayMonitoringProps) -> DashboardSpec:
             f"{props.namespace} (llm-eks). vLLM panels read the engine metrics Ray re-exports (ray_vllm_*)."
         ),
         tags=("llm-eks", "vllm", "ray-serve"),
-        extra_panels=serve_panels(props),
+        extra_panels=(*serve_panels(props), *props.extra_panels),
     )
 
 

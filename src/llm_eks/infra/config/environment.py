@@ -131,7 +131,8 @@ class AutoscalingConfig:
 
 @dataclass(frozen=True)
 class LoadBalancerConfig:
-    """The internal ALB of `workload.internal_alb`: its listener and who may reach it."""
+    """An internal load balancer (the ALB of `workload.internal_alb`, the gateway's NLB): its listener and who may
+    reach it."""
 
     # HTTPS on 443 with this ACM certificate (in the stack's region). Required unless allow_http.
     certificate_arn: str | None = None
@@ -282,6 +283,9 @@ class EnvironmentConfig:
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     # Several models side by side: short name -> workload, each planned on its own, sharing GPU NodePools per family.
     workloads: Mapping[str, WorkloadConfig] = field(default_factory=lambda: MappingProxyType({}))
+    # One OpenAI endpoint for every workload (an Istio Gateway behind an internal NLB, routing by `model`): its
+    # listener and who may reach it. None: no gateway; clients use each workload's Service.
+    gateway: LoadBalancerConfig | None = None
     # Refuse synth while any image this environment runs has no digest in images.lock.json. Off by default: the
     # shipped lock is empty (no digest can be verified without the registries); turn it on once you have locked.
     require_image_digests: bool = False

@@ -106,7 +106,8 @@ def _validate_workloads(c: EnvironmentConfig, path: str) -> None:
         if w.internal_alb or w.load_balancer != LoadBalancerConfig():
             raise ConfigError(
                 f"{path}.workloads.{key}.internal_alb: only allowed in the one-model `workload`; the workloads of "
-                "`workloads` are reached in-cluster through each workload's Service"
+                "`workloads` are reached through the environment's gateway or in-cluster through each workload's "
+                "Service"
             )
     snapshots = {s.config.image_snapshot_id for s in c.served} - {None}
     if len(snapshots) > 1:
@@ -214,16 +215,26 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
 
 
 def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
-    """HTTPS with a named certificate, or HTTP by explicit choice; inbound CIDRs that never include the internet;
-    subnets of its own."""
+    """The internal ALB of `workload.internal_alb` and the gateway's NLB: HTTPS with a named certificate, or HTTP by
+    explicit choice; inbound CIDRs that never include the internet; subnets of their own."""
     lb, path, vpc_path = c.workload.load_balancer, f"{env_path}.workload.load_balancer", f"{env_path}.vpc"
     if not c.workload.internal_alb:
         if lb != LoadBalancerConfig():
             raise ConfigError(f"{path}: only allowed with internal_alb: true")
-        if c.vpc.load_balancer_cidrs:
-            raise ConfigError(f"{vpc_path}.load_balancer_cidrs: only allowed with workload.internal_alb: true")
-        return
-    _validate_load_balancer_subnets(c.vpc, vpc_path)
+        if c.vpc.load_balancer_cidrs and c.gateway is None:
+            raise ConfigError(
+                f"{vpc_path}.load_balancer_cidrs: only allowed with workload.internal_alb: true or a gateway"
+            )
+    else:
+        _validate_listener(c, lb, path, "ALB", "internal_alb")
+    if c.gateway is not None:
+        _validate_listener(c, c.gateway, f"{env_path}.gateway", "NLB", "gateway")
+    if c.workload.internal_alb or c.gateway is not None:
+        _validate_load_balancer_subnets(c.vpc, vpc_path)
+
+
+def _validate_listener(c: EnvironmentConfig, lb: LoadBalancerConfig, path: str, kind: str, owner: str) -> None:
+    """One internal load balancer's listener (`kind`: ALB or NLB) and who may reach it."""
     if lb.certificate_arn is not None:
         match = aws_ids.ACM_CERTIFICATE_ARN.match(lb.certificate_arn)
         if not match:
@@ -233,25 +244,27 @@ def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
                 "must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
         if c.region is not None and match.group(1) != c.region:
-            raise fail(f"{path}.certificate_arn", lb.certificate_arn, f"must be a certificate in {c.region}, the ALB's")
+            raise fail(
+                f"{path}.certificate_arn", lb.certificate_arn, f"must be a certificate in {c.region}, the {kind}'s"
+            )
         if lb.allow_http:
             raise fail(
                 f"{path}.allow_http",
                 True,
-                "with certificate_arn the ALB serves HTTPS only (an HTTP listener, even one that redirects, "
+                f"with certificate_arn the {kind} serves HTTPS only (an HTTP listener, even one that redirects, "
                 "receives the first request and its API key in clear)",
             )
     elif not lb.allow_http:
         raise fail(
             f"{path}.certificate_arn",
             None,
-            "internal_alb needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
+            f"{owner} needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
         )
     if c.vpc.imported and not lb.inbound_cidrs:
         raise fail(
             f"{path}.inbound_cidrs",
             [],
-            "an existing VPC's CIDR is not known at synth: list the IPv4 CIDRs that may reach the ALB",
+            f"an existing VPC's CIDR is not known at synth: list the IPv4 CIDRs that may reach the {kind}",
         )
     for i, cidr in enumerate(lb.inbound_cidrs):
         try:

@@ -11,6 +11,7 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig, ServedWorkload
 from llm_eks.infra.images import require_locked
 from llm_eks.infra.plan import Plan
+from llm_eks.infra.workloads.gateway import gateway_props
 from llm_eks.infra.workloads.pools import gpu_pool, merge_pools
 from llm_eks.infra.workloads.props import (
     autoscaling_props,
@@ -22,6 +23,8 @@ from llm_eks.infra.workloads.props import (
     vllm_props,
 )
 from llm_eks.infra.workloads.types import RayServeWorkload, VllmWorkload, Workload
+from llm_eks.manifests.dashboard import ExtraPanel
+from llm_eks.manifests.gateway.panels import gateway_panels
 from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
 from llm_eks.manifests.vllm import VllmProps
@@ -102,7 +105,20 @@ def build_workloads(
         built.append(workload)
     pools = merge_pools([w.gpu_pool for w in built])
     # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
-    return tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
+    merged = tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
+    gateway = gateway_props(config, merged)
+    if gateway is None:
+        return merged
+    # Each workload's dashboard shows the gateway's view of it beside its engine's.
+    return tuple(
+        _with_panels(w, gateway_panels(gateway, route)) for w, route in zip(merged, gateway.routes, strict=True)
+    )
+
+
+def _with_panels(workload: Workload, panels: tuple[ExtraPanel, ...]) -> Workload:
+    if isinstance(workload, VllmWorkload):
+        return replace(workload, monitoring=replace(workload.monitoring, extra_panels=panels))
+    return replace(workload, monitoring=replace(workload.monitoring, extra_panels=panels))
 
 
 def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]) -> None:

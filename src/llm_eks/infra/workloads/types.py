@@ -15,7 +15,7 @@ from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import VllmProps
 
 # The add-ons a workload's charts can wait for, by the names ChartPlan.needs and the CDK stack use.
-Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "alb"]
+Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "alb", "istio"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,53 @@
+"""The environment's inference gateway from its config and workloads: one route per workload, naming every `model`
+it answers (the served model name, then each LoRA adapter)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.infra.workloads.types import VllmWorkload, Workload
+from llm_eks.manifests.gateway import GatewayProps, ModelRoute, PoolBackend, ServiceBackend
+from llm_eks.manifests.labels import VLLM_APP, selector_labels
+from llm_eks.manifests.ray_monitoring import pod_selector
+from llm_eks.manifests.vllm import PORT
+from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL
+
+
+def model_route(workload: Workload) -> ModelRoute:
+    """What the gateway needs of one workload: where its pods are and every name they answer."""
+    if isinstance(workload, VllmWorkload):
+        v = workload.vllm
+        selector = selector_labels(VLLM_APP, v.name)
+        if v.nodes_per_replica > 1:
+            # A LeaderWorkerSet group serves from its leader only; the workers are headless.
+            selector[LWS_WORKER_INDEX_LABEL] = "0"
+        adapters = tuple(name for name, _ in v.engine.lora_modules)
+        return ModelRoute(
+            name=v.name,
+            namespace=v.namespace,
+            model_names=(v.served_model_name, *adapters),
+            backend=PoolBackend(selector=selector, port=PORT),
+        )
+    r = workload.ray
+    return ModelRoute(
+        name=r.name,
+        namespace=r.namespace,
+        model_names=(r.model_id,),
+        backend=ServiceBackend(service=r.serve_service_name, selector=pod_selector(r.name)),
+    )
+
+
+def gateway_props(config: EnvironmentConfig, workloads: Sequence[Workload]) -> GatewayProps | None:
+    """The gateway of `config.gateway` over every workload; None when the environment has none."""
+    g = config.gateway
+    if g is None:
+        return None
+    return GatewayProps(
+        routes=tuple(model_route(w) for w in workloads),
+        # Default: the VPC we create (config requires the list for an existing VPC, whose CIDR is never looked up).
+        inbound_cidrs=g.inbound_cidrs or (config.vpc.cidr,),
+        load_balancer_cidrs=config.vpc.load_balancer_subnet_cidrs(),
+        certificate_arn=g.certificate_arn,
+        allow_http=g.allow_http,
+    )

@@ -1,0 +1,199 @@
+"""`GatewayProps` and `ModelRoute`: what the inference gateway and each model behind it need, and every check on
+that input. Pinned images and the wire names the routing rests on are here too, each with the source that fixes it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from llm_eks import aws_ids
+from llm_eks.errors import ConfigError
+from llm_eks.manifests.ingress import ALB_SSL_POLICY
+from llm_eks.manifests.labels import require_dns1035, require_dns1123
+
+# llm-d/llm-d-router v0.10.0 (hack/push-chart.sh writes this repository and tag into its chart), the endpoint picker.
+EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+# llm-d/llm-d-inference-payload-processor v0.1.0 (llm-d/llm-d PR #2075 pins this tag), the body-based router.
+IPP_IMAGE = "ghcr.io/llm-d/llm-d-inference-payload-processor:v0.1.0"
+# The header the payload processor's body-field-to-header plugin writes from the request's `model` field (its chart's
+# default config), and the HTTPRoutes match on.
+MODEL_HEADER = "X-Gateway-Model-Name"
+# The environment's gateway namespace: the Gateway, its Envoy pods and the payload processor.
+GATEWAY_NAMESPACE = "inference-gateway"
+# The GatewayClass istiod creates and controls (when the Gateway API CRDs exist); each Gateway of it gets an Envoy
+# Deployment.
+GATEWAY_CLASS = "istio"
+# Envoy's ext_proc ports: EPP 9002 and IPP 9004 (their charts and pkg/*/server/options.go defaults), gRPC health
+# 9003 and 9005, Prometheus metrics 9090 on both.
+EPP_PORT, EPP_HEALTH_PORT = 9002, 9003
+IPP_PORT, IPP_HEALTH_PORT = 9004, 9005
+ROUTER_METRICS_PORT = 9090
+# Istio's gateway Envoy: merged Prometheus metrics on 15020 (/stats/prometheus), readiness on 15021.
+GATEWAY_METRICS_PORT = 15020
+# A served model name, an adapter name: what OpenAI clients put in "model". HTTP header values allow any visible
+# ASCII; the Gateway API caps a header match value at 4096 characters.
+_MODEL_NAME = re.compile(r"^[\x21-\x7e]{1,4096}$")
+_NLB_POLICY = re.compile(r"^ELBSecurityPolicy-TLS13-1-[23]-[A-Za-z0-9-]+$")
+
+
+@dataclass(frozen=True)
+class PoolBackend:
+    """A vLLM workload: its pods become an InferencePool whose endpoint picker chooses the replica."""
+
+    # The vLLM pods' selector labels (immutable, as their Deployment or LeaderWorkerSet selects them).
+    selector: Mapping[str, str]
+    # vLLM's OpenAI port, which also serves /metrics (the picker reads queue and KV-cache use from it).
+    port: int = 8000
+
+
+@dataclass(frozen=True)
+class ServiceBackend:
+    """A workload with its own router (Ray Serve's proxy): the gateway forwards to its Service."""
+
+    service: str
+    # The pods behind the Service (their NetworkPolicy admits the gateway).
+    selector: Mapping[str, str]
+    port: int = 8000
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """One workload behind the gateway: the names clients ask for and where they go."""
+
+    # Base of every object name (the workload's own name, e.g. vllm-llama): the InferencePool, `<name>-epp`, the
+    # HTTPRoute.
+    name: str
+    # The workload's namespace: the route, the pool and its picker live beside the pods they serve.
+    namespace: str
+    # Every `model` this workload answers: its served model name, then its LoRA adapters.
+    model_names: tuple[str, ...]
+    backend: PoolBackend | ServiceBackend
+    # Where the picker runs: the system nodes (it is small, and must outlive the GPU nodes it routes to).
+    node_selector: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
+    )
+    # The picker's state (prefix-cache index) is per process: upstream's pattern is one active replica, Recreate on
+    # update, and `failureMode: FailOpen` on the pool so a picker restart degrades to plain load balancing.
+    picker_replicas: int = 1
+
+    @property
+    def picker(self) -> str:
+        return f"{self.name}-epp"
+
+
+@dataclass(frozen=True)
+class GatewayProps:
+    """The environment's one inference endpoint: an Istio Gateway behind an internal NLB, the payload processor that
+    lifts `model` into a header, and one route per workload."""
+
+    routes: tuple[ModelRoute, ...]
+    # IPv4 CIDRs the NLB's security group admits (e.g. the VPC's CIDR). Required: left out, the AWS Load Balancer
+    # Controller admits 0.0.0.0/0.
+    inbound_cidrs: tuple[str, ...]
+    # The subnets the NLB's ENIs live in (target type ip: they connect to the gateway pods from there).
+    load_balancer_cidrs: tuple[str, ...]
+    # TLS on 443, terminated by the NLB with this ACM certificate. Required unless allow_http.
+    certificate_arn: str | None = None
+    # Plain HTTP on 80: an explicit choice, never the fallback for a missing certificate.
+    allow_http: bool = False
+    # The NLB's TLS negotiation policy: TLS 1.3 and 1.2 only (the controller's default still accepts TLS 1.0).
+    ssl_policy: str = ALB_SSL_POLICY
+    namespace: str = GATEWAY_NAMESPACE
+    name: str = "inference"
+    # Envoy gateway pods (set on istiod's GatewayClass defaults; here for the NetworkPolicies and the docs).
+    gateway_replicas: int = 2
+    # Two: its ext_proc filter is fail-closed (failure_mode_allow false), so with it down nothing routes.
+    router_replicas: int = 2
+    node_selector: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
+    )
+    monitoring_namespace: str = "monitoring"
+
+    @property
+    def listener(self) -> str:
+        return "https" if self.certificate_arn is not None else "http"
+
+    @property
+    def port(self) -> int:
+        return 443 if self.certificate_arn is not None else 80
+
+    def validate(self) -> None:
+        validate_gateway(self)
+
+
+def validate_gateway(p: GatewayProps) -> None:
+    """One-line ConfigError for the first thing wrong with `p` (field names as `gateway.<field>`)."""
+    require_dns1123("gateway.namespace", p.namespace)
+    require_dns1035("gateway.name", p.name)
+    if p.certificate_arn is not None:
+        if not aws_ids.ACM_CERTIFICATE_ARN.match(p.certificate_arn):
+            raise ConfigError(
+                f"gateway.certificate_arn: {p.certificate_arn!r} is not allowed; must be an ACM certificate ARN "
+                "(arn:aws:acm:<region>:<account>:certificate/<id>)"
+            )
+        if p.allow_http:
+            raise ConfigError(
+                "gateway.allow_http: True is not allowed with certificate_arn; the endpoint serves HTTPS only"
+            )
+    elif not p.allow_http:
+        raise ConfigError(
+            "gateway.certificate_arn: None is not allowed without allow_http; name an ACM certificate for HTTPS, "
+            "or set allow_http to serve plain HTTP"
+        )
+    if not _NLB_POLICY.match(p.ssl_policy):
+        raise ConfigError(
+            f"gateway.ssl_policy: {p.ssl_policy!r} is not allowed; must be an ELBSecurityPolicy-TLS13-1-2-* or "
+            "-TLS13-1-3-* policy (TLS 1.2 and newer)"
+        )
+    for field_name, blocks in (("inbound_cidrs", p.inbound_cidrs), ("load_balancer_cidrs", p.load_balancer_cidrs)):
+        if not blocks:
+            raise ConfigError(f"gateway.{field_name}: () is not allowed; name at least one IPv4 CIDR")
+        for block in blocks:
+            try:
+                net = ipaddress.IPv4Network(block)
+            except ValueError:
+                raise ConfigError(
+                    f"gateway.{field_name}: {block!r} is not allowed; must be an IPv4 CIDR such as 10.0.0.0/16"
+                ) from None
+            if net.prefixlen == 0:
+                raise ConfigError(
+                    f"gateway.{field_name}: {block!r} is not allowed; must not be the whole internet, list your own "
+                    "ranges"
+                )
+    for field_name, n in (("gateway_replicas", p.gateway_replicas), ("router_replicas", p.router_replicas)):
+        if not 1 <= n <= 10:
+            raise ConfigError(f"gateway.{field_name}: {n} is not allowed; must be between 1 and 10")
+    if not p.routes:
+        raise ConfigError("gateway.routes: () is not allowed; name at least one workload to route to")
+    owner: dict[str, str] = {}
+    for r in p.routes:
+        path = f"gateway.routes[{r.name}]"
+        require_dns1035(f"{path}.name", r.name)
+        require_dns1123(f"{path}.namespace", r.namespace)
+        if len(r.picker) > 63:
+            raise ConfigError(
+                f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)"
+            )
+        if not r.model_names:
+            raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
+        if not 1 <= r.picker_replicas <= 3:
+            raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
+        for model in r.model_names:
+            if not _MODEL_NAME.match(model):
+                raise ConfigError(
+                    f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces"
+                )
+            if model in owner:
+                raise ConfigError(
+                    f"{path}.model_names: {model!r} is not allowed; {owner[model]} already serves it (each model "
+                    "name routes to exactly one workload)"
+                )
+            owner[model] = path
+    names = [r.name for r in p.routes]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own")

@@ -45,7 +45,10 @@ WAITS = {"kube-prometheus-stack": 3, "secrets-store-csi-driver": 3}
 
 class Synth:
     def __init__(self) -> None:
-        outdir = Path(tempfile.mkdtemp(prefix="addons-"))
+        with tempfile.TemporaryDirectory(prefix="addons-") as tmp:
+            self._synth(Path(tmp))
+
+    def _synth(self, outdir: Path) -> None:
         app = cdk.App(outdir=str(outdir))
         stack = cdk.Stack(app, STACK, env=cdk.Environment(account="123456789012", region="us-west-2"))
         cluster = minimal_cluster(stack)

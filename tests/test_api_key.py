@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,8 +17,8 @@ from tests.cdk_fixtures import synth_with_nag
 
 
 @pytest.fixture(scope="module")
-def synthesized() -> tuple[dict[str, Any], dict[str, Any]]:
-    outdir = Path(tempfile.mkdtemp(prefix="api-key-"))
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    outdir = tmp_path_factory.mktemp("api-key")
     app = cdk.App(outdir=str(outdir))
     stack = cdk.Stack(app, "Key", env=cdk.Environment(account="123456789012", region="us-west-2"))
     GeneratedApiKey(stack, "ApiKey", GeneratedApiKeyProps(secret_name="llm-eks/dev/api-key"))

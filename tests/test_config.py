@@ -112,8 +112,8 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: account, admin_role_arns, "
-            "endpoint, gateway, kubernetes_version, region, require_image_digests, system_nodes, tags, vpc, workload, "
-            "workloads",
+            "endpoint, gateway, kubernetes_version, region, require_image_digests, system_nodes, tags, vpc, "
+            "weights_bucket, workload, workloads",
         ),
         (
             {"workload": {"modle": "x"}},

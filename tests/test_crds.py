@@ -504,13 +504,16 @@ def pki() -> Pki:
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    folder = Path(tempfile.mkdtemp(prefix="crds-pki-"))
-    (folder / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "server.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(folder / "server.pem", folder / "server.key")
+    with tempfile.TemporaryDirectory(prefix="crds-pki-") as tmp:
+        folder = Path(tmp)
+        (folder / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (folder / "server.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        server.load_cert_chain(folder / "server.pem", folder / "server.key")
     pem = serialization.Encoding.PEM
     return Pki(ca_cert.public_bytes(pem), other_cert.public_bytes(pem), server)
 

@@ -11,11 +11,15 @@ import cdk8s
 import pytest
 
 from llm_eks.errors import ConfigError
+from llm_eks.images.lock import ImageLock, LockEntry
 from llm_eks.infra.charts import build_charts
 from llm_eks.infra.config import parse_environment
 from llm_eks.infra.environment_plans import plan_workloads
+from llm_eks.infra.images import environment_images
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
 from llm_eks.manifests.gateway import (
+    EPP_IMAGE,
+    IPP_IMAGE,
     MODEL_HEADER,
     GatewayChart,
     GatewayProps,
@@ -34,7 +38,7 @@ ADAPTERS = {"sql": "acme/llama-3.1-8b-sql-lora", "support-fr": "acme/llama-3.1-8
 # Three workloads on two engines behind one endpoint: a vLLM model with two LoRA adapters, a second vLLM model, and
 # a Ray Serve model.
 BODY: dict[str, Any] = {
-    "gateway": {"allow_http": True},
+    "gateway": {"allow_http": True, "ray_serve_without_api_key": True},
     "workloads": {
         "chat": {
             "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -160,7 +164,14 @@ def test_the_gateway_listens_on_an_internal_nlb_and_admits_routes_from_the_workl
 
 
 def test_with_a_certificate_the_nlb_ends_tls_on_443_with_a_tls12_policy() -> None:
-    charts = _charts({**BODY, "account": "123456789012", "region": "us-east-1", "gateway": {"certificate_arn": CERT}})
+    charts = _charts(
+        {
+            **BODY,
+            "account": "123456789012",
+            "region": "us-east-1",
+            "gateway": {"certificate_arn": CERT, "ray_serve_without_api_key": True},
+        }
+    )
     gw = _one(charts["gateway"], "Gateway", "inference")
     annotations = gw["spec"]["infrastructure"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == CERT
@@ -363,6 +374,15 @@ def test_a_gateway_certificate_in_another_region_is_refused() -> None:
     )
 
 
+def test_a_ray_serve_workload_behind_the_gateway_needs_an_explicit_choice() -> None:
+    """Ray Serve LLM checks no API key: exposing it through the NLB is refused unless the config says so."""
+    assert _config_error({**BODY, "gateway": {"allow_http": True}}) == (
+        "environments.qa.gateway.ray_serve_without_api_key: False is not allowed; environments.qa.workloads.moe "
+        "runs Ray Serve, which checks no API key, so through the gateway anyone in inbound_cidrs could call it: set "
+        "it to true to accept that, or serve that model with vLLM"
+    )
+
+
 def test_an_adapter_named_like_another_workloads_model_is_refused() -> None:
     body = {**BODY, "workloads": {**BODY["workloads"]}}
     body["workloads"]["chat"] = {**body["workloads"]["chat"], "lora_adapters": {"Qwen/Qwen3-8B": "acme/x-lora"}}
@@ -423,3 +443,22 @@ def test_the_gateway_props_are_the_workloads_own() -> None:
     workloads = build_workloads(config, plan_workloads(config))
     chat = next(w for w in workloads if isinstance(w, VllmWorkload) and w.key == "chat")
     assert chat.monitoring.extra_panels[0].title == "Gateway: requests per model"
+
+
+def test_locked_router_images_are_pinned_by_digest_and_listed_for_the_lock() -> None:
+    """`llm-eks images lock` covers the routers: a locked digest reaches both Deployments (and the unlocked-digest
+    checkov suppression goes), and the environment's image list names them."""
+    digest = "sha256:" + "ab" * 32
+    entry = LockEntry(digest, "2026-11-30T00:00:00Z", "https://ghcr.io/v2/x/manifests/y")
+    lock = ImageLock(entries={EPP_IMAGE: entry, IPP_IMAGE: entry})
+    config = parse_environment("qa", BODY)
+    plans = plan_workloads(config)
+    workloads = build_workloads(config, plans, images=lock)
+    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
+    objects = [o for c in charts for o in c.chart.to_json()]
+    for name, image in (("vllm-chat-epp", EPP_IMAGE), ("payload-processor", IPP_IMAGE)):
+        deployment = _one(objects, "Deployment", name)
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"{image}@{digest}"
+        assert not any(v.startswith("CKV_K8S_43=") for v in deployment["metadata"]["annotations"].values())
+    assert {EPP_IMAGE, IPP_IMAGE} <= set(environment_images(config, plans))

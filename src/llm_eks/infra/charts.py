@@ -13,7 +13,6 @@ import cdk8s
 
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
-from llm_eks.infra.workloads.gateway import gateway_props
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
@@ -158,14 +157,16 @@ def build_charts(
             charts += _ray_serve_charts(app, workload)
         else:
             charts += _vllm_charts(app, config, workload)
-    return charts + _gateway_charts(app, config, workloads)
+    return charts + _gateway_charts(app, workloads)
 
 
-def _gateway_charts(app: cdk8s.App, config: EnvironmentConfig, workloads: Sequence[Workload]) -> list[ChartPlan]:
+def _gateway_charts(app: cdk8s.App, workloads: Sequence[Workload]) -> list[ChartPlan]:
     """The gateway's namespace, then each workload's route (after the workload: its namespace comes with it)."""
-    props = gateway_props(config, workloads)
+    props = workloads[0].gateway
     if props is None:
         return []
+    if any(w.gateway is not props for w in workloads):
+        raise ValueError("every workload of an environment must carry the same gateway")  # a bug in the caller
     charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props), needs=("istio", "alb", "observability"))]
     for workload, route in zip(workloads, props.routes, strict=True):
         route_id = chart_id(workload, "route")

@@ -19,6 +19,7 @@ from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
 from llm_eks.infra.config import EnvironmentConfig, WorkloadConfig
 from llm_eks.infra.plan import Plan
+from llm_eks.manifests.gateway import EPP_IMAGE, IPP_IMAGE
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
@@ -88,6 +89,9 @@ def workload_images(w: WorkloadConfig) -> list[str]:
 def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:
     """Every image of the environment the lock covers: the workloads' own first, then the Helm releases'."""
     own = [ref for s in config.served for ref in workload_images(s.config)]
+    if config.gateway is not None:
+        # The gateway's routers (manifests/gateway): on the system nodes, so not in a GPU node's image snapshot.
+        own += [IPP_IMAGE, EPP_IMAGE]
     chart = [
         image.ref
         for name, version in environment_charts(config, plans).items()

@@ -87,6 +87,7 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
         _validate_workload(served.config, served.path)
     _validate_workloads(c, path)
     _validate_load_balancer(c, path)
+    _validate_weights_bucket(c, path)
 
 
 # A workload's short name: it names the workload's namespace (inference-<key>), objects and charts.
@@ -214,6 +215,42 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
         raise fail(f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
 
 
+def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
+    """An existing bucket's name and key; workloads with weights "staged" need the bucket and the vLLM engine."""
+    b = c.weights_bucket
+    if b is not None:
+        path = f"{env_path}.weights_bucket"
+        if b.name is not None:
+            problem = aws_ids.s3_uri_problem(f"s3://{b.name}/")
+            if problem is not None:
+                raise fail(
+                    f"{path}.name", b.name, "must be an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"
+                )
+        if b.kms_key_arn is not None:
+            if b.name is None:
+                raise ConfigError(
+                    f"{path}.kms_key_arn: only allowed with name (the bucket llm-eks creates has its own key)"
+                )
+            if not aws_ids.KMS_KEY_ARN.match(b.kms_key_arn):
+                raise fail(f"{path}.kms_key_arn", b.kms_key_arn, "must be a KMS key ARN (arn:aws:kms:<region>:...)")
+    for s in c.served:
+        if s.config.weights != "staged":
+            continue
+        if b is None:
+            raise fail(
+                f"{s.path}.weights",
+                "staged",
+                f"needs {env_path}.weights_bucket ({{}} to let the stack create one, or the name of yours)",
+            )
+        if s.config.engine != "vllm":
+            raise fail(
+                f"{s.path}.weights",
+                "staged",
+                "needs engine vllm (Ray Serve LLM reads model_source from its serve config, which cannot take the "
+                "bucket name from the cluster); use weights 's3' with weights_s3_uri",
+            )
+
+
 def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
     """The internal ALB of `workload.internal_alb` and the gateway's NLB: HTTPS with a named certificate, or HTTP by
     explicit choice; inbound CIDRs that never include the internet; subnets of their own."""
@@ -229,6 +266,14 @@ def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
         _validate_listener(c, lb, path, "ALB", "internal_alb")
     if c.gateway is not None:
         _validate_listener(c, c.gateway, f"{env_path}.gateway", "NLB", "gateway")
+        ray = [s for s in c.served if s.config.engine == "ray-serve"]
+        if ray and not c.gateway.ray_serve_without_api_key:
+            raise fail(
+                f"{env_path}.gateway.ray_serve_without_api_key",
+                False,
+                f"{ray[0].path} runs Ray Serve, which checks no API key, so through the gateway anyone in "
+                "inbound_cidrs could call it: set it to true to accept that, or serve that model with vLLM",
+            )
     if c.workload.internal_alb or c.gateway is not None:
         _validate_load_balancer_subnets(c.vpc, vpc_path)
 

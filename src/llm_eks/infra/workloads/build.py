@@ -24,6 +24,7 @@ from llm_eks.infra.workloads.props import (
 )
 from llm_eks.infra.workloads.types import RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests.dashboard import ExtraPanel
+from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.panels import gateway_panels
 from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
@@ -106,19 +107,19 @@ def build_workloads(
     pools = merge_pools([w.gpu_pool for w in built])
     # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
     merged = tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
-    gateway = gateway_props(config, merged)
+    gateway = gateway_props(config, merged, lock)
     if gateway is None:
         return merged
-    # Each workload's dashboard shows the gateway's view of it beside its engine's.
+    # Each workload knows the gateway it is behind, and its dashboard shows the gateway's view of it.
     return tuple(
-        _with_panels(w, gateway_panels(gateway, route)) for w, route in zip(merged, gateway.routes, strict=True)
+        _behind(w, gateway, gateway_panels(gateway, route)) for w, route in zip(merged, gateway.routes, strict=True)
     )
 
 
-def _with_panels(workload: Workload, panels: tuple[ExtraPanel, ...]) -> Workload:
+def _behind(workload: Workload, gateway: GatewayProps, panels: tuple[ExtraPanel, ...]) -> Workload:
     if isinstance(workload, VllmWorkload):
-        return replace(workload, monitoring=replace(workload.monitoring, extra_panels=panels))
-    return replace(workload, monitoring=replace(workload.monitoring, extra_panels=panels))
+        return replace(workload, gateway=gateway, monitoring=replace(workload.monitoring, extra_panels=panels))
+    return replace(workload, gateway=gateway, monitoring=replace(workload.monitoring, extra_panels=panels))
 
 
 def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]) -> None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llm_eks.images.lock import ImageLock
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.workloads.types import VllmWorkload, Workload
-from llm_eks.manifests.gateway import GatewayProps, ModelRoute, PoolBackend, ServiceBackend
+from llm_eks.manifests.gateway import EPP_IMAGE, IPP_IMAGE, GatewayProps, ModelRoute, PoolBackend, ServiceBackend
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.ray_monitoring import pod_selector
 from llm_eks.manifests.vllm import PORT
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL
 
 
-def model_route(workload: Workload) -> ModelRoute:
+def model_route(workload: Workload, lock: ImageLock) -> ModelRoute:
     """What the gateway needs of one workload: where its pods are and every name they answer."""
     if isinstance(workload, VllmWorkload):
         v = workload.vllm
@@ -28,6 +29,7 @@ def model_route(workload: Workload) -> ModelRoute:
             namespace=v.namespace,
             model_names=(v.served_model_name, *adapters),
             backend=PoolBackend(selector=selector, port=PORT),
+            picker_image=lock.pin(EPP_IMAGE),
         )
     r = workload.ray
     return ModelRoute(
@@ -38,16 +40,20 @@ def model_route(workload: Workload) -> ModelRoute:
     )
 
 
-def gateway_props(config: EnvironmentConfig, workloads: Sequence[Workload]) -> GatewayProps | None:
-    """The gateway of `config.gateway` over every workload; None when the environment has none."""
+def gateway_props(
+    config: EnvironmentConfig, workloads: Sequence[Workload], lock: ImageLock | None = None
+) -> GatewayProps | None:
+    """The gateway of `config.gateway` over every workload, its images pinned where `lock` holds them; None when the
+    environment has none."""
     g = config.gateway
     if g is None:
         return None
     return GatewayProps(
-        routes=tuple(model_route(w) for w in workloads),
+        routes=tuple(model_route(w, lock or ImageLock()) for w in workloads),
         # Default: the VPC we create (config requires the list for an existing VPC, whose CIDR is never looked up).
         inbound_cidrs=g.inbound_cidrs or (config.vpc.cidr,),
         load_balancer_cidrs=config.vpc.load_balancer_subnet_cidrs(),
         certificate_arn=g.certificate_arn,
         allow_http=g.allow_http,
+        router_image=(lock or ImageLock()).pin(IPP_IMAGE),
     )

@@ -7,6 +7,7 @@ from typing import Literal, TypeAlias
 
 from llm_eks.manifests.autoscaling import AutoscalingProps
 from llm_eks.manifests.benchmark import BenchmarkProps
+from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.monitoring import MonitoringProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
@@ -32,6 +33,8 @@ class VllmWorkload:
     headroom: HeadroomProps | None = None
     # Its name in `workloads`; None: the one-model `workload` shorthand.
     key: str | None = None
+    # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
+    gateway: GatewayProps | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:
@@ -64,6 +67,8 @@ class RayServeWorkload:
     monitoring: RayMonitoringProps
     # Its name in `workloads`; None: the one-model `workload` shorthand.
     key: str | None = None
+    # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
+    gateway: GatewayProps | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:

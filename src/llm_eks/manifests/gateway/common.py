@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llm_eks.manifests.checkov import skip_annotations
+from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.gateway.props import ROUTER_METRICS_PORT
 from llm_eks.manifests.labels import PART_OF
 
@@ -96,13 +96,15 @@ ROUTER_SKIPS: Mapping[str, str] = {
     "CKV_K8S_11": "No CPU limit on purpose: every request waits on this ext_proc call; CFS throttling adds latency.",
     "CKV_K8S_15": "IfNotPresent on purpose: a release tag never moves; a registry outage must not block a restart.",
     "CKV_K8S_38": "It watches the Kubernetes API (pods, InferencePools or ConfigMaps) with its own read-only Role.",
-    "CKV_K8S_43": "Release tag pinned in llm_eks/manifests/gateway/props.py; images.lock.json does not cover it yet.",
 }
 
 
-def router_meta(name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
-    """A router Deployment's metadata, with its checkov suppressions."""
-    return {**meta(name, namespace, labels), "annotations": skip_annotations(ROUTER_SKIPS)}
+def router_meta(name: str, namespace: str, labels: Mapping[str, str], image: str) -> dict[str, Any]:
+    """A router Deployment's metadata, with its checkov suppressions (the digest one only while `image` has none)."""
+    reasons = dict(ROUTER_SKIPS)
+    if "@sha256:" not in image:
+        reasons.update(UNLOCKED_IMAGE_SKIP)
+    return {**meta(name, namespace, labels), "annotations": skip_annotations(reasons)}
 
 
 def router_service(

@@ -22,7 +22,6 @@ from llm_eks.manifests.gateway.common import (
 )
 from llm_eks.manifests.gateway.props import (
     EPP_HEALTH_PORT,
-    EPP_IMAGE,
     EPP_PORT,
     MODEL_HEADER,
     ROUTER_METRICS_PORT,
@@ -122,7 +121,7 @@ def endpoint_picker(r: ModelRoute) -> list[dict[str, Any]]:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": router_meta(name, ns, labels),
+        "metadata": router_meta(name, ns, labels, r.picker_image),
         "spec": {
             "replicas": r.picker_replicas,
             # Upstream: one active replica; Recreate lets a new one take over at once.
@@ -139,7 +138,7 @@ def endpoint_picker(r: ModelRoute) -> list[dict[str, Any]]:
                     "containers": [
                         {
                             "name": "epp",
-                            "image": EPP_IMAGE,
+                            "image": r.picker_image,
                             "imagePullPolicy": "IfNotPresent",
                             "args": _picker_args(r),
                             "env": [

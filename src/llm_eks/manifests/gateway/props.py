@@ -79,6 +79,8 @@ class ModelRoute:
     # The picker's state (prefix-cache index) is per process: upstream's pattern is one active replica, Recreate on
     # update, and `failureMode: FailOpen` on the pool so a picker restart degrades to plain load balancing.
     picker_replicas: int = 1
+    # The pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
+    picker_image: str = EPP_IMAGE
 
     @property
     def picker(self) -> str:
@@ -108,6 +110,8 @@ class GatewayProps:
     gateway_replicas: int = 2
     # Two: its ext_proc filter is fail-closed (failure_mode_allow false), so with it down nothing routes.
     router_replicas: int = 2
+    # The payload processor's pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
+    router_image: str = IPP_IMAGE
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
     )

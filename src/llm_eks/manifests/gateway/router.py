@@ -23,7 +23,6 @@ from llm_eks.manifests.gateway.props import (
     GATEWAY_CLASS,
     GATEWAY_METRICS_PORT,
     IPP_HEALTH_PORT,
-    IPP_IMAGE,
     IPP_PORT,
     MODEL_HEADER,
     ROUTER_METRICS_PORT,
@@ -119,7 +118,7 @@ def payload_processor(p: GatewayProps) -> list[dict[str, Any]]:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": router_meta(IPP_NAME, ns, labels),
+        "metadata": router_meta(IPP_NAME, ns, labels, p.router_image),
         "spec": {
             "replicas": p.router_replicas,
             "selector": {"matchLabels": labels},
@@ -141,7 +140,7 @@ def payload_processor(p: GatewayProps) -> list[dict[str, Any]]:
                     "containers": [
                         {
                             "name": IPP_NAME,
-                            "image": IPP_IMAGE,
+                            "image": p.router_image,
                             "imagePullPolicy": "IfNotPresent",
                             "args": [
                                 "--config-file",

@@ -7,18 +7,15 @@ Zero failed checks; each suppression sits on its own resource (template `Metadat
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from llm_eks.manifests.checkov import serving_pod_annotations, skip_annotations
-from tests.conftest import ENVIRONMENTS, REPO_ROOT, Synthesized
-
-CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
+from tests.checkov_run import CHECKOV, run_checkov
+from tests.conftest import ENVIRONMENTS, Synthesized
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +29,9 @@ def checkov_results(synthesized: Synthesized, tmp_path_factory: pytest.TempPathF
         for path in sorted((synthesized.outdir / "manifests" / env).glob("*.yaml")):
             if path.name != "helm-releases.yaml":  # a listing of Helm values, not objects
                 shutil.copy(path, folder / f"{env}-{path.name}")
-    run = subprocess.run(
-        [
-            *(str(CHECKOV), "-d", str(folder), "--framework", "cloudformation", "kubernetes"),
-            *("--skip-download", "--compact", "-o", "json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert run.returncode in (0, 1), run.stderr[-2000:]
-    results = json.loads(run.stdout)
-    return results if isinstance(results, list) else [results]
+    results = run_checkov(folder, "cloudformation", "kubernetes")
+    assert results is not None
+    return results
 
 
 def test_checkov_scans_templates_and_kubernetes_objects(checkov_results: list[dict[str, Any]]) -> None:

@@ -14,6 +14,8 @@ from tests.conftest import REPO_ROOT, Synthesized
 from tests.kube_schema import assert_valid
 
 SG = "sg-0123456789abcdef0"
+# dev's weights bucket is created by the stack: GitOps is given its name (the stack output WeightsBucketName).
+BUCKET = "llmeks-dev-weightsbucket-0123456789ab"
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def gitops_dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "import sys\n"
         "from llm_eks.infra.cli import main\n"
         f"code = main(['manifests', '--env', 'dev', '--node-role-name', 'KarpenterNodeRole-dev', "
-        f"'--security-group-id', {SG!r}, '--out', {str(out)!r}])\n"
+        f"'--security-group-id', {SG!r}, '--weights-bucket', {BUCKET!r}, '--out', {str(out)!r}])\n"
         "assert not [m for m in sys.modules if m.startswith(('aws_cdk', 'cdk_nag'))], 'aws_cdk imported'\n"
         "sys.exit(code)\n"
     )
@@ -46,8 +48,27 @@ def test_files_in_apply_order_with_their_needs(gitops_dev: Path) -> None:
         "04-monitoring.yaml",
         "05-benchmark.manual.yaml",
     ]
-    assert (gitops_dev / "02-vllm.yaml").read_text().splitlines()[0] == "# needs: node-pools, secrets"
+    assert (gitops_dev / "02-vllm.yaml").read_text().splitlines()[0] == "# needs: node-pools, secrets, weights, staging"
     assert (gitops_dev / "03-autoscaling.yaml").read_text().splitlines()[0] == "# needs: vllm, keda"
+
+
+def test_staged_weights_read_the_given_bucket(gitops_dev: Path) -> None:
+    vllm = objects(gitops_dev)["02-vllm.yaml"]
+    (config_map,) = [o for o in vllm if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "llm-eks-weights"]
+    assert config_map["data"] == {"bucket": BUCKET}
+
+
+def test_staged_weights_without_the_bucket_name_are_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llm_eks.infra.cli import main
+
+    args = ["manifests", "--env", "dev", "--node-role-name", "r", "--security-group-id", SG, "--out", str(tmp_path)]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        "llm-eks: error: --weights-bucket: None is not allowed; environments.dev.workload has weights 'staged' in a "
+        "bucket the stack creates: pass its name (stack output WeightsBucketName)\n"
+    )
 
 
 def test_objects_are_valid_and_carry_the_given_identity(gitops_dev: Path) -> None:

@@ -241,7 +241,9 @@ def test_plan_warnings_are_annotated_per_workload(templates: dict[str, Any]) -> 
 
 def test_gitops_writes_the_same_objects_for_several_workloads(tmp_path: Path, synthesized: Synthesized) -> None:
     config = parse_environment("staging", CDK_JSON["context"]["environments"]["staging"])
-    written = write_manifests(config, plan_workloads(config), tmp_path, node_role_name="r", security_group_ids=SG)
+    written = write_manifests(
+        config, plan_workloads(config), tmp_path, node_role_name="r", security_group_ids=SG, weights_bucket="b-weights"
+    )
     gitops = {
         re.sub(r"^\d+-", "", p.name).split(".")[0]: {
             (o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(p.read_text()) if o

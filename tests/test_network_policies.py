@@ -156,7 +156,8 @@ def _vllm_deployments(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _vllm_pods(objects: list[dict[str, Any]]) -> tuple[Pod, Pod]:
-    (deployment,), job = _vllm_deployments(objects), _one(objects, "Job")
+    (deployment,) = _vllm_deployments(objects)
+    (job,) = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"].startswith("bench-")]
     ports = {
         p["name"]: (p["containerPort"], p["protocol"])
         for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]

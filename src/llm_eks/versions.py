@@ -83,3 +83,9 @@ RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py312-cu130"
 GATEWAY_API_VERSION = "v1.6.1"
 # Gateway API Inference Extension InferencePool CRD (inference.networking.k8s.io/v1), tag v1.6.0 (992e5c2).
 GAIE_VERSION = "v1.6.0"
+
+# The inference gateway's routers, pulled by the gateway's pods (manifests/gateway):
+# llm-d/llm-d-router v0.10.0, the endpoint picker (its hack/push-chart.sh writes this repository and tag).
+EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+# llm-d/llm-d-inference-payload-processor v0.1.0, the body-based router (llm-d/llm-d PR #2075 pins this tag).
+IPP_IMAGE = "ghcr.io/llm-d/llm-d-inference-payload-processor:v0.1.0"

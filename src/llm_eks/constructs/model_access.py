@@ -5,6 +5,9 @@ Grants exactly: `s3:GetObject` on `<bucket>/<prefix>*`, `s3:ListBucket` on the b
 and `kms:Decrypt` through S3 only when the bucket is encrypted with a customer managed key whose ARN is given. The
 role is the service account's shared Pod Identity role (EKS allows one association per service account), so the same
 pod can also read its Hugging Face token (`SecretsStoreCsi.add_secret_reader`).
+
+`bucket_name` and `kms_key_arn` may also be unresolved CDK tokens (a bucket and key of this app, e.g.
+`WeightsBucket.add_reader`): CloudFormation resolves them, so only literal values are checked here.
 """
 
 from __future__ import annotations
@@ -19,11 +22,30 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
+from llm_eks.constructs.karpenter_policies import iam5_findings
 from llm_eks.constructs.nag import acknowledge
 from llm_eks.errors import ConfigError, named_errors
 
 # S3 general purpose bucket naming rules: 3-63 of lowercase letters, digits, '.', '-'; starts and ends alphanumeric.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def check_bucket_name(field_name: str, name: str) -> None:
+    """An S3 general purpose bucket name."""
+    if not _BUCKET.match(name) or ".." in name:
+        raise ConfigError(
+            f"{field_name}: {name!r} is not allowed; must be an S3 bucket name (3-63 lowercase letters, digits, "
+            "'.', '-')"
+        )
+
+
+def check_prefix(field_name: str, prefix: str) -> None:
+    """An S3 key prefix that grants exactly one folder: ends in '/', no leading '/', no '*'."""
+    if not prefix or prefix.startswith("/") or not prefix.endswith("/") or "*" in prefix:
+        raise ConfigError(
+            f"{field_name}: {prefix!r} is not allowed; must be a key prefix without a leading '/' "
+            "or '*', ending in '/' (so it cannot match a sibling prefix)"
+        )
 
 
 @dataclass(frozen=True)
@@ -42,19 +64,13 @@ class ModelWeightsAccessOptions:
     permissions_boundary: iam.IManagedPolicy | None = None
 
     def validate(self) -> None:
-        if not _BUCKET.match(self.bucket_name) or ".." in self.bucket_name:
-            raise ConfigError(
-                f"model_weights.bucket_name: {self.bucket_name!r} is not allowed; must be an S3 bucket name "
-                "(3-63 lowercase letters, digits, '.', '-')"
-            )
-        if not self.prefix or self.prefix.startswith("/") or not self.prefix.endswith("/") or "*" in self.prefix:
-            raise ConfigError(
-                f"model_weights.prefix: {self.prefix!r} is not allowed; must be a key prefix without a leading '/' "
-                "or '*', ending in '/' (so it cannot match a sibling prefix)"
-            )
+        if not cdk.Token.is_unresolved(self.bucket_name):
+            check_bucket_name("model_weights.bucket_name", self.bucket_name)
+        check_prefix("model_weights.prefix", self.prefix)
         check_name("model_weights.namespace", self.namespace, label=True)
         check_name("model_weights.service_account", self.service_account, label=False)
-        check_kms_key_arn("model_weights.kms_key_arn", self.kms_key_arn)
+        if self.kms_key_arn is None or not cdk.Token.is_unresolved(self.kms_key_arn):
+            check_kms_key_arn("model_weights.kms_key_arn", self.kms_key_arn)
         check_boundary("model_weights.permissions_boundary", self.permissions_boundary)
 
 
@@ -77,9 +93,8 @@ class ModelWeightsAccess(Construct):
         self.role = self.identity.role
         harden_roles(self.identity, props.permissions_boundary)
         objects = bucket.arn_for_objects(f"{props.prefix}*")
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(sid="ReadModelWeights", actions=["s3:GetObject"], resources=[objects])
-        )
+        read = iam.PolicyStatement(sid="ReadModelWeights", actions=["s3:GetObject"], resources=[objects])
+        self.role.add_to_principal_policy(read)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ListModelWeights",
@@ -98,8 +113,11 @@ class ModelWeightsAccess(Construct):
                     conditions={"StringEquals": {"kms:ViaService": f"s3.{cdk.Stack.of(self).region}.amazonaws.com"}},
                 )
             )
-        acknowledge(
-            self.role.node.find_child("DefaultPolicy"),
-            f"IAM5[Resource::arn:<AWS::Partition>:s3:::{props.bucket_name}/{props.prefix}*]",
-            "Object-level read of one model's files: the wildcard is the key prefix, nothing wider.",
-        )
+        # The finding as cdk-nag spells it: `arn:<AWS::Partition>:s3:::<bucket>/<prefix>*`, a token bucket name as
+        # `<LogicalId>`.
+        for finding in iam5_findings(self, iam.PolicyDocument(statements=[read])):
+            acknowledge(
+                self.role.node.find_child("DefaultPolicy"),
+                finding,
+                "Object-level read of one model's files: the wildcard is the key prefix, nothing wider.",
+            )

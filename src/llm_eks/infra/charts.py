@@ -26,6 +26,7 @@ from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
 from llm_eks.manifests.vllm import PORT, VllmChart
+from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class ChartPlan:
     id: str
     chart: cdk8s.Chart
     # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "lws", "secrets", "alb", "istio" (the
-    # Gateway API and InferencePool CRDs, and istiod), "weights" (this chart's workload's S3 read access), or the id
-    # of an earlier chart. The CDK stack maps each to a construct; a
+    # Gateway API and InferencePool CRDs, and istiod), "weights" (this chart's workload's S3 read access), "staging"
+    # (its staging Job's write access), or the id of an earlier chart. The CDK stack maps each to a construct; a
     # GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
@@ -69,6 +70,9 @@ def prerequisites(workload: Workload) -> tuple[Addon, ...]:
         needs.append("secrets")
     if workload.weights_s3_uri is not None:
         needs.append("weights")
+    if isinstance(workload, VllmWorkload) and workload.staging is not None:
+        # Read access for the pods, write access for the staging Job.
+        needs += ["weights", "staging"]
     if isinstance(workload, VllmWorkload) and workload.vllm.ingress is not None:
         needs.append("alb")
     return tuple(needs)
@@ -79,7 +83,7 @@ def addons(workloads: Sequence[Workload], gateway: bool = False) -> tuple[Addon,
     scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
     is per workload (ChartPlan.workload), not an environment add-on. A `gateway` needs Istio and, for its NLB, the
     AWS Load Balancer Controller."""
-    wanted = {need for w in workloads for need in prerequisites(w)} - {"weights"}
+    wanted = {need for w in workloads for need in prerequisites(w)} - {"weights", "staging"}
     if gateway:
         wanted |= {"istio", "alb"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
@@ -120,9 +124,14 @@ def build_charts(
     *,
     node_role_name: str,
     security_group_ids: tuple[str, ...],
+    weights_bucket: str | None = None,
 ) -> list[ChartPlan]:
     """Every chart of one environment: the node pools, then each workload's charts. The single place charts are
-    built: the CDK stack applies these through the cluster, `llm-eks manifests` writes the same objects for GitOps."""
+    built: the CDK stack applies these through the cluster, `llm-eks manifests` writes the same objects for GitOps.
+
+    `weights_bucket`: the name of the environment's weights bucket (a CloudFormation reference in the stack), put
+    into ConfigMap `llm-eks-weights` of each workload with staged weights; None leaves that ConfigMap out (GitOps
+    with a bucket the stack creates: apply it with the stack output's name)."""
     v = config.vpc
     snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
@@ -156,7 +165,7 @@ def build_charts(
         if isinstance(workload, RayServeWorkload):
             charts += _ray_serve_charts(app, workload)
         else:
-            charts += _vllm_charts(app, config, workload)
+            charts += _vllm_charts(app, config, workload, weights_bucket)
     return charts + _gateway_charts(app, workloads)
 
 
@@ -199,7 +208,9 @@ def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartP
     ]
 
 
-def _vllm_charts(app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorkload) -> list[ChartPlan]:
+def _vllm_charts(
+    app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorkload, weights_bucket: str | None
+) -> list[ChartPlan]:
     vllm = workload.vllm
     ids = {base: chart_id(workload, base) for base in ("vllm", "autoscaling", "monitoring", "benchmark")}
     vllm_chart = VllmChart(app, ids["vllm"], vllm)
@@ -217,6 +228,10 @@ def _vllm_charts(app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorklo
     add_objects(vllm_chart, policies)
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
+    if workload.staging is not None:
+        # The staging Job and the pods that wait for it travel together: one apply, one namespace.
+        bucket = [] if weights_bucket is None else [bucket_config_map(vllm.namespace, weights_bucket)]
+        add_objects(vllm_chart, [*bucket, *staging_objects(workload.staging)])
     own = ids["vllm"]
     return [
         ChartPlan(own, vllm_chart, needs=("node-pools", *prerequisites(workload)), workload=workload),

@@ -132,6 +132,12 @@ def _parser() -> _Parser:
     m.add_argument(
         "--security-group-id", action="append", required=True, help="security group for Karpenter nodes (repeat)"
     )
+    m.add_argument(
+        "--weights-bucket",
+        metavar="NAME",
+        help="the weights bucket's name (the stack output WeightsBucketName) for staged weights; default: "
+        "weights_bucket.name from the context file",
+    )
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
     m.set_defaults(func=_manifests_command)
     from llm_eks.infra.image_lock import add_parser as add_images_parser
@@ -236,6 +242,10 @@ def _manifests_command(args: argparse.Namespace) -> int:
         if not aws_ids.SECURITY_GROUP_ID.match(sg):
             raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     environment = _environment(args)
+    if args.weights_bucket is not None and aws_ids.s3_uri_problem(f"s3://{args.weights_bucket}/") is not None:
+        raise fail(
+            "--weights-bucket", args.weights_bucket, "must be an S3 bucket name (3-63 lowercase letters, digits)"
+        )
     written = write_manifests(
         environment,
         plan_workloads(environment),
@@ -244,6 +254,7 @@ def _manifests_command(args: argparse.Namespace) -> int:
         security_group_ids=tuple(args.security_group_id),
         # The lock next to cdk.json, as `cdk synth` reads it.
         images=load_lock(Path(args.context_file).parent / LOCK_FILE),
+        weights_bucket=args.weights_bucket,
     )
     for path in written:
         print(path)

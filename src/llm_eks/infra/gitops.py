@@ -17,6 +17,7 @@ from pathlib import Path
 import cdk8s
 import yaml
 
+from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.charts import addon_namespaces, build_charts
 from llm_eks.infra.config import EnvironmentConfig
@@ -37,13 +38,28 @@ def write_manifests(
     node_role_name: str,
     security_group_ids: tuple[str, ...],
     images: ImageLock | None = None,
+    weights_bucket: str | None = None,
 ) -> list[Path]:
     """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written.
     `plans`: one per workload, in `config.served` order. Images locked in `images` are pinned by digest, as the CDK
-    stack pins them."""
+    stack pins them. `weights_bucket`: the bucket's name for staged weights (default: weights_bucket.name in the
+    config; a bucket the stack creates is named only at deploy, by its output WeightsBucketName)."""
     workloads = build_workloads(config, plans, region=config.region, images=images)
+    if weights_bucket is None and config.weights_bucket is not None:
+        weights_bucket = config.weights_bucket.name
+    staged = [s.path for s in config.served if s.config.weights == "staged"]
+    if staged and weights_bucket is None:
+        raise ConfigError(
+            f"--weights-bucket: None is not allowed; {staged[0]} has weights 'staged' in a bucket the stack creates: "
+            "pass its name (stack output WeightsBucketName)"
+        )
     charts = build_charts(
-        cdk8s.App(), config, workloads, node_role_name=node_role_name, security_group_ids=security_group_ids
+        cdk8s.App(),
+        config,
+        workloads,
+        node_role_name=node_role_name,
+        security_group_ids=security_group_ids,
+        weights_bucket=weights_bucket,
     )
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):

@@ -19,10 +19,11 @@ from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
 from llm_eks.infra.config import EnvironmentConfig, WorkloadConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.manifests.gateway import EPP_IMAGE, IPP_IMAGE
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
+    EPP_IMAGE,
+    IPP_IMAGE,
     ISTIO_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,

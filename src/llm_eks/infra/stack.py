@@ -30,15 +30,17 @@ from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
+from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, service_account, workload_secrets
 from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.plan import Plan
-from llm_eks.infra.workloads import Workload, build_workloads, generated_api_key_secret
+from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
+from llm_eks.manifests.weights_staging import WeightsStagingProps
 
 
 class InferenceStack(cdk.Stack):
@@ -98,6 +100,7 @@ class InferenceStack(cdk.Stack):
         }
         for name in environment_addons:
             self._prerequisites[name] = self._add_addon(name)
+        self.weights_bucket = self._weights_bucket(config)
         # Per workload: its S3 weights access, and the Pod Identity role its pods read secrets with.
         self._workload_prerequisites: dict[tuple[str | None, str], tuple[IConstruct, ...]] = {}
         for workload in self.workloads:
@@ -109,6 +112,7 @@ class InferenceStack(cdk.Stack):
             node_role_name=self.karpenter.node_role_name,
             # The EKS cluster security group lets nodes reach the control plane and each other.
             security_group_ids=(self.cluster.cluster_security_group_id,),
+            weights_bucket=None if self.weights_bucket is None else self.weights_bucket.bucket_name,
         )
         plans_by_key = {s.key: (s, p) for s, p in zip(config.served, self.plans, strict=True)}
         for planned in self.charts:
@@ -189,6 +193,23 @@ class InferenceStack(cdk.Stack):
         cdk.CfnOutput(self, "ApiKeySecretName", value=name, description="Secrets Manager secret holding the API key")
         return api_key
 
+    def _weights_bucket(self, config: EnvironmentConfig) -> WeightsBucket | None:
+        """The environment's weights bucket (created, or an existing one to grant on); None when it has none."""
+        b = config.weights_bucket
+        if b is None:
+            return None
+        bucket = WeightsBucket(
+            self,
+            "Weights",
+            WeightsBucketProps(
+                cluster=as_icluster(self.cluster), existing_bucket_name=b.name, existing_kms_key_arn=b.kms_key_arn
+            ),
+        )
+        cdk.CfnOutput(
+            self, "WeightsBucketName", value=bucket.bucket_name, description="S3 bucket the staging Jobs fill"
+        )
+        return bucket
+
     def _add_addon(self, name: str) -> tuple[IConstruct, ...]:
         """Create an environment add-on (see charts.addons); return what the charts that need it wait for."""
         construct: IConstruct
@@ -240,6 +261,8 @@ class InferenceStack(cdk.Stack):
                 self.secrets_store.add_secret_reader(namespace, account, secret_name)
             identity = PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account)
             self._workload_prerequisites[(workload.key, "secrets")] = (identity,)
+        if isinstance(workload, VllmWorkload) and workload.staging is not None:
+            self._add_staging_access(workload, workload.staging)
         if workload.weights_s3_uri is not None:
             uri = urlparse(workload.weights_s3_uri)
             prefix = uri.path.lstrip("/")
@@ -254,11 +277,24 @@ class InferenceStack(cdk.Stack):
             )
             self._workload_prerequisites[(workload.key, "weights")] = (weights, weights.identity)
 
+    def _add_staging_access(self, workload: VllmWorkload, staging: WeightsStagingProps) -> None:
+        """Staged weights: the serving pods read the prefix, the staging Job's own ServiceAccount writes it (and
+        reads the Hub token)."""
+        if self.weights_bucket is None:
+            raise ValueError("staged weights without a weights bucket")  # config validation refuses it
+        namespace, account = service_account(workload)
+        reader = self.weights_bucket.add_reader(namespace, account, staging.prefix)
+        stager = self.weights_bucket.add_stager(namespace, staging.name, staging.prefix)
+        if staging.hf_token_secret is not None:
+            self.secrets_store.add_secret_reader(namespace, staging.name, staging.hf_token_secret)
+        self._workload_prerequisites[(workload.key, "weights")] = (reader,)
+        self._workload_prerequisites[(workload.key, "staging")] = (stager,)
+
     def _prerequisites_of(self, need: str, planned: ChartPlan) -> tuple[IConstruct, ...]:
         """What `need` of a chart stands for: an add-on or earlier chart, plus the chart's workload's own access."""
         key = planned.workload.key if planned.workload is not None else None
         own = self._workload_prerequisites.get((key, need), ()) if planned.workload is not None else ()
-        if need == "weights":
+        if need in ("weights", "staging"):
             return own
         return (*self._prerequisites[need], *own)
 

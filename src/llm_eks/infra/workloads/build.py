@@ -21,6 +21,8 @@ from llm_eks.infra.workloads.props import (
     ray_props,
     replica_price,
     vllm_props,
+    weights_staging_props,
+    with_staged_weights,
 )
 from llm_eks.infra.workloads.types import RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests.dashboard import ExtraPanel
@@ -65,6 +67,10 @@ def _build_one(
         )
     vllm = vllm_props(config, s, plan, pool, region)
     vllm = replace(vllm, image=lock.pin(vllm.image))
+    staging = None
+    if s.config.weights == "staged":
+        staging = weights_staging_props(s, plan, vllm, cpu)
+        vllm = with_staged_weights(vllm, staging)
     return VllmWorkload(
         gpu_pool=pool,
         cpu_pool=cpu,
@@ -73,6 +79,7 @@ def _build_one(
         monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor),
         benchmark=benchmark_props(s, cpu),
         headroom=warm_headroom(s, plan, pool, vllm, lock),
+        staging=staging,
         key=s.key,
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Literal
 
 from llm_eks.errors import fail
@@ -20,6 +21,7 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_plac
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
+from llm_eks.manifests.weights_staging import WeightsStagingProps, s3_model_uri, staging_key
 
 GIB = 1024**3
 
@@ -119,6 +121,35 @@ def vllm_props(
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
         ingress=ingress_props(config) if w.internal_alb else None,
+    )
+
+
+def weights_staging_props(s: ServedWorkload, plan: Plan, vllm: VllmProps, cpu: CpuPoolSpec) -> WeightsStagingProps:
+    """The staging Job of a workload with weights "staged": the plan's checkpoint, copied once into the environment's
+    bucket under models/<repo>/<revision>/, by a Job on the CPU pool running the workload's own (pinned) image."""
+    selector, tolerations = workload_placement(cpu)
+    revision = "main"
+    return WeightsStagingProps(
+        name=f"stage-{slug(s.config.model) if s.key is None else s.key}",
+        namespace=vllm.namespace,
+        repo_id=plan.checkpoint,
+        prefix=f"models/{plan.checkpoint}/{revision}/",
+        revision=revision,
+        hf_token_secret=s.config.hf_token_secret,
+        aws_region=vllm.aws_region,
+        image=vllm.image,
+        node_selector=selector,
+        tolerations=tuple(tolerations),
+    )
+
+
+def with_staged_weights(vllm: VllmProps, staging: WeightsStagingProps) -> VllmProps:
+    """`vllm` streaming the staged prefix from the environment's bucket, once the staging key's marker is there."""
+    return replace(
+        vllm,
+        weights="s3",
+        model=s3_model_uri(staging.prefix),
+        staged_weights=(staging.prefix, staging_key(staging)),
     )
 
 

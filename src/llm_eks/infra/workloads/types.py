@@ -14,9 +14,10 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import VllmProps
+from llm_eks.manifests.weights_staging import WeightsStagingProps
 
 # The add-ons a workload's charts can wait for, by the names ChartPlan.needs and the CDK stack use.
-Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "alb", "istio"]
+Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "staging", "alb", "istio"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class VllmWorkload:
     benchmark: BenchmarkProps
     # Replica-shaped placeholders kept warm (manifests/headroom.py); 0: none.
     headroom: HeadroomProps | None = None
+    # The Job that copies the weights into the environment's bucket (weights "staged"); None: no staging.
+    staging: WeightsStagingProps | None = None
     # Its name in `workloads`; None: the one-model `workload` shorthand.
     key: str | None = None
     # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
@@ -53,8 +56,9 @@ class VllmWorkload:
 
     @property
     def weights_s3_uri(self) -> str | None:
-        """The S3 prefix the pods stream weights from; None: the Hugging Face Hub."""
-        return self.vllm.model if self.vllm.weights == "s3" else None
+        """The S3 prefix the pods stream weights from, in a bucket the user fills; None: the Hugging Face Hub, or the
+        environment's bucket (`staging`)."""
+        return self.vllm.model if self.vllm.weights == "s3" and self.staging is None else None
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,7 @@ chart at the newest source this machine has; the May 2026 chart passed `--plugin
 from llm_eks.manifests.gateway.chart import GatewayChart, ModelRouteChart
 from llm_eks.manifests.gateway.pool import all_model_names, route_objects
 from llm_eks.manifests.gateway.props import (
-    EPP_IMAGE,
     GATEWAY_NAMESPACE,
-    IPP_IMAGE,
     MODEL_HEADER,
     GatewayProps,
     ModelRoute,
@@ -40,6 +38,7 @@ from llm_eks.manifests.gateway.props import (
     ServiceBackend,
 )
 from llm_eks.manifests.gateway.router import gateway, payload_processor
+from llm_eks.versions import EPP_IMAGE, IPP_IMAGE
 
 __all__ = [
     "EPP_IMAGE",

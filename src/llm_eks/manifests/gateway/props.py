@@ -14,11 +14,8 @@ from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.ingress import ALB_SSL_POLICY
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
+from llm_eks.versions import EPP_IMAGE, IPP_IMAGE
 
-# llm-d/llm-d-router v0.10.0 (hack/push-chart.sh writes this repository and tag into its chart), the endpoint picker.
-EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
-# llm-d/llm-d-inference-payload-processor v0.1.0 (llm-d/llm-d PR #2075 pins this tag), the body-based router.
-IPP_IMAGE = "ghcr.io/llm-d/llm-d-inference-payload-processor:v0.1.0"
 # The header the payload processor's body-field-to-header plugin writes from the request's `model` field (its chart's
 # default config), and the HTTPRoutes match on.
 MODEL_HEADER = "X-Gateway-Model-Name"

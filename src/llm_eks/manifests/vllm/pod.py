@@ -20,6 +20,7 @@ from llm_eks.manifests.vllm.props import (
     ProbeTiming,
     VllmProps,
 )
+from llm_eks.manifests.weights_staging import BUCKET_ENV, bucket_env, wait_for_weights_init_container
 
 # "server": the one pod of a single-node replica; "leader"/"worker": the pods of a LeaderWorkerSet group.
 Role: TypeAlias = Literal["server", "leader", "worker"]
@@ -77,6 +78,9 @@ def container_env(p: VllmProps) -> list[dict[str, str]]:
         env.append(hf_token_env())
     if p.aws_region is not None:
         env.append({"name": "AWS_REGION", "value": p.aws_region})
+    if p.staged_weights is not None:
+        # The bucket's name, for $(LLM_EKS_WEIGHTS_BUCKET) in the model argument.
+        env.append(bucket_env())
     return env
 
 
@@ -166,6 +170,10 @@ def serving_pod_spec(
         "containers": [container],
         "volumes": volumes,
     }
+    if p.staged_weights is not None:
+        # Every pod of a replica streams its share of the weights: each waits until staging has finished.
+        prefix, key = p.staged_weights
+        pod_spec["initContainers"] = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
     pod_spec.update(placement(p.node_selector, p.tolerations))
     if role != "server":
         # A group's pods exchange tensors every step: all of them in the leader's zone (never NCCL across AZs).

@@ -131,6 +131,10 @@ class VllmProps:
     # One replica at a time may be voluntarily disrupted (consolidation, drift, node upgrades).
     pdb_max_unavailable: int = 1
     ingress: IngressProps | None = None
+    # Weights staged into the environment's bucket (manifests/weights_staging): (key prefix, staging key). The pods
+    # read the bucket's name from ConfigMap llm-eks-weights and wait until the prefix holds this key's marker; the
+    # model is then s3://$(LLM_EKS_WEIGHTS_BUCKET)/<prefix>. None: weights as `model` says.
+    staged_weights: tuple[str, str] | None = None
     # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
     extra_engine_args: tuple[str, ...] = ()
 

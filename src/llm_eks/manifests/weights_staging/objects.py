@@ -1,0 +1,266 @@
+"""The staging Job's objects, and the init container that holds a serving pod until its weights are staged."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from llm_eks.manifests.checkov import SERVING_POD_SKIPS, UNLOCKED_IMAGE_SKIP, skip_annotations
+from llm_eks.manifests.labels import app_labels
+from llm_eks.manifests.pods import (
+    HF_TOKEN_FILE,
+    container_security_context,
+    hf_token_env,
+    hf_token_mount,
+    hf_token_volume,
+    placement,
+    pod_security_context,
+    secret_provider_class_name,
+)
+from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.weights_staging.props import (
+    BUCKET_CONFIG_MAP,
+    BUCKET_ENV,
+    BUCKET_KEY,
+    KEY_LENGTH,
+    WeightsStagingProps,
+    staging_job_name,
+    staging_key,
+    validate_weights_staging_props,
+)
+
+STAGING_APP = "llm-eks-weights-staging"
+STAGING_KEY_LABEL = "llm-eks.io/staging-key"
+SCRIPT_DIR = "/opt/llm-eks"
+SCRIPT_FILE = "stage.py"
+SCRATCH_DIR = "/scratch"
+WAIT_CONTAINER = "wait-for-weights"
+# Karpenter neither consolidates nor drifts a node under a pod with this annotation (Spot can still reclaim it; the
+# next attempt resumes).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+# The init container: Python with boto3 uses about 50 MiB.
+WAIT_CPU_REQUEST = "50m"
+WAIT_CPU_LIMIT = "500m"
+WAIT_MEMORY = "128Mi"
+_PACKAGE = __name__.rpartition(".")[0]
+# It runs the vLLM image like the server, for the same reasons; it writes nothing, so its root filesystem is
+# read-only and it has CPU and memory limits.
+STAGING_POD_SKIPS = {check: SERVING_POD_SKIPS[check] for check in ("CKV_K8S_15", "CKV_K8S_40")}
+
+
+def stage_script() -> str:
+    """stage.py's text: the ConfigMap holds it verbatim and the tests import the same file."""
+    return resources.files(_PACKAGE).joinpath("stage.py").read_text(encoding="utf-8")
+
+
+def wait_script() -> str:
+    """wait.py's text, run with `python3 -c` by the init container."""
+    return resources.files(_PACKAGE).joinpath("wait.py").read_text(encoding="utf-8")
+
+
+def bucket_env(name: str = BUCKET_ENV) -> dict[str, Any]:
+    """The env var holding the weights bucket's name, from the stack's ConfigMap (the pod fails to start, with the
+    ConfigMap named in its events, while the ConfigMap is missing)."""
+    return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": BUCKET_KEY}}}
+
+
+def bucket_config_map(namespace: str, bucket: str) -> dict[str, Any]:
+    """ConfigMap `llm-eks-weights` in a workload namespace, holding the weights bucket's name (the stack passes its
+    CloudFormation reference, resolved at deploy time)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": BUCKET_CONFIG_MAP,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "llm-eks"},
+        },
+        "data": {BUCKET_KEY: bucket},
+    }
+
+
+def s3_model_uri(prefix: str, env: str = BUCKET_ENV) -> str:
+    """`s3://$(LLM_EKS_WEIGHTS_BUCKET)/<prefix>` for vLLM's model argument; the kubelet expands the variable from the
+    container's env (which must hold bucket_env(env))."""
+    return f"s3://$({env})/{prefix}"
+
+
+def script_config_map_name(p: WeightsStagingProps) -> str:
+    return f"{p.name}-script"
+
+
+def staging_annotations(image: str) -> dict[str, str]:
+    reasons = dict(STAGING_POD_SKIPS)
+    if "@sha256:" not in image:
+        reasons.update(UNLOCKED_IMAGE_SKIP)
+    return skip_annotations(reasons)
+
+
+def _meta(p: WeightsStagingProps, name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": p.namespace, "labels": app_labels(STAGING_APP, p.name)}
+
+
+def _secret_provider_class(p: WeightsStagingProps, secret: str) -> dict[str, Any]:
+    """The same SecretProviderClass serving_objects.secret_file_class builds (a test compares them), as a dict."""
+    objects = f'- objectName: "{secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{HF_TOKEN_FILE}"\n'
+    parameters = {"objects": objects, "usePodIdentity": "true"}
+    if p.aws_region is not None:
+        parameters["region"] = p.aws_region
+    return {
+        "apiVersion": "secrets-store.csi.x-k8s.io/v1",
+        "kind": "SecretProviderClass",
+        "metadata": _meta(p, secret_provider_class_name(p.name)),
+        "spec": {"provider": "aws", "parameters": parameters},
+    }
+
+
+def stage_args(p: WeightsStagingProps) -> list[str]:
+    """stage.py's arguments; the kubelet expands the bucket variable."""
+    args = [f"{SCRIPT_DIR}/{SCRIPT_FILE}", "--bucket", f"$({BUCKET_ENV})", "--prefix", p.prefix]
+    args += ["--repo-id", p.repo_id, "--revision", p.revision, "--key", staging_key(p)]
+    for pattern in p.allow_patterns:
+        args += ["--allow", pattern]
+    for pattern in p.ignore_patterns:
+        args += ["--ignore", pattern]
+    scratch_bytes = int(parse_quantity("weights_staging.scratch_size", p.scratch_size))
+    return [*args, "--scratch", SCRATCH_DIR, "--scratch-bytes", str(scratch_bytes)]
+
+
+def _stage_env(p: WeightsStagingProps) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        bucket_env(),
+        # Everything the run writes lands on the scratch volume; the root filesystem is read-only.
+        {"name": "HOME", "value": SCRATCH_DIR},
+        {"name": "TMPDIR", "value": SCRATCH_DIR},
+        {"name": "HF_HOME", "value": f"{SCRATCH_DIR}/huggingface"},
+        # huggingface_hub >= 1.0 (vLLM 0.33 requires >= 1.31) downloads through hf_xet; hf_transfer and
+        # HF_HUB_ENABLE_HF_TRANSFER are gone. Each file is read once: no Xet chunk cache on the scratch volume.
+        {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
+        {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
+        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+    ]
+    if p.hf_token_secret is not None:
+        env.append(hf_token_env())
+    if p.aws_region is not None:
+        env.append({"name": "AWS_REGION", "value": p.aws_region})
+    return env
+
+
+def _job(p: WeightsStagingProps) -> dict[str, Any]:
+    key = staging_key(p)
+    labels = {**app_labels(STAGING_APP, p.name), STAGING_KEY_LABEL: key}
+    volumes: list[dict[str, Any]] = [
+        {"name": "script", "configMap": {"name": script_config_map_name(p), "defaultMode": 0o444}},
+        {"name": "scratch", "emptyDir": {"sizeLimit": p.scratch_size}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+        {"name": "scratch", "mountPath": SCRATCH_DIR},
+    ]
+    if p.hf_token_secret is not None:
+        volumes.append(hf_token_volume(p.name))
+        mounts.append(hf_token_mount())
+    container = {
+        "name": "stage",
+        "image": p.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3"],
+        "args": stage_args(p),
+        "env": _stage_env(p),
+        "resources": {
+            "requests": {"cpu": p.cpu, "memory": p.memory, "ephemeral-storage": p.scratch_size},
+            "limits": {"cpu": p.cpu, "memory": p.memory},
+        },
+        "volumeMounts": mounts,
+        "securityContext": {**container_security_context(), "readOnlyRootFilesystem": True},
+    }
+    pod_spec: dict[str, Any] = {
+        # OnFailure restarts the container in the same pod, so the scratch volume (and a half-downloaded file, which
+        # huggingface_hub resumes) survives; a lost pod is replaced and resumes from what S3 already holds.
+        "restartPolicy": "OnFailure",
+        "serviceAccountName": p.name,
+        # Pod Identity and the CSI driver bring their own tokens; the script never calls the Kubernetes API.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        # GID 0: the vLLM image's user, as the serving pods run it.
+        "securityContext": pod_security_context(p.run_as_user, run_as_group=0),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    pod_spec.update(placement(p.node_selector, p.tolerations))
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": staging_job_name(p),
+            "namespace": p.namespace,
+            "labels": labels,
+            "annotations": staging_annotations(p.image),
+        },
+        "spec": {
+            "backoffLimit": p.backoff_limit,
+            "ttlSecondsAfterFinished": p.ttl_seconds_after_finished,
+            "activeDeadlineSeconds": p.active_deadline_seconds,
+            "template": {
+                "metadata": {"labels": labels, "annotations": {DO_NOT_DISRUPT: "true"}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def staging_objects(p: WeightsStagingProps) -> list[dict[str, Any]]:
+    """ServiceAccount `name`, the Hugging Face token's SecretProviderClass (with a token secret), the script's
+    ConfigMap and the Job `<name>-<key>`, as plain dicts (serving_objects.add_objects adds them to a chart)."""
+    validate_weights_staging_props(p)
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(p, p.name),
+            "automountServiceAccountToken": False,
+        }
+    ]
+    if p.hf_token_secret is not None:
+        objects.append(_secret_provider_class(p, p.hf_token_secret))
+    objects.append(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(p, script_config_map_name(p)),
+            "data": {SCRIPT_FILE: stage_script()},
+        }
+    )
+    objects.append(_job(p))
+    return objects
+
+
+def wait_for_weights_init_container(
+    bucket_env_name: str, prefix: str, key: str, image: str, region: str | None
+) -> dict[str, Any]:
+    """An init container for a serving pod: it polls s3://$BUCKET/<prefix>_llm-eks-staged.json every 10 s, logs a
+    line a minute, and exits 0 once the marker records `key` (staging_key of the model's props). It runs with the
+    pod's ServiceAccount, whose role needs s3:GetObject on the prefix (and s3:ListBucket, so a missing marker reads
+    as missing rather than as access denied)."""
+    if len(key) != KEY_LENGTH or any(c not in "0123456789abcdef" for c in key):
+        raise ValueError(f"key: {key!r} is not a staging key ({KEY_LENGTH} hex characters from staging_key)")
+    if not prefix.endswith("/") or "$" in prefix:
+        raise ValueError(f"prefix: {prefix!r} must end in '/' and hold no '$'")
+    env = [bucket_env(bucket_env_name), {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    if region is not None:
+        env.append({"name": "AWS_REGION", "value": region})
+    return {
+        "name": WAIT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", wait_script()],
+        "args": ["--bucket", f"$({bucket_env_name})", "--prefix", prefix, "--key", key],
+        "env": env,
+        "resources": {
+            "requests": {"cpu": WAIT_CPU_REQUEST, "memory": WAIT_MEMORY},
+            "limits": {"cpu": WAIT_CPU_LIMIT, "memory": WAIT_MEMORY},
+        },
+        "securityContext": {**container_security_context(), "readOnlyRootFilesystem": True, "runAsNonRoot": True},
+    }

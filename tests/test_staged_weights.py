@@ -1,0 +1,156 @@
+"""Weights "staged" (issue 12 item 1) in the default environments: the environment's bucket, the staging Job's
+add-only role and the serving pods' read-only one, the pods waiting for the marker and streaming from the bucket,
+the order the stack applies them in, and the cold start the plan prints for it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from llm_eks.errors import ConfigError
+from llm_eks.infra.config import parse_environment
+from llm_eks.infra.environment_plans import plan_workloads
+from llm_eks.manifests.weights_staging import BUCKET_CONFIG_MAP, BUCKET_ENV, WAIT_CONTAINER
+from tests.conftest import CDK_JSON, Synthesized
+
+PREFIX = "models/meta-llama/Llama-3.1-8B-Instruct/main/"
+
+
+def _resources(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def _vllm_objects(synthesized: Synthesized) -> list[dict[str, Any]]:
+    return synthesized.manifests("dev")["02-vllm.yaml"]
+
+
+def _one(objects: list[dict[str, Any]], kind: str, prefix: str = "") -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].startswith(prefix)]
+    return found
+
+
+def test_the_environment_owns_one_encrypted_bucket_it_keeps(templates: dict[str, dict[str, Any]]) -> None:
+    (bucket_id, bucket), *_ = _resources(templates["dev"], "AWS::S3::Bucket").items()
+    assert len(_resources(templates["dev"], "AWS::S3::Bucket")) == 1
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert "BucketName" not in bucket["Properties"]
+    (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    output = templates["dev"]["Outputs"]["WeightsBucketName"]
+    assert output["Value"] == {"Ref": bucket_id}
+
+
+def test_the_pods_stream_the_staged_prefix_after_the_marker(synthesized: Synthesized) -> None:
+    objects = _vllm_objects(synthesized)
+    deployment = _one(objects, "Deployment", "vllm-")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert f"s3://$({BUCKET_ENV})/{PREFIX}" in container["args"]
+    assert {"name": BUCKET_ENV, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": "bucket"}}} in (
+        container["env"]
+    )
+    (wait,) = pod["initContainers"]
+    assert wait["name"] == WAIT_CONTAINER
+    job = _one(objects, "Job", "stage-")
+    key = job["metadata"]["name"].rsplit("-", 1)[1]
+    assert key in wait["args"] and PREFIX in wait["args"]
+    assert _one(objects, "ConfigMap", BUCKET_CONFIG_MAP)["data"] == {"bucket": "${Ref:" + _bucket_id(synthesized) + "}"}
+
+
+def _bucket_id(synthesized: Synthesized) -> str:
+    (bucket_id,) = _resources(synthesized.template("dev"), "AWS::S3::Bucket")
+    return bucket_id
+
+
+def _policy_of(template: dict[str, Any], service_account: str) -> list[dict[str, Any]]:
+    """The statements of the Pod Identity role of `service_account` (namespace inference)."""
+    (association,) = [
+        r
+        for r in _resources(template, "AWS::EKS::PodIdentityAssociation").values()
+        if r["Properties"]["ServiceAccount"] == service_account
+    ]
+    role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    return [
+        statement
+        for policy in _resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
+def test_the_job_may_add_and_the_pods_may_only_read(templates: dict[str, dict[str, Any]]) -> None:
+    template = templates["dev"]
+    stager = _policy_of(template, "stage-llama-3-1-8b-instruct")
+    reader = _policy_of(template, "vllm-llama-3-1-8b-instruct")
+    assert {"s3:PutObject", "s3:AbortMultipartUpload", "kms:GenerateDataKey"} <= _actions(stager)
+    assert "secretsmanager:GetSecretValue" in _actions(stager)  # the gated model's Hub token
+    assert not {a for a in _actions(stager) | _actions(reader) if a.startswith("s3:Delete")}
+    assert not {"s3:PutObject", "kms:GenerateDataKey"} & _actions(reader)
+    assert "s3:GetObject" in _actions(reader)
+    assert PREFIX in json.dumps(stager) and PREFIX in json.dumps(reader)
+
+
+def test_the_workload_chart_waits_for_both_identities(templates: dict[str, dict[str, Any]]) -> None:
+    template = templates["dev"]
+    (manifest,) = [
+        r
+        for k, r in _resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()
+        if k.startswith("PlatformClustervllm")
+    ]
+    after = set(manifest["DependsOn"])
+    for service_account in ("stage-llama-3-1-8b-instruct", "vllm-llama-3-1-8b-instruct"):
+        (association_id,) = [
+            k
+            for k, r in _resources(template, "AWS::EKS::PodIdentityAssociation").items()
+            if r["Properties"]["ServiceAccount"] == service_account
+        ]
+        assert association_id in after, service_account
+
+
+@pytest.mark.parametrize(("env", "before", "after"), [("dev", 328, 304), ("prod", 1036, 331)])
+def test_staging_cuts_the_planned_cold_start(env: str, before: int, after: int) -> None:
+    """The plan's scale-out cold start (new node) with the Hub download and with the staged weights, as `llm-eks
+    plan --env` prints them: prod's 70B no longer downloads 140 GB of 16-bit files at every start."""
+    body = CDK_JSON["context"]["environments"][env]
+    hub = {**body, "workload": {**body["workload"], "weights": "hf"}}
+    for config_body, expected in ((hub, before), (body, after)):
+        (plan,) = plan_workloads(parse_environment(env, config_body))
+        assert plan.cold_start.scale_out_s == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"workload": {"weights": "staged"}},
+            "environments.qa.workload.weights: 'staged' is not allowed; needs environments.qa.weights_bucket ({} to "
+            "let the stack create one, or the name of yours)",
+        ),
+        (
+            {"weights_bucket": {}, "workload": {"engine": "ray-serve", "weights": "staged"}},
+            "environments.qa.workload.weights: 'staged' is not allowed; needs engine vllm (Ray Serve LLM reads "
+            "model_source from its serve config, which cannot take the bucket name from the cluster); use weights "
+            "'s3' with weights_s3_uri",
+        ),
+        (
+            {"weights_bucket": {"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab"}},
+            "environments.qa.weights_bucket.kms_key_arn: only allowed with name (the bucket llm-eks creates has its "
+            "own key)",
+        ),
+        (
+            {"weights_bucket": {"name": "Bad_Bucket"}},
+            "environments.qa.weights_bucket.name: 'Bad_Bucket' is not allowed; must be an S3 bucket name (3-63 "
+            "lowercase letters, digits, '.', '-')",
+        ),
+    ],
+)
+def test_bad_weights_config_is_one_line(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_environment("qa", body)
+    assert str(info.value) == message

@@ -119,8 +119,9 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             {"workload": {"modle": "x"}},
             "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
             "accelerator_limit, acknowledged_warnings, api_key, api_key_secret, autoscaling, benchmark, "
-            "capacity_types, dedicated_pool, engine, gpu_memory_utilization, hf_token_secret, image_snapshot_id, "
-            "internal_alb, kv_cache_dtype, load_balancer, lora_adapters, max_lora_rank, max_model_len, max_num_seqs, "
+            "capacity_types, compile_cache, dedicated_pool, engine, gpu_memory_utilization, hf_token_secret, "
+            "image_snapshot_id, internal_alb, kv_cache_dtype, load_balancer, lora_adapters, max_lora_rank, "
+            "max_model_len, max_num_seqs, "
             "model, model_spec, pipeline_parallel_size, replicas, slo, target_concurrency, tensor_parallel_size, "
             "typical_input_tokens, typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri",
         ),

@@ -252,7 +252,7 @@ def test_cold_start_by_image_source_and_every_path_side_by_side() -> None:
     assert cold("pull").scale_out_s - cold("snapshot").scale_out_s == 167 - 5
     p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, weights_source="s3"))
     paths = p.cold_start_paths
-    assert len(paths) == 12 and [c.in_use for c in paths].count(True) == 1
+    assert len(paths) == 18 and [c.in_use for c in paths].count(True) == 1
     first = paths[0]
     assert (first.weights_source, first.image_source, first.warm_node, first.in_use) == (
         "s3",
@@ -262,13 +262,18 @@ def test_cold_start_by_image_source_and_every_path_side_by_side() -> None:
     )
     assert first.total_s == p.cold_start.scale_out_s
     fastest = min(paths, key=lambda c: c.total_s)
-    # S3 streaming, the image on a snapshot and a warm node: 0 + 5 + 64 + 100.
+    # Staged S3 streaming with the compile cache restored, the image on a snapshot and a warm node:
+    # 0 + 5 + 64.3 + (20 + 60 x 9/19 + 20 = 68.4) = 137.7.
     assert (fastest.weights_source, fastest.image_source, fastest.warm_node, fastest.total_s) == (
-        "s3",
+        "staged",
         "snapshot",
         True,
-        169,
+        138,
     )
+    # The cache takes 60 x 10/19 = 31.6 s off the warm-up; the startup probe still allows an empty cache.
+    cached = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, weights_source="staged"))
+    assert (p.cold_start.warmup_s, cached.cold_start.warmup_s) == (100, 68)
+    assert cached.cold_start.startup_s == p.cold_start.startup_s
     for c in paths:  # each term is rounded on its own, the total from the unrounded sum
         assert abs(c.total_s - (c.node_s + c.image_s + c.weights_s + c.warmup_s)) <= 1
 
@@ -323,7 +328,7 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
         ({"target_concurrency": 0}, "workload.target_concurrency: 0 is not allowed; must be an integer from 1 to 4096"),
         (
             {"weights_source": "efs"},
-            "workload.weights_source: 'efs' is not allowed; did you mean 'ebs'? allowed: nvme, s3, ebs",
+            "workload.weights_source: 'efs' is not allowed; did you mean 'ebs'? allowed: nvme, s3, staged, ebs",
         ),
         (
             {"max_nodes_per_replica": 0},

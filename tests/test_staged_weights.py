@@ -16,6 +16,7 @@ from llm_eks.manifests.weights_staging import BUCKET_CONFIG_MAP, BUCKET_ENV, WAI
 from tests.conftest import CDK_JSON, Synthesized
 
 PREFIX = "models/meta-llama/Llama-3.1-8B-Instruct/main/"
+CACHE_PREFIX = "compile-cache/vllm-llama-3-1-8b-instruct/g5/"
 
 
 def _resources(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
@@ -51,8 +52,14 @@ def test_the_pods_stream_the_staged_prefix_after_the_marker(synthesized: Synthes
     assert {"name": BUCKET_ENV, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": "bucket"}}} in (
         container["env"]
     )
-    (wait,) = pod["initContainers"]
-    assert wait["name"] == WAIT_CONTAINER
+    wait, restore, save = pod["initContainers"]
+    assert [c["name"] for c in pod["initContainers"]] == [
+        WAIT_CONTAINER,
+        "restore-compile-cache",
+        "save-compile-cache",
+    ]
+    assert save["restartPolicy"] == "Always"  # a native sidecar, saving the cache once vLLM serves
+    assert CACHE_PREFIX in restore["args"] and CACHE_PREFIX in save["args"]
     job = _one(objects, "Job", "stage-")
     key = job["metadata"]["name"].rsplit("-", 1)[1]
     assert key in wait["args"] and PREFIX in wait["args"]
@@ -84,16 +91,19 @@ def _actions(statements: list[dict[str, Any]]) -> set[str]:
     return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
 
 
-def test_the_job_may_add_and_the_pods_may_only_read(templates: dict[str, dict[str, Any]]) -> None:
+def test_the_job_may_add_weights_and_the_pods_only_their_compile_cache(templates: dict[str, dict[str, Any]]) -> None:
     template = templates["dev"]
     stager = _policy_of(template, "stage-llama-3-1-8b-instruct")
-    reader = _policy_of(template, "vllm-llama-3-1-8b-instruct")
+    serving = _policy_of(template, "vllm-llama-3-1-8b-instruct")
     assert {"s3:PutObject", "s3:AbortMultipartUpload", "kms:GenerateDataKey"} <= _actions(stager)
     assert "secretsmanager:GetSecretValue" in _actions(stager)  # the gated model's Hub token
-    assert not {a for a in _actions(stager) | _actions(reader) if a.startswith("s3:Delete")}
-    assert not {"s3:PutObject", "kms:GenerateDataKey"} & _actions(reader)
-    assert "s3:GetObject" in _actions(reader)
-    assert PREFIX in json.dumps(stager) and PREFIX in json.dumps(reader)
+    assert not {a for a in _actions(stager) | _actions(serving) if a.startswith("s3:Delete")}
+    assert PREFIX in json.dumps(stager) and CACHE_PREFIX not in json.dumps(stager)
+    # The serving pods read the weights, and add only to their own compile cache's prefix.
+    writes = [s for s in serving if "s3:PutObject" in _actions([s])]
+    assert writes and all(CACHE_PREFIX in json.dumps(s["Resource"]) for s in writes)
+    reads = [s for s in serving if "s3:GetObject" in _actions([s]) and PREFIX in json.dumps(s["Resource"])]
+    assert reads and not any("s3:PutObject" in _actions([s]) for s in reads)
 
 
 def test_the_workload_chart_waits_for_both_identities(templates: dict[str, dict[str, Any]]) -> None:
@@ -113,13 +123,18 @@ def test_the_workload_chart_waits_for_both_identities(templates: dict[str, dict[
         assert association_id in after, service_account
 
 
-@pytest.mark.parametrize(("env", "before", "after"), [("dev", 328, 304), ("prod", 1036, 331)])
-def test_staging_cuts_the_planned_cold_start(env: str, before: int, after: int) -> None:
-    """The plan's scale-out cold start (new node) with the Hub download and with the staged weights, as `llm-eks
-    plan --env` prints them: prod's 70B no longer downloads 140 GB of 16-bit files at every start."""
+@pytest.mark.parametrize(("env", "hub", "staged", "cached"), [("dev", 328, 304, 273), ("prod", 1036, 331, 299)])
+def test_staging_and_the_compile_cache_cut_the_planned_cold_start(env: str, hub: int, staged: int, cached: int) -> None:
+    """The plan's scale-out cold start (new node) with the Hub download, with staged weights alone, and with the
+    compile cache too (the default), as `llm-eks plan --env` prints them: prod's 70B no longer downloads 140 GB of
+    16-bit files at every start, and no longer compiles on a new node."""
     body = CDK_JSON["context"]["environments"][env]
-    hub = {**body, "workload": {**body["workload"], "weights": "hf"}}
-    for config_body, expected in ((hub, before), (body, after)):
+    bodies = {
+        hub: {**body, "workload": {**body["workload"], "weights": "hf"}},
+        staged: {**body, "workload": {**body["workload"], "compile_cache": False}},
+        cached: body,
+    }
+    for expected, config_body in bodies.items():
         (plan,) = plan_workloads(parse_environment(env, config_body))
         assert plan.cold_start.scale_out_s == expected
 

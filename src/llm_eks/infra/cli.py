@@ -391,7 +391,7 @@ def _table(p: Any) -> str:
 
 
 # How each source reads in the path table.
-_WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "ebs": "EBS volume"}
+_WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "staged": "S3 + compile cache", "ebs": "EBS volume"}
 _IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot"}
 
 
@@ -409,8 +409,8 @@ def _paths_table(p: Any) -> list[str]:
         for c in p.cold_start_paths
     ]
     widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
-    lines = ["Cold start by path (queue spike to a Ready replica; * in use; S3 needs the weights in a bucket, "
-             "snapshot an image snapshot, warm node warm_replicas):"]  # fmt: skip
+    lines = ["Cold start by path (queue spike to a Ready replica; * in use; S3 needs the weights in a bucket, the "
+             "compile cache staged weights, snapshot an image snapshot, warm node warm_replicas):"]  # fmt: skip
     for row in (head, *rows):
         cells = [cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  " + "  ".join(cells).rstrip())

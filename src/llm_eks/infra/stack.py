@@ -285,6 +285,9 @@ class InferenceStack(cdk.Stack):
         namespace, account = service_account(workload)
         reader = self.weights_bucket.add_reader(namespace, account, staging.prefix)
         stager = self.weights_bucket.add_stager(namespace, staging.name, staging.prefix)
+        if workload.vllm.compile_cache is not None:
+            # The pods restore and save their torch.compile cache: add-only on its prefix, as a staging Job has.
+            self.weights_bucket.add_stager(namespace, account, workload.vllm.compile_cache)
         if staging.hf_token_secret is not None:
             self.secrets_store.add_secret_reader(namespace, staging.name, staging.hf_token_secret)
         self._workload_prerequisites[(workload.key, "weights")] = (reader,)

@@ -203,6 +203,10 @@ class WorkloadConfig:
     weights: str = "hf"
     # Only with weights "s3": the bucket and prefix holding the checkpoint files.
     weights_s3_uri: str | None = None
+    # Only with weights "staged": keep vLLM's torch.compile cache in the weights bucket, so a replica on a new node
+    # restores it instead of compiling. It lets the serving pods write under compile-cache/<workload>/<family>/ (code
+    # the next replicas load): turn it off to keep their role read-only.
+    compile_cache: bool = True
     # Secrets Manager secret NAME holding the Hugging Face token (gated models); never the token itself.
     hf_token_secret: str | None = None
     # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
@@ -238,6 +242,14 @@ class WorkloadConfig:
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
 
+    @property
+    def weights_source(self) -> str:
+        """The planner's weights path: the Hub into NVMe, an S3 stream, or (staged with its compile cache) both the
+        stream and a restored torch.compile cache."""
+        if self.weights == "staged" and self.compile_cache:
+            return "staged"
+        return "s3" if self.weights in ("s3", "staged") else "nvme"
+
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
         from llm_eks.infra.plan import LoraAdapters, PlanRequest
@@ -257,7 +269,14 @@ class WorkloadConfig:
             target_concurrency=self.target_concurrency,
             typical_input_tokens=self.typical_input_tokens,
             typical_output_tokens=self.typical_output_tokens,
-            weights_source="s3" if self.weights in ("s3", "staged") else "nvme",
+            # "staged" is the S3 stream plus the restored compile cache.
+            weights_source=(
+                "staged"
+                if self.weights == "staged" and self.compile_cache
+                else "s3"
+                if self.weights in ("s3", "staged")
+                else "nvme"
+            ),
             # The node classes pull in parallel unless they restore an image snapshot (manifests/node_pools).
             image_source="snapshot" if self.image_snapshot_id is not None else "parallel-pull",
             # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.

@@ -21,7 +21,7 @@ LOAD_TIME_FORMATS = ("bf16", "fp8")
 
 KV_CACHE_DTYPES = ("auto", "fp8")
 
-WEIGHTS_SOURCES = ("nvme", "s3", "ebs")
+WEIGHTS_SOURCES = ("nvme", "s3", "staged", "ebs")
 
 # Where a node gets the serving image (plan/cold_start.py has the figures; not imported: it imports result).
 IMAGE_SOURCES = ("pull", "parallel-pull", "snapshot")
@@ -76,7 +76,8 @@ class PlanRequest:
     target_concurrency: int = 16
     typical_input_tokens: int = 1024
     typical_output_tokens: int = 256
-    # nvme: Hugging Face download cached on the instance store; s3: Run:ai Model Streamer; ebs: a gp3 volume.
+    # nvme: Hugging Face download cached on the instance store; s3: Run:ai Model Streamer; staged: the same from the
+    # environment's weights bucket, with the torch.compile cache restored from it; ebs: a gp3 volume.
     weights_source: str = "nvme"
     # parallel-pull: what llm-eks's Bottlerocket GPU nodes do by default (SOCI parallel pull and unpack); pull:
     # containerd's default; snapshot: a data volume restored from an image snapshot (workload.image_snapshot_id).

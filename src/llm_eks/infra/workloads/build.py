@@ -31,6 +31,7 @@ from llm_eks.manifests.gateway.panels import gateway_panels
 from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
 from llm_eks.manifests.vllm import VllmProps
+from llm_eks.manifests.weights_staging import compile_cache_prefix
 from llm_eks.versions import PAUSE_IMAGE
 
 
@@ -70,7 +71,10 @@ def _build_one(
     staging = None
     if s.config.weights == "staged":
         staging = weights_staging_props(s, plan, vllm, cpu)
-        vllm = with_staged_weights(vllm, staging)
+        # Per workload and GPU family: a cache compiled for another GPU would be another hash directory anyway.
+        family = plan.instance.instance_type.split(".")[0]
+        cache = compile_cache_prefix(vllm.name, family) if s.config.compile_cache else None
+        vllm = with_staged_weights(vllm, staging, cache)
     return VllmWorkload(
         gpu_pool=pool,
         cpu_pool=cpu,

@@ -143,13 +143,15 @@ def weights_staging_props(s: ServedWorkload, plan: Plan, vllm: VllmProps, cpu: C
     )
 
 
-def with_staged_weights(vllm: VllmProps, staging: WeightsStagingProps) -> VllmProps:
-    """`vllm` streaming the staged prefix from the environment's bucket, once the staging key's marker is there."""
+def with_staged_weights(vllm: VllmProps, staging: WeightsStagingProps, compile_cache: str | None) -> VllmProps:
+    """`vllm` streaming the staged prefix from the environment's bucket, once the staging key's marker is there, with
+    its torch.compile cache under `compile_cache` (a bucket prefix; None: none)."""
     return replace(
         vllm,
         weights="s3",
         model=s3_model_uri(staging.prefix),
         staged_weights=(staging.prefix, staging_key(staging)),
+        compile_cache=compile_cache,
     )
 
 

@@ -20,7 +20,13 @@ from llm_eks.manifests.vllm.props import (
     ProbeTiming,
     VllmProps,
 )
-from llm_eks.manifests.weights_staging import BUCKET_ENV, bucket_env, wait_for_weights_init_container
+from llm_eks.manifests.weights_staging import (
+    BUCKET_ENV,
+    bucket_env,
+    compile_cache_restore_container,
+    compile_cache_save_sidecar,
+    wait_for_weights_init_container,
+)
 
 # "server": the one pod of a single-node replica; "leader"/"worker": the pods of a LeaderWorkerSet group.
 Role: TypeAlias = Literal["server", "leader", "worker"]
@@ -88,6 +94,21 @@ def pod_security_context(p: VllmProps) -> dict[str, Any]:
     """The pod security context of vLLM pods (the server, and the benchmark Job running the same image)."""
     # GID 0: the image makes /home/vllm and its caches group-0 writable for exactly this user.
     return pods.pod_security_context(p.run_as_user, run_as_group=0)
+
+
+def staged_weights_init_containers(p: VllmProps, role: Role) -> list[dict[str, Any]]:
+    """Every pod of a replica streams its share of the weights: each waits until staging has finished, then restores
+    the compile cache; the server (or a group's leader) also runs the sidecar that saves it once vLLM serves (workers
+    serve no /health to wait for)."""
+    assert p.staged_weights is not None
+    prefix, key = p.staged_weights
+    containers = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
+    if p.compile_cache is not None:
+        cache = (BUCKET_ENV, p.compile_cache, p.image, p.aws_region, CACHE_DIR, "cache")
+        containers.append(compile_cache_restore_container(*cache))
+        if role != "worker":
+            containers.append(compile_cache_save_sidecar(*cache, port=PORT))
+    return containers
 
 
 def serving_pod_spec(
@@ -171,9 +192,7 @@ def serving_pod_spec(
         "volumes": volumes,
     }
     if p.staged_weights is not None:
-        # Every pod of a replica streams its share of the weights: each waits until staging has finished.
-        prefix, key = p.staged_weights
-        pod_spec["initContainers"] = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
+        pod_spec["initContainers"] = staged_weights_init_containers(p, role)
     pod_spec.update(placement(p.node_selector, p.tolerations))
     if role != "server":
         # A group's pods exchange tensors every step: all of them in the leader's zone (never NCCL across AZs).

@@ -135,6 +135,9 @@ class VllmProps:
     # read the bucket's name from ConfigMap llm-eks-weights and wait until the prefix holds this key's marker; the
     # model is then s3://$(LLM_EKS_WEIGHTS_BUCKET)/<prefix>. None: weights as `model` says.
     staged_weights: tuple[str, str] | None = None
+    # With staged weights: the bucket prefix holding this workload's torch.compile cache (restored before vLLM starts,
+    # saved by a sidecar once it serves); None: compile on every new node.
+    compile_cache: str | None = None
     # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
     extra_engine_args: tuple[str, ...] = ()
 

@@ -31,14 +31,31 @@ What the AWS side provides (WeightsBucket.add_stager and add_reader grant exactl
   needs anyway and which the init container uses to tell "no marker yet" from "access denied";
 - an AbortIncompleteMultipartUpload lifecycle rule on the bucket: a pod killed mid-upload leaves parts behind.
 Egress from the workload namespace stays open (network_policies), which the Job needs for the Hub and S3.
+
+The same bucket keeps each workload's torch.compile cache, per GPU family, under
+`compile-cache/<workload>/<family>/` (compile_cache_prefix): vLLM's cache from one node is valid on another of the
+same GPU type with the same image and config (vLLM hashes all of these into the cache's folder name), and loading it
+saves the compile on a new node. `compile_cache` is the program of two more containers of the serving pod, run like
+wait.py with `python3 -c`: compile_cache_restore_container (an init container after wait-for-weights) downloads the
+prefix into <cache dir>/vllm/torch_compile_cache and always exits 0, and compile_cache_save_sidecar (a native
+sidecar: an init container with restartPolicy Always, after the restore) uploads, once vLLM is healthy and every
+10 minutes, the files the prefix lacks; it never deletes. The serving ServiceAccount then needs, on that prefix,
+s3:ListBucket (prefix condition), s3:GetObject, s3:PutObject and s3:AbortMultipartUpload, and kms:GenerateDataKey and
+kms:Decrypt through S3 for a customer managed key. CUDA graphs are not in the cache: vLLM captures them at every start.
 """
 
 from llm_eks.manifests.weights_staging.objects import (
+    RESTORE_COMPILE_CACHE_CONTAINER,
+    SAVE_COMPILE_CACHE_CONTAINER,
     STAGING_APP,
     STAGING_KEY_LABEL,
     WAIT_CONTAINER,
     bucket_config_map,
     bucket_env,
+    compile_cache_dir,
+    compile_cache_restore_container,
+    compile_cache_save_sidecar,
+    compile_cache_script,
     s3_model_uri,
     script_config_map_name,
     stage_script,
@@ -50,9 +67,11 @@ from llm_eks.manifests.weights_staging.props import (
     BUCKET_CONFIG_MAP,
     BUCKET_ENV,
     BUCKET_KEY,
+    COMPILE_CACHE_SUBDIR,
     DEFAULT_ALLOW_PATTERNS,
     DEFAULT_IGNORE_PATTERNS,
     WeightsStagingProps,
+    compile_cache_prefix,
     staging_job_name,
     staging_key,
     validate_weights_staging_props,
@@ -63,15 +82,23 @@ __all__ = [
     "BUCKET_CONFIG_MAP",
     "BUCKET_ENV",
     "BUCKET_KEY",
+    "COMPILE_CACHE_SUBDIR",
     "DEFAULT_ALLOW_PATTERNS",
     "DEFAULT_IGNORE_PATTERNS",
     "MARKER",
+    "RESTORE_COMPILE_CACHE_CONTAINER",
+    "SAVE_COMPILE_CACHE_CONTAINER",
     "STAGING_APP",
     "STAGING_KEY_LABEL",
     "WAIT_CONTAINER",
     "WeightsStagingProps",
     "bucket_config_map",
     "bucket_env",
+    "compile_cache_dir",
+    "compile_cache_prefix",
+    "compile_cache_restore_container",
+    "compile_cache_save_sidecar",
+    "compile_cache_script",
     "s3_model_uri",
     "script_config_map_name",
     "stage_script",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Any
 
@@ -22,6 +23,7 @@ from llm_eks.manifests.weights_staging.props import (
     BUCKET_CONFIG_MAP,
     BUCKET_ENV,
     BUCKET_KEY,
+    COMPILE_CACHE_SUBDIR,
     KEY_LENGTH,
     WeightsStagingProps,
     staging_job_name,
@@ -42,6 +44,16 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 WAIT_CPU_REQUEST = "50m"
 WAIT_CPU_LIMIT = "500m"
 WAIT_MEMORY = "128Mi"
+RESTORE_COMPILE_CACHE_CONTAINER = "restore-compile-cache"
+SAVE_COMPILE_CACHE_CONTAINER = "save-compile-cache"
+# Both compile cache containers: boto3 with its transfer threads (upload_file: 10 threads of 8 MiB parts).
+COMPILE_CACHE_CPU_REQUEST = "100m"
+COMPILE_CACHE_CPU_LIMIT = "500m"
+COMPILE_CACHE_MEMORY = "256Mi"
+# vLLM's port (vllm.props.PORT; not imported: vllm.pod imports this package).
+VLLM_PORT = 8000
+COMPILE_CACHE_INTERVAL_SECONDS = 600
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PACKAGE = __name__.rpartition(".")[0]
 # It runs the vLLM image like the server, for the same reasons; it writes nothing, so its root filesystem is
 # read-only and it has CPU and memory limits.
@@ -56,6 +68,11 @@ def stage_script() -> str:
 def wait_script() -> str:
     """wait.py's text, run with `python3 -c` by the init container."""
     return resources.files(_PACKAGE).joinpath("wait.py").read_text(encoding="utf-8")
+
+
+def compile_cache_script() -> str:
+    """compile_cache.py's text, run with `python3 -c` by the restore init container and the save sidecar."""
+    return resources.files(_PACKAGE).joinpath("compile_cache.py").read_text(encoding="utf-8")
 
 
 def bucket_env(name: str = BUCKET_ENV) -> dict[str, Any]:
@@ -248,19 +265,134 @@ def wait_for_weights_init_container(
         raise ValueError(f"key: {key!r} is not a staging key ({KEY_LENGTH} hex characters from staging_key)")
     if not prefix.endswith("/") or "$" in prefix:
         raise ValueError(f"prefix: {prefix!r} must end in '/' and hold no '$'")
+    return _script_container(
+        WAIT_CONTAINER,
+        image,
+        wait_script(),
+        ["--bucket", f"$({bucket_env_name})", "--prefix", prefix, "--key", key],
+        bucket_env_name,
+        region,
+        (WAIT_CPU_REQUEST, WAIT_CPU_LIMIT, WAIT_MEMORY),
+    )
+
+
+def _script_container(
+    name: str,
+    image: str,
+    script: str,
+    args: list[str],
+    bucket_env_name: str,
+    region: str | None,
+    resources: tuple[str, str, str],
+    *,
+    no_bytecode: bool = False,
+) -> dict[str, Any]:
+    """A container of the serving pod running one of this package's scripts with the vLLM image's python: the
+    bucket's name from the ConfigMap, small fixed resources (cpu request, cpu limit, memory), restricted and
+    read-only (it writes only to volumes)."""
+    cpu_request, cpu_limit, memory = resources
     env = [bucket_env(bucket_env_name), {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    if no_bytecode:
+        env.append({"name": "PYTHONDONTWRITEBYTECODE", "value": "1"})
     if region is not None:
         env.append({"name": "AWS_REGION", "value": region})
     return {
-        "name": WAIT_CONTAINER,
+        "name": name,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-c", wait_script()],
-        "args": ["--bucket", f"$({bucket_env_name})", "--prefix", prefix, "--key", key],
+        "command": ["python3", "-c", script],
+        "args": args,
         "env": env,
         "resources": {
-            "requests": {"cpu": WAIT_CPU_REQUEST, "memory": WAIT_MEMORY},
-            "limits": {"cpu": WAIT_CPU_LIMIT, "memory": WAIT_MEMORY},
+            "requests": {"cpu": cpu_request, "memory": memory},
+            "limits": {"cpu": cpu_limit, "memory": memory},
         },
         "securityContext": {**container_security_context(), "readOnlyRootFilesystem": True, "runAsNonRoot": True},
     }
+
+
+def _compile_cache_container(
+    name: str,
+    mode: str,
+    bucket_env_name: str,
+    prefix: str,
+    image: str,
+    region: str | None,
+    cache_dir: str,
+    volume: str,
+) -> dict[str, Any]:
+    if not prefix.endswith("/") or prefix.startswith("/") or "$" in prefix or "*" in prefix:
+        raise ValueError(f"prefix: {prefix!r} must end in '/', not start with '/' and hold no '$' or '*'")
+    if not cache_dir.startswith("/") or "$" in cache_dir:
+        raise ValueError(f"cache_dir: {cache_dir!r} must be an absolute path without '$'")
+    if not _DNS_LABEL.fullmatch(volume):
+        raise ValueError(f"volume: {volume!r} must be a volume name (a DNS-1123 label)")
+    # It writes only to the cache volume; the pod's user (the vLLM image's, GID 0) owns what it restores.
+    return _script_container(
+        name,
+        image,
+        compile_cache_script(),
+        [mode, "--bucket", f"$({bucket_env_name})", "--prefix", prefix],
+        bucket_env_name,
+        region,
+        (COMPILE_CACHE_CPU_REQUEST, COMPILE_CACHE_CPU_LIMIT, COMPILE_CACHE_MEMORY),
+        no_bytecode=True,
+    )
+
+
+def compile_cache_dir(cache_dir: str) -> str:
+    """Where vLLM keeps its torch.compile cache in a container whose VLLM_CACHE_ROOT is `<cache_dir>/vllm`."""
+    return f"{cache_dir.rstrip('/')}/{COMPILE_CACHE_SUBDIR}"
+
+
+def compile_cache_restore_container(
+    bucket_env_name: str, prefix: str, image: str, region: str | None, cache_dir: str, volume: str
+) -> dict[str, Any]:
+    """An init container for a serving pod, after wait-for-weights: it downloads s3://$BUCKET/<prefix> (see
+    compile_cache_prefix) into <cache_dir>/vllm/torch_compile_cache on the pod's cache volume `volume`, so vLLM loads
+    its compiled graphs instead of compiling them. It always exits 0: a missing cache, access denied or a network
+    error cost a compile, never the replica. The pod's ServiceAccount needs s3:ListBucket on the prefix and
+    s3:GetObject on `<prefix>*` (and kms:Decrypt through S3 with a customer managed key)."""
+    container = _compile_cache_container(
+        RESTORE_COMPILE_CACHE_CONTAINER, "restore", bucket_env_name, prefix, image, region, cache_dir, volume
+    )
+    container["args"] += ["--dest", compile_cache_dir(cache_dir)]
+    container["volumeMounts"] = [{"name": volume, "mountPath": cache_dir}]
+    return container
+
+
+def compile_cache_save_sidecar(
+    bucket_env_name: str,
+    prefix: str,
+    image: str,
+    region: str | None,
+    cache_dir: str,
+    volume: str,
+    port: int = VLLM_PORT,
+    interval_seconds: int = COMPILE_CACHE_INTERVAL_SECONDS,
+) -> dict[str, Any]:
+    """A native sidecar (an `initContainers` entry with restartPolicy Always, after the restore container): once
+    vLLM's /health on localhost:`port` answers 200, and then every `interval_seconds`, it uploads the files of
+    <cache_dir>/vllm/torch_compile_cache (the cache volume `volume`, mounted read-only) that s3://$BUCKET/<prefix>
+    lacks. It never deletes. The pod's ServiceAccount needs s3:ListBucket on the prefix, s3:GetObject and
+    s3:PutObject (s3:AbortMultipartUpload for a failed multipart upload) on `<prefix>*`, and kms:GenerateDataKey and
+    kms:Decrypt through S3 with a customer managed key."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port: {port!r} must be a TCP port (1-65535)")
+    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds < 1:
+        raise ValueError(f"interval_seconds: {interval_seconds!r} must be a whole number of at least 1")
+    container = _compile_cache_container(
+        SAVE_COMPILE_CACHE_CONTAINER, "save", bucket_env_name, prefix, image, region, cache_dir, volume
+    )
+    container["args"] += [
+        "--src",
+        compile_cache_dir(cache_dir),
+        "--health",
+        f"http://localhost:{port}/health",
+        "--interval",
+        str(interval_seconds),
+    ]
+    container["volumeMounts"] = [{"name": volume, "mountPath": cache_dir, "readOnly": True}]
+    # Started before vLLM, stopped after it, restarted when it exits: Kubernetes' native sidecar (GA in 1.33).
+    container["restartPolicy"] = "Always"
+    return container

@@ -174,3 +174,19 @@ def staging_key(p: WeightsStagingProps) -> str:
 
 def staging_job_name(p: WeightsStagingProps) -> str:
     return f"{p.name}-{staging_key(p)}"
+
+
+# vLLM's torch.compile cache below the serving container's cache folder: VLLM_CACHE_ROOT is <cache dir>/vllm and vLLM
+# 0.33 writes under $VLLM_CACHE_ROOT/torch_compile_cache (vllm/compilation/backends.py).
+COMPILE_CACHE_SUBDIR = "vllm/torch_compile_cache"
+# Key prefix of the saved caches in the weights bucket: one per workload and GPU family.
+COMPILE_CACHE_ROOT = "compile-cache"
+
+
+def compile_cache_prefix(workload_name: str, instance_family: str) -> str:
+    """`compile-cache/<workload name>/<instance family>/`: where the replicas of one workload on one GPU family (e.g.
+    g6e) keep their torch.compile cache. Compiled kernels are specific to the GPU; vLLM's own hash keeps apart caches
+    of other configs and images within the prefix."""
+    require_dns1035("compile_cache.workload_name", workload_name)
+    require_dns1123("compile_cache.instance_family", instance_family)
+    return f"{COMPILE_CACHE_ROOT}/{workload_name}/{instance_family}/"

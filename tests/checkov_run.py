@@ -29,7 +29,3 @@ def run_checkov(target: Path, *frameworks: str) -> list[dict[str, Any]] | None:
     assert run.returncode in (0, 1), run.stderr[-2000:]
     results = json.loads(run.stdout)
     return results if isinstance(results, list) else [results]
-
-
-def failed_checks(results: list[dict[str, Any]]) -> list[str]:
-    return [f"{f['check_id']} {f['resource']}" for r in results for f in r["results"]["failed_checks"]]

@@ -42,7 +42,6 @@ from llm_eks.manifests.weights_staging import stage as stage_module
 from llm_eks.manifests.weights_staging import wait as wait_module
 from llm_eks.manifests.weights_staging.objects import SCRATCH_DIR, stage_args
 from llm_eks.versions import VLLM_IMAGE
-from tests.checkov_run import CHECKOV, failed_checks, run_checkov
 from tests.kube_schema import assert_valid, assert_valid_secret_provider_class
 from tests.test_vllm_chart import base_props
 
@@ -809,38 +808,3 @@ def test_both_scripts_run_as_plain_python_without_llm_eks(tmp_path: Path) -> Non
         run = subprocess.run([sys.executable, "-I", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         assert "--bucket" in run.stdout
-
-
-def test_checkov_passes_the_staging_objects_and_a_waiting_serving_pod(tmp_path: Path) -> None:
-    """Zero failed checks, as tests/test_checkov.py requires of the whole app (whose namespace has a default-deny
-    NetworkPolicy); each suppression carries its one-line reason."""
-    from llm_eks.manifests.checkov import serving_pod_annotations
-    from llm_eks.manifests.network_policies import default_deny
-
-    if not CHECKOV.exists():
-        pytest.skip(f"{CHECKOV} is missing: `make test` installs it from requirements-checkov.txt")
-    vllm = base_props(model=s3_model_uri(PREFIX), weights="s3")
-    spec = serving_pod_spec(vllm, probe_timing(vllm), {"app": "x"})
-    spec["initContainers"] = [
-        wait_for_weights_init_container(BUCKET_ENV, PREFIX, staging_key(PROPS), vllm.image, vllm.aws_region)
-    ]
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "vllm", "namespace": "inference", "annotations": serving_pod_annotations(vllm.image)},
-        "spec": spec,
-    }
-    (tmp_path / "objects.yaml").write_text(
-        yaml.safe_dump_all([*staging_objects(PROPS), pod, default_deny("inference")])
-    )
-    results = run_checkov(tmp_path, "kubernetes")
-    assert results is not None
-    failed = failed_checks(results)
-    assert not failed, failed
-    skipped = {
-        s["check_id"]: s["check_result"]["suppress_comment"]
-        for r in results
-        for s in r["results"]["skipped_checks"]
-        if s["resource"].startswith("Job.")
-    }
-    assert sorted(skipped) == ["CKV_K8S_15", "CKV_K8S_40", "CKV_K8S_43"]

@@ -39,6 +39,7 @@ from llm_eks.manifests.weights_staging import compile_cache as cc
 from llm_eks.manifests.weights_staging.objects import VLLM_PORT
 from llm_eks.versions import VLLM_IMAGE
 from tests.kube_schema import assert_valid
+from tests.moto_s3 import emptied, module_s3
 from tests.test_vllm_chart import base_props
 
 moto = pytest.importorskip("moto")
@@ -60,23 +61,13 @@ CACHE_FILES = {
 }
 
 
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """moto's S3 holding an empty weights bucket, as tests/test_weights_staging.py sets it up."""
-    import boto3
+s3_module = module_s3(BUCKET)
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "eu-west-1",
-        "AWS_DEFAULT_REGION": "eu-west-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with moto.mock_aws():
-        client = boto3.client("s3", region_name="eu-west-1")
-        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-        yield client
+
+@pytest.fixture
+def s3(s3_module: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """moto's S3 (the whole boto3 stack in-process) holding an empty weights bucket."""
+    return emptied(s3_module, BUCKET)
 
 
 class Recording:

@@ -43,6 +43,7 @@ from llm_eks.manifests.weights_staging import wait as wait_module
 from llm_eks.manifests.weights_staging.objects import SCRATCH_DIR, stage_args
 from llm_eks.versions import VLLM_IMAGE
 from tests.kube_schema import assert_valid, assert_valid_secret_provider_class
+from tests.moto_s3 import emptied, module_s3
 from tests.test_vllm_chart import base_props
 
 moto = pytest.importorskip("moto")
@@ -246,25 +247,15 @@ def hub(fake_hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
     return fake_hub
 
 
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """moto's S3 (the whole boto3 stack in-process) holding an empty weights bucket."""
-    import boto3
+s3_module = module_s3(BUCKET)
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "eu-west-1",
-        "AWS_DEFAULT_REGION": "eu-west-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+@pytest.fixture
+def s3(s3_module: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """moto's S3 (the whole boto3 stack in-process) holding an empty weights bucket."""
     # A 6 MiB shard goes up in parts (S3's smallest part is 5 MiB).
     monkeypatch.setattr(stage_module, "MIN_PART_BYTES", 5 * MIB)
-    with moto.mock_aws():
-        client = boto3.client("s3", region_name="eu-west-1")
-        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-        yield client
+    return emptied(s3_module, BUCKET)
 
 
 def job_args(props: WeightsStagingProps, scratch: Path) -> list[str]:

@@ -39,3 +39,16 @@ def synth_with_nag(app: cdk.App) -> dict[str, Any]:
         if "ValidationFailed" not in str(error):
             raise
     return json.loads((Path(app.outdir) / "validation-report.json").read_text())
+
+
+def nag_findings(report: dict[str, Any], scaffolding: str) -> list[str]:
+    """`rule at construct path` for every cdk-nag finding outside `scaffolding` (a construct path prefix, e.g. the
+    minimal cluster's); fails when cdk-nag did not run."""
+    assert report["pluginReports"], "cdk-nag did not run"
+    return [
+        f"{v['ruleName']} at {c['constructPath']}"
+        for plugin in report["pluginReports"]
+        for v in plugin["violations"]
+        for c in v["violatingConstructs"]
+        if not c["constructPath"].startswith(scaffolding)
+    ]

@@ -28,7 +28,7 @@ from llm_eks.constructs.observability import Observability, ObservabilityOptions
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
-from tests.cdk_fixtures import minimal_cluster, synth_with_nag
+from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
 from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
 
 STACK = "Addons"
@@ -468,15 +468,7 @@ def test_no_plaintext_secret_in_the_template(synth: Synth, releases: dict[str, d
 
 
 def test_cdk_nag_has_no_findings_on_the_addons(synth: Synth) -> None:
-    scaffolding = f"{STACK}/Cluster/"
-    findings = [
-        f"{v['ruleName']} at {c['constructPath']}"
-        for report in synth.report["pluginReports"]
-        for v in report["violations"]
-        for c in v["violatingConstructs"]
-        if not c["constructPath"].startswith(scaffolding)
-    ]
-    assert synth.report["pluginReports"], "cdk-nag did not run"
+    findings = nag_findings(synth.report, f"{STACK}/Cluster/")
     assert not findings, "\n".join(findings)
 
 

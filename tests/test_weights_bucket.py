@@ -23,7 +23,7 @@ from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketOptions, WeightsBucketProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
-from tests.cdk_fixtures import minimal_cluster, synth_with_nag
+from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
 
 STACK = "Weights"
 READER = ("inference", "vllm-llama-3-1-8b")
@@ -239,15 +239,7 @@ def test_grants_return_the_service_accounts_pod_identity(synth: Synth) -> None:
 
 
 def test_no_cdk_nag_findings_outside_the_test_cluster(synth: Synth) -> None:
-    scaffolding = f"{STACK}/Cluster/"
-    findings = [
-        f"{v['ruleName']} at {c['constructPath']}"
-        for report in synth.report["pluginReports"]
-        for v in report["violations"]
-        for c in v["violatingConstructs"]
-        if not c["constructPath"].startswith(scaffolding)
-    ]
-    assert synth.report["pluginReports"], "cdk-nag did not run"
+    findings = nag_findings(synth.report, f"{STACK}/Cluster/")
     assert not findings, "\n".join(findings)
 
 

@@ -25,7 +25,7 @@ _HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 # ELBSecurityPolicy-2016-08, still accepts TLS 1.0.
 ALB_SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09"
 # Policy names carry their lowest TLS version: TLS13-1-2-* and TLS13-1-3-* start at 1.2 and 1.3.
-_TLS12_OR_13_POLICY = re.compile(r"^ELBSecurityPolicy-TLS13-1-[23]-[A-Za-z0-9-]+$")
+TLS12_OR_13_POLICY = re.compile(r"^ELBSecurityPolicy-TLS13-1-[23]-[A-Za-z0-9-]+$")
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def validate_ingress(i: IngressProps) -> None:
             "ingress.allow_http: True is not allowed with certificate_arn; the ALB serves HTTPS only "
             "(an HTTP listener receives the first request, API key included, in clear)"
         )
-    if not _TLS12_OR_13_POLICY.match(i.ssl_policy):
+    if not TLS12_OR_13_POLICY.match(i.ssl_policy):
         raise ConfigError(
             f"ingress.ssl_policy: {i.ssl_policy!r} is not allowed; must be an ALB policy with TLS 1.2 or 1.3 as "
             f"its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. {ALB_SSL_POLICY})"

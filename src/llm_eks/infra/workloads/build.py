@@ -72,8 +72,7 @@ def _build_one(
     if s.config.weights == "staged":
         staging = weights_staging_props(s, plan, vllm, cpu)
         # Per workload and GPU family: a cache compiled for another GPU would be another hash directory anyway.
-        family = plan.instance.instance_type.split(".")[0]
-        cache = compile_cache_prefix(vllm.name, family) if s.config.compile_cache else None
+        cache = compile_cache_prefix(vllm.name, plan.instance.family) if s.config.compile_cache else None
         vllm = with_staged_weights(vllm, staging, cache)
     return VllmWorkload(
         gpu_pool=pool,

@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
-from llm_eks.manifests.ingress import ALB_SSL_POLICY
+from llm_eks.manifests.ingress import ALB_SSL_POLICY, TLS12_OR_13_POLICY
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.versions import EPP_IMAGE, IPP_IMAGE
 
@@ -34,7 +34,6 @@ GATEWAY_METRICS_PORT = 15020
 # A served model name, an adapter name: what OpenAI clients put in "model". HTTP header values allow any visible
 # ASCII; the Gateway API caps a header match value at 4096 characters.
 _MODEL_NAME = re.compile(r"^[\x21-\x7e]{1,4096}$")
-_NLB_POLICY = re.compile(r"^ELBSecurityPolicy-TLS13-1-[23]-[A-Za-z0-9-]+$")
 
 
 @dataclass(frozen=True)
@@ -103,8 +102,6 @@ class GatewayProps:
     ssl_policy: str = ALB_SSL_POLICY
     namespace: str = GATEWAY_NAMESPACE
     name: str = "inference"
-    # Envoy gateway pods (set on istiod's GatewayClass defaults; here for the NetworkPolicies and the docs).
-    gateway_replicas: int = 2
     # Two: its ext_proc filter is fail-closed (failure_mode_allow false), so with it down nothing routes.
     router_replicas: int = 2
     # The payload processor's pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
@@ -145,7 +142,7 @@ def validate_gateway(p: GatewayProps) -> None:
             "gateway.certificate_arn: None is not allowed without allow_http; name an ACM certificate for HTTPS, "
             "or set allow_http to serve plain HTTP"
         )
-    if not _NLB_POLICY.match(p.ssl_policy):
+    if not TLS12_OR_13_POLICY.match(p.ssl_policy):
         raise ConfigError(
             f"gateway.ssl_policy: {p.ssl_policy!r} is not allowed; must be an ELBSecurityPolicy-TLS13-1-2-* or "
             "-TLS13-1-3-* policy (TLS 1.2 and newer)"
@@ -165,9 +162,8 @@ def validate_gateway(p: GatewayProps) -> None:
                     f"gateway.{field_name}: {block!r} is not allowed; must not be the whole internet, list your own "
                     "ranges"
                 )
-    for field_name, n in (("gateway_replicas", p.gateway_replicas), ("router_replicas", p.router_replicas)):
-        if not 1 <= n <= 10:
-            raise ConfigError(f"gateway.{field_name}: {n} is not allowed; must be between 1 and 10")
+    if not 1 <= p.router_replicas <= 10:
+        raise ConfigError(f"gateway.router_replicas: {p.router_replicas} is not allowed; must be between 1 and 10")
     if not p.routes:
         raise ConfigError("gateway.routes: () is not allowed; name at least one workload to route to")
     owner: dict[str, str] = {}

@@ -43,7 +43,7 @@ test: setup $(CHECKOV_VENV)/.stamp-deps
 	$(BIN)/ruff format --check src tests app.py examples benchmarks
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.
 	$(BIN)/mypy
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 format: setup
 	$(BIN)/ruff check --fix src tests app.py examples benchmarks

@@ -10,7 +10,7 @@ import pytest
 from llm_eks.errors import ConfigError
 from llm_eks.infra.app import plan_environment
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.cli import main
+from llm_eks.infra.cli import _table, main
 from llm_eks.infra.config import parse_environment
 from llm_eks.infra.images import environment_images
 from llm_eks.infra.workloads import VllmWorkload, build_workload
@@ -41,6 +41,14 @@ def test_placeholders_are_shaped_like_a_replica_on_its_pool() -> None:
     assert "priorityClassName" not in serving_pod  # priority 0: above the placeholders
     (pause,), (vllm,) = pod["containers"], serving_pod["containers"]
     assert pause["image"] == PAUSE_IMAGE
+    # The serving image is pulled onto the node ahead of demand by an init container that exits at once.
+    (pull,) = pod["initContainers"]
+    assert (pull["image"], pull["imagePullPolicy"], pull["command"]) == (
+        vllm["image"],
+        "IfNotPresent",
+        ["/bin/sh", "-c", "exit 0"],
+    )
+    assert pull["resources"]["requests"] == pull["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
     assert pause["resources"]["requests"] == vllm["resources"]["requests"] | {
         "cpu": vllm["resources"]["requests"]["cpu"]
     }
@@ -60,6 +68,11 @@ def test_the_plan_prices_the_headroom(capsys: pytest.CaptureFixture[str]) -> Non
     assert plan.cost_per_replica_hour is not None
     assert plan.warm_headroom_usd_per_hour == round(2 * plan.cost_per_replica_hour, 4)
     assert PAUSE_IMAGE in environment_images(config, [plan])
+    # dev streams staged weights with the image pulled in parallel: the headroom saves the node and the pull.
+    assert (
+        f"Warm headroom  2 replica-shaped placeholder(s) keep node(s) up: ${plan.warm_headroom_usd_per_hour:.2f}/h; "
+        "a scale-out then skips the 90 s node launch and the 50 s image pull"
+    ) in _table(plan)
     assert main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]) == 0
     assert "Warm headroom" not in capsys.readouterr().out
 

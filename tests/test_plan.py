@@ -252,7 +252,8 @@ def test_cold_start_by_image_source_and_every_path_side_by_side() -> None:
     assert cold("pull").scale_out_s - cold("snapshot").scale_out_s == 167 - 5
     p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, weights_source="s3"))
     paths = p.cold_start_paths
-    assert len(paths) == 18 and [c.in_use for c in paths].count(True) == 1
+    # Three image sources on a new node and the placeholder's pulled image on a warm one, for each of 3 weight paths.
+    assert len(paths) == 12 and [c.in_use for c in paths].count(True) == 1
     first = paths[0]
     assert (first.weights_source, first.image_source, first.warm_node, first.in_use) == (
         "s3",
@@ -262,14 +263,15 @@ def test_cold_start_by_image_source_and_every_path_side_by_side() -> None:
     )
     assert first.total_s == p.cold_start.scale_out_s
     fastest = min(paths, key=lambda c: c.total_s)
-    # Staged S3 streaming with the compile cache restored, the image on a snapshot and a warm node:
-    # 0 + 5 + 64.3 + (20 + 60 x 9/19 + 20 = 68.4) = 137.7.
+    # Staged S3 streaming with the compile cache restored on a warm node, whose placeholder pulled the image:
+    # 0 + 0 + 64.3 + (20 + 60 x 9/19 + 20 = 68.4) = 132.7.
     assert (fastest.weights_source, fastest.image_source, fastest.warm_node, fastest.total_s) == (
         "staged",
-        "snapshot",
+        "headroom",
         True,
-        138,
+        133,
     )
+    assert {c.image_s for c in paths if c.warm_node} == {0}
     # The cache takes 60 x 10/19 = 31.6 s off the warm-up; the startup probe still allows an empty cache.
     cached = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, weights_source="staged"))
     assert (p.cold_start.warmup_s, cached.cold_start.warmup_s) == (100, 68)

@@ -378,7 +378,8 @@ def _table(p: Any) -> str:
                 "Warm headroom",
                 f"{r.warm_replicas} replica-shaped placeholder(s) keep node(s) up: "
                 + ("no on-demand price" if price is None else f"${price:.2f}/h")
-                + f"; a scale-out then skips the {cold.node_provision_s:g} s node launch",
+                + f"; a scale-out then skips the {cold.node_provision_s:g} s node launch and the "
+                + f"{cold.image_pull_s:g} s image pull",
             ),
         )
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
@@ -392,7 +393,7 @@ def _table(p: Any) -> str:
 
 # How each source reads in the path table.
 _WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "staged": "S3 + compile cache", "ebs": "EBS volume"}
-_IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot"}
+_IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot", "headroom": "on the node"}
 
 
 def _paths_table(p: Any) -> list[str]:
@@ -410,7 +411,8 @@ def _paths_table(p: Any) -> list[str]:
     ]
     widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
     lines = ["Cold start by path (queue spike to a Ready replica; * in use; S3 needs the weights in a bucket, the "
-             "compile cache staged weights, snapshot an image snapshot, warm node warm_replicas):"]  # fmt: skip
+             "compile cache staged weights, snapshot an image snapshot, warm node warm_replicas, whose "
+             "placeholders pull the image):"]  # fmt: skip
     for row in (head, *rows):
         cells = [cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  " + "  ".join(cells).rstrip())

@@ -4,8 +4,11 @@ The Kubernetes over-provisioning pattern (cluster-autoscaler FAQ "How can I conf
 treats the placeholders as any pending pod): a Deployment of pause containers shaped like one serving replica
 (same accelerators, CPU, memory, node selector and tolerations) at a PriorityClass below every other pod. Karpenter
 keeps a node up for each; when KEDA adds a real replica, the scheduler pre-empts a placeholder (the replica's
-priority is higher) and the replica starts on a node that is already Ready, with its image on disk when an image
-snapshot is used. The evicted placeholder goes Pending and Karpenter launches a node for it, up to the pool's limit.
+priority is higher) and the replica starts on a node that is already Ready. Each placeholder first runs the serving
+image (an init container that exits at once), so the node has pulled it before any replica needs it: the kubelet's
+image garbage collection keeps an image while a container that used it exists, and the exited init container exists
+as long as the placeholder. The evicted placeholder goes Pending and Karpenter launches a node for it, up to the
+pool's limit.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_eks.errors import fail
-from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
+from llm_eks.manifests.checkov import SERVING_POD_SKIPS, UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.labels import selector_labels
 from llm_eks.manifests.pods import container_security_context, placement, pod_security_context
 from llm_eks.manifests.vllm import VllmProps
@@ -27,15 +30,18 @@ PRIORITY_CLASS = "llm-eks-warm-headroom"
 PRIORITY = -10
 # The pause image's own non-root user (registry.k8s.io/pause runs as 65535).
 PAUSE_USER = 65535
+# The init container only starts a shell and exits.
+PULL_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 _SKIPS = {
     "CKV_K8S_8": "A pause container has nothing to probe: it only holds its node for a future replica.",
     "CKV_K8S_9": "A pause container has nothing to probe: it only holds its node for a future replica.",
+    "CKV_K8S_15": SERVING_POD_SKIPS["CKV_K8S_15"],
 }
 
 
-def _skips(image: str) -> dict[str, str]:
-    """The placeholder's checkov suppressions; the digest one only while the image has no locked digest."""
-    return {**_SKIPS, **({} if "@sha256:" in image else UNLOCKED_IMAGE_SKIP)}
+def _skips(*images: str) -> dict[str, str]:
+    """The placeholder's checkov suppressions; the digest one only while an image has no locked digest."""
+    return {**_SKIPS, **({} if all("@sha256:" in image for image in images) else UNLOCKED_IMAGE_SKIP)}
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class HeadroomProps:
 
     replicas: int
     serving: VllmProps
-    # The pause image (a locked digest when the environment has one).
+    # The pause image (a locked digest when the environment has one); the serving image comes from `serving`.
     image: str = PAUSE_IMAGE
     # Emit the cluster-scoped PriorityClass; False where another workload's headroom already carries it.
     priority_class: bool = True
@@ -67,7 +73,7 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": s.namespace, "annotations": skip_annotations(_skips(p.image))},
+        "metadata": {"name": name, "namespace": s.namespace, "annotations": skip_annotations(_skips(p.image, s.image))},
         "spec": {
             "replicas": p.replicas,
             "selector": {"matchLabels": labels},
@@ -79,11 +85,23 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 0,
                     "securityContext": pod_security_context(PAUSE_USER, PAUSE_USER),
+                    "initContainers": [
+                        {
+                            # Pulls the serving image onto the node ahead of demand; /bin/sh is in the image already
+                            # (the serving container's API-key wrapper runs it).
+                            "name": "pull-serving-image",
+                            "image": s.image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["/bin/sh", "-c", "exit 0"],
+                            "resources": {"requests": PULL_RESOURCES, "limits": PULL_RESOURCES},
+                            "securityContext": {**container_security_context(), "readOnlyRootFilesystem": True},
+                        }
+                    ],
                     "containers": [
                         {
                             "name": "pause",
                             "image": p.image,
-                            "imagePullPolicy": "Always",  # a few hundred kB; the tag or digest is re-checked
+                            "imagePullPolicy": "IfNotPresent",
                             "resources": {
                                 "requests": requests,
                                 "limits": {k: v for k, v in requests.items() if k != "ephemeral-storage"},

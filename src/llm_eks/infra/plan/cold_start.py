@@ -74,6 +74,11 @@ WARMUP_PER_GPU_DOUBLING_S = 10
 
 WARMUP_PER_EXTRA_NODE_S = 30
 
+# On a warm node the placeholder's init container has pulled the serving image, so the replica's container starts
+# from the node's image store at once, whatever the image source.
+WARM_NODE_IMAGE_S = 0.0
+HEADROOM_IMAGE_SOURCE = "headroom"
+
 # Karpenter launch to a Ready node with GPUs advertised by the device plugin. No published figure exists for GPU
 # instances (the nearest: 24-30 s from instance request to Node Ready for c6a.large, awslabs/node-latency-for-k8s;
 # a Karpenter maintainer notes GPU instances "often take much longer to boot", awslabs/amazon-eks-ami#1099): 90 s is
@@ -135,30 +140,31 @@ def estimate_cold_start(ctx: Context, fit: Fit) -> ColdStart:
 
 def cold_start_paths(ctx: Context, fit: Fit) -> tuple[ColdStartPath, ...]:
     """Queue spike to a Ready replica for every path (weights from the Hub or S3; image pulled, pulled in parallel,
-    or on a restored snapshot; a new node or a warm one), the request's own first."""
+    or on a restored snapshot on a new node; on a warm node, the image its placeholder pulled), the request's own
+    first."""
     mine = (ctx.request.weights_source, ctx.request.image_source, False)
     rows = []
     for weights_source in ("nvme", "s3", "staged"):
         weights = weights_seconds(ctx, fit, weights_source)
         warmup = warmup_seconds(fit, compile_cache=weights_source == "staged")
-        for image_source in IMAGE_SOURCES:
-            image = image_seconds(image_source)
-            for warm in (False, True):
-                # Warm headroom keeps the node up, not the image: its placeholders run only the pause image.
-                node = 0 if warm else NODE_PROVISION_S
-                rows.append(
-                    ColdStartPath(
-                        weights_source=weights_source,
-                        image_source=image_source,
-                        warm_node=warm,
-                        node_s=node,
-                        image_s=round(image),
-                        weights_s=round(weights),
-                        warmup_s=round(warmup),
-                        total_s=round(node + image + weights + warmup),
-                        in_use=(weights_source, image_source, warm) == mine,
-                    )
+        starts = [(image_source, False, image_seconds(image_source)) for image_source in IMAGE_SOURCES]
+        # A warm node's placeholder has already pulled the serving image (manifests/headroom.py), whatever the source.
+        starts.append((HEADROOM_IMAGE_SOURCE, True, WARM_NODE_IMAGE_S))
+        for image_source, warm, image in starts:
+            node = 0 if warm else NODE_PROVISION_S
+            rows.append(
+                ColdStartPath(
+                    weights_source=weights_source,
+                    image_source=image_source,
+                    warm_node=warm,
+                    node_s=node,
+                    image_s=round(image),
+                    weights_s=round(weights),
+                    warmup_s=round(warmup),
+                    total_s=round(node + image + weights + warmup),
+                    in_use=(weights_source, image_source, warm) == mine,
                 )
+            )
     return tuple(sorted(rows, key=lambda row: not row.in_use))
 
 

@@ -101,7 +101,7 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
                         {
                             "name": "pause",
                             "image": p.image,
-                            "imagePullPolicy": "IfNotPresent",
+                            "imagePullPolicy": "IfNotPresent",  # pinned: a restart needs no registry round trip
                             "resources": {
                                 "requests": requests,
                                 "limits": {k: v for k, v in requests.items() if k != "ephemeral-storage"},

@@ -147,10 +147,11 @@ def cold_start_paths(ctx: Context, fit: Fit) -> tuple[ColdStartPath, ...]:
     for weights_source in ("nvme", "s3", "staged"):
         weights = weights_seconds(ctx, fit, weights_source)
         warmup = warmup_seconds(fit, compile_cache=weights_source == "staged")
-        starts = [(image_source, False, image_seconds(image_source)) for image_source in IMAGE_SOURCES]
-        # A warm node's placeholder has already pulled the serving image (manifests/headroom.py), whatever the source.
-        starts.append((HEADROOM_IMAGE_SOURCE, True, WARM_NODE_IMAGE_S))
-        for image_source, warm, image in starts:
+        images = {source: image_seconds(source) for source in IMAGE_SOURCES} | {
+            HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S
+        }
+        for image_source, image in images.items():
+            warm = image_source == HEADROOM_IMAGE_SOURCE
             node = 0 if warm else NODE_PROVISION_S
             rows.append(
                 ColdStartPath(

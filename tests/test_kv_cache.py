@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from benchmarks.kv_error_table import Row, records, rows_for
 from llm_eks.catalog.models import CONFIGS, MODELS, ModelSpec
 from llm_eks.infra.cli import main
 from llm_eks.infra.plan import PlanRequest, plan
 from llm_eks.infra.plan.kv_cache import kv_layout
-from llm_eks.infra.plan.memory import GIB
 
-LOGS = json.loads((Path(__file__).parent / "fixtures" / "vllm_startup_logs.json").read_text())["records"]
 IN_FLIGHT = 2 * 8192  # async scheduling: two batches of max_num_batched_tokens
 
 
@@ -44,17 +42,48 @@ def test_gemma3_and_llama4_windows() -> None:
     assert scout.blocks_per_request(1280) == 4 * 80
 
 
-def test_logged_kv_tokens_follow_from_the_logged_memory() -> None:
-    """vLLM's "GPU KV cache size" from its "Available KV cache memory", for the published logs that give both."""
-    qwen14, qwen235 = LOGS[0], LOGS[1]
-    spec = ModelSpec(id=qwen14["model"], parameters=14_768_307_200, layers=40, hidden_size=5120, attention_heads=40,
-                     kv_heads=8, head_dim=128, max_position_embeddings=40960, vocab_size=151936,
-                     intermediate_size=17408)  # fmt: skip
-    layout = kv_layout(spec, 1, 1, 2, IN_FLIGHT)
-    assert layout.logged_tokens(layout.num_blocks(int(6.51 * GIB)), 32768) == qwen14["kv_cache_tokens"] == 42_656
-    layout = kv_layout(MODELS[qwen235["model"]], 4, 1, 2, IN_FLIGHT)
-    tokens = layout.logged_tokens(layout.num_blocks(int(8.11 * GIB)), 40960)
-    assert abs(tokens - 178_880) / 178_880 < 0.015  # the log rounds the memory to 0.01 GiB
+def _rows(figure: str, **match: object) -> list[tuple[dict, Row]]:
+    """(record, row) for every published-log figure named `figure` whose record matches `match`."""
+    return [
+        (rec, row)
+        for rec in records()
+        if all(rec.get(k) == v for k, v in match.items())
+        for row in rows_for(rec)
+        if row.figure == figure
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rec", "row"), _rows("KV tokens from the logged memory"), ids=lambda v: getattr(v, "where", "")
+)
+def test_logged_kv_tokens_follow_from_the_logged_memory(rec: dict, row: Row) -> None:
+    """vLLM's "GPU KV cache size" from its "Available KV cache memory", for every published log that gives both:
+    the KV spec (bytes per token, groups, blocks) is vLLM's. The log rounds the memory to 0.01 GiB; the
+    Qwen3-235B H100 record quotes two different ranks (see its README row), hence its 1.2 %."""
+    rounding = 0.005 / rec["available_kv_gib"] + (0.012 if "21348" in rec["source"] else 0)
+    assert abs(row.error) <= rounding, (rec["model"], rec["source"], row.planned, row.logged)
+
+
+def test_the_planner_is_within_5_percent_of_vllm_where_vllm_accounts_as_0_33_does() -> None:
+    """The one published log with 0.33's accounting (CUDA-graph estimate deducted before the KV cache is sized)."""
+    rows = _rows("available KV memory (GiB)", accounting="0.21+") + _rows(
+        "KV tokens, planned end to end", accounting="0.21+"
+    )
+    assert len(rows) == 2
+    for _, row in rows:
+        assert abs(row.error) < 0.05, row
+
+
+def test_weights_per_gpu_match_what_vllm_loaded_except_mxfp4() -> None:
+    """bf16 and fp8 checkpoints load what the planner counts (within 2 %: Mistral Small's vision encoder is not
+    in the catalog's parameter count); MXFP4 loads 5-12 % more (README: what the table shows)."""
+    rows = _rows("weights per GPU (GiB)")
+    assert len(rows) >= 15
+    for rec, row in rows:
+        if MODELS[rec["model"]].quantization == "mxfp4":
+            assert 0.04 < -row.error < 0.13, row
+        else:
+            assert abs(row.error) < 0.02, row
 
 
 @pytest.mark.parametrize(

@@ -87,8 +87,8 @@ def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
 # instead of one idling while the other runs a long module last.
 LONGEST_FIRST = (
     "test_checkov.py",
-    "test_quality.py",
     "test_teardown_handler.py",
+    "test_quality.py",
     "test_package.py",
     "test_weights_staging.py",
     "test_config_inputs.py",

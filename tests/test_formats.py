@@ -17,6 +17,8 @@ from llm_eks.catalog.formats import (
     weight_format,
 )
 from llm_eks.errors import ConfigError
+from llm_eks.infra.plan import PlanRequest
+from llm_eks.infra.plan.sizing import Context, evaluate, expert_padding
 
 # One column per GPU of the catalog: (name, compute capability). N native, W weight-only, - unsupported.
 GPUS = (
@@ -76,6 +78,39 @@ def test_evidence_names_the_kernel_that_decides() -> None:
     assert "MacheteLinearKernel" in support("awq-int4", (9, 0)).evidence
     assert "CompressedTensorsW8A16Fp8" in support("w8a8-fp8", (8, 0)).evidence
     assert "vllm#54311" in support("w8a8-int8", (10, 0)).evidence
+
+
+@pytest.mark.parametrize(
+    ("instance", "tp", "padding"),
+    [
+        # Marlin (A100, L4, A10G): hidden 2880 -> 3072, each GPU's slice of the 2880-wide experts up to 128.
+        ("p4de.24xlarge", 1, 3072 * 2944 / (2880 * 2880)),
+        ("p4de.24xlarge", 4, 3072 * 768 / (2880 * 720)),
+        ("g6.xlarge", 1, 3072 * 2944 / (2880 * 2880)),
+        # OAI Triton (H100, H200): the slice up to 64 only.
+        ("p5.48xlarge", 1, 1.0),
+        ("p5en.48xlarge", 2, 1472 / 1440),
+        # FlashInfer TRT-LLM (B200): as Marlin.
+        ("p6-b200.48xlarge", 8, 3072 * 384 / (2880 * 360)),
+    ],
+)
+def test_mxfp4_experts_are_padded_to_the_moe_kernels_tile(instance: str, tp: int, padding: float) -> None:
+    ctx = Context(PlanRequest(model="openai/gpt-oss-120b"))
+    assert expert_padding(ctx, instance_type(instance), tp) == pytest.approx(padding)
+
+
+def test_expert_padding_is_counted_in_the_weights_only_for_moe() -> None:
+    oss = Context(PlanRequest(model="openai/gpt-oss-120b"))
+    marlin = evaluate(oss, instance_type("p4de.24xlarge"), 4, 1, 1).weight_bytes_per_gpu  # 3072 x 768 per expert
+    triton = evaluate(oss, instance_type("p5.48xlarge"), 4, 1, 1).weight_bytes_per_gpu  # 2880 x 768
+    experts = oss.spec.expert_parameters * FORMATS["mxfp4"].bytes_per_weight / 4
+    assert marlin - triton == pytest.approx(experts * (3072 - 2880) * 768 / (2880 * 720), rel=1e-6)
+    assert (
+        expert_padding(
+            Context(PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct")), instance_type("p4de.24xlarge"), 1
+        )
+        == 1.0
+    )
 
 
 def test_levels_are_the_three_documented_ones() -> None:

@@ -74,14 +74,15 @@ def test_the_planner_is_within_5_percent_of_vllm_where_vllm_accounts_as_0_33_doe
         assert abs(row.error) < 0.05, row
 
 
-def test_weights_per_gpu_match_what_vllm_loaded_except_mxfp4() -> None:
-    """bf16 and fp8 checkpoints load what the planner counts (within 2 %: Mistral Small's vision encoder is not
-    in the catalog's parameter count); MXFP4 loads 5-12 % more (README: what the table shows)."""
+def test_weights_per_gpu_match_what_vllm_loaded() -> None:
+    """Every checkpoint loads what the planner counts within 2 % (Mistral Small: its vision encoder is not in the
+    catalog's parameter count; gpt-oss on A100: Marlin's expert padding), except MXFP4 on H100, where vLLM 0.11 and
+    0.14 loaded 4.9-5.6 % more than the planner's count with the OAI Triton kernels' padding (README)."""
     rows = _rows("weights per GPU (GiB)")
-    assert len(rows) >= 15
+    assert len(rows) >= 16
     for rec, row in rows:
-        if MODELS[rec["model"]].quantization == "mxfp4":
-            assert 0.04 < -row.error < 0.13, row
+        if MODELS[rec["model"]].quantization == "mxfp4" and rec["gpu"].startswith("H100"):
+            assert 0.04 < -row.error < 0.06, row
         else:
             assert abs(row.error) < 0.02, row
 

@@ -520,6 +520,17 @@ def test_a_weight_only_format_plans_and_says_so() -> None:
     assert p.nodes_per_replica == 2 and p.kv_bytes_per_token == 70_272
 
 
+def test_mxfp4_plans_count_and_say_the_kernels_expert_padding() -> None:
+    l4 = plan(PlanRequest(model="openai/gpt-oss-20b", accelerator="g6.xlarge", max_model_len=8192))
+    (weights,) = [a for a in l4.assumptions if a.startswith("weights:")]
+    assert weights.endswith(
+        "that kernel pads the routed experts (hidden size to a multiple of 256, each GPU's slice of the expert width "
+        "to 128): +9.0% of their bytes, counted in the weights"
+    )
+    h100 = plan(PlanRequest(model="openai/gpt-oss-20b", accelerator="p5.48xlarge", max_model_len=8192))
+    assert "pads the routed experts" not in " ".join(h100.assumptions)  # OAI Triton: 2880 is a multiple of 64
+
+
 def test_moe_plans_say_how_experts_are_split() -> None:
     """vLLM 0.33 splits experts across TP ranks unless --enable-expert-parallel; either way the bytes per GPU match."""
     moe = plan(PlanRequest(model="Qwen/Qwen3-235B-A22B-FP8", max_model_len=8192))

@@ -128,6 +128,9 @@ class Support:
     level: str
     # Why, then where: "<reason> (<file> <function>)", one line.
     evidence: str
+    # MoE kernels that pad the routed experts' weights: (hidden, per-GPU intermediate) rounded up to these multiples
+    # when the weights are created (1: no padding). Counted in the weights, like vLLM's "Model loading took".
+    expert_alignment: tuple[int, int] = (1, 1)
 
 
 # The compute capabilities of the NVIDIA GPUs in the accelerator catalog (accelerators.py), in table order.
@@ -182,26 +185,35 @@ _BLOCK_DEEPGEMM = Support(
     f"DeepGemmFp8BlockScaledMMKernel, DeepGEMM bundled in vllm/third_party ({_K}/scaled_mm/deep_gemm.py "
     "is_supported; platforms/cuda.py support_deep_gemm: sm90, sm10x, sm12x)",
 )
+# The expert padding of those MXFP4 backends (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py,
+# mxfp4_round_up_hidden_size_and_intermediate_size):
+# Marlin and FlashInfer TRT-LLM round the hidden size up to 256 and each GPU's intermediate slice up to 128 (gpt-oss:
+# 2880 -> 3072 and 2944, +9 % of expert bytes at TP1); the OAI Triton kernels round the slice up to 64 only.
+_MXFP4_PAD_256_128 = (256, 128)
 _MXFP4_MARLIN = Support(
     "native",
     "W4A16 by design; MoE experts on the Marlin MXFP4 kernel, dense MXFP4 linears on MarlinMxFp4LinearKernel "
     f"({_MOE}/oracle/mxfp4.py _get_priority_backends_for_gpt_oss; {_MOE}/experts/marlin_moe.py needs sm75+; "
     f"{_Q}/mxfp4.py Mxfp4Config.get_min_capability 80)",
+    _MXFP4_PAD_256_128,
 )
 _MXFP4_TRITON = Support(
     "native",
     "W4A16 by design; MoE experts on the OpenAI Triton kernels, bf16 activations "
     f"({_MOE}/experts/gpt_oss_triton_kernels_moe.py _triton_kernel_moe_supports_current_device: sm90 to sm12x)",
+    (1, 64),
 )
 _MXFP4_TRTLLM = Support(
     "native",
     "MoE experts on FlashInfer TRT-LLM MXFP4 x BF16, first in the gpt-oss backend list "
     f"({_MOE}/experts/trtllm_mxfp4_moe.py: is_device_capability_family(100); {_MOE}/oracle/mxfp4.py)",
+    _MXFP4_PAD_256_128,
 )
 _MXFP4_SM120 = Support(
     "native",
     "W4A16 by design; on sm12x the backend list moves Marlin ahead of the OAI Triton kernels "
     f"({_MOE}/oracle/mxfp4.py _get_priority_backends_for_gpt_oss)",
+    _MXFP4_PAD_256_128,
 )
 _NVFP4_MARLIN = Support(
     "weight-only",

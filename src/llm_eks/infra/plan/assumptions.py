@@ -16,7 +16,7 @@ from llm_eks.infra.plan.kv_cache import BLOCK_TOKENS
 from llm_eks.infra.plan.latency import ACHIEVABLE_BANDWIDTH
 from llm_eks.infra.plan.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES
 from llm_eks.infra.plan.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
-from llm_eks.infra.plan.sizing import Context, Fit
+from llm_eks.infra.plan.sizing import Context, Fit, expert_padding
 
 
 def _weights_assumption(ctx: Context, fit: Fit) -> str:
@@ -30,6 +30,13 @@ def _weights_assumption(ctx: Context, fit: Fit) -> str:
     if cc is not None and fmt.weight_bits < 16:
         cell = support(fmt.name, cc)
         text += f"; on {fit.instance.accelerator_name} vLLM 0.33 runs it {cell.level} ({cell.evidence})"
+    padding = expert_padding(ctx, fit.instance, fit.tp)
+    if cc is not None and padding > 1:
+        hidden, width = support(fmt.name, cc).expert_alignment
+        text += (
+            f"; that kernel pads the routed experts (hidden size to a multiple of {hidden}, each GPU's slice of the "
+            f"expert width to {width}): {padding - 1:+.1%} of their bytes, counted in the weights"
+        )
     return text
 
 

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
-from llm_eks.catalog.formats import FORMATS
+from llm_eks.catalog.formats import FORMATS, support
 from llm_eks.infra.plan.kv_cache import KvLayout, kv_bytes_per_token_per_layer, kv_layout
 from llm_eks.infra.plan.latency import experts_touched, step_ms
 from llm_eks.infra.plan.memory import (
@@ -114,7 +114,10 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # Heaviest stage: its share of layers plus the embedding (first stage) or output projection (last stage);
     # a single stage holds both.
     stage_embeddings = spec.embedding_parameters if pp == 1 else spec.vocab_size * spec.hidden_size
-    weight_per_gpu = math.ceil((stage_layers * ctx.layer_bytes + stage_embeddings * 2) / tp)
+    # The MoE kernel's padding of the routed experts comes on top of the checkpoint's bytes.
+    padding = expert_padding(ctx, inst, tp)
+    layer_bytes = ctx.layer_bytes + ctx.expert_layer_bytes * (padding - 1)
+    weight_per_gpu = math.ceil((stage_layers * layer_bytes + stage_embeddings * 2) / tp)
 
     # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
     # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
@@ -135,7 +138,7 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # Decode-step estimate at the target batch: shared weights, the experts the batch routes to, and the KV of the
     # running sequences (halfway through their output).
     context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
-    experts_per_gpu = stage_layers * ctx.expert_layer_bytes / tp
+    experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
     weights_read = weight_per_gpu - experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
     read = weights_read + r.target_concurrency * _kv_read_bytes(layout, context)
     itl_ms = step_ms(inst, tp, pp, stage_layers, read)
@@ -170,6 +173,22 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         host_memory_ok=host_ok,
         nvme_ok=nvme_ok,
     )
+
+
+def expert_padding(ctx: Context, inst: InstanceType, tp: int) -> float:
+    """How much larger the routed experts are on `inst` than in the checkpoint: the hidden size and each GPU's slice
+    of the expert width rounded up to the MoE kernel's multiples (`Support.expert_alignment`, formats.py)."""
+    spec = ctx.spec
+    if not spec.is_moe or inst.compute_capability is None:
+        return 1.0
+    hidden_align, width_align = support(ctx.fmt, inst.compute_capability).expert_alignment
+    width = spec.expert_width // tp
+    padded = _round_up(spec.hidden_size, hidden_align) * _round_up(width, width_align)
+    return padded / (spec.hidden_size * width)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 def _kv_read_bytes(layout: KvLayout, context: int) -> int:

@@ -536,6 +536,6 @@ def test_moe_plans_say_how_experts_are_split() -> None:
     moe = plan(PlanRequest(model="Qwen/Qwen3-235B-A22B-FP8", max_model_len=8192))
     assert moe.tensor_parallel_size > 1
     (line,) = [a for a in moe.assumptions if a.startswith("experts:")]
-    assert "--enable-expert-parallel" in line and "the same bytes per GPU" in line
+    assert "--enable-expert-parallel" in line and "the same checkpoint bytes per GPU" in line
     dense = plan(PlanRequest(model=LLAMA_70B, weight_format="fp8", max_model_len=8192))
     assert not [a for a in dense.assumptions if a.startswith("experts:")]

@@ -89,8 +89,9 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
     if ctx.spec.is_moe and fit.tp > 1:
         out.append(
             "experts: split across the TP ranks (vLLM 0.33 uses expert parallelism only with --enable-expert-parallel, "
-            "off by default, vllm/config/parallel.py; with it each rank holds whole experts, the same bytes per GPU, "
-            "vllm/model_executor/layers/fused_moe/config.py), so memory holds either way; latency assumes all-reduce"
+            "off by default, vllm/config/parallel.py; with it each rank holds whole experts, the same checkpoint bytes "
+            "per GPU, vllm/model_executor/layers/fused_moe/config.py, which a padding MoE kernel then pads whole), so "
+            "memory holds either way; latency assumes all-reduce"
         )
     if r.lora is not None:
         out.append(

@@ -14,6 +14,7 @@ from llm_eks.catalog.models import CONFIG_MODELS, MODELS, ModelSpec, estimate_pa
 from llm_eks.errors import ConfigError
 from llm_eks.infra.plan import GIB, PlanRequest, PlanWarning, plan, valid_tensor_parallel_sizes
 from llm_eks.infra.plan.result import ColdStart
+from llm_eks.infra.plan.sizing import Context
 
 X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -437,6 +438,40 @@ PUBLISHED = {
     "deepseek-ai/DeepSeek-V3": (671e9, 37e9),
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (400e9, 17e9),
 }
+# Multimodal checkpoints, exactly: decoder plus the vision encoder and projector vLLM loads (catalog/vision.py), against
+# the Hugging Face safetensors parameter counts (catalog/configs/SOURCES.md names where each was read).
+MULTIMODAL = {
+    "google/gemma-3-27b-it": (27_432_406_640, 423_060_336),
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503": (24_011_361_280, 438_958_080),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (108_641_793_536, 871_932_416),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (401_583_781_376, 871_932_416),
+}
+
+
+@pytest.mark.parametrize(("model_id", "counts"), MULTIMODAL.items())
+def test_multimodal_checkpoints_count_their_vision_encoder_exactly(model_id: str, counts: tuple[int, int]) -> None:
+    spec = MODELS[model_id]
+    assert (spec.parameters, spec.vision_parameters) == counts
+
+
+def test_the_vision_encoder_stays_16_bit_when_the_decoder_is_quantized() -> None:
+    gemma = MODELS["google/gemma-3-27b-it"]
+    fp8 = Context(PlanRequest(model=gemma.id, weight_format="fp8"))
+    sixteen_bit = gemma.embedding_parameters + gemma.vision_parameters
+    assert fp8.weight_bytes == (gemma.parameters - sixteen_bit) + sixteen_bit * 2
+
+
+def test_an_unknown_vision_encoder_is_one_line() -> None:
+    config = {"text_config": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+              "max_position_embeddings": 4096, "vocab_size": 32000, "intermediate_size": 1024},
+              "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096,
+                                "num_hidden_layers": 24, "patch_size": 14, "image_size": 336}}  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_hf_config(config, id="acme/llava")
+    assert str(err.value) == (
+        "model_config.vision_config.model_type: 'clip_vision_model' is not allowed; the planner counts these vision "
+        "encoders: siglip_vision_model, pixtral, llama4_vision_model"
+    )
 
 
 @pytest.mark.parametrize(("model_id", "published"), PUBLISHED.items())

@@ -205,6 +205,31 @@ HF_VALUES = st.one_of(
 )
 
 
+VISION_KEYS = [
+    "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size",
+    "num_channels", "projector_input_dim", "projector_output_dim", "vision_output_dim",
+]  # fmt: skip
+TEXT_CONFIG = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 4096,
+               "vocab_size": 32000, "intermediate_size": 1024}  # fmt: skip
+
+
+@FAST
+@given(
+    st.dictionaries(
+        st.sampled_from(VISION_KEYS),
+        st.one_of(HF_VALUES, st.sampled_from(["siglip_vision_model", "pixtral", "llama4_vision_model"])),
+        max_size=10,
+    )
+)
+def test_a_vision_config_is_counted_or_refused_in_one_line(vision: dict[str, Any]) -> None:
+    try:
+        spec = ModelSpec.from_hf_config({"text_config": TEXT_CONFIG, "vision_config": vision}, id="acme/mm")
+    except ConfigError as err:
+        assert "\n" not in str(err) and str(err).startswith("model_config.vision_config")
+    else:
+        assert 0 < spec.vision_parameters < spec.parameters
+
+
 @FAST
 @given(st.dictionaries(st.sampled_from(HF_KEYS), HF_VALUES, max_size=15))
 def test_hf_config_reader_never_crashes(config: dict[str, Any]) -> None:

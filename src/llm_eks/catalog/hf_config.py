@@ -145,7 +145,13 @@ def estimate_parameters(config: Mapping[str, Any], fields: Mapping[str, Any]) ->
             attention += heads * head_dim + 2 * kv_heads * head_dim
             if model_type == "gpt_oss":
                 attention += hidden + heads  # o_proj bias and the per-head attention sinks
-        if config.get("use_qk_norm") or model_type in ("qwen3", "qwen3_moe"):
+        # Per-head q/k RMSNorm weights (Qwen3, Gemma 3); Llama 4's qk_norm has none (models/llama4.py,
+        # RMSNorm(has_weight=False)).
+        if (
+            model_type in ("qwen3", "qwen3_moe")
+            or model_type.startswith("gemma3")
+            or (config.get("use_qk_norm") and not model_type.startswith("llama4"))
+        ):
             attention += 2 * head_dim
     dense_mlp = 3 * hidden * int(config.get("intermediate_size_mlp") or fields["intermediate_size"])
     experts = fields.get("num_experts", 0)

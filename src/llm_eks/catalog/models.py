@@ -19,6 +19,7 @@ from typing import Any
 from llm_eks.catalog.formats import FORMATS, format_of_quantization_config
 from llm_eks.catalog.hf_config import active_parameters, architecture_fields, decoder_config
 from llm_eks.catalog.hf_config import estimate_parameters as hf_estimate_parameters
+from llm_eks.catalog.vision import vision_parameters
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
@@ -71,6 +72,9 @@ class ModelSpec:
     dense_layers: int = 0
     # A published AWQ int4 checkpoint of this model, served when weight_format is awq-int4.
     awq_checkpoint: str | None = None
+    # Of `parameters`: the vision encoder and projector of a multimodal checkpoint (catalog/vision.py), which vLLM
+    # loads by default and keeps in 16 bits; 0 for a text-only model.
+    vision_parameters: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -110,7 +114,7 @@ class ModelSpec:
     @property
     def layer_parameters(self) -> int:
         """Parameters of one decoder layer (attention, MLP or experts, norms), the unit pipeline stages split."""
-        return (self.parameters - self.embedding_parameters - self.hidden_size) // self.layers
+        return (self.parameters - self.embedding_parameters - self.vision_parameters - self.hidden_size) // self.layers
 
     def validate(self, path: str = "workload.model_spec") -> ModelSpec:
         """Raise ConfigError naming the first bad field; returns self so calls chain."""
@@ -187,12 +191,14 @@ class ModelSpec:
             )
         if self.num_experts <= 1 and self.experts_per_token > 1:
             raise fail(f"{path}.experts_per_token", self.experts_per_token, "needs num_experts > 1")
-        floor = self.embedding_parameters + self.layers * self.hidden_size
+        _non_negative_int(self.vision_parameters, f"{path}.vision_parameters")
+        floor = self.embedding_parameters + self.layers * self.hidden_size + self.vision_parameters
         if self.parameters <= floor:
             raise fail(
                 f"{path}.parameters",
                 self.parameters,
-                f"must exceed the embeddings alone ({floor:,} for this vocab_size, hidden_size and layers)",
+                f"must exceed the embeddings{' and vision encoder' if self.vision_parameters else ''} alone "
+                f"({floor:,} for this vocab_size, hidden_size and layers)",
             )
         if self.active_parameters is not None:
             _positive_int(self.active_parameters, f"{path}.active_parameters")
@@ -265,16 +271,19 @@ class ModelSpec:
         (`hf_config.estimate_parameters`, within 0.1 % of the published totals of every catalog model).
         """
         top = _read_config(source, path)
-        config, path = decoder_config(top, path)
-        values: dict[str, Any] = {"id": id, **architecture_fields(config, path)}
+        config, decoder_path = decoder_config(top, path)
+        values: dict[str, Any] = {"id": id, **architecture_fields(config, decoder_path)}
+        values["vision_parameters"] = vision = vision_parameters(top, values["hidden_size"], path)
+        path = decoder_path
         quantization = config.get("quantization_config") or top.get("quantization_config")
         fmt = format_of_quantization_config(quantization, f"{path}.quantization_config")
         values["quantization"] = None if fmt == "bf16" else fmt
         if parameters is not None:
             values["parameters"] = _positive_int(parameters, "parameters")
         else:
-            values["parameters"] = hf_estimate_parameters(config, values)
-        values["active_parameters"] = active_parameters(values, values["parameters"])
+            values["parameters"] = hf_estimate_parameters(config, values) + vision
+        # Text tokens touch no vision weights.
+        values["active_parameters"] = active_parameters(values, values["parameters"] - vision)
         return cls.from_mapping(values, path)
 
 

@@ -42,15 +42,17 @@ class Context:
         self.kv_dtype_bytes = 1 if request.kv_cache_dtype == "fp8" else 2
         self.format = FORMATS[self.fmt]
         self.bytes_per_param = self.format.bytes_per_weight
-        # vLLM quantizes Linear layers only: embeddings and the output projection stay 16-bit in every format, and
-        # MXFP4 checkpoints quantize only the routed experts.
+        # vLLM quantizes Linear layers only: embeddings and the output projection stay 16-bit in every format, as
+        # does a vision encoder (catalog/vision.py); MXFP4 checkpoints quantize only the routed experts.
         if self.format.quantized_layers == "moe-experts":
             quantized = spec.expert_parameters
         else:
-            quantized = spec.parameters - spec.embedding_parameters
+            quantized = spec.parameters - spec.embedding_parameters - spec.vision_parameters
         self.weight_bytes = math.ceil((spec.parameters - quantized) * 2 + quantized * self.bytes_per_param)
+        self.vision_bytes = spec.vision_parameters * 2
         # Bytes of one decoder layer, on average (what a pipeline stage holds per layer).
-        self.layer_bytes = (self.weight_bytes - spec.embedding_parameters * 2 - spec.hidden_size * 2) / spec.layers
+        decoder = self.weight_bytes - spec.embedding_parameters * 2 - spec.hidden_size * 2 - self.vision_bytes
+        self.layer_bytes = decoder / spec.layers
         # Of which routed experts (read per step only where the batch routes).
         self.expert_layer_bytes = spec.expert_parameters * self.bytes_per_param / spec.layers
         self.kv_bytes_per_token = spec.layers * kv_bytes_per_token_per_layer(spec, 1, self.kv_dtype_bytes)
@@ -117,7 +119,8 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # The MoE kernel's padding of the routed experts comes on top of the checkpoint's bytes.
     padding = expert_padding(ctx, inst, tp)
     layer_bytes = ctx.layer_bytes + ctx.expert_layer_bytes * (padding - 1)
-    weight_per_gpu = math.ceil((stage_layers * layer_bytes + stage_embeddings * 2) / tp)
+    # The vision encoder sits on the first stage; counted on the heaviest one whatever PP is (an upper bound).
+    weight_per_gpu = math.ceil((stage_layers * layer_bytes + stage_embeddings * 2 + ctx.vision_bytes) / tp)
 
     # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
     # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
@@ -139,7 +142,9 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # running sequences (halfway through their output).
     context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
     experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
-    weights_read = weight_per_gpu - experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
+    # A decode step reads no vision weights.
+    weights_read = weight_per_gpu - ctx.vision_bytes / tp
+    weights_read -= experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
     read = weights_read + r.target_concurrency * _kv_read_bytes(layout, context)
     itl_ms = step_ms(inst, tp, pp, stage_layers, read)
 

@@ -5,7 +5,8 @@ accounting era. A benchmark that prints numbers, not a test.
     .venv/bin/python benchmarks/kv_error_table.py
 
 The planner mirrors vLLM 0.33. Logs from before 0.21 size the KV cache before CUDA graphs are captured, so for
-them the planner's CUDA-graph estimate is left out; eager runs capture no graphs in any version. Where a log prints
+them the planner's CUDA-graph estimate is left out; eager runs capture no graphs in any version. Logs of the V1 model
+runner get no sampler state (its per-request penalty buffers are the V2 runner's). Where a log prints
 the GPU's memory, the planner's budget starts from that figure instead of its own driver-visible estimate, so the
 error is the terms', not the GPU total's. Every other setting is the record's.
 """
@@ -30,6 +31,7 @@ from llm_eks.infra.plan.memory import (
     batch_defaults,
     profile_peak_bytes,
     requested_bytes,
+    sampler_state_bytes,
     visible_bytes,
 )
 from llm_eks.infra.plan.sizing import Context, evaluate
@@ -112,13 +114,17 @@ def rows_for(rec: dict[str, Any]) -> list[Row]:
 
     graphs = CUDA_GRAPH_BYTES if accounting == CURRENT and not rec.get("enforce_eager") else 0
     peak = profile_peak_bytes(spec, rec["tp"], batched, seqs)
+    # Only the V2 model runner (0.33's default) keeps the sampler's per-request vocabulary buffers from start-up.
+    sampler = sampler_state_bytes(seqs, spec.vocab_size) if rec.get("model_runner") == "v2" else 0
     if "peak_activation_gib" in rec:
         # From 0.21 vLLM logs its CUDA-graph estimate inside "peak activation".
         add("peak activation (GiB)", rec["peak_activation_gib"], (peak + graphs) / GIB)
     if "non_torch_gib" in rec:
-        add("non-torch memory (GiB)", rec["non_torch_gib"], NON_TORCH_BYTES / GIB)
+        # What vLLM logs as non-torch (from 0.21: consumed memory less the weights) holds the sampler state too.
+        add("non-torch memory (GiB)", rec["non_torch_gib"], (NON_TORCH_BYTES + sampler) / GIB)
     total = int(rec["total_gib"] * GIB) if "total_gib" in rec else visible_bytes(inst)
-    available = requested_bytes(total, rec["gpu_memory_utilization"]) - weights - NON_TORCH_BYTES - peak - graphs
+    requested = requested_bytes(total, rec["gpu_memory_utilization"])
+    available = requested - weights - sampler - NON_TORCH_BYTES - peak - graphs
     if "available_kv_gib" in rec:
         add("available KV memory (GiB)", rec["available_kv_gib"], available / GIB)
     if "kv_cache_tokens" in rec:

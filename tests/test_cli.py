@@ -54,8 +54,8 @@ def test_plan_warnings_are_printed_with_their_ids(capsys: pytest.CaptureFixture[
     assert code == 0
     warnings = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("Warning ")]
     assert warnings == [
-        "only 227 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
-        "at 227 [ack: llm-eks:plan-concurrency]",
+        "only 226 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
+        "at 226 [ack: llm-eks:plan-concurrency]",
         "inter-token latency estimate 70.1 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]",
     ]
     code, out, _ = run(capsys, *argv, "--json")
@@ -98,7 +98,7 @@ def test_model_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert code == 0
     body = json.loads(out)
     assert body["model"]["parameters"] == 8_030_261_248  # estimated from the config, exactly Llama 3.1 8B's count
-    assert body["memory"]["kv_cache_tokens"] == 199_920
+    assert body["memory"]["kv_cache_tokens"] == 199_856
 
 
 def test_catalog_lists_models_and_instance_types(capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,17 +87,19 @@ def test_fp8_kv_cache_halves_bytes_per_token() -> None:
 
 def test_kv_cache_tokens_as_vllm_sizes_them() -> None:
     """vLLM 0.33's accounting by hand (memory.py, kv_cache.py): budget = ceil(CUDA's total x 0.92); less weights,
-    non-torch workspaces, the profiling peak and the CUDA-graph estimate; blocks of 16 tokens x 32 layers."""
+    the sampler's penalty state, non-torch workspaces, the profiling peak and the CUDA-graph estimate; blocks of 16
+    tokens x 32 layers."""
     p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192))
     gpu = 45_776 * 1024**2  # L40S as EC2 reports it: 47,999,614,976 B
     requested = math.ceil(int(gpu * 0.99) * 0.92)
     peak = 2048 * (4 * 4096 * 2 + 3 * 2 * 14336) + 16 * 128_256 * 4 * 2  # 2048 batched tokens, 16 sequences
-    reserve = int(0.67 * GIB) + peak + int(0.44 * GIB)
-    assert p.reserve_bytes_per_gpu == reserve == 1_451_539_824
-    assert p.usable_bytes_per_gpu == requested - reserve == 42_266_509_496
+    sampler = 16 * (128_256 + 4008) * 4  # int32 output-token counts and the prompt bitmask, 16 request slots
+    reserve = sampler + int(0.67 * GIB) + peak + int(0.44 * GIB)
+    assert p.reserve_bytes_per_gpu == reserve == 1_460_004_720
+    assert p.usable_bytes_per_gpu == requested - reserve == 42_258_044_600
     kv_bytes = p.usable_bytes_per_gpu - p.weight_bytes_per_gpu
     block = 32 * 16 * 2 * 8 * 128 * 2  # 32 layers x 16 tokens x K and V x 8 KV heads x 128 x bf16
-    assert p.kv_cache_tokens == kv_bytes // block * 16 == 199_920
+    assert p.kv_cache_tokens == kv_bytes // block * 16 == 199_856
     assert p.max_concurrency_typical == 12_495 // ((1024 + 256) // 16) == 156
     assert p.max_concurrency_full_context == 12_495 // (8192 // 16) == 24
     assert p.summary_line() == (
@@ -404,7 +406,7 @@ def test_target_beyond_any_instance() -> None:
         typical_input_tokens=8000,
         typical_output_tokens=192,
     ) == (
-        "workload.target_concurrency: 4096 is not allowed; at most 1896 sequences of 8192 tokens fit one replica "
+        "workload.target_concurrency: 4096 is not allowed; at most 1880 sequences of 8192 tokens fit one replica "
         "(on p6-b300.48xlarge, TP8 PP1); lower it, shorten the typical request or use kv_cache_dtype fp8, and "
         "scale out with replicas instead"
     )

@@ -148,7 +148,7 @@ def test_given_shape_that_leaves_too_little_kv_cache_says_how_much() -> None:
         "workload.tensor_parallel_size: 1 is not allowed; meta-llama/Llama-3.1-8B-Instruct at bf16 does not fit "
         f"max_model_len 131072 with TP1 {X} PP1 on g5.xlarge (22.4 GiB A10G): each GPU has 19.0 GiB for weights "
         "and KV cache (gpu_memory_utilization 0.92 less what vLLM deducts besides weights); its 15.0 GiB of weights "
-        "leave 4.05 GiB, "
+        "leave 4.04 GiB, "
         "and one 131072-token sequence needs 16.00 GiB of KV cache; split wider, quantize (weight_format, "
         "kv_cache_dtype) or shorten max_model_len"
     )
@@ -183,8 +183,9 @@ def test_given_max_num_seqs_replaces_the_chosen_one_and_sizes_the_profiling_peak
     assert base.max_num_seqs == 16
     p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, max_num_seqs=256))
     assert p.max_num_seqs == 256 and "--max-num-seqs 256" in " ".join(p.engine_args)
-    # vLLM's dummy sampler run holds fp32 logits for max_num_seqs rows, twice: 240 more rows x 128,256 x 4 B x 2.
-    assert p.reserve_bytes_per_gpu - base.reserve_bytes_per_gpu == 240 * 128_256 * 4 * 2
+    # vLLM's dummy sampler run holds fp32 logits for max_num_seqs rows, twice (240 more rows x 128,256 x 4 B x 2),
+    # and its penalty state keeps int32 token counts and a prompt bitmask per request slot (240 x (128,256 + 4,008)).
+    assert p.reserve_bytes_per_gpu - base.reserve_bytes_per_gpu == 240 * 128_256 * 4 * 2 + 240 * (128_256 + 4008) * 4
     assert p.kv_cache_tokens < base.kv_cache_tokens
     assert "max_num_seqs 256 as given: vLLM's profiling run (the activation peak above) uses it" in p.assumptions
 

@@ -25,8 +25,8 @@ BIG = {
     "slo": {"itl_p99_ms": 50},
 }
 CONCURRENCY = (
-    "only 227 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
-    "at 227 [ack: llm-eks:plan-concurrency]"
+    "only 226 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
+    "at 226 [ack: llm-eks:plan-concurrency]"
 )
 ITL = "inter-token latency estimate 70.1 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]"
 

@@ -62,8 +62,9 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         _kv_assumption(ctx),
         f"GPU memory: {inst.accelerator_memory_mib:,} MiB per {inst.accelerator_name} as EC2 reports it, "
         f"{DRIVER_VISIBLE_FRACTION:.0%} of it visible to CUDA; vLLM's budget is that x gpu_memory_utilization",
-        f"deducted from the budget per GPU besides weights (vLLM's profiling): {NON_TORCH_BYTES / GIB:.2f} GiB "
-        f"non-torch workspaces + {CUDA_GRAPH_BYTES / GIB:.2f} GiB CUDA graphs + the profiling run's peak for "
+        f"deducted from the budget per GPU besides weights (vLLM's profiling): the sampler's penalty state for "
+        f"max_num_seqs requests + {NON_TORCH_BYTES / GIB:.2f} GiB non-torch workspaces + "
+        f"{CUDA_GRAPH_BYTES / GIB:.2f} GiB CUDA graphs + the profiling run's peak for "
         f"{fit.max_num_batched_tokens} batched tokens and its sampler"
         f"{' + the LoRA buffers' if fit.lora_bytes_per_gpu else ''} = {gib:.2f} GiB",
         f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "

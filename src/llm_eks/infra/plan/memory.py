@@ -4,6 +4,7 @@ vLLM (vllm/v1/worker/gpu_worker.py `Worker.determine_available_memory`, vllm/uti
 
     available_kv = requested_memory                      ceil(total x gpu_memory_utilization)
                  - weights                               what loading the model allocated
+                 - sampler state                         per-request buffers the sampler allocates at load
                  - non-torch growth                      workspaces allocated while profiling
                  - transient peak                        the profiling forward pass and sampler, above the weights
                  - CUDA-graph estimate                   VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (the default)
@@ -27,7 +28,9 @@ DRIVER_VISIBLE_FRACTION = 0.99
 # Workspaces the profiling run allocates outside PyTorch's caching allocator (MoE and attention-backend workspaces,
 # allocator slack). Calibrated on a published vLLM log: gpt-oss-20b on one A100 80GB at utilization 0.65 (vLLM 0.19,
 # before CUDA-graph memory was deducted) kept 1.23 GiB beyond weights and KV cache, of which the transient peak
-# below accounts for 0.56 GiB (https://myoceane.fr/index.php/ai-vllm-a100-gemma-4/). One log: not verified further.
+# below accounts for 0.56 GiB (https://myoceane.fr/index.php/ai-vllm-a100-gemma-4/). The one published log with
+# 0.33's accounting (tests/fixtures/vllm_startup_logs.json, the "0.21+" record) implies 0.70 GiB once the sampler
+# state below is counted. Two logs: not verified further.
 NON_TORCH_BYTES = int(0.67 * GIB)
 # The CUDA-graph pool vLLM profiles and deducts before sizing the KV cache (default since v0.21). Published logs
 # of vLLM 0.2x show 0.36 GiB (gpustack/runner#251, TP2) and 0.44 GiB (vllm-project/vllm#48214, 51 piecewise graphs up
@@ -71,6 +74,14 @@ def batched_tokens(inst: InstanceType, max_num_seqs: int) -> int:
     return max(batch_defaults(inst)[0], max_num_seqs)
 
 
+def sampler_state_bytes(max_num_seqs: int, vocab_size: int) -> int:
+    """The penalty statistics vLLM 0.33's sampler keeps for every request slot (`PenaltiesState`,
+    vllm/v1/worker/gpu/sample/penalties.py): int32 output-token counts over the vocabulary and a prompt-token bitmask,
+    allocated at load after the baseline snapshot, so `memory_profiling` counts them as consumed (vllm/utils/
+    mem_utils.py `total_consumed`). 0.6 GiB at 1024 sequences and a 150k vocabulary."""
+    return max_num_seqs * (vocab_size + -(-vocab_size // 32)) * 4
+
+
 def profile_peak_bytes(spec: ModelSpec, tp: int, batched: int, max_num_seqs: int, last_stage: bool = True) -> int:
     """The transient peak of vLLM's profiling run (`GPUModelRunner.profile_run`): one forward pass over
     `batched` tokens spread over min(batched, max_num_seqs) requests, then the sampler on one logits row per
@@ -83,10 +94,10 @@ def profile_peak_bytes(spec: ModelSpec, tp: int, batched: int, max_num_seqs: int
     return batched * per_token + logits
 
 
-def available_kv_bytes(requested: int, weights: int, peak: int, lora: int = 0) -> int:
+def available_kv_bytes(requested: int, weights: int, sampler_state: int, peak: int, lora: int = 0) -> int:
     """What is left for the KV cache (`determine_available_memory`): the budget less weights (and the LoRA buffers
-    allocated with them), non-torch growth, the transient peak and the CUDA-graph estimate."""
-    return requested - weights - lora - NON_TORCH_BYTES - peak - CUDA_GRAPH_BYTES
+    allocated with them), the sampler state, non-torch growth, the transient peak and the CUDA-graph estimate."""
+    return requested - weights - lora - sampler_state - NON_TORCH_BYTES - peak - CUDA_GRAPH_BYTES
 
 
 def lora_bytes(spec: ModelSpec, tp: int, max_loras: int, max_rank: int, dtype_bytes: int = 2) -> int:

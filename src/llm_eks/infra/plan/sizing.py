@@ -18,6 +18,7 @@ from llm_eks.infra.plan.memory import (
     lora_bytes,
     profile_peak_bytes,
     requested_bytes,
+    sampler_state_bytes,
     visible_bytes,
 )
 from llm_eks.infra.plan.pods import (
@@ -135,8 +136,9 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     lora = (
         0 if r.lora is None else lora_bytes(spec, tp, r.lora.max_loras, r.lora.max_rank) * stage_layers // spec.layers
     )
-    reserve = NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES + lora
-    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, peak, lora))
+    sampler_state = sampler_state_bytes(max_num_seqs, spec.vocab_size)
+    reserve = sampler_state + NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES + lora
+    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, sampler_state, peak, lora))
 
     # Decode-step estimate at the target batch: shared weights, the experts the batch routes to, and the KV of the
     # running sequences (halfway through their output).

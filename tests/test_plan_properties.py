@@ -209,6 +209,11 @@ VISION_KEYS = [
     "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size",
     "num_channels", "projector_input_dim", "projector_output_dim", "vision_output_dim",
 ]  # fmt: skip
+# A vision_config with every required size valid, so the draws reach the optional keys and the projector.
+VALID_VISION = {
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "patch_size": 14, "image_size": 224,
+    "projector_input_dim": 64, "projector_output_dim": 64, "vision_output_dim": 64,
+}  # fmt: skip
 TEXT_CONFIG = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 4096,
                "vocab_size": 32000, "intermediate_size": 1024}  # fmt: skip
 
@@ -222,6 +227,11 @@ TEXT_CONFIG = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads"
     )
 )
 def test_a_vision_config_is_counted_or_refused_in_one_line(vision: dict[str, Any]) -> None:
+    for base in ({}, VALID_VISION):
+        _count_or_refuse({**base, **vision})
+
+
+def _count_or_refuse(vision: dict[str, Any]) -> None:
     try:
         spec = ModelSpec.from_hf_config({"text_config": TEXT_CONFIG, "vision_config": vision}, id="acme/mm")
     except ConfigError as err:

@@ -44,14 +44,14 @@ def vision_parameters(config: Mapping[str, Any], text_hidden: int, path: str) ->
     inner = _int(vision, "intermediate_size", vpath)
     layers = _int(vision, "num_hidden_layers", vpath)
     patch = _int(vision, "patch_size", vpath)
-    channels = int(vision.get("num_channels", 3))
+    channels = _int(vision, "num_channels", vpath, default=3)
     positions = (_int(vision, "image_size", vpath) // patch) ** 2 if kind != "pixtral" else 0
     if kind == "siglip_vision_model":
         layer = 4 * (h * h + h) + (h * inner + inner) + (inner * h + h) + 4 * h
         tower = layers * layer + channels * patch * patch * h + h + positions * h + 2 * h
         return tower + h * text_hidden + h
     if kind == "pixtral":
-        merge = int(config.get("spatial_merge_size", 2))
+        merge = _int(config, "spatial_merge_size", path, default=2)
         layer = 4 * h * h + 3 * h * inner + 2 * h
         tower = layers * layer + channels * patch * patch * h + h
         bias = text_hidden * 2 if config.get("multimodal_projector_bias") else 0
@@ -59,10 +59,8 @@ def vision_parameters(config: Mapping[str, Any], text_hidden: int, path: str) ->
     if kind == "llama4_vision_model":
         layer = (3 * h * h + 3 * h) + (h * h + h) + (h * inner + inner) + (inner * h + h) + 4 * h
         embeddings = channels * patch * patch * h + h + (positions + 1) * h + 4 * h
-        adapter_in, adapter_out = (
-            _int(vision, "projector_input_dim", vpath),
-            _int(vision, "projector_output_dim", vpath),
-        )
+        adapter_in = _int(vision, "projector_input_dim", vpath)
+        adapter_out = _int(vision, "projector_output_dim", vpath)
         adapter = inner * adapter_in + adapter_in * adapter_out
         if vision.get("multi_modal_projector_bias"):
             adapter += adapter_in + adapter_out
@@ -71,8 +69,8 @@ def vision_parameters(config: Mapping[str, Any], text_hidden: int, path: str) ->
     raise fail(f"{vpath}.model_type", kind, f"the planner counts these vision encoders: {', '.join(VISION_TYPES)}")
 
 
-def _int(config: Mapping[str, Any], key: str, path: str) -> int:
-    value = config.get(key)
+def _int(config: Mapping[str, Any], key: str, path: str, default: int | None = None) -> int:
+    value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise fail(f"{path}.{key}", value, "must be a positive integer")
     return value

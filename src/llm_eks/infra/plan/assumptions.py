@@ -22,6 +22,8 @@ from llm_eks.infra.plan.sizing import Context, Fit, expert_padding
 def _weights_assumption(ctx: Context, fit: Fit) -> str:
     fmt = ctx.format
     text = f"weights: {ctx.spec.parameters:,} parameters at {fmt.name} ({fmt.description})"
+    if ctx.spec.vision_parameters:
+        text += f", of which {ctx.spec.vision_parameters:,} are the vision encoder and projector, loaded in 16 bits"
     if fmt.weight_bits < 16:
         text += "; " + (
             f"{fmt.bytes_per_weight:.4f} B per quantized weight with its scales; {fmt.sixteen_bit_layers} in 16 bits"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -450,10 +451,39 @@ MULTIMODAL = {
 }
 
 
+# Vision-language configs outside the catalog (tests/fixtures/vl_configs/SOURCES.md names each copy and count).
+VL_CONFIGS = {
+    "Qwen/Qwen2.5-VL-7B-Instruct": (8_292_166_656, 676_550_144),
+    "Qwen/Qwen3-VL-8B-Instruct": (8_767_123_696, 576_388_336),
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": (31_070_754_032, 538_631_408),
+}
+
+
 @pytest.mark.parametrize(("model_id", "counts"), MULTIMODAL.items())
 def test_multimodal_checkpoints_count_their_vision_encoder_exactly(model_id: str, counts: tuple[int, int]) -> None:
     spec = MODELS[model_id]
     assert (spec.parameters, spec.vision_parameters) == counts
+
+
+@pytest.mark.parametrize(("model_id", "counts"), VL_CONFIGS.items())
+def test_qwen_vision_language_configs_count_exactly(model_id: str, counts: tuple[int, int]) -> None:
+    """Qwen2.5-VL (decoder at the top level, Qwen2 biases) and Qwen3-VL (decoder under text_config, q/k norms,
+    deepstack mergers), read from their config.json as `llm-eks plan --model-config` does."""
+    path = Path(__file__).parent / "fixtures" / "vl_configs" / f"{model_id.replace('/', '__')}.json"
+    spec = ModelSpec.from_hf_config(path, id=model_id)
+    assert (spec.parameters, spec.vision_parameters) == counts
+    assert spec.deepstack_levels == (3 if "Qwen3" in model_id else 0)
+    assert plan(PlanRequest(model=spec, max_model_len=8192)).kv_cache_tokens > 0
+
+
+def test_qwen3_vl_deepstack_buffers_load_with_the_weights() -> None:
+    """Three max_num_batched_tokens x 4096 bf16 buffers on each GPU (models/qwen3_vl.py `deepstack_input_embeds`)."""
+    path = Path(__file__).parent / "fixtures" / "vl_configs" / "Qwen__Qwen3-VL-8B-Instruct.json"
+    spec = ModelSpec.from_hf_config(path, id="Qwen/Qwen3-VL-8B-Instruct")
+    without = dataclasses.replace(spec, deepstack_levels=0)
+    request = {"accelerator": "p5.48xlarge", "max_model_len": 8192, "tensor_parallel_size": 2}
+    with_buffers, plain = (plan(PlanRequest(model=m, **request)) for m in (spec, without))
+    assert with_buffers.weight_bytes_per_gpu - plain.weight_bytes_per_gpu == 3 * 8192 * 4096 * 2
 
 
 def test_the_vision_encoder_stays_16_bit_when_the_decoder_is_quantized() -> None:
@@ -472,7 +502,8 @@ def test_an_unknown_vision_encoder_is_one_line() -> None:
         ModelSpec.from_hf_config(config, id="acme/llava")
     assert str(err.value) == (
         "model_config.vision_config.model_type: 'clip_vision_model' is not allowed; the planner counts these vision "
-        "encoders: siglip_vision_model, pixtral, llama4_vision_model"
+        "encoders: siglip_vision_model, pixtral, llama4_vision_model, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, "
+        "qwen3_vl_vision, qwen3_vl_moe_vision"
     )
 
 

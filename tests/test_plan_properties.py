@@ -207,7 +207,9 @@ HF_VALUES = st.one_of(
 
 VISION_KEYS = [
     "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size",
-    "num_channels", "projector_input_dim", "projector_output_dim", "vision_output_dim",
+    "num_channels", "projector_input_dim", "projector_output_dim", "vision_output_dim", "depth", "in_channels",
+    "temporal_patch_size", "spatial_merge_size", "out_hidden_size", "num_position_embeddings",
+    "deepstack_visual_indexes",
 ]  # fmt: skip
 # A vision_config with every required size valid, so the draws reach the optional keys and the projector.
 VALID_VISION = {
@@ -222,7 +224,10 @@ TEXT_CONFIG = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads"
 @given(
     st.dictionaries(
         st.sampled_from(VISION_KEYS),
-        st.one_of(HF_VALUES, st.sampled_from(["siglip_vision_model", "pixtral", "llama4_vision_model"])),
+        st.one_of(
+            HF_VALUES,
+            st.sampled_from(["siglip_vision_model", "pixtral", "llama4_vision_model", "qwen2_5_vl", "qwen3_vl"]),
+        ),
         max_size=10,
     )
 )

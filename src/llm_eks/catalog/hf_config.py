@@ -141,14 +141,15 @@ def estimate_parameters(config: Mapping[str, Any], fields: Mapping[str, Any]) ->
         attention = _mla_attention(config, fields)
     else:
         attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-        if config.get("attention_bias") or model_type in ("qwen2", "qwen2_moe"):
+        # Qwen2-style q/k/v biases; vLLM builds Qwen2.5-VL's decoder as Qwen2ForCausalLM (models/qwen2_5_vl.py).
+        if config.get("attention_bias") or model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"):
             attention += heads * head_dim + 2 * kv_heads * head_dim
             if model_type == "gpt_oss":
                 attention += hidden + heads  # o_proj bias and the per-head attention sinks
-        # Per-head q/k RMSNorm weights (Qwen3, Gemma 3); Llama 4's qk_norm has none (models/llama4.py,
-        # RMSNorm(has_weight=False)).
+        # Per-head q/k RMSNorm weights (Qwen3 and Qwen3-VL's decoders, Gemma 3); Llama 4's qk_norm has none
+        # (models/llama4.py, RMSNorm(has_weight=False)).
         if (
-            model_type in ("qwen3", "qwen3_moe")
+            model_type in ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
             or model_type.startswith("gemma3")
             or (config.get("use_qk_norm") and not model_type.startswith("llama4"))
         ):

@@ -19,7 +19,7 @@ from typing import Any
 from llm_eks.catalog.formats import FORMATS, format_of_quantization_config
 from llm_eks.catalog.hf_config import active_parameters, architecture_fields, decoder_config
 from llm_eks.catalog.hf_config import estimate_parameters as hf_estimate_parameters
-from llm_eks.catalog.vision import vision_parameters
+from llm_eks.catalog.vision import deepstack_levels, vision_parameters
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
@@ -75,6 +75,8 @@ class ModelSpec:
     # Of `parameters`: the vision encoder and projector of a multimodal checkpoint (catalog/vision.py), which vLLM
     # loads by default and keeps in 16 bits; 0 for a text-only model.
     vision_parameters: int = 0
+    # Qwen3-VL's deepstack levels, each a max_num_batched_tokens x hidden_size buffer loaded with the weights.
+    deepstack_levels: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -192,6 +194,7 @@ class ModelSpec:
         if self.num_experts <= 1 and self.experts_per_token > 1:
             raise fail(f"{path}.experts_per_token", self.experts_per_token, "needs num_experts > 1")
         _non_negative_int(self.vision_parameters, f"{path}.vision_parameters")
+        _non_negative_int(self.deepstack_levels, f"{path}.deepstack_levels")
         floor = self.embedding_parameters + self.layers * self.hidden_size + self.vision_parameters
         if self.parameters <= floor:
             raise fail(
@@ -273,7 +276,10 @@ class ModelSpec:
         top = _read_config(source, path)
         config, decoder_path = decoder_config(top, path)
         values: dict[str, Any] = {"id": id, **architecture_fields(config, decoder_path)}
+        if "tie_word_embeddings" not in config and "tie_word_embeddings" in top:  # Qwen3-VL keeps it at the top
+            values["tie_word_embeddings"] = bool(top["tie_word_embeddings"])
         values["vision_parameters"] = vision = vision_parameters(top, values["hidden_size"], path)
+        values["deepstack_levels"] = deepstack_levels(top)
         path = decoder_path
         quantization = config.get("quantization_config") or top.get("quantization_config")
         fmt = format_of_quantization_config(quantization, f"{path}.quantization_config")

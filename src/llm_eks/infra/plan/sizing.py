@@ -123,10 +123,14 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # The vision encoder sits on the first stage; counted on the heaviest one whatever PP is (an upper bound).
     weight_per_gpu = math.ceil((stage_layers * layer_bytes + stage_embeddings * 2 + ctx.vision_bytes) / tp)
 
-    # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
     # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
     max_num_seqs = r.scheduled_sequences
     batched = batched_tokens(inst, max_num_seqs)
+    # Qwen3-VL's deepstack buffers are allocated with the weights, whole on every GPU.
+    deepstack = spec.deepstack_levels * batched * spec.hidden_size * 2
+    weight_per_gpu += deepstack
+
+    # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
     # Async scheduling keeps max_concurrent_batches (2 at PP=1, PP + 1 above) batches in flight.
     in_flight = (2 if pp == 1 else pp + 1) * batched
     layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, in_flight)
@@ -144,8 +148,8 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # running sequences (halfway through their output).
     context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
     experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
-    # A decode step reads no vision weights.
-    weights_read = weight_per_gpu - ctx.vision_bytes / tp
+    # A decode step reads no vision weights (nor the deepstack buffers).
+    weights_read = weight_per_gpu - ctx.vision_bytes / tp - deepstack
     weights_read -= experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
     read = weights_read + r.target_concurrency * _kv_read_bytes(layout, context)
     itl_ms = step_ms(inst, tp, pp, stage_layers, read)

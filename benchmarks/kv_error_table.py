@@ -23,11 +23,12 @@ from typing import Any
 from llm_eks.catalog.accelerators import instance_type
 from llm_eks.catalog.models import MODELS, ModelSpec
 from llm_eks.infra.plan import PlanRequest
-from llm_eks.infra.plan.kv_cache import KvLayout, kv_layout
+from llm_eks.infra.plan.kv_cache import BLOCK_TOKENS, KvLayout, kv_layout
 from llm_eks.infra.plan.memory import (
     CUDA_GRAPH_BYTES,
     GIB,
     NON_TORCH_BYTES,
+    available_kv_bytes,
     batch_defaults,
     profile_peak_bytes,
     requested_bytes,
@@ -39,7 +40,6 @@ from llm_eks.infra.plan.sizing import Context, evaluate
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "vllm_startup_logs.json"
 CURRENT = "0.21+"
-BLOCK_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def _logged_tokens(rec: dict[str, Any], layout: KvLayout, num_blocks: int) -> in
     """The "GPU KV cache size" line for `num_blocks`: 0.33 logs max concurrency x max_model_len; vLLM 0.10 logged
     num_blocks // groups x block size (vllm/v1/core/kv_cache_utils.py), which differs for sliding-window models."""
     if rec.get("kv_tokens_logged_as") == "blocks per group":
-        return num_blocks // sum(layout.groups) * BLOCK_SIZE
+        return num_blocks // sum(layout.groups) * BLOCK_TOKENS
     return layout.logged_tokens(num_blocks, rec["max_model_len"])
 
 
@@ -124,7 +124,8 @@ def rows_for(rec: dict[str, Any]) -> list[Row]:
         add("non-torch memory (GiB)", rec["non_torch_gib"], (NON_TORCH_BYTES + sampler) / GIB)
     total = int(rec["total_gib"] * GIB) if "total_gib" in rec else visible_bytes(inst)
     requested = requested_bytes(total, rec["gpu_memory_utilization"])
-    available = requested - weights - sampler - NON_TORCH_BYTES - peak - graphs
+    # The planner's own deductions, with its graph estimate given back where the log's vLLM did not deduct one.
+    available = available_kv_bytes(requested, weights, sampler, peak) + CUDA_GRAPH_BYTES - graphs
     if "available_kv_gib" in rec:
         add("available KV memory (GiB)", rec["available_kv_gib"], available / GIB)
     if "kv_cache_tokens" in rec:

@@ -459,6 +459,12 @@ VL_CONFIGS = {
 }
 
 
+def _vl_spec(model_id: str) -> ModelSpec:
+    """A vision-language model read from its config.json in tests/fixtures/vl_configs, as --model-config reads it."""
+    path = Path(__file__).parent / "fixtures" / "vl_configs" / f"{model_id.replace('/', '__')}.json"
+    return ModelSpec.from_hf_config(path, id=model_id)
+
+
 @pytest.mark.parametrize(("model_id", "counts"), MULTIMODAL.items())
 def test_multimodal_checkpoints_count_their_vision_encoder_exactly(model_id: str, counts: tuple[int, int]) -> None:
     spec = MODELS[model_id]
@@ -469,8 +475,7 @@ def test_multimodal_checkpoints_count_their_vision_encoder_exactly(model_id: str
 def test_qwen_vision_language_configs_count_exactly(model_id: str, counts: tuple[int, int]) -> None:
     """Qwen2.5-VL (decoder at the top level, Qwen2 biases) and Qwen3-VL (decoder under text_config, q/k norms,
     deepstack mergers), read from their config.json as `llm-eks plan --model-config` does."""
-    path = Path(__file__).parent / "fixtures" / "vl_configs" / f"{model_id.replace('/', '__')}.json"
-    spec = ModelSpec.from_hf_config(path, id=model_id)
+    spec = _vl_spec(model_id)
     assert (spec.parameters, spec.vision_parameters) == counts
     assert spec.deepstack_levels == (3 if "Qwen3" in model_id else 0)
     assert plan(PlanRequest(model=spec, max_model_len=8192)).kv_cache_tokens > 0
@@ -478,8 +483,7 @@ def test_qwen_vision_language_configs_count_exactly(model_id: str, counts: tuple
 
 def test_qwen3_vl_deepstack_buffers_load_with_the_weights() -> None:
     """Three max_num_batched_tokens x 4096 bf16 buffers on each GPU (models/qwen3_vl.py `deepstack_input_embeds`)."""
-    path = Path(__file__).parent / "fixtures" / "vl_configs" / "Qwen__Qwen3-VL-8B-Instruct.json"
-    spec = ModelSpec.from_hf_config(path, id="Qwen/Qwen3-VL-8B-Instruct")
+    spec = _vl_spec("Qwen/Qwen3-VL-8B-Instruct")
     without = dataclasses.replace(spec, deepstack_levels=0)
     request = {"accelerator": "p5.48xlarge", "max_model_len": 8192, "tensor_parallel_size": 2}
     with_buffers, plain = (plan(PlanRequest(model=m, **request)) for m in (spec, without))

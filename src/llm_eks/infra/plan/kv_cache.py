@@ -29,7 +29,7 @@ from llm_eks.catalog.models import ModelSpec
 BLOCK_TOKENS = 16
 
 
-def _cdiv(a: int, b: int) -> int:
+def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -49,10 +49,10 @@ class LayerType:
     def blocks_per_request(self, tokens: int, in_flight: int) -> int:
         """Blocks one request of `tokens` tokens holds in one group of this type (vLLM's admission worst case)."""
         if self.kind == "sliding":
-            return _cdiv(min(self.span - 1 + in_flight, tokens), BLOCK_TOKENS) + 1
+            return cdiv(min(self.span - 1 + in_flight, tokens), BLOCK_TOKENS) + 1
         if self.kind == "chunked":
-            return _cdiv(min(self.span + in_flight, tokens), BLOCK_TOKENS)
-        return _cdiv(tokens, BLOCK_TOKENS)
+            return cdiv(min(self.span + in_flight, tokens), BLOCK_TOKENS)
+        return cdiv(tokens, BLOCK_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,9 @@ def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int, dtype_bytes: int) -> 
 def kv_layout(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, in_flight_tokens: int) -> KvLayout:
     """The KV layout of the heaviest pipeline stage (ceil(layers / pp) layers, each type in proportion)."""
     per_layer = kv_bytes_per_token_per_layer(spec, tp, dtype_bytes)
-    stage = _cdiv(spec.layers, pp)
-    sliding = _cdiv(spec.sliding_window_layers * stage, spec.layers)
-    chunked = _cdiv(spec.chunked_attention_layers * stage, spec.layers)
+    stage = cdiv(spec.layers, pp)
+    sliding = cdiv(spec.sliding_window_layers * stage, spec.layers)
+    chunked = cdiv(spec.chunked_attention_layers * stage, spec.layers)
     counts = [
         LayerType("mla" if spec.is_mla else "full", max(stage - sliding - chunked, 0), per_layer),
         LayerType("sliding", sliding, per_layer, spec.sliding_window),
@@ -120,7 +120,7 @@ def kv_layout(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, in_flight_tok
         group = max(sizes)
     return KvLayout(
         types=types,
-        groups=tuple(_cdiv(n, group) for n in sizes),
+        groups=tuple(cdiv(n, group) for n in sizes),
         group_layers=group,
         in_flight_tokens=in_flight_tokens,
     )

@@ -19,6 +19,7 @@ import math
 
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.models import ModelSpec
+from llm_eks.infra.plan.kv_cache import cdiv
 
 GIB = 1024**3
 
@@ -79,7 +80,7 @@ def sampler_state_bytes(max_num_seqs: int, vocab_size: int) -> int:
     vllm/v1/worker/gpu/sample/penalties.py): int32 output-token counts over the vocabulary and a prompt-token bitmask,
     allocated at load after the baseline snapshot, so `memory_profiling` counts them as consumed (vllm/utils/
     mem_utils.py `total_consumed`). 0.6 GiB at 1024 sequences and a 150k vocabulary."""
-    return max_num_seqs * (vocab_size + -(-vocab_size // 32)) * 4
+    return max_num_seqs * (vocab_size + cdiv(vocab_size, 32)) * 4
 
 
 def profile_peak_bytes(spec: ModelSpec, tp: int, batched: int, max_num_seqs: int, last_stage: bool = True) -> int:

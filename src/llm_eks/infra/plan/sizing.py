@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.formats import FORMATS, support
-from llm_eks.infra.plan.kv_cache import KvLayout, kv_bytes_per_token_per_layer, kv_layout
+from llm_eks.infra.plan.kv_cache import KvLayout, cdiv, kv_bytes_per_token_per_layer, kv_layout
 from llm_eks.infra.plan.latency import experts_touched, step_ms
 from llm_eks.infra.plan.memory import (
     CUDA_GRAPH_BYTES,
@@ -194,12 +194,8 @@ def expert_padding(ctx: Context, inst: InstanceType, tp: int) -> float:
         return 1.0
     hidden_align, width_align = support(ctx.fmt, inst.compute_capability).expert_alignment
     width = spec.expert_width // tp
-    padded = _round_up(spec.hidden_size, hidden_align) * _round_up(width, width_align)
+    padded = cdiv(spec.hidden_size, hidden_align) * hidden_align * cdiv(width, width_align) * width_align
     return padded / (spec.hidden_size * width)
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def _kv_read_bytes(layout: KvLayout, context: int) -> int:

@@ -1,5 +1,5 @@
 """Wall time of the capacity planner (prints numbers; not a test): in-process plan(), the module import, and the
-`llm-eks plan` CLI both as `python -m llm_eks.infra.cli` and as the installed console script.
+`llm-eks plan` CLI both as `python -m llm_eks.cli` and as the installed console script.
 
     .venv/bin/python benchmarks/bench_plan.py [--runs N]
 
@@ -34,7 +34,7 @@ def wall(cmd: list[str], runs: int) -> tuple[float, float]:
 
 def in_process(runs: int) -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from llm_eks.infra.plan import PlanRequest, plan
+    from llm_eks.planner import PlanRequest, plan
 
     requests = {
         "explicit g6e.xlarge (8B)": PlanRequest(
@@ -50,7 +50,7 @@ def in_process(runs: int) -> None:
         for _ in range(runs * 20):
             plan(request)
         print(f"plan() {label:<28} {(time.perf_counter() - start) * 1000 / (runs * 20):7.2f} ms")
-    from llm_eks.infra.plan.compare import compare
+    from llm_eks.planner.compare import compare
 
     for label, request in requests.items():
         start = time.perf_counter()
@@ -69,12 +69,12 @@ def main() -> int:
     in_process(runs)
     rows = [
         ("python -c pass (interpreter floor)", [python, "-c", "pass"]),
-        ("import llm_eks.infra.cli", [python, "-c", "import llm_eks.infra.cli"]),
-        ("python -m llm_eks.infra.cli plan", [python, "-m", "llm_eks.infra.cli", "plan", *MODEL]),
-        ("python -m ... plan --json (auto)", [python, "-m", "llm_eks.infra.cli", "plan", *MODEL, "--json"]),
+        ("import llm_eks.cli", [python, "-c", "import llm_eks.cli"]),
+        ("python -m llm_eks.cli plan", [python, "-m", "llm_eks.cli", "plan", *MODEL]),
+        ("python -m ... plan --json (auto)", [python, "-m", "llm_eks.cli", "plan", *MODEL, "--json"]),
         (
             "python -m ... plan --compare --chart",
-            [python, "-m", "llm_eks.infra.cli", "plan", *MODEL, "--compare", "--chart", "/tmp/llm-eks-bench-chart.svg"],
+            [python, "-m", "llm_eks.cli", "plan", *MODEL, "--compare", "--chart", "/tmp/llm-eks-bench-chart.svg"],
         ),
     ]
     script = shutil.which("llm-eks", path=str(Path(python).parent))

@@ -26,8 +26,8 @@ def _goal(parameters: int) -> tuple[int, int] | None:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT / "src"))
-    from llm_eks.infra.config import load_environments
-    from llm_eks.infra.environment_plans import plan_workloads
+    from llm_eks.config import load_environments
+    from llm_eks.config.plans import plan_workloads
 
     environments = load_environments(json.loads((ROOT / "cdk.json").read_text())["context"], ROOT / "models")
     print("cold start, seconds from a queue spike to a Ready replica (planner-modelled; README 'Cold start by path')")

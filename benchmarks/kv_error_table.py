@@ -22,9 +22,9 @@ from typing import Any
 
 from llm_eks.catalog.accelerators import instance_type
 from llm_eks.catalog.models import MODELS, ModelSpec
-from llm_eks.infra.plan import PlanRequest
-from llm_eks.infra.plan.kv_cache import BLOCK_TOKENS, KvLayout, kv_layout
-from llm_eks.infra.plan.memory import (
+from llm_eks.planner import PlanRequest
+from llm_eks.planner.kv_cache import BLOCK_TOKENS, KvLayout, kv_layout
+from llm_eks.planner.memory import (
     CUDA_GRAPH_BYTES,
     GIB,
     NON_TORCH_BYTES,
@@ -35,7 +35,7 @@ from llm_eks.infra.plan.memory import (
     sampler_state_bytes,
     visible_bytes,
 )
-from llm_eks.infra.plan.sizing import Context, evaluate
+from llm_eks.planner.sizing import Context, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "vllm_startup_logs.json"

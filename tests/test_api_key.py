@@ -8,10 +8,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from llm_eks.config import parse_environment
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.charts import prerequisites, workload_secrets
-from llm_eks.infra.config import parse_environment
 from llm_eks.infra.workloads import api_key_secret
 from tests.cdk_fixtures import synth_with_nag
 
@@ -84,8 +84,8 @@ def test_bad_props_fail_with_one_line(props: GeneratedApiKeyProps, message: str)
     ],
 )
 def test_which_secret_the_workload_reads(workload: dict[str, Any], secret: str | None, reads: tuple[str, ...]) -> None:
-    from llm_eks.infra.app import plan_environment
     from llm_eks.infra.workloads import build_workload
+    from tests.environments import plan_environment
 
     config = parse_environment("dev", {"workload": workload})
     assert api_key_secret(config) == secret

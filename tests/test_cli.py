@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_eks.infra.cli import main
+from llm_eks.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"
@@ -148,7 +148,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_subprocess_error_has_no_traceback_and_no_cdk_imports() -> None:
     bad = subprocess.run(
-        [sys.executable, "-m", "llm_eks.infra.cli", "plan", "--model", LLAMA_8B, "--gpu-memory-utilization", "1.5"],
+        [sys.executable, "-m", "llm_eks.cli", "plan", "--model", LLAMA_8B, "--gpu-memory-utilization", "1.5"],
         capture_output=True, text=True, cwd=REPO_ROOT, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stdout == ""
@@ -157,7 +157,7 @@ def test_subprocess_error_has_no_traceback_and_no_cdk_imports() -> None:
     )
     # The planner's import path stays free of aws_cdk, cdk8s, constructs and jsii, even with --env.
     probe = (
-        "import sys; from llm_eks.infra.cli import main; "
+        "import sys; from llm_eks.cli import main; "
         "main(['plan', '--env', 'prod', '--json']); main(['plan', '--model', 'Qwen/Qwen2.5-7B-Instruct']); "
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'aws_cdk', 'cdk8s', 'constructs', 'jsii'}); "
         "print(heavy, file=sys.stderr)"

@@ -108,9 +108,9 @@ def test_admin_roles_get_access_entries() -> None:
     """Access entries for configured admin roles (built in-process: the default app lists none)."""
     import aws_cdk as cdk
 
-    from llm_eks.infra.app import plan_environment
-    from llm_eks.infra.config import parse_environment
+    from llm_eks.config import parse_environment
     from llm_eks.infra.stack import InferenceStack
+    from tests.environments import plan_environment
 
     arn = "arn:aws:iam::123456789012:role/platform-admins"
     config = parse_environment(

@@ -74,7 +74,7 @@ def examples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
 
 def test_composition_example_uses_no_config_objects() -> None:
     text = (EXAMPLES / "composed_app" / "app.py").read_text()
-    assert "EnvironmentConfig" not in text and "llm_eks.infra.config" not in text
+    assert "EnvironmentConfig" not in text and "llm_eks.config" not in text
 
 
 def test_add_karpenter_wires_the_queue_and_waits_for_system_nodes_and_pod_identity(

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from llm_eks.config import load_environments, parse_environment, select_environments
 from llm_eks.errors import ConfigError
-from llm_eks.infra.config import load_environments, parse_environment, select_environments
 from tests.conftest import CDK_JSON, REPO_ROOT
 
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_eks.aws_regions import CHINA, COMMERCIAL, GOVCLOUD, REGIONS
+from llm_eks.cli import main
+from llm_eks.config import WorkloadConfig, load_environments, parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.cli import main
-from llm_eks.infra.config import WorkloadConfig, load_environments, parse_environment
-from llm_eks.infra.plan import plan
+from llm_eks.planner import plan
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
 
@@ -562,7 +562,7 @@ def test_any_json_workload_is_a_config_or_a_config_error(workload: dict[str, Any
 
 
 def test_default_cdk_json_reads_strictly() -> None:
-    from llm_eks.infra.context_file import read_context_file
+    from llm_eks.strict_json import read_context_file
 
     context = read_context_file(REPO_ROOT / "cdk.json", "cdk.json")
     assert list(load_environments(context)) == ["dev", "staging", "prod"]

@@ -17,8 +17,8 @@ from llm_eks.catalog.formats import (
     weight_format,
 )
 from llm_eks.errors import ConfigError
-from llm_eks.infra.plan import PlanRequest
-from llm_eks.infra.plan.sizing import Context, evaluate, expert_padding
+from llm_eks.planner import PlanRequest
+from llm_eks.planner.sizing import Context, evaluate, expert_padding
 
 # One column per GPU of the catalog: (name, compute capability). N native, W weight-only, - unsupported.
 GPUS = (

@@ -10,11 +10,11 @@ from typing import Any
 import cdk8s
 import pytest
 
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock, LockEntry
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.environment_plans import plan_workloads
 from llm_eks.infra.images import environment_images
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
 from llm_eks.manifests.gateway import (

@@ -23,7 +23,7 @@ def gitops_dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gitops")
     code = (
         "import sys\n"
-        "from llm_eks.infra.cli import main\n"
+        "from llm_eks.cli import main\n"
         f"code = main(['manifests', '--env', 'dev', '--node-role-name', 'KarpenterNodeRole-dev', "
         f"'--security-group-id', {SG!r}, '--weights-bucket', {BUCKET!r}, '--out', {str(out)!r}])\n"
         "assert not [m for m in sys.modules if m.startswith(('aws_cdk', 'cdk_nag'))], 'aws_cdk imported'\n"
@@ -61,7 +61,7 @@ def test_staged_weights_read_the_given_bucket(gitops_dev: Path) -> None:
 def test_staged_weights_without_the_bucket_name_are_a_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llm_eks.infra.cli import main
+    from llm_eks.cli import main
 
     args = ["manifests", "--env", "dev", "--node-role-name", "r", "--security-group-id", SG, "--out", str(tmp_path)]
     assert main(args) == 2
@@ -80,9 +80,9 @@ def test_objects_are_valid_and_carry_the_given_identity(gitops_dev: Path) -> Non
 
 
 def test_image_snapshot_reaches_the_gpu_node_class(tmp_path: Path) -> None:
-    from llm_eks.infra.app import plan_environment
-    from llm_eks.infra.config import parse_environment
+    from llm_eks.config import parse_environment
     from llm_eks.infra.gitops import write_manifests
+    from tests.environments import plan_environment
 
     config = parse_environment("snap", {"workload": {"image_snapshot_id": "snap-0123456789abcdef0"}})
     written = write_manifests(
@@ -115,7 +115,7 @@ def test_bad_environment_is_one_line(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "llm_eks.infra.cli",
+            "llm_eks.cli",
             "manifests",
             "--env",
             "qa",

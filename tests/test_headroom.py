@@ -7,15 +7,16 @@ from typing import Any
 import cdk8s
 import pytest
 
+from llm_eks.cli import main
+from llm_eks.cli.plan_table import table
+from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.app import plan_environment
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.cli import _table, main
-from llm_eks.infra.config import parse_environment
 from llm_eks.infra.images import environment_images
 from llm_eks.infra.workloads import VllmWorkload, build_workload
 from llm_eks.manifests.checks import catalog_instance_resources, check_objects
 from llm_eks.versions import PAUSE_IMAGE
+from tests.environments import plan_environment
 from tests.kube_schema import assert_valid
 
 WARM = {"workload": {"warm_replicas": 2, "replicas": {"min": 1, "max": 3}}}
@@ -72,7 +73,7 @@ def test_the_plan_prices_the_headroom(capsys: pytest.CaptureFixture[str]) -> Non
     assert (
         f"Warm headroom  2 replica-shaped placeholder(s) keep node(s) up: ${plan.warm_headroom_usd_per_hour:.2f}/h; "
         "a scale-out then skips the 90 s node launch and the 50 s image pull"
-    ) in _table(plan)
+    ) in table(plan)
     assert main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]) == 0
     assert "Warm headroom" not in capsys.readouterr().out
 

@@ -16,17 +16,18 @@ import cdk8s
 import pytest
 
 from llm_eks import versions
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.images.charts import CHART_IMAGES, IMAGE_DIGESTS_CONTEXT, NOT_COVERED
 from llm_eks.images.lock import ImageLock, LockEntry, load_lock, parse_lock, write_lock
-from llm_eks.infra.app import build_app, plan_environment
+from llm_eks.infra.app import build_app
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.environment_plans import plan_workloads
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, environment_charts, environment_images
 from llm_eks.infra.review import readable
 from llm_eks.infra.workloads import build_workload
 from tests.conftest import CDK_JSON, ENVIRONMENTS, REPO_ROOT
+from tests.environments import plan_environment
 from tests.kube_schema import assert_valid
 
 VLLM = versions.VLLM_IMAGE

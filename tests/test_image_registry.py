@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from llm_eks.cli import main
 from llm_eks.images.lock import load_lock
 from llm_eks.images.reference import parse_ref
 from llm_eks.images.registry import HttpResponse, RegistryError, RegistryUnreachable, resolve
-from llm_eks.infra.cli import main
 from tests.conftest import REPO_ROOT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "registry"
@@ -155,11 +155,11 @@ def _context(tmp_path: Path) -> Path:
 def test_lock_command_writes_what_resolved_and_one_line_per_unreachable_registry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llm_eks.infra.cli import _parser
-    from llm_eks.infra.image_lock import lock_command
+    from llm_eks.cli import parser
+    from llm_eks.cli.images import lock_command
 
     context = _context(tmp_path)
-    args = _parser().parse_args(["images", "lock", "--context-file", str(context)])
+    args = parser().parse_args(["images", "lock", "--context-file", str(context)])
     replay = Replay("docker-hub-vllm.json", "registry-k8s-livenessprobe.json")
     code = lock_command(args, transport=replay, now=lambda: datetime(2026, 11, 30, 14, 0, 7, tzinfo=UTC))
     out, err = capsys.readouterr()
@@ -223,7 +223,7 @@ def test_images_lock_imports_no_cdk() -> None:
         "import sys, urllib.request\n"
         "def no_network(*a, **k): raise OSError('offline')\n"
         "urllib.request.urlopen = no_network\n"
-        "from llm_eks.infra.cli import main\n"
+        "from llm_eks.cli import main\n"
         "main(['images', 'lock', '--env', 'prod', '--file', sys.argv[1]])\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'aws_cdk', 'cdk8s', 'constructs', 'jsii'})\n"
         "print(heavy)\n"
@@ -239,8 +239,8 @@ def test_images_lock_imports_no_cdk() -> None:
 def test_rerun_keeps_unchanged_entries_and_shows_a_moved_tag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llm_eks.infra.cli import _parser
-    from llm_eks.infra.image_lock import lock_command
+    from llm_eks.cli import parser
+    from llm_eks.cli.images import lock_command
 
     lock = tmp_path / "images.lock.json"
     old = "sha256:" + "e" * 64
@@ -248,7 +248,7 @@ def test_rerun_keeps_unchanged_entries_and_shows_a_moved_tag(
         VLLM: {"digest": old, "resolved_at": "2026-10-01T00:00:00Z", "source": "https://registry-1.docker.io/v2/x"},
         PROBE: {"digest": PROBE_DIGEST, "resolved_at": "2026-10-01T00:00:00Z", "source": "https://registry.k8s.io/v2/y"},
     }}))  # fmt: skip
-    args = _parser().parse_args(["images", "lock", "--context-file", str(_context(tmp_path))])
+    args = parser().parse_args(["images", "lock", "--context-file", str(_context(tmp_path))])
     replay = Replay("docker-hub-vllm.json", "registry-k8s-livenessprobe.json")
     lock_command(args, transport=replay, now=lambda: datetime(2026, 11, 30, 14, 0, 7, tzinfo=UTC))
     out, _ = capsys.readouterr()

@@ -12,21 +12,20 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from llm_eks.cli.images import snapshot_command
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock, LockEntry
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.environment_plans import plan_workloads
-from llm_eks.infra.image_snapshot import (
+from llm_eks.images.snapshot import (
     SNAPSHOT_FILE,
     SnapshotRecord,
     ami_parameter,
     build_snapshot,
-    gpu_node_images,
     images_digest,
     read_record,
-    require_snapshot_images,
-    snapshot_command,
 )
+from llm_eks.infra.images import gpu_node_images, require_snapshot_images
 from llm_eks.versions import PAUSE_IMAGE, RAY_LLM_IMAGE, VLLM_IMAGE
 
 REGION = "us-east-1"
@@ -156,7 +155,7 @@ def test_the_command_builds_and_records(
         def client(self, name: str) -> Any:
             return ssm if name == "ssm" else session.client(name)
 
-    monkeypatch.setattr("llm_eks.infra.image_snapshot.time.sleep", lambda _: None)
+    monkeypatch.setattr("llm_eks.images.snapshot.time.sleep", lambda _: None)
     assert snapshot_command(args, session=Session()) == 0
     record = read_record(tmp_path / SNAPSHOT_FILE)
     config = parse_environment("dev", {})
@@ -211,7 +210,7 @@ def test_synth_refuses_a_recorded_snapshot_of_another_image_list() -> None:
 
 
 def test_bad_builder_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from llm_eks.infra.cli import main
+    from llm_eks.cli import main
 
     base = ["images", "snapshot", "--env", "dev", "--region", REGION, "--instance-profile", "builder"]
     assert main([*base, "--subnet-id", "subnet-x"]) == 2

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.config import parse_environment
 from llm_eks.infra.workloads import ingress_props
 from llm_eks.manifests.vllm import IngressProps, VllmChart, validate_vllm_props
 from tests.conftest import Synthesized

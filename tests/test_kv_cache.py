@@ -8,9 +8,9 @@ import pytest
 
 from benchmarks.kv_error_table import Row, records, rows_for
 from llm_eks.catalog.models import CONFIGS, MODELS, ModelSpec
-from llm_eks.infra.cli import main
-from llm_eks.infra.plan import PlanRequest, plan
-from llm_eks.infra.plan.kv_cache import kv_layout
+from llm_eks.cli import main
+from llm_eks.planner import PlanRequest, plan
+from llm_eks.planner.kv_cache import kv_layout
 
 IN_FLIGHT = 2 * 8192  # async scheduling: two batches of max_num_batched_tokens
 

@@ -9,14 +9,14 @@ import cdk8s
 import pytest
 
 from llm_eks.catalog.models import model
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
-from llm_eks.infra.app import plan_environment
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.environment_plans import plan_workloads
-from llm_eks.infra.plan.memory import lora_bytes
 from llm_eks.infra.workloads import VllmWorkload, build_workload, build_workloads
 from llm_eks.manifests.vllm import validate_vllm_props
+from llm_eks.planner.memory import lora_bytes
+from tests.environments import plan_environment
 
 ADAPTERS = {"sql": "acme/llama-3.1-8b-sql-lora", "support-fr": "acme/llama-3.1-8b-support-fr-lora"}
 LORA = {"workload": {"lora_adapters": ADAPTERS, "max_lora_rank": 32}}

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from llm_eks.cli import main
+from llm_eks.cli.models import add_command
+from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.cli import main
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.model_files import MODELS_DIR_CONTEXT, checkpoint_parameters, load_record
-from llm_eks.infra.models_add import add_command
+from llm_eks.hub.records import MODELS_DIR_CONTEXT, checkpoint_parameters, load_record
 from tests.conftest import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hub"
@@ -460,7 +460,7 @@ def test_bad_hf_endpoint_and_unwritable_dir(
 
 
 def test_images_lock_reads_the_models_folder_beside_its_context_file(recorded: Path, offline: None) -> None:
-    from llm_eks.infra.image_lock import environments_of
+    from llm_eks.cli.images import environments_of
 
     (lab,) = environments_of(argparse.Namespace(context_file=str(recorded / "cdk.json"), env="lab"))
     assert lab.workload.recorded_model is not None and lab.workload.recorded_model.id == QWEN

@@ -11,15 +11,15 @@ import cdk8s
 import pytest
 from aws_cdk.assertions import Template
 
+from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.app import plan_environment
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.config import parse_environment
 from llm_eks.infra.images import environment_charts
 from llm_eks.infra.stack import InferenceStack
 from llm_eks.infra.workloads import VllmWorkload, build_workload
 from llm_eks.manifests.checks import catalog_instance_resources, check_objects
 from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
+from tests.environments import plan_environment
 from tests.kube_schema import assert_valid
 
 # Qwen3-235B-A22B in FP8 (235 GB of weights) does not fit one g6e.12xlarge (4x L40S, 179 GiB): the plan spans two

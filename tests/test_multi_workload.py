@@ -12,11 +12,11 @@ import cdk8s
 import pytest
 import yaml
 
+from llm_eks.cli import main
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.infra.charts import build_charts
-from llm_eks.infra.cli import main
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.environment_plans import plan_workloads
 from llm_eks.infra.gitops import write_manifests
 from llm_eks.infra.workloads import build_workloads
 from llm_eks.manifests.checks import catalog_instance_resources, check_objects

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCES
-from llm_eks.infra.cli import main
-from llm_eks.infra.plan import PlanRequest, plan
-from llm_eks.infra.plan.compare import COST_FORMULA, compare, cost_per_million_output_tokens
-from llm_eks.infra.plan_chart import CHAR_PX, LABEL_PX, Point, axis, render_svg
+from llm_eks.cli import main
+from llm_eks.cli.compare_chart import CHAR_PX, LABEL_PX, Point, axis, render_svg
+from llm_eks.planner import PlanRequest, plan
+from llm_eks.planner.compare import COST_FORMULA, compare, cost_per_million_output_tokens
 
 X = "\N{MULTIPLICATION SIGN}"
 SVG = "{http://www.w3.org/2000/svg}"

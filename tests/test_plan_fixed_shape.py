@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from llm_eks.cli import main
+from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.cli import main
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.plan import PlanRequest, plan
+from llm_eks.planner import PlanRequest, plan
 
 X = "\N{MULTIPLICATION SIGN}"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from llm_eks.catalog.accelerators import CATALOG as INSTANCES
 from llm_eks.catalog.models import MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
-from llm_eks.infra.plan import PlanRequest, plan
-from llm_eks.infra.plan.kv_cache import kv_layout
+from llm_eks.planner import PlanRequest, plan
+from llm_eks.planner.kv_cache import kv_layout
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GPU_TYPES = [i.instance_type for i in INSTANCES if i.accelerator_vendor == "nvidia"]

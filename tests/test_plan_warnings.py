@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from llm_eks.errors import ConfigError
-from llm_eks.infra.app import plan_environment
 from tests.conftest import ENVIRONMENTS, Synthesized
+from tests.environments import plan_environment
 
 WARNING = "aws:cdk:warning"
 ACKNOWLEDGED = "aws:cdk:acknowledged-rules"
@@ -34,7 +34,7 @@ ITL = "inter-token latency estimate 70.1 ms exceeds max_itl_ms 50 [ack: llm-eks:
 def _stack(**workload: Any) -> Any:
     import aws_cdk as cdk
 
-    from llm_eks.infra.config import parse_environment
+    from llm_eks.config import parse_environment
     from llm_eks.infra.stack import InferenceStack
 
     config = parse_environment("big", {"workload": {**BIG, **workload}})
@@ -91,7 +91,7 @@ def test_a_warning_acknowledged_in_code_after_the_stack_is_gone() -> None:
     ],
 )
 def test_bad_acknowledgement_is_one_line(acknowledged: dict[str, str], message: str) -> None:
-    from llm_eks.infra.config import parse_environment
+    from llm_eks.config import parse_environment
 
     with pytest.raises(ConfigError) as err:
         parse_environment("big", {"workload": {**BIG, "acknowledged_warnings": acknowledged}})

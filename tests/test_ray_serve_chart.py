@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from llm_eks.errors import ConfigError
-from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.ray_monitoring import pod_selector
 from llm_eks.manifests.ray_serve import (
     IMPORT_PATH,
@@ -20,6 +19,7 @@ from llm_eks.manifests.ray_serve import (
     worker_gpus_total,
 )
 from llm_eks.manifests.vllm import HF_TOKEN_PATH
+from llm_eks.planner.engine import EngineSettings
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 from tests.chart_helpers import by_kind
 from tests.kube_schema import assert_valid

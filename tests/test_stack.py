@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from llm_eks.catalog.accelerators import INSTANCE_TYPES
-from llm_eks.infra.app import plan_environment
-from llm_eks.infra.config import load_environments
+from llm_eks.config import load_environments
 from tests.conftest import CDK_JSON, ENVIRONMENTS, Synthesized
+from tests.environments import plan_environment
 
 HELM = "Custom::AWSCDK-EKS-HelmChart"
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
@@ -154,7 +154,7 @@ def test_s3_weights_and_token_for_ray_serve() -> None:
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
-    from llm_eks.infra.config import parse_environment
+    from llm_eks.config import parse_environment
     from llm_eks.infra.stack import InferenceStack
 
     config = parse_environment(
@@ -243,7 +243,7 @@ def test_named_api_key_secret_is_read_not_created() -> None:
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
-    from llm_eks.infra.config import parse_environment
+    from llm_eks.config import parse_environment
     from llm_eks.infra.stack import InferenceStack
 
     config = parse_environment("own", {"workload": {"api_key_secret": "team/llm/api-key"}})

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
-from llm_eks.infra.config import parse_environment
-from llm_eks.infra.environment_plans import plan_workloads
 from llm_eks.manifests.weights_staging import BUCKET_CONFIG_MAP, BUCKET_ENV, WAIT_CONTAINER
 from tests.conftest import CDK_JSON, Synthesized
 

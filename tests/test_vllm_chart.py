@@ -13,7 +13,6 @@ import yaml
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.api_key import API_KEY_PATH
-from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.vllm import (
     HF_TOKEN_PATH,
     MAX_GRACE_SECONDS,
@@ -24,6 +23,7 @@ from llm_eks.manifests.vllm import (
     probe_timing,
     validate_vllm_props,
 )
+from llm_eks.planner.engine import EngineSettings
 from llm_eks.versions import VLLM_IMAGE
 from tests.chart_helpers import by_kind, by_kind_and_name
 from tests.kube_schema import assert_valid, assert_valid_secret_provider_class

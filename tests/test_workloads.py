@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
-from llm_eks.infra.app import plan_environment
-from llm_eks.infra.config import parse_environment
 from llm_eks.infra.workloads import (
     RayServeWorkload,
     VllmWorkload,
@@ -16,9 +15,10 @@ from llm_eks.infra.workloads import (
     ray_monitoring_props,
     slug,
 )
-from llm_eks.manifests.engine import EngineSettings
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
+from llm_eks.planner.engine import EngineSettings
+from tests.environments import plan_environment
 from tests.test_config_inputs import SPEC
 
 # A float32 checkpoint described by workload.model_spec (Llama 3.1 8B's shape): the planner serves it in bfloat16.

@@ -113,11 +113,6 @@ class ModelSpec:
         """Input embedding plus output projection (one matrix when tied). Quantization leaves these in 16 bits."""
         return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
-    @property
-    def layer_parameters(self) -> int:
-        """Parameters of one decoder layer (attention, MLP or experts, norms), the unit pipeline stages split."""
-        return (self.parameters - self.embedding_parameters - self.vision_parameters - self.hidden_size) // self.layers
-
     def validate(self, path: str = "workload.model_spec") -> ModelSpec:
         """Raise ConfigError naming the first bad field; returns self so calls chain."""
         if not isinstance(self.id, str) or not self.id.strip() or any(c.isspace() for c in self.id):

@@ -52,8 +52,6 @@ PROMETHEUS_OPERATOR_CRDS_CHART = ChartSource(
     "prometheus-operator-crds", PROMETHEUS_COMMUNITY, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
 )
 RELEASE = "kube-prometheus-stack"
-# Grafana's chart generates the admin password once and keeps it in this Secret (key `admin-password`).
-GRAFANA_ADMIN_SECRET = f"{RELEASE}-grafana"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")
 
 _PROM_DURATION = re.compile(r"^(\d+(y|w|d|h|m|s|ms))+$")

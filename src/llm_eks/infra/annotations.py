@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import aws_cdk as cdk
 from constructs import IConstruct
 
-from llm_eks.infra.plan import Plan
+from llm_eks.planner import Plan
 
 
 def acknowledge_plan_warning(scope: IConstruct, warning_id: str, reason: str) -> None:

@@ -11,19 +11,18 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
+from llm_eks.config import EnvironmentConfig, load_environments, select_environments
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
+from llm_eks.hub.records import MODELS_DIR, MODELS_DIR_CONTEXT
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
+from llm_eks.images.snapshot import SNAPSHOT_FILE, read_record
 from llm_eks.infra.checks import LlmEksChecks
-from llm_eks.infra.config import EnvironmentConfig, load_environments, select_environments
-from llm_eks.infra.context_file import loads, read_context_file
-from llm_eks.infra.environment_plans import plan_workloads
-from llm_eks.infra.image_snapshot import SNAPSHOT_FILE, read_record, require_snapshot_images
-from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock
-from llm_eks.infra.model_files import MODELS_DIR, MODELS_DIR_CONTEXT
-from llm_eks.infra.plan import Plan
+from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock, require_snapshot_images
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
-from llm_eks.infra.workloads import build_workloads, only_workload
+from llm_eks.infra.workloads import build_workloads
+from llm_eks.strict_json import loads, read_context_file
 
 
 def read_context(app: cdk.App) -> dict[str, Any]:
@@ -39,12 +38,6 @@ def check_context_file(path: Path) -> None:
     twice has already lost its first body and 1e400 has become null): either is a one-line error here."""
     if path.is_file():
         read_context_file(path, "cdk.json")
-
-
-def plan_environment(config: EnvironmentConfig) -> Plan:
-    """The capacity plan of an environment with one workload; planner errors carry the workload's path."""
-    only_workload(config)
-    return plan_workloads(config)[0]
 
 
 def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:

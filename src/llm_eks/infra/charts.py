@@ -11,7 +11,7 @@ from typing import Any
 
 import cdk8s
 
-from llm_eks.infra.config import EnvironmentConfig
+from llm_eks.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart

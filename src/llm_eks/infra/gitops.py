@@ -17,12 +17,12 @@ from pathlib import Path
 import cdk8s
 import yaml
 
+from llm_eks.config import EnvironmentConfig
 from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.charts import addon_namespaces, build_charts
-from llm_eks.infra.config import EnvironmentConfig
-from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import build_workloads
+from llm_eks.planner import Plan
 
 ADDONS_HEADER = (
     "# needs: nothing. Apply first, then install the add-ons into these namespaces without --create-namespace:\n"

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from llm_eks.errors import ConfigError
+from llm_eks.config import EnvironmentConfig, WorkloadConfig
+from llm_eks.errors import ConfigError, fail
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
-from llm_eks.infra.config import EnvironmentConfig, WorkloadConfig
-from llm_eks.infra.plan import Plan
+from llm_eks.images.snapshot import SNAPSHOT_FILE, SnapshotRecord
+from llm_eks.planner import Plan
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
@@ -119,3 +120,34 @@ def app_lock(context_value: object) -> ImageLock:
     """The lock file the CDK app reads: the context value if set, else images.lock.json in the working directory."""
     path = context_value if isinstance(context_value, str) and context_value else LOCK_FILE
     return load_lock(Path(path))
+
+
+def gpu_node_images(config: EnvironmentConfig, plans: Sequence[Plan], lock: ImageLock | None = None) -> tuple[str, ...]:
+    """The images GPU nodes run for this environment: each workload's serving image (and the headroom's pause
+    image), and the DCGM exporter on NVIDIA nodes; locked ones by digest."""
+    refs: list[str] = []
+    for served, plan in zip(config.served, plans, strict=True):
+        refs += workload_images(served.config)
+        if plan.instance.accelerator_vendor == "nvidia":
+            refs += [image.ref for image in chart_images("dcgm-exporter", DCGM_EXPORTER_CHART_VERSION)]
+    lock = lock or ImageLock()
+    return tuple(dict.fromkeys(lock.pin(ref) for ref in refs))
+
+
+def require_snapshot_images(
+    config: EnvironmentConfig, plans: Sequence[Plan], record: SnapshotRecord | None, lock: ImageLock | None = None
+) -> None:
+    """A snapshot this environment names that the record says holds other images than its GPU nodes run (another
+    model engine, a new vLLM release) is a one-line error: the nodes would restore it and pull anyway."""
+    wanted = {s.config.image_snapshot_id for s in config.served} - {None}
+    if record is None or record.snapshot_id not in wanted:
+        return
+    images = gpu_node_images(config, plans, lock)
+    if set(record.images) != set(images):
+        missing = sorted(set(images) - set(record.images))
+        raise fail(
+            f"environments.{config.name}.workload.image_snapshot_id",
+            record.snapshot_id,
+            f"{SNAPSHOT_FILE} says it holds another image list (missing {', '.join(missing) or 'none'}); run "
+            f"`llm-eks images snapshot --env {config.name}` again and use the new snapshot",
+        )

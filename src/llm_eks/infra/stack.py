@@ -19,6 +19,7 @@ import cdk8s
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
+from llm_eks.config import EnvironmentConfig
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
@@ -33,14 +34,13 @@ from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, service_account, workload_secrets
-from llm_eks.infra.config import EnvironmentConfig
-from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.weights_staging import WeightsStagingProps
+from llm_eks.planner import Plan
 
 
 class InferenceStack(cdk.Stack):

@@ -20,7 +20,7 @@ from llm_eks.manifests.dashboard import UID_MAX_LENGTH, panel_queries
 from llm_eks.manifests.labels import PART_OF, plain_object, require_dns1035, require_dns1123
 from llm_eks.manifests.monitoring_targets import MonitoringTargets, validate_targets
 from llm_eks.manifests.promql import MetricSource, check_promql, promql_number, selector
-from llm_eks.manifests.validation import require_model_name
+from llm_eks.validation import require_model_name
 
 # Series of one served model in one namespace (what the alerts aggregate by).
 BY_MODEL = "sum by (namespace, model_name)"

@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from llm_eks.errors import fail
 from llm_eks.manifests.labels import require_dns1123
-from llm_eks.manifests.validation import positive_number, whole_number
+from llm_eks.validation import positive_number, whole_number
 
 # Prometheus duration (the pattern the ServiceMonitor and PrometheusRule CRDs enforce, without the bare "0").
 _DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from llm_eks.config import EnvironmentConfig, ServedWorkload
 from llm_eks.errors import fail
 from llm_eks.images.lock import ImageLock
-from llm_eks.infra.config import EnvironmentConfig, ServedWorkload
 from llm_eks.infra.images import require_locked
-from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads.gateway import gateway_props
 from llm_eks.infra.workloads.pools import gpu_pool, merge_pools
 from llm_eks.infra.workloads.props import (
@@ -32,6 +31,7 @@ from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
 from llm_eks.manifests.vllm import VllmProps
 from llm_eks.manifests.weights_staging import compile_cache_prefix
+from llm_eks.planner import Plan
 from llm_eks.versions import PAUSE_IMAGE
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llm_eks.config import EnvironmentConfig
 from llm_eks.images.lock import ImageLock
-from llm_eks.infra.config import EnvironmentConfig
 from llm_eks.infra.workloads.types import VllmWorkload, Workload
 from llm_eks.manifests.gateway import EPP_IMAGE, IPP_IMAGE, GatewayProps, ModelRoute, PoolBackend, ServiceBackend
 from llm_eks.manifests.labels import VLLM_APP, selector_labels

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from llm_eks.catalog.accelerators import FAMILIES
+from llm_eks.config import CAPACITY_TYPES, ServedWorkload, WorkloadConfig
 from llm_eks.errors import fail
-from llm_eks.infra.config import CAPACITY_TYPES, ServedWorkload, WorkloadConfig
-from llm_eks.infra.plan import Plan
 from llm_eks.manifests.node_pools import GpuPoolSpec, workload_placement
+from llm_eks.planner import Plan
 
 
 def gpu_pool(s: ServedWorkload, plan: Plan) -> GpuPoolSpec:

@@ -9,9 +9,8 @@ import re
 from dataclasses import replace
 from typing import Literal
 
+from llm_eks.config import EnvironmentConfig, ServedWorkload
 from llm_eks.errors import fail
-from llm_eks.infra.config import EnvironmentConfig, ServedWorkload
-from llm_eks.infra.plan import Plan
 from llm_eks.infra.workloads.pools import placement
 from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule
 from llm_eks.manifests.benchmark import BenchmarkProps
@@ -22,6 +21,7 @@ from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
 from llm_eks.manifests.weights_staging import WeightsStagingProps, s3_model_uri, staging_key
+from llm_eks.planner import Plan
 
 GIB = 1024**3
 

@@ -9,7 +9,6 @@ import cdk8s
 import yaml
 from constructs import Construct
 
-from llm_eks.manifests.engine import ray_engine_kwargs
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object
 from llm_eks.manifests.pods import (
     container_security_context,
@@ -32,6 +31,7 @@ from llm_eks.manifests.ray_serve.props import (
     validate,
 )
 from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+from llm_eks.planner.engine import ray_engine_kwargs
 
 
 def _typed_engine_kwargs(p: RayServeProps) -> dict[str, Any]:

@@ -9,13 +9,13 @@ from typing import Any
 
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, fail
-from llm_eks.manifests.engine import RAY_ENGINE_FIELDS, EngineSettings, validate_engine
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.pods import (
     MAX_GRACE_SECONDS,
 )
 from llm_eks.manifests.quantities import parse_quantity
-from llm_eks.manifests.validation import HF_REPO, MODEL_NAME, whole_number
+from llm_eks.planner.engine import RAY_ENGINE_FIELDS, EngineSettings, validate_engine
+from llm_eks.validation import HF_REPO, MODEL_NAME, whole_number
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 
 RAY_SERVE_APP = "ray-serve"

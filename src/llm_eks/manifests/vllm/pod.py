@@ -6,7 +6,6 @@ from typing import Any, Literal, TypeAlias
 
 from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
-from llm_eks.manifests.engine import parallel_flags, vllm_flags
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
@@ -27,6 +26,7 @@ from llm_eks.manifests.weights_staging import (
     compile_cache_save_sidecar,
     wait_for_weights_init_container,
 )
+from llm_eks.planner.engine import parallel_flags, vllm_flags
 
 # "server": the one pod of a single-node replica; "leader"/"worker": the pods of a LeaderWorkerSet group.
 Role: TypeAlias = Literal["server", "leader", "worker"]

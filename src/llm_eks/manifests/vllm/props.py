@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
-from llm_eks.manifests.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
 from llm_eks.manifests.ingress import IngressProps, validate_ingress
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 from llm_eks.manifests.quantities import parse_quantity
-from llm_eks.manifests.validation import HF_REPO
+from llm_eks.planner.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
+from llm_eks.validation import HF_REPO
 from llm_eks.versions import VLLM_IMAGE
 
 PORT = 8000

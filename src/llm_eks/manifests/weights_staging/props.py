@@ -13,7 +13,7 @@ from llm_eks.errors import fail
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.node_pools.specs import LABEL_NODE_POOL, CpuPoolSpec
 from llm_eks.manifests.quantities import parse_quantity
-from llm_eks.manifests.validation import HF_REPO
+from llm_eks.validation import HF_REPO
 from llm_eks.versions import VLLM_IMAGE
 
 # The ConfigMap the stack creates in each workload namespace: key `bucket` holds the weights bucket's name, known

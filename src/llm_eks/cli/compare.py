@@ -1,0 +1,123 @@
+"""`llm-eks plan --compare`: the comparison of every instance type as a table, JSON and an SVG chart."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
+from llm_eks.cli.compare_chart import Point, write_chart
+from llm_eks.errors import ConfigError
+from llm_eks.planner import TIMES, PlanRequest, plan
+from llm_eks.planner.compare import COST_FORMULA, Comparison, compare
+
+# Column title and width of the table, in order.
+COLUMNS = (
+    ("instance type", 18),
+    ("GPU", 17),
+    (f"TP{TIMES}PP{TIMES}nodes", 13),
+    ("KV tokens", 10),
+    ("seqs", 6),
+    ("ITL ms", 7),
+    ("$/h/replica", 11),
+    ("replicas", 8),
+    ("$/M out tok", 11),
+    ("targets", 7),
+)
+
+
+def print_comparison(request: PlanRequest, *, as_json: bool, chart: str | None) -> int:
+    """Print the comparison (and write the chart); nothing can serve the request: the planner's own one-line why."""
+    rows = compare(request)
+    if not rows:
+        plan(request)  # raises the one-line error that says why nothing fits
+        raise ConfigError("workload.model: no catalog instance type can serve this request")
+    if chart is not None:
+        write_comparison_chart(Path(chart), request, rows)
+    if as_json:
+        print(json.dumps(comparison_dict(request, rows), indent=2, ensure_ascii=False))
+    else:
+        print(comparison_table(request, rows))
+        if chart is not None:
+            print(f"Chart: {chart}")
+    return 0
+
+
+def describe(request: PlanRequest) -> str:
+    """The request in one line: what the rows were sized for."""
+    itl = "" if request.max_itl_ms is None else f", inter-token latency <= {request.max_itl_ms:g} ms"
+    return (
+        f"{request.spec.id} at {request.resolved_weight_format} (KV cache {request.kv_cache_dtype}), max_model_len "
+        f"{request.resolved_max_model_len}: target {request.target_concurrency} sequences of "
+        f"{request.typical_tokens} tokens per replica{itl}"
+    )
+
+
+def comparison_dict(request: PlanRequest, rows: list[Comparison]) -> dict[str, Any]:
+    return {
+        "request": describe(request),
+        "cost_formula": COST_FORMULA,
+        "prices_read": PRICES_READ,
+        "price_region": PRICE_REGION,
+        "rows": [r.to_dict() for r in rows],
+    }
+
+
+def _money(v: float | None, digits: int) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
+    lines = [describe(request), f"{len(rows)} instance types can serve it, best first:", ""]
+    lines.append("  ".join(f"{title:<{w}}" if i < 3 else f"{title:>{w}}" for i, (title, w) in enumerate(COLUMNS)))
+    for r in rows:
+        cells = (
+            r.instance_type,
+            f"{r.gpus_per_node}{TIMES} {r.accelerator_name}",
+            f"{r.tensor_parallel_size}{TIMES}{r.pipeline_parallel_size}{TIMES}{r.nodes_per_replica}",
+            f"{r.kv_cache_tokens:,}",
+            str(r.concurrency_typical),
+            f"{r.itl_ms:.1f}",
+            _money(r.usd_per_replica_hour, 2),
+            str(r.replicas),
+            _money(r.usd_per_million_output_tokens, 3),
+            "met" if r.meets_targets else "missed",
+        )
+        lines.append(
+            "  ".join(
+                f"{c:<{w}}" if i < 3 else f"{c:>{w}}" for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
+            )
+        )
+    lines += [
+        "",
+        "seqs: sequences of the typical size one replica's KV cache holds; ITL: inter-token latency estimate at the "
+        "target.",
+        *textwrap.wrap(f"{COST_FORMULA}.", width=118),
+        f"Prices: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}.",
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def write_comparison_chart(path: Path, request: PlanRequest, rows: list[Comparison]) -> None:
+    """Cost per million output tokens against inter-token latency, one point per priced row."""
+    priced = [r for r in rows if r.usd_per_million_output_tokens is not None]
+    if not priced:
+        raise ConfigError("--chart: no instance type that can serve this request has an on-demand price to plot")
+    unpriced = [r.instance_type for r in rows if r.usd_per_million_output_tokens is None]
+    note = (
+        f"{request.target_concurrency} sequences of {request.typical_tokens} tokens; {request.resolved_weight_format} "
+        f"weights, max_model_len {request.resolved_max_model_len}; on-demand {PRICE_REGION}, {PRICES_READ}"
+    )
+    if unpriced:
+        note += f"; no price, not plotted: {', '.join(unpriced)}"
+    points = [Point(r.instance_type, r.itl_ms, r.usd_per_million_output_tokens or 0.0, r.meets_targets) for r in priced]
+    write_chart(
+        path,
+        points,
+        title=f"{request.spec.short_name}: cost per million output tokens vs inter-token latency",
+        x_title="inter-token latency estimate (ms)",
+        y_title="$ per million output tokens",
+        note=note,
+    )

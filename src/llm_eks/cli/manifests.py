@@ -1,0 +1,72 @@
+"""`llm-eks manifests`: an environment's Kubernetes YAML for GitOps, written with cdk8s alone (no AWS CDK).
+
+llm-eks manifests --env dev --node-role-name KarpenterNodeRole-dev --security-group-id sg-0123... --out k8s/
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from llm_eks import aws_ids
+from llm_eks.cli.environments import environment
+from llm_eks.errors import fail
+
+
+def add_parser(commands: Any) -> None:
+    """Register `manifests` on the CLI's subcommands."""
+    m = commands.add_parser(
+        "manifests",
+        help="write an environment's Kubernetes YAML for GitOps, with cdk8s alone (no AWS CDK)",
+        description="Synthesize the charts the CDK stack would apply, for a GitOps tool. The node role name and "
+        "the cluster security group come from your deployed cluster.",
+    )
+    m.add_argument("--env", metavar="NAME", required=True, help="environment in --context-file")
+    m.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    m.add_argument("--node-role-name", required=True, help="IAM role NAME Karpenter gives its nodes")
+    m.add_argument(
+        "--security-group-id", action="append", required=True, help="security group for Karpenter nodes (repeat)"
+    )
+    m.add_argument(
+        "--weights-bucket",
+        metavar="NAME",
+        help="the weights bucket's name (the stack output WeightsBucketName) for staged weights; default: "
+        "weights_bucket.name from the context file",
+    )
+    m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
+    m.set_defaults(func=manifests_command)
+
+
+def manifests_command(args: argparse.Namespace) -> int:
+    from llm_eks.config.plans import plan_workloads
+    from llm_eks.images.lock import LOCK_FILE, load_lock
+    from llm_eks.infra.gitops import write_manifests
+
+    if not aws_ids.ROLE_NAME.match(args.node_role_name):
+        raise fail(
+            "--node-role-name",
+            args.node_role_name,
+            "must be an IAM role NAME (1-64 letters, digits and + = , . @ _ -), not its ARN",
+        )
+    for sg in args.security_group_id:
+        if not aws_ids.SECURITY_GROUP_ID.match(sg):
+            raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
+    config = environment(args)
+    if args.weights_bucket is not None and aws_ids.s3_uri_problem(f"s3://{args.weights_bucket}/") is not None:
+        raise fail(
+            "--weights-bucket", args.weights_bucket, "must be an S3 bucket name (3-63 lowercase letters, digits)"
+        )
+    written = write_manifests(
+        config,
+        plan_workloads(config),
+        Path(args.out),
+        node_role_name=args.node_role_name,
+        security_group_ids=tuple(args.security_group_id),
+        # The lock next to cdk.json, as `cdk synth` reads it.
+        images=load_lock(Path(args.context_file).parent / LOCK_FILE),
+        weights_bucket=args.weights_bucket,
+    )
+    for path in written:
+        print(path)
+    return 0

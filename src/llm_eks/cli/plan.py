@@ -1,0 +1,204 @@
+"""`llm-eks plan`: size a deployment before anything deploys.
+
+    llm-eks plan --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --weight-format fp8
+    llm-eks plan --env prod [--context-file cdk.json] [--accelerator p5.48xlarge ...]   # an environment's workload
+    llm-eks plan --model org/custom --model-config ./config.json [--parameters N]      # a model not in the catalog
+    llm-eks plan --catalog                                                              # models and instance types
+    llm-eks plan --model meta-llama/Llama-3.1-8B-Instruct --compare [--chart cost.svg]  # every instance type, ranked
+
+A readable table by default (llm_eks.cli.plan_table), `--json` for machines. Only the planner's pure-Python modules
+are imported (no aws_cdk, cdk8s or jsii), so it answers in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from llm_eks.catalog.formats import FORMATS
+from llm_eks.cli.environments import environment
+from llm_eks.cli.parsing import UsageError
+from llm_eks.cli.plan_table import print_catalog, table
+from llm_eks.errors import ConfigError, fail
+
+# CLI option -> PlanRequest field, for the options that map one to one.
+_REQUEST_OPTIONS = (
+    "weight_format",
+    "kv_cache_dtype",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "accelerator",
+    "target_concurrency",
+    "typical_input_tokens",
+    "typical_output_tokens",
+    "weights_source",
+    "max_nodes_per_replica",
+    "max_itl_ms",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_num_seqs",
+)
+
+
+def add_parser(commands: Any) -> None:
+    """Register `plan` on the CLI's subcommands."""
+    p = commands.add_parser(
+        "plan",
+        help="size a model on an instance type: parallelism, KV cache, cost, cold start, engine args",
+        description="Size a model deployment. Options left out take the planner's defaults, or with --env the "
+        "environment's workload values (options given override them).",
+    )
+    source = p.add_argument_group("what to plan (one of)")
+    source.add_argument("--model", help="Hugging Face id from the catalog (or with --model-config, any id)")
+    source.add_argument("--env", metavar="NAME", help="plan the workload(s) of environment NAME in --context-file")
+    p.add_argument(
+        "--workload",
+        metavar="KEY",
+        help="with --env: plan only this workload of the environment's `workloads` (default: each in turn)",
+    )
+    source.add_argument("--catalog", action="store_true", help="list the catalog models and instance types")
+    p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    p.add_argument(
+        "--models-dir",
+        metavar="DIR",
+        help="models recorded by `llm-eks models add` (default: models next to --context-file with --env, else "
+        "models in the working directory)",
+    )
+    p.add_argument("--model-config", metavar="PATH", help="a local Hugging Face config.json describing --model")
+    p.add_argument("--parameters", type=int, help="parameter count for --model-config (default: estimated)")
+    p.add_argument("--weight-format", help="auto (the checkpoint's own) | " + " | ".join(FORMATS))
+    p.add_argument("--kv-cache-dtype", help="auto | fp8")
+    p.add_argument("--max-model-len", type=int, help="context length (default: the model's maximum)")
+    p.add_argument(
+        "--gpu-memory-utilization", type=float, help="vLLM's GPU memory budget fraction (default 0.92, vLLM 0.33's)"
+    )
+    p.add_argument("--accelerator", help="auto (cheapest that meets the targets) or an instance type")
+    p.add_argument("--target-concurrency", type=int, help="concurrent sequences per replica (default 16)")
+    p.add_argument("--typical-input-tokens", type=int, help="typical prompt length (default 1024)")
+    p.add_argument("--typical-output-tokens", type=int, help="typical completion length (default 256)")
+    p.add_argument("--weights-source", help="nvme | s3 | ebs (default nvme)")
+    p.add_argument("--max-nodes-per-replica", type=int, help="pipeline parallelism across at most N nodes (default 2)")
+    p.add_argument("--max-itl-ms", type=float, help="inter-token latency ceiling the estimate must meet")
+    fixed = p.add_argument_group(
+        "reproduce a vLLM deployment",
+        "as `vllm serve` takes them; left out, the planner chooses (an error says why a given one cannot work)",
+    )
+    fixed.add_argument("--tensor-parallel-size", type=int, metavar="N", help="GPUs each layer is split over")
+    fixed.add_argument("--pipeline-parallel-size", type=int, metavar="N", help="pipeline stages (may span nodes)")
+    fixed.add_argument("--max-num-seqs", type=int, metavar="N", help="sequences vLLM batches at most (>= target)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare = p.add_argument_group("compare before choosing")
+    compare.add_argument(
+        "--compare",
+        action="store_true",
+        help="list every catalog instance type that can serve the request, on its best split, best first (meets "
+        "the targets, then $ per million output tokens). $ per 1M output tokens = replicas x $/h per replica / "
+        "(target_concurrency x 3600 x 1000 / ITL ms) x 1e6, replicas = ceil(target_concurrency / sequences a "
+        "replica runs at the typical size), ITL the estimate at target_concurrency sequences per replica",
+    )
+    compare.add_argument(
+        "--chart",
+        metavar="FILE.svg",
+        help="with --compare, also write the comparison as an SVG chart (cost per million output tokens against "
+        "inter-token latency, one labelled point per instance type); SVG only, no PNG",
+    )
+    p.set_defaults(func=plan_command)
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    from llm_eks.planner import plan
+
+    if args.catalog:
+        print_catalog(args.json)
+        return 0
+    if (args.model is None) == (args.env is None):
+        raise UsageError("give exactly one of --model, --env NAME or --catalog")
+    overrides = {name: getattr(args, name) for name in _REQUEST_OPTIONS if getattr(args, name) is not None}
+    if args.chart is not None and not args.compare:
+        raise UsageError("--chart goes with --compare")
+    if args.compare:
+        if "accelerator" in overrides:
+            raise UsageError("--compare compares every instance type: leave out --accelerator")
+        if args.chart is not None and not args.chart.endswith(".svg"):
+            raise fail("--chart", args.chart, "the chart is SVG: name the file *.svg")
+        # Every instance type is compared: an accelerator fixed in cdk.json does not narrow it.
+        overrides["accelerator"] = "auto"
+    if args.workload is not None and args.env is None:
+        raise UsageError("--workload goes with --env")
+    targets: list[tuple[Callable[[], Any], str | None]] = (
+        _env_requests(args, overrides)
+        if args.env is not None
+        else [(functools.partial(_model_request, args, overrides), None)]
+    )
+    if args.compare and len(targets) > 1:
+        raise UsageError("--compare compares one workload: add --workload KEY")
+    results = []
+    for make_request, path in targets:
+        try:
+            request = make_request()
+            if args.compare:
+                from llm_eks.cli.compare import print_comparison
+
+                return print_comparison(request, as_json=args.json, chart=args.chart)
+            results.append(plan(request))
+        except ConfigError as err:
+            # A planner error about a value from cdk.json names it as cdk.json does; an option's keeps its own path.
+            field = str(err).partition(":")[0].removeprefix("workload.")
+            if path is None or field in overrides or not str(err).startswith("workload."):
+                raise
+            raise ConfigError(f"{path}.{str(err).removeprefix('workload.')}") from None
+    keys = [path.rpartition(".")[2] if path and ".workloads." in path else None for _, path in targets]
+    if args.json:
+        dicts = [result.to_dict() for result in results]
+        # One plan (one workload, or --workload) prints as itself; several as {workload: plan}.
+        body: Any = dicts[0] if len(dicts) == 1 else dict(zip(keys, dicts, strict=True))
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0
+    for index, (key, result) in enumerate(zip(keys, results, strict=True)):
+        if key is not None:
+            print(("\n" if index else "") + f"workload {key}:")
+        print(table(result))
+    return 0
+
+
+def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    from llm_eks.catalog.models import ModelSpec
+    from llm_eks.planner import PlanRequest
+
+    if args.model_config is not None:
+        spec = ModelSpec.from_hf_config(args.model_config, id=args.model, parameters=args.parameters)
+        return PlanRequest(model=spec, **overrides)
+    if args.parameters is not None:
+        raise UsageError("--parameters needs --model-config")
+    from llm_eks.hub.records import MODELS_DIR, recorded_model
+
+    # A model recorded with `llm-eks models add` is read from its file (offline); else the catalog answers.
+    models_dir = Path(args.models_dir if args.models_dir is not None else MODELS_DIR)
+    recorded = recorded_model(models_dir, args.model, "workload.model")
+    return PlanRequest(model=recorded if recorded is not None else args.model, **overrides)
+
+
+def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[tuple[Callable[[], Any], str | None]]:
+    """(plan request maker, config path) of each workload of --env, or of --workload alone, with the options
+    applied (a request checks its values when made: the caller names a bad one by its path)."""
+    if args.model_config is not None or args.parameters is not None:
+        raise UsageError("--model-config and --parameters go with --model, not --env")
+    config = environment(args)
+    served = config.served
+    if args.workload is not None:
+        served = tuple(s for s in served if s.key == args.workload)
+        if not served:
+            names = ", ".join(config.workloads) or "none: the environment has one `workload`"
+            raise fail(
+                "--workload", args.workload, f"must name a workload of environments.{args.env}.workloads ({names})"
+            )
+
+    def maker(w: Any) -> Callable[[], Any]:
+        return lambda: dataclasses.replace(w.plan_request(), **overrides) if overrides else w.plan_request()
+
+    return [(maker(s.config), s.path) for s in served]

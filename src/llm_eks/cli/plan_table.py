@@ -1,0 +1,158 @@
+"""`llm-eks plan` as a reader sees it: the plan table, the cold-start paths side by side, and the catalog."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from llm_eks.planner import TIMES
+from llm_eks.planner.memory import DRIVER_VISIBLE_FRACTION
+
+
+def _gib(n: float) -> str:
+    return f"{n / 1024**3:.2f} GiB"
+
+
+def table(p: Any) -> str:
+    inst, cold, pod, r = p.instance, p.cold_start, p.pod_resources, p.request
+    price = "no on-demand price" if inst.on_demand_usd_per_hour is None else f"${inst.on_demand_usd_per_hour:g}/h"
+    cost = "n/a" if p.cost_per_replica_hour is None else f"${p.cost_per_replica_hour:.2f}/h"
+    budget = p.usable_bytes_per_gpu + p.reserve_bytes_per_gpu  # vLLM's requested memory (plan/memory.py)
+    target = "met" if p.meets_target else "NOT met"
+    link = "" if inst.interconnect == "none" else f", {inst.interconnect}"
+    rows = [
+        ("Model", f"{p.model.id} ({p.model.parameters / 1e9:.2f}B parameters)"),
+        (
+            "Checkpoint",
+            f"{p.checkpoint}, {p.weight_format} weights {p.weight_bytes / 1e9:.1f} GB, "
+            f"KV cache {p.kv_cache_dtype}, max_model_len {p.max_model_len}",
+        ),
+        (
+            "Instance",
+            f"{inst.instance_type}: {inst.accelerators}{TIMES} {inst.accelerator_name} "
+            f"({inst.accelerator_memory_gib:.1f} GiB{link}), {inst.vcpus} vCPU, "
+            f"{inst.memory_gib:g} GiB RAM, {inst.local_nvme_gb} GB NVMe, {price}",
+        ),
+        (
+            "Parallelism",
+            f"TP {p.tensor_parallel_size} {TIMES} PP {p.pipeline_parallel_size} = "
+            f"{p.gpus_per_replica} GPU(s) per replica, "
+            f"{p.nodes_per_replica} node(s) per replica, {p.replicas_per_node} replica(s) per node",
+        ),
+        (
+            "Memory / GPU",
+            f"{_gib(p.gpu_memory_bytes)} ({DRIVER_VISIBLE_FRACTION:.0%} visible to CUDA) {TIMES} "
+            f"{p.gpu_memory_utilization:g} = {_gib(budget)}; "
+            f"reserve {_gib(p.reserve_bytes_per_gpu)}, weights {_gib(p.weight_bytes_per_gpu)}, "
+            f"KV cache {_gib(p.kv_cache_bytes_per_gpu)}",
+        ),
+        ("KV cache", f"{p.kv_cache_tokens:,} tokens per replica ({p.kv_bytes_per_token // 1024} KiB per token)"),
+        (
+            "Concurrency",
+            f"{p.max_concurrency_typical} sequences of {r.typical_tokens} tokens (target {r.target_concurrency}: "
+            f"{target}); {p.max_concurrency_full_context} at full context",
+        ),
+        ("Latency", f"~{p.itl_estimate_ms} ms per output token at {r.target_concurrency} sequences (estimate)"),
+        ("Cost", f"{cost} per replica (on-demand)"),
+        (
+            "Cold start",
+            f"image {cold.image_pull_s:g} s ({r.image_source}) + weights {cold.weights_s:g} s ({r.weights_source}) + "
+            "warm-up "
+            f"{cold.warmup_s:g} s = {cold.total_s:g} s; startup probe must allow {cold.startup_s:g} s; "
+            f"+{cold.node_provision_s:g} s for a new node",
+        ),
+        ("Pod requests", f"cpu {pod.cpu}, memory {pod.memory}, {p.extended_resource} {p.gpus_per_pod}"),
+        ("Engine args", " ".join(p.engine_args)),
+    ]
+    if r.warm_replicas:
+        price = p.warm_headroom_usd_per_hour
+        rows.insert(
+            -2,
+            (
+                "Warm headroom",
+                f"{r.warm_replicas} replica-shaped placeholder(s) keep node(s) up: "
+                + ("no on-demand price" if price is None else f"${price:.2f}/h")
+                + f"; a scale-out then skips the {cold.node_provision_s:g} s node launch and the "
+                + f"{cold.image_pull_s:g} s image pull",
+            ),
+        )
+    rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
+    width = max(len(label) for label, _ in rows)
+    lines = [p.summary_line(), ""]
+    lines += [f"{label:<{width}}  {value}" for label, value in rows]
+    lines += ["", *_paths_table(p)]
+    lines += ["", "Assumptions:"] + [f"  - {a}" for a in p.assumptions]
+    return "\n".join(lines)
+
+
+# How each source reads in the path table.
+_WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "staged": "S3 + compile cache", "ebs": "EBS volume"}
+_IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot", "headroom": "on the node"}
+
+
+def _paths_table(p: Any) -> list[str]:
+    """Queue spike to a Ready replica, every path side by side; `*` marks the one in use."""
+    head = ("", "weights", "image", "node", "node s", "image s", "weights s", "warm-up s", "total s")
+    rows = [
+        (
+            "*" if c.in_use else "",
+            _WEIGHTS_LABEL[c.weights_source],
+            _IMAGE_LABEL[c.image_source],
+            "warm" if c.warm_node else "new",
+            *(f"{value:g}" for value in (c.node_s, c.image_s, c.weights_s, c.warmup_s, c.total_s)),
+        )
+        for c in p.cold_start_paths
+    ]
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
+    lines = ["Cold start by path (queue spike to a Ready replica; * in use; S3 needs the weights in a bucket, the "
+             "compile cache staged weights, snapshot an image snapshot, warm node warm_replicas, whose "
+             "placeholders pull the image):"]  # fmt: skip
+    for row in (head, *rows):
+        cells = [cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def print_catalog(as_json: bool) -> None:
+    from llm_eks.catalog.accelerators import CATALOG as INSTANCES
+    from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
+    from llm_eks.catalog.models import CATALOG as MODELS
+
+    if as_json:
+        body = {
+            "models": [dataclasses.asdict(m) for m in MODELS],
+            "instance_types": [{**dataclasses.asdict(i), "extended_resource": i.extended_resource} for i in INSTANCES],
+            "prices_read": PRICES_READ,
+            "price_region": PRICE_REGION,
+        }
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return
+    print("Models")
+    print(
+        f"  {'id':<46} {'attention':<9} {'total':>8} {'active':>8} {'layers':>6} {'heads/kv':>8} {'context':>8}  "
+        "checkpoint"
+    )
+    for m in MODELS:
+        moe = f", MoE {m.num_experts}x top-{m.experts_per_token}" if m.is_moe else ""
+        active = f"{(m.active_parameters or m.parameters) / 1e9:>7.2f}B"
+        print(
+            f"  {m.id:<46} {m.attention_kind:<9} {m.parameters / 1e9:>7.2f}B {active} {m.layers:>6} "
+            f"{m.attention_heads:>4}/{m.kv_heads:<3} {m.max_position_embeddings:>8}  {m.quantization or m.native_dtype}"
+            f"{moe}"
+        )
+    print()
+    print(f"Instance types (on-demand {PRICE_REGION}, prices of {PRICES_READ})")
+    print(
+        f"  {'instance type':<18} {'accelerators':<20} {'GiB':>6} {'CC':>4} {'vCPU':>5} {'RAM':>6} {'NVMe GB':>8} EFA  "
+        f"{'$/h':>9}"
+    )
+    for i in INSTANCES:
+        price = "-" if i.on_demand_usd_per_hour is None else f"{i.on_demand_usd_per_hour:.4f}"
+        accel = f"{i.accelerators}{TIMES} {i.accelerator_name}"
+        # CUDA compute capability: decides which checkpoint formats vLLM runs natively (catalog/formats.py).
+        cc = "-" if i.compute_capability is None else "{}.{}".format(*i.compute_capability)
+        print(
+            f"  {i.instance_type:<18} {accel:<20} {i.accelerator_memory_gib:>6.1f} {cc:>4} {i.vcpus:>5} "
+            f"{i.memory_gib:>6g} {i.local_nvme_gb:>8} {'yes' if i.efa else 'no ':<4} {price:>9}"
+        )

@@ -1,0 +1,136 @@
+"""Typed, validated configuration for one environment, read from cdk.json context `environments`.
+
+Every error is one line: `environments.<env>.<field>: <value> is not allowed; <what is allowed>`, raised before any
+construct is built. No aws_cdk import here: the `llm-eks plan` CLI reads the same config and must stay fast.
+
+`environment` holds the dataclasses, `inputs` the single-value rules (CIDRs, tags, time zones, S3 URIs, ...),
+`validation` the checks across fields; this module reads cdk.json's `environments` with them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from llm_eks.config.environment import (
+    CAPACITY_TYPES,
+    ENGINES,
+    LOAD_BALANCER_SUBNET_PREFIX,
+    WEIGHT_SOURCES,
+    AutoscalingConfig,
+    BenchmarkConfig,
+    EndpointConfig,
+    EnvironmentConfig,
+    GatewayConfig,
+    LoadBalancerConfig,
+    ReplicasConfig,
+    ServedWorkload,
+    SloConfig,
+    SystemNodesConfig,
+    VpcConfig,
+    WeightsBucketConfig,
+    WorkingHoursConfig,
+    WorkloadConfig,
+)
+from llm_eks.config.schema import build
+from llm_eks.config.validation import validate_environment, validate_policy_cidr
+from llm_eks.errors import ConfigError, did_you_mean, fail
+from llm_eks.hub.records import MODELS_DIR, recorded_model
+
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+
+
+def load_environments(context: Mapping[str, Any], models_dir: Path | None = None) -> dict[str, EnvironmentConfig]:
+    """Every environment in the CDK context key `environments`, validated. `models_dir`: the app's recorded models
+    (default: models in the working directory, where the CDK CLI runs the app)."""
+    raw = context.get("environments")
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError("environments: missing or empty; cdk.json context must map environment names to objects")
+    return {name: parse_environment(name, body, models_dir) for name, body in raw.items()}
+
+
+def select_environments(environments: Mapping[str, EnvironmentConfig], selected: str | None) -> list[EnvironmentConfig]:
+    """All environments, or the one named by `-c env=NAME`."""
+    if selected is None:
+        return list(environments.values())
+    if selected not in environments:
+        raise ConfigError(
+            f"env: {selected!r} is not allowed; {did_you_mean(selected, environments)}"
+            f"defined environments: {', '.join(environments)}"
+        )
+    return [environments[selected]]
+
+
+def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> EnvironmentConfig:
+    """One environment from its cdk.json object; raises ConfigError with the field path. A workload model recorded
+    in `models_dir` (default: models in the working directory) is read from its file."""
+    path = f"environments.{name}"
+    if not isinstance(name, str) or not _ENV_NAME.match(name):
+        raise fail(
+            "environments",
+            name,
+            "names are 1-20 characters: lowercase letters, digits and '-', starting with a letter",
+        )
+    if body is None:
+        raise fail(path, body, "must be an object (use {} for an environment with every default)")
+    if isinstance(body, Mapping) and "name" in body:
+        raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
+    if isinstance(body, Mapping) and "workloads" in body:
+        if "workload" in body:
+            raise ConfigError(
+                f"{path}.workload: not allowed together with workloads; move it into workloads under a name"
+            )
+        if isinstance(body["workloads"], Mapping) and not body["workloads"]:
+            raise fail(f"{path}.workloads", {}, "must name at least one workload (or use workload for one model)")
+    config = build(
+        EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path, hidden=("name",)
+    )
+    validate_environment(config, path)
+    validate_policy_cidr(body, config, path)
+    models = Path(MODELS_DIR) if models_dir is None else models_dir
+    if config.workloads:
+        recorded = {
+            key: _with_recorded_model(w, f"{path}.workloads.{key}", models) for key, w in config.workloads.items()
+        }
+        return dataclasses.replace(config, workloads=MappingProxyType(recorded))
+    return dataclasses.replace(config, workload=_with_recorded_model(config.workload, f"{path}.workload", models))
+
+
+def _with_recorded_model(w: WorkloadConfig, path: str, models_dir: Path) -> WorkloadConfig:
+    """The workload's model read from models/<org>/<name>.json (written by `llm-eks models add`) when it is recorded
+    there; a model_spec in cdk.json describes the model itself, so no file is read for it."""
+    if w.model_spec is not None:
+        return w
+    spec = recorded_model(models_dir, w.model, f"{path}.model")
+    if spec is None:
+        return w
+    return dataclasses.replace(w, recorded_model=spec)
+
+
+__all__ = [
+    "CAPACITY_TYPES",
+    "ENGINES",
+    "LOAD_BALANCER_SUBNET_PREFIX",
+    "WEIGHT_SOURCES",
+    "AutoscalingConfig",
+    "BenchmarkConfig",
+    "EndpointConfig",
+    "EnvironmentConfig",
+    "GatewayConfig",
+    "LoadBalancerConfig",
+    "ReplicasConfig",
+    "ServedWorkload",
+    "SloConfig",
+    "SystemNodesConfig",
+    "VpcConfig",
+    "WeightsBucketConfig",
+    "WorkingHoursConfig",
+    "WorkloadConfig",
+    "load_environments",
+    "parse_environment",
+    "select_environments",
+]

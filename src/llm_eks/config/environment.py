@@ -1,0 +1,351 @@
+"""The typed configuration of one environment: frozen dataclasses whose defaults are the production-right choice,
+each with a one-line reason. Built from cdk.json by `llm_eks.config.parse_environment`."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from llm_eks.catalog.models import ModelSpec
+from llm_eks.versions import KUBERNETES_VERSION
+
+if TYPE_CHECKING:
+    from llm_eks.planner import PlanRequest
+
+
+ENGINES = ("vllm", "ray-serve")
+# 64 addresses per AZ: an ALB needs at least a /27 with 8 free addresses and grows into more as it scales.
+LOAD_BALANCER_SUBNET_PREFIX = 26
+CAPACITY_TYPES = ("spot", "on-demand")
+WEIGHT_SOURCES = ("hf", "s3", "staged")
+
+
+@dataclass(frozen=True)
+class VpcConfig:
+    """A new VPC (cidr, az_count) or an existing one (vpc_id with its AZs and private subnets)."""
+
+    # /16 leaves room for Karpenter to add GPU nodes and the VPC CNI's one-IP-per-pod without exhaustion.
+    cidr: str = "10.0.0.0/16"
+    # Two AZs is what an env-agnostic stack can resolve without a lookup; Karpenter and KEDA need at least two.
+    az_count: int = 2
+    # Pin AZ names to get more than two zones without a context lookup (needs account and region).
+    availability_zones: tuple[str, ...] = ()
+    # Existing VPC: its id and private subnet ids (imported as given; synth never looks them up).
+    vpc_id: str | None = None
+    private_subnet_ids: tuple[str, ...] = ()
+    public_subnet_ids: tuple[str, ...] = ()
+    # The internal ALB's own subnets, one per AZ (only with an internal ALB). The serving port admits the ALB by
+    # these addresses, and no pod ever holds one. Empty: for a new VPC llm-eks carves one /26 per AZ from the top of
+    # `cidr`; an existing VPC must list the CIDRs of the subnets it tags `kubernetes.io/role/internal-elb`.
+    load_balancer_cidrs: tuple[str, ...] = ()
+
+    @property
+    def imported(self) -> bool:
+        return self.vpc_id is not None
+
+    def load_balancer_subnet_cidrs(self) -> tuple[str, ...]:
+        """The internal ALB subnets' CIDRs: as listed, or for a new VPC the last /26 blocks of `cidr`, one per AZ."""
+        if self.load_balancer_cidrs or self.imported:
+            return self.load_balancer_cidrs
+        zones = len(self.availability_zones) or self.az_count
+        blocks = list(ipaddress.IPv4Network(self.cidr).subnets(new_prefix=LOAD_BALANCER_SUBNET_PREFIX))
+        return tuple(str(block) for block in blocks[-zones:])
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Kubernetes API endpoint: private only, or public restricted to listed CIDRs (plus private)."""
+
+    # Private by default: the API of a GPU cluster is not something to expose to the internet.
+    access: str = "private"
+    public_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SystemNodesConfig:
+    """The managed node group that runs controllers (Karpenter, KEDA, Prometheus, operators)."""
+
+    # 4 vCPU / 16 GiB holds Karpenter, KEDA, Prometheus and Grafana with headroom; Graviton is not used because
+    # some operator images are amd64-only.
+    instance_type: str = "m7i.xlarge"
+    # Karpenter runs 2 replicas with one-per-host anti-affinity, so 2 nodes in 2 AZs is the floor.
+    min_size: int = 2
+    desired_size: int = 2
+    max_size: int = 4
+    # Enough for container images and logs of the controllers; encrypted by the launch template default.
+    disk_gib: int = 50
+
+
+@dataclass(frozen=True)
+class ReplicasConfig:
+    # One warm replica: a GPU replica takes minutes to start, so zero is opt-in (scale_to_zero).
+    min: int = 1
+    max: int = 2
+
+
+@dataclass(frozen=True)
+class SloConfig:
+    # Interactive chat expects the first token within about a second at p99.
+    ttft_p99_ms: float = 1000.0
+    # ~20 tokens/s per stream reads faster than a person reads.
+    itl_p99_ms: float = 50.0
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """The `vllm bench serve` workload the benchmark Job sends."""
+
+    # Request sizes come from the workload's typical sizes, so the benchmark measures what the plan assumed.
+    # 4 requests/s is a steady load a single replica of the default plan should hold inside its SLO.
+    request_rate: float = 4.0
+    # 200 prompts at 4/s is under a minute of load: enough samples for a stable p99 without a long run.
+    num_prompts: int = 200
+
+
+@dataclass(frozen=True)
+class WorkingHoursConfig:
+    """Keep replicas up inside these hours; outside them the workload may sit at zero (KEDA cron trigger).
+
+    No in-stack signal can wake a Deployment at zero on a request (vLLM's metrics vanish with its pods), so the
+    clock is the activation signal. Open the window one cold start early (see the plan's scale-out time).
+    """
+
+    timezone: str
+    # Cron expressions (minute hour day-of-month month day-of-week).
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
+class AutoscalingConfig:
+    # Queue-based: scale up once more than this many requests wait per replica.
+    waiting_per_replica: int = 4
+    # KV-cache pressure: scale up when average usage passes this fraction (vllm:kv_cache_usage_perc is 0..1).
+    kv_cache_usage: float = 0.8
+    # Off by default: at zero replicas the first request waits for a full GPU cold start.
+    scale_to_zero: WorkingHoursConfig | None = None
+
+
+@dataclass(frozen=True)
+class LoadBalancerConfig:
+    """An internal load balancer (the ALB of `workload.internal_alb`, the gateway's NLB): its listener and who may
+    reach it."""
+
+    # HTTPS on 443 with this ACM certificate (in the stack's region). Required unless allow_http.
+    certificate_arn: str | None = None
+    # Plain HTTP on 80 instead: an explicit choice (requests and API keys cross the VPC in clear).
+    allow_http: bool = False
+    # IPv4 CIDRs the ALB admits; empty: the CIDR of the VPC we create (an existing VPC must list them).
+    inbound_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WeightsBucketConfig:
+    """The environment's S3 bucket for model weights, which llm-eks's staging Jobs fill (workloads with weights
+    "staged"). `{}`: the stack creates one (SSE-KMS with a key of its own, TLS only, its name generated by
+    CloudFormation, kept on stack delete). `name`: an existing bucket."""
+
+    # An existing bucket; None: the stack creates one.
+    name: str | None = None
+    # Only for an existing bucket encrypted with a customer managed key (its ARN); SSE-S3 needs none.
+    kms_key_arn: str | None = None
+
+
+@dataclass(frozen=True)
+class GatewayConfig(LoadBalancerConfig):
+    """The environment's one endpoint (an internal NLB in front of every workload): the listener and inbound CIDRs of
+    `LoadBalancerConfig`, and what may be exposed through it."""
+
+    # Ray Serve LLM checks no API key, so routing a Ray Serve workload through the gateway lets anyone in
+    # `inbound_cidrs` call it without a credential: an explicit choice, as plain HTTP is.
+    ray_serve_without_api_key: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """What to serve and how; the planner turns it into instance types, parallelism and engine arguments."""
+
+    # vLLM directly is the leanest path to an OpenAI-compatible endpoint; ray-serve for Ray-based platforms.
+    engine: str = "vllm"
+    # A small, widely used instruction model: fits one 24 GB GPU, so a new environment starts cheap.
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    # A model not in the catalog: the same fields as the catalog rows.
+    model_spec: Mapping[str, Any] | None = None
+    # The checkpoint's own format unless asked: quantization is a quality decision, not a default.
+    weight_format: str = "auto"
+    kv_cache_dtype: str = "auto"
+    # 8k context keeps KV cache per sequence small enough for useful concurrency on one GPU.
+    max_model_len: int = 8192
+    # vLLM 0.33's own default (CacheConfig); the CUDA context, NCCL and cuBLAS live in the remaining 8 %.
+    gpu_memory_utilization: float = 0.92
+    # Let the planner pick the cheapest instance that meets the targets.
+    accelerator: str = "auto"
+    # Concurrent sequences one replica must hold at the typical request size (sizes KV cache and max-num-seqs).
+    target_concurrency: int = 16
+    # A chat turn with some context in, a paragraph out: the shape most interactive traffic has.
+    typical_input_tokens: int = 1024
+    typical_output_tokens: int = 256
+    # Spot first (cheaper), on-demand as the fallback when Spot has no capacity.
+    capacity_types: tuple[str, ...] = ("spot", "on-demand")
+    replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
+    # Cap on accelerators this environment's node pool may launch; None: what max replicas need.
+    accelerator_limit: int | None = None
+    # Warm headroom: replica-shaped placeholder pods that keep GPU nodes up, so a scale-out skips the node launch.
+    # 0 by default: each one costs a replica's $/h around the clock (`llm-eks plan` prints it).
+    warm_replicas: int = 0
+    slo: SloConfig = field(default_factory=SloConfig)
+    autoscaling: AutoscalingConfig = field(default_factory=AutoscalingConfig)
+    # hf: download from Hugging Face into the node's NVMe cache; s3: stream from weights_s3_uri (a bucket you fill);
+    # staged: stream from the environment's weights_bucket, filled once by llm-eks's staging Job.
+    weights: str = "hf"
+    # Only with weights "s3": the bucket and prefix holding the checkpoint files.
+    weights_s3_uri: str | None = None
+    # Only with weights "staged": keep vLLM's torch.compile cache in the weights bucket, so a replica on a new node
+    # restores it instead of compiling. It lets the serving pods write under compile-cache/<workload>/<family>/ (code
+    # the next replicas load): turn it off to keep their role read-only.
+    compile_cache: bool = True
+    # Secrets Manager secret NAME holding the Hugging Face token (gated models); never the token itself.
+    hf_token_secret: str | None = None
+    # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
+    internal_alb: bool = False
+    # The ALB's HTTPS certificate (or the explicit HTTP choice) and inbound CIDRs; only with internal_alb.
+    load_balancer: LoadBalancerConfig = field(default_factory=LoadBalancerConfig)
+    # Encrypted EBS snapshot of a Bottlerocket data volume that already holds the inference images: every new GPU
+    # node restores it instead of pulling ~10 GB. None: nodes pull images (no snapshot to keep up to date).
+    image_snapshot_id: str | None = None
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    # API key of the OpenAI endpoint (engine vllm): on by default, so no client in the VPC calls it anonymously.
+    # Off (false) only where something in front already authenticates every request.
+    api_key: bool = True
+    # Secrets Manager secret NAME whose SecretString is the key; None: the stack generates llm-eks/<env>/api-key.
+    api_key_secret: str | None = None
+    # Plan warnings accepted, by id (`llm-eks plan` prints it) -> one line why. Empty: `cdk synth` shows every
+    # warning, and `cdk synth --strict` fails on it, until someone decides.
+    acknowledged_warnings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # LoRA adapters served by this workload (engine vllm): name clients send as `model` -> Hugging Face repo id.
+    # Empty: LoRA off (its GPU buffers cost KV cache even when no adapter is loaded).
+    lora_adapters: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # vLLM's default --max-lora-rank; an adapter of a higher rank fails to load, a higher cap costs KV cache.
+    max_lora_rank: int = 16
+    # Reproduce a vLLM deployment: `vllm serve`'s --tensor-parallel-size, --pipeline-parallel-size and --max-num-seqs.
+    # None (the default): the planner chooses them for the targets above; a given one that cannot work is an error.
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    max_num_seqs: int | None = None
+    # A NodePool of this workload's own instead of sharing its GPU family's with the environment's other workloads:
+    # off by default, since a shared pool packs replicas of several models onto the same nodes and limit.
+    dedicated_pool: bool = False
+    # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
+    # loading, never written in cdk.json (the schema skips derived fields).
+    recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
+
+    @property
+    def weights_source(self) -> str:
+        """The planner's weights path: the Hub into NVMe, an S3 stream, or (staged with its compile cache) both the
+        stream and a restored torch.compile cache."""
+        if self.weights == "staged" and self.compile_cache:
+            return "staged"
+        return "s3" if self.weights in ("s3", "staged") else "nvme"
+
+    def plan_request(self) -> PlanRequest:
+        """The planner's input for this workload."""
+        from llm_eks.planner import LoraAdapters, PlanRequest
+
+        model: Any = self.model
+        if self.model_spec is not None:
+            model = ModelSpec.from_mapping({"id": self.model, **self.model_spec})
+        elif self.recorded_model is not None:
+            model = self.recorded_model
+        return PlanRequest(
+            model=model,
+            weight_format=self.weight_format,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            accelerator=self.accelerator,
+            target_concurrency=self.target_concurrency,
+            typical_input_tokens=self.typical_input_tokens,
+            typical_output_tokens=self.typical_output_tokens,
+            # "staged" is the S3 stream plus the restored compile cache.
+            weights_source=(
+                "staged"
+                if self.weights == "staged" and self.compile_cache
+                else "s3"
+                if self.weights in ("s3", "staged")
+                else "nvme"
+            ),
+            # The node classes pull in parallel unless they restore an image snapshot (manifests/node_pools).
+            image_source="snapshot" if self.image_snapshot_id is not None else "parallel-pull",
+            # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.
+            max_itl_ms=self.slo.itl_p99_ms,
+            tensor_parallel_size=self.tensor_parallel_size,
+            pipeline_parallel_size=self.pipeline_parallel_size,
+            max_num_seqs=self.max_num_seqs,
+            warm_replicas=self.warm_replicas,
+            lora=LoraAdapters(tuple(self.lora_adapters.items()), self.max_lora_rank) if self.lora_adapters else None,
+        )
+
+
+@dataclass(frozen=True)
+class ServedWorkload:
+    """One workload of an environment, with where it sits in cdk.json (for names and error paths)."""
+
+    environment: str
+    # None: the one-model `workload` shorthand; else its short name in `workloads`.
+    key: str | None
+    config: WorkloadConfig
+
+    @property
+    def path(self) -> str:
+        """Its config path in error messages: environments.<env>.workload or environments.<env>.workloads.<key>."""
+        if self.key is None:
+            return f"environments.{self.environment}.workload"
+        return f"environments.{self.environment}.workloads.{self.key}"
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    """One deployable environment: becomes the stack `LlmEks-<name>`."""
+
+    name: str
+    # Env-agnostic when both are absent: synth needs no account and no lookups.
+    account: str | None = None
+    region: str | None = None
+    kubernetes_version: str = KUBERNETES_VERSION
+    vpc: VpcConfig = field(default_factory=VpcConfig)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    system_nodes: SystemNodesConfig = field(default_factory=SystemNodesConfig)
+    # IAM roles that get cluster-admin through EKS access entries (no aws-auth ConfigMap).
+    admin_role_arns: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The one-model shorthand; ignored when `workloads` is given (config refuses both).
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    # Several models side by side: short name -> workload, each planned on its own, sharing GPU NodePools per family.
+    workloads: Mapping[str, WorkloadConfig] = field(default_factory=lambda: MappingProxyType({}))
+    # An S3 bucket for model weights that llm-eks fills (workloads with weights "staged"); None: no bucket.
+    weights_bucket: WeightsBucketConfig | None = None
+    # One OpenAI endpoint for every workload (an Istio Gateway behind an internal NLB, routing by `model`): its
+    # listener and who may reach it. None: no gateway; clients use each workload's Service.
+    gateway: GatewayConfig | None = None
+    # Refuse synth while any image this environment runs has no digest in images.lock.json. Off by default: the
+    # shipped lock is empty (no digest can be verified without the registries); turn it on once you have locked.
+    require_image_digests: bool = False
+
+    @property
+    def served(self) -> tuple[ServedWorkload, ...]:
+        """Every workload of the environment, in cdk.json order: `workloads`, or the one `workload`."""
+        if self.workloads:
+            return tuple(ServedWorkload(self.name, key, w) for key, w in self.workloads.items())
+        return (ServedWorkload(self.name, None, self.workload),)
+
+    @property
+    def stack_name(self) -> str:
+        return f"LlmEks-{self.name}"
+
+    @property
+    def cluster_name(self) -> str:
+        """Fixed, readable cluster name: Karpenter's queue, tags and IAM conditions all key on it."""
+        return f"llm-eks-{self.name}"

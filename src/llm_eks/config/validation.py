@@ -1,0 +1,468 @@
+"""Checks across the fields of one environment, after the schema has built it: each raises a one-line
+`environments.<env>.<field>: <value> is not allowed; <what is allowed>`. Single-value rules live in `inputs`."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from llm_eks import aws_ids
+from llm_eks.aws_regions import REGIONS
+from llm_eks.config import inputs
+from llm_eks.config.environment import (
+    CAPACITY_TYPES,
+    ENGINES,
+    WEIGHT_SOURCES,
+    EndpointConfig,
+    EnvironmentConfig,
+    LoadBalancerConfig,
+    SystemNodesConfig,
+    VpcConfig,
+    WorkloadConfig,
+)
+from llm_eks.errors import ConfigError, did_you_mean, fail
+from llm_eks.validation import HF_REPO, LORA_NAME
+from llm_eks.versions import KUBERNETES_VERSION
+
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+
+
+def validate_policy_cidr(body: Mapping[str, Any], c: EnvironmentConfig, path: str) -> None:
+    """The NetworkPolicies admit the EKS control plane (webhooks, the external metrics API) and the internal ALB from
+    the VPC's CIDR, so an existing VPC must state it: the new-VPC default would silently lock the API server out."""
+    if not c.vpc.imported:
+        return
+    vpc = body.get("vpc")
+    if not isinstance(vpc, Mapping) or "cidr" not in vpc:
+        raise fail(
+            f"{path}.vpc.cidr",
+            None,
+            "an existing VPC needs its CIDR given (NetworkPolicies admit the EKS control plane and the ALB from it)",
+        )
+    try:
+        ipaddress.IPv4Network(c.vpc.cidr)
+    except ValueError:
+        raise fail(f"{path}.vpc.cidr", c.vpc.cidr, "must be the existing VPC's IPv4 CIDR such as 10.0.0.0/16") from None
+
+
+def validate_environment(c: EnvironmentConfig, path: str) -> None:
+    """Every cross-field check of environment `c` (at `path`); the first failure raises."""
+    if c.account is not None and not aws_ids.ACCOUNT.match(c.account):
+        raise fail(f"{path}.account", c.account, "must be a 12-digit AWS account id")
+    if c.region is not None and c.region not in REGIONS:
+        raise fail(
+            f"{path}.region",
+            c.region,
+            f"{did_you_mean(c.region, REGIONS)}must be a commercial, GovCloud or China AWS region such as us-east-1 "
+            "(listed in llm_eks/aws_regions.py)",
+        )
+    if (c.account is None) != (c.region is None):
+        raise ConfigError(f"{path}: account and region must be given together (or neither, for an env-agnostic stack)")
+    if c.kubernetes_version != KUBERNETES_VERSION:
+        raise fail(
+            f"{path}.kubernetes_version",
+            c.kubernetes_version,
+            f"must be {KUBERNETES_VERSION}, the version llm-eks pins its kubectl layer and cdk8s-plus to "
+            "(see llm_eks/versions.py)",
+        )
+    _validate_vpc(c, f"{path}.vpc")
+    _validate_endpoint(c.endpoint, f"{path}.endpoint")
+    _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
+    for i, arn in enumerate(c.admin_role_arns):
+        if not aws_ids.ROLE_ARN.match(arn):
+            raise fail(
+                f"{path}.admin_role_arns[{i}]",
+                arn,
+                "must be an IAM role ARN (arn:aws:iam::<account>:role/...)",
+            )
+        # IAM role names are unique ignoring case, and EKS allows one access entry per principal.
+        if arn.lower() in (earlier.lower() for earlier in c.admin_role_arns[:i]):
+            raise fail(
+                f"{path}.admin_role_arns[{i}]", arn, "a role may be listed once (EKS allows one access entry per role)"
+            )
+    inputs.validate_tags(c.tags, f"{path}.tags")
+    for served in c.served:
+        _validate_workload(served.config, served.path)
+    _validate_workloads(c, path)
+    _validate_load_balancer(c, path)
+    _validate_weights_bucket(c, path)
+
+
+# A workload's short name: it names the workload's namespace (inference-<key>), objects and charts.
+_WORKLOAD_KEY = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+
+
+def _validate_workloads(c: EnvironmentConfig, path: str) -> None:
+    """`workloads` names, and what several workloads must agree on (their GPU nodes share one node class)."""
+    for key, w in c.workloads.items():
+        if not _WORKLOAD_KEY.match(key) or key.endswith("-"):
+            raise fail(
+                f"{path}.workloads",
+                key,
+                "workload names are 1-20 characters: lowercase letters, digits and '-', starting with a letter and "
+                "not ending with '-' (they name the workload's namespace inference-<name>)",
+            )
+        if w.internal_alb or w.load_balancer != LoadBalancerConfig():
+            raise ConfigError(
+                f"{path}.workloads.{key}.internal_alb: only allowed in the one-model `workload`; the workloads of "
+                "`workloads` are reached through the environment's gateway or in-cluster through each workload's "
+                "Service"
+            )
+    snapshots = {s.config.image_snapshot_id for s in c.served} - {None}
+    if len(snapshots) > 1:
+        raise fail(
+            f"{path}.workloads",
+            sorted(snapshots),
+            "image_snapshot_id must be the same in every workload that gives one (GPU nodes of every workload "
+            "restore the one data-volume snapshot of the node class)",
+        )
+
+
+def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
+    v = c.vpc
+    if v.imported:
+        if not aws_ids.VPC_ID.match(v.vpc_id or ""):
+            raise fail(f"{path}.vpc_id", v.vpc_id, "must be a VPC id such as vpc-0abc12345def67890")
+        if len(v.availability_zones) < 2:
+            raise fail(
+                f"{path}.availability_zones",
+                list(v.availability_zones),
+                "an existing VPC needs its availability zones listed (at least 2), so synth needs no lookup",
+            )
+        if len(v.private_subnet_ids) != len(v.availability_zones):
+            raise fail(
+                f"{path}.private_subnet_ids",
+                list(v.private_subnet_ids),
+                f"must list one private subnet per availability zone ({len(v.availability_zones)})",
+            )
+        for i, subnet in enumerate((*v.private_subnet_ids, *v.public_subnet_ids)):
+            if not aws_ids.SUBNET_ID.match(subnet):
+                raise fail(f"{path}.subnet_ids[{i}]", subnet, "must be a subnet id such as subnet-0abc12345def67890")
+        return
+    if v.private_subnet_ids or v.public_subnet_ids:
+        raise ConfigError(f"{path}: subnet ids are only allowed with vpc_id (an existing VPC)")
+    try:
+        network = ipaddress.IPv4Network(v.cidr)
+    except ValueError:
+        raise fail(f"{path}.cidr", v.cidr, "must be an IPv4 CIDR such as 10.0.0.0/16") from None
+    if not any(network.subnet_of(private) for private in inputs.PRIVATE_RANGES):
+        raise fail(
+            f"{path}.cidr",
+            v.cidr,
+            "must be inside a private range: 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 (RFC 1918), or "
+            "100.64.0.0/10 (RFC 6598); a public range would shadow those addresses on the internet",
+        )
+    if not 16 <= network.prefixlen <= 20:
+        raise fail(f"{path}.cidr", v.cidr, "prefix length must be /16 to /20 (GPU nodes and pods need addresses)")
+    zones = v.availability_zones
+    if zones:
+        if c.region is None:
+            raise ConfigError(f"{path}.availability_zones: needs account and region (zone names belong to a region)")
+        if len(zones) < 2 or any(not z.startswith(c.region) for z in zones):
+            raise fail(f"{path}.availability_zones", list(zones), f"must be 2 or more zones of {c.region}")
+        if v.az_count not in (VpcConfig.az_count, len(zones)):
+            raise fail(f"{path}.az_count", v.az_count, f"must equal the number of availability_zones ({len(zones)})")
+    elif v.az_count != 2:
+        raise fail(
+            f"{path}.az_count",
+            v.az_count,
+            "must be 2 unless availability_zones are listed (with account and region): "
+            "an env-agnostic stack resolves only 2 zones without a context lookup",
+        )
+
+
+def _validate_endpoint(e: EndpointConfig, path: str) -> None:
+    if e.access not in ("private", "public"):
+        raise fail(f"{path}.access", e.access, "must be 'private' or 'public' (public is limited to public_cidrs)")
+    if e.access == "private" and e.public_cidrs:
+        raise ConfigError(f"{path}.public_cidrs: only allowed with access 'public'")
+    if e.access == "public" and not e.public_cidrs:
+        raise fail(f"{path}.public_cidrs", [], "access 'public' needs at least one CIDR to allow")
+    for i, cidr in enumerate(e.public_cidrs):
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise fail(f"{path}.public_cidrs[{i}]", cidr, "must be an IPv4 CIDR such as 198.51.100.0/24") from None
+        if network.prefixlen == 0:
+            raise fail(f"{path}.public_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+    inputs.validate_public_cidrs(e.public_cidrs, f"{path}.public_cidrs")
+
+
+def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
+    if not _INSTANCE_TYPE.match(s.instance_type):
+        raise fail(f"{path}.instance_type", s.instance_type, "must be an EC2 instance type such as m7i.xlarge")
+    if s.instance_type.split(".")[0][0] in ("g", "p") or s.instance_type.startswith(("inf", "trn")):
+        raise fail(
+            f"{path}.instance_type",
+            s.instance_type,
+            "must be a CPU instance type (GPU capacity is Karpenter's)",
+        )
+    if s.min_size < 2:
+        raise fail(
+            f"{path}.min_size",
+            s.min_size,
+            "must be at least 2 (Karpenter's 2 replicas need 2 nodes in 2 AZs)",
+        )
+    if not s.min_size <= s.desired_size <= s.max_size:
+        raise fail(
+            f"{path}.desired_size",
+            s.desired_size,
+            f"must be between min_size ({s.min_size}) and max_size ({s.max_size})",
+        )
+    if not 20 <= s.disk_gib <= 1000:
+        raise fail(f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
+
+
+def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
+    """An existing bucket's name and key; workloads with weights "staged" need the bucket and the vLLM engine."""
+    b = c.weights_bucket
+    if b is not None:
+        path = f"{env_path}.weights_bucket"
+        if b.name is not None:
+            problem = aws_ids.s3_uri_problem(f"s3://{b.name}/")
+            if problem is not None:
+                raise fail(
+                    f"{path}.name", b.name, "must be an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"
+                )
+        if b.kms_key_arn is not None:
+            if b.name is None:
+                raise ConfigError(
+                    f"{path}.kms_key_arn: only allowed with name (the bucket llm-eks creates has its own key)"
+                )
+            if not aws_ids.KMS_KEY_ARN.match(b.kms_key_arn):
+                raise fail(f"{path}.kms_key_arn", b.kms_key_arn, "must be a KMS key ARN (arn:aws:kms:<region>:...)")
+    for s in c.served:
+        if s.config.weights != "staged":
+            continue
+        if b is None:
+            raise fail(
+                f"{s.path}.weights",
+                "staged",
+                f"needs {env_path}.weights_bucket ({{}} to let the stack create one, or the name of yours)",
+            )
+        if s.config.engine != "vllm":
+            raise fail(
+                f"{s.path}.weights",
+                "staged",
+                "needs engine vllm (Ray Serve LLM reads model_source from its serve config, which cannot take the "
+                "bucket name from the cluster); use weights 's3' with weights_s3_uri",
+            )
+
+
+def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
+    """The internal ALB of `workload.internal_alb` and the gateway's NLB: HTTPS with a named certificate, or HTTP by
+    explicit choice; inbound CIDRs that never include the internet; subnets of their own."""
+    lb, path, vpc_path = c.workload.load_balancer, f"{env_path}.workload.load_balancer", f"{env_path}.vpc"
+    if not c.workload.internal_alb:
+        if lb != LoadBalancerConfig():
+            raise ConfigError(f"{path}: only allowed with internal_alb: true")
+        if c.vpc.load_balancer_cidrs and c.gateway is None:
+            raise ConfigError(
+                f"{vpc_path}.load_balancer_cidrs: only allowed with workload.internal_alb: true or a gateway"
+            )
+    else:
+        _validate_listener(c, lb, path, "ALB", "internal_alb")
+    if c.gateway is not None:
+        _validate_listener(c, c.gateway, f"{env_path}.gateway", "NLB", "gateway")
+        ray = [s for s in c.served if s.config.engine == "ray-serve"]
+        if ray and not c.gateway.ray_serve_without_api_key:
+            raise fail(
+                f"{env_path}.gateway.ray_serve_without_api_key",
+                False,
+                f"{ray[0].path} runs Ray Serve, which checks no API key, so through the gateway anyone in "
+                "inbound_cidrs could call it: set it to true to accept that, or serve that model with vLLM",
+            )
+    if c.workload.internal_alb or c.gateway is not None:
+        _validate_load_balancer_subnets(c.vpc, vpc_path)
+
+
+def _validate_listener(c: EnvironmentConfig, lb: LoadBalancerConfig, path: str, kind: str, owner: str) -> None:
+    """One internal load balancer's listener (`kind`: ALB or NLB) and who may reach it."""
+    if lb.certificate_arn is not None:
+        match = aws_ids.ACM_CERTIFICATE_ARN.match(lb.certificate_arn)
+        if not match:
+            raise fail(
+                f"{path}.certificate_arn",
+                lb.certificate_arn,
+                "must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+            )
+        if c.region is not None and match.group(1) != c.region:
+            raise fail(
+                f"{path}.certificate_arn", lb.certificate_arn, f"must be a certificate in {c.region}, the {kind}'s"
+            )
+        if lb.allow_http:
+            raise fail(
+                f"{path}.allow_http",
+                True,
+                f"with certificate_arn the {kind} serves HTTPS only (an HTTP listener, even one that redirects, "
+                "receives the first request and its API key in clear)",
+            )
+    elif not lb.allow_http:
+        raise fail(
+            f"{path}.certificate_arn",
+            None,
+            f"{owner} needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
+        )
+    if c.vpc.imported and not lb.inbound_cidrs:
+        raise fail(
+            f"{path}.inbound_cidrs",
+            [],
+            f"an existing VPC's CIDR is not known at synth: list the IPv4 CIDRs that may reach the {kind}",
+        )
+    for i, cidr in enumerate(lb.inbound_cidrs):
+        try:
+            network = ipaddress.IPv4Network(cidr) if "/" in cidr else None
+        except ValueError:
+            network = None
+        if network is None:
+            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
+        if network.prefixlen == 0:
+            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+
+
+def _validate_load_balancer_subnets(v: VpcConfig, path: str) -> None:
+    """The internal ALB's own subnets: inside the VPC, one per AZ, big enough for an ALB."""
+    field = f"{path}.load_balancer_cidrs"
+    if v.imported and not v.load_balancer_cidrs:
+        raise fail(
+            field,
+            [],
+            "an existing VPC must list the CIDRs of its internal ALB subnets (tagged kubernetes.io/role/internal-elb, "
+            "holding no pods): the serving port admits the ALB by them",
+        )
+    if v.load_balancer_cidrs and len(v.load_balancer_cidrs) < 2:
+        raise fail(field, list(v.load_balancer_cidrs), "an ALB needs subnets in at least 2 availability zones")
+    vpc = ipaddress.IPv4Network(v.cidr)
+    for i, cidr in enumerate(v.load_balancer_cidrs):
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise fail(f"{field}[{i}]", cidr, "must be an IPv4 network such as 10.0.255.0/26") from None
+        if not network.subnet_of(vpc) or not 16 <= network.prefixlen <= 27:
+            raise fail(f"{field}[{i}]", cidr, f"must be a /16 to /27 inside the VPC's {v.cidr} (an ALB needs a /27)")
+
+
+def _validate_workload(w: WorkloadConfig, path: str) -> None:
+    if w.engine not in ENGINES:
+        raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
+    inputs.validate_model_spec(w, path)
+    if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
+        raise fail(
+            f"{path}.capacity_types",
+            list(w.capacity_types),
+            f"must be a non-empty subset of {list(CAPACITY_TYPES)}",
+        )
+    if len(set(w.capacity_types)) != len(w.capacity_types):
+        raise fail(f"{path}.capacity_types", list(w.capacity_types), "must not repeat a capacity type")
+    r = w.replicas
+    if r.min < 0 or (r.min == 0 and w.autoscaling.scale_to_zero is None):
+        raise fail(
+            f"{path}.replicas.min", r.min, "must be at least 1 (0 only with autoscaling.scale_to_zero working hours)"
+        )
+    if r.max < max(r.min, 1):
+        raise fail(f"{path}.replicas.max", r.max, f"must be at least replicas.min ({r.min}) and at least 1")
+    if r.max > 64:
+        raise fail(f"{path}.replicas.max", r.max, "must be at most 64")
+    if w.accelerator_limit is not None and w.accelerator_limit < 1:
+        raise fail(f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
+    if w.warm_replicas and w.engine != "vllm":
+        raise fail(
+            f"{path}.warm_replicas",
+            w.warm_replicas,
+            "needs engine vllm (Ray Serve scales its own workers inside the RayCluster); use 0 with ray-serve",
+        )
+    inputs.validate_slo(w.slo, f"{path}.slo")
+    a = w.autoscaling
+    inputs.validate_scale_to_zero(w, path)
+    if a.waiting_per_replica < 1:
+        raise fail(f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
+    if not 0 < a.kv_cache_usage < 1:
+        raise fail(f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
+    if w.weights not in WEIGHT_SOURCES:
+        raise fail(f"{path}.weights", w.weights, f"must be one of {', '.join(WEIGHT_SOURCES)}")
+    if w.weights == "s3":
+        if w.weights_s3_uri is None:
+            raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, "weights 's3' needs an s3://bucket/prefix URI")
+        problem = aws_ids.s3_uri_problem(w.weights_s3_uri)
+        if problem is not None:
+            raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, problem)
+    elif w.weights_s3_uri is not None:
+        raise ConfigError(f"{path}.weights_s3_uri: only allowed with weights 's3'")
+    if w.hf_token_secret is not None and (
+        not aws_ids.SECRET_NAME.match(w.hf_token_secret) or w.hf_token_secret.startswith(("hf_", "arn:"))
+    ):
+        raise fail(
+            f"{path}.hf_token_secret",
+            "hf_…" if w.hf_token_secret.startswith("hf_") else w.hf_token_secret,
+            "must be the NAME of a Secrets Manager secret holding the token (never the token, never an ARN)",
+        )
+    if w.image_snapshot_id is not None and not aws_ids.SNAPSHOT_ID.match(w.image_snapshot_id):
+        raise fail(
+            f"{path}.image_snapshot_id",
+            w.image_snapshot_id,
+            "must be an EBS snapshot id such as snap-0123456789abcdef0",
+        )
+    _validate_api_key(w, path)
+    _validate_lora(w, path)
+    inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
+    b = w.benchmark
+    if b.request_rate <= 0:
+        raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")
+    if not 1 <= b.num_prompts <= 100_000:
+        raise fail(f"{path}.benchmark.num_prompts", b.num_prompts, "must be 1 to 100000")
+    if b.request_rate > b.num_prompts:
+        raise fail(
+            f"{path}.benchmark.request_rate",
+            b.request_rate,
+            f"must be at most num_prompts ({b.num_prompts}) per second; a higher rate sends every prompt in the "
+            "first second already",
+        )
+
+
+def _validate_lora(w: WorkloadConfig, path: str) -> None:
+    if not w.lora_adapters:
+        return
+    if w.engine != "vllm":
+        raise fail(
+            f"{path}.lora_adapters",
+            dict(w.lora_adapters),
+            "needs engine vllm (Ray Serve LLM loads LoRA from a dynamic path, which llm-eks does not configure)",
+        )
+    for name, source in w.lora_adapters.items():
+        if not LORA_NAME.match(name):
+            raise fail(
+                f"{path}.lora_adapters",
+                name,
+                "adapter names are 1-64 letters, digits, '.', '_' and '-', starting with a letter or digit (clients "
+                "send the name as `model`)",
+            )
+        if source.startswith("s3://"):
+            raise fail(
+                f"{path}.lora_adapters.{name}",
+                source,
+                "vLLM 0.33 loads an adapter from a local path or the Hugging Face Hub only (vllm/lora/utils.py, "
+                "get_adapter_absolute_path); publish it to the Hub (a private repo with hf_token_secret)",
+            )
+        if not HF_REPO.match(source):
+            raise fail(f"{path}.lora_adapters.{name}", source, "must be a Hugging Face repo id such as org/adapter")
+
+
+def _validate_api_key(w: WorkloadConfig, path: str) -> None:
+    if w.api_key_secret is None:
+        return
+    if not w.api_key:
+        raise ConfigError(f"{path}.api_key_secret: only allowed with api_key true")
+    if w.engine != "vllm":
+        raise fail(
+            f"{path}.api_key_secret",
+            w.api_key_secret,
+            "only engine 'vllm' checks an API key (Ray Serve LLM has none; NetworkPolicies guard it)",
+        )
+    if not aws_ids.SECRET_NAME.match(w.api_key_secret) or w.api_key_secret.startswith("arn:"):
+        raise fail(
+            f"{path}.api_key_secret",
+            w.api_key_secret,
+            "must be the NAME of a Secrets Manager secret holding the key (never the key, never an ARN)",
+        )

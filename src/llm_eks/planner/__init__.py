@@ -1,0 +1,73 @@
+"""Capacity planner: model x weight format x KV-cache dtype x context x accelerator -> a vLLM deployment that fits.
+
+Pure and deterministic: the same request always gives the same plan, and nothing here imports aws_cdk, cdk8s or
+jsii (the `llm-eks plan` CLI must answer in well under a second). The numbers it produces (instance type, GPUs per
+replica, tensor/pipeline parallel sizes, engine settings, pod requests, cold-start time) are the single source the
+constructs and charts use.
+
+`plan()` is the one entry point. One module per concern, each read top to bottom:
+    request       PlanRequest and its validation
+    sizing        one candidate (instance, TP, PP, nodes): weights, KV cache, concurrency, pods
+    memory        GPU memory per worker as vLLM accounts it
+    tensor_split  the tensor-parallel sizes vLLM accepts for a model
+    parallelism   the TP/PP shapes to try on an instance type
+    shape         why the TP/PP sizes a request fixes cannot work, with numbers
+    compare       every instance type that can serve a request, ranked by cost per million output tokens
+    latency       the inter-token latency estimate
+    cold_start    image, weights, warm-up and node launch times
+    pods          host CPU and memory per pod
+    search        choosing among candidates, and the one-line error when none fits
+    assumptions   what a plan assumed, with its numbers
+    engine        the vLLM engine settings a plan carries, and their `vllm serve` flags and Ray engine_kwargs
+    result        Plan and what it carries
+"""
+
+from __future__ import annotations
+
+from llm_eks.catalog.accelerators import instance_type
+from llm_eks.planner.memory import GIB
+from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
+from llm_eks.planner.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
+from llm_eks.planner.result import (
+    TIMES,
+    WARN_CONCURRENCY,
+    WARN_ITL,
+    WARN_NO_EFA,
+    WARN_NO_PRICE,
+    WARNING_IDS,
+    ColdStart,
+    Plan,
+    PlanWarning,
+    PodResources,
+)
+from llm_eks.planner.search import cheapest, on_instance
+from llm_eks.planner.sizing import Context
+
+__all__ = [
+    "GIB",
+    "KV_CACHE_DTYPES",
+    "TIMES",
+    "WARNING_IDS",
+    "WARN_CONCURRENCY",
+    "WARN_ITL",
+    "WARN_NO_EFA",
+    "WARN_NO_PRICE",
+    "WEIGHTS_SOURCES",
+    "WEIGHT_FORMATS",
+    "ColdStart",
+    "LoraAdapters",
+    "Plan",
+    "PlanRequest",
+    "PlanWarning",
+    "PodResources",
+    "plan",
+    "valid_tensor_parallel_sizes",
+]
+
+
+def plan(request: PlanRequest) -> Plan:
+    """The deployment plan for `request`; ConfigError (one line) when nothing fits."""
+    ctx = Context(request)
+    if request.accelerator == "auto":
+        return cheapest(ctx)
+    return on_instance(ctx, instance_type(request.accelerator))

@@ -1,0 +1,110 @@
+"""The assumptions behind a plan, each with its number, as `llm-eks plan` prints them."""
+
+from __future__ import annotations
+
+from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
+from llm_eks.catalog.formats import support
+from llm_eks.planner.cold_start import (
+    NODE_PROVISION_S,
+    WARMUP_BASE_S,
+    WARMUP_PER_EXTRA_NODE_S,
+    WARMUP_PER_GPU_DOUBLING_S,
+    image_assumption,
+    weights_assumption,
+)
+from llm_eks.planner.kv_cache import BLOCK_TOKENS
+from llm_eks.planner.latency import ACHIEVABLE_BANDWIDTH
+from llm_eks.planner.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES
+from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
+from llm_eks.planner.sizing import Context, Fit, expert_padding
+
+
+def _weights_assumption(ctx: Context, fit: Fit) -> str:
+    fmt = ctx.format
+    text = f"weights: {ctx.spec.parameters:,} parameters at {fmt.name} ({fmt.description})"
+    if ctx.spec.vision_parameters:
+        text += f", of which {ctx.spec.vision_parameters:,} are the vision encoder and projector, loaded in 16 bits"
+    if fmt.weight_bits < 16:
+        text += "; " + (
+            f"{fmt.bytes_per_weight:.4f} B per quantized weight with its scales; {fmt.sixteen_bit_layers} in 16 bits"
+        )
+    cc = fit.instance.compute_capability
+    if cc is not None and fmt.weight_bits < 16:
+        cell = support(fmt.name, cc)
+        text += f"; on {fit.instance.accelerator_name} vLLM 0.33 runs it {cell.level} ({cell.evidence})"
+    padding = expert_padding(ctx, fit.instance, fit.tp)
+    if cc is not None and padding > 1:
+        hidden, width = support(fmt.name, cc).expert_alignment
+        text += (
+            f"; that kernel pads the routed experts (hidden size to a multiple of {hidden}, each GPU's slice of the "
+            f"expert width to {width}): {padding - 1:+.1%} of their bytes, counted in the weights"
+        )
+    return text
+
+
+def _kv_assumption(ctx: Context) -> str:
+    spec, dtype = ctx.spec, ctx.kv_dtype_bytes
+    if spec.is_mla:
+        per_layer = f"({spec.kv_lora_rank} + {spec.qk_rope_head_dim}) latent x {dtype} B, on every TP rank"
+    else:
+        per_layer = f"2 x {spec.kv_heads} KV heads x {spec.head_dim} x {dtype} B"
+    text = f"KV cache: {spec.layers} layers x {per_layer} = {ctx.kv_bytes_per_token:,} B per token"
+    if spec.sliding_window_layers:
+        text += f"; {spec.sliding_window_layers} layers keep a {spec.sliding_window}-token window"
+    if spec.chunked_attention_layers:
+        text += f"; {spec.chunked_attention_layers} layers keep {spec.attention_chunk_size}-token chunks"
+    return text + f"; blocks of {BLOCK_TOKENS} tokens, grouped per layer type as vLLM's hybrid allocator does"
+
+
+def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
+    inst, r = fit.instance, ctx.request
+    gib = fit.reserve_bytes_per_gpu / GIB
+    out = [
+        _weights_assumption(ctx, fit),
+        _kv_assumption(ctx),
+        f"GPU memory: {inst.accelerator_memory_mib:,} MiB per {inst.accelerator_name} as EC2 reports it, "
+        f"{DRIVER_VISIBLE_FRACTION:.0%} of it visible to CUDA; vLLM's budget is that x gpu_memory_utilization",
+        f"deducted from the budget per GPU besides weights (vLLM's profiling): the sampler's penalty state for "
+        f"max_num_seqs requests + {NON_TORCH_BYTES / GIB:.2f} GiB non-torch workspaces + "
+        f"{CUDA_GRAPH_BYTES / GIB:.2f} GiB CUDA graphs + the profiling run's peak for "
+        f"{fit.max_num_batched_tokens} batched tokens and its sampler"
+        f"{' + the LoRA buffers' if fit.lora_bytes_per_gpu else ''} = {gib:.2f} GiB",
+        f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "
+        "made explicit",
+        f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size"
+        if r.max_num_seqs is None
+        else f"max_num_seqs {r.max_num_seqs} as given: vLLM's profiling run (the activation peak above) uses it",
+        f"pod requests: node allocatable less {DAEMONSET_CPU_MILLICORES}m CPU and {DAEMONSET_MEMORY_MIB} MiB for "
+        f"DaemonSets, split over {fit.replicas_per_node} pod(s) per node",
+        image_assumption(r.image_source),
+        weights_assumption(r.weights_source),
+        f"warm-up: {WARMUP_BASE_S} s (start-up, torch.compile with a cold cache, CUDA graphs) + "
+        f"{WARMUP_PER_GPU_DOUBLING_S} s per doubling of GPUs + {WARMUP_PER_EXTRA_NODE_S} s per extra node",
+        f"node provisioning: {NODE_PROVISION_S} s from Karpenter launch to a Ready GPU node",
+        f"inter-token latency: weights + KV read per step at {ACHIEVABLE_BANDWIDTH:.0%} of "
+        f"{inst.memory_bandwidth_gbps:g} GB/s, plus all-reduce and pipeline hops",
+        f"price: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}",
+    ]
+    if r.fixed_shape:
+        fixed = [f"{name} {value}" for name, value in (("tensor_parallel_size", r.tensor_parallel_size),
+                 ("pipeline_parallel_size", r.pipeline_parallel_size)) if value is not None]  # fmt: skip
+        out.append(f"parallelism: {' and '.join(fixed)} as given; the planner chose the rest")
+    if ctx.spec.is_moe and fit.tp > 1:
+        out.append(
+            "experts: split across the TP ranks (vLLM 0.33 uses expert parallelism only with --enable-expert-parallel, "
+            "off by default, vllm/config/parallel.py; with it each rank holds whole experts, the same checkpoint bytes "
+            "per GPU, vllm/model_executor/layers/fused_moe/config.py, which a padding MoE kernel then pads whole), so "
+            "memory holds either way; latency assumes all-reduce"
+        )
+    if r.lora is not None:
+        out.append(
+            f"LoRA: {r.lora.max_loras} adapter slot(s) at max rank {r.lora.max_rank}: "
+            f"{fit.lora_bytes_per_gpu / GIB:.2f} GiB of A/B buffers per GPU over every linear layer (vLLM allocates "
+            "them at load, adapter or not), counted in the reserve above; adapters load from the Hub at start"
+        )
+    if ctx.fmt == "fp8" and ctx.spec.quantization is None:
+        out.append(
+            "fp8: vLLM quantizes the 16-bit checkpoint layer by layer while loading (vllm#31914, so the 16-bit "
+            "model never sits whole in GPU memory); start-up reads the 16-bit files"
+        )
+    return out

@@ -1,0 +1,162 @@
+"""The vLLM engine settings a serving chart passes to vLLM: typed here, rendered only where they are used.
+
+The planner fills an `EngineSettings`; the vLLM chart renders it as `vllm serve` flags (`vllm_flags`) and the Ray
+Serve chart as LLMConfig `engine_kwargs` (`ray_engine_kwargs`). `llm-eks plan` shows the same flags through the same
+functions, so what the plan prints is what the pod runs.
+
+Pure Python (no cdk8s import): the planner and the CLI use it and must stay fast.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from llm_eks.errors import ConfigError, fail
+from llm_eks.validation import HF_REPO, LORA_NAME, whole_number
+
+# A vLLM choice value (dtype, KV-cache dtype, quantization method): one lower-case word, never a flag.
+_CHOICE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What vLLM needs to size and run one model; the parallel sizes live on the chart props (they place pods)."""
+
+    # The longest request (prompt + output) in tokens; the KV cache is sized to hold at least one.
+    max_model_len: int
+    # vLLM's default: the rest is headroom for the CUDA context outside vLLM's accounting.
+    gpu_memory_utilization: float = 0.9
+    # Sequences per scheduler step (the replica's concurrency); None keeps vLLM's default.
+    max_num_seqs: int | None = None
+    # Tokens per scheduler step; None keeps vLLM's default (which depends on the GPU).
+    max_num_batched_tokens: int | None = None
+    # "auto" stores the KV cache in the activation dtype; "fp8" halves it.
+    kv_cache_dtype: str = "auto"
+    # None lets vLLM detect the checkpoint's quantization (AWQ, FP8 repos); "fp8" quantizes a 16-bit checkpoint at load.
+    quantization: str | None = None
+    # "auto" runs the checkpoint's dtype; "bfloat16" for float32 checkpoints the planner sized at 16 bits.
+    dtype: str = "auto"
+    # LoRA adapters served beside the base model, (name, Hugging Face repo id); each gets a GPU slot (--max-loras).
+    lora_modules: tuple[tuple[str, str], ...] = ()
+    # vLLM's default rank cap; an adapter of a higher rank fails to load.
+    max_lora_rank: int = 16
+
+
+def validate_engine(settings: EngineSettings, path: str) -> None:
+    """Raise ConfigError (one line naming `<path>.<field>`) on the first bad setting."""
+    for name, value in (
+        ("max_model_len", settings.max_model_len),
+        ("max_num_seqs", settings.max_num_seqs),
+        ("max_num_batched_tokens", settings.max_num_batched_tokens),
+    ):
+        if value is not None and (not whole_number(value) or value < 1):
+            raise fail(f"{path}.{name}", value, "must be a whole number of at least 1")
+    utilization = settings.gpu_memory_utilization
+    if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
+        raise fail(f"{path}.gpu_memory_utilization", utilization, "must be a fraction in (0, 1]")
+    seqs, batched = settings.max_num_seqs, settings.max_num_batched_tokens
+    if seqs is not None and batched is not None and batched < seqs:
+        # vLLM's SchedulerConfig refuses to start otherwise.
+        raise fail(f"{path}.max_num_batched_tokens", batched, f"must be at least max_num_seqs ({seqs})")
+    for name, choice in (
+        ("kv_cache_dtype", settings.kv_cache_dtype),
+        ("quantization", settings.quantization),
+        ("dtype", settings.dtype),
+    ):
+        if choice is not None and (not isinstance(choice, str) or not _CHOICE.match(choice)):
+            raise fail(f"{path}.{name}", choice, "must be one vLLM value such as auto or fp8")
+    for name, source in settings.lora_modules:
+        if not LORA_NAME.match(name) or not HF_REPO.match(source):
+            raise fail(
+                f"{path}.lora_modules",
+                f"{name}={source}",
+                "must be a name (letters, digits, '.', '_', '-') and a Hugging Face repo id",
+            )
+    if settings.quantization == "awq":
+        raise ConfigError(
+            f"{path}.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it (auto-detected) or "
+            "use awq_marlin"
+        )
+
+
+def parallel_flags(tensor_parallel_size: int, pipeline_parallel_size: int) -> list[str]:
+    """`vllm serve` parallelism flags (pipeline parallelism only when used)."""
+    flags = ["--tensor-parallel-size", str(tensor_parallel_size)]
+    if pipeline_parallel_size > 1:
+        flags += ["--pipeline-parallel-size", str(pipeline_parallel_size)]
+    return flags
+
+
+def vllm_flags(settings: EngineSettings) -> list[str]:
+    """`vllm serve` flags for the settings; a setting left to vLLM's default is not passed."""
+    flags = [
+        "--max-model-len",
+        str(settings.max_model_len),
+        "--gpu-memory-utilization",
+        f"{settings.gpu_memory_utilization:g}",
+    ]
+    if settings.dtype != "auto":
+        flags += ["--dtype", settings.dtype]
+    if settings.kv_cache_dtype != "auto":
+        flags += ["--kv-cache-dtype", settings.kv_cache_dtype]
+    if settings.quantization is not None:
+        flags += ["--quantization", settings.quantization]
+    if settings.max_num_seqs is not None:
+        flags += ["--max-num-seqs", str(settings.max_num_seqs)]
+    if settings.max_num_batched_tokens is not None:
+        flags += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
+    if settings.lora_modules:
+        # vLLM downloads each adapter from the Hub at start (HF_TOKEN for gated ones); `name=repo` per adapter.
+        flags += ["--enable-lora", "--max-loras", str(len(settings.lora_modules))]
+        flags += ["--max-lora-rank", str(settings.max_lora_rank), "--lora-modules"]
+        flags += [f"{name}={source}" for name, source in settings.lora_modules]
+    return flags
+
+
+# The flags vllm_flags renders (and their short forms): extra arguments must not set them a second time.
+VLLM_FLAG_FIELDS = {
+    "--max-model-len": "max_model_len",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--dtype": "dtype",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--quantization": "quantization",
+    "-q": "quantization",
+    "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--enable-lora": "lora_modules",
+    "--max-loras": "lora_modules",
+    "--max-lora-rank": "max_lora_rank",
+    "--lora-modules": "lora_modules",
+}
+
+
+def ray_engine_kwargs(settings: EngineSettings) -> dict[str, int | float | str]:
+    """LLMConfig `engine_kwargs` (vLLM's EngineArgs field names) for the settings; defaults are left out."""
+    kwargs: dict[str, int | float | str] = {
+        "max_model_len": settings.max_model_len,
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+    }
+    if settings.dtype != "auto":
+        kwargs["dtype"] = settings.dtype
+    if settings.kv_cache_dtype != "auto":
+        kwargs["kv_cache_dtype"] = settings.kv_cache_dtype
+    if settings.quantization is not None:
+        kwargs["quantization"] = settings.quantization
+    if settings.max_num_batched_tokens is not None:
+        kwargs["max_num_batched_tokens"] = settings.max_num_batched_tokens
+    if settings.max_num_seqs is not None:
+        kwargs["max_num_seqs"] = settings.max_num_seqs
+    return kwargs
+
+
+# The engine_kwargs ray_engine_kwargs can set: extra kwargs must not set them a second time.
+RAY_ENGINE_FIELDS = (
+    "max_model_len",
+    "gpu_memory_utilization",
+    "dtype",
+    "kv_cache_dtype",
+    "quantization",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+)

@@ -1,0 +1,312 @@
+"""What to plan: `PlanRequest`, every field validated when it is built (ConfigError naming `workload.<field>`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
+from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
+from llm_eks.catalog.formats import FORMATS
+from llm_eks.catalog.models import ModelSpec, model
+from llm_eks.errors import fail
+from llm_eks.planner.tensor_split import valid_tensor_parallel_sizes
+
+# Warm headroom beyond this is a second deployment, not headroom.
+MAX_WARM_REPLICAS = 64
+# auto: the checkpoint's own format; the others are llm_eks.catalog.formats (what vLLM 0.33 does with each per GPU).
+WEIGHT_FORMATS = ("auto", *FORMATS)
+# Formats vLLM can produce from a 16-bit checkpoint while loading (dynamic FP8); the others need a checkpoint in them.
+LOAD_TIME_FORMATS = ("bf16", "fp8")
+
+KV_CACHE_DTYPES = ("auto", "fp8")
+
+WEIGHTS_SOURCES = ("nvme", "s3", "staged", "ebs")
+
+# Where a node gets the serving image (plan/cold_start.py has the figures; not imported: it imports result).
+IMAGE_SOURCES = ("pull", "parallel-pull", "snapshot")
+
+MAX_TARGET_CONCURRENCY = 4096
+
+MAX_NODES_PER_REPLICA = 16
+
+# Upper bound of an explicit max_num_seqs: well above vLLM 0.33's largest default (1024 on H100/H200/B200, doubled by
+# performance_mode throughput; EngineArgs.get_batch_defaults), so any real deployment can be reproduced.
+MAX_NUM_SEQS = 16384
+
+# vLLM 0.33's choices of --max-lora-rank (vllm/config/lora.py, MaxLoRARanks).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+# The multiplication sign of "TP2 x PP2" in messages (result.TIMES; not imported: result imports this module).
+_TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+@dataclass(frozen=True)
+class LoraAdapters:
+    """LoRA adapters served beside the base model (vLLM --enable-lora): (name, Hugging Face repo id) pairs. Every
+    adapter gets a GPU slot (max_loras), so any mix of them can share one batch."""
+
+    adapters: tuple[tuple[str, str], ...]
+    # vLLM's default; an adapter of a higher rank fails to load.
+    max_rank: int = 16
+
+    @property
+    def max_loras(self) -> int:
+        return len(self.adapters)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to serve and the targets to meet; every field is validated (ConfigError naming `workload.<field>`)."""
+
+    # A catalog id (see llm_eks.catalog.models) or a ModelSpec for any other model.
+    model: str | ModelSpec
+    # auto: the checkpoint's own format; bf16 (16-bit), fp8 (vLLM quantizes a 16-bit checkpoint at load), or the
+    # format of a quantized checkpoint (llm_eks.catalog.formats).
+    weight_format: str = "auto"
+    # auto: the activation dtype (2 bytes per value); fp8 halves the KV cache.
+    kv_cache_dtype: str = "auto"
+    # None: the model's max_position_embeddings.
+    max_model_len: int | None = None
+    # vLLM 0.33's default (CacheConfig, vllm/config/cache.py); the rest holds the CUDA context, NCCL and cuBLAS.
+    gpu_memory_utilization: float = 0.92
+    # "auto" (the cheapest instance that meets the targets) or a catalog instance type.
+    accelerator: str = "auto"
+    # Concurrent sequences per replica at the typical request size.
+    target_concurrency: int = 16
+    typical_input_tokens: int = 1024
+    typical_output_tokens: int = 256
+    # nvme: Hugging Face download cached on the instance store; s3: Run:ai Model Streamer; staged: the same from the
+    # environment's weights bucket, with the torch.compile cache restored from it; ebs: a gp3 volume.
+    weights_source: str = "nvme"
+    # parallel-pull: what llm-eks's Bottlerocket GPU nodes do by default (SOCI parallel pull and unpack); pull:
+    # containerd's default; snapshot: a data volume restored from an image snapshot (workload.image_snapshot_id).
+    image_source: str = "parallel-pull"
+    # Pipeline parallelism may span at most this many nodes when one node cannot hold the model.
+    max_nodes_per_replica: int = 2
+    # Optional inter-token latency ceiling (ms) the estimate must meet at target_concurrency; None: not checked.
+    max_itl_ms: float | None = None
+    # Reproduce a vLLM deployment: the sizes `vllm serve` takes. None: the planner chooses (the default).
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    # None: target_concurrency, capped by what fits at the typical size. Given: what vLLM schedules and profiles.
+    max_num_seqs: int | None = None
+    # Replica-shaped placeholder pods kept warm (config's workload.warm_replicas); the plan prices them.
+    warm_replicas: int = 0
+    # LoRA adapters beside the base model; their GPU buffers come off the KV cache. None: LoRA off.
+    lora: LoraAdapters | None = None
+
+    def __post_init__(self) -> None:
+        validate_request(self)
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model's architecture (catalog entry or the given spec)."""
+        return self.model if isinstance(self.model, ModelSpec) else model(self.model)
+
+    @property
+    def resolved_weight_format(self) -> str:
+        if self.weight_format != "auto":
+            return self.weight_format
+        return self.spec.quantization or "bf16"
+
+    @property
+    def resolved_max_model_len(self) -> int:
+        return self.max_model_len if self.max_model_len is not None else self.spec.max_position_embeddings
+
+    @property
+    def typical_tokens(self) -> int:
+        return self.typical_input_tokens + self.typical_output_tokens
+
+    @property
+    def fixed_shape(self) -> bool:
+        """True when the request names a tensor or pipeline parallel size (the search then tries only those)."""
+        return self.tensor_parallel_size is not None or self.pipeline_parallel_size is not None
+
+    @property
+    def scheduled_sequences(self) -> int:
+        """Sequences vLLM may batch, which its profiling run (and so the activation peak) uses: max_num_seqs when
+        given, else target_concurrency (the chosen max_num_seqs never exceeds it)."""
+        return self.max_num_seqs if self.max_num_seqs is not None else self.target_concurrency
+
+
+def validate_request(r: PlanRequest) -> None:
+    if isinstance(r.model, ModelSpec):
+        r.model.validate("workload.model_spec")
+        spec = r.model
+    elif isinstance(r.model, str):
+        spec = model(r.model)
+    else:
+        raise fail("workload.model", r.model, "must be a catalog model id or a ModelSpec")
+    _choice("weight_format", r.weight_format, WEIGHT_FORMATS)
+    _check_weight_format(r.weight_format, spec)
+    _choice("kv_cache_dtype", r.kv_cache_dtype, KV_CACHE_DTYPES)
+    for name in ("typical_input_tokens", "typical_output_tokens"):
+        _int_between(name, getattr(r, name), 1, spec.max_position_embeddings)
+    if r.max_model_len is not None:
+        _int_between("max_model_len", r.max_model_len, 1, spec.max_position_embeddings)
+    typical = r.typical_input_tokens + r.typical_output_tokens
+    max_len = r.max_model_len if r.max_model_len is not None else spec.max_position_embeddings
+    if max_len < typical:
+        raise fail(
+            "workload.max_model_len",
+            max_len,
+            f"must hold the typical request (typical_input_tokens + typical_output_tokens = {typical})",
+        )
+    util = r.gpu_memory_utilization
+    if isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1:
+        raise fail("workload.gpu_memory_utilization", util, "must be a number above 0 and at most 1")
+    if r.accelerator != "auto":
+        inst = INSTANCE_TYPES.get(r.accelerator) if isinstance(r.accelerator, str) else None
+        if inst is None:
+            raise unknown_name("workload.accelerator", r.accelerator, ["auto", *_GPU_NAMES])
+        if inst.accelerator_vendor != "nvidia":
+            raise fail(
+                "workload.accelerator",
+                r.accelerator,
+                "the planner models vLLM on NVIDIA GPUs only (Inferentia2 serving compiles the model ahead of time "
+                "for fixed batch and sequence buckets, which this memory model does not describe); "
+                "choose an NVIDIA instance type or auto",
+            )
+    _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
+    _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
+    _choice("weights_source", r.weights_source, WEIGHTS_SOURCES)
+    _choice("image_source", r.image_source, IMAGE_SOURCES)
+    _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
+    itl = r.max_itl_ms
+    if itl is not None and (isinstance(itl, bool) or not isinstance(itl, int | float) or not 0 < itl <= 60_000):
+        raise fail("workload.max_itl_ms", itl, "must be null or a positive number of milliseconds (at most 60000)")
+    _validate_vllm_sizes(r, spec)
+    _validate_lora(r.lora, spec)
+
+
+def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
+    if lora is None:
+        return
+    if not lora.adapters:
+        raise fail("workload.lora_adapters", {}, "must name at least one adapter (or leave it out)")
+    if lora.max_rank not in LORA_RANKS:
+        raise fail("workload.max_lora_rank", lora.max_rank, f"must be one of {', '.join(map(str, LORA_RANKS))}")
+    if spec.is_mla:
+        raise fail(
+            "workload.lora_adapters",
+            dict(lora.adapters),
+            f"{spec.id} uses multi-head latent attention, whose LoRA buffers the planner does not model; serve "
+            "the adapters merged into their own checkpoints instead",
+        )
+
+
+# Instance types a request may name: the NVIDIA rows (see the Inferentia2 message above).
+_GPU_NAMES = [row.instance_type for row in INSTANCE_CATALOG if row.accelerator_vendor == "nvidia"]
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise unknown_name(f"workload.{name}", value, list(allowed))
+
+
+def _int_between(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise fail(f"workload.{name}", value, f"must be an integer from {low} to {high}")
+
+
+def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
+    if fmt == "auto":
+        return
+    if spec.quantization is not None and fmt != spec.quantization:
+        raise fail(
+            "workload.weight_format",
+            fmt,
+            f"{spec.id} is already quantized ({spec.quantization}); use auto or {spec.quantization}",
+        )
+    if fmt == "awq-int4" and spec.quantization is None and spec.awq_checkpoint is None:
+        raise fail(
+            "workload.weight_format",
+            fmt,
+            f"no AWQ checkpoint of {spec.id} is known; serve an AWQ repo as the model, described with "
+            "workload.model_spec (quantization: awq-int4), or use bf16 or fp8",
+        )
+    if spec.quantization is None and fmt not in (*LOAD_TIME_FORMATS, "awq-int4"):
+        raise fail(
+            "workload.weight_format",
+            fmt,
+            f"{spec.id} is a 16-bit checkpoint and vLLM makes only fp8 from one at load; serve a {fmt} checkpoint as "
+            "the model (llm-eks plan --model-config its config.json, or workload.model_spec), or use bf16 or fp8",
+        )
+
+
+def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
+    """Explicit tensor/pipeline parallel sizes and max_num_seqs: what vLLM accepts for the model, on the instance."""
+    inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
+    tp, pp = r.tensor_parallel_size, r.pipeline_parallel_size
+    if tp is not None:
+        # Tensor parallelism stays inside one node (NVLink or PCIe); nodes are spanned with pipeline stages.
+        node_gpus = inst.accelerators if inst is not None else _MAX_GPUS_PER_NODE
+        sizes = valid_tensor_parallel_sizes(spec, node_gpus)
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp not in sizes:
+            where = f"on {inst.instance_type} ({node_gpus} GPUs per node)" if inst else f"(up to {node_gpus} GPUs)"
+            raise fail(
+                "workload.tensor_parallel_size",
+                tp,
+                f"valid sizes for {spec.id} {where}: {', '.join(map(str, sizes))} (its {spec.attention_heads} "
+                f"attention heads and {spec.kv_heads} KV heads must split evenly, and tensor parallelism stays inside "
+                "one node; span nodes with pipeline_parallel_size)",
+            )
+    if pp is not None and (isinstance(pp, bool) or not isinstance(pp, int) or not 1 <= pp <= spec.layers):
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            f"must be an integer from 1 to {spec.layers} (each stage holds at least one of {spec.id}'s "
+            f"{spec.layers} layers)",
+        )
+    if tp is not None and pp is not None:
+        _check_gpus_per_replica(r, tp, pp, inst)
+    mns = r.max_num_seqs
+    if mns is not None:
+        _int_between("max_num_seqs", mns, 1, MAX_NUM_SEQS)
+        if mns < r.target_concurrency:
+            raise fail(
+                "workload.max_num_seqs",
+                mns,
+                f"must be at least target_concurrency ({r.target_concurrency}): a replica never runs more than "
+                "max_num_seqs sequences at once; lower target_concurrency and scale out with replicas instead",
+            )
+
+
+def _check_gpus_per_replica(r: PlanRequest, tp: int, pp: int, inst: Any) -> None:
+    gpus = tp * pp
+    shape = f"TP{tp} {_TIMES} PP{pp} = {gpus} GPUs"
+    if inst is None:
+        # auto: a replica fills its node(s), as when the planner chooses (the price per replica holds without
+        # assuming other pods pack in).
+        allowed = sorted({n * k for n in _GPUS_PER_NODE for k in range(1, r.max_nodes_per_replica + 1)})
+        if gpus not in allowed:
+            raise fail(
+                "workload.pipeline_parallel_size",
+                pp,
+                f"{shape}; with accelerator auto a replica fills whole nodes, so TP {_TIMES} PP must be one of "
+                f"{', '.join(map(str, allowed))} (GPUs per node of a catalog instance type, times up to "
+                f"max_nodes_per_replica {r.max_nodes_per_replica} nodes); or name an accelerator",
+            )
+        return
+    n = inst.accelerators
+    if gpus > n and gpus % n:
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            f"{shape} must fit one {inst.instance_type} node ({n} GPU{'s' if n > 1 else ''}) or span whole nodes "
+            f"(a multiple of {n})",
+        )
+    if gpus > n and gpus // n > r.max_nodes_per_replica:
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            f"{shape} spans {gpus // n} {inst.instance_type} nodes; max_nodes_per_replica is "
+            f"{r.max_nodes_per_replica}: raise it or use fewer stages",
+        )
+
+
+# GPUs per node of the NVIDIA instance types a request may name, and the most of them (the widest tensor split).
+_GPUS_PER_NODE = sorted({row.accelerators for row in INSTANCE_CATALOG if row.accelerator_vendor == "nvidia"})
+
+_MAX_GPUS_PER_NODE = _GPUS_PER_NODE[-1]

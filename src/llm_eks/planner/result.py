@@ -1,0 +1,310 @@
+"""What a plan says: `Plan` (where the model runs, how it is split, what it holds, costs and takes to start), its
+cold start, warnings and pod requests."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
+from llm_eks.catalog.models import ModelSpec
+from llm_eks.planner.engine import EngineSettings, parallel_flags, vllm_flags
+from llm_eks.planner.request import PlanRequest
+
+# The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """Modelled time from a pod being scheduled to serving, and its parts (seconds)."""
+
+    image_pull_s: float
+    weights_s: float
+    warmup_s: float
+    # Image pull + weights + warm-up, on a node that is already up.
+    total_s: float
+    # Container start to serving (weights + warm-up): what the startup probe must allow.
+    startup_s: float
+    # Karpenter launch to a Ready GPU node.
+    node_provision_s: float
+    # A replica that needs a new node: node provisioning + total.
+    scale_out_s: float
+
+
+@dataclass(frozen=True)
+class ColdStartPath:
+    """One way a replica can start (weights source, image source, new or warm node) and its modelled seconds."""
+
+    weights_source: str
+    image_source: str
+    # True: warm headroom keeps the node up (no node launch; the image is still pulled or restored).
+    warm_node: bool
+    node_s: float
+    image_s: float
+    weights_s: float
+    warmup_s: float
+    total_s: float
+    # The path the request (config) uses.
+    in_use: bool
+
+
+# Plan warning ids: stable, so a user can acknowledge one (`cdk.Annotations.of(scope).acknowledge_warning(id, why)`)
+# while the message keeps its numbers.
+WARN_CONCURRENCY = "llm-eks:plan-concurrency"
+
+WARN_ITL = "llm-eks:plan-itl"
+
+WARN_NO_EFA = "llm-eks:plan-no-efa"
+
+WARN_NO_PRICE = "llm-eks:plan-no-price"
+
+WARNING_IDS = (WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE)
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    """Something the plan could not meet or could not know; the stack turns it into a CDK warning annotation."""
+
+    id: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.message} [ack: {self.id}]"
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """Requests for one vLLM pod: its share of the node's allocatable CPU and memory after DaemonSets."""
+
+    cpu_millicores: int
+    memory_mib: int
+
+    @property
+    def cpu(self) -> str:
+        return f"{self.cpu_millicores}m"
+
+    @property
+    def memory(self) -> str:
+        return f"{self.memory_mib}Mi"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A deployment of one model that fits: where it runs, how it is split, what it holds, costs and takes to start."""
+
+    request: PlanRequest
+    model: ModelSpec
+    # The served name clients send (the requested model id) and the checkpoint vLLM loads (an AWQ repo for awq-int4).
+    served_model_name: str
+    checkpoint: str
+    weight_format: str
+    kv_cache_dtype: str
+    max_model_len: int
+    gpu_memory_utilization: float
+    instance: InstanceType
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    nodes_per_replica: int
+    replicas_per_node: int
+    # Accelerators each pod requests (all of them per node when a replica spans nodes).
+    gpus_per_pod: int
+    weight_bytes: int
+    # Bytes read at start-up (a 16-bit checkpoint when vLLM quantizes to fp8 at load).
+    checkpoint_bytes: int
+    weight_bytes_per_gpu: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    gpu_memory_bytes: int
+    reserve_bytes_per_gpu: int
+    # GPU memory x gpu_memory_utilization - reserve: what weights and KV cache share on each GPU.
+    usable_bytes_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    kv_cache_tokens: int
+    max_concurrency_full_context: int
+    max_concurrency_typical: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    itl_estimate_ms: float
+    cost_per_replica_hour: float | None
+    cold_start: ColdStart
+    pod_resources: PodResources
+    assumptions: tuple[str, ...]
+    warnings: tuple[PlanWarning, ...] = field(default=())
+    # Queue spike to a Ready replica by path, the one in use first (llm-eks plan prints them side by side).
+    cold_start_paths: tuple[ColdStartPath, ...] = field(default=())
+
+    @property
+    def instance_type(self) -> str:
+        return self.instance.instance_type
+
+    @property
+    def instance_family(self) -> str:
+        return self.instance.family
+
+    @property
+    def accelerator_name(self) -> str:
+        return self.instance.accelerator_name
+
+    @property
+    def extended_resource(self) -> str:
+        return self.instance.extended_resource
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def usable_bytes_per_replica(self) -> int:
+        return self.usable_bytes_per_gpu * self.gpus_per_replica
+
+    @property
+    def target_concurrency(self) -> int:
+        return self.request.target_concurrency
+
+    @property
+    def warm_headroom_usd_per_hour(self) -> float | None:
+        """What the warm placeholders cost: each holds a replica's node(s) around the clock; None without a price."""
+        if self.cost_per_replica_hour is None:
+            return None
+        return round(self.request.warm_replicas * self.cost_per_replica_hour, 4)
+
+    @property
+    def meets_target(self) -> bool:
+        return self.max_concurrency_typical >= self.request.target_concurrency
+
+    @property
+    def engine(self) -> EngineSettings:
+        """The vLLM settings this plan sized; the charts render them (flags for vLLM, engine_kwargs for Ray)."""
+        spec = self.model
+        return EngineSettings(
+            max_model_len=self.max_model_len,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            kv_cache_dtype=self.kv_cache_dtype,
+            # Dynamic FP8 from the 16-bit checkpoint; AWQ and FP8 repos are auto-detected.
+            quantization="fp8" if self.weight_format == "fp8" and spec.quantization != "fp8" else None,
+            # The planner sizes 16-bit weights: never serve float32.
+            dtype="bfloat16" if spec.native_dtype == "float32" and self.weight_format != "awq-int4" else "auto",
+            lora_modules=() if self.request.lora is None else self.request.lora.adapters,
+            max_lora_rank=16 if self.request.lora is None else self.request.lora.max_rank,
+        )
+
+    @property
+    def engine_args(self) -> tuple[str, ...]:
+        """The `vllm serve` flags of this plan, rendered by the vLLM chart's own functions (for `llm-eks plan`)."""
+        args = parallel_flags(self.tensor_parallel_size, self.pipeline_parallel_size)
+        if self.nodes_per_replica > 1:
+            # vLLM's multiprocessing backend across nodes: the LeaderWorkerSet adds each pod's --node-rank and the
+            # leader's --master-addr (manifests/vllm/pod.py).
+            args += ["--nnodes", str(self.nodes_per_replica)]
+        return (*args, *vllm_flags(self.engine), "--served-model-name", self.served_model_name)
+
+    def summary_line(self) -> str:
+        """One line for `cdk synth` and the CLI."""
+        inst = self.instance
+        where = f"{inst.instance_type} ({inst.accelerators}{TIMES} {inst.accelerator_name})"
+        if self.nodes_per_replica > 1:
+            where = f"{self.nodes_per_replica}{TIMES} {where}"
+            placement = f"{self.nodes_per_replica} nodes/replica"
+        else:
+            placement = f"{self.replicas_per_node} replica{'s' if self.replicas_per_node > 1 else ''}/node"
+        cost = "no on-demand price" if self.cost_per_replica_hour is None else f"${self.cost_per_replica_hour:.2f}/h"
+        return (
+            f"{self.model.short_name} on {where}: TP{self.tensor_parallel_size} PP{self.pipeline_parallel_size}, "
+            f"{placement}, KV {tokens_text(self.kv_cache_tokens)} tokens, {cost} per replica"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view (stable key order)."""
+        inst = self.instance
+        return {
+            "summary": self.summary_line(),
+            "model": {
+                "id": self.model.id,
+                "served_model_name": self.served_model_name,
+                "checkpoint": self.checkpoint,
+                "parameters": self.model.parameters,
+                "weight_format": self.weight_format,
+                "kv_cache_dtype": self.kv_cache_dtype,
+                "max_model_len": self.max_model_len,
+            },
+            "instance": {
+                "instance_type": inst.instance_type,
+                "instance_family": inst.family,
+                "accelerator_name": inst.accelerator_name,
+                "accelerator_vendor": inst.accelerator_vendor,
+                "ray_accelerator_type": inst.ray_accelerator_type,
+                "karpenter_name": inst.karpenter_name,
+                "extended_resource": inst.extended_resource,
+                "accelerators_per_node": inst.accelerators,
+                "accelerator_memory_gib": round(inst.accelerator_memory_gib, 2),
+                "on_demand_usd_per_hour": inst.on_demand_usd_per_hour,
+                "prices_read": PRICES_READ,
+                "price_region": PRICE_REGION,
+            },
+            "parallelism": {
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "pipeline_parallel_size": self.pipeline_parallel_size,
+                "gpus_per_replica": self.gpus_per_replica,
+                "nodes_per_replica": self.nodes_per_replica,
+                "replicas_per_node": self.replicas_per_node,
+                "gpus_per_pod": self.gpus_per_pod,
+            },
+            "memory": {
+                "weight_bytes": self.weight_bytes,
+                "checkpoint_bytes": self.checkpoint_bytes,
+                "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+                "kv_bytes_per_token": self.kv_bytes_per_token,
+                "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
+                "gpu_memory_bytes": self.gpu_memory_bytes,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "reserve_bytes_per_gpu": self.reserve_bytes_per_gpu,
+                "usable_bytes_per_gpu": self.usable_bytes_per_gpu,
+                "usable_bytes_per_replica": self.usable_bytes_per_replica,
+                "kv_cache_bytes_per_gpu": self.kv_cache_bytes_per_gpu,
+                "kv_cache_tokens": self.kv_cache_tokens,
+            },
+            "concurrency": {
+                "target": self.request.target_concurrency,
+                "typical_tokens": self.request.typical_tokens,
+                "at_typical_size": self.max_concurrency_typical,
+                "at_full_context": self.max_concurrency_full_context,
+                "meets_target": self.meets_target,
+                "itl_estimate_ms": self.itl_estimate_ms,
+            },
+            "cost": {
+                "usd_per_replica_hour": self.cost_per_replica_hour,
+                "warm_replicas": self.request.warm_replicas,
+                "warm_headroom_usd_per_hour": self.warm_headroom_usd_per_hour,
+            },
+            "cold_start": {
+                "image_pull_s": self.cold_start.image_pull_s,
+                "weights_s": self.cold_start.weights_s,
+                "weights_source": self.request.weights_source,
+                "image_source": self.request.image_source,
+                "warmup_s": self.cold_start.warmup_s,
+                "total_s": self.cold_start.total_s,
+                "startup_s": self.cold_start.startup_s,
+                "node_provision_s": self.cold_start.node_provision_s,
+                "scale_out_s": self.cold_start.scale_out_s,
+                "paths": [asdict(path) for path in self.cold_start_paths],
+            },
+            "pod_resources": {
+                "cpu": self.pod_resources.cpu,
+                "memory": self.pod_resources.memory,
+                self.extended_resource: self.gpus_per_pod,
+            },
+            "engine_args": list(self.engine_args),
+            "assumptions": list(self.assumptions),
+            "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
+        }
+
+
+def tokens_text(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1000:
+        return f"{n / 1000:.0f}k"
+    return str(n)

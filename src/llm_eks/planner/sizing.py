@@ -1,0 +1,203 @@
+"""One candidate deployment (instance, TP, PP, nodes) evaluated against a request: weights, vLLM's memory budget
+and KV cache (kv_cache, memory), latency, pods."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.catalog.formats import FORMATS, support
+from llm_eks.planner.kv_cache import KvLayout, cdiv, kv_bytes_per_token_per_layer, kv_layout
+from llm_eks.planner.latency import experts_touched, step_ms
+from llm_eks.planner.memory import (
+    CUDA_GRAPH_BYTES,
+    NON_TORCH_BYTES,
+    available_kv_bytes,
+    batched_tokens,
+    lora_bytes,
+    profile_peak_bytes,
+    requested_bytes,
+    sampler_state_bytes,
+    visible_bytes,
+)
+from llm_eks.planner.pods import (
+    DAEMONSET_CPU_MILLICORES,
+    DAEMONSET_MEMORY_MIB,
+    MIN_POD_MEMORY_MIB,
+    MIN_POD_MEMORY_PER_GPU_MIB,
+)
+from llm_eks.planner.request import PlanRequest
+from llm_eks.planner.result import PodResources
+
+
+class Context:
+    """The request with everything that does not depend on the instance worked out once."""
+
+    def __init__(self, request: PlanRequest) -> None:
+        self.request = request
+        self.spec = spec = request.spec
+        self.fmt = request.resolved_weight_format
+        self.max_len = request.resolved_max_model_len
+        self.typical = request.typical_tokens
+        self.kv_dtype_bytes = 1 if request.kv_cache_dtype == "fp8" else 2
+        self.format = FORMATS[self.fmt]
+        self.bytes_per_param = self.format.bytes_per_weight
+        # vLLM quantizes Linear layers only: embeddings and the output projection stay 16-bit in every format, as
+        # does a vision encoder (catalog/vision.py); MXFP4 checkpoints quantize only the routed experts.
+        if self.format.quantized_layers == "moe-experts":
+            quantized = spec.expert_parameters
+        else:
+            quantized = spec.parameters - spec.embedding_parameters - spec.vision_parameters
+        self.weight_bytes = math.ceil((spec.parameters - quantized) * 2 + quantized * self.bytes_per_param)
+        self.vision_bytes = spec.vision_parameters * 2
+        # Bytes of one decoder layer, on average (what a pipeline stage holds per layer).
+        decoder = self.weight_bytes - spec.embedding_parameters * 2 - spec.hidden_size * 2 - self.vision_bytes
+        self.layer_bytes = decoder / spec.layers
+        # Of which routed experts (read per step only where the batch routes).
+        self.expert_layer_bytes = spec.expert_parameters * self.bytes_per_param / spec.layers
+        self.kv_bytes_per_token = spec.layers * kv_bytes_per_token_per_layer(spec, 1, self.kv_dtype_bytes)
+        native_bytes = 4 if spec.native_dtype == "float32" else 2
+        if self.fmt == "awq-int4" or spec.quantization is not None:
+            self.checkpoint_bytes = self.weight_bytes
+        else:
+            self.checkpoint_bytes = spec.parameters * native_bytes
+        if self.fmt == "awq-int4" and spec.quantization is None:
+            self.checkpoint = spec.awq_checkpoint or spec.id
+        else:
+            self.checkpoint = spec.id
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One (instance, TP, PP, nodes) evaluated against the request."""
+
+    instance: InstanceType
+    tp: int
+    pp: int
+    nodes: int
+    weight_bytes_per_gpu: int
+    kv_bytes_per_token_per_gpu: int
+    # KV bytes one max_model_len request holds on this GPU (its blocks in every layer group).
+    request_kv_bytes_per_gpu: int
+    gpu_memory_bytes: int
+    reserve_bytes_per_gpu: int
+    # Of the reserve: LoRA adapter buffers (0 without adapters).
+    lora_bytes_per_gpu: int
+    usable_bytes_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    kv_cache_tokens: int
+    full_context: int
+    typical: int
+    max_num_batched_tokens: int
+    itl_ms: float
+    replicas_per_node: int
+    gpus_per_pod: int
+    pod: PodResources
+    host_memory_ok: bool
+    nvme_ok: bool
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_cache_tokens >= 1 and self.full_context >= 1
+
+    @property
+    def cost(self) -> float | None:
+        price = self.instance.on_demand_usd_per_hour
+        return None if price is None else price * self.nodes / self.replicas_per_node
+
+
+def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> Fit:
+    spec, r = ctx.spec, ctx.request
+    stage_layers = math.ceil(spec.layers / pp)
+    # Heaviest stage: its share of layers plus the embedding (first stage) or output projection (last stage);
+    # a single stage holds both.
+    stage_embeddings = spec.embedding_parameters if pp == 1 else spec.vocab_size * spec.hidden_size
+    # The MoE kernel's padding of the routed experts comes on top of the checkpoint's bytes.
+    padding = expert_padding(ctx, inst, tp)
+    layer_bytes = ctx.layer_bytes + ctx.expert_layer_bytes * (padding - 1)
+    # The vision encoder sits on the first stage; counted on the heaviest one whatever PP is (an upper bound).
+    weight_per_gpu = math.ceil((stage_layers * layer_bytes + stage_embeddings * 2 + ctx.vision_bytes) / tp)
+
+    # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
+    max_num_seqs = r.scheduled_sequences
+    batched = batched_tokens(inst, max_num_seqs)
+    # Qwen3-VL's deepstack buffers are allocated with the weights, whole on every GPU.
+    deepstack = spec.deepstack_levels * batched * spec.hidden_size * 2
+    weight_per_gpu += deepstack
+
+    # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
+    # Async scheduling keeps max_concurrent_batches (2 at PP=1, PP + 1 above) batches in flight.
+    in_flight = (2 if pp == 1 else pp + 1) * batched
+    layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, in_flight)
+    requested = requested_bytes(visible_bytes(inst), r.gpu_memory_utilization)
+    peak = profile_peak_bytes(spec, tp, batched, max_num_seqs)
+    # LoRA buffers of the heaviest stage's layers (allocated at load, like weights).
+    lora = (
+        0 if r.lora is None else lora_bytes(spec, tp, r.lora.max_loras, r.lora.max_rank) * stage_layers // spec.layers
+    )
+    sampler_state = sampler_state_bytes(max_num_seqs, spec.vocab_size)
+    reserve = sampler_state + NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES + lora
+    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, sampler_state, peak, lora))
+
+    # Decode-step estimate at the target batch: shared weights, the experts the batch routes to, and the KV of the
+    # running sequences (halfway through their output).
+    context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
+    experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
+    # A decode step reads no vision weights (nor the deepstack buffers).
+    weights_read = weight_per_gpu - ctx.vision_bytes / tp - deepstack
+    weights_read -= experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
+    read = weights_read + r.target_concurrency * _kv_read_bytes(layout, context)
+    itl_ms = step_ms(inst, tp, pp, stage_layers, read)
+
+    gpus_per_node = tp * pp if nodes == 1 else inst.accelerators
+    replicas_per_node = inst.accelerators // (tp * pp) if nodes == 1 else 1
+    cpu = (inst.allocatable_cpu - DAEMONSET_CPU_MILLICORES) // replicas_per_node // 10 * 10
+    memory = (inst.allocatable_memory - DAEMONSET_MEMORY_MIB) // replicas_per_node
+    host_ok = memory >= MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * gpus_per_node
+    nvme_ok = r.weights_source != "nvme" or inst.local_nvme_gb * 1e9 >= ctx.checkpoint_bytes * 1.1
+    return Fit(
+        instance=inst,
+        tp=tp,
+        pp=pp,
+        nodes=nodes,
+        weight_bytes_per_gpu=weight_per_gpu,
+        kv_bytes_per_token_per_gpu=layout.bytes_per_token,
+        request_kv_bytes_per_gpu=layout.blocks_per_request(ctx.max_len) * layout.bytes_per_block,
+        gpu_memory_bytes=inst.accelerator_memory_bytes,
+        reserve_bytes_per_gpu=reserve,
+        lora_bytes_per_gpu=lora,
+        usable_bytes_per_gpu=requested - reserve,
+        kv_cache_bytes_per_gpu=num_blocks * layout.bytes_per_block,
+        kv_cache_tokens=layout.logged_tokens(num_blocks, ctx.max_len),
+        full_context=layout.requests_that_fit(num_blocks, ctx.max_len),
+        typical=layout.requests_that_fit(num_blocks, ctx.typical),
+        max_num_batched_tokens=batched,
+        itl_ms=itl_ms,
+        replicas_per_node=replicas_per_node,
+        gpus_per_pod=gpus_per_node,
+        pod=PodResources(cpu_millicores=cpu, memory_mib=memory),
+        host_memory_ok=host_ok,
+        nvme_ok=nvme_ok,
+    )
+
+
+def expert_padding(ctx: Context, inst: InstanceType, tp: int) -> float:
+    """How much larger the routed experts are on `inst` than in the checkpoint: the hidden size and each GPU's slice
+    of the expert width rounded up to the MoE kernel's multiples (`Support.expert_alignment`, formats.py)."""
+    spec = ctx.spec
+    if not spec.is_moe or inst.compute_capability is None:
+        return 1.0
+    hidden_align, width_align = support(ctx.fmt, inst.compute_capability).expert_alignment
+    width = spec.expert_width // tp
+    padded = cdiv(spec.hidden_size, hidden_align) * hidden_align * cdiv(width, width_align) * width_align
+    return padded / (spec.hidden_size * width)
+
+
+def _kv_read_bytes(layout: KvLayout, context: int) -> int:
+    """KV bytes a decode step reads for one sequence of `context` tokens (windowed layers read their window)."""
+    return sum(t.layers * t.bytes_per_token * (min(context, t.span) if t.span else context) for t in layout.types)

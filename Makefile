@@ -14,7 +14,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: synth test lint format bench clean golden
+.PHONY: synth test check-fast lint format bench clean golden docs
 
 $(VENV)/.stamp-deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test: setup $(CHECKOV_VENV)/.stamp-deps
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.
 	$(BIN)/mypy
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+
+# The inner loop: config, planner, charts, checks and CLI tests, no CDK synth, moto, linter or subprocess (the
+# `synth` marker, tests/conftest.py); seconds, not minutes. `make test` stays the full gate.
+check-fast: setup
+	$(BIN)/ruff check src tests app.py examples benchmarks
+	$(BIN)/python -m pytest -q -n 2 -m "not synth"
 
 format: setup
 	$(BIN)/ruff check --fix src tests app.py examples benchmarks

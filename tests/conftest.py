@@ -6,7 +6,9 @@ Tests read what a user reads: the templates, the review YAML under manifests/<en
 
 from __future__ import annotations
 
+import ast
 import fcntl
+import functools
 import json
 import os
 import traceback
@@ -100,6 +102,43 @@ LONGEST_FIRST = (
 )
 
 
+# What makes a test slow: it synthesizes a CDK app (the session's default app, or its own through aws_cdk), starts a
+# moto AWS, a linter or a scanner, or another process. Such tests carry the `synth` marker; `make check-fast` runs
+# the rest (config, planner, charts, checks, CLI) in seconds.
+_SLOW_MODULES = (
+    "aws_cdk",
+    "moto",
+    "cfn_lint",
+    "subprocess",
+    "tests.checkov_run",
+    "tests.cdk_fixtures",
+    "tests.moto_s3",
+)
+_SLOW_FIXTURES = {"synthesized", "templates"}
+
+
+@functools.cache
+def _imports_slow_module(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        if any(name == slow or name.startswith(slow + ".") for name in names for slow in _SLOW_MODULES):
+            return True
+    return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "synth: synthesizes a CDK app or starts moto, a linter or a subprocess")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or _imports_slow_module(item.path):
+            item.add_marker(pytest.mark.synth)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

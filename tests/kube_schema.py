@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,51 +75,67 @@ def _schema_files() -> list[Path]:
     return [*sorted(VENDORED_SCHEMAS.glob("*.yaml")), *sorted(SCHEMAS.glob("*.yaml"))]
 
 
+# Where each CRD lives, read from the text of the files (controller-gen and Istio's generator both write `group:`
+# and the names' `kind:` at these indents): a test parses only the files of the kinds it validates, not all 7 MB.
+_GROUP = re.compile(r"^  group: (\S+)$", re.M)
+_NAMES_KIND = re.compile(r"^  names:\n(?:    .*\n)*?    kind: (\S+)$", re.M)
+
+
 @functools.cache
-def _crd_validators() -> dict[tuple[str, str], jsonschema.Draft7Validator]:
-    validators: dict[tuple[str, str], jsonschema.Draft7Validator] = {}
+def _crd_files() -> dict[tuple[str, str], Path]:
+    """(group, kind) -> the CRD file that defines it."""
+    files: dict[tuple[str, str], Path] = {}
     for path in _schema_files():
-        for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader):
-            if not doc or doc.get("kind") != "CustomResourceDefinition":
+        text = path.read_text()
+        groups, kinds = _GROUP.findall(text), _NAMES_KIND.findall(text)
+        assert len(groups) == len(kinds) == 1, f"{path.name}: expected one CRD, found groups {groups} kinds {kinds}"
+        key = (groups[0], kinds[0])
+        # One schema per kind: a vendored copy of a kind the shared folder gained later must go.
+        assert key not in files, f"{path.name}: {key} has a schema in two files"
+        files[key] = path
+    return files
+
+
+@functools.cache
+def _file_validators(path: Path) -> dict[tuple[str, str], jsonschema.Draft7Validator]:
+    validators: dict[tuple[str, str], jsonschema.Draft7Validator] = {}
+    for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader):
+        if not doc or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
+        for version in doc["spec"]["versions"]:
+            if not version.get("served", True):
                 continue
-            group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
-            for version in doc["spec"]["versions"]:
-                if not version.get("served", True):
-                    continue
-                schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
-                # apiVersion/kind/metadata are checked by the API server, not the CRD schema.
-                for key in ("apiVersion", "kind", "metadata"):
-                    schema.get("properties", {}).pop(key, None)
-                schema["properties"] = {
-                    **schema.get("properties", {}),
-                    "apiVersion": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "metadata": {"type": "object"},
-                }
-                key = (f"{group}/{version['name']}", kind)
-                # One schema per kind: a vendored copy of a kind the shared folder gained later must go.
-                assert key not in validators, f"{path.name}: {key} has a schema in two files"
-                validators[key] = jsonschema.Draft7Validator(schema)
+            schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
+            # apiVersion/kind/metadata are checked by the API server, not the CRD schema.
+            for key in ("apiVersion", "kind", "metadata"):
+                schema.get("properties", {}).pop(key, None)
+            schema["properties"] = {
+                **schema.get("properties", {}),
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object"},
+            }
+            validators[(f"{group}/{version['name']}", kind)] = jsonschema.Draft7Validator(schema)
     return validators
 
 
-@functools.cache
-def _vendored_kinds() -> frozenset[tuple[str, str]]:
-    """(apiVersion, kind) of every served version of the CRDs in tests/fixtures/schemas."""
-    kinds: set[tuple[str, str]] = set()
-    for path in VENDORED_SCHEMAS.glob("*.yaml"):
-        for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
-                group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
-                kinds |= {(f"{group}/{v['name']}", kind) for v in doc["spec"]["versions"] if v.get("served", True)}
-    return frozenset(kinds)
+def _crd_validator(api_version: str, kind: str) -> jsonschema.Draft7Validator | None:
+    path = _crd_files().get((api_version.rpartition("/")[0], kind))
+    return None if path is None else _file_validators(path).get((api_version, kind))
+
+
+def _vendored(api_version: str, kind: str) -> bool:
+    """A kind whose CRD is in tests/fixtures/schemas (always present)."""
+    path = _crd_files().get((api_version.rpartition("/")[0], kind))
+    return path is not None and path.parent == VENDORED_SCHEMAS
 
 
 def _needs_shared_schemas(obj: dict[str, Any]) -> bool:
     api_version = obj.get("apiVersion", "")
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     key = (api_version, obj.get("kind", ""))
-    return group not in _CORE_GROUPS and key not in UNVALIDATED_KINDS and key not in _vendored_kinds()
+    return group not in _CORE_GROUPS and key not in UNVALIDATED_KINDS and not _vendored(*key)
 
 
 # Kinds with no upstream schema in ../shared/schemas; their chart tests check them field by field instead.
@@ -154,7 +171,7 @@ def validation_errors(obj: dict[str, Any]) -> list[str]:
         except kubernetes_validate.ValidationError as err:
             return [f"{name}: {'.'.join(str(p) for p in err.path)}: {err.message}"]
         return []
-    validator = _crd_validators().get((api_version, kind))
+    validator = _crd_validator(api_version, kind)
     if validator is None:
         return [f"{name}: no schema for {api_version} {kind} in {SCHEMAS} or {VENDORED_SCHEMAS}"]
     return [
@@ -174,6 +191,7 @@ def assert_valid(objects: list[dict[str, Any]]) -> None:
 def assert_valid_secret_provider_class(obj: dict[str, Any]) -> None:
     """A SecretProviderClass against the Secrets Store CSI driver v1.6.0 CRD in ../shared/schemas."""
     require_shared_schemas()
-    validator = _crd_validators()[("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass")]
+    validator = _crd_validator("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass")
+    assert validator is not None
     errors = [f"{'.'.join(str(p) for p in err.absolute_path)}: {err.message}" for err in validator.iter_errors(obj)]
     assert not errors, errors

@@ -11,6 +11,8 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
+# Material for MkDocs prints a banner about MkDocs 2.0 on every build.
+export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
@@ -39,8 +41,8 @@ synth: setup
 	@$(BIN)/python -m llm_eks.infra.report cdk.out
 
 test: setup $(CHECKOV_VENV)/.stamp-deps
-	$(BIN)/ruff check src tests app.py examples benchmarks
-	$(BIN)/ruff format --check src tests app.py examples benchmarks
+	$(BIN)/ruff check src tests app.py examples benchmarks docgen
+	$(BIN)/ruff format --check src tests app.py examples benchmarks docgen
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.
 	$(BIN)/mypy
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
@@ -48,12 +50,16 @@ test: setup $(CHECKOV_VENV)/.stamp-deps
 # The inner loop: config, planner, charts, checks and CLI tests, no CDK synth, moto, linter or subprocess (the
 # `synth` marker, tests/conftest.py); seconds, not minutes. `make test` stays the full gate.
 check-fast: setup
-	$(BIN)/ruff check src tests app.py examples benchmarks
+	$(BIN)/ruff check src tests app.py examples benchmarks docgen
 	$(BIN)/python -m pytest -q -n 2 -m "not synth"
 
 format: setup
-	$(BIN)/ruff check --fix src tests app.py examples benchmarks
-	$(BIN)/ruff format src tests app.py examples benchmarks
+	$(BIN)/ruff check --fix src tests app.py examples benchmarks docgen
+	$(BIN)/ruff format src tests app.py examples benchmarks docgen
+
+# The documentation site into site/ (strict: a broken link, anchor or reference fails); `make test` builds it too.
+docs: setup
+	$(BIN)/mkdocs build --strict
 
 golden: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.golden_output

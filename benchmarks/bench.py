@@ -1,6 +1,7 @@
 """Benchmarks that print numbers (never timed tests): synth phases per environment, `cdk synth` wall and CPU (next to
-the eks-blueprints anchor when its folder is given), `make synth`, template sizes, `make test` and `make check-fast` against their goals, the planner's
-latency and its error against published vLLM logs, and the modelled cold start of every default workload.
+the eks-blueprints anchor when its folder is given), `make synth`, template sizes, `make test` and `make check-fast`
+against their goals, the planner's latency and its error against published vLLM logs, and the modelled cold start
+of every default workload.
 
     make bench                                   # or: .venv/bin/python benchmarks/bench.py [options]
     make bench ARGS="--anchor ../anchor --runs 5 --skip-tests"

@@ -50,6 +50,8 @@ class Row:
     figure: str
     logged: float
     planned: float
+    # Where the log was published (a URL, or the search index's file id where the repository is not known).
+    source: str = ""
 
     @property
     def error(self) -> float:
@@ -93,7 +95,7 @@ def rows_for(rec: dict[str, Any]) -> list[Row]:
     out: list[Row] = []
 
     def add(figure: str, logged: float, planned: float) -> None:
-        out.append(Row(rec["model"], where, accounting, figure, logged, planned))
+        out.append(Row(rec["model"], where, accounting, figure, logged, planned, rec.get("source", "")))
 
     inst = instance_type(rec["instance"]) if rec.get("instance") else None
     batched, seqs = rec.get("max_num_batched_tokens"), rec.get("max_num_seqs")

@@ -59,17 +59,53 @@ class Template:
 
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
-    """Both examples in one app, synthesized once; synth fails on any cdk-nag or llm-eks finding."""
+    """The three construct examples in one app, synthesized once; synth fails on any cdk-nag or llm-eks finding."""
     outdir = tmp_path_factory.mktemp("examples")
     app = cdk.App(outdir=str(outdir))
     composed = load_example("composed_app").build(app)
     hatches = load_example("escape_hatches").build(app)
+    existing = load_example("existing_cluster").build(app)
     add_checks(app)
     app.synth()
     return {
         "composed": Template(outdir / f"{composed.artifact_id}.template.json"),
         "hatches": Template(outdir / f"{hatches.artifact_id}.template.json"),
+        "existing": Template(outdir / f"{existing.artifact_id}.template.json"),
     }
+
+
+def test_the_existing_cluster_example_builds_no_cluster_and_applies_through_its_provider(
+    examples: dict[str, Template],
+) -> None:
+    t = examples["existing"]
+    assert not t.of_type("AWS::EKS::Cluster") and not t.of_type("AWS::EC2::VPC")
+    token = "arn:aws:lambda:us-west-2:123456789012:function:team-a-kubectl-provider"
+    charts = {**t.of_type(HELM), **t.of_type(MANIFEST)}
+    assert charts and all(r["Properties"]["ServiceToken"] == token for r in charts.values())
+    assert all(r["Properties"]["ClusterName"] == "team-a" for r in charts.values())
+    # The queue is named after the existing cluster, as Karpenter's settings expect.
+    (queue,) = t.of_type("AWS::SQS::Queue").values()
+    assert queue["Properties"]["QueueName"] == "team-a"
+    queue_id = next(iter(t.of_type("AWS::SQS::Queue")))
+    assert t.values("karpenter")["settings"]["interruptionQueue"] == f"${{GetAtt:{queue_id}.QueueName}}"
+    # The node pools apply after the Karpenter controller, so their CRDs exist.
+    _, pools = t.one(MANIFEST, "Clusternodepools")
+    assert t.release("karpenter")[0] in pools["DependsOn"]
+
+
+def test_a_cluster_without_a_kubectl_provider_is_one_line() -> None:
+    app = cdk.App()
+    stack = cdk.Stack(app, "NoKubectl")
+    from aws_cdk import aws_eks_v2 as eks
+
+    cluster = eks.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="team-a")
+    with pytest.raises(ConfigError) as err:
+        Keda(stack, "Keda", KedaProps(cluster=cluster, control_plane_cidrs=("10.0.0.0/16",)))
+    assert str(err.value) == (
+        "NoKubectl/Keda: cluster: 'team-a' has no kubectl provider, so Helm releases and manifests cannot be applied "
+        "to it; create it with kubectl_provider_options, or import it with "
+        "kubectl_provider=KubectlProvider.from_kubectl_provider_attributes(...)"
+    )
 
 
 def test_composition_example_uses_no_config_objects() -> None:

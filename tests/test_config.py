@@ -141,7 +141,7 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"kubernetes_version": "1.29"},
             "environments.dev.kubernetes_version: '1.29' is not allowed; must be 1.35, the version llm-eks pins its "
-            "kubectl layer and cdk8s-plus to (see llm_eks/versions.py)",
+            "kubectl layer and node AMIs to (see llm_eks/versions.py)",
         ),
         (
             {"vpc": {"cidr": "10.0.0.0/8"}},

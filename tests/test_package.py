@@ -1,4 +1,4 @@
-"""The wheel a user installs: it holds every module, imports outside the repo, and runs the README's example app."""
+"""The wheel a user installs: it holds every module, imports outside the repo, and runs the own_app example app."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ No aws_cdk import here: the cdk8s charts read these too.
 
 from __future__ import annotations
 
-# One Kubernetes minor drives the EKS control plane, the kubectl Lambda layer (aws-cdk.lambda-layer-kubectl-vNN),
-# the cdk8s-plus-NN package and the schema version Kubernetes objects are validated against. Bump all four
-# together: pyproject.toml pins the two packages whose names carry this number.
+# One Kubernetes minor drives the EKS control plane, the kubectl Lambda layer (aws-cdk.lambda-layer-kubectl-vNN,
+# pinned in pyproject.toml), the node AMIs' Kubernetes variant and the schema version Kubernetes objects are
+# validated against. Bump them together (docs: Upgrades).
 KUBERNETES_MINOR = 35
 KUBERNETES_VERSION = f"1.{KUBERNETES_MINOR}"
 

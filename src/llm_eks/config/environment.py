@@ -35,7 +35,9 @@ class VpcConfig:
     availability_zones: tuple[str, ...] = ()
     # Existing VPC: its id and private subnet ids (imported as given; synth never looks them up).
     vpc_id: str | None = None
+    # The existing VPC's private subnets, where nodes and pods run (one per AZ at least).
     private_subnet_ids: tuple[str, ...] = ()
+    # The existing VPC's public subnets, imported with it; optional: every load balancer llm-eks creates is internal.
     public_subnet_ids: tuple[str, ...] = ()
     # The internal ALB's own subnets, one per AZ (only with an internal ALB). The serving port admits the ALB by
     # these addresses, and no pod ever holds one. Empty: for a new VPC llm-eks carves one /26 per AZ from the top of
@@ -61,6 +63,7 @@ class EndpointConfig:
 
     # Private by default: the API of a GPU cluster is not something to expose to the internet.
     access: str = "private"
+    # With access "public": the only ranges that may reach it (at most one /8 of addresses in all, never 0.0.0.0/0).
     public_cidrs: tuple[str, ...] = ()
 
 
@@ -73,7 +76,9 @@ class SystemNodesConfig:
     instance_type: str = "m7i.xlarge"
     # Karpenter runs 2 replicas with one-per-host anti-affinity, so 2 nodes in 2 AZs is the floor.
     min_size: int = 2
+    # Start at the floor; the controllers fit on two nodes.
     desired_size: int = 2
+    # Room for two more nodes during a node group update or a controller's burst.
     max_size: int = 4
     # Enough for container images and logs of the controllers; encrypted by the launch template default.
     disk_gib: int = 50
@@ -83,6 +88,7 @@ class SystemNodesConfig:
 class ReplicasConfig:
     # One warm replica: a GPU replica takes minutes to start, so zero is opt-in (scale_to_zero).
     min: int = 1
+    # Two: one more replica absorbs a burst or a Spot interruption; raise it with the traffic you expect.
     max: int = 2
 
 
@@ -113,9 +119,11 @@ class WorkingHoursConfig:
     clock is the activation signal. Open the window one cold start early (see the plan's scale-out time).
     """
 
+    # An IANA tz database name (Europe/Paris, UTC): the hours are a team's, not the cluster's.
     timezone: str
-    # Cron expressions (minute hour day-of-month month day-of-week).
+    # Cron expressions (minute hour day-of-month month day-of-week): when the window opens...
     start: str
+    # ...and when it closes.
     end: str
 
 
@@ -176,6 +184,7 @@ class WorkloadConfig:
     model_spec: Mapping[str, Any] | None = None
     # The checkpoint's own format unless asked: quantization is a quality decision, not a default.
     weight_format: str = "auto"
+    # The activation dtype unless asked: fp8 halves the KV cache at a small accuracy cost, a choice to make per model.
     kv_cache_dtype: str = "auto"
     # 8k context keeps KV cache per sequence small enough for useful concurrency on one GPU.
     max_model_len: int = 8192
@@ -187,16 +196,20 @@ class WorkloadConfig:
     target_concurrency: int = 16
     # A chat turn with some context in, a paragraph out: the shape most interactive traffic has.
     typical_input_tokens: int = 1024
+    # A paragraph out: with typical_input_tokens, the request size the KV cache and the latency are sized for.
     typical_output_tokens: int = 256
     # Spot first (cheaper), on-demand as the fallback when Spot has no capacity.
     capacity_types: tuple[str, ...] = ("spot", "on-demand")
+    # Replicas KEDA scales between (below).
     replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
     # Cap on accelerators this environment's node pool may launch; None: what max replicas need.
     accelerator_limit: int | None = None
     # Warm headroom: replica-shaped placeholder pods that keep GPU nodes up, so a scale-out skips the node launch.
     # 0 by default: each one costs a replica's $/h around the clock (`llm-eks plan` prints it).
     warm_replicas: int = 0
+    # Latency targets: a sizing input, alert thresholds and the benchmark's goodput (below).
     slo: SloConfig = field(default_factory=SloConfig)
+    # When KEDA adds and removes replicas (below).
     autoscaling: AutoscalingConfig = field(default_factory=AutoscalingConfig)
     # hf: download from Hugging Face into the node's NVMe cache; s3: stream from weights_s3_uri (a bucket you fill);
     # staged: stream from the environment's weights_bucket, filled once by llm-eks's staging Job.
@@ -216,6 +229,7 @@ class WorkloadConfig:
     # Encrypted EBS snapshot of a Bottlerocket data volume that already holds the inference images: every new GPU
     # node restores it instead of pulling ~10 GB. None: nodes pull images (no snapshot to keep up to date).
     image_snapshot_id: str | None = None
+    # The load the benchmark Job sends after a deploy (below).
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     # API key of the OpenAI endpoint (engine vllm): on by default, so no client in the VPC calls it anonymously.
     # Off (false) only where something in front already authenticates every request.
@@ -233,7 +247,9 @@ class WorkloadConfig:
     # Reproduce a vLLM deployment: `vllm serve`'s --tensor-parallel-size, --pipeline-parallel-size and --max-num-seqs.
     # None (the default): the planner chooses them for the targets above; a given one that cannot work is an error.
     tensor_parallel_size: int | None = None
+    # As tensor_parallel_size: None lets the planner choose the pipeline stages (they may span nodes).
     pipeline_parallel_size: int | None = None
+    # As tensor_parallel_size: None sizes it from target_concurrency and what fits.
     max_num_seqs: int | None = None
     # A NodePool of this workload's own instead of sharing its GPU family's with the environment's other workloads:
     # off by default, since a shared pool packs replicas of several models onto the same nodes and limit.
@@ -310,16 +326,23 @@ class ServedWorkload:
 class EnvironmentConfig:
     """One deployable environment: becomes the stack `LlmEks-<name>`."""
 
+    # The environment's key in cdk.json: names the stack, the cluster and every secret.
     name: str
     # Env-agnostic when both are absent: synth needs no account and no lookups.
     account: str | None = None
+    # With account: a commercial, GovCloud or China region (llm_eks/aws_regions.py).
     region: str | None = None
+    # The one Kubernetes minor llm-eks pins (versions.py): the kubectl layer and the node AMIs move with it.
     kubernetes_version: str = KUBERNETES_VERSION
+    # A new VPC by default (below).
     vpc: VpcConfig = field(default_factory=VpcConfig)
+    # Private by default (below).
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    # The managed node group of the controllers (below).
     system_nodes: SystemNodesConfig = field(default_factory=SystemNodesConfig)
     # IAM roles that get cluster-admin through EKS access entries (no aws-auth ConfigMap).
     admin_role_arns: tuple[str, ...] = ()
+    # Added to every resource and every Karpenter node (AWS's tag rules; no key Karpenter reserves).
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # The one-model shorthand; ignored when `workloads` is given (config refuses both).
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)

@@ -64,7 +64,7 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
         raise fail(
             f"{path}.kubernetes_version",
             c.kubernetes_version,
-            f"must be {KUBERNETES_VERSION}, the version llm-eks pins its kubectl layer and cdk8s-plus to "
+            f"must be {KUBERNETES_VERSION}, the version llm-eks pins its kubectl layer and node AMIs to "
             "(see llm_eks/versions.py)",
         )
     _validate_vpc(c, f"{path}.vpc")

@@ -157,6 +157,18 @@ def harden_roles(
             role.add_to_principal_policy(statement)
 
 
+def require_kubectl(cluster: eks.ICluster) -> None:
+    """A cluster without a kubectl provider cannot take Helm releases or manifests: say so in one line, not in a
+    jsii traceback from deep inside aws_eks_v2 ("Kubectl Provider is not defined in this cluster")."""
+    if cluster.kubectl_provider is None:
+        name = cluster.cluster_name if not cdk.Token.is_unresolved(cluster.cluster_name) else "the cluster"
+        raise ConfigError(
+            f"cluster: {name!r} has no kubectl provider, so Helm releases and manifests cannot be applied to it; "
+            "create it with kubectl_provider_options, or import it with kubectl_provider="
+            "KubectlProvider.from_kubectl_provider_attributes(...)"
+        )
+
+
 def install_chart(
     scope: Construct,
     id: str,
@@ -177,6 +189,7 @@ def install_chart(
     hook Job. The release name is fixed (not CDK's hashed default) so a reviewer finds it with `helm ls`.
     `values=None` leaves the chart's own values file untouched (not even an empty override in the template).
     """
+    require_kubectl(cluster)
     check_helm_timeout(f"{release}.timeout", timeout, waits)
     # Images locked by digest (CDK context IMAGE_DIGESTS_CONTEXT, set from images.lock.json) go in through the
     # chart's own values; see llm_eks.images.charts for what each chart allows.
@@ -209,6 +222,7 @@ def addon_namespace(
     """The add-on's Namespace (with its Pod Security labels) and NetworkPolicies, applied before its Helm releases
     (which then install with `create_namespace=False` and depend on this). `overwrite`: a namespace Helm created in
     an earlier deploy is taken over by `kubectl apply` instead of failing `kubectl create`."""
+    require_kubectl(cluster)
     return eks.KubernetesManifest(scope, id, cluster=cluster, manifest=objects, overwrite=True)
 
 

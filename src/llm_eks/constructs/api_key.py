@@ -21,7 +21,7 @@ from llm_eks.errors import fail, named_errors
 class GeneratedApiKeyProps:
     """The secret's name and the key's shape."""
 
-    # Fixed and readable (llm-eks/<env>/api-key): the chart's SecretProviderClass and the README's command name it.
+    # Fixed and readable (llm-eks/<env>/api-key): the chart's SecretProviderClass and the docs' command name it.
     secret_name: str
     # 48 letters and digits: about 285 bits, far beyond guessing, with nothing a shell or an HTTP header must escape.
     length: int = 48

@@ -4,7 +4,7 @@
 
 The same charts the CDK stack applies (charts.build_charts), built without aws_cdk: the two values that only a
 deploy knows, the Karpenter node role name and the cluster security group id, are passed in. One file per chart,
-numbered in apply order; a chart's `needs` are the add-ons to install first (README, "GitOps"). Before them,
+numbered in apply order; a chart's `needs` are the add-ons to install first (docs: GitOps). Before them,
 `00-addon-namespaces.yaml` holds the add-ons' namespaces with their Pod Security labels and NetworkPolicies, the same
 objects the stack applies before its Helm releases.
 """

@@ -19,7 +19,7 @@ from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.search import meets, usable
 from llm_eks.planner.sizing import Context, Fit, evaluate
 
-# Said in `llm-eks plan --help` and the README; `cost_per_million_output_tokens` computes exactly this.
+# Said in `llm-eks plan --help` and the docs (Reproduce and compare); `cost_per_million_output_tokens` computes it.
 COST_FORMULA = (
     "$ per million output tokens = replicas x $/h per replica / output tokens per hour x 1e6, where replicas = "
     "ceil(target_concurrency / sequences one replica runs at the typical size) and output tokens per hour = "

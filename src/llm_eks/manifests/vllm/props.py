@@ -144,7 +144,7 @@ class VllmProps:
 
 @dataclass(frozen=True)
 class ProbeTiming:
-    """Derived probe numbers, exposed so tests and the README show the arithmetic."""
+    """Derived probe numbers, exposed so tests and the docs show the arithmetic."""
 
     startup_budget_seconds: int
     startup_failure_threshold: int

@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""Several models behind one endpoint: an environment whose `workloads` share GPU node pools and one internal
+gateway that routes each request by its `model` (an Istio Gateway, an InferencePool and endpoint picker per vLLM
+workload). Everything is in cdk.json beside this file; llm-eks plans each workload and builds the stack.
+
+    pip install llm-eks && npm install aws-cdk && npx cdk synth
+"""
+
+from llm_eks.infra.app import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The documentation site: it builds strictly (a broken link, anchor or reference fails), its generated pages come
+from the code, and every example on its pages and in the README runs and prints what the page shows."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docgen import examples
+from docgen.comments import field_comments
+from docgen.compatibility import ungrouped
+from docgen.config_reference import SECTIONS, SOURCE
+from docgen.hooks import MARKER, expand, generators
+from tests.conftest import REPO_ROOT
+
+ALL_BLOCKS = [block for page in examples.pages() for block in examples.blocks(page)]
+COMMANDS = [command for block in ALL_BLOCKS if block.lang == "console" for command in examples.commands(block)]
+
+
+@pytest.mark.synth
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "--quiet", "-d", str(tmp_path / "site")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    config = (tmp_path / "site" / "reference" / "configuration.html").read_text()
+    assert "weights_bucket" in config and "generated:" not in config
+    assert "llm-eks images snapshot" in (tmp_path / "site" / "reference" / "cli.html").read_text()
+
+
+def test_the_readme_is_a_front_door() -> None:
+    assert len((REPO_ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"{c.block.where} {' '.join(c.argv)}" for c in COMMANDS])
+def test_console_example_prints_what_the_page_shows(command: examples.Command) -> None:
+    actual = examples.run(command)
+    assert examples.matches(command.expected, actual), (
+        f"{command.block.where}: `llm-eks {' '.join(command.argv)}` now prints:\n" + "\n".join(actual)
+    )
+
+
+@pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b.lang == "pycon"], ids=lambda b: b.where)
+def test_interactive_example_runs(block: examples.Block) -> None:
+    assert examples.run_doctest(block).attempted > 0
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("page", sorted({b.page for b in ALL_BLOCKS if b.lang == "python"}), ids=lambda p: p.name)
+def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each page's Python blocks, top to bottom in one namespace, in an empty folder (nothing lands in the repo)."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    for block in (b for b in ALL_BLOCKS if b.page == page and b.lang == "python"):
+        included = examples.included_file(block)
+        if included is not None:
+            assert included.is_file(), f"{block.where}: {included} does not exist"
+            continue
+        exec(compile(block.text, block.where, "exec"), namespace)
+
+
+def test_included_code_is_an_example_the_tests_synthesize() -> None:
+    from tests.test_examples import CONFIG_EXAMPLES, CONSTRUCT_EXAMPLES
+
+    tested = {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, "own_app"}
+    for block in ALL_BLOCKS:
+        if (included := examples.included_file(block)) is not None:
+            assert included.relative_to(REPO_ROOT / "examples").parts[0] in tested, block.where
+
+
+def test_the_ellipsis_matches_any_lines() -> None:
+    assert examples.matches(("a", "...", "d"), ["a", "b", "c", "d"])
+    assert examples.matches(("a", "...", "d"), ["a", "d"])
+    assert not examples.matches(("a", "...", "d"), ["a", "b"])
+    assert not examples.matches(("a",), ["a", "b"])
+
+
+def test_console_blocks_refuse_what_they_cannot_run(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ rm -rf /tmp/x\n```\n")
+    (block,) = examples.blocks(page)
+    with pytest.raises(ValueError, match="console blocks run llm-eks commands only"):
+        examples.commands(block)
+    page.write_text("```console\n$ llm-eks plan --env dev | grep KV\n```\n")
+    (block,) = examples.blocks(page)
+    with pytest.raises(ValueError, match=r"only `\| head -N` may follow a command"):
+        examples.commands(block)
+
+
+def test_every_marker_on_the_pages_has_a_generator() -> None:
+    known = generators()
+    for page in examples.pages():
+        for name in MARKER.findall(page.read_text()):
+            assert name in known, f"{page.name}: <!-- generated: {name} -->"
+    with pytest.raises(ValueError, match="no generator of that name"):
+        expand("<!-- generated: nothing -->")
+
+
+def test_every_config_key_says_why_it_defaults_as_it_does() -> None:
+    """The standard the configuration reference rests on: each field of the typed config carries a one-line reason
+    (a comment above it), which the generated page shows."""
+    reasons = field_comments(SOURCE)
+    missing = [
+        f"{cls.__name__}.{f.name}"
+        for _, cls in SECTIONS
+        for f in dataclasses.fields(cls)
+        if not f.metadata.get("derived")
+        and f.name != "name"
+        and not any(reasons.get((c.__name__, f.name)) for c in cls.__mro__)
+    ]
+    assert not missing, missing
+
+
+def test_the_keys_of_the_configure_guide_exist() -> None:
+    """The hand-written table of docs/getting-started/configure.md names keys of the typed config only."""
+    import re
+
+    from llm_eks.config.environment import EnvironmentConfig, WorkloadConfig
+
+    fields = {
+        "": {f.name for f in dataclasses.fields(EnvironmentConfig)},
+        "workload.": {f.name for f in dataclasses.fields(WorkloadConfig)},
+    }
+    text = (REPO_ROOT / "docs" / "getting-started" / "configure.md").read_text()
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) > 30
+    for cell in rows:
+        names = re.findall(r"`([a-z_.]+)`", cell)
+        scope = "workload." if names[0].startswith("workload.") else ""
+        for name in names:
+            assert name.removeprefix(scope) in fields[scope], f"configure.md names `{name}`, which config lacks"
+
+
+def test_every_pinned_version_is_in_the_compatibility_table() -> None:
+    assert ungrouped() == []

@@ -1,0 +1,77 @@
+"""The example apps a user copies (examples/): the two config-driven ones synthesized here from their own cdk.json,
+as `cdk synth` in their folder would, with cdk-nag and llm-eks's checks; the construct examples in
+test_composition.py. Every example folder is synthesized by one of the two."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_eks.infra.app import add_checks, build_app, new_app
+from tests.conftest import REPO_ROOT
+
+EXAMPLES = REPO_ROOT / "examples"
+CONFIG_EXAMPLES = ("single_model", "multi_model")
+# Synthesized together in test_composition.py.
+CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
+
+
+def test_every_example_is_synthesized_by_a_test() -> None:
+    folders = {p.parent.name for p in EXAMPLES.glob("*/app.py")}
+    assert folders == {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, "own_app"}
+    # own_app (the construct guide's first example): test_package runs it against the installed wheel.
+    assert "own_app" in (REPO_ROOT / "tests" / "test_package.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Each config example's app from its folder's cdk.json, and the Kubernetes objects its stack applies; synth fails
+    on any cdk-nag or llm-eks finding."""
+    out = {}
+    for name in CONFIG_EXAMPLES:
+        folder = EXAMPLES / name
+        context = json.loads((folder / "cdk.json").read_text())["context"]
+        outdir = tmp_path_factory.mktemp(name)
+        cwd = os.getcwd()
+        os.chdir(folder)  # recorded models are read beside cdk.json, as the CDK CLI runs the app there
+        try:
+            app = new_app(context=context, outdir=str(outdir))
+            (stack,) = build_app(app)
+            add_checks(app)
+            app.synth()
+        finally:
+            os.chdir(cwd)
+        assert (Path(outdir) / stack.template_file).is_file()
+        out[name] = [o for _, objects in stack.review_objects() for o in objects]
+    return out
+
+
+def test_the_single_model_example_is_one_vllm_deployment(synthesized: dict[str, list[dict[str, Any]]]) -> None:
+    objects = synthesized["single_model"]
+    deployments = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["namespace"] == "inference"]
+    assert [d["metadata"]["name"] for d in deployments] == ["vllm-qwen3-8b"]
+    assert not [o for o in objects if o["kind"] in ("Gateway", "HTTPRoute")]
+
+
+def test_the_multi_model_example_routes_both_models_through_one_gateway(
+    synthesized: dict[str, list[dict[str, Any]]],
+) -> None:
+    objects = synthesized["multi_model"]
+    (gateway,) = [o for o in objects if o["kind"] == "Gateway"]
+    assert [listener["port"] for listener in gateway["spec"]["listeners"]] == [443]
+    routes = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "HTTPRoute"}
+    assert set(routes) == {"inference-chat", "inference-fast"}
+    pools = {o["metadata"]["namespace"] for o in objects if o["kind"] == "InferencePool"}
+    assert pools == {"inference-chat", "inference-fast"}
+    names = {
+        h["value"]
+        for r in routes.values()
+        for rule in r["spec"]["rules"]
+        for m in rule["matches"]
+        for h in m.get("headers", [])
+    }
+    assert names == {"Qwen/Qwen3-32B", "Qwen/Qwen3-8B"}

@@ -46,6 +46,7 @@ _CORE_GROUPS = {
     "rbac.authorization.k8s.io",
     "storage.k8s.io",
     "scheduling.k8s.io",
+    "admissionregistration.k8s.io",
 }
 
 

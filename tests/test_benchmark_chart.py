@@ -40,7 +40,12 @@ def synth(benchmark: BenchmarkProps, **vllm_overrides: Any) -> dict[str, Any]:
     import cdk8s
 
     chart = BenchmarkChart(cdk8s.App(), "benchmark", base_props(**vllm_overrides), benchmark)
-    (job,) = chart.to_json()
+    account, job = chart.to_json()
+    assert (account["kind"], account["metadata"]["name"], account["automountServiceAccountToken"]) == (
+        "ServiceAccount",
+        benchmark.name,
+        False,
+    )
     return job
 
 
@@ -108,14 +113,15 @@ def test_exact_bench_command(pod: dict[str, Any]) -> None:
     ]
 
 
-def test_runs_on_cpu_capacity_with_the_vllm_identity(pod: dict[str, Any]) -> None:
+def test_runs_on_cpu_capacity_with_an_identity_of_its_own(pod: dict[str, Any]) -> None:
     container = pod["containers"][0]
     assert pod["nodeSelector"] == {"llm-eks.io/node-role": "system"}
     assert "tolerations" not in pod
     assert container["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "8Gi"}}
     assert not any("nvidia.com/gpu" in r for r in container["resources"].values())
-    # Same ServiceAccount and token file as the server: a gated model's tokenizer loads with the same identity.
-    assert pod["serviceAccountName"] == NAME
+    # A ServiceAccount of its own (its role reads what a client needs); from the Hub, a gated model's tokenizer loads
+    # with the token, as the server's does.
+    assert pod["serviceAccountName"] == PROPS.name
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["HF_TOKEN_PATH"] == "/var/run/secrets/huggingface/token"
     volume = next(v for v in pod["volumes"] if v["name"] == "hf-token")
@@ -200,13 +206,13 @@ def test_bad_props_get_one_line_errors(overrides: dict[str, Any], message: str) 
 
 
 def test_benchmark_sends_the_servers_api_key(tmp_path: Path) -> None:
-    """With an API key the Job mounts the server's key file through the server's SecretProviderClass (same
-    ServiceAccount, same Pod Identity role) and `vllm bench serve` gets it as OPENAI_API_KEY, which it sends as
+    """With an API key the Job mounts the server's key file through the server's SecretProviderClass (read with its
+    own ServiceAccount's role) and `vllm bench serve` gets it as OPENAI_API_KEY, which it sends as
     `Authorization: Bearer`."""
     job = synth(PROPS, api_key_secret="llm-eks/dev/api-key")
     assert_valid([job])
     pod = job["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == NAME
+    assert pod["serviceAccountName"] == PROPS.name
     (container,) = pod["containers"]
     volume = next(v for v in pod["volumes"] if v["name"] == "api-key")
     assert volume["csi"]["volumeAttributes"] == {"secretProviderClass": f"{NAME}-api-key"}

@@ -58,17 +58,33 @@ def test_every_checkov_suppression_has_a_one_line_reason(checkov_results: list[d
         assert "\n" not in reason and len(reason) <= 160, (s["check_id"], reason)
 
 
-def test_the_weights_bucket_skips_only_access_logs_and_versioning(checkov_results: list[dict[str, Any]]) -> None:
-    """The environment's weights bucket (constructs/weights_bucket.py) passes checkov's S3 checks except the two it
-    skips with reasons (and the staging Job and the compile-cache containers are in the Kubernetes files above)."""
+def _checks(results: list[dict[str, Any]], kind: str, resource: str) -> set[str]:
+    return {
+        c["check_id"]
+        for r in results
+        for c in r["results"][kind]
+        if c["resource"].startswith(resource) and "dev" in c["file_path"]
+    }
 
-    def bucket(check: dict[str, Any]) -> bool:
-        return check["resource"].startswith("AWS::S3::Bucket.WeightsBucket") and "dev" in check["file_path"]
 
-    skipped = {s["check_id"] for r in checkov_results for s in r["results"]["skipped_checks"] if bucket(s)}
-    assert skipped == {"CKV_AWS_18", "CKV_AWS_21"}  # access logs, versioning
-    passed = {p["check_id"] for r in checkov_results for p in r["results"]["passed_checks"] if bucket(p)}
-    assert {"CKV_AWS_19", "CKV_AWS_53", "CKV_AWS_54", "CKV_AWS_55", "CKV_AWS_56"} <= passed
+def test_the_weights_bucket_is_versioned_and_skips_only_access_logs(checkov_results: list[dict[str, Any]]) -> None:
+    """The environment's weights bucket (constructs/weights_bucket.py) passes checkov's S3 checks, versioning
+    included, except server access logs: the stack's CloudTrail trail records its object access instead."""
+    assert _checks(checkov_results, "skipped_checks", "AWS::S3::Bucket.WeightsBucket") == {"CKV_AWS_18"}
+    passed = _checks(checkov_results, "passed_checks", "AWS::S3::Bucket.WeightsBucket")
+    assert {"CKV_AWS_19", "CKV_AWS_21", "CKV_AWS_53", "CKV_AWS_54", "CKV_AWS_55", "CKV_AWS_56"} <= passed
+
+
+def test_the_object_access_trail_is_encrypted_and_validated(checkov_results: list[dict[str, Any]]) -> None:
+    """The trail that records the weights bucket's data events (constructs/audit.py): KMS-encrypted log files and
+    signed digests; it skips only the all-regions check (it records buckets of its own region)."""
+    assert _checks(checkov_results, "passed_checks", "AWS::CloudTrail::Trail.WeightsAccess") >= {
+        "CKV_AWS_35",
+        "CKV_AWS_36",
+    }
+    assert _checks(checkov_results, "skipped_checks", "AWS::CloudTrail::Trail.WeightsAccess") == {"CKV_AWS_67"}
+    assert _checks(checkov_results, "failed_checks", "AWS::S3::Bucket.WeightsAccess") == set()
+    assert "CKV_AWS_21" in _checks(checkov_results, "passed_checks", "AWS::S3::Bucket.WeightsAccess")
 
 
 def test_serving_pod_suppressions_drop_the_digest_one_once_the_image_is_locked() -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,9 +112,9 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
     [
         (
             {"acount": "123456789012"},
-            "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: account, admin_role_arns, "
-            "endpoint, gateway, kubernetes_version, region, require_image_digests, system_nodes, tags, vpc, "
-            "weights_bucket, workload, workloads",
+            "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: accepted_risks, account, "
+            "admin_role_arns, endpoint, gateway, kubernetes_version, production, region, require_image_digests, "
+            "system_nodes, tags, vpc, weights_bucket, workload, workloads",
         ),
         (
             {"workload": {"modle": "x"}},
@@ -122,8 +123,9 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "capacity_types, compile_cache, dedicated_pool, engine, gpu_memory_utilization, hf_token_secret, "
             "image_snapshot_id, internal_alb, kv_cache_dtype, load_balancer, lora_adapters, max_lora_rank, "
             "max_model_len, max_num_seqs, "
-            "model, model_spec, pipeline_parallel_size, replicas, slo, target_concurrency, tensor_parallel_size, "
-            "typical_input_tokens, typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri",
+            "model, model_spec, pipeline_parallel_size, replicas, revision, slo, target_concurrency, "
+            "tensor_parallel_size, trust_remote_code, typical_input_tokens, typical_output_tokens, warm_replicas, "
+            "weight_format, weights, weights_s3_uri",
         ),
         (
             {"account": "1234"},
@@ -322,3 +324,37 @@ def test_app_reports_one_line_and_exit_2() -> None:
         "llm-eks: error: environments.dev.workload.engine: 'tgi' is not allowed; must be one of vllm, ray-serve"
     )
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("environments", "line"),
+    [
+        # The CDK CLI drops an environment whose body is null from the context it hands the app.
+        (
+            '{"dev": null}',
+            "environments.dev: None is not allowed; must be an object (use {} for an environment with every default)",
+        ),
+        # JSON (and the CDK CLI) keep only the second body of a key written twice.
+        (
+            '{"dev": {}, "dev": {"workload": {}}}',
+            "environments.dev: given twice in cdk.json; JSON keeps only the last, so the first would be silently "
+            "ignored: write each key once",
+        ),
+    ],
+    ids=["null-body", "named-twice"],
+)
+def test_cdk_synth_names_what_the_cli_would_lose(tmp_path: Path, environments: str, line: str) -> None:
+    """Through the real CDK CLI, as a user runs it: one line, exit 2, not "environments: missing or empty"."""
+    (tmp_path / "cdk.json").write_text(
+        f'{{"app": "{sys.executable} {REPO_ROOT / "app.py"}", "context": {{"environments": {environments}}}}}'
+    )
+    result = subprocess.run(
+        [str(REPO_ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--no-notices"],
+        cwd=tmp_path,
+        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert f"llm-eks: error: {line}" in result.stderr.splitlines()

@@ -35,18 +35,30 @@ from tests.netpol import Cluster, External, Pod
 
 SG = ("sg-0123456789abcdef0",)
 ADAPTERS = {"sql": "acme/llama-3.1-8b-sql-lora", "support-fr": "acme/llama-3.1-8b-support-fr-lora"}
-# Three workloads on two engines behind one endpoint: a vLLM model with two LoRA adapters, a second vLLM model, and
-# a Ray Serve model.
+ISSUER = "https://login.example.com/realms/llm"
+JWT = {"mode": "jwt", "issuer": ISSUER, "jwks_uri": f"{ISSUER}/protocol/openid-connect/certs"}
+CLIENTS = ["192.168.0.0/16"]
+# Three workloads on two engines behind one endpoint that checks a JWT on every request (Ray Serve checks no key of
+# its own): a vLLM model with two LoRA adapters, a second vLLM model, and a Ray Serve model.
 BODY: dict[str, Any] = {
-    "gateway": {"allow_http": True, "ray_serve_without_api_key": True},
+    "gateway": {"allow_http": True, "inbound_cidrs": CLIENTS, "auth": JWT},
+    # The adapters are staged into the environment's bucket, as LoRA requires.
+    "weights_bucket": {},
     "workloads": {
         "chat": {
             "model": "meta-llama/Llama-3.1-8B-Instruct",
             "accelerator": "g6e.xlarge",
             "replicas": {"min": 1, "max": 3},
+            "weights": "staged",
             "lora_adapters": ADAPTERS,
+            "api_key": False,
         },
-        "small": {"model": "Qwen/Qwen3-8B", "accelerator": "g6e.xlarge", "replicas": {"min": 1, "max": 2}},
+        "small": {
+            "model": "Qwen/Qwen3-8B",
+            "accelerator": "g6e.xlarge",
+            "replicas": {"min": 1, "max": 2},
+            "api_key": False,
+        },
         "moe": {
             "engine": "ray-serve",
             "model": "Qwen/Qwen3-30B-A3B",
@@ -150,9 +162,12 @@ def test_the_gateway_listens_on_an_internal_nlb_and_admits_routes_from_the_workl
     assert gw["metadata"]["namespace"] == "inference-gateway"
     assert gw["spec"]["gatewayClassName"] == "istio"
     annotations = gw["spec"]["infrastructure"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] == "ip"
-    assert annotations["service.beta.kubernetes.io/load-balancer-source-ranges"] == "10.0.0.0/16"
+    assert annotations["service.beta.kubernetes.io/load-balancer-source-ranges"] == "192.168.0.0/16"
+    assert gw["spec"]["infrastructure"]["parametersRef"] == {
+        "group": "",
+        "kind": "ConfigMap",
+        "name": "inference-options",
+    }
     (listener,) = gw["spec"]["listeners"]
     assert (listener["name"], listener["port"], listener["protocol"]) == ("http", 80, "HTTP")
     (expression,) = listener["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"]
@@ -169,7 +184,7 @@ def test_with_a_certificate_the_nlb_ends_tls_on_443_with_a_tls12_policy() -> Non
             **BODY,
             "account": "123456789012",
             "region": "us-east-1",
-            "gateway": {"certificate_arn": CERT, "ray_serve_without_api_key": True},
+            "gateway": {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, "auth": JWT},
         }
     )
     gw = _one(charts["gateway"], "Gateway", "inference")
@@ -241,29 +256,45 @@ def test_a_model_spanning_nodes_routes_to_its_leaders_only() -> None:
         "max_model_len": 8192,
         "replicas": {"min": 1, "max": 2},
     }
-    charts = _charts({"gateway": {"allow_http": True}, "workloads": {"big": big}})
+    charts = _charts({"gateway": {"allow_http": True, "inbound_cidrs": CLIENTS}, "workloads": {"big": big}})
     pool = _one(charts["big-route"], "InferencePool", "vllm-big")
     assert pool["spec"]["selector"]["matchLabels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 
-def test_the_payload_processor_runs_first_and_fails_closed(objects: list[dict[str, Any]]) -> None:
+def test_the_payload_processor_runs_after_the_jwt_check_and_fails_closed(objects: list[dict[str, Any]]) -> None:
     envoy_filter = _one(objects, "EnvoyFilter", "payload-processor")
     assert envoy_filter["spec"]["targetRefs"] == [
         {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"}
     ]
-    (patch,) = envoy_filter["spec"]["configPatches"]
-    assert (patch["applyTo"], patch["match"]["context"], patch["patch"]["operation"]) == (
-        "HTTP_FILTER",
-        "GATEWAY",
-        "INSERT_FIRST",
-    )
-    config = patch["patch"]["value"]["typed_config"]
+    chain = [
+        (p["applyTo"], p["match"]["context"], p["patch"]["operation"], _anchor(p), p["patch"]["value"]["name"])
+        for p in envoy_filter["spec"]["configPatches"]
+    ]
+    # Istio's JWT filter and RBAC come first; ours follow RBAC, each after the one before it.
+    assert chain == [
+        ("HTTP_FILTER", "GATEWAY", "INSERT_AFTER", "envoy.filters.http.rbac", "llm-eks.request-body-limit"),
+        ("HTTP_FILTER", "GATEWAY", "INSERT_AFTER", "llm-eks.request-body-limit", "llm-eks.strip-model-header"),
+        (
+            "HTTP_FILTER",
+            "GATEWAY",
+            "INSERT_AFTER",
+            "llm-eks.strip-model-header",
+            "envoy.filters.http.ext_proc.payload-processor",
+        ),
+    ]
+    config = envoy_filter["spec"]["configPatches"][2]["patch"]["value"]["typed_config"]
     assert config["failure_mode_allow"] is False
     assert config["grpc_service"]["envoy_grpc"]["cluster_name"] == (
         "outbound|9004||payload-processor.inference-gateway.svc.cluster.local"
     )
     ipp_config = _one(objects, "ConfigMap", "payload-processor")["data"]["ipp-config.yaml"]
     assert "fieldName: model" in ipp_config and f"headerName: {MODEL_HEADER}" in ipp_config
+
+
+def _anchor(patch: dict[str, Any]) -> str | None:
+    hcm = patch["match"]["listener"]["filterChain"]["filter"]
+    assert hcm["name"] == "envoy.filters.network.http_connection_manager"
+    return hcm.get("subFilter", {}).get("name")
 
 
 # -- network policies --------------------------------------------------------------------------------------------
@@ -298,11 +329,12 @@ def test_envoy_reaches_the_pods_pickers_and_payload_processor_and_nothing_else_d
     assert not network.allows(ENVOY, moe, 6379)
 
 
-def test_only_the_load_balancer_subnets_reach_envoys_listener(network: Cluster) -> None:
+def test_only_the_load_balancer_subnets_and_labelled_clients_reach_envoys_listener(network: Cluster) -> None:
     envoy_ip = replace(ENVOY, ip="10.0.1.10")
     assert network.allows(External("10.0.255.200"), envoy_ip, 80)
     assert not network.allows(External("10.0.1.20"), envoy_ip, 80)
     assert not network.allows(External("10.0.255.200"), envoy_ip, 15000)
+    assert not network.allows(STRANGER, envoy_ip, 80)
 
 
 # -- observability -----------------------------------------------------------------------------------------------
@@ -359,27 +391,17 @@ def _config_error(body: dict[str, Any]) -> str:
 
 
 def test_a_gateway_without_certificate_or_http_choice_is_refused() -> None:
-    assert _config_error({**BODY, "gateway": {}}) == (
+    assert _config_error({**BODY, "gateway": {"inbound_cidrs": CLIENTS, "auth": JWT}}) == (
         "environments.qa.gateway.certificate_arn: None is not allowed; gateway needs an ACM certificate ARN for "
         "HTTPS, or allow_http: true to serve plain HTTP"
     )
 
 
 def test_a_gateway_certificate_in_another_region_is_refused() -> None:
-    assert _config_error(
-        {**BODY, "account": "123456789012", "region": "eu-west-1", "gateway": {"certificate_arn": CERT}}
-    ) == (
+    gateway = {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, "auth": JWT}
+    assert _config_error({**BODY, "account": "123456789012", "region": "eu-west-1", "gateway": gateway}) == (
         f"environments.qa.gateway.certificate_arn: {CERT!r} is not allowed; must be a certificate in eu-west-1, "
         "the NLB's"
-    )
-
-
-def test_a_ray_serve_workload_behind_the_gateway_needs_an_explicit_choice() -> None:
-    """Ray Serve LLM checks no API key: exposing it through the NLB is refused unless the config says so."""
-    assert _config_error({**BODY, "gateway": {"allow_http": True}}) == (
-        "environments.qa.gateway.ray_serve_without_api_key: False is not allowed; environments.qa.workloads.moe "
-        "runs Ray Serve, which checks no API key, so through the gateway anyone in inbound_cidrs could call it: set "
-        "it to true to accept that, or serve that model with vLLM"
     )
 
 

@@ -8,11 +8,14 @@ a network call: the transport is replaced, or urllib's opener fails as it does o
 from __future__ import annotations
 
 import hashlib
+import http.client
+import io
 import json
 import subprocess
 import sys
 import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +25,7 @@ import pytest
 from llm_eks.cli import main
 from llm_eks.images.lock import load_lock
 from llm_eks.images.reference import parse_ref
-from llm_eks.images.registry import HttpResponse, RegistryError, RegistryUnreachable, resolve
+from llm_eks.images.registry import HttpResponse, RegistryError, RegistryUnreachable, challenges, resolve
 from tests.conftest import REPO_ROOT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "registry"
@@ -134,6 +137,112 @@ def test_not_found_and_credentials_challenges() -> None:
 
     with pytest.raises(RegistryError, match="only anonymous bearer tokens from an https realm are supported"):
         resolve("ghcr.io/acme/private:v1", basic_only)
+
+
+INDEX = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}'
+INDEX_DIGEST = "sha256:" + hashlib.sha256(INDEX).hexdigest()
+
+
+class Challenged:
+    """A registry that answers the manifest GET with a 401 carrying `challenge` as its WWW-Authenticate value, hands a
+    token to whoever asks its token endpoint, and serves a manifest index to that token; every request is recorded."""
+
+    def __init__(self, challenge: str) -> None:
+        self.challenge = challenge
+        self.calls: list[str] = []
+
+    def __call__(self, method: str, url: str, headers: Mapping[str, str]) -> HttpResponse:
+        self.calls.append(url)
+        if "/manifests/" not in url:
+            return HttpResponse(200, {"content-type": "application/json"}, b'{"token": "stub-token"}')
+        if headers.get("Authorization") != "Bearer stub-token":
+            return HttpResponse(401, {"www-authenticate": self.challenge}, b"")
+        return HttpResponse(200, {"content-type": "application/vnd.oci.image.index.v1+json"}, INDEX)
+
+
+def test_an_empty_scope_is_a_missing_one() -> None:
+    # nvcr.io's realm and (missing) service as curl shows them (sapcc/keppel#731); the empty scope is what a review
+    # reported nvcr.io sending, not observed here.
+    registry = Challenged('Bearer realm="https://nvcr.io/proxy_auth",scope=""')
+    found = resolve("nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless", registry)
+    assert found.digest == INDEX_DIGEST
+    assert registry.calls[1] == "https://nvcr.io/proxy_auth?scope=repository%3Anvidia%2Fk8s%2Fdcgm-exporter%3Apull"
+
+
+QUAY_TOKEN = "https://quay.io/v2/auth?service=quay.io&scope=repository%3Akuberay%2Foperator%3Apull"
+
+
+@pytest.mark.parametrize(
+    ("challenge", "token_url"),
+    [
+        ('Basic realm="quay.io", Bearer realm="https://quay.io/v2/auth",service="quay.io"', QUAY_TOKEN),
+        ('Bearer realm="https://quay.io/v2/auth",service="quay.io", Basic realm="quay.io"', QUAY_TOKEN),
+        ('Basic, Bearer realm = "https://quay.io/v2/auth" , service=quay.io', QUAY_TOKEN),
+        # gcr.io's service is a bare token (cloudflare/serverless-registry#122); a realm with a query keeps it.
+        (
+            'Bearer realm="https://quay.io/v2/auth?client=x",service=quay.io',
+            "https://quay.io/v2/auth?client=x&service=quay.io&scope=repository%3Akuberay%2Foperator%3Apull",
+        ),
+    ],
+    ids=["basic-first", "bearer-first", "bare-values", "realm-with-query"],
+)
+def test_the_bearer_challenge_is_used_wherever_it_is(challenge: str, token_url: str) -> None:
+    registry = Challenged(challenge)
+    assert resolve("quay.io/kuberay/operator:v1.7.0", registry).digest == INDEX_DIGEST
+    assert registry.calls[1] == token_url
+
+
+def test_challenges_are_parsed_as_rfc_9110_writes_them() -> None:
+    assert challenges('Negotiate YIIB==, Bearer realm="https://r", error="a \\"quoted\\", b"') == [
+        ("negotiate", {}),
+        ("bearer", {"realm": "https://r", "error": 'a "quoted", b'}),
+    ]
+    assert challenges("") == []
+    assert challenges('realm="no scheme"') == []
+
+
+@pytest.mark.parametrize("bearer_first", [True, False], ids=["bearer-line-first", "basic-line-first"])
+def test_several_www_authenticate_lines_keep_the_bearer_one(
+    monkeypatch: pytest.MonkeyPatch, bearer_first: bool
+) -> None:
+    """Through urllib: a 401 with two WWW-Authenticate lines. Both reach the client (joined, not the last one only),
+    and the Bearer one is used, whichever line it is on."""
+    calls: list[str] = []
+    lines = ['Basic realm="quay.io"', 'Bearer realm="https://quay.io/v2/auth",service="quay.io"']
+    if bearer_first:
+        lines.reverse()
+
+    class Answer:
+        def __init__(self, status: int, headers: http.client.HTTPMessage, body: bytes) -> None:
+            self.status, self.headers, self._body = status, headers, body
+
+        def read(self) -> bytes:
+            return self._body
+
+        def __enter__(self) -> Answer:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    def headers(*pairs: tuple[str, str]) -> http.client.HTTPMessage:
+        message = http.client.HTTPMessage()
+        for name, value in pairs:
+            message.add_header(name, value)
+        return message
+
+    def urlopen(request: urllib.request.Request, timeout: float) -> Answer:
+        calls.append(request.full_url)
+        if "/manifests/" not in request.full_url:
+            return Answer(200, headers(("Content-Type", "application/json")), b'{"token": "stub-token"}')
+        if request.get_header("Authorization") != "Bearer stub-token":
+            challenge = headers(*(("WWW-Authenticate", line) for line in lines))
+            raise urllib.error.HTTPError(request.full_url, 401, "UNAUTHORIZED", challenge, io.BytesIO(b""))
+        return Answer(200, headers(("Content-Type", "application/vnd.oci.image.index.v1+json")), INDEX)
+
+    monkeypatch.setattr("urllib.request.urlopen", urlopen)
+    assert resolve("quay.io/kuberay/operator:v1.7.0").digest == INDEX_DIGEST
+    assert calls[1] == QUAY_TOKEN
 
 
 def test_urllib_failure_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,7 +112,10 @@ def test_istiod_values(releases: dict[str, dict[str, Any]]) -> None:
         "istioNamespace": "istio-system",
         "operatorManageWebhooks": True,
     }
-    assert values["env"] == {"ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true"}
+    assert values["env"] == {
+        "ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true",
+        "ENABLE_SELECTOR_BASED_K8S_GATEWAY_POLICY": "false",
+    }
     assert "pilot" not in values
     assert values["seccompProfile"] == {"type": "RuntimeDefault"}
     assert values["gateways"] == {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -155,7 +158,11 @@ def test_user_helm_values_merge_over_ours() -> None:
         if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
     ]
     values = {c["Release"]: json.loads(readable(c["Values"])) for c in charts}
-    assert values["istiod"]["env"] == {"ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true", "PILOT_TRACE_SAMPLING": "0"}
+    assert values["istiod"]["env"] == {
+        "ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true",
+        "ENABLE_SELECTOR_BASED_K8S_GATEWAY_POLICY": "false",
+        "PILOT_TRACE_SAMPLING": "0",
+    }
     assert values["istiod"]["global"]["logAsJson"] is True and values["istiod"]["global"]["hub"] == "docker.io/istio"
     # A namespace of your own: both charts are told where istiod runs.
     assert values["istiod"]["global"]["istioNamespace"] == values["istio-base"]["global"]["istioNamespace"]

@@ -19,7 +19,8 @@ from llm_eks.planner.memory import lora_bytes
 from tests.environments import plan_environment
 
 ADAPTERS = {"sql": "acme/llama-3.1-8b-sql-lora", "support-fr": "acme/llama-3.1-8b-support-fr-lora"}
-LORA = {"workload": {"lora_adapters": ADAPTERS, "max_lora_rank": 32}}
+STAGED = {"weights": "staged"}
+LORA = {"weights_bucket": {}, "workload": {**STAGED, "lora_adapters": ADAPTERS, "max_lora_rank": 32}}
 
 
 def test_lora_buffers_follow_vllms_stacked_a_and_b_layout() -> None:
@@ -47,20 +48,39 @@ def test_the_plan_takes_the_buffers_from_the_kv_cache() -> None:
     assert line.startswith("LoRA: 2 adapter slot(s) at max rank 32: 0.31 GiB of A/B buffers per GPU")
 
 
-def test_the_deployment_serves_the_adapters() -> None:
+def test_the_deployment_serves_the_adapters_it_restored() -> None:
+    """Each adapter is fetched into the pod before vLLM starts, and --lora-modules points there: vLLM never
+    downloads an adapter from the Hub at start."""
     config = parse_environment("dev", LORA)
     workload = build_workload(config, plan_environment(config))
     charts = build_charts(
-        cdk8s.App(), config, [workload], node_role_name="r", security_group_ids=("sg-0123456789abcdef0",)
+        cdk8s.App(),
+        config,
+        [workload],
+        node_role_name="r",
+        security_group_ids=("sg-0123456789abcdef0",),
+        weights_bucket="bucket",
     )
     (deployment,) = [o for c in charts for o in c.chart.to_json() if o["kind"] == "Deployment"]
-    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    pod = deployment["spec"]["template"]["spec"]
+    args: list[str] = pod["containers"][0]["args"]
     start = args.index("--lora-modules")
     assert args[start + 1 : start + 3] == [
-        "sql=acme/llama-3.1-8b-sql-lora",
-        "support-fr=acme/llama-3.1-8b-support-fr-lora",
+        "sql=/cache/lora/sql",
+        "support-fr=/cache/lora/support-fr",
     ]
     assert args.count("--enable-lora") == 1
+    fetches = {c["name"]: c["args"] for c in pod["initContainers"] if c["name"].startswith("lora-")}
+    assert [a[a.index("--prefix") + 1] for a in fetches.values()] == [
+        "adapters/acme/llama-3.1-8b-sql-lora/main/",
+        "adapters/acme/llama-3.1-8b-support-fr-lora/main/",
+    ]
+    assert [a[a.index("--fetch-to") + 1] for a in fetches.values()] == [
+        "/cache/lora/sql",
+        "/cache/lora/support-fr",
+    ]
+    # Nothing comes from the Hub at start, so the serving pods hold no Hub token.
+    assert "HF_TOKEN" not in str(pod)
 
 
 def test_extra_engine_args_cannot_set_lora_twice() -> None:
@@ -78,34 +98,34 @@ def test_extra_engine_args_cannot_set_lora_twice() -> None:
     ("workload", "message"),
     [
         (
-            {"engine": "ray-serve", "lora_adapters": ADAPTERS},
+            {"engine": "ray-serve", **STAGED, "lora_adapters": ADAPTERS},
             "environments.dev.workload.lora_adapters: {'sql': 'acme/llama-3.1-8b-sql-lora', 'support-fr': "
             "'acme/llama-3.1-8b-support-fr-lora'} is not allowed; needs engine vllm (Ray Serve LLM loads LoRA from a "
             "dynamic path, which llm-eks does not configure)",
         ),
         (
-            {"lora_adapters": {"sql": "s3://acme-models/loras/sql/"}},
+            {**STAGED, "lora_adapters": {"sql": "s3://acme-models/loras/sql/"}},
             "environments.dev.workload.lora_adapters.sql: 's3://acme-models/loras/sql/' is not allowed; vLLM 0.33 "
             "loads an adapter from a local path or the Hugging Face Hub only (vllm/lora/utils.py, "
             "get_adapter_absolute_path); publish it to the Hub (a private repo with hf_token_secret)",
         ),
         (
-            {"lora_adapters": {"sql=v2": "acme/sql"}},
+            {**STAGED, "lora_adapters": {"sql=v2": "acme/sql"}},
             "environments.dev.workload.lora_adapters: 'sql=v2' is not allowed; adapter names are 1-64 letters, "
             "digits, '.', '_' and '-', starting with a letter or digit (clients send the name as `model`)",
         ),
         (
-            {"lora_adapters": {"sql": "not a repo"}},
+            {**STAGED, "lora_adapters": {"sql": "not a repo"}},
             "environments.dev.workload.lora_adapters.sql: 'not a repo' is not allowed; must be a Hugging Face repo "
-            "id such as org/adapter",
+            "id, pinned with @<commit>, such as org/adapter@<40 hex>",
         ),
         (
-            {"lora_adapters": ADAPTERS, "max_lora_rank": 12},
+            {**STAGED, "lora_adapters": ADAPTERS, "max_lora_rank": 12},
             "environments.dev.workload.max_lora_rank: 12 is not allowed; must be one of 1, 8, 16, 32, 64, 128, 256, "
             "320, 512",
         ),
         (
-            {"model": "deepseek-ai/DeepSeek-V3", "lora_adapters": {"sql": "acme/dsv3-sql"}},
+            {"model": "deepseek-ai/DeepSeek-V3", **STAGED, "lora_adapters": {"sql": "acme/dsv3-sql"}},
             "environments.dev.workload.lora_adapters: {'sql': 'acme/dsv3-sql'} is not allowed; deepseek-ai/DeepSeek-V3 "
             "uses multi-head latent attention, whose LoRA buffers the planner does not model; serve the adapters "
             "merged into their own checkpoints instead",
@@ -114,16 +134,17 @@ def test_extra_engine_args_cannot_set_lora_twice() -> None:
 )
 def test_bad_lora_config_is_one_line(workload: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        plan_environment(parse_environment("dev", {"workload": workload}))
+        plan_environment(parse_environment("dev", {"weights_bucket": {}, "workload": workload}))
     assert str(info.value) == message
 
 
 def test_an_adapter_name_is_unique_in_the_environment() -> None:
     body = {
         "workloads": {
-            "llama": {"lora_adapters": {"sql": "acme/llama-3.1-8b-sql-lora"}},
-            "qwen": {"model": "Qwen/Qwen3-8B", "lora_adapters": {"sql": "acme/qwen3-8b-sql-lora"}},
-        }
+            "llama": {**STAGED, "lora_adapters": {"sql": "acme/llama-3.1-8b-sql-lora"}},
+            "qwen": {"model": "Qwen/Qwen3-8B", **STAGED, "lora_adapters": {"sql": "acme/qwen3-8b-sql-lora"}},
+        },
+        "weights_bucket": {},
     }
     config = parse_environment("dev", body)
     with pytest.raises(ConfigError) as info:

@@ -242,7 +242,14 @@ def test_plan_warnings_are_annotated_per_workload(templates: dict[str, Any]) -> 
 def test_gitops_writes_the_same_objects_for_several_workloads(tmp_path: Path, synthesized: Synthesized) -> None:
     config = parse_environment("staging", CDK_JSON["context"]["environments"]["staging"])
     written = write_manifests(
-        config, plan_workloads(config), tmp_path, node_role_name="r", security_group_ids=SG, weights_bucket="b-weights"
+        config,
+        plan_workloads(config),
+        tmp_path,
+        node_role_name="r",
+        security_group_ids=SG,
+        weights_bucket="b-weights",
+        # Staging's gateway trusts the cluster's own service-account tokens.
+        oidc_issuer="https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE",
     )
     gitops = {
         re.sub(r"^\d+-", "", p.name).split(".")[0]: {

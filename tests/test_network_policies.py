@@ -190,15 +190,16 @@ def _ray_pods(objects: list[dict[str, Any]]) -> tuple[Pod, Pod]:
     return head, worker
 
 
-def _vllm_flows(objects: list[dict[str, Any]], alb: bool) -> list[tuple[str, Any, Pod, int, bool]]:
+def _vllm_flows(objects: list[dict[str, Any]], alb: bool, direct: bool) -> list[tuple[str, Any, Pod, int, bool]]:
     vllm, bench = _vllm_pods(objects)
     ns = vllm.namespace
     stray = Pod(ns, {"app": "debug"})
     flows = [
         ("Prometheus", PROMETHEUS, vllm, 8000, True),
         ("benchmark Job", bench, vllm, 8000, True),
-        ("labelled client pod in the workload namespace", Pod(ns, CLIENT), vllm, 8000, True),
-        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), vllm, 8000, True),
+        # Behind staging's JWT-checking gateway, clients of a workload without a key go through the gateway only.
+        ("labelled client pod in the workload namespace", Pod(ns, CLIENT), vllm, 8000, direct),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), vllm, 8000, direct),
         ("unlabelled pod in the workload namespace", stray, vllm, 8000, False),
         ("labelled pod in an unlabelled namespace", Pod("team-a", CLIENT), vllm, 8000, False),
         ("pod in another namespace", STRANGER, vllm, 8000, False),
@@ -244,7 +245,7 @@ def _monitoring_flows() -> list[tuple[str, Any, Pod, int, bool]]:
     ]
 
 
-def _ray_flows(objects: list[dict[str, Any]], keda: bool) -> list[tuple[str, Any, Pod, int, bool]]:
+def _ray_flows(objects: list[dict[str, Any]], keda: bool, direct: bool) -> list[tuple[str, Any, Pod, int, bool]]:
     head, worker = _ray_pods(objects)
     ns = head.namespace
     other_ray = Pod(ns, {**head.labels, "app.kubernetes.io/instance": "ray-other", "ray.io/cluster": "ray-other-abcde"})
@@ -261,8 +262,8 @@ def _ray_flows(objects: list[dict[str, Any]], keda: bool) -> list[tuple[str, Any
         ("Prometheus", PROMETHEUS, head, 8080, True),
         ("Prometheus", PROMETHEUS, worker, 8080, True),
         ("Prometheus", PROMETHEUS, head, 8265, False),
-        ("labelled client pod in the workload namespace", Pod(ns, CLIENT), head, 8000, True),
-        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), worker, 8000, True),
+        ("labelled client pod in the workload namespace", Pod(ns, CLIENT), head, 8000, direct),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), worker, 8000, direct),
         ("labelled client pod", Pod("clients", CLIENT), head, 10001, False),
         ("unlabelled pod in the workload namespace", stray, head, 8000, False),
         ("pod of another RayService", other_ray, head, 6379, False),
@@ -286,11 +287,13 @@ def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, 
     ray = any(o["kind"] == "RayService" for o in objects)
     vllm = bool(_vllm_deployments(objects))
     alb = any(o["kind"] == "Ingress" for o in objects)
+    # staging's gateway checks a JWT and its workloads no key: they admit clients only through it.
+    direct = not any(o["kind"] == "Gateway" for o in objects)
     table = _monitoring_flows()
     if ray:
-        table += _ray_flows(objects, keda=vllm)
+        table += _ray_flows(objects, keda=vllm, direct=direct)
     if vllm:
-        table += _vllm_flows(objects, alb)
+        table += _vllm_flows(objects, alb, direct)
     if ray and vllm:
         # Two workloads, two namespaces: neither's pods reach the other's unless labelled as clients.
         (head, worker), (server, bench) = _ray_pods(objects), _vllm_pods(objects)
@@ -306,20 +309,22 @@ def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, 
 
 
 def _gateway_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
-    """The gateway (staging): the NLB's subnets to Envoy, Envoy to the payload processor, the pickers and the model
-    pods, each picker to its own pool's /metrics, Envoy to istiod's xDS; nothing else."""
+    """The gateway (staging, in-cluster only): labelled clients to Envoy, Envoy to the payload processor, the pickers
+    and the model pods, each picker to its own pool's /metrics, Envoy to istiod's xDS; nothing else."""
     (head, worker), (server, bench) = _ray_pods(objects), _vllm_pods(objects)
     envoy = Pod("inference-gateway", {netpol.GATEWAY_NAME_LABEL: "inference"}, ip="10.0.1.10")
     ipp = Pod("inference-gateway", {"app.kubernetes.io/name": "payload-processor"})
     (picker_deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-epp")]
     picker = Pod(server.namespace, picker_deployment["spec"]["template"]["metadata"]["labels"])
     istiod = Pod("istio-system", {"app": "istiod", "istio": "pilot"})
-    nlb = External("10.0.255.130")
     return [
-        ("internal NLB (its own subnet)", nlb, envoy, 80, True),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), envoy, 80, True),
+        ("labelled pod in an unlabelled namespace", Pod("team-a", CLIENT), envoy, 80, False),
+        ("pod in another namespace", STRANGER, envoy, 80, False),
         ("an address of the pods' subnets", External("10.0.100.5"), envoy, 80, False),
+        ("where an NLB's subnet would be", External("10.0.255.130"), envoy, 80, False),
         ("address outside the VPC", OUTSIDE, envoy, 80, False),
-        ("internal NLB, Envoy's admin port", nlb, envoy, 15000, False),
+        ("labelled client, Envoy's admin port", Pod("clients", CLIENT), envoy, 15000, False),
         ("Prometheus", PROMETHEUS, envoy, 15020, True),
         ("gateway Envoy", envoy, ipp, 9004, True),
         ("pod in another namespace", STRANGER, ipp, 9004, False),

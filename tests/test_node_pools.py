@@ -209,8 +209,8 @@ def test_snapshot_restored_data_volume_keeps_images_off_the_raid(snapshot: dict[
         assert data["ebs"]["snapshotID"] == SNAPSHOT
         assert data["ebs"]["volumeSize"] == "200Gi"
         assert data["ebs"]["volumeInitializationRate"] == 300
-        # EC2 refuses an encryption flag on a snapshot-restored volume: it inherits the snapshot's encryption.
-        assert "encrypted" not in data["ebs"]
+        # A restored volume is encrypted even if someone points the node class at an unencrypted snapshot.
+        assert data["ebs"]["encrypted"] is True
     nvidia = spec(snapshot, "EC2NodeClass", "gpu-nvidia")
     # Karpenter's RAID0 would bind /var/lib/containerd to the NVMe and hide the pre-pulled images...
     assert "instanceStorePolicy" not in nvidia

@@ -30,6 +30,8 @@ READER = ("inference", "vllm-llama-3-1-8b")
 READ_PREFIX = "models/meta-llama/Llama-3.1-8B-Instruct/"
 STAGER = ("inference", "stage-weights")
 STAGE_PREFIX = "models/"
+ENDPOINT = "vpce-0abc12345def67890"
+ADMIN = "arn:aws:iam::123456789012:role/platform-admin"
 VIA_S3 = {"StringEquals": {"kms:ViaService": "s3.${Ref:AWS::Region}.amazonaws.com"}}
 
 
@@ -41,7 +43,13 @@ class Synth:
     def _synth(self, outdir: Path) -> None:
         app = cdk.App(outdir=str(outdir))
         stack = cdk.Stack(app, STACK)  # env-agnostic: the account, and so any bucket name, is unknown at synth
-        weights = WeightsBucket(stack, "Weights", WeightsBucketProps(cluster=minimal_cluster(stack)))
+        weights = WeightsBucket(
+            stack,
+            "Weights",
+            WeightsBucketProps(
+                cluster=minimal_cluster(stack), vpc_endpoint_ids=(ENDPOINT,), outside_vpc_role_arns=(ADMIN,)
+            ),
+        )
         self.reader = weights.add_reader(*READER, READ_PREFIX)
         self.stager = weights.add_stager(*STAGER, STAGE_PREFIX)
         # Asking again for the same grant hands back the same identity and adds nothing.
@@ -120,12 +128,13 @@ def test_key_rotates_and_is_kept_with_the_bucket(synth: Synth) -> None:
     assert not synth.resources("AWS::KMS::Alias"), "no alias unless asked for: aliases collide within an account"
 
 
-def test_bucket_is_retained_unnamed_and_unversioned(synth: Synth) -> None:
+def test_bucket_is_retained_unnamed_and_versioned(synth: Synth) -> None:
     bucket = synth.template["Resources"][synth.bucket_id]
     assert (bucket["DeletionPolicy"], bucket["UpdateReplacePolicy"]) == ("Retain", "Retain")
     # CloudFormation names it: S3 names are global, and an env-agnostic synth cannot know the account.
     assert "BucketName" not in bucket["Properties"]
-    assert "VersioningConfiguration" not in bucket["Properties"]
+    # An overwrite or a delete leaves the old version (expired after 30 days, below).
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
     assert "LoggingConfiguration" not in bucket["Properties"]
     # No auto-delete custom resource (one more Lambda) either.
     assert not [t for t in (r["Type"] for r in synth.template["Resources"].values()) if "AutoDelete" in t]
@@ -146,18 +155,50 @@ def test_bucket_blocks_public_access_and_acls(synth: Synth) -> None:
     assert properties["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
 
 
-def test_bucket_policy_denies_plain_http_and_tls_before_1_2(synth: Synth) -> None:
+def test_bucket_policy_denies_plain_http_old_tls_cache_overwrites_and_requests_from_outside_the_vpc(
+    synth: Synth,
+) -> None:
     policy = _one(synth, "AWS::S3::BucketPolicy")
     assert policy["Properties"]["Bucket"] == {"Ref": synth.bucket_id}
-    everything = [f"${{GetAtt:{synth.bucket_id}.Arn}}", f"${{GetAtt:{synth.bucket_id}.Arn}}/*"]
+    arn = f"${{GetAtt:{synth.bucket_id}.Arn}}"
+    everything = [arn, f"{arn}/*"]
     deny = {"Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "s3:*", "Resource": everything}
     assert readable(policy["Properties"]["PolicyDocument"]["Statement"]) == [
         {**deny, "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
         {**deny, "Condition": {"NumericLessThan": {"s3:TlsVersion": 1.2}}},
+        {
+            "Sid": "DenyOverwritesOfTheCompileCache",
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+            "Action": "s3:PutObject",
+            "Resource": f"{arn}/compile-cache/*",
+            "Condition": {"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+        },
+        {
+            "Sid": "DenyObjectAccessOutsideTheVpc",
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+            "Action": [
+                "s3:GetObject*",
+                "s3:PutObject*",
+                "s3:DeleteObject*",
+                "s3:RestoreObject",
+                "s3:AbortMultipartUpload",
+                "s3:ListMultipartUploadParts",
+                "s3:ListBucket",
+                "s3:ListBucketVersions",
+                "s3:ListBucketMultipartUploads",
+            ],
+            "Resource": everything,
+            "Condition": {
+                "StringNotEquals": {"aws:SourceVpce": [ENDPOINT]},
+                "ArnNotEquals": {"aws:PrincipalArn": [ADMIN]},
+            },
+        },
     ]
 
 
-def test_incomplete_multipart_uploads_are_aborted_after_a_week(synth: Synth) -> None:
+def test_incomplete_uploads_are_aborted_after_a_week_and_old_versions_expire_after_a_month(synth: Synth) -> None:
     properties = synth.template["Resources"][synth.bucket_id]["Properties"]
     assert properties["LifecycleConfiguration"] == {
         "Rules": [
@@ -165,7 +206,13 @@ def test_incomplete_multipart_uploads_are_aborted_after_a_week(synth: Synth) -> 
                 "Id": "AbortIncompleteMultipartUploads",
                 "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
                 "Status": "Enabled",
-            }
+            },
+            {
+                "Id": "ExpireOldVersions",
+                "ExpiredObjectDeleteMarker": True,
+                "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
+                "Status": "Enabled",
+            },
         ]
     }
 

@@ -799,3 +799,36 @@ def test_both_scripts_run_as_plain_python_without_llm_eks(tmp_path: Path) -> Non
         run = subprocess.run([sys.executable, "-I", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         assert "--bucket" in run.stdout
+
+
+# --- wait.py --fetch-to (LoRA adapters) ---------------------------------------------------------------------------
+
+
+def test_a_staged_adapter_is_fetched_byte_for_byte_as_staged(hub: FakeHub, s3: Any, tmp_path: Path) -> None:
+    assert run_stage(tmp_path) == 0
+    dest = tmp_path / "lora"
+    assert wait_module.fetch(s3, BUCKET, PREFIX, staging_key(PROPS), str(dest)) == []
+    files = commit_1().files
+    assert sorted(p.name for p in dest.iterdir()) == sorted(STAGED_1)
+    assert all((dest / name).read_bytes() == files[name] for name in STAGED_1)
+    # A restarted container finds the files in place and fetches nothing again.
+    assert wait_module.fetch(s3, BUCKET, PREFIX, staging_key(PROPS), str(dest)) == []
+
+
+def test_a_file_replaced_after_staging_is_refused(hub: FakeHub, s3: Any, tmp_path: Path) -> None:
+    """Whoever could overwrite an object under the prefix still cannot get it loaded: the staging record decides."""
+    assert run_stage(tmp_path) == 0
+    name = STAGED_1[0]
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + name, Body=b"not what was staged")
+    dest = tmp_path / "lora"
+    (problem,) = wait_module.fetch(s3, BUCKET, PREFIX, staging_key(PROPS), str(dest))
+    assert problem.startswith(f"{name}: 19 bytes, sha256 {sha256(b'not what was staged')}; the marker records ")
+    assert not (dest / name).exists() and not (dest / f"{name}.partial").exists()
+
+
+def test_a_marker_naming_a_file_outside_the_folder_is_refused(hub: FakeHub, s3: Any, tmp_path: Path) -> None:
+    body = {"key": staging_key(PROPS), "files": [{"name": "../../etc/profile", "size": 1, "sha256": "0" * 64}]}
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + MARKER, Body=json.dumps(body).encode())
+    (problem,) = wait_module.fetch(s3, BUCKET, PREFIX, staging_key(PROPS), str(tmp_path / "lora"))
+    assert problem.startswith("the marker lists a file that is not a relative name with size and sha256")
+    assert not (tmp_path / "etc").exists()

@@ -18,6 +18,7 @@ VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
 SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8}([0-9a-f]{9})?$")
+VPC_ENDPOINT_ID = re.compile(r"^vpce-[0-9a-f]{8}([0-9a-f]{9})?$")
 # Secrets Manager secret names (the name, not the ARN).
 SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 # IAM role NAME (not its ARN): 1-64 letters, digits and + = , . @ _ - (IAM's rule for role names).

@@ -6,12 +6,15 @@ llm-eks manifests --env dev --node-role-name KarpenterNodeRole-dev --security-gr
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 from llm_eks import aws_ids
 from llm_eks.cli.environments import environment
 from llm_eks.errors import fail
+
+_HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[\x21-\x7e]*)?$")
 
 
 def add_parser(commands: Any) -> None:
@@ -34,6 +37,12 @@ def add_parser(commands: Any) -> None:
         help="the weights bucket's name (the stack output WeightsBucketName) for staged weights; default: "
         "weights_bucket.name from the context file",
     )
+    m.add_argument(
+        "--oidc-issuer",
+        metavar="URL",
+        help="the cluster's OIDC issuer URL (aws eks describe-cluster --query cluster.identity.oidc.issuer), for a "
+        "gateway whose auth trusts the cluster's service-account tokens (issuer eks-cluster)",
+    )
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
     m.set_defaults(func=manifests_command)
 
@@ -52,6 +61,8 @@ def manifests_command(args: argparse.Namespace) -> int:
     for sg in args.security_group_id:
         if not aws_ids.SECURITY_GROUP_ID.match(sg):
             raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
+    if args.oidc_issuer is not None and not _HTTPS_URL.match(args.oidc_issuer):
+        raise fail("--oidc-issuer", args.oidc_issuer, "must be the cluster's https OIDC issuer URL")
     config = environment(args)
     if args.weights_bucket is not None and aws_ids.s3_uri_problem(f"s3://{args.weights_bucket}/") is not None:
         raise fail(
@@ -66,6 +77,7 @@ def manifests_command(args: argparse.Namespace) -> int:
         # The lock next to cdk.json, as `cdk synth` reads it.
         images=load_lock(Path(args.context_file).parent / LOCK_FILE),
         weights_bucket=args.weights_bucket,
+        oidc_issuer=args.oidc_issuer,
     )
     for path in written:
         print(path)

@@ -17,7 +17,9 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks.config.environment import (
+    ACCEPTED_RISKS,
     CAPACITY_TYPES,
+    COMMIT,
     ENGINES,
     LOAD_BALANCER_SUBNET_PREFIX,
     WEIGHT_SOURCES,
@@ -39,7 +41,7 @@ from llm_eks.config.environment import (
 from llm_eks.config.schema import build
 from llm_eks.config.validation import validate_environment, validate_policy_cidr
 from llm_eks.errors import ConfigError, did_you_mean, fail
-from llm_eks.hub.records import MODELS_DIR, recorded_model
+from llm_eks.hub.records import MODELS_DIR, load_record, model_file, recorded_model
 
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 
@@ -79,6 +81,12 @@ def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> E
         raise fail(path, body, "must be an object (use {} for an environment with every default)")
     if isinstance(body, Mapping) and "name" in body:
         raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
+    gateway = body.get("gateway") if isinstance(body, Mapping) else None
+    if isinstance(gateway, Mapping) and "ray_serve_without_api_key" in gateway:
+        raise ConfigError(
+            f"{path}.gateway.ray_serve_without_api_key: no longer exists; every routed model needs a credential: "
+            "set gateway.auth mode jwt (the gateway authenticates every request), or serve the model with vLLM"
+        )
     if isinstance(body, Mapping) and "workloads" in body:
         if "workload" in body:
             raise ConfigError(
@@ -108,11 +116,14 @@ def _with_recorded_model(w: WorkloadConfig, path: str, models_dir: Path) -> Work
     spec = recorded_model(models_dir, w.model, f"{path}.model")
     if spec is None:
         return w
-    return dataclasses.replace(w, recorded_model=spec)
+    record = load_record(model_file(models_dir, w.model), w.model)
+    return dataclasses.replace(w, recorded_model=spec, recorded_commit=record.commit)
 
 
 __all__ = [
+    "ACCEPTED_RISKS",
     "CAPACITY_TYPES",
+    "COMMIT",
     "ENGINES",
     "LOAD_BALANCER_SUBNET_PREFIX",
     "WEIGHT_SOURCES",

@@ -4,6 +4,7 @@ each with a one-line reason. Built from cdk.json by `llm_eks.config.parse_enviro
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -43,6 +44,9 @@ class VpcConfig:
     # these addresses, and no pod ever holds one. Empty: for a new VPC llm-eks carves one /26 per AZ from the top of
     # `cidr`; an existing VPC must list the CIDRs of the subnets it tags `kubernetes.io/role/internal-elb`.
     load_balancer_cidrs: tuple[str, ...] = ()
+    # The existing VPC's S3 endpoint (gateway or interface, vpce-...), through which pods reach S3. A weights bucket
+    # the stack creates refuses object requests from anywhere else, so it is required then. A new VPC gets its own.
+    s3_endpoint_id: str | None = None
 
     @property
     def imported(self) -> bool:
@@ -160,16 +164,62 @@ class WeightsBucketConfig:
     name: str | None = None
     # Only for an existing bucket encrypted with a customer managed key (its ARN); SSE-S3 needs none.
     kms_key_arn: str | None = None
+    # A CloudTrail trail of the stack's own records every object request on the created bucket (who, through which
+    # endpoint). Off only where an organisation trail already records this bucket's data events (each is billed).
+    data_events_trail: bool = True
+
+
+# Risks `accepted_risks` may name, and what each lets through in production.
+ACCEPTED_RISKS = {
+    "images-by-tag": "images without a digest in images.lock.json run by tag",
+    "revisions-by-name": "model and adapter revisions that are branch or tag names, resolved anew at each start",
+}
+# A Hub commit id: what a pinned revision is.
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def split_revision(source: str) -> tuple[str, str]:
+    """ "org/name@rev" -> ("org/name", "rev"); no "@": ("org/name", "main") (Hub repo ids never hold "@")."""
+    repo, _, revision = source.partition("@")
+    return repo, revision or "main"
+
+
+GATEWAY_AUTH_MODES = ("api-key", "jwt")
+GATEWAY_EXPOSE = ("nlb", "cluster")
+# `gateway.auth.issuer: "eks-cluster"`: the cluster's own OIDC issuer, whose tokens are Kubernetes service-account
+# tokens (EKS serves the issuer's signing keys at <issuer>/keys: EKS user guide, "Fetch signing keys").
+EKS_CLUSTER_ISSUER = "eks-cluster"
+
+
+@dataclass(frozen=True)
+class GatewayAuthConfig:
+    """Who the gateway lets through: every routed model answers only to a credential."""
+
+    # api-key: each routed workload checks its own key (vLLM's API key), so a workload without one (Ray Serve LLM
+    # checks none, or api_key false) cannot be routed; jwt: the gateway checks a JWT on every request itself.
+    mode: str = "api-key"
+    # jwt: who signs the tokens: eks-cluster (Kubernetes service-account tokens of this cluster, for in-cluster
+    # clients) or the https URL of your OIDC provider.
+    issuer: str | None = None
+    # jwt with an https issuer: where its public keys are (the JWKS its discovery document names); eks-cluster: none.
+    jwks_uri: str | None = None
+    # jwt: the audiences a token must carry; the default is what `kubectl create token --audience` would be told.
+    audiences: tuple[str, ...] = ("llm-eks-gateway",)
 
 
 @dataclass(frozen=True)
 class GatewayConfig(LoadBalancerConfig):
     """The environment's one endpoint (an internal NLB in front of every workload): the listener and inbound CIDRs of
-    `LoadBalancerConfig`, and what may be exposed through it."""
+    `LoadBalancerConfig` (inbound_cidrs required here: with the VPC CNI every pod holds a VPC address, so the VPC's
+    CIDR would admit every pod), how it authenticates, and how large a request it accepts."""
 
-    # Ray Serve LLM checks no API key, so routing a Ray Serve workload through the gateway lets anyone in
-    # `inbound_cidrs` call it without a credential: an explicit choice, as plain HTTP is.
-    ray_serve_without_api_key: bool = False
+    # nlb: an internal NLB for clients outside the cluster (inbound_cidrs and a certificate or allow_http required);
+    # cluster: no load balancer, only in-cluster clients labelled llm-eks.io/inference-client reach it.
+    expose: str = "nlb"
+    # Every routed model needs a credential: each workload's API key by default (below).
+    auth: GatewayAuthConfig = field(default_factory=GatewayAuthConfig)
+    # 8 MiB holds a 128k-token prompt several times over; larger bodies get 413 from Envoy before anything reads them.
+    max_request_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -217,9 +267,15 @@ class WorkloadConfig:
     # Only with weights "s3": the bucket and prefix holding the checkpoint files.
     weights_s3_uri: str | None = None
     # Only with weights "staged": keep vLLM's torch.compile cache in the weights bucket, so a replica on a new node
-    # restores it instead of compiling. It lets the serving pods write under compile-cache/<workload>/<family>/ (code
-    # the next replicas load): turn it off to keep their role read-only.
+    # restores it instead of compiling. A Job of its own (no traffic, no secrets) compiles once per image and flags
+    # and publishes it add-only and signed; serving pods only read it and refuse a file the signature does not cover.
     compile_cache: bool = True
+    # The Hub commit (40 hex) of the checkpoint the plan serves. A branch or tag is resolved anew at each staging or
+    # start, so what runs can change under you (production refuses it). None: the commit `llm-eks models add`
+    # recorded in models/<org>/<name>.json, else "main".
+    revision: str | None = None
+    # Run the checkpoint's own Python code (vLLM --trust-remote-code). Off: its *.py files are neither staged nor run.
+    trust_remote_code: bool = False
     # Secrets Manager secret NAME holding the Hugging Face token (gated models); never the token itself.
     hf_token_secret: str | None = None
     # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
@@ -239,8 +295,9 @@ class WorkloadConfig:
     # Plan warnings accepted, by id (`llm-eks plan` prints it) -> one line why. Empty: `cdk synth` shows every
     # warning, and `cdk synth --strict` fails on it, until someone decides.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # LoRA adapters served by this workload (engine vllm): name clients send as `model` -> Hugging Face repo id.
-    # Empty: LoRA off (its GPU buffers cost KV cache even when no adapter is loaded).
+    # LoRA adapters served by this workload (engine vllm, weights "staged"): the name clients send as `model` ->
+    # Hugging Face repo id, pinned as "org/adapter@<commit>" (no @: "main"). Each is staged into the weights bucket
+    # and restored at start, checked against its staging record. Empty: LoRA off (its buffers cost KV cache).
     lora_adapters: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # vLLM's default --max-lora-rank; an adapter of a higher rank fails to load, a higher cap costs KV cache.
     max_lora_rank: int = 16
@@ -257,6 +314,13 @@ class WorkloadConfig:
     # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
+    # The commit that file records (what `revision` defaults to); filled by config loading, never in cdk.json.
+    recorded_commit: str | None = field(default=None, metadata={"derived": True})
+
+    @property
+    def adapters(self) -> tuple[tuple[str, str, str], ...]:
+        """Each LoRA adapter as (name, repo id, revision): "org/adapter@rev" split, "main" when no revision given."""
+        return tuple((name, *split_revision(source)) for name, source in self.lora_adapters.items())
 
     @property
     def weights_source(self) -> str:
@@ -301,7 +365,11 @@ class WorkloadConfig:
             pipeline_parallel_size=self.pipeline_parallel_size,
             max_num_seqs=self.max_num_seqs,
             warm_replicas=self.warm_replicas,
-            lora=LoraAdapters(tuple(self.lora_adapters.items()), self.max_lora_rank) if self.lora_adapters else None,
+            lora=(
+                LoraAdapters(tuple((name, repo) for name, repo, _ in self.adapters), self.max_lora_rank)
+                if self.lora_adapters
+                else None
+            ),
         )
 
 
@@ -356,6 +424,13 @@ class EnvironmentConfig:
     # Refuse synth while any image this environment runs has no digest in images.lock.json. Off by default: the
     # shipped lock is empty (no digest can be verified without the registries); turn it on once you have locked.
     require_image_digests: bool = False
+    # A production environment refuses what can change under it: images without a digest in images.lock.json and
+    # model or adapter revisions that are branch or tag names, unless accepted_risks names the risk. Off by default
+    # so a first environment synthesizes before anything is locked; turn it on for what serves users.
+    production: bool = False
+    # Risks a production environment accepts, by id -> one line why (synth prints each): "images-by-tag" (images
+    # without a locked digest), "revisions-by-name" (a branch or tag instead of a commit). Empty: none accepted.
+    accepted_risks: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def served(self) -> tuple[ServedWorkload, ...]:

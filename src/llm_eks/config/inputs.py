@@ -173,6 +173,17 @@ def validate_scale_to_zero(w: WorkloadConfig, path: str) -> None:
 _ACKNOWLEDGEMENT_REASON_CHARS = 160
 
 
+def require_reason(path: str, reason: object) -> None:
+    """An acknowledgement's reason: one line of 1-160 characters."""
+    if (
+        not isinstance(reason, str)
+        or not reason.strip()
+        or len(reason) > _ACKNOWLEDGEMENT_REASON_CHARS
+        or "\n" in reason
+    ):
+        raise fail(path, reason, f"must say why in one line of 1-{_ACKNOWLEDGEMENT_REASON_CHARS} characters")
+
+
 def validate_acknowledged_warnings(acknowledged: Mapping[str, str], path: str) -> None:
     """Each key a plan warning id, each reason one line of 1-160 characters."""
     from llm_eks.planner import WARNING_IDS
@@ -180,9 +191,4 @@ def validate_acknowledged_warnings(acknowledged: Mapping[str, str], path: str) -
     for warning_id, reason in acknowledged.items():
         if warning_id not in WARNING_IDS:
             raise fail(path, warning_id, f"must be a plan warning id: {', '.join(WARNING_IDS)}")
-        if not reason.strip() or len(reason) > _ACKNOWLEDGEMENT_REASON_CHARS or "\n" in reason:
-            raise fail(
-                f"{path}.{warning_id}",
-                reason,
-                f"must say why in one line of 1-{_ACKNOWLEDGEMENT_REASON_CHARS} characters",
-            )
+        require_reason(f"{path}.{warning_id}", reason)

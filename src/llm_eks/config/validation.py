@@ -12,8 +12,12 @@ from llm_eks import aws_ids
 from llm_eks.aws_regions import REGIONS
 from llm_eks.config import inputs
 from llm_eks.config.environment import (
+    ACCEPTED_RISKS,
     CAPACITY_TYPES,
+    EKS_CLUSTER_ISSUER,
     ENGINES,
+    GATEWAY_AUTH_MODES,
+    GATEWAY_EXPOSE,
     WEIGHT_SOURCES,
     EndpointConfig,
     EnvironmentConfig,
@@ -21,12 +25,19 @@ from llm_eks.config.environment import (
     SystemNodesConfig,
     VpcConfig,
     WorkloadConfig,
+    split_revision,
 )
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.validation import HF_REPO, LORA_NAME
 from llm_eks.versions import KUBERNETES_VERSION
 
+# A branch, tag or commit as the Hub and git allow them (the subset staging passes on safely).
+_REVISION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+")
+
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+# An OIDC issuer or JWKS URL (Istio's RequestAuthentication requires http(s); a token issuer must be https).
+_HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\x21-\x7e]*)?$")
+_AUDIENCE = re.compile(r"^[\x21-\x7e]{1,253}$")
 
 
 def validate_policy_cidr(body: Mapping[str, Any], c: EnvironmentConfig, path: str) -> None:
@@ -68,6 +79,7 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
             "(see llm_eks/versions.py)",
         )
     _validate_vpc(c, f"{path}.vpc")
+    _validate_accepted_risks(c, f"{path}.accepted_risks")
     _validate_endpoint(c.endpoint, f"{path}.endpoint")
     _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
     for i, arn in enumerate(c.admin_role_arns):
@@ -140,7 +152,18 @@ def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
         for i, subnet in enumerate((*v.private_subnet_ids, *v.public_subnet_ids)):
             if not aws_ids.SUBNET_ID.match(subnet):
                 raise fail(f"{path}.subnet_ids[{i}]", subnet, "must be a subnet id such as subnet-0abc12345def67890")
+        if v.s3_endpoint_id is not None and not aws_ids.VPC_ENDPOINT_ID.match(v.s3_endpoint_id):
+            raise fail(
+                f"{path}.s3_endpoint_id", v.s3_endpoint_id, "must be a VPC endpoint id such as vpce-0abc12345def67890"
+            )
+        if v.s3_endpoint_id is None and c.weights_bucket is not None and c.weights_bucket.name is None:
+            raise ConfigError(
+                f"{path}.s3_endpoint_id: required with an existing vpc_id and a weights bucket the stack creates; name "
+                "the VPC's S3 endpoint (vpce-...), since the bucket refuses object requests from anywhere else"
+            )
         return
+    if v.s3_endpoint_id is not None:
+        raise ConfigError(f"{path}.s3_endpoint_id: only allowed with vpc_id (a new VPC gets an S3 endpoint of its own)")
     if v.private_subnet_ids or v.public_subnet_ids:
         raise ConfigError(f"{path}: subnet ids are only allowed with vpc_id (an existing VPC)")
     try:
@@ -265,17 +288,129 @@ def _validate_load_balancer(c: EnvironmentConfig, env_path: str) -> None:
     else:
         _validate_listener(c, lb, path, "ALB", "internal_alb")
     if c.gateway is not None:
-        _validate_listener(c, c.gateway, f"{env_path}.gateway", "NLB", "gateway")
-        ray = [s for s in c.served if s.config.engine == "ray-serve"]
-        if ray and not c.gateway.ray_serve_without_api_key:
-            raise fail(
-                f"{env_path}.gateway.ray_serve_without_api_key",
-                False,
-                f"{ray[0].path} runs Ray Serve, which checks no API key, so through the gateway anyone in "
-                "inbound_cidrs could call it: set it to true to accept that, or serve that model with vLLM",
-            )
-    if c.workload.internal_alb or c.gateway is not None:
+        _validate_gateway(c, f"{env_path}.gateway")
+    if c.workload.internal_alb or (c.gateway is not None and c.gateway.expose == "nlb"):
         _validate_load_balancer_subnets(c.vpc, vpc_path)
+
+
+def _validate_gateway(c: EnvironmentConfig, path: str) -> None:
+    """The gateway's sources are an explicit list outside the environment's own VPC (where every pod holds an
+    address), every routed model answers only to a credential, and requests have a size limit."""
+    g = c.gateway
+    assert g is not None
+    if g.expose not in GATEWAY_EXPOSE:
+        raise fail(f"{path}.expose", g.expose, f"must be one of {', '.join(GATEWAY_EXPOSE)}")
+    if g.expose == "cluster":
+        for name in ("inbound_cidrs", "certificate_arn", "allow_http"):
+            if getattr(g, name):
+                raise fail(
+                    f"{path}.{name}",
+                    getattr(g, name),
+                    "not allowed with expose cluster: there is no load balancer (in-cluster clients use plain HTTP "
+                    "to the gateway's Service, as to any Service)",
+                )
+    else:
+        _validate_listener(c, g, path, "NLB", "gateway")
+        _validate_inbound(c, g, path)
+    _validate_gateway_auth(c, path)
+
+
+def _validate_inbound(c: EnvironmentConfig, g: LoadBalancerConfig, path: str) -> None:
+    if not g.inbound_cidrs:
+        raise fail(
+            f"{path}.inbound_cidrs",
+            [],
+            "name the client ranges the NLB admits (with the VPC CNI every pod holds a VPC address, so the VPC's "
+            "CIDR would admit every pod); in-cluster clients call the gateway's own Service instead",
+        )
+    vpc = ipaddress.IPv4Network(c.vpc.cidr)
+    for i, cidr in enumerate(g.inbound_cidrs):
+        network = ipaddress.IPv4Network(cidr) if _is_cidr(cidr) else None
+        if network is None:
+            continue  # _validate_listener names it
+        if not c.vpc.imported and network.overlaps(vpc):
+            raise fail(
+                f"{path}.inbound_cidrs[{i}]",
+                cidr,
+                f"overlaps the environment's VPC {vpc}, where every pod holds an address: list client ranges "
+                "outside it (in-cluster clients call the gateway's own Service)",
+            )
+        if c.vpc.imported and network.supernet_of(vpc):
+            raise fail(
+                f"{path}.inbound_cidrs[{i}]",
+                cidr,
+                f"covers the whole VPC {vpc}, where every pod holds an address: list only the client subnets",
+            )
+
+
+def _validate_gateway_auth(c: EnvironmentConfig, path: str) -> None:
+    g = c.gateway
+    assert g is not None
+    if not 1024 <= g.max_request_bytes <= 256 * 1024 * 1024:
+        raise fail(f"{path}.max_request_bytes", g.max_request_bytes, "must be 1024 to 268435456 (256 MiB)")
+    auth, auth_path = g.auth, f"{path}.auth"
+    if auth.mode not in GATEWAY_AUTH_MODES:
+        raise fail(f"{auth_path}.mode", auth.mode, f"must be one of {', '.join(GATEWAY_AUTH_MODES)}")
+    if auth.mode == "api-key":
+        for name in ("issuer", "jwks_uri"):
+            if getattr(auth, name) is not None:
+                raise fail(f"{auth_path}.{name}", getattr(auth, name), "only allowed with mode jwt")
+        for s in c.served:
+            if s.config.engine == "ray-serve":
+                raise fail(
+                    f"{auth_path}.mode",
+                    auth.mode,
+                    f"{s.path} runs Ray Serve, which checks no API key, so through the gateway it would answer "
+                    "anyone: use mode jwt (the gateway authenticates every request), or serve that model with vLLM",
+                )
+            if not s.config.api_key:
+                raise fail(
+                    f"{s.path}.api_key",
+                    False,
+                    "with gateway.auth mode api-key each routed workload checks its own key: keep api_key true, "
+                    "or use gateway.auth mode jwt",
+                )
+        return
+    if auth.issuer is None:
+        raise fail(
+            f"{auth_path}.issuer",
+            None,
+            f"mode jwt needs the token issuer: {EKS_CLUSTER_ISSUER} (this cluster's service-account tokens) or the "
+            "https URL of your OIDC provider",
+        )
+    if auth.issuer == EKS_CLUSTER_ISSUER:
+        if auth.jwks_uri is not None:
+            raise fail(
+                f"{auth_path}.jwks_uri", auth.jwks_uri, f"not allowed with issuer {EKS_CLUSTER_ISSUER} (EKS serves it)"
+            )
+    else:
+        for name in ("issuer", "jwks_uri"):
+            value = getattr(auth, name)
+            if not isinstance(value, str) or not _HTTPS_URL.match(value):
+                raise fail(f"{auth_path}.{name}", value, "must be an https URL (https://host/path)")
+    if not auth.audiences or any(not isinstance(a, str) or not _AUDIENCE.match(a) for a in auth.audiences):
+        raise fail(
+            f"{auth_path}.audiences",
+            list(auth.audiences),
+            "must name 1 or more audiences of 1-253 visible ASCII characters (a token must carry one)",
+        )
+    for s in c.served:
+        if s.config.engine == "vllm" and s.config.api_key:
+            raise fail(
+                f"{s.path}.api_key",
+                True,
+                "behind a gateway with auth mode jwt the token takes the Authorization header and the gateway "
+                "authenticates every request: set api_key false (in-cluster callers of the workload's own Service "
+                "are then admitted by NetworkPolicy alone), or use gateway.auth mode api-key",
+            )
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.IPv4Network(text)
+    except ValueError:
+        return False
+    return "/" in text
 
 
 def _validate_listener(c: EnvironmentConfig, lb: LoadBalancerConfig, path: str, kind: str, owner: str) -> None:
@@ -405,6 +540,8 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             "must be an EBS snapshot id such as snap-0123456789abcdef0",
         )
     _validate_api_key(w, path)
+    if w.revision is not None:
+        _validate_revision(f"{path}.revision", w.revision)
     _validate_lora(w, path)
     inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
     b = w.benchmark
@@ -421,6 +558,26 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
         )
 
 
+def _validate_accepted_risks(c: EnvironmentConfig, path: str) -> None:
+    if c.accepted_risks and not c.production:
+        raise ConfigError(f"{path}: only allowed with production true (nothing else refuses these risks)")
+    for risk, reason in c.accepted_risks.items():
+        if risk not in ACCEPTED_RISKS:
+            raise fail(
+                path, risk, f"{did_you_mean(risk, ACCEPTED_RISKS)}must be a risk id: {', '.join(ACCEPTED_RISKS)}"
+            )
+        inputs.require_reason(f"{path}.{risk}", reason)
+
+
+def _validate_revision(field_path: str, revision: str) -> None:
+    if not revision or len(revision) > 255 or not set(revision) <= _REVISION_CHARS or ".." in revision:
+        raise fail(
+            field_path,
+            revision,
+            "must be a Hub commit (40 hex), or a branch or tag: up to 255 letters, digits and ._-/+ without '..'",
+        )
+
+
 def _validate_lora(w: WorkloadConfig, path: str) -> None:
     if not w.lora_adapters:
         return
@@ -429,6 +586,13 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
             f"{path}.lora_adapters",
             dict(w.lora_adapters),
             "needs engine vllm (Ray Serve LLM loads LoRA from a dynamic path, which llm-eks does not configure)",
+        )
+    if w.weights != "staged":
+        raise fail(
+            f"{path}.lora_adapters",
+            dict(w.lora_adapters),
+            'needs weights "staged": adapters are staged into the weights bucket at a pinned revision and restored '
+            "at start (vLLM would fetch each from the Hub at every start, at no fixed revision)",
         )
     for name, source in w.lora_adapters.items():
         if not LORA_NAME.match(name):
@@ -445,8 +609,14 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
                 "vLLM 0.33 loads an adapter from a local path or the Hugging Face Hub only (vllm/lora/utils.py, "
                 "get_adapter_absolute_path); publish it to the Hub (a private repo with hf_token_secret)",
             )
-        if not HF_REPO.match(source):
-            raise fail(f"{path}.lora_adapters.{name}", source, "must be a Hugging Face repo id such as org/adapter")
+        repo, revision = split_revision(source)
+        if not HF_REPO.match(repo):
+            raise fail(
+                f"{path}.lora_adapters.{name}",
+                source,
+                "must be a Hugging Face repo id, pinned with @<commit>, such as org/adapter@<40 hex>",
+            )
+        _validate_revision(f"{path}.lora_adapters.{name}", revision)
 
 
 def _validate_api_key(w: WorkloadConfig, path: str) -> None:

@@ -82,6 +82,9 @@ class InferenceClusterProps:
     admin_role_arns: tuple[str, ...] = ()
     # NAT per AZ: one NAT gateway's AZ failing must not cut every GPU node off image pulls and the HF hub.
     nat_gateways_per_az: bool = True
+    # An S3 gateway endpoint on the private subnets (new VPC only): weights and image layers reach S3 without NAT
+    # charges, and the weights bucket can refuse requests that do not come through it. Free of charge.
+    s3_gateway_endpoint: bool = True
     # Flow logs kept 90 days: long enough to investigate, short enough not to grow cost forever.
     flow_log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS
     # Tags for the cluster resource itself (stack-wide tags come from the stack).
@@ -160,6 +163,8 @@ class InferenceCluster(ClusterComposition, Construct):
         self.cluster_name = props.cluster_name
         # Internal load balancers' own subnets (see _load_balancer_subnets); none in an existing VPC.
         self.load_balancer_subnets: list[ec2.Subnet] = []
+        # The S3 gateway endpoint of the VPC this construct creates (s3_gateway_endpoint); None in an existing VPC.
+        self.s3_endpoint: ec2.GatewayVpcEndpoint | None = None
         self.vpc = props.vpc or self._new_vpc(props)
         self._tag_subnets(props)
 
@@ -252,6 +257,13 @@ class InferenceCluster(ClusterComposition, Construct):
             ],
         )
         self._load_balancer_subnets(vpc, props)
+        if props.s3_gateway_endpoint:
+            # Full endpoint policy: image pulls read ECR's own S3 buckets through it too; buckets restrict themselves.
+            self.s3_endpoint = vpc.add_gateway_endpoint(
+                "S3Endpoint",
+                service=ec2.GatewayVpcEndpointAwsService.S3,
+                subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            )
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(

@@ -222,6 +222,9 @@ def istiod_values(props: IstioGatewayOptions) -> dict[str, Any]:
         "env": {
             # Off by default (pilot/pkg/features/experimental.go): routes to InferencePools need it.
             "ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true",
+            # On by default (pilot/pkg/features/pilot.go): a policy with a workload selector would also bind the
+            # Gateway API gateways. Ours attach by targetRefs only, so nothing else can weaken them that way.
+            "ENABLE_SELECTOR_BASED_K8S_GATEWAY_POLICY": "false",
             # Never PILOT_ENABLE_ALPHA_GATEWAY_API (validate() refuses it): with it istiod 1.30 watches TCPRoute and
             # UDPRoute at v1alpha2, which the Gateway API v1.6 standard CRDs no longer serve; the CRD watcher keys
             # on the CRD name, so that informer would never sync.

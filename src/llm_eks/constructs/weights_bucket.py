@@ -8,12 +8,20 @@ The bucket:
   GETs then costs a few KMS calls instead of one per request (and stays clear of KMS request quotas);
 - refuses plain HTTP and TLS older than 1.2 (bucket policy), blocks every kind of public access, and disables ACLs
   (bucket owner enforced);
-- keeps no versions: weights can always be downloaded again from their source, and versions would double the storage
-  on every restage of the same files;
+- keeps versions, and lets a replaced or deleted object's old version expire after `noncurrent_version_days`: an
+  overwrite (by the staging Job, or by hand) can be undone for that long, and nothing else writes twice;
+- refuses, for every principal, a write under `compile-cache/` without `If-None-Match` (the S3 condition keys
+  `s3:if-none-match` and `s3:ObjectCreationOperation`): each object there is written once, never replaced;
 - aborts multipart uploads left behind by a failed staging Job after `abort_incomplete_upload_days`, since S3 bills
   their parts until then and nothing else lists them;
-- has no server access logs: object access is auditable in CloudTrail data events, and an access-log bucket would
-  itself be unlogged.
+- with `vpc_endpoint_ids`, refuses object requests and listings from anywhere but those S3 endpoints (and the
+  roles exempted by name), so credentials taken from a pod cannot read or write weights from outside the VPC;
+- has no server access logs: the stack records its object access with S3 data events in a CloudTrail trail of its
+  own (`ObjectAccessTrail`, constructs/audit.py), which names the principal and the endpoint of each request.
+
+The compile caches it holds are signed with an asymmetric KMS key of their own (ECC_NIST_P256, SIGN_VERIFY),
+created with the first cache writer: its key policy refuses kms:Sign to every principal but the writers' roles, so
+a serving pod that reads the cache can verify a manifest and never forge one.
 
 Grants go on the service account's shared Pod Identity role (`PodIdentityRole.for_service_account`: EKS allows one
 association per service account), each for exactly one key prefix. `add_reader` is `ModelWeightsAccess` on this
@@ -32,6 +40,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from llm_eks import aws_ids
 from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
 from llm_eks.constructs.karpenter_policies import iam5_findings
 from llm_eks.constructs.model_access import (
@@ -41,10 +50,32 @@ from llm_eks.constructs.model_access import (
     check_prefix,
 )
 from llm_eks.constructs.nag import acknowledge, skip_checkov
+from llm_eks.constructs.weights_grants import (
+    cache_signing_key,
+    grant_cache_reader,
+    grant_cache_writer,
+    grant_object_reader,
+    grant_prefix_reader,
+    grant_stager,
+    sid,
+)
 from llm_eks.errors import ConfigError, errors_at, named_errors
+from llm_eks.manifests.weights_staging import COMPILE_CACHE_ROOT
 
 # S3 has no snapshots; the other policies are what CloudFormation offers for a bucket.
 _REMOVAL_POLICIES = (cdk.RemovalPolicy.RETAIN, cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE, cdk.RemovalPolicy.DESTROY)
+# What the endpoint rule covers: reading, writing, deleting and listing objects and their versions and uploads.
+OBJECT_ACTIONS = [
+    "s3:GetObject*",
+    "s3:PutObject*",
+    "s3:DeleteObject*",
+    "s3:RestoreObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+    "s3:ListBucket",
+    "s3:ListBucketVersions",
+    "s3:ListBucketMultipartUploads",
+]
 # KMS alias names: `alias/` and 1-250 of letters, digits, '/', '_', '-'; `alias/aws/` is reserved for AWS.
 _ALIAS = re.compile(r"^alias/[a-zA-Z0-9/_-]{1,250}$")
 
@@ -59,6 +90,8 @@ class WeightsBucketOptions:
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN
     # A week outlives any staging retry, and stops paying for the parts of uploads that will never complete.
     abort_incomplete_upload_days: int = 7
+    # A month to notice and undo an overwrite or a delete, then the old version stops costing storage.
+    noncurrent_version_days: int = 30
     # Aliases are unique per account and region, so none by default: two environments in one account would collide.
     key_alias: str | None = None
     # Your organisation's permissions boundary on each role `add_reader`/`add_stager` hands out; None: no boundary.
@@ -68,6 +101,12 @@ class WeightsBucketOptions:
     existing_bucket_name: str | None = None
     # The existing bucket's customer managed key, when it uses SSE-KMS with one; None: SSE-S3 (no key grant).
     existing_kms_key_arn: str | None = None
+    # Object requests and listings only through these S3 VPC endpoints (`aws:SourceVpce`), so a pod's credentials
+    # copied off a node are useless elsewhere. Empty: wherever IAM allows (the stack passes its VPC's endpoint).
+    vpc_endpoint_ids: tuple[str, ...] = ()
+    # Roles exempt from the endpoint rule: people and pipelines that work on the bucket from outside the VPC (the
+    # stack passes the environment's admin roles, who can reach it through any pod anyway).
+    outside_vpc_role_arns: tuple[str, ...] = ()
 
     def validate(self) -> None:
         if self.removal_policy not in _REMOVAL_POLICIES:
@@ -80,6 +119,12 @@ class WeightsBucketOptions:
             raise ConfigError(
                 f"weights_bucket.abort_incomplete_upload_days: {days!r} is not allowed; must be a whole number of "
                 "days from 1 to 365"
+            )
+        days = self.noncurrent_version_days
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650:
+            raise ConfigError(
+                f"weights_bucket.noncurrent_version_days: {days!r} is not allowed; must be a whole number of days "
+                "from 1 to 3650"
             )
         alias = self.key_alias
         if alias is not None and (not _ALIAS.match(alias) or alias.startswith("alias/aws/")):
@@ -97,6 +142,26 @@ class WeightsBucketOptions:
                     "has its own key)"
                 )
             check_kms_key_arn("weights_bucket.existing_kms_key_arn", self.existing_kms_key_arn)
+        if self.existing_bucket_name is not None and (self.vpc_endpoint_ids or self.outside_vpc_role_arns):
+            raise ConfigError(
+                "weights_bucket.vpc_endpoint_ids: only allowed for a bucket this construct creates (an existing "
+                "bucket's policy is its owner's)"
+            )
+        for i, endpoint in enumerate(self.vpc_endpoint_ids):
+            if not cdk.Token.is_unresolved(endpoint) and not aws_ids.VPC_ENDPOINT_ID.match(endpoint):
+                raise ConfigError(
+                    f"weights_bucket.vpc_endpoint_ids[{i}]: {endpoint!r} is not allowed; must be a VPC endpoint id "
+                    "(vpce- and 8 or 17 hex digits)"
+                )
+        if self.outside_vpc_role_arns and not self.vpc_endpoint_ids:
+            raise ConfigError(
+                "weights_bucket.outside_vpc_role_arns: only allowed with vpc_endpoint_ids (nothing to be exempt from)"
+            )
+        for i, arn in enumerate(self.outside_vpc_role_arns):
+            if not cdk.Token.is_unresolved(arn) and not aws_ids.ROLE_ARN.match(arn):
+                raise ConfigError(
+                    f"weights_bucket.outside_vpc_role_arns[{i}]: {arn!r} is not allowed; must be an IAM role ARN"
+                )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +186,9 @@ class WeightsBucket(Construct):
         self._cluster = props.cluster
         self._readers: dict[tuple[str, str], tuple[str, PodIdentityRole]] = {}
         self._stagers: dict[tuple[str, str, str], PodIdentityRole] = {}
+        self._cache_writers: list[iam.IRole] = []
+        self._cache_prefixes: set[str] = set()
+        self._signing_key: kms.Key | None = None
         self.key: kms.IKey | None
         self.bucket: s3.IBucket
         if props.existing_bucket_name is not None:
@@ -158,26 +226,60 @@ class WeightsBucket(Construct):
             minimum_tls_version=1.2,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=False,
+            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="AbortIncompleteMultipartUploads",
                     abort_incomplete_multipart_upload_after=cdk.Duration.days(props.abort_incomplete_upload_days),
-                )
+                ),
+                s3.LifecycleRule(
+                    id="ExpireOldVersions",
+                    noncurrent_version_expiration=cdk.Duration.days(props.noncurrent_version_days),
+                    expired_object_delete_marker=True,
+                ),
             ],
             removal_policy=props.removal_policy,
         )
+        # Add-only: under compile-cache/ an object is created once (If-None-Match), never replaced, by anyone.
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="DenyOverwritesOfTheCompileCache",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[bucket.arn_for_objects(f"{COMPILE_CACHE_ROOT}/*")],
+                conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+            )
+        )
+        if props.vpc_endpoint_ids:
+            self._deny_outside_endpoints(bucket, props)
         acknowledge(
             bucket,
             "S1",
-            "Object access is auditable in CloudTrail data events; an access-log bucket would itself be unlogged.",
+            "Object access is recorded by this stack's CloudTrail trail with S3 data events for this bucket.",
         )
-        for check_id, reason in {
-            "CKV_AWS_18": "Object access is auditable in CloudTrail data events; a log bucket would be unlogged.",
-            "CKV_AWS_21": "Weights are re-downloadable from their source; versions would double storage on a restage.",
-        }.items():
-            skip_checkov(bucket, check_id, reason)
+        skip_checkov(
+            bucket, "CKV_AWS_18", "Object access is recorded by this stack's CloudTrail trail (S3 data events)."
+        )
         return key, bucket
+
+    @staticmethod
+    def _deny_outside_endpoints(bucket: s3.Bucket, props: WeightsBucketProps) -> None:
+        """Refuse object requests and listings that do not come through the named endpoints, except from the
+        exempt roles. Bucket-level actions (CloudFormation's create, policy and lifecycle calls) are untouched."""
+        conditions: dict[str, dict[str, object]] = {"StringNotEquals": {"aws:SourceVpce": list(props.vpc_endpoint_ids)}}
+        if props.outside_vpc_role_arns:
+            conditions["ArnNotEquals"] = {"aws:PrincipalArn": list(props.outside_vpc_role_arns)}
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="DenyObjectAccessOutsideTheVpc",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=OBJECT_ACTIONS,
+                resources=[bucket.bucket_arn, bucket.arn_for_objects("*")],
+                conditions=conditions,
+            )
+        )
 
     def add_reader(self, namespace: str, service_account: str, prefix: str) -> PodIdentityRole:
         """Read-only access for `namespace/service_account` to the objects under `prefix`: `s3:GetObject` on
@@ -218,15 +320,15 @@ class WeightsBucket(Construct):
         Grants `s3:GetObject`, `s3:PutObject`, `s3:AbortMultipartUpload` and `s3:ListMultipartUploadParts` on
         `<prefix>*`; `s3:ListBucket` for keys under the prefix (to skip files already staged); `kms:GenerateDataKey`
         and `kms:Decrypt` only through S3 (a multipart upload needs both). No `s3:DeleteObject`: a staging Job only
-        adds files, so a bad source or a wrong prefix can never remove weights a running model reads (an overwrite is
-        still possible; removing files is a deliberate act by hand). No `s3:ListBucketMultipartUploads`: S3 cannot
-        scope it to a prefix (it has no `s3:prefix` key), the uploader tracks its own uploads, and the lifecycle rule
-        aborts the ones left behind. Returns the service account's Pod Identity role.
+        adds files, so a bad source or a wrong prefix can never remove weights a running model reads (an overwrite
+        leaves the old version for `noncurrent_version_days`). No `s3:ListBucketMultipartUploads`: S3 cannot scope it
+        to a prefix (it has no `s3:prefix` key), the uploader tracks its own uploads, and the lifecycle rule aborts
+        the ones left behind. Returns the service account's Pod Identity role.
         """
         with errors_at(self.node.path):
             self._check_grantee("weights_bucket.stager", namespace, service_account, prefix)
             for ns, sa, other in self._stagers:
-                if (ns, sa) == (namespace, service_account) and other != prefix and _sid("", other) == _sid("", prefix):
+                if (ns, sa) == (namespace, service_account) and other != prefix and sid("", other) == sid("", prefix):
                     raise ConfigError(
                         f"weights_bucket.stager.prefix: {prefix!r} is not allowed; its statement ids would repeat "
                         f"those of {other!r} (IAM wants them unique in a policy)"
@@ -234,49 +336,100 @@ class WeightsBucket(Construct):
         existing = self._stagers.get((namespace, service_account, prefix))
         if existing is not None:
             return existing
-        identity = PodIdentityRole.for_service_account(self._cluster, namespace, service_account)
-        harden_roles(identity, self.props.permissions_boundary)
-        role = identity.role
-        stage = iam.PolicyStatement(
-            sid=_sid("StageModelWeights", prefix),
-            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-            resources=[self.bucket.arn_for_objects(f"{prefix}*")],
-        )
-        role.add_to_principal_policy(stage)
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid=_sid("ListStagedModelWeights", prefix),
-                actions=["s3:ListBucket"],
-                resources=[self.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
-            )
-        )
-        if self.key is not None:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid=_sid("EncryptStagedModelWeights", prefix),
-                    actions=["kms:GenerateDataKey", "kms:Decrypt"],
-                    resources=[self.key.key_arn],
-                    # Only as S3 encrypts and decrypts objects for this role, never a direct call.
-                    conditions={"StringEquals": {"kms:ViaService": f"s3.{cdk.Stack.of(self).region}.amazonaws.com"}},
-                )
-            )
-        for finding in iam5_findings(self, iam.PolicyDocument(statements=[stage])):
-            acknowledge(
-                role.node.find_child("DefaultPolicy"),
-                finding,
-                "Object-level staging of one model's files: the wildcard is the key prefix, nothing wider.",
-            )
+        identity = self._identity(namespace, service_account)
+        stage = grant_stager(identity.role, self.bucket, self.key, prefix)
+        self._acknowledge_prefix(identity, stage, "Object-level staging of one model's files")
         self._stagers[(namespace, service_account, prefix)] = identity
         return identity
+
+    def add_object_reader(
+        self, namespace: str, service_account: str, prefix: str, names: tuple[str, ...]
+    ) -> PodIdentityRole:
+        """Read access for `namespace/service_account` to exactly the objects `<prefix><name>` (a benchmark's
+        tokenizer files): `s3:GetObject` on those keys and `kms:Decrypt` through S3, no list, nothing else of the
+        prefix. Returns the service account's Pod Identity role."""
+        with errors_at(self.node.path):
+            self._check_grantee("weights_bucket.object_reader", namespace, service_account, prefix)
+            if not names or any(not re.fullmatch(r"[A-Za-z0-9._-]+", n) for n in names):
+                raise ConfigError(
+                    f"weights_bucket.object_reader.names: {list(names)!r} is not allowed; name 1 or more file names "
+                    "of letters, digits and . _ -"
+                )
+        identity = self._identity(namespace, service_account)
+        grant_object_reader(identity.role, self.bucket, self.key, prefix, names)
+        return identity
+
+    def add_adapter_reader(self, namespace: str, service_account: str, prefix: str) -> PodIdentityRole:
+        """Read access for a serving pod to one staged LoRA adapter's prefix, beside the weights it reads
+        (`add_reader`): s3:GetObject on `<prefix>*`, s3:ListBucket under it, kms:Decrypt through S3. Returns the
+        service account's Pod Identity role."""
+        with errors_at(self.node.path):
+            self._check_grantee("weights_bucket.adapter_reader", namespace, service_account, prefix)
+        identity = self._identity(namespace, service_account)
+        read = grant_prefix_reader(identity.role, self.bucket, self.key, prefix, "Adapter")
+        self._acknowledge_prefix(identity, read, "Object-level reads of one staged LoRA adapter")
+        return identity
+
+    @property
+    def signing_key(self) -> kms.Key:
+        """The compile caches' signing key (created on first use): ECDSA P-256, sign and verify only, and only the
+        cache writers' roles may sign."""
+        if self._signing_key is None:
+            self._signing_key = cache_signing_key(
+                self, "CacheSigningKey", self.props.removal_policy, self._cache_writers
+            )
+        return self._signing_key
+
+    def add_cache_writer(self, namespace: str, service_account: str, prefix: str) -> PodIdentityRole:
+        """The compile cache's writer (`namespace/service_account`, a Job that serves nothing): add-only on
+        `<prefix>*` (s3:GetObject, s3:PutObject, which the bucket policy admits only with If-None-Match under
+        compile-cache/), s3:ListBucket on the prefix, kms:GenerateDataKey and kms:Decrypt through S3, and kms:Sign on
+        the signing key, which no one else may use to sign. Returns the service account's Pod Identity role."""
+        with errors_at(self.node.path):
+            self._check_grantee("weights_bucket.cache_writer", namespace, service_account, prefix)
+            if not prefix.startswith(f"{COMPILE_CACHE_ROOT}/") or self.key is None:
+                raise ConfigError(
+                    f"weights_bucket.cache_writer.prefix: {prefix!r} is not allowed; a compile cache lives under "
+                    f"{COMPILE_CACHE_ROOT}/ in a bucket this stack creates (whose policy makes it add-only)"
+                )
+        identity = self._identity(namespace, service_account)
+        self._cache_writers.append(identity.role)
+        self._cache_prefixes.add(prefix)
+        write = grant_cache_writer(identity.role, self.bucket, self.key, prefix, self.signing_key)
+        self._acknowledge_prefix(identity, write, "Object-level writes of one workload's compile cache")
+        return identity
+
+    def add_cache_reader(self, namespace: str, service_account: str, prefix: str) -> PodIdentityRole:
+        """A serving pod's read of the compile cache: s3:GetObject on `<prefix>*`, s3:ListBucket on the prefix,
+        kms:Decrypt through S3, and kms:Verify on the signing key (it checks the writer's signature; it can sign
+        nothing). Returns the service account's Pod Identity role."""
+        with errors_at(self.node.path):
+            self._check_grantee("weights_bucket.cache_reader", namespace, service_account, prefix)
+            if prefix not in self._cache_prefixes:
+                raise ConfigError(
+                    f"weights_bucket.cache_reader.prefix: {prefix!r} is not allowed; add its cache writer first "
+                    "(add_cache_writer): without one nothing signs the manifests a reader verifies"
+                )
+        identity = self._identity(namespace, service_account)
+        read = grant_cache_reader(identity.role, self.bucket, self.key, prefix, self.signing_key)
+        self._acknowledge_prefix(identity, read, "Object-level reads of one workload's compile cache")
+        return identity
+
+    def _identity(self, namespace: str, service_account: str) -> PodIdentityRole:
+        identity = PodIdentityRole.for_service_account(self._cluster, namespace, service_account)
+        harden_roles(identity, self.props.permissions_boundary)
+        return identity
+
+    def _acknowledge_prefix(self, identity: PodIdentityRole, statement: iam.PolicyStatement, what: str) -> None:
+        for finding in iam5_findings(self, iam.PolicyDocument(statements=[statement])):
+            acknowledge(
+                identity.role.node.find_child("DefaultPolicy"),
+                finding,
+                f"{what}: the wildcard is the key prefix, nothing wider.",
+            )
 
     @staticmethod
     def _check_grantee(field: str, namespace: str, service_account: str, prefix: str) -> None:
         check_name(f"{field}.namespace", namespace, label=True)
         check_name(f"{field}.service_account", service_account, label=False)
         check_prefix(f"{field}.prefix", prefix)
-
-
-def _sid(stem: str, prefix: str) -> str:
-    """A statement id per prefix (IAM wants them unique in a policy, letters and digits only)."""
-    return stem + "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", prefix) if part)

@@ -5,7 +5,12 @@ The flow (OCI distribution-spec "Pulling manifests", Docker's token authenticati
    manifest list and both single-image manifest types, so a multi-arch image answers with its index.
 2. A `401` carries `WWW-Authenticate: Bearer realm="...",service="...",scope="..."`: fetch an anonymous pull token
    from the realm (`?service=...&scope=...`; JSON `token` or `access_token`) and repeat the GET with
-   `Authorization: Bearer <token>`.
+   `Authorization: Bearer <token>`. The header is read as RFC 9110 section 11.6.1 defines it: it may hold several
+   challenges (`Basic realm="quay.io", Bearer realm="https://quay.io/v2/auth",service="quay.io"`) and come in
+   several header lines (joined with ", ", RFC 9110 section 5.3), and parameter values are quoted strings or bare
+   tokens (gcr.io sends `service=gcr.io` unquoted); the Bearer challenge is used wherever it is. A missing or empty
+   `service` or `scope` (`scope=""`, reported of nvcr.io) is left out or, for the scope, replaced by
+   `repository:<name>:pull`, the scope a pull needs.
 3. The digest is `sha256` of the response body, exactly as served. `Docker-Content-Digest`, when present, must
    equal it; anything else is an error, never a guess.
 
@@ -38,7 +43,14 @@ ACCEPT = (
 )
 # Enough for a slow registry; a lock run should fail fast when one is unreachable.
 TIMEOUT_SECONDS = 15.0
-_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+# RFC 9110 section 11: challenge = auth-scheme [ 1*SP ( token68 / #auth-param ) ], auth-param = token BWS "=" BWS
+# ( token / quoted-string ); challenges and params are separated by commas.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_SEPARATORS = re.compile(r"[\s,]*")
+_AUTH_PARAM = re.compile(rf"({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*(?=,|$)")
+_AUTH_SCHEME = re.compile(rf"({_TOKEN})(?=[ \t]|,|$)[ \t]*")
+_TOKEN68 = re.compile(r"[A-Za-z0-9._~+/-]+=*[ \t]*(?=,|$)")
 
 
 @dataclass(frozen=True)
@@ -113,18 +125,48 @@ def resolve(image: str, transport: Transport = urllib_transport) -> Resolved:
     return Resolved(digest=digest, source=url, media_type=media_type)
 
 
+def challenges(header: str) -> list[tuple[str, dict[str, str]]]:
+    """The challenges of a WWW-Authenticate value, in order: (scheme lower-cased, {param lower-cased: value}), quoted
+    values unescaped. A token68 challenge (`Negotiate abc==`) has no params; parsing stops at the first text that
+    is neither a scheme nor a param, keeping the challenges before it."""
+    found: list[tuple[str, dict[str, str]]] = []
+    pos = _skip_separators(header, 0)
+    while pos < len(header):
+        param = _AUTH_PARAM.match(header, pos) if found else None
+        if param is not None:
+            name, value = param.groups()
+            if value.startswith('"'):
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            found[-1][1].setdefault(name.lower(), value)
+            pos = param.end()
+        elif scheme := _AUTH_SCHEME.match(header, pos):
+            found.append((scheme.group(1).lower(), {}))
+            pos = scheme.end()
+            if token68 := _TOKEN68.match(header, pos):
+                pos = token68.end()
+        else:
+            break
+        pos = _skip_separators(header, pos)
+    return found
+
+
+def _skip_separators(header: str, pos: int) -> int:
+    separators = _SEPARATORS.match(header, pos)
+    return separators.end() if separators else pos
+
+
 def _anonymous_token(ref: ImageRef, challenge: str, transport: Transport) -> str:
-    scheme, _, params = challenge.partition(" ")
-    fields = dict(_CHALLENGE_PARAM.findall(params))
-    realm = fields.get("realm", "")
-    if scheme.lower() != "bearer" or not realm.startswith("https://"):
+    bearer = next((params for scheme, params in challenges(challenge) if scheme == "bearer"), None)
+    realm = (bearer or {}).get("realm", "")
+    if bearer is None or not realm.startswith("https://"):
         raise RegistryError(
             f"{ref.api_host} wants {challenge or 'credentials'!r}; only anonymous bearer tokens from an https realm "
             "are supported"
         )
-    query = {key: fields[key] for key in ("service", "scope") if key in fields}
+    # An empty value is no value: `scope=""` would ask for a token that may pull nothing.
+    query = {key: bearer[key] for key in ("service", "scope") if bearer.get(key)}
     query.setdefault("scope", f"repository:{ref.repository}:pull")
-    url = f"{realm}?{urllib.parse.urlencode(query)}"
+    url = f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}"
     answer = transport("GET", url, {"Accept": "application/json"})
     if answer.status != 200:
         raise RegistryError(f"token endpoint {realm} answered HTTP {answer.status}")
@@ -139,4 +181,10 @@ def _anonymous_token(ref: ImageRef, challenge: str, transport: Transport) -> str
 
 
 def _lower(items: Iterable[tuple[object, object]]) -> dict[str, str]:
-    return {str(key).lower(): str(value) for key, value in items}
+    """Header names lower-cased; a header sent on several lines becomes one value joined with ", " (RFC 9110
+    section 5.3), so a second WWW-Authenticate line is kept rather than overwritten."""
+    headers: dict[str, str] = {}
+    for key, value in items:
+        name = str(key).lower()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else str(value)
+    return headers

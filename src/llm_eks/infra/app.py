@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from llm_eks.config import EnvironmentConfig, load_environments, select_environments
+from llm_eks.config import EnvironmentConfig, load_environments, parse_environment, select_environments
 from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.hub.records import MODELS_DIR, MODELS_DIR_CONTEXT
@@ -35,9 +36,15 @@ def read_context(app: cdk.App) -> dict[str, Any]:
 
 def check_context_file(path: Path) -> None:
     """Re-read the cdk.json the CDK CLI read (it hands the app only the merged context, where an environment given
-    twice has already lost its first body and 1e400 has become null): either is a one-line error here."""
-    if path.is_file():
-        read_context_file(path, "cdk.json")
+    twice has already lost its first body, 1e400 has become null, and an environment whose body is null has gone):
+    each is a one-line error here, as `llm-eks plan --env` reports it."""
+    if not path.is_file():
+        return
+    environments = read_context_file(path, "cdk.json").get("environments")
+    if isinstance(environments, Mapping):
+        for name, body in environments.items():
+            if body is None:  # the CLI drops it; parse_environment says what is wrong with it
+                parse_environment(name, body)
 
 
 def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:

@@ -66,7 +66,12 @@ def prerequisites(workload: Workload) -> tuple[Addon, ...]:
     needs: list[Addon] = ["kuberay"] if isinstance(workload, RayServeWorkload) else []
     if isinstance(workload, VllmWorkload) and workload.vllm.nodes_per_replica > 1:
         needs.append("lws")
-    if workload.secrets:
+    # The Secrets Store driver for any pod of the workload that mounts a secret: the serving pods, or the staging Job
+    # (the Hub token, which staged-weights serving pods never hold).
+    staging_token = (
+        isinstance(workload, VllmWorkload) and workload.staging is not None and workload.staging.hf_token_secret
+    )
+    if workload.secrets or staging_token:
         needs.append("secrets")
     if workload.weights_s3_uri is not None:
         needs.append("weights")
@@ -78,14 +83,15 @@ def prerequisites(workload: Workload) -> tuple[Addon, ...]:
     return tuple(needs)
 
 
-def addons(workloads: Sequence[Workload], gateway: bool = False) -> tuple[Addon, ...]:
+def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
     """Every add-on this environment installs besides Karpenter and observability, in a stable order. Ray Serve
     scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
-    is per workload (ChartPlan.workload), not an environment add-on. A `gateway` needs Istio and, for its NLB, the
+    is per workload (ChartPlan.workload), not an environment add-on. A gateway needs Istio and, for its NLB, the
     AWS Load Balancer Controller."""
     wanted = {need for w in workloads for need in prerequisites(w)} - {"weights", "staging"}
-    if gateway:
-        wanted |= {"istio", "alb"}
+    gateway = workloads[0].gateway if workloads else None
+    if gateway is not None:
+        wanted |= {"istio", "alb"} if gateway.load_balanced else {"istio"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
         wanted.add("keda")
     order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "istio", "keda")
@@ -98,7 +104,7 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
     applies before installing the add-ons itself (into these namespaces, without --create-namespace)."""
     # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
     cidrs = (config.vpc.cidr,)
-    names = addons(workloads, gateway=config.gateway is not None)
+    names = addons(workloads)
     keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
     objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
     if "kuberay" in names:
@@ -125,13 +131,17 @@ def build_charts(
     node_role_name: str,
     security_group_ids: tuple[str, ...],
     weights_bucket: str | None = None,
+    cache_signing_key: str | None = None,
+    cluster_oidc_issuer: str | None = None,
 ) -> list[ChartPlan]:
     """Every chart of one environment: the node pools, then each workload's charts. The single place charts are
     built: the CDK stack applies these through the cluster, `llm-eks manifests` writes the same objects for GitOps.
 
     `weights_bucket`: the name of the environment's weights bucket (a CloudFormation reference in the stack), put
     into ConfigMap `llm-eks-weights` of each workload with staged weights; None leaves that ConfigMap out (GitOps
-    with a bucket the stack creates: apply it with the stack output's name)."""
+    with a bucket the stack creates: apply it with the stack output's name). `cache_signing_key`: the ARN of the KMS
+    key the compile caches are signed with, in the same ConfigMap. `cluster_oidc_issuer`: the cluster's OIDC
+    issuer URL, for a gateway that trusts the cluster's own service-account tokens."""
     v = config.vpc
     snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
@@ -165,18 +175,20 @@ def build_charts(
         if isinstance(workload, RayServeWorkload):
             charts += _ray_serve_charts(app, workload)
         else:
-            charts += _vllm_charts(app, config, workload, weights_bucket)
-    return charts + _gateway_charts(app, workloads)
+            charts += _vllm_charts(app, config, workload, weights_bucket, cache_signing_key)
+    return charts + _gateway_charts(app, workloads, cluster_oidc_issuer)
 
 
-def _gateway_charts(app: cdk8s.App, workloads: Sequence[Workload]) -> list[ChartPlan]:
+def _gateway_charts(app: cdk8s.App, workloads: Sequence[Workload], cluster_oidc_issuer: str | None) -> list[ChartPlan]:
     """The gateway's namespace, then each workload's route (after the workload: its namespace comes with it)."""
-    props = workloads[0].gateway
-    if props is None:
+    shared = workloads[0].gateway
+    if shared is None:
         return []
-    if any(w.gateway is not props for w in workloads):
+    if any(w.gateway is not shared for w in workloads):
         raise ValueError("every workload of an environment must carry the same gateway")  # a bug in the caller
-    charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props), needs=("istio", "alb", "observability"))]
+    props = shared.with_cluster_issuer(cluster_oidc_issuer)
+    needs = ("istio", "alb", "observability") if props.load_balanced else ("istio", "observability")
+    charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props), needs=needs)]
     for workload, route in zip(workloads, props.routes, strict=True):
         route_id = chart_id(workload, "route")
         own = chart_id(workload, "ray-serve" if isinstance(workload, RayServeWorkload) else "vllm")
@@ -196,7 +208,10 @@ def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartP
     ray_id, monitoring_id = chart_id(workload, "ray-serve"), chart_id(workload, "monitoring")
     ray = RayServeChart(app, ray_id, r)
     # The namespace's policies travel with the workload: one apply, so no pod ever runs unprotected.
-    add_objects(ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name)))
+    # Behind a gateway (which then authenticates: config refuses Ray Serve behind api-key), through it only.
+    add_objects(
+        ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name), direct_clients=workload.gateway is None)
+    )
     return [
         ChartPlan(ray_id, ray, needs=("node-pools", *prerequisites(workload)), workload=workload),
         ChartPlan(
@@ -209,7 +224,11 @@ def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartP
 
 
 def _vllm_charts(
-    app: cdk8s.App, config: EnvironmentConfig, workload: VllmWorkload, weights_bucket: str | None
+    app: cdk8s.App,
+    config: EnvironmentConfig,
+    workload: VllmWorkload,
+    weights_bucket: str | None,
+    cache_signing_key: str | None,
 ) -> list[ChartPlan]:
     vllm = workload.vllm
     ids = {base: chart_id(workload, base) for base in ("vllm", "autoscaling", "monitoring", "benchmark")}
@@ -224,14 +243,18 @@ def _vllm_charts(
         # Target type ip: the internal ALB's ENIs connect to the pods directly, from its own subnets (no pod's).
         alb_cidrs=config.vpc.load_balancer_subnet_cidrs() if vllm.ingress is not None else (),
         group=vllm.nodes_per_replica > 1,
+        # Without a key of its own, behind the (then authenticating) gateway: clients come through it only.
+        direct_clients=workload.gateway is None or vllm.api_key_secret is not None,
     )
     add_objects(vllm_chart, policies)
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:
         # The staging Job and the pods that wait for it travel together: one apply, one namespace.
-        bucket = [] if weights_bucket is None else [bucket_config_map(vllm.namespace, weights_bucket)]
-        add_objects(vllm_chart, [*bucket, *staging_objects(workload.staging)])
+        signing = cache_signing_key if vllm.compile_cache is not None else None
+        bucket = [] if weights_bucket is None else [bucket_config_map(vllm.namespace, weights_bucket, signing)]
+        adapters = [o for _, adapter in workload.adapter_stagings for o in staging_objects(adapter)]
+        add_objects(vllm_chart, [*bucket, *staging_objects(workload.staging), *adapters])
     own = ids["vllm"]
     return [
         ChartPlan(own, vllm_chart, needs=("node-pools", *prerequisites(workload)), workload=workload),

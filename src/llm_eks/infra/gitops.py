@@ -39,11 +39,13 @@ def write_manifests(
     security_group_ids: tuple[str, ...],
     images: ImageLock | None = None,
     weights_bucket: str | None = None,
+    oidc_issuer: str | None = None,
 ) -> list[Path]:
     """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written.
     `plans`: one per workload, in `config.served` order. Images locked in `images` are pinned by digest, as the CDK
     stack pins them. `weights_bucket`: the bucket's name for staged weights (default: weights_bucket.name in the
-    config; a bucket the stack creates is named only at deploy, by its output WeightsBucketName)."""
+    config; a bucket the stack creates is named only at deploy, by its output WeightsBucketName). `oidc_issuer`: the
+    cluster's OIDC issuer URL, for a gateway that trusts the cluster's service-account tokens."""
     workloads = build_workloads(config, plans, region=config.region, images=images)
     if weights_bucket is None and config.weights_bucket is not None:
         weights_bucket = config.weights_bucket.name
@@ -60,6 +62,7 @@ def write_manifests(
         node_role_name=node_role_name,
         security_group_ids=security_group_ids,
         weights_bucket=weights_bucket,
+        cluster_oidc_issuer=oidc_issuer,
     )
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):

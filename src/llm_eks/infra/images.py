@@ -68,7 +68,9 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
     if any(w.hf_token_secret is not None or (w.engine == "vllm" and w.api_key) for w in workloads):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
         charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
-    if any(w.engine == "vllm" and w.internal_alb for w in workloads) or config.gateway is not None:
+    if any(w.engine == "vllm" and w.internal_alb for w in workloads) or (
+        config.gateway is not None and config.gateway.expose == "nlb"
+    ):
         charts["aws-load-balancer-controller"] = AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
     # The gateway: Istio as its controller.
     if config.gateway is not None:
@@ -102,18 +104,33 @@ def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tupl
     return tuple(dict.fromkeys([*own, *chart]))
 
 
+# The accepted_risks id that lets a production environment run images by tag.
+IMAGES_BY_TAG = "images-by-tag"
+
+
 def require_locked(config: EnvironmentConfig, plans: Sequence[Plan], lock: ImageLock) -> None:
-    """With `require_image_digests`, one line naming the first image without a locked digest (and how to lock)."""
-    if not config.require_image_digests:
+    """With `require_image_digests`, or in production unless the risk is accepted, one line naming the first image
+    without a locked digest (and how to lock)."""
+    production = config.production and IMAGES_BY_TAG not in config.accepted_risks
+    if not config.require_image_digests and not production:
         return
     missing = [ref for ref in environment_images(config, plans) if lock.digest(ref) is None]
-    if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    if not missing:
+        return
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    lacking = f"{missing[0]}{more} ha{'ve' if more else 's'} no digest in {lock.name}"
+    lock_it = (
+        f"run `llm-eks images lock --env {config.name}` where the registries are reachable, review and commit the file"
+    )
+    if config.require_image_digests:
         raise ConfigError(
-            f"environments.{config.name}.require_image_digests: true is not allowed while {missing[0]}{more} "
-            f"ha{'ve' if more else 's'} no digest in {lock.name}; run `llm-eks images lock --env {config.name}` "
-            "where the registries are reachable, review and commit the file, or set require_image_digests to false"
+            f"environments.{config.name}.require_image_digests: true is not allowed while {lacking}; {lock_it}, or "
+            "set require_image_digests to false"
         )
+    raise ConfigError(
+        f"environments.{config.name}.production: true refuses images by tag, and {lacking}; {lock_it}, or accept "
+        f'the risk: accepted_risks {{"{IMAGES_BY_TAG}": "<why>"}}'
+    )
 
 
 def app_lock(context_value: object) -> ImageLock:

@@ -19,9 +19,10 @@ import cdk8s
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
-from llm_eks.config import EnvironmentConfig
+from llm_eks.config import ACCEPTED_RISKS, EnvironmentConfig
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
+from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
 from llm_eks.constructs.crds import GATEWAY_API_CRDS, INFERENCE_POOL_CRD
@@ -35,10 +36,12 @@ from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, service_account, workload_secrets
 from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
+from llm_eks.manifests.benchmark import TOKENIZER_FILES
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.vllm import VllmChart
+from llm_eks.manifests.vllm.compile_job import writer_name
 from llm_eks.manifests.weights_staging import WeightsStagingProps
 from llm_eks.planner import Plan
 
@@ -75,6 +78,9 @@ class InferenceStack(cdk.Stack):
         cdk.Tags.of(self).add("llm-eks:environment", config.name)
         for key, value in config.tags.items():
             cdk.Tags.of(self).add(key, value)
+        # What production lets through by decision, where `cdk synth` shows it to the reviewer.
+        for risk, reason in config.accepted_risks.items():
+            cdk.Annotations.of(self).add_info(f"accepted risk {risk} ({ACCEPTED_RISKS[risk]}): {reason}")
 
         self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
         self.cluster = self.platform.cluster
@@ -83,7 +89,7 @@ class InferenceStack(cdk.Stack):
         self.karpenter = self.platform.add_karpenter()
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
-        environment_addons = addons(self.workloads, gateway=config.gateway is not None)
+        environment_addons = addons(self.workloads)
         self.observability = self.platform.add_observability(
             ObservabilityOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
@@ -113,6 +119,8 @@ class InferenceStack(cdk.Stack):
             # The EKS cluster security group lets nodes reach the control plane and each other.
             security_group_ids=(self.cluster.cluster_security_group_id,),
             weights_bucket=None if self.weights_bucket is None else self.weights_bucket.bucket_name,
+            cache_signing_key=self._cache_signing_key(),
+            cluster_oidc_issuer=self.cluster.cluster_open_id_connect_issuer_url,
         )
         plans_by_key = {s.key: (s, p) for s, p in zip(config.served, self.plans, strict=True)}
         for planned in self.charts:
@@ -159,7 +167,10 @@ class InferenceStack(cdk.Stack):
             # admit them without admitting pods.
             load_balancer_subnet_cidrs=(
                 config.vpc.load_balancer_subnet_cidrs()
-                if (config.gateway is not None or any(s.config.internal_alb for s in config.served))
+                if (
+                    (config.gateway is not None and config.gateway.expose == "nlb")
+                    or any(s.config.internal_alb for s in config.served)
+                )
                 and not config.vpc.imported
                 else ()
             ),
@@ -198,13 +209,23 @@ class InferenceStack(cdk.Stack):
         b = config.weights_bucket
         if b is None:
             return None
+        created = b.name is None
+        endpoint = self.platform.s3_endpoint
+        endpoints = (endpoint.vpc_endpoint_id,) if endpoint is not None else (config.vpc.s3_endpoint_id or "",)
         bucket = WeightsBucket(
             self,
             "Weights",
             WeightsBucketProps(
-                cluster=as_icluster(self.cluster), existing_bucket_name=b.name, existing_kms_key_arn=b.kms_key_arn
+                cluster=as_icluster(self.cluster),
+                existing_bucket_name=b.name,
+                existing_kms_key_arn=b.kms_key_arn,
+                # The pods reach S3 through the VPC's endpoint; an admin may work on the bucket from anywhere.
+                vpc_endpoint_ids=endpoints if created else (),
+                outside_vpc_role_arns=config.admin_role_arns if created else (),
             ),
         )
+        if created and b.data_events_trail:
+            ObjectAccessTrail(self, "WeightsAccess", ObjectAccessTrailProps(buckets=(bucket.bucket,)))
         cdk.CfnOutput(
             self, "WeightsBucketName", value=bucket.bucket_name, description="S3 bucket the staging Jobs fill"
         )
@@ -263,6 +284,8 @@ class InferenceStack(cdk.Stack):
             self._workload_prerequisites[(workload.key, "secrets")] = (identity,)
         if isinstance(workload, VllmWorkload) and workload.staging is not None:
             self._add_staging_access(workload, workload.staging)
+        if isinstance(workload, VllmWorkload):
+            self._add_benchmark_access(workload)
         if workload.weights_s3_uri is not None:
             uri = urlparse(workload.weights_s3_uri)
             prefix = uri.path.lstrip("/")
@@ -285,13 +308,46 @@ class InferenceStack(cdk.Stack):
         namespace, account = service_account(workload)
         reader = self.weights_bucket.add_reader(namespace, account, staging.prefix)
         stager = self.weights_bucket.add_stager(namespace, staging.name, staging.prefix)
+        readers: tuple[IConstruct, ...] = (reader,)
         if workload.vllm.compile_cache is not None:
-            # The pods restore and save their torch.compile cache: add-only on its prefix, as a staging Job has.
-            self.weights_bucket.add_stager(namespace, account, workload.vllm.compile_cache)
-        if staging.hf_token_secret is not None:
-            self.secrets_store.add_secret_reader(namespace, staging.name, staging.hf_token_secret)
-        self._workload_prerequisites[(workload.key, "weights")] = (reader,)
-        self._workload_prerequisites[(workload.key, "staging")] = (stager,)
+            # Its one writer is the compile-cache Job's own ServiceAccount; the pods read and verify the cache.
+            cache = workload.vllm.compile_cache
+            writer = self.weights_bucket.add_cache_writer(namespace, writer_name(workload.vllm), cache)
+            self.weights_bucket.add_cache_reader(namespace, account, cache)
+            readers = (reader, writer)
+        stagers: tuple[IConstruct, ...] = (stager,)
+        for _, adapter in workload.adapter_stagings:
+            # Each adapter's Job writes its own prefix; the pods (and the cache's writer, which runs the same
+            # server) read it and fetch it at start.
+            stagers += (self.weights_bucket.add_stager(namespace, adapter.name, adapter.prefix),)
+            readers += (self.weights_bucket.add_adapter_reader(namespace, account, adapter.prefix),)
+            if workload.vllm.compile_cache is not None:
+                self.weights_bucket.add_adapter_reader(namespace, writer_name(workload.vllm), adapter.prefix)
+        for job in (staging, *(a for _, a in workload.adapter_stagings)):
+            if job.hf_token_secret is not None:
+                self.secrets_store.add_secret_reader(namespace, job.name, job.hf_token_secret)
+        self._workload_prerequisites[(workload.key, "weights")] = readers
+        self._workload_prerequisites[(workload.key, "staging")] = stagers
+
+    def _cache_signing_key(self) -> str | None:
+        """The compile caches' signing key ARN, when a workload keeps a cache (the key exists once a writer does)."""
+        if self.weights_bucket is None or not any(
+            isinstance(w, VllmWorkload) and w.vllm.compile_cache is not None for w in self.workloads
+        ):
+            return None
+        return self.weights_bucket.signing_key.key_arn
+
+    def _add_benchmark_access(self, workload: VllmWorkload) -> None:
+        """The benchmark Job's own ServiceAccount reads what a client needs: the API key, and the tokenizer (the
+        staged files, or through the Hub token from the Hub)."""
+        namespace, account = workload.vllm.namespace, workload.benchmark.name
+        if workload.api_key_secret is not None:
+            self.secrets_store.add_secret_reader(namespace, account, workload.api_key_secret)
+        prefix = workload.benchmark.tokenizer_prefix
+        if prefix is not None and self.weights_bucket is not None:
+            self.weights_bucket.add_object_reader(namespace, account, prefix, TOKENIZER_FILES)
+        elif prefix is None and workload.vllm.hf_token_secret is not None:
+            self.secrets_store.add_secret_reader(namespace, account, workload.vllm.hf_token_secret)
 
     def _prerequisites_of(self, need: str, planned: ChartPlan) -> tuple[IConstruct, ...]:
         """What `need` of a chart stands for: an add-on or earlier chart, plus the chart's workload's own access."""

@@ -1,11 +1,13 @@
 """`BenchmarkChart`: a one-shot Job that runs `vllm bench serve` against the vLLM Service and prints the result JSON.
 
 It runs on CPU capacity (llm-eks places it on the CPU node pool, never a GPU node) with the same pinned vLLM image,
-as the vLLM ServiceAccount (so the same Pod Identity association lets it read a gated model's tokenizer through the
-Hugging Face token file, or an S3 prefix). It needs exactly the server's secrets, so it mounts the server's
-SecretProviderClasses rather than holding a second identity: with an API key, the shell exports the key file as
-OPENAI_API_KEY, which `vllm bench serve` sends as `Authorization: Bearer`
-(vllm/benchmarks/lib/endpoint_request_func.py, _get_headers).
+as a ServiceAccount of its own (named after the Job), whose Pod Identity role reads only what a client needs: the
+API key, and the model's tokenizer files. With staged weights an init container copies those few files from the
+weights bucket (no Hub token, no weights, no compile cache); otherwise the tokenizer comes from the Hub, with the
+Hub token for a gated model. It mounts the server's SecretProviderClass for the key (a SecretProviderClass names
+secrets; the pod's own ServiceAccount decides what it may read): the shell exports the key file as OPENAI_API_KEY,
+which `vllm bench serve` sends as `Authorization: Bearer` (vllm/benchmarks/lib/endpoint_request_func.py,
+_get_headers).
 Requests go to /v1/completions with random token prompts of exactly `input_len` tokens and `--ignore-eos`, so every
 request generates `output_len` tokens: the shape the capacity plan assumed.
 
@@ -46,6 +48,39 @@ from llm_eks.manifests.vllm import VllmProps, pod_security_context, service_url,
 
 BENCHMARK_APP = "vllm-benchmark"
 WORK_DIR = "/work"
+# What a tokenizer needs of a checkpoint (transformers' tokenizer files, Mistral's tekken, config for the model type):
+# the benchmark's role may read exactly these keys under the staged prefix, nothing else of the model.
+TOKENIZER_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "tekken.json",
+    "chat_template.jinja",
+)
+TOKENIZER_DIR = f"{WORK_DIR}/tokenizer"
+# Copies the tokenizer files that exist (a missing one answers 403 without ListBucket, which the role lacks) with the
+# image's boto3; the bucket comes from the llm-eks-weights ConfigMap, as the serving pods read it.
+FETCH_TOKENIZER = """import os, sys, boto3
+from botocore.exceptions import ClientError
+bucket, prefix, dest = os.environ["LLM_EKS_WEIGHTS_BUCKET"], sys.argv[1], sys.argv[2]
+os.makedirs(dest, exist_ok=True)
+s3 = boto3.client("s3")
+got = 0
+for name in sys.argv[3:]:
+    try:
+        s3.download_file(bucket, prefix + name, os.path.join(dest, name))
+        got += 1
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in ("403", "404", "AccessDenied", "NoSuchKey"):
+            raise
+print(f"fetch-tokenizer: {got} file(s) from s3://{bucket}/{prefix}", flush=True)
+sys.exit(0 if got else 1)
+"""
 RESULT_FILE = "result.json"
 RESULT_MARKER = "=== vllm bench serve result.json ==="
 # Extended resources of accelerators: the benchmark must never tolerate their taints.
@@ -69,8 +104,11 @@ class BenchmarkProps:
     # The environment's SLOs in milliseconds; when set they become --goodput targets.
     slo_ttft_p99_ms: float | None = None
     slo_itl_p99_ms: float | None = None
-    # Tokenizer to count tokens with; None: the served model's own (its HF repo or S3 prefix).
+    # Tokenizer to count tokens with; None: the served model's own (its HF repo, or the staged copy below).
     tokenizer: str | None = None
+    # With staged weights: the key prefix of the model in the weights bucket, whose tokenizer files (TOKENIZER_FILES)
+    # an init container copies; None: the tokenizer comes from the Hub.
+    tokenizer_prefix: str | None = None
     # Same prompts on every run, so runs compare.
     seed: int = 0
     # The client is one asyncio process plus a tokenizer; 2 CPUs keep it from being the bottleneck.
@@ -138,6 +176,8 @@ def bench_args(b: BenchmarkProps, vllm: VllmProps) -> list[str]:
     ]
     if b.tokenizer is not None:
         args += ["--tokenizer", b.tokenizer]
+    elif b.tokenizer_prefix is not None:
+        args += ["--tokenizer", TOKENIZER_DIR]
     args += [
         "--dataset-name",
         "random",
@@ -210,7 +250,8 @@ class BenchmarkChart(cdk8s.Chart):
         ]
         volumes: list[dict[str, Any]] = [{"name": "work", "emptyDir": {}}]
         mounts: list[dict[str, Any]] = [{"name": "work", "mountPath": WORK_DIR}]
-        if vllm.hf_token_secret is not None:
+        # The Hub token only where the tokenizer comes from the Hub.
+        if vllm.hf_token_secret is not None and b.tokenizer_prefix is None:
             env.append(hf_token_env())
             volumes.append(hf_token_volume(vllm.name))
             mounts.append(hf_token_mount())
@@ -235,14 +276,24 @@ class BenchmarkChart(cdk8s.Chart):
         }
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
-            "serviceAccountName": vllm.name,
+            "serviceAccountName": b.name,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": pod_security_context(vllm),
             "containers": [container],
             "volumes": volumes,
         }
+        if b.tokenizer_prefix is not None:
+            pod_spec["initContainers"] = [_fetch_tokenizer(vllm, b)]
         pod_spec.update(placement(b.node_selector, b.tolerations))
+        plain_object(
+            self,
+            "service-account",
+            api_version="v1",
+            kind="ServiceAccount",
+            metadata={"name": b.name, "namespace": vllm.namespace, "labels": labels},
+            body={"automountServiceAccountToken": False},
+        )
         plain_object(
             self,
             "job",
@@ -265,3 +316,23 @@ class BenchmarkChart(cdk8s.Chart):
                 }
             },
         )
+
+
+def _fetch_tokenizer(vllm: VllmProps, b: BenchmarkProps) -> dict[str, Any]:
+    """The init container copying the staged model's tokenizer files into the work volume."""
+    from llm_eks.manifests.weights_staging import bucket_env
+
+    assert b.tokenizer_prefix is not None
+    env = [bucket_env()]
+    if vllm.aws_region is not None:
+        env.append({"name": "AWS_REGION", "value": vllm.aws_region})
+    return {
+        "name": "fetch-tokenizer",
+        "image": vllm.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", FETCH_TOKENIZER, b.tokenizer_prefix, TOKENIZER_DIR, *TOKENIZER_FILES],
+        "env": env,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "256Mi"}},
+        "volumeMounts": [{"name": "work", "mountPath": WORK_DIR}],
+        "securityContext": container_security_context(),
+    }

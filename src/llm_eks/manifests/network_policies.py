@@ -139,7 +139,7 @@ def namespace(name: str, level: str, reason: str | None = None) -> dict[str, Any
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
-def _client_peers() -> list[dict[str, Any]]:
+def client_peers() -> list[dict[str, Any]]:
     """In-cluster clients that opted in: labelled pods of the workload namespace, or labelled pods of a labelled
     namespace (labelling a namespace takes namespace-update rights, so a tenant cannot opt itself in)."""
     client = {CLIENT_LABEL: "true"}
@@ -162,12 +162,14 @@ def vllm_policies(
     alb_cidrs: Sequence[str] = (),
     monitoring_namespace: str = MONITORING_NAMESPACE,
     group: bool = False,
+    direct_clients: bool = True,
 ) -> list[dict[str, Any]]:
     """vLLM serves the API and /metrics on one port: Prometheus, the benchmark Job, opted-in clients and (with an
     internal ALB, target type ip) the ALB's ENIs reach it; nothing else in the cluster does. With `group` (a replica
     spanning nodes, a LeaderWorkerSet) the workload's pods also reach each other on every port: torch.distributed's
-    store, vLLM's message queues and NCCL pick theirs at run time."""
-    peers = [pods(PROMETHEUS_POD, monitoring_namespace), *_client_peers()]
+    store, vLLM's message queues and NCCL pick theirs at run time. Without `direct_clients` (a workload that checks
+    no key of its own, behind a gateway that authenticates) opted-in clients go through the gateway only."""
+    peers = [pods(PROMETHEUS_POD, monitoring_namespace), *(client_peers() if direct_clients else [])]
     if benchmark is not None:
         peers.append(pods(benchmark))
     peers += cidrs(alb_cidrs)
@@ -184,6 +186,7 @@ def ray_policies(
     *,
     monitoring_namespace: str = MONITORING_NAMESPACE,
     kuberay_namespace: str = KUBERAY_NAMESPACE,
+    direct_clients: bool = True,
 ) -> list[dict[str, Any]]:
     """A RayService's pods talk to each other on every port (GCS, object transfer, NCCL); from outside, the KubeRay
     operator reaches the head's dashboard (Serve config and status) and Serve proxy (its health check), Prometheus
@@ -192,8 +195,10 @@ def ray_policies(
 
     KubeRay names the RayCluster `<name>-<random>`, so its `ray.io/cluster` label is unknown at synth time: the
     pods are selected by the chart's `app.kubernetes.io/instance` label, i.e. one RayService (its active cluster
-    and, during a NewCluster upgrade, the pending one) is one trust domain."""
+    and, during a NewCluster upgrade, the pending one) is one trust domain. Without `direct_clients` (behind a
+    gateway that authenticates: Ray Serve LLM checks no key) clients reach the Serve port only through the gateway."""
     head = {**ray_pods, "ray.io/node-type": "head"}
+    serving = [network_policy(f"{name}-serving", ns, ray_pods, [rule(client_peers(), tcp(RAY_SERVE_PORT))])]
     return [
         default_deny(ns),
         network_policy(f"{name}-ray-cluster", ns, ray_pods, [rule([pods(ray_pods)])]),
@@ -209,7 +214,7 @@ def ray_policies(
             ray_pods,
             [rule([pods(PROMETHEUS_POD, monitoring_namespace)], tcp(RAY_METRICS_PORT))],
         ),
-        network_policy(f"{name}-serving", ns, ray_pods, [rule(_client_peers(), tcp(RAY_SERVE_PORT))]),
+        *(serving if direct_clients else []),
     ]
 
 

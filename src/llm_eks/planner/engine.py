@@ -17,6 +17,9 @@ from llm_eks.validation import HF_REPO, LORA_NAME, whole_number
 
 # A vLLM choice value (dtype, KV-cache dtype, quantization method): one lower-case word, never a flag.
 _CHOICE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# A restored adapter's folder in the pod, and a Hub revision.
+_LOCAL_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
+_REVISION = re.compile(r"^[A-Za-z0-9._+][A-Za-z0-9._/+-]{0,254}$")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,11 @@ class EngineSettings:
     lora_modules: tuple[tuple[str, str], ...] = ()
     # vLLM's default rank cap; an adapter of a higher rank fails to load.
     max_lora_rank: int = 16
+    # The Hub commit (or branch, tag) vLLM downloads the checkpoint at; None: the repo's default branch, or weights
+    # that do not come from the Hub.
+    revision: str | None = None
+    # Run the checkpoint's own Python code (--trust-remote-code); off unless the workload asks.
+    trust_remote_code: bool = False
 
 
 def validate_engine(settings: EngineSettings, path: str) -> None:
@@ -67,12 +75,14 @@ def validate_engine(settings: EngineSettings, path: str) -> None:
         if choice is not None and (not isinstance(choice, str) or not _CHOICE.match(choice)):
             raise fail(f"{path}.{name}", choice, "must be one vLLM value such as auto or fp8")
     for name, source in settings.lora_modules:
-        if not LORA_NAME.match(name) or not HF_REPO.match(source):
+        if not LORA_NAME.match(name) or not (HF_REPO.match(source) or _LOCAL_PATH.match(source)):
             raise fail(
                 f"{path}.lora_modules",
                 f"{name}={source}",
-                "must be a name (letters, digits, '.', '_', '-') and a Hugging Face repo id",
+                "must be a name (letters, digits, '.', '_', '-') and a Hugging Face repo id or an absolute path",
             )
+    if settings.revision is not None and not _REVISION.match(settings.revision):
+        raise fail(f"{path}.revision", settings.revision, "must be a commit, branch or tag (letters, digits, ._-/+)")
     if settings.quantization == "awq":
         raise ConfigError(
             f"{path}.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it (auto-detected) or "
@@ -106,8 +116,13 @@ def vllm_flags(settings: EngineSettings) -> list[str]:
         flags += ["--max-num-seqs", str(settings.max_num_seqs)]
     if settings.max_num_batched_tokens is not None:
         flags += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
+    if settings.revision is not None:
+        # vLLM's tokenizer revision follows it (ModelConfig: tokenizer_revision defaults to revision).
+        flags += ["--revision", settings.revision]
+    if settings.trust_remote_code:
+        flags.append("--trust-remote-code")
     if settings.lora_modules:
-        # vLLM downloads each adapter from the Hub at start (HF_TOKEN for gated ones); `name=repo` per adapter.
+        # `name=source` per adapter: a folder the pod restored (staged adapters), else a Hub id vLLM downloads.
         flags += ["--enable-lora", "--max-loras", str(len(settings.lora_modules))]
         flags += ["--max-lora-rank", str(settings.max_lora_rank), "--lora-modules"]
         flags += [f"{name}={source}" for name, source in settings.lora_modules]
@@ -128,6 +143,10 @@ VLLM_FLAG_FIELDS = {
     "--max-loras": "lora_modules",
     "--max-lora-rank": "max_lora_rank",
     "--lora-modules": "lora_modules",
+    "--revision": "revision",
+    "--tokenizer-revision": "revision",
+    "--code-revision": "revision",
+    "--trust-remote-code": "trust_remote_code",
 }
 
 
@@ -147,6 +166,10 @@ def ray_engine_kwargs(settings: EngineSettings) -> dict[str, int | float | str]:
         kwargs["max_num_batched_tokens"] = settings.max_num_batched_tokens
     if settings.max_num_seqs is not None:
         kwargs["max_num_seqs"] = settings.max_num_seqs
+    if settings.revision is not None:
+        kwargs["revision"] = settings.revision
+    if settings.trust_remote_code:
+        kwargs["trust_remote_code"] = True
     return kwargs
 
 
@@ -159,4 +182,6 @@ RAY_ENGINE_FIELDS = (
     "quantization",
     "max_num_batched_tokens",
     "max_num_seqs",
+    "revision",
+    "trust_remote_code",
 )

@@ -11,8 +11,10 @@ from llm_eks.errors import fail
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.images import require_locked
 from llm_eks.infra.workloads.gateway import gateway_props
+from llm_eks.infra.workloads.pinning import require_pinned_revisions
 from llm_eks.infra.workloads.pools import gpu_pool, merge_pools
 from llm_eks.infra.workloads.props import (
+    adapter_staging_props,
     autoscaling_props,
     benchmark_props,
     monitoring_props,
@@ -30,7 +32,7 @@ from llm_eks.manifests.gateway.panels import gateway_panels
 from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
 from llm_eks.manifests.vllm import VllmProps
-from llm_eks.manifests.weights_staging import compile_cache_prefix
+from llm_eks.manifests.weights_staging import WeightsStagingProps, compile_cache_prefix
 from llm_eks.planner import Plan
 from llm_eks.versions import PAUSE_IMAGE
 
@@ -69,20 +71,30 @@ def _build_one(
     vllm = vllm_props(config, s, plan, pool, region)
     vllm = replace(vllm, image=lock.pin(vllm.image))
     staging = None
+    benchmark = benchmark_props(s, cpu)
+    adapters: tuple[tuple[str, WeightsStagingProps], ...] = ()
     if s.config.weights == "staged":
         staging = weights_staging_props(s, plan, vllm, cpu)
-        # Per workload and GPU family: a cache compiled for another GPU would be another hash directory anyway.
-        cache = compile_cache_prefix(vllm.name, plan.instance.family) if s.config.compile_cache else None
-        vllm = with_staged_weights(vllm, staging, cache)
+        adapters = tuple(
+            (name, adapter_staging_props(staging, name, repo, revision)) for name, repo, revision in s.config.adapters
+        )
+        # Per workload and GPU family: a cache compiled for another GPU would be another hash directory anyway. One
+        # writer pod compiles one server, so a replica that spans nodes keeps no cache (each start compiles).
+        keep = s.config.compile_cache and plan.nodes_per_replica == 1
+        cache = compile_cache_prefix(vllm.name, plan.instance.family) if keep else None
+        vllm = with_staged_weights(vllm, staging, cache, adapters)
+        # The benchmark reads the staged tokenizer files: no Hub token, no weights.
+        benchmark = replace(benchmark, tokenizer_prefix=staging.prefix)
     return VllmWorkload(
         gpu_pool=pool,
         cpu_pool=cpu,
         vllm=vllm,
         autoscaling=autoscaling_props(s, plan),
         monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor),
-        benchmark=benchmark_props(s, cpu),
+        benchmark=benchmark,
         headroom=warm_headroom(s, plan, pool, vllm, lock),
         staging=staging,
+        adapter_stagings=adapters,
         key=s.key,
     )
 
@@ -99,6 +111,7 @@ def build_workloads(
         raise ValueError(f"{len(plans)} plans for {len(served)} workloads")  # a bug in the caller
     lock = images or ImageLock()
     require_locked(config, plans, lock)
+    require_pinned_revisions(config, plans)
     _unique_served_names(served, plans)
     built: list[Workload] = []
     # The shorthand's workload carries the PriorityClass; with several workloads the node-pools chart does (charts).

@@ -6,9 +6,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llm_eks.config import EnvironmentConfig
+from llm_eks.config.environment import EKS_CLUSTER_ISSUER
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.workloads.types import VllmWorkload, Workload
-from llm_eks.manifests.gateway import EPP_IMAGE, IPP_IMAGE, GatewayProps, ModelRoute, PoolBackend, ServiceBackend
+from llm_eks.manifests.gateway import (
+    CLUSTER_ISSUER,
+    EPP_IMAGE,
+    IPP_IMAGE,
+    GatewayAuth,
+    GatewayProps,
+    ModelRoute,
+    PoolBackend,
+    ServiceBackend,
+)
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
 from llm_eks.manifests.ray_monitoring import pod_selector
 from llm_eks.manifests.vllm import PORT
@@ -44,16 +54,32 @@ def gateway_props(
     config: EnvironmentConfig, workloads: Sequence[Workload], lock: ImageLock | None = None
 ) -> GatewayProps | None:
     """The gateway of `config.gateway` over every workload, its images pinned where `lock` holds them; None when the
-    environment has none."""
+    environment has none. A gateway that trusts the cluster's own tokens names CLUSTER_ISSUER until the charts are
+    built (`GatewayProps.with_cluster_issuer`)."""
     g = config.gateway
     if g is None:
         return None
+    nlb = g.expose == "nlb"
     return GatewayProps(
         routes=tuple(model_route(w, lock or ImageLock()) for w in workloads),
-        # Default: the VPC we create (config requires the list for an existing VPC, whose CIDR is never looked up).
-        inbound_cidrs=g.inbound_cidrs or (config.vpc.cidr,),
-        load_balancer_cidrs=config.vpc.load_balancer_subnet_cidrs(),
+        inbound_cidrs=g.inbound_cidrs,
+        load_balancer_cidrs=config.vpc.load_balancer_subnet_cidrs() if nlb else (),
+        expose=g.expose,
+        auth=_auth(config),
+        max_request_bytes=g.max_request_bytes,
         certificate_arn=g.certificate_arn,
-        allow_http=g.allow_http,
+        allow_http=g.allow_http or not nlb,
         router_image=(lock or ImageLock()).pin(IPP_IMAGE),
     )
+
+
+def _auth(config: EnvironmentConfig) -> GatewayAuth | None:
+    """The gateway's JWT check (mode jwt); None where each backend checks its own key."""
+    assert config.gateway is not None
+    auth = config.gateway.auth
+    if auth.mode != "jwt":
+        return None
+    if auth.issuer == EKS_CLUSTER_ISSUER:
+        return GatewayAuth(issuer=CLUSTER_ISSUER, jwks_uri="", audiences=auth.audiences)
+    assert auth.issuer is not None and auth.jwks_uri is not None
+    return GatewayAuth(issuer=auth.issuer, jwks_uri=auth.jwks_uri, audiences=auth.audiences)

@@ -23,7 +23,9 @@ def gpu_pool(s: ServedWorkload, plan: Plan) -> GpuPoolSpec:
         nodes = w.replicas.max * plan.nodes_per_replica
     else:
         nodes = math.ceil(w.replicas.max / max(plan.replicas_per_node, 1))
-    needed = nodes * per_node
+    # The compile cache's writer Job runs one server of its own (once per cache key): one more node's worth.
+    writer = w.weights == "staged" and w.compile_cache and plan.nodes_per_replica == 1
+    needed = (nodes + (1 if writer else 0)) * per_node
     limit = w.accelerator_limit if w.accelerator_limit is not None else needed
     path = f"{s.path}.accelerator_limit"
     if limit < per_node:
@@ -33,7 +35,9 @@ def gpu_pool(s: ServedWorkload, plan: Plan) -> GpuPoolSpec:
             path,
             limit,
             f"must be at least {needed}: replicas.max {w.replicas.max} needs {nodes} {plan.instance.instance_type} "
-            f"node(s) of {per_node}; lower replicas.max or raise the limit",
+            f"node(s) of {per_node}"
+            + (", and the compile cache's writer Job one more" if writer else "")
+            + "; lower replicas.max or raise the limit",
         )
     return GpuPoolSpec(
         name=f"gpu-{plan.instance.family}" + (f"-{s.key}" if w.dedicated_pool and s.key is not None else ""),

@@ -4,6 +4,7 @@ tensor-parallel size or a memory request."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import replace
@@ -20,7 +21,16 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_plac
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
-from llm_eks.manifests.weights_staging import WeightsStagingProps, s3_model_uri, staging_key
+from llm_eks.manifests.vllm.pod import adapter_dir
+from llm_eks.manifests.weights_staging import (
+    ADAPTER_ALLOW_PATTERNS,
+    DEFAULT_ALLOW_PATTERNS,
+    REMOTE_CODE_PATTERNS,
+    WeightsStagingProps,
+    s3_model_uri,
+    staging_key,
+)
+from llm_eks.manifests.weights_staging.props import NAME_MAX
 from llm_eks.planner import Plan
 
 GIB = 1024**3
@@ -100,7 +110,7 @@ def vllm_props(
         namespace=workload_namespace(s),
         model=w.weights_s3_uri if weights == "s3" and w.weights_s3_uri else plan.checkpoint,
         served_model_name=plan.served_model_name,
-        engine=plan.engine,
+        engine=replace(plan.engine, revision=hub_revision(s, plan), trust_remote_code=w.trust_remote_code),
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
         accelerators_per_pod=plan.gpus_per_pod,
@@ -124,11 +134,30 @@ def vllm_props(
     )
 
 
+def checkpoint_revision(s: ServedWorkload, plan: Plan) -> str:
+    """The Hub revision of the checkpoint the plan serves: the workload's `revision`, else the commit recorded for
+    its model (when the plan serves that model's own repo, not the catalog's AWQ one), else "main"."""
+    w = s.config
+    if w.revision is not None:
+        return w.revision
+    if plan.checkpoint == w.model and w.recorded_commit is not None:
+        return w.recorded_commit
+    return "main"
+
+
+def hub_revision(s: ServedWorkload, plan: Plan) -> str | None:
+    """The revision for the engine's own Hub download (weights "hf"); None: the repo's default branch."""
+    revision = checkpoint_revision(s, plan)
+    return None if s.config.weights != "hf" or revision == "main" else revision
+
+
 def weights_staging_props(s: ServedWorkload, plan: Plan, vllm: VllmProps, cpu: CpuPoolSpec) -> WeightsStagingProps:
-    """The staging Job of a workload with weights "staged": the plan's checkpoint, copied once into the environment's
-    bucket under models/<repo>/<revision>/, by a Job on the CPU pool running the workload's own (pinned) image."""
+    """The staging Job of a workload with weights "staged": the plan's checkpoint at its revision, copied once into
+    the environment's bucket under models/<repo>/<revision>/, by a Job on the CPU pool running the workload's own
+    (pinned) image. The checkpoint's *.py files only for a workload that runs remote code."""
     selector, tolerations = workload_placement(cpu)
-    revision = "main"
+    revision = checkpoint_revision(s, plan)
+    patterns = DEFAULT_ALLOW_PATTERNS + (REMOTE_CODE_PATTERNS if s.config.trust_remote_code else ())
     return WeightsStagingProps(
         name=f"stage-{slug(s.config.model) if s.key is None else s.key}",
         namespace=vllm.namespace,
@@ -140,18 +169,47 @@ def weights_staging_props(s: ServedWorkload, plan: Plan, vllm: VllmProps, cpu: C
         image=vllm.image,
         node_selector=selector,
         tolerations=tuple(tolerations),
+        allow_patterns=patterns,
     )
 
 
-def with_staged_weights(vllm: VllmProps, staging: WeightsStagingProps, compile_cache: str | None) -> VllmProps:
+def adapter_staging_props(staging: WeightsStagingProps, name: str, repo: str, revision: str) -> WeightsStagingProps:
+    """The staging Job of one LoRA adapter: like the model's (same namespace, image, placement, token), under
+    adapters/<repo>/<revision>/, adapter files only, with a ServiceAccount of its own."""
+    job = f"lora-{staging.name.removeprefix('stage-')}-{slug(name)}"
+    if len(job) > NAME_MAX or not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", job):
+        digest = hashlib.sha256(f"{staging.name}/{name}".encode()).hexdigest()[:8]
+        job = f"lora-{staging.name.removeprefix('stage-')[: NAME_MAX - 14].rstrip('-')}-{digest}"
+    return replace(
+        staging,
+        name=job,
+        repo_id=repo,
+        revision=revision,
+        prefix=f"adapters/{repo}/{revision}/",
+        allow_patterns=ADAPTER_ALLOW_PATTERNS,
+    )
+
+
+def with_staged_weights(
+    vllm: VllmProps,
+    staging: WeightsStagingProps,
+    compile_cache: str | None,
+    adapters: tuple[tuple[str, WeightsStagingProps], ...] = (),
+) -> VllmProps:
     """`vllm` streaming the staged prefix from the environment's bucket, once the staging key's marker is there, with
-    its torch.compile cache under `compile_cache` (a bucket prefix; None: none)."""
+    its torch.compile cache under `compile_cache` (a bucket prefix; None: none) and each staged LoRA adapter fetched
+    into the pod, where --lora-modules points."""
+    lora = tuple((name, adapter_dir(name)) for name, _ in adapters) if adapters else vllm.engine.lora_modules
     return replace(
         vllm,
         weights="s3",
         model=s3_model_uri(staging.prefix),
         staged_weights=(staging.prefix, staging_key(staging)),
+        staged_adapters=tuple((name, a.prefix, staging_key(a)) for name, a in adapters),
         compile_cache=compile_cache,
+        # Nothing is fetched from the Hub at start: no revision flag, no token (the staging Jobs hold it).
+        engine=replace(vllm.engine, revision=None, lora_modules=lora),
+        hf_token_secret=None,
     )
 
 
@@ -259,7 +317,7 @@ def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | No
         gpus_per_worker=min(gpus, plan.instance.accelerators),
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
-        engine=plan.engine,
+        engine=replace(plan.engine, revision=hub_revision(s, plan), trust_remote_code=w.trust_remote_code),
         min_replicas=max(w.replicas.min, 1),
         max_replicas=w.replicas.max,
         # Ray Serve adds a replica when ongoing requests per replica pass the planned concurrency.

@@ -34,6 +34,8 @@ class VllmWorkload:
     headroom: HeadroomProps | None = None
     # The Job that copies the weights into the environment's bucket (weights "staged"); None: no staging.
     staging: WeightsStagingProps | None = None
+    # One staging Job per LoRA adapter (each with its own ServiceAccount and prefix), as (adapter name, props).
+    adapter_stagings: tuple[tuple[str, WeightsStagingProps], ...] = ()
     # Its name in `workloads`; None: the one-model `workload` shorthand.
     key: str | None = None
     # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.

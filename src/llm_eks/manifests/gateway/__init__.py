@@ -30,8 +30,10 @@ chart at the newest source this machine has; the May 2026 chart passed `--plugin
 from llm_eks.manifests.gateway.chart import GatewayChart, ModelRouteChart
 from llm_eks.manifests.gateway.pool import all_model_names, route_objects
 from llm_eks.manifests.gateway.props import (
+    CLUSTER_ISSUER,
     GATEWAY_NAMESPACE,
     MODEL_HEADER,
+    GatewayAuth,
     GatewayProps,
     ModelRoute,
     PoolBackend,
@@ -41,10 +43,12 @@ from llm_eks.manifests.gateway.router import gateway, payload_processor
 from llm_eks.versions import EPP_IMAGE, IPP_IMAGE
 
 __all__ = [
+    "CLUSTER_ISSUER",
     "EPP_IMAGE",
     "GATEWAY_NAMESPACE",
     "IPP_IMAGE",
     "MODEL_HEADER",
+    "GatewayAuth",
     "GatewayChart",
     "GatewayProps",
     "ModelRoute",

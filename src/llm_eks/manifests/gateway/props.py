@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from llm_eks import aws_ids
@@ -83,17 +83,49 @@ class ModelRoute:
         return f"{self.name}-epp"
 
 
+# How clients reach the gateway: through an internal NLB, or only from inside the cluster (its Service is ClusterIP).
+EXPOSE = ("nlb", "cluster")
+# A token issuer URL: https only (a JWT signed by keys fetched over http proves nothing).
+_HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\x21-\x7e]*)?$")
+
+
+# `GatewayAuth.issuer` for the EKS cluster's own OIDC issuer, filled in when the cluster exists
+# (`GatewayProps.with_cluster_issuer`): the stack passes its CloudFormation attribute, `llm-eks manifests` the
+# URL the user gives.
+CLUSTER_ISSUER = "eks-cluster"
+
+
+@dataclass(frozen=True)
+class GatewayAuth:
+    """The gateway authenticates every request with a JWT (Istio's RequestAuthentication and an AuthorizationPolicy
+    that requires a verified token): for workloads that check no key of their own, or one credential for all."""
+
+    # The token issuer (`iss`): an https URL, a CDK token (resolved at deploy), or CLUSTER_ISSUER until the cluster
+    # is known.
+    issuer: str
+    # Where istiod fetches the issuer's public keys ("" with CLUSTER_ISSUER: EKS serves them at <issuer>/keys).
+    jwks_uri: str
+    # A token must carry one of these (`aud`).
+    audiences: tuple[str, ...] = ("llm-eks-gateway",)
+
+
 @dataclass(frozen=True)
 class GatewayProps:
     """The environment's one inference endpoint: an Istio Gateway behind an internal NLB, the payload processor that
     lifts `model` into a header, and one route per workload."""
 
     routes: tuple[ModelRoute, ...]
-    # IPv4 CIDRs the NLB's security group admits (e.g. the VPC's CIDR). Required: left out, the AWS Load Balancer
-    # Controller admits 0.0.0.0/0.
-    inbound_cidrs: tuple[str, ...]
+    # IPv4 CIDRs the NLB's security group admits: client ranges outside the VPC (with the VPC CNI every pod holds a
+    # VPC address). Required with an NLB: left out, the AWS Load Balancer Controller admits 0.0.0.0/0.
+    inbound_cidrs: tuple[str, ...] = ()
     # The subnets the NLB's ENIs live in (target type ip: they connect to the gateway pods from there).
-    load_balancer_cidrs: tuple[str, ...]
+    load_balancer_cidrs: tuple[str, ...] = ()
+    # nlb: an internal NLB in front of Envoy; cluster: no load balancer, in-cluster clients only.
+    expose: str = "nlb"
+    # None: every backend checks its own credential (vLLM's API key); set: the gateway requires a verified JWT.
+    auth: GatewayAuth | None = None
+    # Envoy answers 413 above this, before the payload processor or a backend reads the body.
+    max_request_bytes: int = 8 * 1024 * 1024
     # TLS on 443, terminated by the NLB with this ACM certificate. Required unless allow_http.
     certificate_arn: str | None = None
     # Plain HTTP on 80: an explicit choice, never the fallback for a missing certificate.
@@ -116,17 +148,89 @@ class GatewayProps:
         return "https" if self.certificate_arn is not None else "http"
 
     @property
+    def load_balanced(self) -> bool:
+        return self.expose == "nlb"
+
+    @property
     def port(self) -> int:
         return 443 if self.certificate_arn is not None else 80
 
     def validate(self) -> None:
         validate_gateway(self)
 
+    def with_cluster_issuer(self, issuer: str | None) -> GatewayProps:
+        """These props with CLUSTER_ISSUER replaced by the cluster's OIDC issuer URL `issuer` (the EKS user guide,
+        "Fetch signing keys": its public keys are at <issuer>/keys); unchanged when the gateway trusts another
+        issuer. None where the URL is not known is a one-line error."""
+        if self.auth is None or self.auth.issuer != CLUSTER_ISSUER:
+            return self
+        if issuer is None:
+            raise ConfigError(
+                "gateway.auth.issuer: 'eks-cluster' needs the cluster's OIDC issuer URL, which only a deployed "
+                "cluster knows: pass --oidc-issuer (aws eks describe-cluster --query cluster.identity.oidc.issuer)"
+            )
+        return replace(self, auth=replace(self.auth, issuer=issuer, jwks_uri=f"{issuer}/keys"))
+
 
 def validate_gateway(p: GatewayProps) -> None:
     """One-line ConfigError for the first thing wrong with `p` (field names as `gateway.<field>`)."""
     require_dns1123("gateway.namespace", p.namespace)
     require_dns1035("gateway.name", p.name)
+    if p.expose not in EXPOSE:
+        raise ConfigError(f"gateway.expose: {p.expose!r} is not allowed; must be one of {', '.join(EXPOSE)}")
+    if p.load_balanced:
+        _validate_load_balancer(p)
+    else:
+        for name in ("inbound_cidrs", "load_balancer_cidrs", "certificate_arn"):
+            if getattr(p, name):
+                raise ConfigError(f"gateway.{name}: not allowed with expose cluster (there is no load balancer)")
+    if not 1024 <= p.max_request_bytes <= 256 * 1024 * 1024:
+        raise ConfigError(
+            f"gateway.max_request_bytes: {p.max_request_bytes} is not allowed; must be 1024 to 268435456 (256 MiB)"
+        )
+    if p.auth is not None and p.auth.issuer != CLUSTER_ISSUER:
+        for name in ("issuer", "jwks_uri"):
+            value = getattr(p.auth, name)
+            if not _is_token(value) and not _HTTPS_URL.match(value):
+                raise ConfigError(f"gateway.auth.{name}: {value!r} is not allowed; must be an https URL")
+        if not p.auth.audiences:
+            raise ConfigError("gateway.auth.audiences: () is not allowed; a token must carry one of them")
+    if not 1 <= p.router_replicas <= 10:
+        raise ConfigError(f"gateway.router_replicas: {p.router_replicas} is not allowed; must be between 1 and 10")
+    if not p.routes:
+        raise ConfigError("gateway.routes: () is not allowed; name at least one workload to route to")
+    owner: dict[str, str] = {}
+    for r in p.routes:
+        path = f"gateway.routes[{r.name}]"
+        require_dns1035(f"{path}.name", r.name)
+        require_dns1123(f"{path}.namespace", r.namespace)
+        if len(r.picker) > 63:
+            raise ConfigError(
+                f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)"
+            )
+        if not r.model_names:
+            raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
+        if not 1 <= r.picker_replicas <= 3:
+            raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
+        for model in r.model_names:
+            if not _MODEL_NAME.match(model):
+                raise ConfigError(
+                    f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces"
+                )
+            if model in owner:
+                raise ConfigError(
+                    f"{path}.model_names: {model!r} is not allowed; {owner[model]} already serves it (each model "
+                    "name routes to exactly one workload)"
+                )
+            owner[model] = path
+    names = [r.name for r in p.routes]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own")
+
+
+def _validate_load_balancer(p: GatewayProps) -> None:
+    """The NLB's listener (HTTPS with a certificate, or HTTP by explicit choice) and who may reach it."""
     if p.certificate_arn is not None:
         if not aws_ids.ACM_CERTIFICATE_ARN.match(p.certificate_arn):
             raise ConfigError(
@@ -162,35 +266,8 @@ def validate_gateway(p: GatewayProps) -> None:
                     f"gateway.{field_name}: {block!r} is not allowed; must not be the whole internet, list your own "
                     "ranges"
                 )
-    if not 1 <= p.router_replicas <= 10:
-        raise ConfigError(f"gateway.router_replicas: {p.router_replicas} is not allowed; must be between 1 and 10")
-    if not p.routes:
-        raise ConfigError("gateway.routes: () is not allowed; name at least one workload to route to")
-    owner: dict[str, str] = {}
-    for r in p.routes:
-        path = f"gateway.routes[{r.name}]"
-        require_dns1035(f"{path}.name", r.name)
-        require_dns1123(f"{path}.namespace", r.namespace)
-        if len(r.picker) > 63:
-            raise ConfigError(
-                f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)"
-            )
-        if not r.model_names:
-            raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
-        if not 1 <= r.picker_replicas <= 3:
-            raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
-        for model in r.model_names:
-            if not _MODEL_NAME.match(model):
-                raise ConfigError(
-                    f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces"
-                )
-            if model in owner:
-                raise ConfigError(
-                    f"{path}.model_names: {model!r} is not allowed; {owner[model]} already serves it (each model "
-                    "name routes to exactly one workload)"
-                )
-            owner[model] = path
-    names = [r.name for r in p.routes]
-    for name in names:
-        if names.count(name) > 1:
-            raise ConfigError(f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own")
+
+
+def _is_token(value: str) -> bool:
+    """A CDK token (resolved at deploy time) as cdk8s sees it: `${Token[...]}`."""
+    return value.startswith("${Token[")

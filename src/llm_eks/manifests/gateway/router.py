@@ -19,6 +19,7 @@ from llm_eks.manifests.gateway.common import (
     service_monitor,
     tls_to_self_signed,
 )
+from llm_eks.manifests.gateway.guard import options_name
 from llm_eks.manifests.gateway.props import (
     GATEWAY_CLASS,
     GATEWAY_METRICS_PORT,
@@ -35,6 +36,12 @@ IPP_NAME = "payload-processor"
 IPP_POD = {"app.kubernetes.io/name": IPP_NAME}
 
 EXT_PROC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor"
+BUFFER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer"
+HEADER_MUTATION_TYPE = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation"
+# Our filters' names in the chain (each later patch anchors on the one before it).
+IPP_FILTER = "envoy.filters.http.ext_proc.payload-processor"
+BODY_LIMIT_FILTER = "llm-eks.request-body-limit"
+STRIP_HEADER_FILTER = "llm-eks.strip-model-header"
 _IPP_CONFIG = "ipp-config.yaml"
 
 IPP_CONFIG = f"""apiVersion: llm-d.ai/v1alpha1
@@ -56,56 +63,57 @@ profiles:
 
 
 def gateway(p: GatewayProps) -> dict[str, Any]:
-    """The Gateway istiod turns into Envoy pods and a LoadBalancer Service; its infrastructure annotations are copied
-    onto that Service, where the AWS Load Balancer Controller reads them (service annotations at v3.5.0)."""
-    annotations = {
-        "service.beta.kubernetes.io/aws-load-balancer-type": "external",
-        "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
-        "service.beta.kubernetes.io/load-balancer-source-ranges": ",".join(p.inbound_cidrs),
-        "service.beta.kubernetes.io/aws-load-balancer-attributes": "load_balancing.cross_zone.enabled=true",
-        # Envoy drains a pod's connections on shutdown; keep the target until then.
-        "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes": (
-            "deregistration_delay.timeout_seconds=60"
-        ),
-    }
-    if p.certificate_arn is not None:
-        annotations |= {
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": p.certificate_arn,
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": str(p.port),
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": p.ssl_policy,
-            "service.beta.kubernetes.io/aws-load-balancer-backend-protocol": "tcp",
+    """The Gateway istiod turns into Envoy pods and a Service. Behind an NLB, the Service's class and internal scheme
+    come from the options ConfigMap istiod merges over it (guard.gateway_options), and its infrastructure annotations
+    (copied onto the Service by istiod) carry what differs per gateway: the source ranges and the certificate
+    (AWS Load Balancer Controller v3.5.0 service annotations). In-cluster only, the Service is ClusterIP."""
+    spec: dict[str, Any] = {"gatewayClassName": GATEWAY_CLASS}
+    metadata = meta(p.name, p.namespace)
+    if p.load_balanced:
+        annotations = {
+            "service.beta.kubernetes.io/load-balancer-source-ranges": ",".join(p.inbound_cidrs),
+            "service.beta.kubernetes.io/aws-load-balancer-attributes": "load_balancing.cross_zone.enabled=true",
+            # Envoy drains a pod's connections on shutdown; keep the target until then.
+            "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes": (
+                "deregistration_delay.timeout_seconds=60"
+            ),
         }
+        if p.certificate_arn is not None:
+            annotations |= {
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": p.certificate_arn,
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": str(p.port),
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": p.ssl_policy,
+                "service.beta.kubernetes.io/aws-load-balancer-backend-protocol": "tcp",
+            }
+        spec["infrastructure"] = {
+            "annotations": annotations,
+            "parametersRef": {"group": "", "kind": "ConfigMap", "name": options_name(p)},
+        }
+    else:
+        # istiod reads the Service type from this Gateway annotation (deploymentcontroller.go).
+        metadata["annotations"] = {"networking.istio.io/service-type": "ClusterIP"}
     namespaces = sorted({r.namespace for r in p.routes})
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": meta(p.name, p.namespace),
-        "spec": {
-            "gatewayClassName": GATEWAY_CLASS,
-            "infrastructure": {"annotations": annotations},
-            "listeners": [
-                {
-                    "name": p.listener,
-                    "port": p.port,
-                    # The NLB ends TLS: Envoy receives plain HTTP on the listener's port.
-                    "protocol": "HTTP",
-                    "allowedRoutes": {
-                        "kinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
-                        # Only the workloads' namespaces may attach routes.
-                        "namespaces": {
-                            "from": "Selector",
-                            "selector": {
-                                "matchExpressions": [
-                                    {"key": netpol.NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}
-                                ]
-                            },
-                        },
+    spec["listeners"] = [
+        {
+            "name": p.listener,
+            "port": p.port,
+            # The NLB ends TLS (or there is none in-cluster): Envoy receives plain HTTP on the listener's port.
+            "protocol": "HTTP",
+            "allowedRoutes": {
+                "kinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                # Only the workloads' namespaces may attach routes (and guard.route_policy checks what they match).
+                "namespaces": {
+                    "from": "Selector",
+                    "selector": {
+                        "matchExpressions": [
+                            {"key": netpol.NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}
+                        ]
                     },
-                }
-            ],
-        },
-    }
+                },
+            },
+        }
+    ]
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": metadata, "spec": spec}
 
 
 def payload_processor(p: GatewayProps) -> list[dict[str, Any]]:
@@ -179,40 +187,7 @@ def payload_processor(p: GatewayProps) -> list[dict[str, Any]]:
         "spec": {
             # Must be in the Gateway's namespace: the CRD refuses a cross-namespace targetRef.
             "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": p.name}],
-            "configPatches": [
-                {
-                    "applyTo": "HTTP_FILTER",
-                    "match": {
-                        "context": "GATEWAY",
-                        "listener": {
-                            "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}}
-                        },
-                    },
-                    "patch": {
-                        # First, so the header exists before Envoy matches routes and calls the endpoint picker.
-                        "operation": "INSERT_FIRST",
-                        "value": {
-                            "name": "envoy.filters.http.ext_proc.payload-processor",
-                            "typed_config": {
-                                "@type": EXT_PROC_TYPE,
-                                # Fail closed: a request whose model was never read must not be routed.
-                                "failure_mode_allow": False,
-                                "allow_mode_override": True,
-                                # Routing needs only the request: responses (and their streamed tokens) bypass it.
-                                "processing_mode": {
-                                    "request_header_mode": "SEND",
-                                    "response_header_mode": "SKIP",
-                                    "request_body_mode": "FULL_DUPLEX_STREAMED",
-                                    "response_body_mode": "NONE",
-                                    "request_trailer_mode": "SEND",
-                                    "response_trailer_mode": "SKIP",
-                                },
-                                "grpc_service": {"envoy_grpc": {"cluster_name": f"outbound|{IPP_PORT}||{host}"}},
-                            },
-                        },
-                    },
-                }
-            ],
+            "configPatches": _filter_chain(p, host),
         },
     }
     return [
@@ -244,21 +219,82 @@ def payload_processor(p: GatewayProps) -> list[dict[str, Any]]:
     ]
 
 
+def _http_filter(anchor: str | None, value: dict[str, Any]) -> dict[str, Any]:
+    """A patch adding HTTP filter `value` to the gateway's listener: first in the chain (`anchor` None), or right
+    after the filter named `anchor`."""
+    hcm: dict[str, Any] = {"name": "envoy.filters.network.http_connection_manager"}
+    if anchor is not None:
+        hcm["subFilter"] = {"name": anchor}
+    return {
+        "applyTo": "HTTP_FILTER",
+        "match": {"context": "GATEWAY", "listener": {"filterChain": {"filter": hcm}}},
+        "patch": {"operation": "INSERT_FIRST" if anchor is None else "INSERT_AFTER", "value": value},
+    }
+
+
+def _filter_chain(p: GatewayProps, host: str) -> list[dict[str, Any]]:
+    """Three filters, in this order, ahead of Envoy's routing: the body-size limit, the removal of any client-sent
+    model header, then the payload processor that sets it from the body. With `auth` they follow Istio's RBAC filter
+    (its JWT check comes before that), so an unauthenticated request is refused before anything reads its body;
+    without, the model servers check their keys and the chain starts the listener's HTTP filters.
+
+    The header is removed first because the payload processor leaves a request without a `model` field as it came
+    (its body-field-to-header plugin skips it): a client's own header would then pick the route. A route's
+    RequestHeaderModifier cannot help: Envoy applies it when forwarding, after the route was chosen."""
+    anchor = "envoy.filters.http.rbac" if p.auth is not None else None
+    buffer = {
+        "name": BODY_LIMIT_FILTER,
+        "typed_config": {"@type": BUFFER_TYPE, "max_request_bytes": p.max_request_bytes},
+    }
+    strip = {
+        "name": STRIP_HEADER_FILTER,
+        "typed_config": {
+            "@type": HEADER_MUTATION_TYPE,
+            "mutations": {"request_mutations": [{"remove": MODEL_HEADER.lower()}]},
+        },
+    }
+    processor = {
+        "name": IPP_FILTER,
+        "typed_config": {
+            "@type": EXT_PROC_TYPE,
+            # Fail closed: a request whose model was never read must not be routed.
+            "failure_mode_allow": False,
+            "allow_mode_override": True,
+            # Routing needs only the request: responses (and their streamed tokens) bypass it.
+            "processing_mode": {
+                "request_header_mode": "SEND",
+                "response_header_mode": "SKIP",
+                "request_body_mode": "FULL_DUPLEX_STREAMED",
+                "response_body_mode": "NONE",
+                "request_trailer_mode": "SEND",
+                "response_trailer_mode": "SKIP",
+            },
+            "grpc_service": {"envoy_grpc": {"cluster_name": f"outbound|{IPP_PORT}||{host}"}},
+        },
+    }
+    return [
+        _http_filter(anchor, buffer),
+        _http_filter(BODY_LIMIT_FILTER, strip),
+        _http_filter(STRIP_HEADER_FILTER, processor),
+    ]
+
+
 def gateway_policies(p: GatewayProps) -> list[dict[str, Any]]:
-    """Ingress into the gateway namespace: the NLB's ENIs to Envoy's listener, Envoy to the payload processor,
+    """Ingress into the gateway namespace: the NLB's ENIs (when there is one) and in-cluster clients (pods labelled
+    llm-eks.io/inference-client in namespaces labelled so) to Envoy's listener, Envoy to the payload processor,
     Prometheus to both's metrics. The NLB's own security group admits only `inbound_cidrs`."""
     ns, prometheus = p.namespace, netpol.pods(netpol.PROMETHEUS_POD, p.monitoring_namespace)
     envoy = {netpol.GATEWAY_NAME_LABEL: p.name}
+    listener = [netpol.rule(netpol.client_peers(), netpol.tcp(p.port))]
+    if p.load_balanced:
+        listener.insert(0, netpol.rule(netpol.cidrs(p.load_balancer_cidrs), netpol.tcp(p.port)))
     return [
         netpol.default_deny(ns),
         netpol.network_policy(
             f"{p.name}-listener",
             ns,
             envoy,
-            [
-                netpol.rule(netpol.cidrs(p.load_balancer_cidrs), netpol.tcp(p.port)),
-                netpol.rule([prometheus], netpol.tcp(GATEWAY_METRICS_PORT)),
-            ],
+            [*listener, netpol.rule([prometheus], netpol.tcp(GATEWAY_METRICS_PORT))],
         ),
         netpol.network_policy(
             IPP_NAME,

@@ -68,12 +68,17 @@ def _requirement(key: str, operator: str, values: list[str]) -> dict[str, Any]:
 
 
 def _ebs(gib: int, *, fast: bool, snapshot_id: str | None = None) -> dict[str, Any]:
-    ebs: dict[str, Any] = {"volumeSize": f"{gib}Gi", "volumeType": "gp3", "deleteOnTermination": True}
+    # encrypted also with a snapshot: a volume restored from an unencrypted snapshot is then encrypted (EC2 never
+    # removes encryption), as Karpenter's EC2NodeClass reference shows (snapshotID beside encrypted: true).
+    ebs: dict[str, Any] = {
+        "volumeSize": f"{gib}Gi",
+        "volumeType": "gp3",
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
     if fast:
         ebs.update(iops=_GPU_VOLUME_IOPS, throughput=_GPU_VOLUME_THROUGHPUT)
-    if snapshot_id is None:
-        ebs["encrypted"] = True
-    else:
+    if snapshot_id is not None:
         ebs.update(snapshotID=snapshot_id, volumeInitializationRate=_SNAPSHOT_INITIALIZATION_RATE)
     return ebs
 

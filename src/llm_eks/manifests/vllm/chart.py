@@ -11,7 +11,8 @@ from llm_eks.manifests.api_key import api_key_secret_provider_class
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.ingress import IngressProps, ingress_annotations, ingress_rule
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
-from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+from llm_eks.manifests.serving_objects import add_objects, workload_identity, workload_namespace
+from llm_eks.manifests.vllm.compile_job import writer_objects
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
 from llm_eks.manifests.vllm.props import PORT, PORT_NAME, VllmProps, probe_timing, validate_vllm_props
 
@@ -89,6 +90,8 @@ class VllmChart(cdk8s.Chart):
         )
         if props.ingress is not None:
             self._ingress(props, props.ingress, meta)
+        if props.compile_cache is not None:
+            add_objects(self, writer_objects(props, self.timing))
 
     def _deployment_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
         return {

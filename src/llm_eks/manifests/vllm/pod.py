@@ -22,8 +22,9 @@ from llm_eks.manifests.vllm.props import (
 from llm_eks.manifests.weights_staging import (
     BUCKET_ENV,
     bucket_env,
+    compile_cache_key,
     compile_cache_restore_container,
-    compile_cache_save_sidecar,
+    fetch_adapter_init_container,
     wait_for_weights_init_container,
 )
 from llm_eks.planner.engine import parallel_flags, vllm_flags
@@ -96,18 +97,28 @@ def pod_security_context(p: VllmProps) -> dict[str, Any]:
     return pods.pod_security_context(p.run_as_user, run_as_group=0)
 
 
-def staged_weights_init_containers(p: VllmProps, role: Role) -> list[dict[str, Any]]:
-    """Every pod of a replica streams its share of the weights: each waits until staging has finished, then restores
-    the compile cache; the server (or a group's leader) also runs the sidecar that saves it once vLLM serves (workers
-    serve no /health to wait for)."""
+def adapter_dir(name: str) -> str:
+    """Where a staged LoRA adapter is restored in the pod (on the cache volume), and where --lora-modules points."""
+    return f"{CACHE_DIR}/lora/{name}"
+
+
+def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = True) -> list[dict[str, Any]]:
+    """Every pod of a replica streams its share of the weights: each waits until staging has finished, fetches
+    its staged LoRA adapters, verified, then (a single-node server, unless not `restore`: the cache's writer)
+    restores the signed compile cache its writer Job published (compile_job)."""
     assert p.staged_weights is not None
     prefix, key = p.staged_weights
     containers = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
-    if p.compile_cache is not None:
-        cache = (BUCKET_ENV, p.compile_cache, p.image, p.aws_region, CACHE_DIR, "cache")
-        containers.append(compile_cache_restore_container(*cache))
-        if role != "worker":
-            containers.append(compile_cache_save_sidecar(*cache, port=PORT))
+    for i, (name, adapter_prefix, adapter_key) in enumerate(p.staged_adapters):
+        container = fetch_adapter_init_container(
+            str(i), adapter_prefix, adapter_key, adapter_dir(name), p.image, p.aws_region
+        )
+        container["volumeMounts"] = [{"name": "cache", "mountPath": CACHE_DIR}]
+        containers.append(container)
+    if p.compile_cache is not None and role == "server" and restore:
+        cache_key = compile_cache_key(p.image, container_args(p, "server"))
+        cache = f"{p.compile_cache}{cache_key}/"
+        containers.append(compile_cache_restore_container(cache, cache_key, p.image, p.aws_region, CACHE_DIR, "cache"))
     return containers
 
 

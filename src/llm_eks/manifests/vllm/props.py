@@ -135,9 +135,12 @@ class VllmProps:
     # read the bucket's name from ConfigMap llm-eks-weights and wait until the prefix holds this key's marker; the
     # model is then s3://$(LLM_EKS_WEIGHTS_BUCKET)/<prefix>. None: weights as `model` says.
     staged_weights: tuple[str, str] | None = None
-    # With staged weights: the bucket prefix holding this workload's torch.compile cache (restored before vLLM starts,
-    # saved by a sidecar once it serves); None: compile on every new node.
+    # With staged weights: the bucket prefix holding this workload's torch.compile cache (restored and verified
+    # before vLLM starts, published by the chart's compile-cache Job); None: compile on every new node.
     compile_cache: str | None = None
+    # LoRA adapters staged into the bucket, (adapter name, key prefix, staging key): an init container per adapter
+    # fetches the files its marker lists, verified, into <cache>/lora/<name>, where engine.lora_modules points.
+    staged_adapters: tuple[tuple[str, str, str], ...] = ()
     # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
     extra_engine_args: tuple[str, ...] = ()
 

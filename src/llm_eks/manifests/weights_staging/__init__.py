@@ -32,30 +32,30 @@ What the AWS side provides (WeightsBucket.add_stager and add_reader grant exactl
 - an AbortIncompleteMultipartUpload lifecycle rule on the bucket: a pod killed mid-upload leaves parts behind.
 Egress from the workload namespace stays open (network_policies), which the Job needs for the Hub and S3.
 
-The same bucket keeps each workload's torch.compile cache, per GPU family, under
-`compile-cache/<workload>/<family>/` (compile_cache_prefix): vLLM's cache from one node is valid on another of the
-same GPU type with the same image and config (vLLM hashes all of these into the cache's folder name), and loading it
-saves the compile on a new node. `compile_cache` is the program of two more containers of the serving pod, run like
-wait.py with `python3 -c`: compile_cache_restore_container (an init container after wait-for-weights) downloads the
-prefix into <cache dir>/vllm/torch_compile_cache and always exits 0, and compile_cache_save_sidecar (a native
-sidecar: an init container with restartPolicy Always, after the restore) uploads, once vLLM is healthy and every
-10 minutes, the files the prefix lacks; it never deletes. The serving ServiceAccount then needs, on that prefix,
-s3:ListBucket (prefix condition), s3:GetObject, s3:PutObject and s3:AbortMultipartUpload, and kms:GenerateDataKey and
-kms:Decrypt through S3 for a customer managed key. CUDA graphs are not in the cache: vLLM captures them at every start.
+The same bucket keeps each workload's torch.compile cache, per GPU family and cache key (a hash of the image and
+vLLM's arguments), under `compile-cache/<workload>/<family>/<key>/` (compile_cache_prefix, compile_cache_key). It
+has one writer: a Job of its own (the vLLM chart's compile-cache Job, with its own ServiceAccount, no Hub token and
+no client traffic) that compiles, then writes the files, a manifest of their sha256 digests and a KMS signature of
+the manifest, each once (If-None-Match; the bucket policy refuses any other write under compile-cache/). Serving pods
+only read: compile_cache_restore_container (an init container after wait-for-weights) has KMS verify the signature
+and restores exactly the files the manifest lists, each checked, and always exits 0. `compile_cache` is the program
+both run with `python3 -c`. CUDA graphs are not in the cache: vLLM captures them at every start.
 """
 
 from llm_eks.manifests.weights_staging.objects import (
+    COMPILE_CACHE_SCRIPT_ENV,
     RESTORE_COMPILE_CACHE_CONTAINER,
-    SAVE_COMPILE_CACHE_CONTAINER,
     STAGING_APP,
     STAGING_KEY_LABEL,
     WAIT_CONTAINER,
     bucket_config_map,
     bucket_env,
+    cache_signing_key_env,
     compile_cache_dir,
+    compile_cache_publish_command,
     compile_cache_restore_container,
-    compile_cache_save_sidecar,
     compile_cache_script,
+    fetch_adapter_init_container,
     s3_model_uri,
     script_config_map_name,
     stage_script,
@@ -64,13 +64,19 @@ from llm_eks.manifests.weights_staging.objects import (
     wait_script,
 )
 from llm_eks.manifests.weights_staging.props import (
+    ADAPTER_ALLOW_PATTERNS,
     BUCKET_CONFIG_MAP,
     BUCKET_ENV,
     BUCKET_KEY,
+    COMPILE_CACHE_ROOT,
     COMPILE_CACHE_SUBDIR,
     DEFAULT_ALLOW_PATTERNS,
     DEFAULT_IGNORE_PATTERNS,
+    REMOTE_CODE_PATTERNS,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_KEY,
     WeightsStagingProps,
+    compile_cache_key,
     compile_cache_prefix,
     staging_job_name,
     staging_key,
@@ -79,26 +85,34 @@ from llm_eks.manifests.weights_staging.props import (
 from llm_eks.manifests.weights_staging.stage import MARKER
 
 __all__ = [
+    "ADAPTER_ALLOW_PATTERNS",
     "BUCKET_CONFIG_MAP",
     "BUCKET_ENV",
     "BUCKET_KEY",
+    "COMPILE_CACHE_ROOT",
+    "COMPILE_CACHE_SCRIPT_ENV",
     "COMPILE_CACHE_SUBDIR",
     "DEFAULT_ALLOW_PATTERNS",
     "DEFAULT_IGNORE_PATTERNS",
     "MARKER",
+    "REMOTE_CODE_PATTERNS",
     "RESTORE_COMPILE_CACHE_CONTAINER",
-    "SAVE_COMPILE_CACHE_CONTAINER",
+    "SIGNING_KEY_ENV",
+    "SIGNING_KEY_KEY",
     "STAGING_APP",
     "STAGING_KEY_LABEL",
     "WAIT_CONTAINER",
     "WeightsStagingProps",
     "bucket_config_map",
     "bucket_env",
+    "cache_signing_key_env",
     "compile_cache_dir",
+    "compile_cache_key",
     "compile_cache_prefix",
+    "compile_cache_publish_command",
     "compile_cache_restore_container",
-    "compile_cache_save_sidecar",
     "compile_cache_script",
+    "fetch_adapter_init_container",
     "s3_model_uri",
     "script_config_map_name",
     "stage_script",

@@ -1,25 +1,28 @@
-"""Keep vLLM's torch.compile cache in S3: restore it before vLLM starts, save what vLLM compiles while it serves.
+"""vLLM's torch.compile cache in S3, written by one writer and verified by every reader.
 
-vLLM 0.33 writes its torch.compile artefacts under `$VLLM_CACHE_ROOT/torch_compile_cache/<hash>/...`
-(vllm/compilation/backends.py, decorators.py); the hash covers the environment, the vLLM config, the traced code and
-the compiler, so a cache saved on another node of the same GPU type, with the same image and config, is reused, and
-anything else is a different directory vLLM never reads. llm-eks keeps one copy per workload and GPU family under
-s3://<weights bucket>/compile-cache/<workload>/<family>/.
+vLLM 0.33 writes its torch.compile artefacts (Inductor's Python source and pickles, which the next vLLM process
+loads and runs) under `$VLLM_CACHE_ROOT/torch_compile_cache/<hash>/...` (vllm/compilation/backends.py); the hash
+covers the environment, the vLLM config, the traced code and the compiler. llm-eks keeps one signed copy per
+workload, GPU family and cache key (a hash of the image and the engine arguments) under
+s3://<weights bucket>/compile-cache/<workload>/<family>/<key>/:
 
-Two modes, both run by the vLLM image as `python3 -c <this file> <mode> ...` (no extra volume; the standard library
-and boto3 only, boto3 imported when it runs):
+    files/<path below torch_compile_cache>   the artefacts, each written once
+    manifest.json                            every file's path, size and sha256
+    manifest.sig                             an ECDSA P-256 signature of sha256(manifest.json), made by KMS with a key
+                                             only the writer's role may sign with
 
-- `restore` (the serving pod's init container): downloads every object under the prefix into --dest, keeping the
-  relative paths, oldest object first, and skips files already there with the same size. A key holding a `..` or
-  `.` segment, or an absolute path, is refused. Whatever goes wrong (no cache yet, access denied, network), it logs
-  one line and exits 0: a cold cache costs a compile, never a replica. A restore that fails half way removes the
-  files it wrote, so vLLM never sees an index whose artefacts are missing.
-- `save` (a native sidecar): waits until vLLM's /health answers 200 (compiling is over by then), uploads every
-  regular file under --src that the prefix lacks at the same size, oldest first, skipping files modified in the last
-  30 s (they may still be being written) and files above a size cap, then sleeps --interval and does it again
-  (later passes pick up kernels compiled for new shapes). The first failed upload ends the pass, so S3 never holds
-  a newer file (an index) without the older ones it refers to. It never deletes anything; an error in a pass is
-  logged and the next pass retries.
+Two modes, both run by the vLLM image as `python3 -c <this file> <mode> ...` (the standard library and boto3):
+
+- `publish` (the writer: a Job of its own, with its own ServiceAccount, that serves no client and holds no Hub token)
+  waits until its own vLLM answers /health on localhost (compiling is over by then) and no file has changed for
+  --settle seconds, then writes every file, the manifest and last the signature, each with `If-None-Match: *`: S3
+  refuses an overwrite (412), and the bucket policy refuses a write without that header. A cache that already has a
+  signature is left alone; a file already there is accepted only when its sha256 (object metadata) is the file's.
+- `restore` (an init container of every serving pod) reads the manifest and its signature, has KMS verify the
+  signature, then downloads exactly the files the manifest lists, checking each one's size and sha256 as it
+  arrives. An object not in the manifest is never read. No signature, a bad signature, a file that does not match:
+  the files written so far are removed and vLLM compiles from scratch. It always exits 0: a cold cache costs a
+  compile, never a replica.
 
 (No `$` followed by `(` appears in this file: the kubelet would expand it as a variable reference in the command.)
 """
@@ -27,8 +30,10 @@ and boto3 only, boto3 imported when it runs):
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
 import os
-import signal
 import stat
 import sys
 import time
@@ -39,17 +44,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+FORMAT = 1
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+FILES = "files/"
+SIGNING_ALGORITHM = "ECDSA_SHA_256"
+SHA256_METADATA = "sha256"
 POLL_SECONDS = 10.0
 HEALTH_LOG_SECONDS = 300.0
 HEALTH_TIMEOUT_SECONDS = 5.0
-INTERVAL_SECONDS = 600.0
-# A file modified this recently may still be being written.
-MIN_AGE_SECONDS = 30.0
+# No file of the cache changed for this long: vLLM has finished writing it.
+SETTLE_SECONDS = 60.0
 MAX_FILE_BYTES = 2 * 1024**3
 # Restore gives up (and removes what it wrote) after this long: the replica starts with a cold cache.
 RESTORE_DEADLINE_SECONDS = 300.0
-# A download in progress; save never uploads one.
+# A download in progress.
 PARTIAL_SUFFIX = ".llm-eks-partial"
+_CHUNK = 1024 * 1024
 
 
 def log(mode: str, message: str) -> None:
@@ -73,83 +84,166 @@ def one_line(err: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def s3_client(region: str | None) -> Any:
+def error_code(err: BaseException) -> str:
+    response = getattr(err, "response", None)
+    if not isinstance(response, dict):
+        return ""
+    return str(response.get("Error", {}).get("Code", "")) or str(
+        response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
+    )
+
+
+def clients(region: str | None) -> tuple[Any, Any]:
+    """(s3, kms) boto3 clients."""
     import boto3
     from botocore.config import Config  # type: ignore[import-untyped]
 
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60)
-    return boto3.client("s3", region_name=region or None, config=config)
+    return (
+        boto3.client("s3", region_name=region or None, config=config),
+        boto3.client("kms", region_name=region or None, config=config),
+    )
 
 
-def list_prefix(s3: Any, bucket: str, prefix: str) -> list[dict[str, Any]]:
-    """Every object under the prefix (Key, Size, LastModified)."""
-    found: list[dict[str, Any]] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        found.extend(page.get("Contents", []))
-    return found
-
-
-def relative_path(key: str, prefix: str) -> str | None:
-    """The object's path below the prefix, or None when it may not become a file under the destination (a `..` or
-    `.` segment, an absolute path, a backslash, a NUL)."""
-    rel = key[len(prefix) :]
+def relative_path(rel: str) -> str | None:
+    """`rel` when it may become a file under the destination (no `..` or `.` segment, no absolute path, backslash
+    or NUL); else None."""
     parts = rel.split("/")
     if not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or any(p in ("", ".", "..") for p in parts):
         return None
     return rel
 
 
-# --- restore -----------------------------------------------------------------------------------------------------
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- the manifest --------------------------------------------------------------------------------------------------
+
+
+def manifest_bytes(cache_key: str, files: Sequence[tuple[str, int, str]]) -> bytes:
+    """The manifest as written and signed: canonical JSON (sorted keys, no spaces), files in path order."""
+    body = {
+        "format": FORMAT,
+        "cache_key": cache_key,
+        "files": [{"path": p, "size": s, "sha256": h} for p, s, h in sorted(files)],
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_manifest(data: bytes, cache_key: str) -> list[tuple[str, int, str]]:
+    """The manifest's (path, size, sha256) entries; ValueError for anything else than what `publish` writes."""
+    body = json.loads(data)
+    if not isinstance(body, dict) or body.get("format") != FORMAT or body.get("cache_key") != cache_key:
+        raise ValueError(f"not a format-{FORMAT} manifest of cache key {cache_key}")
+    entries = []
+    for item in body.get("files", []):
+        path, size, digest = item.get("path"), item.get("size"), item.get("sha256")
+        if relative_path(path) is None or not isinstance(size, int) or size < 0:
+            raise ValueError(f"bad entry {item!r}")
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise ValueError(f"bad sha256 in {item!r}")
+        entries.append((path, size, digest))
+    return entries
+
+
+# --- restore -------------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class RestoreSummary:
     restored: list[str] = field(default_factory=list)
     restored_bytes: int = 0
-    present: int = 0
-    refused: list[str] = field(default_factory=list)
+
+
+class Refused(Exception):
+    """The cache may not be used (unsigned, a bad signature, a file that does not match its manifest)."""
+
+
+def verify(kms: Any, key_id: str, data: bytes, signature: bytes) -> None:
+    """KMS verifies the writer's signature of sha256(data); Refused when it does not hold."""
+    digest = hashlib.sha256(data).digest()
+    try:
+        answer = kms.verify(
+            KeyId=key_id,
+            Message=digest,
+            MessageType="DIGEST",
+            Signature=signature,
+            SigningAlgorithm=SIGNING_ALGORITHM,
+        )
+    except Exception as err:
+        if error_code(err) == "KMSInvalidSignatureException":
+            raise Refused("the manifest's signature does not verify") from None
+        raise
+    if not answer.get("SignatureValid"):
+        raise Refused("the manifest's signature does not verify")
+
+
+def _get(s3: Any, bucket: str, key: str) -> bytes | None:
+    try:
+        return bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except Exception as err:
+        if error_code(err) in ("NoSuchKey", "404"):
+            return None
+        raise
 
 
 def restore(
     s3: Any,
+    kms: Any,
     bucket: str,
     prefix: str,
+    cache_key: str,
+    key_id: str,
     dest: Path,
     *,
     deadline_seconds: float = RESTORE_DEADLINE_SECONDS,
     clock: Callable[[], float] = time.monotonic,
-) -> RestoreSummary:
-    """Download the prefix into `dest`. On any error, removes the files this call wrote and re-raises."""
+) -> RestoreSummary | None:
+    """Download the signed cache into `dest`; None when there is none yet. On any error (Refused among them) the
+    files this call wrote are removed and the error re-raised."""
     started = clock()
+    manifest = _get(s3, bucket, prefix + MANIFEST)
+    signature = _get(s3, bucket, prefix + SIGNATURE)
+    if manifest is None:
+        return None
+    if signature is None:
+        raise Refused("the manifest is not signed (yet)")
+    verify(kms, key_id, manifest, base64.b64decode(signature))
+    entries = parse_manifest(manifest, cache_key)
     summary = RestoreSummary()
-    objects = sorted(list_prefix(s3, bucket, prefix), key=lambda o: (o["LastModified"], o["Key"]))
     root = dest.resolve()
     try:
-        for obj in objects:
-            key = obj["Key"]
-            if key.endswith("/") and obj.get("Size", 0) == 0:
-                continue  # a "folder" placeholder
-            rel = relative_path(key, prefix)
-            target = root.joinpath(*rel.split("/")) if rel is not None else None
-            if target is None or not target.resolve().is_relative_to(root):
-                summary.refused.append(key)
-                log("restore", f"refused s3://{bucket}/{key}: not a relative path below the prefix")
-                continue
-            if target.is_file() and target.stat().st_size == obj["Size"]:
-                summary.present += 1
-                continue
+        for rel, size, digest in entries:
+            target = root.joinpath(*rel.split("/"))
+            if not target.resolve().is_relative_to(root):
+                raise Refused(f"{rel}: not a relative path below the cache")
             if clock() - started > deadline_seconds:
                 raise TimeoutError(f"restore took longer than {deadline_seconds:.0f} s")
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(target.name + PARTIAL_SUFFIX)
             try:
+                body = s3.get_object(Bucket=bucket, Key=prefix + FILES + rel)["Body"]
+                hasher, written = hashlib.sha256(), 0
                 with open(partial, "wb") as f:
-                    s3.download_fileobj(bucket, key, f)
+                    while chunk := body.read(_CHUNK):
+                        hasher.update(chunk)
+                        written += len(chunk)
+                        if written > size:
+                            break
+                        f.write(chunk)
+                if written != size or hasher.hexdigest() != digest:
+                    raise Refused(f"{rel}: {written} bytes with sha256 {hasher.hexdigest()[:12]}... do not match the "
+                                  f"manifest's {size} bytes, sha256 {digest[:12]}...")  # fmt: skip
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
             summary.restored.append(str(target))
-            summary.restored_bytes += obj["Size"]
+            summary.restored_bytes += size
     except BaseException:
         for path in summary.restored:
             Path(path).unlink(missing_ok=True)
@@ -157,12 +251,17 @@ def restore(
     return summary
 
 
-def run_restore(s3: Any, bucket: str, prefix: str, dest: Path, *, deadline_seconds: float) -> int:
+def run_restore(
+    s3: Any, kms: Any, bucket: str, prefix: str, cache_key: str, key_id: str, dest: Path, *, deadline_seconds: float
+) -> int:
     """Restore and log one line; always 0."""
     started = time.monotonic()
     where = f"s3://{bucket}/{prefix}"
     try:
-        summary = restore(s3, bucket, prefix, dest, deadline_seconds=deadline_seconds)
+        summary = restore(s3, kms, bucket, prefix, cache_key, key_id, dest, deadline_seconds=deadline_seconds)
+    except Refused as err:
+        log("restore", f"refused {where}, vLLM compiles from scratch (this run's files removed): {err}")
+        return 0
     except Exception as err:
         log(
             "restore",
@@ -171,29 +270,21 @@ def run_restore(s3: Any, bucket: str, prefix: str, dest: Path, *, deadline_secon
         )
         return 0
     seconds = time.monotonic() - started
-    restored = len(summary.restored)
-    if restored == 0 and summary.present == 0 and not summary.refused:
-        log("restore", f"nothing to restore: {where} is empty (vLLM compiles, the sidecar saves) ({seconds:.1f} s)")
+    if summary is None:
+        log(
+            "restore",
+            f"nothing to restore: {where} has no manifest yet (the writer Job publishes it, {seconds:.1f} s)",
+        )
         return 0
     log(
         "restore",
-        f"restored {restored} files ({human(summary.restored_bytes)}) from {where} into {dest} in {seconds:.1f} s; "
-        f"{summary.present} already present, {len(summary.refused)} refused",
+        f"restored {len(summary.restored)} verified files ({human(summary.restored_bytes)}) from {where} into {dest} "
+        f"in {seconds:.1f} s",
     )
     return 0
 
 
-# --- save --------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PassSummary:
-    uploaded: list[str] = field(default_factory=list)
-    uploaded_bytes: int = 0
-    present: int = 0
-    fresh: int = 0
-    too_large: list[str] = field(default_factory=list)
-    error: str | None = None
+# --- publish -------------------------------------------------------------------------------------------------------
 
 
 def local_files(src: Path) -> list[tuple[str, Path, os.stat_result]]:
@@ -202,8 +293,6 @@ def local_files(src: Path) -> list[tuple[str, Path, os.stat_result]]:
     for folder, dirs, files in os.walk(src):
         dirs.sort()
         for name in sorted(files):
-            if name.endswith(PARTIAL_SUFFIX):
-                continue
             path = Path(folder, name)
             try:
                 st = path.lstat()
@@ -214,38 +303,71 @@ def local_files(src: Path) -> list[tuple[str, Path, os.stat_result]]:
     return found
 
 
-def run_pass(
+@dataclass
+class PublishSummary:
+    uploaded: int = 0
+    uploaded_bytes: int = 0
+    present: int = 0
+    skipped: list[str] = field(default_factory=list)
+    already_signed: bool = False
+
+
+def _put_once(s3: Any, bucket: str, key: str, body: bytes | Any, digest: str) -> bool:
+    """Write `key` unless it exists (If-None-Match); True when written, False when it was there with this sha256.
+    RuntimeError when it is there with another content: an add-only cache never changes a file."""
+    try:
+        s3.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*", Metadata={SHA256_METADATA: digest})
+        return True
+    except Exception as err:
+        if error_code(err) not in ("PreconditionFailed", "412"):
+            raise
+    there = s3.head_object(Bucket=bucket, Key=key).get("Metadata", {}).get(SHA256_METADATA)
+    if there != digest:
+        raise RuntimeError(f"{key} is already there with sha256 {there!r}, not {digest}: the cache is add-only")
+    return False
+
+
+def publish(
     s3: Any,
+    kms: Any,
     bucket: str,
     prefix: str,
+    cache_key: str,
+    key_id: str,
     src: Path,
     *,
-    now: float,
-    min_age_seconds: float = MIN_AGE_SECONDS,
     max_bytes: int = MAX_FILE_BYTES,
-) -> PassSummary:
-    """Upload, oldest first, the files under `src` older than `min_age_seconds` at `now` (wall clock) that the prefix
-    lacks at the same size. The first failed upload ends the pass (recorded in `error`); nothing is deleted."""
-    summary = PassSummary()
-    if not src.is_dir():
+) -> PublishSummary:
+    """Write the files under `src`, then the manifest, then its signature, each once."""
+    summary = PublishSummary()
+    if _get(s3, bucket, prefix + SIGNATURE) is not None:
+        summary.already_signed = True
         return summary
-    remote = {o["Key"]: o["Size"] for o in list_prefix(s3, bucket, prefix)}
-    for rel, path, st in sorted(local_files(src), key=lambda f: (f[2].st_mtime, f[0])):
-        key = prefix + rel
-        if remote.get(key) == st.st_size:
-            summary.present += 1
-        elif now - st.st_mtime < min_age_seconds:
-            summary.fresh += 1
-        elif st.st_size > max_bytes:
-            summary.too_large.append(rel)
-        else:
-            try:
-                s3.upload_file(str(path), bucket, key)
-            except Exception as err:
-                summary.error = f"{rel}: {one_line(err)}"
-                break
-            summary.uploaded.append(rel)
-            summary.uploaded_bytes += st.st_size
+    entries = []
+    for rel, path, st in local_files(src):
+        if relative_path(rel) is None or rel.endswith(PARTIAL_SUFFIX) or st.st_size > max_bytes:
+            summary.skipped.append(rel)
+            continue
+        digest = sha256_file(path)
+        with open(path, "rb") as f:
+            if _put_once(s3, bucket, prefix + FILES + rel, f, digest):
+                summary.uploaded += 1
+                summary.uploaded_bytes += st.st_size
+            else:
+                summary.present += 1
+        entries.append((rel, st.st_size, digest))
+    if not entries:
+        raise RuntimeError(f"no compile cache under {src}: nothing to publish")
+    manifest = manifest_bytes(cache_key, entries)
+    _put_once(s3, bucket, prefix + MANIFEST, manifest, hashlib.sha256(manifest).hexdigest())
+    signed = kms.sign(
+        KeyId=key_id,
+        Message=hashlib.sha256(manifest).digest(),
+        MessageType="DIGEST",
+        SigningAlgorithm=SIGNING_ALGORITHM,
+    )["Signature"]
+    signature = base64.b64encode(signed)
+    _put_once(s3, bucket, prefix + SIGNATURE, signature, hashlib.sha256(signature).hexdigest())
     return summary
 
 
@@ -263,69 +385,32 @@ def healthy(url: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> str | None:
     return None if status == 200 else f"HTTP {status}"
 
 
-def wait_healthy(
+def wait_ready(
     url: str,
+    src: Path,
     *,
+    settle_seconds: float = SETTLE_SECONDS,
     poll_seconds: float = POLL_SECONDS,
     log_seconds: float = HEALTH_LOG_SECONDS,
     clock: Callable[[], float] = time.monotonic,
+    now: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Return once `url` answers 200, logging a line every `log_seconds` while it does not."""
+    """Return once `url` answers 200 and no file under `src` changed in the last `settle_seconds`."""
     started = clock()
     last_log: float | None = None
     while True:
         problem = healthy(url)
         if problem is None:
-            return
-        now = clock()
-        if last_log is None or now - last_log >= log_seconds:
-            log("save", f"waiting for {url} to answer 200 ({now - started:.0f} s): {problem}")
-            last_log = now
+            newest = max((st.st_mtime for _, _, st in local_files(src)), default=0.0) if src.is_dir() else 0.0
+            if now() - newest >= settle_seconds:
+                return
+            problem = f"the cache changed {now() - newest:.0f} s ago"
+        moment = clock()
+        if last_log is None or moment - last_log >= log_seconds:
+            log("publish", f"waiting for {url} and a settled cache ({moment - started:.0f} s): {problem}")
+            last_log = moment
         sleep(poll_seconds)
-
-
-def save_loop(
-    s3: Any,
-    bucket: str,
-    prefix: str,
-    src: Path,
-    health_url: str,
-    *,
-    interval_seconds: float = INTERVAL_SECONDS,
-    poll_seconds: float = POLL_SECONDS,
-    min_age_seconds: float = MIN_AGE_SECONDS,
-    max_bytes: int = MAX_FILE_BYTES,
-    passes: int | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    now: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[PassSummary]:
-    """Wait for health, run a pass, sleep; `passes` times (None: forever). Returns the passes' summaries."""
-    where = f"s3://{bucket}/{prefix}"
-    done: list[PassSummary] = []
-    while passes is None or len(done) < passes:
-        wait_healthy(health_url, poll_seconds=poll_seconds, clock=clock, sleep=sleep)
-        started = clock()
-        try:
-            summary = run_pass(s3, bucket, prefix, src, now=now(), min_age_seconds=min_age_seconds, max_bytes=max_bytes)
-        except Exception as err:
-            summary = PassSummary(error=one_line(err))
-        done.append(summary)
-        line = (
-            f"pass {len(done)}: uploaded {len(summary.uploaded)} files ({human(summary.uploaded_bytes)}) from {src} "
-            f"to {where} in {clock() - started:.1f} s; {summary.present} already there, {summary.fresh} too new, "
-            f"{len(summary.too_large)} above {human(max_bytes)}"
-        )
-        if summary.too_large:
-            line += f" (first: {summary.too_large[0]})"
-        if summary.error is not None:
-            line += f"; failed, next pass retries: {summary.error}"
-        log("save", line)
-        if passes is not None and len(done) >= passes:
-            break
-        sleep(interval_seconds)
-    return done
 
 
 # --- command line ------------------------------------------------------------------------------------------------
@@ -334,52 +419,55 @@ def save_loop(
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="compile-cache", description=__doc__.splitlines()[0] if __doc__ else None)
     modes = p.add_subparsers(dest="mode", required=True)
-    restore_p = modes.add_parser("restore", help="download the cache into --dest (always exits 0)")
-    save_p = modes.add_parser("save", help="upload new cache files every --interval seconds, forever")
-    for m in (restore_p, save_p):
+    restore_p = modes.add_parser("restore", help="verify and download the cache into --dest (always exits 0)")
+    publish_p = modes.add_parser("publish", help="once vLLM serves, write the cache, its manifest and signature")
+    for m in (restore_p, publish_p):
         m.add_argument("--bucket", required=True)
-        m.add_argument("--prefix", required=True, help="key prefix ending in '/'")
+        m.add_argument("--prefix", required=True, help="the cache key's prefix, ending in '/'")
+        m.add_argument("--cache-key", required=True)
+        m.add_argument("--signing-key", required=True, help="the KMS key (ARN) the manifest is signed with")
         m.add_argument("--region", default=None, help="default: AWS_REGION, else what boto3 finds")
     restore_p.add_argument("--dest", required=True, type=Path)
     restore_p.add_argument("--deadline-seconds", type=float, default=RESTORE_DEADLINE_SECONDS)
-    save_p.add_argument("--src", required=True, type=Path)
-    save_p.add_argument("--health", required=True, help="vLLM's health URL, e.g. http://localhost:8000/health")
-    save_p.add_argument("--interval", type=float, default=INTERVAL_SECONDS, help="seconds between passes")
-    save_p.add_argument("--min-age", type=float, default=MIN_AGE_SECONDS, help="skip files modified more recently")
-    save_p.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="skip larger files")
+    publish_p.add_argument("--src", required=True, type=Path)
+    publish_p.add_argument("--health", required=True, help="vLLM's health URL, e.g. http://localhost:8000/health")
+    publish_p.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds with no change first")
+    publish_p.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="leave larger files out")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     region = args.region or os.environ.get("AWS_REGION") or None
+    if not args.bucket or not args.prefix.endswith("/") or not args.signing_key:
+        log(args.mode, f"skipped: bucket {args.bucket!r}, prefix {args.prefix!r} and a signing key are required")
+        return 0 if args.mode == "restore" else 1
     if args.mode == "restore":
-        if not args.bucket or not args.prefix.endswith("/"):
-            log("restore", f"skipped: bucket {args.bucket!r} and prefix {args.prefix!r} (ending in '/') are required")
-            return 0
         try:
-            s3 = s3_client(region)
+            s3, kms = clients(region)
         except Exception as err:
             log("restore", f"failed, vLLM compiles from scratch: {one_line(err)}")
             return 0
-        return run_restore(s3, args.bucket, args.prefix, args.dest, deadline_seconds=args.deadline_seconds)
-    if not args.bucket or not args.prefix.endswith("/"):
-        # A sidecar that exits is restarted with a backoff: sleep instead, and say why once.
-        log("save", f"disabled: bucket {args.bucket!r} and prefix {args.prefix!r} (ending in '/') are required")
-        while True:
-            time.sleep(3600)
-    # The kubelet stops the sidecar after vLLM: exit quietly (an interrupted upload leaves no object).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    save_loop(
-        s3_client(region),
-        args.bucket,
-        args.prefix,
-        args.src,
-        args.health,
-        interval_seconds=args.interval,
-        min_age_seconds=args.min_age,
-        max_bytes=args.max_bytes,
+        return run_restore(
+            s3, kms, args.bucket, args.prefix, args.cache_key, args.signing_key, args.dest,
+            deadline_seconds=args.deadline_seconds,
+        )  # fmt: skip
+    s3, kms = clients(region)
+    wait_ready(args.health, args.src, settle_seconds=args.settle)
+    started = time.monotonic()
+    summary = publish(
+        s3, kms, args.bucket, args.prefix, args.cache_key, args.signing_key, args.src, max_bytes=args.max_bytes
     )
+    where = f"s3://{args.bucket}/{args.prefix}"
+    if summary.already_signed:
+        log("publish", f"{where} is already published and signed: nothing to do")
+    else:
+        log(
+            "publish",
+            f"published {summary.uploaded} files ({human(summary.uploaded_bytes)}) to {where} in "
+            f"{time.monotonic() - started:.1f} s, {summary.present} already there, {len(summary.skipped)} left out; "
+            "manifest signed",
+        )
     return 0
 
 

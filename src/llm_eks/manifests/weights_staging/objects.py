@@ -25,6 +25,8 @@ from llm_eks.manifests.weights_staging.props import (
     BUCKET_KEY,
     COMPILE_CACHE_SUBDIR,
     KEY_LENGTH,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_KEY,
     WeightsStagingProps,
     staging_job_name,
     staging_key,
@@ -45,14 +47,14 @@ WAIT_CPU_REQUEST = "50m"
 WAIT_CPU_LIMIT = "500m"
 WAIT_MEMORY = "128Mi"
 RESTORE_COMPILE_CACHE_CONTAINER = "restore-compile-cache"
-SAVE_COMPILE_CACHE_CONTAINER = "save-compile-cache"
-# Both compile cache containers: boto3 with its transfer threads (upload_file: 10 threads of 8 MiB parts).
+# The restore container: boto3 reading one object at a time, hashing as it goes.
 COMPILE_CACHE_CPU_REQUEST = "100m"
 COMPILE_CACHE_CPU_LIMIT = "500m"
 COMPILE_CACHE_MEMORY = "256Mi"
 # vLLM's port (vllm.props.PORT; not imported: vllm.pod imports this package).
 VLLM_PORT = 8000
-COMPILE_CACHE_INTERVAL_SECONDS = 600
+# The writer Job's container gets compile_cache.py through this variable (its command is a shell around vLLM).
+COMPILE_CACHE_SCRIPT_ENV = "LLM_EKS_COMPILE_CACHE_SCRIPT"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PACKAGE = __name__.rpartition(".")[0]
 # It runs the vLLM image like the server, for the same reasons; it writes nothing, so its root filesystem is
@@ -71,7 +73,7 @@ def wait_script() -> str:
 
 
 def compile_cache_script() -> str:
-    """compile_cache.py's text, run with `python3 -c` by the restore init container and the save sidecar."""
+    """compile_cache.py's text, run with `python3 -c` by the restore init container and the writer Job."""
     return resources.files(_PACKAGE).joinpath("compile_cache.py").read_text(encoding="utf-8")
 
 
@@ -81,9 +83,12 @@ def bucket_env(name: str = BUCKET_ENV) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": BUCKET_KEY}}}
 
 
-def bucket_config_map(namespace: str, bucket: str) -> dict[str, Any]:
-    """ConfigMap `llm-eks-weights` in a workload namespace, holding the weights bucket's name (the stack passes its
-    CloudFormation reference, resolved at deploy time)."""
+def bucket_config_map(namespace: str, bucket: str, signing_key: str | None = None) -> dict[str, Any]:
+    """ConfigMap `llm-eks-weights` in a workload namespace, holding the weights bucket's name and, with a compile
+    cache, its signing key's ARN (the stack passes their CloudFormation references, resolved at deploy time)."""
+    data = {BUCKET_KEY: bucket}
+    if signing_key is not None:
+        data[SIGNING_KEY_KEY] = signing_key
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -92,7 +97,7 @@ def bucket_config_map(namespace: str, bucket: str) -> dict[str, Any]:
             "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "llm-eks"},
         },
-        "data": {BUCKET_KEY: bucket},
+        "data": data,
     }
 
 
@@ -261,10 +266,7 @@ def wait_for_weights_init_container(
     line a minute, and exits 0 once the marker records `key` (staging_key of the model's props). It runs with the
     pod's ServiceAccount, whose role needs s3:GetObject on the prefix (and s3:ListBucket, so a missing marker reads
     as missing rather than as access denied)."""
-    if len(key) != KEY_LENGTH or any(c not in "0123456789abcdef" for c in key):
-        raise ValueError(f"key: {key!r} is not a staging key ({KEY_LENGTH} hex characters from staging_key)")
-    if not prefix.endswith("/") or "$" in prefix:
-        raise ValueError(f"prefix: {prefix!r} must end in '/' and hold no '$'")
+    _check_staged(prefix, key)
     return _script_container(
         WAIT_CONTAINER,
         image,
@@ -274,6 +276,36 @@ def wait_for_weights_init_container(
         region,
         (WAIT_CPU_REQUEST, WAIT_CPU_LIMIT, WAIT_MEMORY),
     )
+
+
+def fetch_adapter_init_container(
+    name: str, prefix: str, key: str, dest: str, image: str, region: str | None
+) -> dict[str, Any]:
+    """An init container that waits for a LoRA adapter's staging (as wait-for-weights does) and then copies the
+    files its marker lists into `dest` (on the pod's cache volume), each checked against the recorded size and
+    sha256; a file that differs fails the container (and so holds the pod in Init). Container name `lora-<name>`."""
+    _check_staged(prefix, key)
+    if not _DNS_LABEL.fullmatch(name) or len(name) > 58:
+        raise ValueError(f"name: {name!r} must be a DNS-1123 label of at most 58 characters")
+    if not dest.startswith("/") or "$" in dest:
+        raise ValueError(f"dest: {dest!r} must be an absolute path without '$'")
+    return _script_container(
+        f"lora-{name}",
+        image,
+        wait_script(),
+        ["--bucket", f"$({BUCKET_ENV})", "--prefix", prefix, "--key", key, "--fetch-to", dest],
+        BUCKET_ENV,
+        region,
+        (WAIT_CPU_REQUEST, WAIT_CPU_LIMIT, WAIT_MEMORY),
+        no_bytecode=True,
+    )
+
+
+def _check_staged(prefix: str, key: str) -> None:
+    if len(key) != KEY_LENGTH or any(c not in "0123456789abcdef" for c in key):
+        raise ValueError(f"key: {key!r} is not a staging key ({KEY_LENGTH} hex characters from staging_key)")
+    if not prefix.endswith("/") or "$" in prefix:
+        raise ValueError(f"prefix: {prefix!r} must end in '/' and hold no '$'")
 
 
 def _script_container(
@@ -311,33 +343,9 @@ def _script_container(
     }
 
 
-def _compile_cache_container(
-    name: str,
-    mode: str,
-    bucket_env_name: str,
-    prefix: str,
-    image: str,
-    region: str | None,
-    cache_dir: str,
-    volume: str,
-) -> dict[str, Any]:
-    if not prefix.endswith("/") or prefix.startswith("/") or "$" in prefix or "*" in prefix:
-        raise ValueError(f"prefix: {prefix!r} must end in '/', not start with '/' and hold no '$' or '*'")
-    if not cache_dir.startswith("/") or "$" in cache_dir:
-        raise ValueError(f"cache_dir: {cache_dir!r} must be an absolute path without '$'")
-    if not _DNS_LABEL.fullmatch(volume):
-        raise ValueError(f"volume: {volume!r} must be a volume name (a DNS-1123 label)")
-    # It writes only to the cache volume; the pod's user (the vLLM image's, GID 0) owns what it restores.
-    return _script_container(
-        name,
-        image,
-        compile_cache_script(),
-        [mode, "--bucket", f"$({bucket_env_name})", "--prefix", prefix],
-        bucket_env_name,
-        region,
-        (COMPILE_CACHE_CPU_REQUEST, COMPILE_CACHE_CPU_LIMIT, COMPILE_CACHE_MEMORY),
-        no_bytecode=True,
-    )
+def cache_signing_key_env(name: str = SIGNING_KEY_ENV) -> dict[str, Any]:
+    """The env var holding the compile cache's signing key ARN, from the stack's ConfigMap (key `cache-signing-key`)."""
+    return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": SIGNING_KEY_KEY}}}
 
 
 def compile_cache_dir(cache_dir: str) -> str:
@@ -345,54 +353,65 @@ def compile_cache_dir(cache_dir: str) -> str:
     return f"{cache_dir.rstrip('/')}/{COMPILE_CACHE_SUBDIR}"
 
 
+def _check_cache_args(prefix: str, cache_key: str, cache_dir: str) -> None:
+    if not prefix.endswith("/") or prefix.startswith("/") or "$" in prefix or "*" in prefix:
+        raise ValueError(f"prefix: {prefix!r} must end in '/', not start with '/' and hold no '$' or '*'")
+    if not re.fullmatch(r"[0-9a-f]{8,64}", cache_key):
+        raise ValueError(f"cache_key: {cache_key!r} must be 8-64 lowercase hex digits")
+    if not cache_dir.startswith("/") or "$" in cache_dir:
+        raise ValueError(f"cache_dir: {cache_dir!r} must be an absolute path without '$'")
+
+
 def compile_cache_restore_container(
-    bucket_env_name: str, prefix: str, image: str, region: str | None, cache_dir: str, volume: str
+    prefix: str, cache_key: str, image: str, region: str | None, cache_dir: str, volume: str
 ) -> dict[str, Any]:
-    """An init container for a serving pod, after wait-for-weights: it downloads s3://$BUCKET/<prefix> (see
-    compile_cache_prefix) into <cache_dir>/vllm/torch_compile_cache on the pod's cache volume `volume`, so vLLM loads
-    its compiled graphs instead of compiling them. It always exits 0: a missing cache, access denied or a network
-    error cost a compile, never the replica. The pod's ServiceAccount needs s3:ListBucket on the prefix and
-    s3:GetObject on `<prefix>*` (and kms:Decrypt through S3 with a customer managed key)."""
-    container = _compile_cache_container(
-        RESTORE_COMPILE_CACHE_CONTAINER, "restore", bucket_env_name, prefix, image, region, cache_dir, volume
+    """An init container for a serving pod, after wait-for-weights: it reads the signed manifest under
+    s3://$BUCKET/<prefix> (see compile_cache_prefix), has KMS verify its signature, and downloads exactly the files
+    it lists, each checked against its sha256, into <cache_dir>/vllm/torch_compile_cache on the cache volume
+    `volume`. It always exits 0: no cache yet, a bad signature, a tampered file or a network error cost a compile,
+    never the replica. The pod's ServiceAccount needs s3:ListBucket on the prefix, s3:GetObject on `<prefix>*`
+    (kms:Decrypt through S3 with a customer managed key) and kms:Verify on the signing key."""
+    _check_cache_args(prefix, cache_key, cache_dir)
+    if not _DNS_LABEL.fullmatch(volume):
+        raise ValueError(f"volume: {volume!r} must be a volume name (a DNS-1123 label)")
+    container = _script_container(
+        RESTORE_COMPILE_CACHE_CONTAINER,
+        image,
+        compile_cache_script(),
+        [
+            "restore",
+            "--bucket",
+            f"$({BUCKET_ENV})",
+            "--prefix",
+            prefix,
+            "--cache-key",
+            cache_key,
+            "--signing-key",
+            f"$({SIGNING_KEY_ENV})",
+            "--dest",
+            compile_cache_dir(cache_dir),
+        ],
+        BUCKET_ENV,
+        region,
+        (COMPILE_CACHE_CPU_REQUEST, COMPILE_CACHE_CPU_LIMIT, COMPILE_CACHE_MEMORY),
+        no_bytecode=True,
     )
-    container["args"] += ["--dest", compile_cache_dir(cache_dir)]
+    container["env"].append(cache_signing_key_env())
+    # It writes only to the cache volume; the pod's user (the vLLM image's, GID 0) owns what it restores.
     container["volumeMounts"] = [{"name": volume, "mountPath": cache_dir}]
     return container
 
 
-def compile_cache_save_sidecar(
-    bucket_env_name: str,
-    prefix: str,
-    image: str,
-    region: str | None,
-    cache_dir: str,
-    volume: str,
-    port: int = VLLM_PORT,
-    interval_seconds: int = COMPILE_CACHE_INTERVAL_SECONDS,
-) -> dict[str, Any]:
-    """A native sidecar (an `initContainers` entry with restartPolicy Always, after the restore container): once
-    vLLM's /health on localhost:`port` answers 200, and then every `interval_seconds`, it uploads the files of
-    <cache_dir>/vllm/torch_compile_cache (the cache volume `volume`, mounted read-only) that s3://$BUCKET/<prefix>
-    lacks. It never deletes. The pod's ServiceAccount needs s3:ListBucket on the prefix, s3:GetObject and
-    s3:PutObject (s3:AbortMultipartUpload for a failed multipart upload) on `<prefix>*`, and kms:GenerateDataKey and
-    kms:Decrypt through S3 with a customer managed key."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ValueError(f"port: {port!r} must be a TCP port (1-65535)")
-    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds < 1:
-        raise ValueError(f"interval_seconds: {interval_seconds!r} must be a whole number of at least 1")
-    container = _compile_cache_container(
-        SAVE_COMPILE_CACHE_CONTAINER, "save", bucket_env_name, prefix, image, region, cache_dir, volume
+def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, port: int = VLLM_PORT) -> str:
+    """The writer Job's shell: vLLM in the background, this package's `publish` in the foreground once vLLM
+    serves, then vLLM stopped; the Job ends with publish's status. The script comes in through the environment
+    (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the stack's ConfigMap; `"$@"` are vLLM's
+    arguments. (No `$(`: the kubelet would try to expand it.)"""
+    _check_cache_args(prefix, cache_key, cache_dir)
+    return (
+        'vllm serve "$@" & server=$! ; '
+        f'python3 -c "${COMPILE_CACHE_SCRIPT_ENV}" publish --bucket "${BUCKET_ENV}" --prefix {prefix} '
+        f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir)} '
+        f"--health http://localhost:{port}/health ; status=$? ; "
+        'kill -TERM "$server" ; wait "$server" ; exit "$status"'
     )
-    container["args"] += [
-        "--src",
-        compile_cache_dir(cache_dir),
-        "--health",
-        f"http://localhost:{port}/health",
-        "--interval",
-        str(interval_seconds),
-    ]
-    container["volumeMounts"] = [{"name": volume, "mountPath": cache_dir, "readOnly": True}]
-    # Started before vLLM, stopped after it, restarted when it exits: Kubernetes' native sidecar (GA in 1.33).
-    container["restartPolicy"] = "Always"
-    return container

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,16 +21,24 @@ from llm_eks.versions import VLLM_IMAGE
 # in their command and args.
 BUCKET_CONFIG_MAP = "llm-eks-weights"
 BUCKET_KEY = "bucket"
+# The compile cache's signing key (its ARN) in the same ConfigMap, and the env var the pods read it into.
+SIGNING_KEY_KEY = "cache-signing-key"
+SIGNING_KEY_ENV = "LLM_EKS_CACHE_SIGNING_KEY"
 BUCKET_ENV = "LLM_EKS_WEIGHTS_BUCKET"
 # Characters of the staging key (hex): 40 bits, ample for the handful of models one namespace stages.
 KEY_LENGTH = 10
 NAME_MAX = 63 - 1 - KEY_LENGTH
 # What vLLM reads from a model folder: safetensors weights and their index, config and generation config, the
-# tokenizer (tokenizer.json, tokenizer_config.json, SentencePiece *.model, tiktoken files, BPE vocab/merges *.txt),
-# the chat template (chat_template.jinja) and remote code (*.py, used only with --trust-remote-code). vLLM 0.33 pulls
-# *.model, *.py and *.json into the model folder and every non-weight file for the tokenizer
-# (vllm/config/model.py, maybe_pull_model_tokenizer_for_runai).
-DEFAULT_ALLOW_PATTERNS = ("*.safetensors", "*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja", "*.py")
+# tokenizer (tokenizer.json, tokenizer_config.json, SentencePiece *.model, tiktoken files, BPE vocab/merges *.txt)
+# and the chat template (chat_template.jinja). vLLM 0.33 pulls *.model, *.py and *.json into the model folder and
+# every non-weight file for the tokenizer (vllm/config/model.py, maybe_pull_model_tokenizer_for_runai).
+DEFAULT_ALLOW_PATTERNS = ("*.safetensors", "*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja")
+# The checkpoint's own Python code: staged only for a workload that runs it (trust_remote_code), since any file
+# staged is one more thing that could run.
+REMOTE_CODE_PATTERNS = ("*.py",)
+# A LoRA adapter (PEFT layout): adapter_config.json and adapter_model.safetensors, with the tokenizer files some
+# adapters ship; never code.
+ADAPTER_ALLOW_PATTERNS = ("*.safetensors", "*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja")
 # Duplicates of the weights the streamer would load too (it loads every *.safetensors under the prefix): Meta's
 # original/ checkpoint folder and Mistral's consolidated.safetensors next to the sharded files.
 DEFAULT_IGNORE_PATTERNS = ("original/*", "*consolidated*.safetensors")
@@ -185,8 +193,15 @@ COMPILE_CACHE_ROOT = "compile-cache"
 
 def compile_cache_prefix(workload_name: str, instance_family: str) -> str:
     """`compile-cache/<workload name>/<instance family>/`: where the replicas of one workload on one GPU family (e.g.
-    g6e) keep their torch.compile cache. Compiled kernels are specific to the GPU; vLLM's own hash keeps apart caches
-    of other configs and images within the prefix."""
+    g6e) keep their torch.compile caches, one signed cache per cache key (compile_cache_key) below it. Compiled
+    kernels are specific to the GPU; vLLM's own hash keeps apart caches of other configs and images."""
     require_dns1035("compile_cache.workload_name", workload_name)
     require_dns1123("compile_cache.instance_family", instance_family)
     return f"{COMPILE_CACHE_ROOT}/{workload_name}/{instance_family}/"
+
+
+def compile_cache_key(image: str, vllm_args: Sequence[str]) -> str:
+    """The cache key: a hash of the image and `vllm serve`'s arguments, which decide what vLLM compiles. A changed
+    image or engine argument is a new key, so a new writer Job and a new, separately signed cache."""
+    body = json.dumps({"image": image, "args": list(vllm_args)}, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()[:KEY_LENGTH]

@@ -1,0 +1,112 @@
+"""Secrets only where they are used (issue 23 item 4): per environment, which Kubernetes identity (the ServiceAccount
+of a Pod Identity association) may read which Secrets Manager secret and which S3 prefix, and write which, read
+from the synthesized template's IAM policies. Each table is the whole truth: an identity or a grant it does not
+list fails the test."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from llm_eks.infra.review import readable
+from llm_eks.manifests.benchmark import TOKENIZER_FILES
+
+# An object ARN in the weights bucket, as the bucket's own construct or an imported one (by name) writes it.
+_IN_BUCKET = re.compile(
+    r"^(?:\$\{GetAtt:WeightsBucket[0-9A-F]+\.Arn\}|arn:\$\{Ref:AWS::Partition\}:s3:::\$\{Ref:WeightsBucket[0-9A-F]+\})/"
+)
+
+
+def _access(template: dict[str, Any]) -> dict[str, dict[str, set[str]]]:
+    """`namespace/serviceaccount` -> {"secrets": names, "read": S3 keys, "write": S3 keys, "sign": whether it may
+    sign with a KMS key} for every workload identity (the add-ons' controller roles are left out: they are checked
+    with their constructs)."""
+    resources = template["Resources"]
+    roles: dict[str, str] = {}
+    for r in resources.values():
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation":
+            props = r["Properties"]
+            role = props["RoleArn"]["Fn::GetAtt"][0]
+            roles[role] = f"{props['Namespace']}/{props['ServiceAccount']}"
+    table: dict[str, dict[str, set[str]]] = {}
+    for r in resources.values():
+        if r["Type"] != "AWS::IAM::Policy":
+            continue
+        for ref in r["Properties"]["Roles"]:
+            who = roles.get(ref["Ref"])
+            if who is None or not who.startswith("inference"):
+                continue
+            grants = table.setdefault(who, {"secrets": set(), "read": set(), "write": set(), "sign": set()})
+            for statement in r["Properties"]["PolicyDocument"]["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                texts = [str(readable(t)) for t in targets]
+                if "secretsmanager:GetSecretValue" in actions:
+                    grants["secrets"] |= {re.sub(r"^.*:secret:(.+)-\?{6}$", r"\1", t) for t in texts}
+                keys = {_IN_BUCKET.sub("", t) for t in texts if _IN_BUCKET.match(t)}
+                if "s3:GetObject" in actions:
+                    grants["read"] |= keys
+                if "s3:PutObject" in actions:
+                    grants["write"] |= keys
+                if "kms:Sign" in actions:
+                    grants["sign"] |= {"cache-signing-key"}
+    return table
+
+
+LLAMA_8B = "models/meta-llama/Llama-3.1-8B-Instruct/main/"
+CACHE = "compile-cache/vllm-llama-3-1-8b-instruct/g5/"
+TOKENIZER = {f"{LLAMA_8B}{name}" for name in TOKENIZER_FILES}
+
+
+def test_dev_identities_read_only_what_their_job_needs(templates: dict[str, Any]) -> None:
+    access = _access(templates["dev"])
+    serving = "inference/vllm-llama-3-1-8b-instruct"
+    assert access == {
+        # The serving pods stream the staged weights and read the API key: no Hub token (staging downloaded), and
+        # the compile cache is theirs to read and verify, never to write or sign.
+        serving: {
+            "secrets": {"llm-eks/dev/api-key"},
+            "read": {f"{LLAMA_8B}*", f"{CACHE}*"},
+            "write": set(),
+            "sign": set(),
+        },
+        # The compile-cache Job: serves nothing, holds no secret, adds to the cache and signs its manifest.
+        f"{serving}-compile-cache": {
+            "secrets": set(),
+            "read": {f"{CACHE}*"},
+            "write": {f"{CACHE}*"},
+            "sign": {"cache-signing-key"},
+        },
+        # The staging Job: the Hub token and the model's prefix, nothing served.
+        "inference/stage-llama-3-1-8b-instruct": {
+            "secrets": {"llm-eks/dev/hf-token"},
+            "read": {f"{LLAMA_8B}*"},
+            "write": {f"{LLAMA_8B}*"},
+            "sign": set(),
+        },
+        # The benchmark: the API key and the tokenizer files only.
+        "inference/bench-llama-3-1-8b-instruct": {
+            "secrets": {"llm-eks/dev/api-key"},
+            "read": TOKENIZER,
+            "write": set(),
+            "sign": set(),
+        },
+    }
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_no_serving_identity_reads_the_hub_token_or_writes_with_staged_weights(
+    templates: dict[str, Any], env: str
+) -> None:
+    access = _access(templates[env])
+    for who, grants in access.items():
+        reads_token = any(name.endswith("/hf-token") for name in grants["secrets"])
+        assert reads_token == ("/stage-" in who), (who, grants["secrets"])
+        if "/bench-" in who:
+            assert not grants["write"] and all(not k.endswith("*") for k in grants["read"]), who
+        # Only the staging Job and the compile-cache writer write anything; only the writer signs.
+        writes = "/stage-" in who or who.endswith("-compile-cache")
+        assert bool(grants["write"]) == writes, (who, grants["write"])
+        assert bool(grants["sign"]) == who.endswith("-compile-cache"), who

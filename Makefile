@@ -16,7 +16,7 @@ export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: synth test check-fast lint format bench clean golden docs
+.PHONY: synth test check-fast lint format bench clean golden docs promtool
 
 $(VENV)/.stamp-deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,7 +40,11 @@ synth: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --quiet --no-notices --no-version-reporting $(if $(ENV),-c env=$(ENV))
 	@$(BIN)/python -m llm_eks.infra.report cdk.out
 
-test: setup $(CHECKOV_VENV)/.stamp-deps
+# The rule unit tests run Prometheus's promtool (tests/promtool.py); it is a system package, not a Python one.
+promtool:
+	@command -v promtool >/dev/null || { echo "make: promtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus (Debian/Ubuntu; .ci/run does), brew install prometheus (macOS)" >&2; exit 1; }
+
+test: promtool setup $(CHECKOV_VENV)/.stamp-deps
 	$(BIN)/ruff check src tests app.py examples benchmarks docgen
 	$(BIN)/ruff format --check src tests app.py examples benchmarks docgen
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.

@@ -20,7 +20,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Karpenter (controller and CRD charts at one version)", ("KARPENTER_VERSION",)),
     ("Serving engines", ("VLLM_IMAGE", "RAY_VERSION", "RAY_LLM_IMAGE")),
     ("GPU device software", ("NVIDIA_DEVICE_PLUGIN_CHART_VERSION", "DCGM_EXPORTER_CHART_VERSION",
-                             "NEURON_HELM_CHART_VERSION")),
+                             "NEURON_HELM_CHART_VERSION", "EFA_DEVICE_PLUGIN_CHART_VERSION")),
     ("Cluster add-on charts", ("KEDA_CHART_VERSION", "KUBE_PROMETHEUS_STACK_CHART_VERSION",
                                "PROMETHEUS_OPERATOR_CRDS_CHART_VERSION", "KUBERAY_OPERATOR_CHART_VERSION",
                                "LWS_CHART_VERSION", "SECRETS_STORE_CSI_DRIVER_CHART_VERSION",

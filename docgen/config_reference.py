@@ -12,10 +12,12 @@ from typing import Any
 
 from docgen.comments import field_comments
 from llm_eks.catalog.formats import FORMATS
+from llm_eks.config import canary, workload_options
 from llm_eks.config import environment as env
 from llm_eks.planner import KV_CACHE_DTYPES, WARNING_IDS
 
-SOURCE = Path(env.__file__)
+# The modules whose fields the reference lists (their comments are the reasons).
+SOURCES = tuple(Path(m.__file__) for m in (env, workload_options, canary))
 
 # Where a key takes one of a fixed set of values, the set the code checks against.
 ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
@@ -26,6 +28,7 @@ ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
     ("WorkloadConfig", "kv_cache_dtype"): KV_CACHE_DTYPES,
     ("WorkloadConfig", "acknowledged_warnings"): WARNING_IDS,
     ("EndpointConfig", "access"): ("private", "public"),
+    ("CapacityReservationConfig", "reservation_type"): env.RESERVATION_TYPES,
 }
 
 # The sections, in the order a reader meets them: (cdk.json path, dataclass).
@@ -36,16 +39,23 @@ SECTIONS: tuple[tuple[str, type[Any]], ...] = (
     ("environments.<env>.system_nodes", env.SystemNodesConfig),
     ("environments.<env>.weights_bucket", env.WeightsBucketConfig),
     ("environments.<env>.gateway", env.GatewayConfig),
+    ("environments.<env>.capacity_reservations.<family>", env.CapacityReservationConfig),
     ("environments.<env>.workload, environments.<env>.workloads.<name>", env.WorkloadConfig),
-    ("….replicas", env.ReplicasConfig),
-    ("….slo", env.SloConfig),
-    ("….autoscaling", env.AutoscalingConfig),
-    ("….autoscaling.scale_to_zero", env.WorkingHoursConfig),
-    ("….load_balancer", env.LoadBalancerConfig),
-    ("….benchmark", env.BenchmarkConfig),
+    ("….canary", canary.CanaryConfig),
+    ("….replicas", workload_options.ReplicasConfig),
+    ("….slo", workload_options.SloConfig),
+    ("….autoscaling", workload_options.AutoscalingConfig),
+    ("….autoscaling.scale_to_zero", workload_options.WorkingHoursConfig),
+    ("….load_balancer", workload_options.LoadBalancerConfig),
+    ("….benchmark", workload_options.BenchmarkConfig),
 )
 # Keys the schema fills itself (never written in cdk.json).
 _SKIPPED = {("EnvironmentConfig", "name")}
+
+
+def all_field_comments() -> dict[tuple[str, str], str]:
+    """(class, field) -> its reason, across SOURCES."""
+    return {k: v for source in SOURCES for k, v in field_comments(source).items()}
 
 
 def _json_type(annotation: str) -> str:
@@ -90,7 +100,7 @@ def _first_paragraph(cls: type[Any]) -> str:
 
 def config_reference() -> str:
     """The reference as Markdown: one table per section."""
-    reasons = field_comments(SOURCE)
+    reasons = all_field_comments()
     out: list[str] = []
     for path, cls in SECTIONS:
         out += [f"## `{path}`", ""]

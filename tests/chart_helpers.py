@@ -46,9 +46,10 @@ def by_kind_and_name(objects: Iterable[dict[str, Any]]) -> dict[tuple[str, str],
 
 
 def rules_by_alert(objects: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str, dict[str, Any]]:
-    """The rules of PrometheusRule `<name>-alerts`, which holds exactly one group, `<name>.alerts`."""
+    """The alerting rules of group `<name>.alerts` in PrometheusRule `<name>-alerts`, whose groups are that one and
+    `<name>.drift` (the plan and observed recording rules and the drift alerts, llm_eks.manifests.monitoring_drift)."""
     groups = objects[("PrometheusRule", f"{name}-alerts")]["spec"]["groups"]
-    assert [g["name"] for g in groups] == [f"{name}.alerts"]
+    assert [g["name"] for g in groups] == [f"{name}.alerts", f"{name}.drift"]
     return {r["alert"]: r for r in groups[0]["rules"]}
 
 
@@ -76,3 +77,39 @@ def assert_dashboard_shape(
         assert panel["description"]
         grid = panel["gridPos"]
         assert grid["x"] + grid["w"] <= 24
+
+
+def placement_groups(workloads: Iterable[Any]) -> dict[str, str]:
+    """A stand-in cluster placement group id for each EFA node class of `workloads` (the stack creates real ones)."""
+    from llm_eks.infra.charts import efa_node_classes
+
+    return {name: "pg-0123456789abcdef0" for name in efa_node_classes(list(workloads))}
+
+
+def applied_objects(config: Any, workloads: Iterable[Any]) -> list[dict[str, Any]]:
+    """The objects of every chart the stack applies for `workloads` of `config`, with stand-ins for what the stack
+    creates (node role, security group, placement groups)."""
+    import cdk8s
+
+    from llm_eks.infra.charts import build_charts
+
+    built = list(workloads)
+    charts = build_charts(
+        cdk8s.App(),
+        config,
+        built,
+        node_role_name="r",
+        security_group_ids=("sg-0123456789abcdef0",),
+        placement_groups=placement_groups(built),
+    )
+    return [o for c in charts if c.apply for o in c.chart.to_json()]
+
+
+def environment_objects(name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """`applied_objects` of the environment `name` read from `body` (its cdk.json entry), planned as synth plans."""
+    from llm_eks.config import parse_environment
+    from llm_eks.config.plans import plan_workloads
+    from llm_eks.infra.workloads import build_workloads
+
+    config = parse_environment(name, body)
+    return applied_objects(config, build_workloads(config, plan_workloads(config)))

@@ -143,7 +143,7 @@ def _needs_shared_schemas(obj: dict[str, Any]) -> bool:
 UNVALIDATED_KINDS = {("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass")}
 
 # Deploy-time values a review YAML shows as `${GetAtt:...}`; schemas with patterns need a sample of the real shape.
-_TOKEN_SAMPLES = {".ClusterSecurityGroupId}": "sg-0123456789abcdef0"}
+_TOKEN_SAMPLES = {".ClusterSecurityGroupId}": "sg-0123456789abcdef0", ".GroupId}": "pg-0123456789abcdef0"}
 
 
 def _with_samples(value: Any) -> Any:

@@ -582,6 +582,7 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
                 "prometheus-queries",
                 "alertmanager-from-grafana",
                 "prometheus-operator-webhook",
+                "prometheus-from-api-server",
             ],
         ),
     }

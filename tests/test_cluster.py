@@ -104,8 +104,8 @@ def test_stacks_are_tagged(templates: dict[str, Any]) -> None:
     )
 
 
-def test_admin_roles_get_access_entries() -> None:
-    """Access entries for configured admin roles (built in-process: the default app lists none)."""
+def test_admin_and_rollout_roles_get_access_entries() -> None:
+    """Access entries for configured admin and rollout roles (built in-process: the default app lists none)."""
     import aws_cdk as cdk
 
     from llm_eks.config import parse_environment
@@ -113,10 +113,12 @@ def test_admin_roles_get_access_entries() -> None:
     from tests.environments import plan_environment
 
     arn = "arn:aws:iam::123456789012:role/platform-admins"
+    release = "arn:aws:iam::123456789012:role/release-managers"
     config = parse_environment(
         "adm",
         {
             "admin_role_arns": [arn],
+            "rollout_role_arns": [release],
             "endpoint": {"access": "public", "public_cidrs": ["198.51.100.0/24"]},
         },
     )
@@ -134,6 +136,14 @@ def test_admin_roles_get_access_entries() -> None:
             ],
         },
     )
+    # `llm-eks canary`/`rollback` and verify: their groups' RBAC only, no EKS access policy.
+    (entry,) = [
+        r["Properties"]
+        for r in template.find_resources("AWS::EKS::AccessEntry").values()
+        if r["Properties"]["PrincipalArn"] == release
+    ]
+    assert entry["KubernetesGroups"] == ["llm-eks-verify", "llm-eks-rollout"]
+    assert entry["Type"] == "STANDARD" and "AccessPolicies" not in entry
     template.has_resource_properties(
         "AWS::EKS::Cluster",
         {

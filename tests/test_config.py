@@ -113,15 +113,17 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: accepted_risks, account, "
-            "admin_role_arns, endpoint, gateway, kubernetes_version, production, region, require_image_digests, "
+            "admin_role_arns, capacity_reservations, endpoint, gateway, kubernetes_version, production, region, "
+            "require_image_digests, rollout_role_arns, "
             "system_nodes, tags, vpc, weights_bucket, workload, workloads",
         ),
         (
             {"workload": {"modle": "x"}},
             "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
-            "accelerator_limit, acknowledged_warnings, api_key, api_key_secret, autoscaling, benchmark, "
-            "capacity_types, compile_cache, dedicated_pool, engine, gpu_memory_utilization, hf_token_secret, "
-            "image_snapshot_id, internal_alb, kv_cache_dtype, load_balancer, lora_adapters, max_lora_rank, "
+            "accelerator_limit, acknowledged_warnings, api_key, api_key_secret, autoscaling, benchmark, canary, "
+            "capacity_types, compile_cache, data_parallel_size, dedicated_pool, efa, enable_expert_parallel, engine, "
+            "gpu_memory_utilization, hf_token_secret, image, image_snapshot_id, internal_alb, kv_cache_dtype, "
+            "load_balancer, lora_adapters, max_lora_rank, "
             "max_model_len, max_num_seqs, "
             "model, model_spec, pipeline_parallel_size, replicas, revision, slo, target_concurrency, "
             "tensor_parallel_size, trust_remote_code, typical_input_tokens, typical_output_tokens, warm_replicas, "
@@ -193,6 +195,14 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             {"system_nodes": {"desired_size": 9}},
             "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (2) and "
             "max_size (4)",
+        ),
+        (
+            {
+                "admin_role_arns": ["arn:aws:iam::123456789012:role/ops"],
+                "rollout_role_arns": ["arn:aws:iam::123456789012:role/OPS"],
+            },
+            "environments.dev.rollout_role_arns[0]: 'arn:aws:iam::123456789012:role/OPS' is not allowed; a role may "
+            "be listed once (it is in admin_role_arns too) (EKS allows one access entry per role)",
         ),
         (
             {"admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]},

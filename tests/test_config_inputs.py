@@ -324,7 +324,7 @@ def test_valid_inputs_next_to_the_rejected_ones_are_accepted() -> None:
         {
             "account": "123456789012",
             "region": "us-gov-west-1",
-            "vpc": {"cidr": "100.64.0.0/16"},
+            "vpc": {"cidr": "100.64.0.0/16", "availability_zones": ["us-gov-west-1a", "us-gov-west-1b"]},
             "endpoint": {"access": "public", "public_cidrs": ["198.51.100.0/24", "11.0.0.0/9"]},
             "tags": {"Équipe": "plateforme ML", "cost-center": "", "team:owner": "a.b@c.d/e+f=g"},
             "admin_role_arns": ["arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::123456789012:role/Ops"],

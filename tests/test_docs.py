@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from docgen import examples
-from docgen.comments import field_comments
 from docgen.compatibility import ungrouped
-from docgen.config_reference import SECTIONS, SOURCE
+from docgen.config_reference import SECTIONS, all_field_comments
 from docgen.hooks import MARKER, expand, generators
 from tests.conftest import REPO_ROOT
 
@@ -70,9 +69,10 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_included_code_is_an_example_the_tests_synthesize() -> None:
-    from tests.test_examples import CONFIG_EXAMPLES, CONSTRUCT_EXAMPLES
+    from tests.test_examples import CONFIG_EXAMPLES, CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE
 
-    tested = {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, "own_app"}
+    # own_app runs against the installed wheel (tests/test_package.py); the pipeline in tests/test_pipeline.py.
+    tested = {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, "own_app"}
     for block in ALL_BLOCKS:
         if (included := examples.included_file(block)) is not None:
             assert included.relative_to(REPO_ROOT / "examples").parts[0] in tested, block.where
@@ -109,7 +109,7 @@ def test_every_marker_on_the_pages_has_a_generator() -> None:
 def test_every_config_key_says_why_it_defaults_as_it_does() -> None:
     """The standard the configuration reference rests on: each field of the typed config carries a one-line reason
     (a comment above it), which the generated page shows."""
-    reasons = field_comments(SOURCE)
+    reasons = all_field_comments()
     missing = [
         f"{cls.__name__}.{f.name}"
         for _, cls in SECTIONS

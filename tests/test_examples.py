@@ -18,11 +18,14 @@ EXAMPLES = REPO_ROOT / "examples"
 CONFIG_EXAMPLES = ("single_model", "multi_model")
 # Synthesized together in test_composition.py.
 CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
+# Synthesized in test_pipeline.py.
+PIPELINE_EXAMPLE = "promotion_pipeline"
 
 
 def test_every_example_is_synthesized_by_a_test() -> None:
     folders = {p.parent.name for p in EXAMPLES.glob("*/app.py")}
-    assert folders == {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, "own_app"}
+    assert folders == {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, "own_app"}
+    assert f'"{PIPELINE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_pipeline.py").read_text()
     # own_app (the construct guide's first example): test_package runs it against the installed wheel.
     assert "own_app" in (REPO_ROOT / "tests" / "test_package.py").read_text()
 
@@ -46,6 +49,8 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         finally:
             os.chdir(cwd)
         assert (Path(outdir) / stack.template_file).is_file()
+        # Synth looked nothing up in an account (`cdk synth` would stop on it without credentials).
+        assert "missing" not in json.loads((Path(outdir) / "manifest.json").read_text())
         out[name] = [o for _, objects in stack.review_objects() for o in objects]
     return out
 

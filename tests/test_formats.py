@@ -44,6 +44,7 @@ EXPECTED = {
     "w4a16":      "N    N    N    N    N    N    N    N    N",
     "w8a8-int8":  "N    N    N    N    N    N    -    -    -",
     "w8a8-fp8":   "W    N    N    W    N    N    N    N    N",
+    "w4a16-experts": "N N  N    N    N    N    N    N    N",
 }  # fmt: skip
 LEVEL = {"N": "native", "W": "weight-only", "-": "unsupported"}
 CELLS = [
@@ -130,6 +131,7 @@ def test_bytes_per_quantized_weight_include_scales_and_zero_points() -> None:
         "w4a16": 0.5 + 2 / 128,  # symmetric: scale only
         "w8a8-int8": 1.0,
         "w8a8-fp8": 1.0,
+        "w4a16-experts": 0.5 + 2 / 32,  # bf16 scale per 32 (Kimi K2.5)
     }
 
 
@@ -137,7 +139,8 @@ def test_what_stays_sixteen_bit() -> None:
     assert FORMATS["mxfp4"].quantized_layers == "moe-experts"
     assert FORMATS["mxfp4"].sixteen_bit_layers.startswith("everything but the routed experts")
     assert FORMATS["nvfp4"].sixteen_bit_layers.startswith("embeddings and lm_head")
-    assert {f.quantized_layers for n, f in FORMATS.items() if n != "mxfp4"} == {"linear"}
+    assert FORMATS["w4a16-experts"].quantized_layers == "moe-experts"
+    assert {f.quantized_layers for n, f in FORMATS.items() if n not in ("mxfp4", "w4a16-experts")} == {"linear"}
 
 
 def test_unsupported_pair_fails_with_one_line_naming_the_gpu_and_what_runs_it() -> None:
@@ -178,7 +181,7 @@ def test_unknown_format_and_capability() -> None:
         weight_format("nvfp8")
     assert str(err.value) == (
         "workload.weight_format: 'nvfp8' is not allowed; did you mean 'nvfp4'? allowed: bf16, fp8, fp8-block, "
-        "mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8"
+        "mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8, w4a16-experts"
     )
     with pytest.raises(ConfigError) as err:
         support("fp8", (7, 5))
@@ -257,7 +260,7 @@ P = "model_config.quantization_config"
             {"quant_method": "bitsandbytes"},
             f"{P}.quant_method: 'bitsandbytes' is not allowed; the planner knows fp8 (per-tensor/channel or "
             "weight_block_size), mxfp4, modelopt (quant_algo FP8 or NVFP4), gptq and awq (bits 4), "
-            "compressed-tensors (W4A16, W8A8 int8, W8A8 fp8, NVFP4)",
+            "compressed-tensors (W4A16, W4A16 routed experts in groups of 32, W8A8 int8, W8A8 fp8, NVFP4)",
         ),
         ({"quant_method": "gptq", "bits": 8}, f"{P}.bits: 8 is not allowed; the planner knows 4-bit GPTQ checkpoints"),
         (

@@ -30,6 +30,7 @@ from llm_eks.manifests.gateway import (
 from llm_eks.manifests.gateway.panels import EPP_DURATION, EPP_ERRORS, EPP_REQUESTS, ISTIO_REQUESTS
 from llm_eks.manifests.promql import check_promql
 from llm_eks.manifests.promql_parse import parse_promql
+from tests.chart_helpers import placement_groups
 from tests.kube_schema import assert_valid, validation_errors
 from tests.netpol import Cluster, External, Pod
 
@@ -74,7 +75,14 @@ CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0f6b3c1e-1234-4d5e-8f9a-0
 def _charts(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     config = parse_environment("qa", body)
     workloads = build_workloads(config, plan_workloads(config))
-    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
+    charts = build_charts(
+        cdk8s.App(),
+        config,
+        workloads,
+        node_role_name="r",
+        security_group_ids=SG,
+        placement_groups=placement_groups(workloads),
+    )
     return {c.id: c.chart.to_json() for c in charts}
 
 
@@ -184,6 +192,7 @@ def test_with_a_certificate_the_nlb_ends_tls_on_443_with_a_tls12_policy() -> Non
             **BODY,
             "account": "123456789012",
             "region": "us-east-1",
+            "vpc": {"availability_zones": ["us-east-1a", "us-east-1b"]},
             "gateway": {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, "auth": JWT},
         }
     )
@@ -397,9 +406,14 @@ def test_a_gateway_without_certificate_or_http_choice_is_refused() -> None:
     )
 
 
+EU_ZONES = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
+
+
 def test_a_gateway_certificate_in_another_region_is_refused() -> None:
     gateway = {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, "auth": JWT}
-    assert _config_error({**BODY, "account": "123456789012", "region": "eu-west-1", "gateway": gateway}) == (
+    assert _config_error(
+        {**BODY, "account": "123456789012", "region": "eu-west-1", "vpc": EU_ZONES, "gateway": gateway}
+    ) == (
         f"environments.qa.gateway.certificate_arn: {CERT!r} is not allowed; must be a certificate in eu-west-1, "
         "the NLB's"
     )

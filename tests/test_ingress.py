@@ -206,7 +206,12 @@ def test_an_imported_vpc_with_listed_cidrs_is_accepted() -> None:
             "(arn:aws:acm:<region>:<account>:certificate/<id>)",
         ),
         (
-            {"account": "111122223333", "region": "us-east-1", **workload(certificate_arn=CERT)},
+            {
+                "account": "111122223333",
+                "region": "us-east-1",
+                "vpc": {"availability_zones": ["us-east-1a", "us-east-1b"]},
+                **workload(certificate_arn=CERT),
+            },
             f"environments.web.workload.load_balancer.certificate_arn: '{CERT}' is not allowed; must be a "
             "certificate in us-east-1, the ALB's",
         ),

@@ -407,7 +407,12 @@ def test_helm_values_carry_the_queue_name_token_and_the_cluster_name(stack: Synt
     assert {"Fn::GetAtt": [queue_id, "QueueName"]} in raw["Fn::Join"][1]
     values = json.loads(stack.evaluator()(raw))
     queue_name = stack.evaluator()(stack.resources[queue_id]["Properties"]["QueueName"])
-    assert values["settings"] == {"clusterName": stack.resolved["cluster_name"], "interruptionQueue": queue_name}
+    assert values["settings"] == {
+        "clusterName": stack.resolved["cluster_name"],
+        "interruptionQueue": queue_name,
+        # Node repair on (Alpha, off in the chart); reserved capacity on explicitly (Beta, on in the chart).
+        "featureGates": {"nodeRepair": True, "reservedCapacity": True},
+    }
     assert queue_name == stack.resolved["cluster_name"]
 
 

@@ -19,6 +19,7 @@ from llm_eks.infra.stack import InferenceStack
 from llm_eks.infra.workloads import VllmWorkload, build_workload
 from llm_eks.manifests.checks import catalog_instance_resources, check_objects
 from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
+from tests.chart_helpers import placement_groups
 from tests.environments import plan_environment
 from tests.kube_schema import assert_valid
 
@@ -33,7 +34,12 @@ def objects() -> list[dict[str, Any]]:
     config = parse_environment("big", BIG)
     workload = build_workload(config, plan_environment(config))
     charts = build_charts(
-        cdk8s.App(), config, [workload], node_role_name="r", security_group_ids=("sg-0123456789abcdef0",)
+        cdk8s.App(),
+        config,
+        [workload],
+        node_role_name="r",
+        security_group_ids=("sg-0123456789abcdef0",),
+        placement_groups=placement_groups([workload]),
     )
     return [o for c in charts if c.apply for o in c.chart.to_json()]
 
@@ -89,7 +95,7 @@ def test_service_keda_and_pool_follow_the_groups(objects: list[dict[str, Any]]) 
         "kind": "LeaderWorkerSet",
         "name": "vllm-qwen3-235b-a22b-fp8",
     }
-    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "gpu-g6e"]
+    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "gpu-g6e-efa1"]
     assert pool["spec"]["limits"] == {"nvidia.com/gpu": 16}  # 2 replicas x 2 nodes x 4 GPUs
     group = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("-group")]
     assert [p["spec"]["ingress"] for p in group] == [
@@ -105,7 +111,7 @@ def test_objects_validate_and_pass_the_synth_checks(objects: list[dict[str, Any]
 
 
 def test_the_gpu_limit_check_counts_every_pod_of_a_group(objects: list[dict[str, Any]]) -> None:
-    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "gpu-g6e"]
+    (pool,) = [o for o in objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "gpu-g6e-efa1"]
     pool["spec"]["limits"] = {"nvidia.com/gpu": 12}
     try:
         assert [f.rule for f in check_objects(objects, instance_resources=catalog_instance_resources)] == ["GPU_LIMIT"]
@@ -142,8 +148,8 @@ def test_bad_multi_node_props_are_one_line() -> None:
     with pytest.raises(ConfigError) as info:
         validate_vllm_props(bad)
     assert str(info.value) == (
-        "accelerators_per_pod: 3 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size / "
-        "nodes_per_replica (8 / 2), a whole number (vLLM splits the ranks evenly over the nodes)"
+        "accelerators_per_pod: 3 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size x "
+        "data_parallel_size / nodes_per_replica (8 / 2), a whole number (vLLM splits the ranks evenly over the nodes)"
     )
     with_alb = parse_environment(
         "big", {"workload": {**BIG["workload"], "internal_alb": True, "load_balancer": {"allow_http": True}}}

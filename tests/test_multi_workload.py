@@ -235,8 +235,8 @@ def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) ->
 def test_plan_warnings_are_annotated_per_workload(templates: dict[str, Any]) -> None:
     """Each workload's manifest carries its own plan in the stack description."""
     description = templates["staging"]["Description"]
-    assert description.startswith("llm-eks staging: Qwen3-30B-A3B on g7e.2xlarge")
-    assert "; Llama-3.1-8B-Instruct on g5.xlarge" in description
+    assert description.startswith("llm-eks staging: Qwen3-30B-A3B on g5.12xlarge")
+    assert "; Llama-3.1-8B-Instruct on g6e.xlarge" in description
 
 
 def test_gitops_writes_the_same_objects_for_several_workloads(tmp_path: Path, synthesized: Synthesized) -> None:
@@ -279,7 +279,7 @@ def test_plan_prints_each_workload(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert re.findall(r"^workload (\w+):$", out, flags=re.MULTILINE) == ["qwen", "llama"]
     code, out, _ = _cli(capsys, "plan", "--env", "staging", "--workload", "llama", "--json")
-    assert code == 0 and json.loads(out)["instance"]["instance_type"] == "g5.xlarge"
+    assert code == 0 and json.loads(out)["instance"]["instance_type"] == "g6e.xlarge"
     code, out, _ = _cli(capsys, "plan", "--env", "staging", "--json")
     assert code == 0 and list(json.loads(out)) == ["qwen", "llama"]
 

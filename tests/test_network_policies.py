@@ -235,6 +235,15 @@ def _monitoring_flows() -> list[tuple[str, Any, Pod, int, bool]]:
         ("Prometheus", PROMETHEUS, GRAFANA, 3000, True),
         ("Prometheus", PROMETHEUS, DCGM, 9400, True),
         ("EKS control plane", CONTROL_PLANE, PROM_OPERATOR, 10250, True),
+        # `llm-eks verify` queries Prometheus through the API server's service proxy, which connects from the control
+        # plane's ENIs in the VPC: the VPC CIDR is admitted on 9090, so a pod holding a VPC address is too (by
+        # address; docs/concepts/security.md says why that is accepted).
+        ("EKS control plane", CONTROL_PLANE, PROMETHEUS, 9090, True),
+        ("pod with a VPC address, in another namespace", Pod("team-a", {}, ip=VPC_POD_IP), PROMETHEUS, 9090, True),
+        ("EKS control plane", CONTROL_PLANE, PROMETHEUS, 8080, False),
+        ("EKS control plane", CONTROL_PLANE, ALERTMANAGER, 9093, False),
+        ("EKS control plane", CONTROL_PLANE, GRAFANA, 3000, False),
+        ("address outside the VPC", OUTSIDE, PROMETHEUS, 9090, False),
         ("pod in another namespace", STRANGER, PROMETHEUS, 9090, False),
         ("pod in another namespace", STRANGER, GRAFANA, 3000, False),
         ("pod in another namespace", STRANGER, ALERTMANAGER, 9093, False),

@@ -438,7 +438,8 @@ BAD_INPUT = [
     (pool(vendor="neuron"), "gpu_pools[0].vendor: 'neuron' is not allowed; must be 'nvidia' for instance family g6e"),
     (
         pool(capacity_types=("spot", "reserved")),
-        "gpu_pools[0].capacity_types[1]: 'reserved' is not allowed; must be 'spot' or 'on-demand'",
+        "gpu_pools[0].capacity_types[1]: 'reserved' is not allowed; must be 'spot' or 'on-demand' (or 'reserved', "
+        "with a reservation)",
     ),
     (pool(capacity_types=()), "gpu_pools[0].capacity_types: () is not allowed; must list 'spot', 'on-demand' or both"),
     (
@@ -551,7 +552,8 @@ BAD_INPUT = [
     ),
     (
         dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(capacity_types=("on-demand", "reserved"))),
-        "cpu_pool.capacity_types[1]: 'reserved' is not allowed; must be 'spot' or 'on-demand'",
+        "cpu_pool.capacity_types[1]: 'reserved' is not allowed; must be 'spot' or 'on-demand' (or 'reserved', with a "
+        "reservation)",
     ),
     (
         dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(cpu_limit=1)),

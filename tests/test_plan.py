@@ -153,10 +153,20 @@ def test_pipeline_across_nodes_when_one_node_is_too_small() -> None:
     assert p.cost_per_replica_hour == round(6.88 * 2, 4)
 
 
-def test_pipeline_stages_without_efa_are_flagged() -> None:
-    p = plan(PlanRequest(model="Qwen/Qwen2.5-72B-Instruct", weight_format="awq-int4", accelerator="g6e.xlarge",
-                         max_model_len=8192))  # fmt: skip
+def test_pipeline_stages_without_efa_are_refused_unless_accepted() -> None:
+    request = PlanRequest(model="Qwen/Qwen2.5-72B-Instruct", weight_format="awq-int4", accelerator="g6e.xlarge",
+                          max_model_len=8192)  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        plan(request)
+    assert str(err.value) == (
+        "workload.accelerator: 'g6e.xlarge' is not allowed; a replica of Qwen/Qwen2.5-72B-Instruct needs 2 g6e.xlarge "
+        "nodes (2\N{MULTIPLICATION SIGN} g6e.xlarge, TP1 PP2) and g6e.xlarge has no EFA, so the nodes would exchange "
+        "activations over TCP; choose an instance type with EFA (such as g6e.8xlarge, g6e.12xlarge, g6e.16xlarge, "
+        "g6e.24xlarge, g6e.48xlarge), or accept TCP with acknowledged_warnings llm-eks:plan-no-efa (allow_without_efa)"
+    )
+    p = plan(dataclasses.replace(request, allow_without_efa=True))
     assert p.nodes_per_replica == 2 and p.checkpoint == "Qwen/Qwen2.5-72B-Instruct-AWQ"
+    assert p.efa_interfaces_per_pod == 0
     assert (
         PlanWarning("llm-eks:plan-no-efa", "g6e.xlarge has no EFA: pipeline stages exchange activations over TCP")
         in p.warnings
@@ -315,7 +325,7 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
         (
             {"weight_format": "int8"},
             "workload.weight_format: 'int8' is not allowed; did you mean 'w8a8-int8'? allowed: auto, bf16, fp8, "
-            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8",
+            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8, w4a16-experts",
         ),
         ({"kv_cache_dtype": "fp16"}, "workload.kv_cache_dtype: 'fp16' is not allowed; allowed: auto, fp8"),
         (
@@ -361,8 +371,9 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
         ({"model": 5}, "workload.model: 5 is not allowed; must be a catalog model id or a ModelSpec"),
         (
             {"max_model_len": 8192, "max_itl_ms": 0.5},
-            "workload.max_itl_ms: 0.5 is not allowed; the lowest inter-token latency estimate at 16 concurrent "
-            "sequences is 1.0 ms (on p6-b200.48xlarge, TP8 PP1); raise it, lower target_concurrency or use fp8 weights",
+            "workload.max_itl_ms: 0.5 is not allowed; the lowest time-per-output-token estimate at 16 concurrent "
+            "sequences is 2.5 ms (on p6-b200.48xlarge, TP8 PP1); raise it, lower target_concurrency or use fp8 "
+            "weights",
         ),
     ],
 )
@@ -605,7 +616,7 @@ def test_mxfp4_plans_count_and_say_the_kernels_expert_padding() -> None:
 
 def test_moe_plans_say_how_experts_are_split() -> None:
     """vLLM 0.33 splits experts across TP ranks unless --enable-expert-parallel; either way the bytes per GPU match."""
-    moe = plan(PlanRequest(model="Qwen/Qwen3-235B-A22B-FP8", max_model_len=8192))
+    moe = plan(PlanRequest(model="Qwen/Qwen3-235B-A22B-FP8", max_model_len=8192, enable_expert_parallel=False))
     assert moe.tensor_parallel_size > 1
     (line,) = [a for a in moe.assumptions if a.startswith("experts:")]
     assert "--enable-expert-parallel" in line and "the same checkpoint bytes per GPU" in line

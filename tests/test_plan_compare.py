@@ -34,20 +34,24 @@ def by_type(request: PlanRequest) -> dict:
 
 def test_cost_per_million_output_tokens_by_hand() -> None:
     row = by_type(SMALL)["g6.xlarge"]
-    # One L4 replica holds 25 sequences >= 16: one replica. 16 sequences x one token per 82.1 ms:
-    # 16 x 3600 x 1000 / 82.1 = 701,583 tokens/h; $0.8048/h / 701,583 x 1e6 = $1.1471.
-    assert (row.replicas, row.itl_ms, row.usd_per_replica_hour) == (1, 82.1, 0.8048)
-    assert row.usd_per_million_output_tokens == round(0.8048 / (16 * 3600 * 1000 / 82.1) * 1e6, 4) == 1.1471
-    assert cost_per_million_output_tokens(1, 0.8048, 16, 82.1) == pytest.approx(1.1471, abs=1e-4)
+    # One L4 replica holds 25 sequences >= 16: one replica. 16 sequences x one token per 90.1 ms (the time per output
+    # token, chunked prefill included): 16 x 3600 x 1000 / 90.1 = 639,290 tokens/h; $0.8048/h / 639,290 x 1e6 =
+    # $1.2589.
+    assert (row.replicas, row.tpot_ms, row.usd_per_replica_hour) == (1, 90.1, 0.8048)
+    assert row.usd_per_million_output_tokens == round(0.8048 / (16 * 3600 * 1000 / 90.1) * 1e6, 4) == 1.2589
+    assert cost_per_million_output_tokens(1, 0.8048, 16, 90.1) == pytest.approx(1.2589, abs=1e-4)
+    assert row.output_tokens_per_s == round(16 * 1000 / 90.1)
 
 
 def test_replicas_cover_the_target_when_one_holds_too_few() -> None:
-    row = by_type(BIG)["g6e.xlarge"]
+    # Two g6e.xlarge have no EFA between them: compared only when the request accepts TCP.
+    assert "g6e.xlarge" not in by_type(BIG)
+    row = by_type(dataclasses.replace(BIG, allow_without_efa=True))["g6e.xlarge"]
     # 70B fp8 spans 2 one-GPU nodes (TP1 x PP2) and holds 27 sequences of 1280 tokens: 32 need ceil(32 / 27) = 2.
     assert (row.tensor_parallel_size, row.pipeline_parallel_size, row.nodes_per_replica) == (1, 2, 2)
     assert (row.concurrency_typical, row.replicas, row.meets_targets) == (27, 2, False)
     assert row.usd_per_replica_hour == round(1.861 * 2, 4)
-    assert row.usd_per_million_output_tokens == round(2 * 1.861 * 2 / (32 * 3600 * 1000 / row.itl_ms) * 1e6, 4)
+    assert row.usd_per_million_output_tokens == round(2 * 1.861 * 2 / (32 * 3600 * 1000 / row.tpot_ms) * 1e6, 4)
 
 
 def test_best_first_meets_targets_then_cost_per_token_unpriced_last() -> None:
@@ -203,10 +207,12 @@ def test_compare_table(capsys: pytest.CaptureFixture[str]) -> None:
         "tokens per replica"
     )
     assert lines[1] == f"{len(compare(SMALL))} instance types can serve it, best first:"
-    assert lines[3].split() == ["instance", "type", "GPU", f"TP{X}PP{X}nodes", "KV", "tokens", "seqs", "ITL", "ms",
-                                "$/h/replica", "replicas", "$/M", "out", "tok", "targets"]  # fmt: skip
+    assert lines[3].split() == ["instance", "type", "GPU", "layout", "nodes", "KV", "tokens", "seqs", "TTFT", "ms",
+                                "ITL", "ms", "TPOT", "ms", "tok/s", "$/h/replica", "replicas", "$/M", "out", "tok",
+                                "targets"]  # fmt: skip
     g6 = next(line for line in lines if line.startswith("g6.xlarge "))
-    assert g6.split() == ["g6.xlarge", f"1{X}", "L4", f"1{X}1{X}1", "33,088", "25", "82.1", "0.80", "1", "1.147", "met"]
+    assert g6.split() == ["g6.xlarge", f"1{X}", "L4", "TP1", "PP1", "1", "33,088", "25", "509", "75.8", "90.1", "178",
+                          "0.80", "1", "1.259", "met"]  # fmt: skip
     assert " ".join(out.split()).count(" ".join(COST_FORMULA.split())) == 1
 
 
@@ -229,9 +235,9 @@ def test_compare_chart_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     assert sorted(c.get("data-label") or "" for c in circles) == sorted(r.instance_type for r in rows)
     x_axis, y_axis = root.find(f".//{SVG}g[@class='x-axis']"), root.find(f".//{SVG}g[@class='y-axis']")
     assert x_axis is not None and y_axis is not None
-    itl = [r.itl_ms for r in rows]
+    tpot = [r.tpot_ms for r in rows]
     cost = [r.usd_per_million_output_tokens or 0.0 for r in rows]
-    for g, values in ((x_axis, itl), (y_axis, cost)):
+    for g, values in ((x_axis, tpot), (y_axis, cost)):
         low, high = float(g.get("data-low", "nan")), float(g.get("data-high", "nan"))
         assert low <= min(values) and max(values) <= high
         # 1-2-5 log ticks: the extent is at most one tick step beyond the data at either end.

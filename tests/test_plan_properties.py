@@ -64,6 +64,7 @@ def valid_requests(draw: st.DrawFn) -> PlanRequest:
     typical_in = draw(st.integers(1, min(4096, spec.max_position_embeddings // 2)))
     typical_out = draw(st.integers(1, min(2048, spec.max_position_embeddings // 2)))
     max_len = draw(st.one_of(st.none(), st.integers(typical_in + typical_out, spec.max_position_embeddings)))
+    ep = draw(st.sampled_from([None, None, None, True, False] if spec.is_moe else [None, False]))
     return PlanRequest(
         model=draw(st.sampled_from([spec, spec.id])) if spec.id in MODELS else spec,
         weight_format=draw(st.sampled_from(formats)),
@@ -77,6 +78,11 @@ def valid_requests(draw: st.DrawFn) -> PlanRequest:
         weights_source=draw(st.sampled_from(["nvme", "s3", "ebs"])),
         max_nodes_per_replica=draw(st.integers(1, 4)),
         max_itl_ms=draw(st.one_of(st.none(), st.floats(5, 500))),
+        # Mostly the planner's choice; for a MoE model sometimes a fixed DP x EP or TP x PP layout.
+        enable_expert_parallel=ep,
+        data_parallel_size=draw(st.sampled_from([None, None, None, 2, 4, 8]))
+        if spec.is_moe and ep is not False
+        else None,
     )
 
 
@@ -104,9 +110,10 @@ def test_valid_requests_give_a_consistent_plan_or_a_clear_error(request: PlanReq
     if spec.attention_kind != "hybrid":  # one group: a request holds cdiv(tokens, 16) blocks
         assert layout.blocks_per_request(p.max_model_len) == -(-p.max_model_len // 16)
     per_request = layout.blocks_per_request(p.max_model_len)
-    assert p.kv_cache_tokens == int(blocks / per_request * p.max_model_len) >= p.max_model_len
-    assert p.max_concurrency_full_context == blocks // per_request >= 1
-    assert p.max_concurrency_typical == blocks // layout.blocks_per_request(request.typical_tokens)
+    dp = p.data_parallel_size  # each data-parallel rank holds a KV cache of its own
+    assert p.kv_cache_tokens == dp * int(blocks / per_request * p.max_model_len) >= p.max_model_len
+    assert p.max_concurrency_full_context == dp * (blocks // per_request) >= 1
+    assert p.max_concurrency_typical == dp * (blocks // layout.blocks_per_request(request.typical_tokens))
     assert p.max_concurrency_typical >= p.max_concurrency_full_context
     # MLA caches one latent per layer on every TP rank; other layers split or replicate their KV heads.
     if spec.is_mla:
@@ -118,9 +125,11 @@ def test_valid_requests_give_a_consistent_plan_or_a_clear_error(request: PlanReq
     tp, pp = p.tensor_parallel_size, p.pipeline_parallel_size
     assert spec.attention_heads % tp == 0
     assert (spec.kv_heads % tp == 0) if tp <= spec.kv_heads else (tp % spec.kv_heads == 0)
-    assert p.gpus_per_replica == tp * pp and 1 <= pp <= spec.layers
+    assert p.gpus_per_replica == tp * pp * dp and 1 <= pp <= spec.layers
+    assert p.expert_parallel_size == (tp * dp if p.expert_parallel else 1) and (dp == 1 or p.expert_parallel)
+    assert spec.is_moe or not p.expert_parallel
     if p.nodes_per_replica == 1:
-        assert p.replicas_per_node * p.gpus_per_replica <= inst.accelerators and p.gpus_per_pod == tp * pp
+        assert p.replicas_per_node * p.gpus_per_replica <= inst.accelerators and p.gpus_per_pod == tp * pp * dp
     else:
         assert p.gpus_per_replica == p.nodes_per_replica * inst.accelerators == p.nodes_per_replica * p.gpus_per_pod
         assert p.nodes_per_replica <= request.max_nodes_per_replica
@@ -129,8 +138,13 @@ def test_valid_requests_give_a_consistent_plan_or_a_clear_error(request: PlanReq
     args = " ".join(p.engine_args)
     assert f"--tensor-parallel-size {tp}" in args and f"--max-model-len {p.max_model_len}" in args
     assert ("--pipeline-parallel-size" in args) == (pp > 1)
+    assert ("--data-parallel-size" in args) == (dp > 1)
+    assert ("--enable-expert-parallel" in args) == p.expert_parallel
+    assert p.nodes_per_replica == 1 or p.instance.efa or request.allow_without_efa
     assert not any(flag in args for flag in STALE)
-    assert 1 <= p.max_num_seqs <= request.target_concurrency <= p.max_num_batched_tokens
+    # Per data-parallel rank, as vLLM applies them (a TP x PP replica is one rank).
+    assert 1 <= p.max_num_seqs <= -(-request.target_concurrency // dp) <= p.max_num_batched_tokens * dp
+    assert p.max_num_seqs <= p.max_num_batched_tokens
     assert p.cost_per_replica_hour is None or p.cost_per_replica_hour > 0
     assert p.cold_start.total_s == p.cold_start.image_pull_s + p.cold_start.startup_s or math.isclose(
         p.cold_start.total_s, p.cold_start.image_pull_s + p.cold_start.startup_s, abs_tol=1
@@ -156,7 +170,11 @@ BAD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "typical_output_tokens": st.one_of(st.integers(max_value=0), st.floats(), st.none()),
     "weights_source": JUNK.filter(lambda v: v not in ("nvme", "s3", "ebs")),
     "max_nodes_per_replica": st.one_of(st.integers(max_value=0), st.integers(min_value=17), st.floats()),
-    "max_itl_ms": st.one_of(st.floats().filter(lambda v: not 0 < v <= 60_000), st.text(), st.just(True)),
+    "max_itl_ms": st.one_of(st.floats().filter(lambda v: not 0 < v <= 600_000), st.text(), st.just(True)),
+    # A dense model: any data parallelism or expert parallelism is refused, as is junk.
+    "data_parallel_size": st.one_of(st.integers(min_value=2), st.integers(max_value=0), st.floats(), st.text()),
+    "enable_expert_parallel": st.one_of(st.just(True), st.text(), st.integers(), st.floats()),
+    "allow_without_efa": st.one_of(st.none(), st.text(), st.integers(), st.floats()),
 }
 
 

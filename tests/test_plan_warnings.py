@@ -28,7 +28,7 @@ CONCURRENCY = (
     "only 226 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
     "at 226 [ack: llm-eks:plan-concurrency]"
 )
-ITL = "inter-token latency estimate 70.1 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]"
+ITL = "time-per-output-token estimate 171.6 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]"
 
 
 def _stack(**workload: Any) -> Any:
@@ -76,7 +76,8 @@ def test_a_warning_acknowledged_in_code_after_the_stack_is_gone() -> None:
         (
             {"llm-eks:plan-latency": WHY},
             "environments.big.workload.acknowledged_warnings: 'llm-eks:plan-latency' is not allowed; must be a plan "
-            "warning id: llm-eks:plan-concurrency, llm-eks:plan-itl, llm-eks:plan-no-efa, llm-eks:plan-no-price",
+            "warning id: llm-eks:plan-concurrency, llm-eks:plan-itl, llm-eks:plan-ttft, llm-eks:plan-no-efa, "
+            "llm-eks:plan-no-price, llm-eks:plan-reservation",
         ),
         (
             {"llm-eks:plan-itl": " "},

@@ -384,8 +384,9 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
         ),
         (
             {"tensor_parallel_size": 2, "accelerators_per_pod": 1, "accelerators_per_node": 8},
-            "accelerators_per_pod: 1 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size / "
-            "nodes_per_replica (2 / 1), a whole number (vLLM splits the ranks evenly over the nodes)",
+            "accelerators_per_pod: 1 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size x "
+            "data_parallel_size / nodes_per_replica (2 / 1), a whole number (vLLM splits the ranks evenly over the "
+            "nodes)",
         ),
         (
             {

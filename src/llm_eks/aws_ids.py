@@ -17,6 +17,8 @@ ACM_CERTIFICATE_ARN = re.compile(
 VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
+# As the Karpenter 1.14.1 EC2NodeClass CRD's placementGroupSelector.id pattern.
+PLACEMENT_GROUP_ID = re.compile(r"^pg-[0-9a-z]+$")
 SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8}([0-9a-f]{9})?$")
 VPC_ENDPOINT_ID = re.compile(r"^vpce-[0-9a-f]{8}([0-9a-f]{9})?$")
 # Secrets Manager secret names (the name, not the ARN).

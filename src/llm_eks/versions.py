@@ -40,6 +40,12 @@ DCGM_EXPORTER_CHART_VERSION = "4.8.2"
 # AWS Neuron Helm chart (oci://public.ecr.aws/neuron/neuron-helm-chart); 1.10.0 is the newest GitHub release of
 # aws-neuron/neuron-helm-charts (2026-08-19; 1.9.0 = Neuron SDK 2.31.0).
 NEURON_HELM_CHART_VERSION = "1.10.0"
+# AWS EFA Kubernetes device plugin Helm chart (https://aws.github.io/eks-charts, chart aws-efa-k8s-device-plugin),
+# advertising vpc.amazonaws.com/efa on the nodes of EFA pools: v0.5.30 (app v0.5.20, image
+# 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20) is the chart at aws/eks-charts
+# 5239609 (2026-08-03), last changed in bfe91c4 (2026-07-21, "add latest EFA instance types"). Its version carries
+# the leading "v", as its Chart.yaml writes it.
+EFA_DEVICE_PLUGIN_CHART_VERSION = "v0.5.30"
 
 # --- Cluster add-on charts (issue 5). Each confirmed in the chart's own source at the named tag/commit; the stored
 # snapshots read were the newest available (Aug 2026 at the latest), so a newer patch may exist by deploy time.

@@ -10,6 +10,12 @@ Where the numbers come from (each family block below repeats its own source):
   7.5 % VM memory overhead.
 - On-demand prices: us-east-1, from the AWS Price List snapshot Karpenter generated on 2026-07-20
   (pkg/providers/pricing/zz_generated.pricing_aws.go, commit 6fc13b5); read here on 2026-11-29.
+- EFA interfaces per instance (`efa_interfaces`): the same reference's Resources row `vpc.amazonaws.com/efa` (EC2's
+  EfaInfo.MaximumEfaInterfaces, which Karpenter advertises as the node's capacity of that resource; pods of a replica
+  spanning nodes request that many). The v1.14.1 tag's copy of the file (commit bde0065) gives the same count for
+  every row it lists; it lists no g7 size, which v1.14.0's does.
+- Not in the catalog: p6e-gb200, which Karpenter 1.14.1 neither lists in that reference nor prices
+  (zz_generated.pricing_aws.go); only its bandwidth table (zz_generated.bandwidth.go) names it.
 - Memory bandwidth per accelerator: the vendor's datasheet (cited per family).
 - CUDA compute capability per GPU: NVIDIA's "CUDA GPU Compute Capability" table (developer.nvidia.com/cuda-gpus,
   read 2026-11-30): A10 (the A10G is AWS's A10) 8.6, L4 and L40S 8.9, H100 and H200 9.0, B200 10.0, B300 10.3,
@@ -62,6 +68,7 @@ class InstanceType:
     local_nvme_gb: int
     # How accelerators of one instance talk to each other ("none" for a single accelerator).
     interconnect: str
+    # Whether the instance has any EFA interface (efa_interfaces > 0).
     efa: bool
     # Baseline network bandwidth in Gbit/s (burstable sizes can exceed it for a while).
     network_gbps: float
@@ -83,6 +90,8 @@ class InstanceType:
     # CUDA compute capability (major, minor) of an NVIDIA GPU, which decides the kernels vLLM can use
     # (catalog/formats.py); None for Inferentia2.
     compute_capability: tuple[int, int] | None = None
+    # EFA interfaces the instance takes (Karpenter's `vpc.amazonaws.com/efa` capacity); 0: no EFA.
+    efa_interfaces: int = 0
 
     @property
     def accelerator_memory_gib(self) -> float:
@@ -132,8 +141,8 @@ class _Family:
 
 
 def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
-    """Rows of one family: (instance type, accelerators, vCPU, RAM GiB, NVMe GB, EFA, network Gbps, EBS Mbps,
-    $/h, allocatable millicores, allocatable MiB[, note[, interconnect override]])."""
+    """Rows of one family: (instance type, accelerators, vCPU, RAM GiB, NVMe GB, EFA interfaces, network Gbps,
+    EBS Mbps, $/h, allocatable millicores, allocatable MiB[, note[, interconnect override]])."""
     out = []
     for row in rows:
         name, count, vcpus, ram, nvme, efa, net, ebs, price, cpu_m, mem_mib, *rest = row
@@ -152,7 +161,8 @@ def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
                 memory_gib=ram,
                 local_nvme_gb=nvme,
                 interconnect=interconnect,
-                efa=efa,
+                efa=efa > 0,
+                efa_interfaces=efa,
                 network_gbps=net,
                 ebs_bandwidth_mbps=ebs,
                 on_demand_usd_per_hour=price,
@@ -217,69 +227,70 @@ _P6_B300 = _Family(
 _INF2 = _Family("inf2", "Inferentia2", "neuron", 32768, 820, "NeuronLink", "inferentia2", "aws-neuron-core", 2)
 
 CATALOG: tuple[InstanceType, ...] = (
-    # name, accelerators, vCPU, RAM GiB, NVMe GB, EFA, network Gbps, EBS Mbps, $/h, alloc millicores, alloc MiB
+    # name, accelerators, vCPU, RAM GiB, NVMe GB, EFA interfaces, network Gbps, EBS Mbps, $/h, alloc millicores,
+    # alloc MiB
     *_sizes(
         _G5,
-        ("g5.xlarge", 1, 4, 16, 250, False, 2.5, 3500, 1.006, 3920, 14162),
-        ("g5.2xlarge", 1, 8, 32, 450, False, 5, 3500, 1.212, 7910, 29317),
-        ("g5.4xlarge", 1, 16, 64, 600, False, 10, 4750, 1.624, 15890, 57691),
-        ("g5.8xlarge", 1, 32, 128, 900, True, 25, 16000, 2.448, 31850, 118312),
-        ("g5.12xlarge", 4, 48, 192, 3800, True, 40, 16000, 5.672, 47810, 173400),
-        ("g5.16xlarge", 1, 64, 256, 1900, True, 25, 16000, 4.096, 63770, 239554),
-        ("g5.24xlarge", 4, 96, 384, 3800, True, 50, 19000, 8.144, 95690, 355262),
-        ("g5.48xlarge", 8, 192, 768, 7600, True, 100, 19000, 16.288, 191450, 723299),
+        ("g5.xlarge", 1, 4, 16, 250, 0, 2.5, 3500, 1.006, 3920, 14162),
+        ("g5.2xlarge", 1, 8, 32, 450, 0, 5, 3500, 1.212, 7910, 29317),
+        ("g5.4xlarge", 1, 16, 64, 600, 0, 10, 4750, 1.624, 15890, 57691),
+        ("g5.8xlarge", 1, 32, 128, 900, 1, 25, 16000, 2.448, 31850, 118312),
+        ("g5.12xlarge", 4, 48, 192, 3800, 1, 40, 16000, 5.672, 47810, 173400),
+        ("g5.16xlarge", 1, 64, 256, 1900, 1, 25, 16000, 4.096, 63770, 239554),
+        ("g5.24xlarge", 4, 96, 384, 3800, 1, 50, 19000, 8.144, 95690, 355262),
+        ("g5.48xlarge", 8, 192, 768, 7600, 1, 100, 19000, 16.288, 191450, 723299),
     ),
     *_sizes(
         _G6,
-        ("g6.xlarge", 1, 4, 16, 250, False, 2.5, 5000, 0.8048, 3920, 14162),
-        ("g6.2xlarge", 1, 8, 32, 450, False, 5, 5000, 0.9776, 7910, 29317),
-        ("g6.4xlarge", 1, 16, 64, 600, False, 10, 8000, 1.3232, 15890, 57691),
-        ("g6.8xlarge", 1, 32, 128, 900, True, 25, 16000, 2.0144, 31850, 118312),
-        ("g6.12xlarge", 4, 48, 192, 3760, True, 40, 20000, 4.6016, 47810, 178933),
-        ("g6.16xlarge", 1, 64, 256, 1880, True, 25, 20000, 3.3968, 63770, 234021),
-        ("g6.24xlarge", 4, 96, 384, 3760, True, 50, 30000, 6.6752, 95690, 355262),
-        ("g6.48xlarge", 8, 192, 768, 7520, True, 100, 60000, 13.3504, 191450, 718987),
+        ("g6.xlarge", 1, 4, 16, 250, 0, 2.5, 5000, 0.8048, 3920, 14162),
+        ("g6.2xlarge", 1, 8, 32, 450, 0, 5, 5000, 0.9776, 7910, 29317),
+        ("g6.4xlarge", 1, 16, 64, 600, 0, 10, 8000, 1.3232, 15890, 57691),
+        ("g6.8xlarge", 1, 32, 128, 900, 1, 25, 16000, 2.0144, 31850, 118312),
+        ("g6.12xlarge", 4, 48, 192, 3760, 1, 40, 20000, 4.6016, 47810, 178933),
+        ("g6.16xlarge", 1, 64, 256, 1880, 1, 25, 20000, 3.3968, 63770, 234021),
+        ("g6.24xlarge", 4, 96, 384, 3760, 1, 50, 30000, 6.6752, 95690, 355262),
+        ("g6.48xlarge", 8, 192, 768, 7520, 1, 100, 60000, 13.3504, 191450, 718987),
     ),
     *_sizes(
         _GR6,
-        ("gr6.4xlarge", 1, 16, 128, 600, False, 10, 8000, 1.5392, 15890, 118312),
-        ("gr6.8xlarge", 1, 32, 256, 900, True, 25, 16000, 2.4464, 31850, 239554),
+        ("gr6.4xlarge", 1, 16, 128, 600, 0, 10, 8000, 1.5392, 15890, 118312),
+        ("gr6.8xlarge", 1, 32, 256, 900, 1, 25, 16000, 2.4464, 31850, 239554),
     ),
     *_sizes(
         _G6E,
-        ("g6e.xlarge", 1, 4, 32, 250, False, 2.5, 5000, 1.861, 3920, 29317),
-        ("g6e.2xlarge", 1, 8, 64, 450, False, 5, 5000, 2.24208, 7910, 59627),
-        ("g6e.4xlarge", 1, 16, 128, 600, False, 20, 8000, 3.00424, 15890, 118312),
-        ("g6e.8xlarge", 1, 32, 256, 900, True, 25, 16000, 4.52856, 31850, 239554),
-        ("g6e.12xlarge", 4, 48, 384, 3800, True, 100, 20000, 10.49264, 47810, 360157),
-        ("g6e.16xlarge", 1, 64, 512, 1900, True, 35, 20000, 7.57719, 63770, 476504),
-        ("g6e.24xlarge", 4, 96, 768, 3800, True, 200, 30000, 15.06559, 95690, 721682),
-        ("g6e.48xlarge", 8, 192, 1536, 7600, True, 400, 60000, 30.13118, 191450, 1449132),
+        ("g6e.xlarge", 1, 4, 32, 250, 0, 2.5, 5000, 1.861, 3920, 29317),
+        ("g6e.2xlarge", 1, 8, 64, 450, 0, 5, 5000, 2.24208, 7910, 59627),
+        ("g6e.4xlarge", 1, 16, 128, 600, 0, 20, 8000, 3.00424, 15890, 118312),
+        ("g6e.8xlarge", 1, 32, 256, 900, 1, 25, 16000, 4.52856, 31850, 239554),
+        ("g6e.12xlarge", 4, 48, 384, 3800, 1, 100, 20000, 10.49264, 47810, 360157),
+        ("g6e.16xlarge", 1, 64, 512, 1900, 1, 35, 20000, 7.57719, 63770, 476504),
+        ("g6e.24xlarge", 4, 96, 768, 3800, 2, 200, 30000, 15.06559, 95690, 721682),
+        ("g6e.48xlarge", 8, 192, 1536, 7600, 4, 400, 60000, 30.13118, 191450, 1449132),
     ),
     *_sizes(
         _G7,
-        ("g7.2xlarge", 1, 8, 32, 440, False, 60, 8000, 2.52, 7910, 27161),
-        ("g7.4xlarge", 1, 16, 64, 875, False, 60, 8000, 3.04208, 15890, 54699),
-        ("g7.8xlarge", 1, 32, 128, 930, True, 80, 16000, 4.08624, 31850, 113934),
-        ("g7.12xlarge", 2, 48, 192, 1900, True, 175, 20000, 7.12832, 47810, 173169),
-        ("g7.24xlarge", 4, 96, 384, 3800, True, 350, 40000, 14.25664, 95690, 346715),
-        ("g7.48xlarge", 8, 192, 768, 7600, True, 700, 80000, 28.51328, 191450, 718756),
+        ("g7.2xlarge", 1, 8, 32, 440, 0, 60, 8000, 2.52, 7910, 27161),
+        ("g7.4xlarge", 1, 16, 64, 875, 0, 60, 8000, 3.04208, 15890, 54699),
+        ("g7.8xlarge", 1, 32, 128, 930, 1, 80, 16000, 4.08624, 31850, 113934),
+        ("g7.12xlarge", 2, 48, 192, 1900, 1, 175, 20000, 7.12832, 47810, 173169),
+        ("g7.24xlarge", 4, 96, 384, 3800, 1, 350, 40000, 14.25664, 95690, 346715),
+        ("g7.48xlarge", 8, 192, 768, 7600, 2, 700, 80000, 28.51328, 191450, 718756),
     ),
     *_sizes(
         _G7E,
-        ("g7e.2xlarge", 1, 8, 64, 1900, False, 50, 5000, 3.36312, 7910, 57471),
-        ("g7e.4xlarge", 1, 16, 128, 1900, False, 50, 8000, 3.99816, 15890, 115320),
-        ("g7e.8xlarge", 1, 32, 256, 1900, True, 100, 16000, 5.26824, 31850, 236562),
-        ("g7e.12xlarge", 2, 48, 512, 3800, True, 400, 25000, 8.28608, 47810, 477659),
-        ("g7e.24xlarge", 4, 96, 1024, 7600, True, 800, 50000, 16.57216, 95690, 962625),
-        ("g7e.48xlarge", 8, 192, 2048, 15200, True, 1600, 100000, 33.14432, 191450, 1932558),
+        ("g7e.2xlarge", 1, 8, 64, 1900, 0, 50, 5000, 3.36312, 7910, 57471),
+        ("g7e.4xlarge", 1, 16, 128, 1900, 0, 50, 8000, 3.99816, 15890, 115320),
+        ("g7e.8xlarge", 1, 32, 256, 1900, 1, 100, 16000, 5.26824, 31850, 236562),
+        ("g7e.12xlarge", 2, 48, 512, 3800, 1, 400, 25000, 8.28608, 47810, 477659),
+        ("g7e.24xlarge", 4, 96, 1024, 7600, 2, 800, 50000, 16.57216, 95690, 962625),
+        ("g7e.48xlarge", 8, 192, 2048, 15200, 4, 1600, 100000, 33.14432, 191450, 1932558),
     ),
-    *_sizes(_P4D, ("p4d.24xlarge", 8, 96, 1152, 8000, True, 400, 19000, 21.957642, 95690, 1082712)),
-    *_sizes(_P4DE, ("p4de.24xlarge", 8, 96, 1152, 8000, True, 400, 19000, 27.44705, 95690, 1082712)),
+    *_sizes(_P4D, ("p4d.24xlarge", 8, 96, 1152, 8000, 4, 400, 19000, 21.957642, 95690, 1082712)),
+    *_sizes(_P4DE, ("p4de.24xlarge", 8, 96, 1152, 8000, 4, 400, 19000, 27.44705, 95690, 1082712)),
     *_sizes(
         _P5,
-        ("p5.4xlarge", 1, 16, 256, 3800, True, 100, 10000, 6.88, 15890, 240830),
-        ("p5.48xlarge", 8, 192, 2048, 30400, True, 3200, 80000, 55.04, 191450, 1938410),
+        ("p5.4xlarge", 1, 16, 256, 3800, 1, 100, 10000, 6.88, 15890, 240830),
+        ("p5.48xlarge", 8, 192, 2048, 30400, 32, 3200, 80000, 55.04, 191450, 1938410),
     ),
     *_sizes(
         _P5E,
@@ -289,7 +300,7 @@ CATALOG: tuple[InstanceType, ...] = (
             192,
             2048,
             30400,
-            True,
+            32,
             3200,
             80000,
             None,
@@ -302,18 +313,18 @@ CATALOG: tuple[InstanceType, ...] = (
     # instance-gpu-memory 144,384, instance-local-nvme 30,400, instance-network-bandwidth 3,200,000 Mbps,
     # instance-ebs-bandwidth 100,000, 16 EFA interfaces; Resources cpu 191450m, memory 1937332Mi. Price: us-east-1
     # 63.296000 in zz_generated.pricing_aws.go "generated at 2026-07-20T13:44:30Z for us-east-1" (commit 6fc13b5).
-    *_sizes(_P5EN, ("p5en.48xlarge", 8, 192, 2048, 30400, True, 3200, 100000, 63.296, 191450, 1937332)),
+    *_sizes(_P5EN, ("p5en.48xlarge", 8, 192, 2048, 30400, 16, 3200, 100000, 63.296, 191450, 1937332)),
     # p6-b200.48xlarge, same Karpenter reference: instance-cpu 192, instance-memory 2,097,152 MiB, instance-gpu-memory
     # 183,359, instance-local-nvme 30,400, network 3,200,000 Mbps, EBS 100,000, 8 EFA interfaces; Resources cpu
     # 191450m, memory 1937332Mi. Price: us-east-1 113.932800 in the same 2026-07-20 Price List snapshot.
-    *_sizes(_P6_B200, ("p6-b200.48xlarge", 8, 192, 2048, 30400, True, 3200, 100000, 113.9328, 191450, 1937332)),
-    *_sizes(_P6_B300, ("p6-b300.48xlarge", 8, 192, 4096, 30400, True, 6400, 100000, 142.416, 191450, 3877198)),
+    *_sizes(_P6_B200, ("p6-b200.48xlarge", 8, 192, 2048, 30400, 8, 3200, 100000, 113.9328, 191450, 1937332)),
+    *_sizes(_P6_B300, ("p6-b300.48xlarge", 8, 192, 4096, 30400, 16, 6400, 100000, 142.416, 191450, 3877198)),
     *_sizes(
         _INF2,
-        ("inf2.xlarge", 1, 4, 16, 0, False, 2.083, 10000, 0.7582, 3920, 14162),
-        ("inf2.8xlarge", 1, 32, 128, 0, False, 16.667, 10000, 1.96786, 31850, 118312),
-        ("inf2.24xlarge", 6, 96, 384, 0, False, 50, 30000, 6.49063, 95690, 355262),
-        ("inf2.48xlarge", 12, 192, 768, 0, False, 100, 60000, 12.98127, 191450, 718987),
+        ("inf2.xlarge", 1, 4, 16, 0, 0, 2.083, 10000, 0.7582, 3920, 14162),
+        ("inf2.8xlarge", 1, 32, 128, 0, 0, 16.667, 10000, 1.96786, 31850, 118312),
+        ("inf2.24xlarge", 6, 96, 384, 0, 0, 50, 30000, 6.49063, 95690, 355262),
+        ("inf2.48xlarge", 12, 192, 768, 0, 0, 100, 60000, 12.98127, 191450, 718987),
     ),
 )
 

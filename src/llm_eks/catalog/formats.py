@@ -117,6 +117,16 @@ FORMATS: dict[str, WeightFormat] = {
             "compressed-tensors FP8 weights (per-tensor or per-channel scale), FP8 activations",
             8, 0, 0, "linear", "fp8", "compressed-tensors, weights float 8, input_activations float 8",
         ),
+        # Kimi K2.5 (and K2-Thinking): the ignore list keeps attention, shared experts, the dense MLP and lm_head in
+        # bf16; the routed experts' scales are params_dtype (bf16), one per 32 weights (compressed_tensors_moe_wna16.py
+        # CompressedTensorsWNA16MoEMethod: w13/w2 scales of hidden_size // group_size groups).
+        WeightFormat(
+            "w4a16-experts",
+            "compressed-tensors 4-bit integer routed experts, symmetric, a 16-bit scale per group of 32; the rest bf16 "
+            "(Kimi K2.5)",
+            4, 2, 32, "moe-experts", "16-bit",
+            "compressed-tensors, weights int 4 group 32, no input_activations, ignore list naming self_attn",
+        ),
     )
 }  # fmt: skip
 
@@ -251,6 +261,18 @@ _INT8_BROKEN = Support(
     "its CUTLASS int8 GEMM has no kernel from sm100 on yet claims every int8 layer before the Triton fallback, so "
     f"start-up fails ({_K}/scaled_mm/cutlass.py CutlassInt8ScaledMMLinearKernel.is_supported; vllm#54311)",
 )
+_INT4_EXPERTS_MARLIN = Support(
+    "native",
+    "W4A16 by design; routed experts on the Marlin MoE kernel (select_wna16_moe_backend: FlashInfer TRT-LLM MxInt4 "
+    f"needs sm10x, so MarlinExperts is next; {_MOE}/oracle/int_wna16.py _get_priority_backends; "
+    f"{_MOE}/experts/marlin_moe.py _supports_current_device: sm75+)",
+)
+_INT4_EXPERTS_TRTLLM = Support(
+    "native",
+    "W4A16 by design; routed experts on FlashInfer TRT-LLM MxInt4, first in the WNA16 MoE backend list for int4 "
+    f"group-32 scales ({_MOE}/oracle/int_wna16.py _get_priority_backends; {_MOE}/experts/trtllm_mxint4_moe.py: "
+    "is_device_capability_family(100), kInt4Static32)",
+)
 _WFP8_MARLIN = Support(
     "weight-only",
     "CompressedTensorsW8A8Fp8 needs sm89, so the scheme falls back to CompressedTensorsW8A16Fp8 on Marlin "
@@ -284,6 +306,9 @@ _SUPPORT: dict[str, dict[tuple[int, int], Support]] = {
     "w8a8-fp8": {
         (8, 0): _WFP8_MARLIN, (8, 6): _WFP8_MARLIN, (8, 9): _FP8_CUTLASS, (9, 0): _FP8_CUTLASS,
         (10, 0): _FP8_FLASHINFER, (10, 3): _FP8_FLASHINFER, (12, 0): _FP8_FLASHINFER,
+    },
+    "w4a16-experts": {
+        cc: _INT4_EXPERTS_TRTLLM if cc in ((10, 0), (10, 3)) else _INT4_EXPERTS_MARLIN for cc in _ALL
     },
 }  # fmt: skip
 
@@ -341,7 +366,7 @@ def _sm(cc: tuple[int, int]) -> str:
 
 _KNOWN_METHODS = (
     "fp8 (per-tensor/channel or weight_block_size), mxfp4, modelopt (quant_algo FP8 or NVFP4), gptq and awq "
-    "(bits 4), compressed-tensors (W4A16, W8A8 int8, W8A8 fp8, NVFP4)"
+    "(bits 4), compressed-tensors (W4A16, W4A16 routed experts in groups of 32, W8A8 int8, W8A8 fp8, NVFP4)"
 )
 
 
@@ -399,7 +424,19 @@ def _compressed_tensors(config: Mapping[str, Any], path: str) -> str:
     names = {_scheme(group, f"{path}.config_groups.{key}") for key, group in groups.items()}
     if len(names) > 1:
         raise fail(f"{path}.config_groups", sorted(names), "the planner sizes checkpoints with one scheme")
-    return names.pop()
+    name = names.pop()
+    ignore = config.get("ignore")
+    if name == "w4a16" and isinstance(ignore, list) and any("self_attn" in str(entry) for entry in ignore):
+        # Attention left unquantized: the routed experts alone are int4 (Kimi K2.5's checkpoint).
+        sizes = {g.get("weights", {}).get("group_size") for g in groups.values() if isinstance(g, Mapping)}
+        if sizes != {32}:
+            raise fail(
+                f"{path}.config_groups",
+                sorted(map(str, sizes)),
+                "the planner knows W4A16 routed experts (attention ignored) with groups of 32 (Kimi K2.5)",
+            )
+        return "w4a16-experts"
+    return name
 
 
 def _scheme(group: Any, path: str) -> str:

@@ -49,6 +49,16 @@ def architecture_fields(config: Mapping[str, Any], path: str) -> dict[str, Any]:
         values[name] = _positive_int(config[key], f"{path}.{key}")
     layers = values["layers"]
     model_type = str(config.get("model_type", ""))
+    if config.get("index_topk"):
+        # DeepSeek-V3.2's sparse attention (and GLM-5's): a lightning indexer with a KV cache of its own
+        # (vllm/model_executor/models/deepseek_v2.py DeepseekV32IndexerCache) and sparse MLA backends with their own
+        # cache format; sized as plain MLA the plan would promise memory vLLM does not have.
+        raise fail(
+            f"{path}.index_topk",
+            config["index_topk"],
+            "sparse attention with an indexer (DeepSeek-V3.2 DSA) keeps a second KV cache the planner does not "
+            "model; such models are not planned",
+        )
     values["kv_heads"] = _positive_int(config.get("num_key_value_heads") or values["attention_heads"], path)
     if config.get("head_dim") is not None:
         values["head_dim"] = _positive_int(config["head_dim"], f"{path}.head_dim")

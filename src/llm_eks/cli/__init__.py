@@ -4,6 +4,9 @@
     manifests  an environment's Kubernetes YAML for GitOps (infra's charts, cdk8s alone)
     images     lock images to digests, or snapshot them onto a Bottlerocket data volume
     models     record a Hugging Face model's config and checkpoint size into the app
+    verify     hold a deployed environment against its plan, through the kubeconfig
+    canary     move a workload's traffic to its next version step by step, verifying each step
+    rollback   send a workload's traffic back to its current version
 
 Bad input exits 2 with one line on stderr, never a traceback. A command imports what it needs when it runs, so
 `llm-eks plan` never loads aws_cdk, cdk8s or jsii.
@@ -15,7 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from llm_eks.cli import images, manifests, models, plan
+from llm_eks.cli import canary, images, manifests, models, plan, verify
 from llm_eks.cli.parsing import Parser, UsageError
 from llm_eks.errors import ConfigError
 
@@ -28,6 +31,8 @@ def parser() -> Parser:
     manifests.add_parser(commands)
     images.add_snapshot_parser(images.add_parser(commands))
     models.add_parser(commands)
+    verify.add_parser(commands)
+    canary.add_parser(commands)
     return top
 
 

@@ -17,10 +17,14 @@ from llm_eks.planner.compare import COST_FORMULA, Comparison, compare
 COLUMNS = (
     ("instance type", 18),
     ("GPU", 17),
-    (f"TP{TIMES}PP{TIMES}nodes", 13),
+    ("layout", 14),
+    ("nodes", 5),
     ("KV tokens", 10),
     ("seqs", 6),
+    ("TTFT ms", 8),
     ("ITL ms", 7),
+    ("TPOT ms", 7),
+    ("tok/s", 7),
     ("$/h/replica", 11),
     ("replicas", 8),
     ("$/M out tok", 11),
@@ -48,6 +52,8 @@ def print_comparison(request: PlanRequest, *, as_json: bool, chart: str | None) 
 def describe(request: PlanRequest) -> str:
     """The request in one line: what the rows were sized for."""
     itl = "" if request.max_itl_ms is None else f", inter-token latency <= {request.max_itl_ms:g} ms"
+    if request.max_ttft_ms is not None:
+        itl += f", time to first token <= {request.max_ttft_ms:g} ms"
     return (
         f"{request.spec.id} at {request.resolved_weight_format} (KV cache {request.kv_cache_dtype}), max_model_len "
         f"{request.resolved_max_model_len}: target {request.target_concurrency} sequences of "
@@ -70,16 +76,22 @@ def _money(v: float | None, digits: int) -> str:
 
 
 def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
-    lines = [describe(request), f"{len(rows)} instance types can serve it, best first:", ""]
+    types = len({r.instance_type for r in rows})
+    count = f"{types} instance types" if types == len(rows) else f"{len(rows)} layouts on {types} instance types"
+    lines = [describe(request), f"{count} can serve it, best first:", ""]
     lines.append("  ".join(f"{title:<{w}}" if i < 3 else f"{title:>{w}}" for i, (title, w) in enumerate(COLUMNS)))
     for r in rows:
         cells = (
             r.instance_type,
             f"{r.gpus_per_node}{TIMES} {r.accelerator_name}",
-            f"{r.tensor_parallel_size}{TIMES}{r.pipeline_parallel_size}{TIMES}{r.nodes_per_replica}",
+            r.shape,
+            str(r.nodes_per_replica),
             f"{r.kv_cache_tokens:,}",
             str(r.concurrency_typical),
+            f"{r.ttft_ms:.0f}",
             f"{r.itl_ms:.1f}",
+            f"{r.tpot_ms:.1f}",
+            f"{r.output_tokens_per_s:.0f}",
             _money(r.usd_per_replica_hour, 2),
             str(r.replicas),
             _money(r.usd_per_million_output_tokens, 3),
@@ -92,8 +104,18 @@ def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
         )
     lines += [
         "",
-        "seqs: sequences of the typical size one replica's KV cache holds; ITL: inter-token latency estimate at the "
-        "target.",
+        "seqs: sequences of the typical size one replica's KV cache holds. At the target, estimates: TTFT (median time",
+        "to first token), ITL (median inter-token latency), TPOT (mean time per output token, chunked prefill",
+        "included), tok/s (output tokens per second per replica).",
+        *(
+            [
+                "layout: TPn PPn (tensor x pipeline parallel) or DPn TPn EPn (data-parallel ranks of TP GPUs, the "
+                "experts spread",
+                "over EP = DP x TP GPUs: vLLM --data-parallel-size --enable-expert-parallel).",
+            ]
+            if any(r.layout == "dp-ep" for r in rows)
+            else []
+        ),
         *textwrap.wrap(f"{COST_FORMULA}.", width=118),
         f"Prices: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}.",
     ]
@@ -112,12 +134,20 @@ def write_comparison_chart(path: Path, request: PlanRequest, rows: list[Comparis
     )
     if unpriced:
         note += f"; no price, not plotted: {', '.join(unpriced)}"
-    points = [Point(r.instance_type, r.itl_ms, r.usd_per_million_output_tokens or 0.0, r.meets_targets) for r in priced]
+    points = [
+        Point(
+            r.instance_type if r.layout == "tp-pp" else f"{r.instance_type} {r.shape}",
+            r.tpot_ms,
+            r.usd_per_million_output_tokens or 0.0,
+            r.meets_targets,
+        )
+        for r in priced
+    ]
     write_chart(
         path,
         points,
-        title=f"{request.spec.short_name}: cost per million output tokens vs inter-token latency",
-        x_title="inter-token latency estimate (ms)",
+        title=f"{request.spec.short_name}: cost per million output tokens vs time per output token",
+        x_title="time per output token estimate (ms)",
         y_title="$ per million output tokens",
         note=note,
     )

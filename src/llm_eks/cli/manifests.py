@@ -43,6 +43,14 @@ def add_parser(commands: Any) -> None:
         help="the cluster's OIDC issuer URL (aws eks describe-cluster --query cluster.identity.oidc.issuer), for a "
         "gateway whose auth trusts the cluster's service-account tokens (issuer eks-cluster)",
     )
+    m.add_argument(
+        "--placement-group",
+        action="append",
+        default=[],
+        metavar="NODECLASS=ID",
+        help="the cluster placement group (pg-...) of an EFA node class such as gpu-nvidia-p5-efa32, for a replica "
+        "spanning nodes (repeat per EFA node class)",
+    )
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
     m.set_defaults(func=manifests_command)
 
@@ -63,6 +71,14 @@ def manifests_command(args: argparse.Namespace) -> int:
             raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     if args.oidc_issuer is not None and not _HTTPS_URL.match(args.oidc_issuer):
         raise fail("--oidc-issuer", args.oidc_issuer, "must be the cluster's https OIDC issuer URL")
+    placement_groups = {}
+    for given in args.placement_group:
+        node_class, sep, group = given.partition("=")
+        if not sep or not node_class or not aws_ids.PLACEMENT_GROUP_ID.match(group):
+            raise fail(
+                "--placement-group", given, "must be NODECLASS=pg-... (an EFA node class and its placement group)"
+            )
+        placement_groups[node_class] = group
     config = environment(args)
     if args.weights_bucket is not None and aws_ids.s3_uri_problem(f"s3://{args.weights_bucket}/") is not None:
         raise fail(
@@ -78,6 +94,7 @@ def manifests_command(args: argparse.Namespace) -> int:
         images=load_lock(Path(args.context_file).parent / LOCK_FILE),
         weights_bucket=args.weights_bucket,
         oidc_issuer=args.oidc_issuer,
+        placement_groups=placement_groups,
     )
     for path in written:
         print(path)

@@ -39,9 +39,13 @@ _REQUEST_OPTIONS = (
     "weights_source",
     "max_nodes_per_replica",
     "max_itl_ms",
+    "max_ttft_ms",
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "max_num_seqs",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "allow_without_efa",
 )
 
 
@@ -83,14 +87,41 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--typical-output-tokens", type=int, help="typical completion length (default 256)")
     p.add_argument("--weights-source", help="nvme | s3 | ebs (default nvme)")
     p.add_argument("--max-nodes-per-replica", type=int, help="pipeline parallelism across at most N nodes (default 2)")
-    p.add_argument("--max-itl-ms", type=float, help="inter-token latency ceiling the estimate must meet")
+    p.add_argument(
+        "--max-itl-ms", type=float, help="inter-token latency ceiling the time-per-output-token estimate must meet"
+    )
+    p.add_argument("--max-ttft-ms", type=float, help="time-to-first-token ceiling the TTFT estimate must meet")
     fixed = p.add_argument_group(
         "reproduce a vLLM deployment",
         "as `vllm serve` takes them; left out, the planner chooses (an error says why a given one cannot work)",
     )
     fixed.add_argument("--tensor-parallel-size", type=int, metavar="N", help="GPUs each layer is split over")
     fixed.add_argument("--pipeline-parallel-size", type=int, metavar="N", help="pipeline stages (may span nodes)")
-    fixed.add_argument("--max-num-seqs", type=int, metavar="N", help="sequences vLLM batches at most (>= target)")
+    fixed.add_argument(
+        "--max-num-seqs",
+        type=int,
+        metavar="N",
+        help="sequences vLLM batches at most, per data-parallel rank (>= target)",
+    )
+    fixed.add_argument(
+        "--data-parallel-size",
+        type=int,
+        metavar="N",
+        help="data-parallel ranks of a MoE model, each with --tensor-parallel-size GPUs; implies expert parallelism",
+    )
+    fixed.add_argument(
+        "--enable-expert-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="spread a MoE model's experts over DP x TP GPUs (--no-enable-expert-parallel: TP x PP only); left "
+        "out, the planner compares both",
+    )
+    p.add_argument(
+        "--allow-without-efa",
+        action="store_true",
+        default=None,
+        help="accept a replica spanning nodes without EFA (TCP between them); refused otherwise",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare = p.add_argument_group("compare before choosing")
     compare.add_argument(
@@ -130,15 +161,15 @@ def plan_command(args: argparse.Namespace) -> int:
         overrides["accelerator"] = "auto"
     if args.workload is not None and args.env is None:
         raise UsageError("--workload goes with --env")
-    targets: list[tuple[Callable[[], Any], str | None]] = (
+    targets: list[tuple[Callable[[], Any], str | None, str | None]] = (
         _env_requests(args, overrides)
         if args.env is not None
-        else [(functools.partial(_model_request, args, overrides), None)]
+        else [(functools.partial(_model_request, args, overrides), None, None)]
     )
     if args.compare and len(targets) > 1:
         raise UsageError("--compare compares one workload: add --workload KEY")
     results = []
-    for make_request, path in targets:
+    for make_request, path, _ in targets:
         try:
             request = make_request()
             if args.compare:
@@ -152,9 +183,13 @@ def plan_command(args: argparse.Namespace) -> int:
             if path is None or field in overrides or not str(err).startswith("workload."):
                 raise
             raise ConfigError(f"{path}.{str(err).removeprefix('workload.')}") from None
-    keys = [path.rpartition(".")[2] if path and ".workloads." in path else None for _, path in targets]
+    keys = [key for _, _, key in targets]
+    overlaps = _canary_overlaps(args, keys, results) if args.env is not None else {}
     if args.json:
         dicts = [result.to_dict() for result in results]
+        for key, plan_body in zip(keys, dicts, strict=True):
+            if key in overlaps:
+                plan_body["canary_overlap"] = overlaps[key].to_dict()
         # One plan (one workload, or --workload) prints as itself; several as {workload: plan}.
         body: Any = dicts[0] if len(dicts) == 1 else dict(zip(keys, dicts, strict=True))
         print(json.dumps(body, indent=2, ensure_ascii=False))
@@ -163,7 +198,22 @@ def plan_command(args: argparse.Namespace) -> int:
         if key is not None:
             print(("\n" if index else "") + f"workload {key}:")
         print(table(result))
+        if key in overlaps:
+            print(overlaps[key].line())
     return 0
+
+
+def _canary_overlaps(args: argparse.Namespace, keys: list[str | None], results: list[Any]) -> dict[str, Any]:
+    """Each planned next version's capacity beside its current version (by workload key), at the plans made."""
+    from llm_eks.config.canary_capacity import canary_overlap
+
+    config = environment(args)
+    served = {s.key: s for s in config.served}
+    return {
+        key: canary_overlap(config, served[key], result)
+        for key, result in zip(keys, results, strict=True)
+        if key is not None and served[key].canary_of is not None
+    }
 
 
 def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
@@ -183,9 +233,12 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     return PlanRequest(model=recorded if recorded is not None else args.model, **overrides)
 
 
-def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[tuple[Callable[[], Any], str | None]]:
-    """(plan request maker, config path) of each workload of --env, or of --workload alone, with the options
-    applied (a request checks its values when made: the caller names a bad one by its path)."""
+def _env_requests(
+    args: argparse.Namespace, overrides: dict[str, Any]
+) -> list[tuple[Callable[[], Any], str | None, str | None]]:
+    """(plan request maker, config path, workload key) of each workload of --env (a canary's key is
+    `<key>-canary`; the one-model `workload` has none), or of --workload alone, with the options applied (a request
+    checks its values when made: the caller names a bad one by its path)."""
     if args.model_config is not None or args.parameters is not None:
         raise UsageError("--model-config and --parameters go with --model, not --env")
     config = environment(args)
@@ -201,4 +254,4 @@ def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[t
     def maker(w: Any) -> Callable[[], Any]:
         return lambda: dataclasses.replace(w.plan_request(), **overrides) if overrides else w.plan_request()
 
-    return [(maker(s.config), s.path) for s in served]
+    return [(maker(s.config), s.path, s.key if config.workloads else None) for s in served]

@@ -36,7 +36,13 @@ def table(p: Any) -> str:
         ),
         (
             "Parallelism",
-            f"TP {p.tensor_parallel_size} {TIMES} PP {p.pipeline_parallel_size} = "
+            (
+                f"DP {p.data_parallel_size} {TIMES} TP {p.tensor_parallel_size} = {p.gpus_per_replica} GPU(s) per "
+                f"replica, experts over EP {p.expert_parallel_size}, {p.nodes_per_replica} node(s) per replica "
+                f"({p.data_parallel_size_local} DP rank(s) each), {p.replicas_per_node} replica(s) per node"
+            )
+            if p.expert_parallel
+            else f"TP {p.tensor_parallel_size} {TIMES} PP {p.pipeline_parallel_size} = "
             f"{p.gpus_per_replica} GPU(s) per replica, "
             f"{p.nodes_per_replica} node(s) per replica, {p.replicas_per_node} replica(s) per node",
         ),
@@ -53,7 +59,12 @@ def table(p: Any) -> str:
             f"{p.max_concurrency_typical} sequences of {r.typical_tokens} tokens (target {r.target_concurrency}: "
             f"{target}); {p.max_concurrency_full_context} at full context",
         ),
-        ("Latency", f"~{p.itl_estimate_ms} ms per output token at {r.target_concurrency} sequences (estimate)"),
+        (
+            "Latency",
+            f"at {r.target_concurrency} sequences (estimates): TTFT ~{p.ttft_estimate_ms:g} ms, inter-token "
+            f"~{p.itl_estimate_ms:g} ms, ~{p.tpot_estimate_ms:g} ms per output token with prefill, "
+            f"{p.output_tokens_per_s:g} output tokens/s per replica",
+        ),
         ("Cost", f"{cost} per replica (on-demand)"),
         (
             "Cold start",
@@ -62,7 +73,11 @@ def table(p: Any) -> str:
             f"{cold.warmup_s:g} s = {cold.total_s:g} s; startup probe must allow {cold.startup_s:g} s; "
             f"+{cold.node_provision_s:g} s for a new node",
         ),
-        ("Pod requests", f"cpu {pod.cpu}, memory {pod.memory}, {p.extended_resource} {p.gpus_per_pod}"),
+        (
+            "Pod requests",
+            f"cpu {pod.cpu}, memory {pod.memory}, {p.extended_resource} {p.gpus_per_pod}"
+            + (f", vpc.amazonaws.com/efa {p.efa_interfaces_per_pod}" if p.efa_interfaces_per_pod else ""),
+        ),
         ("Engine args", " ".join(p.engine_args)),
     ]
     if r.warm_replicas:

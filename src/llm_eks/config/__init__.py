@@ -16,30 +16,35 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from llm_eks.config.canary import CanaryConfig
 from llm_eks.config.environment import (
     ACCEPTED_RISKS,
     CAPACITY_TYPES,
     COMMIT,
     ENGINES,
     LOAD_BALANCER_SUBNET_PREFIX,
+    RESERVATION_TYPES,
     WEIGHT_SOURCES,
-    AutoscalingConfig,
-    BenchmarkConfig,
+    CapacityReservationConfig,
     EndpointConfig,
     EnvironmentConfig,
     GatewayConfig,
-    LoadBalancerConfig,
-    ReplicasConfig,
     ServedWorkload,
-    SloConfig,
     SystemNodesConfig,
     VpcConfig,
     WeightsBucketConfig,
-    WorkingHoursConfig,
     WorkloadConfig,
 )
 from llm_eks.config.schema import build
 from llm_eks.config.validation import validate_environment, validate_policy_cidr
+from llm_eks.config.workload_options import (
+    AutoscalingConfig,
+    BenchmarkConfig,
+    LoadBalancerConfig,
+    ReplicasConfig,
+    SloConfig,
+    WorkingHoursConfig,
+)
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.hub.records import MODELS_DIR, load_record, model_file, recorded_model
 
@@ -126,9 +131,12 @@ __all__ = [
     "COMMIT",
     "ENGINES",
     "LOAD_BALANCER_SUBNET_PREFIX",
+    "RESERVATION_TYPES",
     "WEIGHT_SOURCES",
     "AutoscalingConfig",
     "BenchmarkConfig",
+    "CanaryConfig",
+    "CapacityReservationConfig",
     "EndpointConfig",
     "EnvironmentConfig",
     "GatewayConfig",

@@ -6,11 +6,19 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from llm_eks.catalog.models import ModelSpec
+from llm_eks.config.canary import OVERRIDES, CanaryConfig, canary_key
+from llm_eks.config.workload_options import (
+    AutoscalingConfig,
+    BenchmarkConfig,
+    LoadBalancerConfig,
+    ReplicasConfig,
+    SloConfig,
+)
 from llm_eks.versions import KUBERNETES_VERSION
 
 if TYPE_CHECKING:
@@ -21,6 +29,9 @@ ENGINES = ("vllm", "ray-serve")
 # 64 addresses per AZ: an ALB needs at least a /27 with 8 free addresses and grows into more as it scales.
 LOAD_BALANCER_SUBNET_PREFIX = 26
 CAPACITY_TYPES = ("spot", "on-demand")
+# Karpenter's karpenter.k8s.aws/capacity-reservation-type values: an On-Demand Capacity Reservation, or a Capacity
+# Block for ML (EC2 models both as capacity reservations).
+RESERVATION_TYPES = ("default", "capacity-block")
 WEIGHT_SOURCES = ("hf", "s3", "staged")
 
 
@@ -86,72 +97,6 @@ class SystemNodesConfig:
     max_size: int = 4
     # Enough for container images and logs of the controllers; encrypted by the launch template default.
     disk_gib: int = 50
-
-
-@dataclass(frozen=True)
-class ReplicasConfig:
-    # One warm replica: a GPU replica takes minutes to start, so zero is opt-in (scale_to_zero).
-    min: int = 1
-    # Two: one more replica absorbs a burst or a Spot interruption; raise it with the traffic you expect.
-    max: int = 2
-
-
-@dataclass(frozen=True)
-class SloConfig:
-    # Interactive chat expects the first token within about a second at p99.
-    ttft_p99_ms: float = 1000.0
-    # ~20 tokens/s per stream reads faster than a person reads.
-    itl_p99_ms: float = 50.0
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    """The `vllm bench serve` workload the benchmark Job sends."""
-
-    # Request sizes come from the workload's typical sizes, so the benchmark measures what the plan assumed.
-    # 4 requests/s is a steady load a single replica of the default plan should hold inside its SLO.
-    request_rate: float = 4.0
-    # 200 prompts at 4/s is under a minute of load: enough samples for a stable p99 without a long run.
-    num_prompts: int = 200
-
-
-@dataclass(frozen=True)
-class WorkingHoursConfig:
-    """Keep replicas up inside these hours; outside them the workload may sit at zero (KEDA cron trigger).
-
-    No in-stack signal can wake a Deployment at zero on a request (vLLM's metrics vanish with its pods), so the
-    clock is the activation signal. Open the window one cold start early (see the plan's scale-out time).
-    """
-
-    # An IANA tz database name (Europe/Paris, UTC): the hours are a team's, not the cluster's.
-    timezone: str
-    # Cron expressions (minute hour day-of-month month day-of-week): when the window opens...
-    start: str
-    # ...and when it closes.
-    end: str
-
-
-@dataclass(frozen=True)
-class AutoscalingConfig:
-    # Queue-based: scale up once more than this many requests wait per replica.
-    waiting_per_replica: int = 4
-    # KV-cache pressure: scale up when average usage passes this fraction (vllm:kv_cache_usage_perc is 0..1).
-    kv_cache_usage: float = 0.8
-    # Off by default: at zero replicas the first request waits for a full GPU cold start.
-    scale_to_zero: WorkingHoursConfig | None = None
-
-
-@dataclass(frozen=True)
-class LoadBalancerConfig:
-    """An internal load balancer (the ALB of `workload.internal_alb`, the gateway's NLB): its listener and who may
-    reach it."""
-
-    # HTTPS on 443 with this ACM certificate (in the stack's region). Required unless allow_http.
-    certificate_arn: str | None = None
-    # Plain HTTP on 80 instead: an explicit choice (requests and API keys cross the VPC in clear).
-    allow_http: bool = False
-    # IPv4 CIDRs the ALB admits; empty: the CIDR of the VPC we create (an existing VPC must list them).
-    inbound_cidrs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -308,6 +253,19 @@ class WorkloadConfig:
     pipeline_parallel_size: int | None = None
     # As tensor_parallel_size: None sizes it from target_concurrency and what fits.
     max_num_seqs: int | None = None
+    # As tensor_parallel_size, vLLM's --data-parallel-size (a MoE model's attention ranks, experts over DP x TP GPUs).
+    data_parallel_size: int | None = None
+    # As tensor_parallel_size, vLLM's --enable-expert-parallel; None lets the planner weigh it for a MoE model.
+    enable_expert_parallel: bool | None = None
+    # EFA between the nodes of a replica: null (wherever the plan spans nodes of a type with EFA), true (required: no
+    # EFA or a one-node replica is an error), false (TCP; needs acknowledged_warnings llm-eks:plan-no-efa).
+    efa: bool | None = None
+    # The serving image instead of llm-eks's pinned one (versions.py), e.g. vLLM built with the EFA userspace
+    # (libfabric, aws-ofi-nccl): the stock vllm/vllm-openai image may lack it, and NCCL then falls back to TCP sockets.
+    image: str | None = None
+    # The next version of this workload (a workload of `workloads` behind the gateway), served beside it while the
+    # route moves traffic to it by weight (`llm-eks canary`). None: changes replace the running version in place.
+    canary: CanaryConfig | None = None
     # A NodePool of this workload's own instead of sharing its GPU family's with the environment's other workloads:
     # off by default, since a shared pool packs replicas of several models onto the same nodes and limit.
     dedicated_pool: bool = False
@@ -332,7 +290,7 @@ class WorkloadConfig:
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
-        from llm_eks.planner import LoraAdapters, PlanRequest
+        from llm_eks.planner import WARN_NO_EFA, LoraAdapters, PlanRequest
 
         model: Any = self.model
         if self.model_spec is not None:
@@ -361,9 +319,20 @@ class WorkloadConfig:
             image_source="snapshot" if self.image_snapshot_id is not None else "parallel-pull",
             # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.
             max_itl_ms=self.slo.itl_p99_ms,
+            # The SLO's time to first token too: auto skips instances whose estimate misses it.
+            max_ttft_ms=self.slo.ttft_p99_ms,
             tensor_parallel_size=self.tensor_parallel_size,
             pipeline_parallel_size=self.pipeline_parallel_size,
             max_num_seqs=self.max_num_seqs,
+            data_parallel_size=self.data_parallel_size,
+            # Ray Serve's engine_kwargs here carry no data parallelism: its workloads keep TP x PP unless asked.
+            enable_expert_parallel=(
+                False
+                if self.engine == "ray-serve" and self.enable_expert_parallel is None
+                else self.enable_expert_parallel
+            ),
+            # Accepting the no-EFA warning is accepting a replica whose nodes talk over TCP.
+            allow_without_efa=WARN_NO_EFA in self.acknowledged_warnings,
             warm_replicas=self.warm_replicas,
             lora=(
                 LoraAdapters(tuple((name, repo) for name, repo, _ in self.adapters), self.max_lora_rank)
@@ -381,13 +350,42 @@ class ServedWorkload:
     # None: the one-model `workload` shorthand; else its short name in `workloads`.
     key: str | None
     config: WorkloadConfig
+    # A next version: the key of the workload it is the canary of (its own key is <that key>-canary).
+    canary_of: str | None = None
 
     @property
     def path(self) -> str:
-        """Its config path in error messages: environments.<env>.workload or environments.<env>.workloads.<key>."""
+        """Its config path in error messages: environments.<env>.workload or environments.<env>.workloads.<key>
+        (a canary's: that workload's `.canary`)."""
+        if self.canary_of is not None:
+            return f"environments.{self.environment}.workloads.{self.canary_of}.canary"
         if self.key is None:
             return f"environments.{self.environment}.workload"
         return f"environments.{self.environment}.workloads.{self.key}"
+
+
+@dataclass(frozen=True)
+class CapacityReservationConfig:
+    """Reserved capacity of one GPU family (On-Demand Capacity Reservations or Capacity Blocks for ML), which the
+    family's NodePools launch into first (Karpenter's `reserved` capacity type)."""
+
+    # Instances the reservations hold together: the plan warns (llm-eks:plan-reservation) when replicas.max needs more.
+    nodes: int
+    # The reservations by id (cr-...), Capacity Blocks included: Karpenter uses no reservation it is not given.
+    ids: tuple[str, ...] = ()
+    # Or by tags ("*" matches any value): reservations tagged later are used too, without a deploy.
+    tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # With tags: the account owning reservations shared with this one (AWS RAM); None: any owner that shares them.
+    owner_id: str | None = None
+    # default (an ODCR, billed at the on-demand rate used or not) or capacity-block (paid up front for its whole term;
+    # Karpenter drains its nodes 40 minutes before it ends).
+    reservation_type: str = "default"
+    # $ per reserved instance-hour, for costing; None: the catalog's on-demand price (what an ODCR bills). Required
+    # for a Capacity Block: its price is what you paid up front, divided over the block's hours.
+    usd_per_hour: float | None = None
+    # False: the NodePool launches only into the reservations, so a scale-out beyond them waits instead of adding
+    # on-demand or Spot nodes at list price beside capacity already paid for. True: the workload's capacity_types too.
+    fallback: bool = False
 
 
 @dataclass(frozen=True)
@@ -410,6 +408,9 @@ class EnvironmentConfig:
     system_nodes: SystemNodesConfig = field(default_factory=SystemNodesConfig)
     # IAM roles that get cluster-admin through EKS access entries (no aws-auth ConfigMap).
     admin_role_arns: tuple[str, ...] = ()
+    # IAM roles that may move traffic between a workload's versions (`llm-eks canary`, `llm-eks rollback`) and run
+    # `llm-eks verify`: access entries mapped to groups llm-eks-rollout and llm-eks-verify, nothing of cluster-admin.
+    rollout_role_arns: tuple[str, ...] = ()
     # Added to every resource and every Karpenter node (AWS's tag rules; no key Karpenter reserves).
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # The one-model shorthand; ignored when `workloads` is given (config refuses both).
@@ -428,16 +429,28 @@ class EnvironmentConfig:
     # model or adapter revisions that are branch or tag names, unless accepted_risks names the risk. Off by default
     # so a first environment synthesizes before anything is locked; turn it on for what serves users.
     production: bool = False
+    # Reserved GPU capacity by instance family (p5, p5en, ...), which its NodePools launch into; empty: none.
+    capacity_reservations: Mapping[str, CapacityReservationConfig] = field(default_factory=lambda: MappingProxyType({}))
     # Risks a production environment accepts, by id -> one line why (synth prints each): "images-by-tag" (images
     # without a locked digest), "revisions-by-name" (a branch or tag instead of a commit). Empty: none accepted.
     accepted_risks: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def served(self) -> tuple[ServedWorkload, ...]:
-        """Every workload of the environment, in cdk.json order: `workloads`, or the one `workload`."""
-        if self.workloads:
-            return tuple(ServedWorkload(self.name, key, w) for key, w in self.workloads.items())
-        return (ServedWorkload(self.name, None, self.workload),)
+        """Every workload of the environment, in cdk.json order: `workloads`, or the one `workload`; a workload's
+        next version (`canary`) right after it, as a workload of its own."""
+        if not self.workloads:
+            return (ServedWorkload(self.name, None, self.workload),)
+        served = []
+        for key, w in self.workloads.items():
+            served.append(ServedWorkload(self.name, key, w))
+            if w.canary is not None:
+                served.append(ServedWorkload(self.name, canary_key(key), next_version(w, w.canary), canary_of=key))
+        return tuple(served)
+
+    def canary_of(self, s: ServedWorkload) -> ServedWorkload | None:
+        """The next version served beside workload `s`, if it has one."""
+        return next((c for c in self.served if c.canary_of is not None and c.canary_of == s.key), None)
 
     @property
     def stack_name(self) -> str:
@@ -447,3 +460,13 @@ class EnvironmentConfig:
     def cluster_name(self) -> str:
         """Fixed, readable cluster name: Karpenter's queue, tags and IAM conditions all key on it."""
         return f"llm-eks-{self.name}"
+
+
+def next_version(current: WorkloadConfig, canary: CanaryConfig) -> WorkloadConfig:
+    """The next version's workload: the current one with the canary's overrides and replicas, no canary of its own
+    and no warm placeholders (those stay with the current version)."""
+    changes = {name: getattr(canary, name) for name in OVERRIDES if getattr(canary, name) is not None}
+    if canary.replicas is not None:
+        changes["replicas"] = canary.replicas
+    # The current version's cap covers both versions (build_workloads checks the sum against it).
+    return replace(current, **changes, canary=None, warm_replicas=0, accelerator_limit=None)

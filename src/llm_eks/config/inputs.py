@@ -17,7 +17,8 @@ from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.validation import is_hf_repo_id
 
 if TYPE_CHECKING:
-    from llm_eks.config.environment import SloConfig, WorkloadConfig
+    from llm_eks.config.environment import WorkloadConfig
+    from llm_eks.config.workload_options import SloConfig
 
 
 # VPC ranges that never collide with internet addresses.

@@ -11,6 +11,8 @@ from typing import Any
 from llm_eks import aws_ids
 from llm_eks.aws_regions import REGIONS
 from llm_eks.config import inputs
+from llm_eks.config.canary_checks import validate_canaries
+from llm_eks.config.capacity import validate_capacity
 from llm_eks.config.environment import (
     ACCEPTED_RISKS,
     CAPACITY_TYPES,
@@ -21,12 +23,12 @@ from llm_eks.config.environment import (
     WEIGHT_SOURCES,
     EndpointConfig,
     EnvironmentConfig,
-    LoadBalancerConfig,
     SystemNodesConfig,
     VpcConfig,
     WorkloadConfig,
     split_revision,
 )
+from llm_eks.config.workload_options import LoadBalancerConfig
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.validation import HF_REPO, LORA_NAME
 from llm_eks.versions import KUBERNETES_VERSION
@@ -82,24 +84,26 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
     _validate_accepted_risks(c, f"{path}.accepted_risks")
     _validate_endpoint(c.endpoint, f"{path}.endpoint")
     _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
-    for i, arn in enumerate(c.admin_role_arns):
+    listed = [("admin_role_arns", i, arn) for i, arn in enumerate(c.admin_role_arns)]
+    listed += [("rollout_role_arns", i, arn) for i, arn in enumerate(c.rollout_role_arns)]
+    for n, (name, i, arn) in enumerate(listed):
         if not aws_ids.ROLE_ARN.match(arn):
-            raise fail(
-                f"{path}.admin_role_arns[{i}]",
-                arn,
-                "must be an IAM role ARN (arn:aws:iam::<account>:role/...)",
-            )
+            raise fail(f"{path}.{name}[{i}]", arn, "must be an IAM role ARN (arn:aws:iam::<account>:role/...)")
         # IAM role names are unique ignoring case, and EKS allows one access entry per principal.
-        if arn.lower() in (earlier.lower() for earlier in c.admin_role_arns[:i]):
+        other = next((field for field, _, earlier in listed[:n] if earlier.lower() == arn.lower()), None)
+        if other is not None:
+            where = "" if other == name else f" (it is in {other} too)"
             raise fail(
-                f"{path}.admin_role_arns[{i}]", arn, "a role may be listed once (EKS allows one access entry per role)"
+                f"{path}.{name}[{i}]", arn, f"a role may be listed once{where} (EKS allows one access entry per role)"
             )
     inputs.validate_tags(c.tags, f"{path}.tags")
+    validate_canaries(c, path)
     for served in c.served:
         _validate_workload(served.config, served.path)
     _validate_workloads(c, path)
     _validate_load_balancer(c, path)
     _validate_weights_bucket(c, path)
+    validate_capacity(c, path)
 
 
 # A workload's short name: it names the workload's namespace (inference-<key>), objects and charts.
@@ -187,6 +191,12 @@ def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
             raise fail(f"{path}.availability_zones", list(zones), f"must be 2 or more zones of {c.region}")
         if v.az_count not in (VpcConfig.az_count, len(zones)):
             raise fail(f"{path}.az_count", v.az_count, f"must equal the number of availability_zones ({len(zones)})")
+    elif c.account is not None and not v.imported:
+        raise ConfigError(
+            f"{path}.availability_zones: required with account and region (CDK would look the zones up in "
+            f"{c.account} at synth, and synth runs offline); list 2 or more zones of {c.region}, as "
+            f"`aws ec2 describe-availability-zones --region {c.region}` names them"
+        )
     elif v.az_count != 2:
         raise fail(
             f"{path}.az_count",
@@ -482,6 +492,17 @@ def _validate_load_balancer_subnets(v: VpcConfig, path: str) -> None:
 def _validate_workload(w: WorkloadConfig, path: str) -> None:
     if w.engine not in ENGINES:
         raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
+    if w.engine == "ray-serve":
+        # The RayService chart renders tensor x pipeline parallelism only (its engine_kwargs carry no DP or EP).
+        for name in ("data_parallel_size", "enable_expert_parallel"):
+            value = getattr(w, name)
+            if value is True or (type(value) is int and value > 1):
+                raise fail(
+                    f"{path}.{name}",
+                    value,
+                    "engine 'ray-serve' serves tensor x pipeline parallelism only; data and expert parallelism "
+                    "need engine 'vllm'",
+                )
     inputs.validate_model_spec(w, path)
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(

@@ -33,7 +33,9 @@ from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError, named_errors
-from llm_eks.manifests.node_pools import DISCOVERY_TAG
+from llm_eks.manifests.gateway.pool import ROLLOUT_GROUP
+from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
+from llm_eks.manifests.verifier import GROUP as VERIFY_GROUP
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
 # The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
@@ -42,6 +44,13 @@ INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 # Managed add-ons every inference cluster needs besides vpc-cni (built on its own: Pod Identity and network policy).
 # EKS picks the default add-on version for the cluster's Kubernetes version; bumping KUBERNETES_MINOR moves them too.
 CORE_ADDONS = ("coredns", "kube-proxy")
+# The EKS node monitoring agent, as a managed add-on at EKS's default version too: it sets the node conditions
+# Karpenter's node repair acts on (AcceleratedHardwareReady, NetworkingReady, ...). No IAM: its ClusterRole covers
+# nodes, nodes/status, events and nodediagnostics only (aws/eks-node-monitoring-agent v1.7.0, charts/
+# eks-node-monitoring-agent/templates/clusterrole.yaml), and the agent calls no AWS API beyond IMDS on the host
+# network. Its DCGM host engine (DaemonSet dcgm-server, which the agent's GPU checks query on localhost:5555)
+# tolerates no taint by default (values.yaml dcgmAgent.tolerations: []): it is told to tolerate the GPU taint.
+NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
 # Root device of the AL2023 EKS AMI (awslabs/amazon-eks-ami templates/al2023/template.json: /dev/xvda).
 AL2023_ROOT_DEVICE = "/dev/xvda"
 # What system nodes need to join and pull images. No AmazonEKS_CNI_Policy: aws-node gets it through Pod Identity.
@@ -80,6 +89,8 @@ class InferenceClusterProps:
     system_disk_gib: int = 50
     # Roles given cluster-admin through access entries; none by default (no standing human access).
     admin_role_arns: tuple[str, ...] = ()
+    # Roles that may move a route's weights and read what verify reads (`add_rollout_operator`); none by default.
+    rollout_role_arns: tuple[str, ...] = ()
     # NAT per AZ: one NAT gateway's AZ failing must not cut every GPU node off image pulls and the HF hub.
     nat_gateways_per_az: bool = True
     # An S3 gateway endpoint on the private subnets (new VPC only): weights and image layers reach S3 without NAT
@@ -218,6 +229,8 @@ class InferenceCluster(ClusterComposition, Construct):
         self.addons = self._managed_addons()
         for i, arn in enumerate(props.admin_role_arns):
             self.add_cluster_admin(f"Admin{i}", arn)
+        for i, arn in enumerate(props.rollout_role_arns):
+            self.add_rollout_operator(f"Rollout{i}", arn)
         harden_roles(self, props.permissions_boundary, [(self.system_node_role, props.system_node_role_statements)])
         self._acknowledge_findings()
 
@@ -233,6 +246,18 @@ class InferenceCluster(ClusterComposition, Construct):
                     "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
                 )
             ],
+        )
+
+    def add_rollout_operator(self, id: str, role_arn: str) -> eks_l1.CfnAccessEntry:
+        """Map a role to the Kubernetes groups of `llm-eks canary`/`rollback` (each canary route's Role: get and
+        patch on that HTTPRoute) and of `llm-eks verify` (its read-only ClusterRole), with no EKS access policy."""
+        return eks_l1.CfnAccessEntry(
+            self,
+            id,
+            cluster_name=self.cluster.cluster_name,
+            principal_arn=role_arn,
+            kubernetes_groups=[VERIFY_GROUP, ROLLOUT_GROUP],
+            type="STANDARD",
         )
 
     @property
@@ -447,12 +472,30 @@ class InferenceCluster(ClusterComposition, Construct):
             )
             addon.node.add_dependency(self.cluster)
             addons[name] = addon
+        addons[NODE_MONITORING_ADDON] = self._node_monitoring_addon()
         # Created through the cluster so aws_eks_v2's own Pod Identity service accounts reuse the same add-on.
         addons["eks-pod-identity-agent"] = _created(self.cluster.eks_pod_identity_agent, "Pod Identity agent add-on")
         addons["aws-ebs-csi-driver"] = self._ebs_csi_addon()
         # CoreDNS pods need a node to run on before the add-on reports ACTIVE.
         addons["coredns"].node.add_dependency(self.system_nodegroup)
         return addons
+
+    def _node_monitoring_addon(self) -> eks_l1.CfnAddon:
+        """eks-node-monitoring-agent (NODE_MONITORING_ADDON): the agent on every node (it tolerates every taint),
+        its DCGM host engine on the NVIDIA GPU nodes."""
+        gpu_taint = {"key": ACCELERATOR_RESOURCE[NVIDIA], "operator": "Exists", "effect": "NoSchedule"}
+        addon = eks_l1.CfnAddon(
+            self,
+            f"Addon-{NODE_MONITORING_ADDON}",
+            addon_name=NODE_MONITORING_ADDON,
+            cluster_name=self.cluster.cluster_name,
+            resolve_conflicts="OVERWRITE",
+            # The add-on schema (charts/configuration.schema.json at v1.7.0) takes dcgmAgent.tolerations.
+            configuration_values=json.dumps({"dcgmAgent": {"tolerations": [gpu_taint]}}, sort_keys=True),
+        )
+        # Its pods need a node before the add-on reports ACTIVE.
+        addon.node.add_dependency(self.cluster, self.system_nodegroup)
+        return addon
 
     def _ebs_csi_addon(self) -> Construct:
         """EBS CSI driver with its controller on Pod Identity (Prometheus and Grafana volumes use it)."""

@@ -44,8 +44,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from llm_eks.constructs import nag
-from llm_eks.constructs.karpenter_policies import iam5_findings
 from llm_eks.constructs.log_encryption import encrypted_log_group
+from llm_eks.constructs.nag import iam5_findings
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.versions import GAIE_VERSION, GATEWAY_API_VERSION
 

@@ -8,6 +8,9 @@
   because the observability construct owns scraping.
 - Neuron device plugin (advertises `aws.amazon.com/neuron`/`neuroncore`) for inf2/trn pools, from AWS's
   neuron-helm-chart with only the device plugin enabled. Bottlerocket ships the Neuron driver but not the plugin.
+- EFA device plugin (advertises `vpc.amazonaws.com/efa`) on the nodes of EFA pools only, from AWS's eks-charts. EKS's
+  AL2023 and Bottlerocket AMIs carry EFA's host components but not the plugin ("you must install the device plugin
+  on the cluster separately", EKS user guide, device-management-efa); without it a pod requesting EFA never runs.
 
 Every DaemonSet selects the `llm-eks.io/accelerator` label the node pools put on their nodes and tolerates the
 pool's taint, so nothing lands on system or CPU nodes. Each release waits for readiness with a timeout well inside
@@ -41,12 +44,14 @@ from llm_eks.manifests.node_pools import (
     DEFAULT_AMI_FAMILY,
     LABEL_ACCELERATOR,
     LABEL_AMI_FAMILY,
+    LABEL_EFA,
     NEURON,
     NVIDIA,
     NodePoolsProps,
 )
 from llm_eks.versions import (
     DCGM_EXPORTER_CHART_VERSION,
+    EFA_DEVICE_PLUGIN_CHART_VERSION,
     NEURON_HELM_CHART_VERSION,
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
 )
@@ -56,6 +61,9 @@ NVIDIA_DEVICE_PLUGIN_CHART = ChartSource(
 )
 DCGM_EXPORTER_CHART = ChartSource(
     "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", DCGM_EXPORTER_CHART_VERSION
+)
+EFA_DEVICE_PLUGIN_CHART = ChartSource(
+    "aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", EFA_DEVICE_PLUGIN_CHART_VERSION
 )
 # For an OCI repository the handler pulls the chart from `repository`; `chart` names it.
 NEURON_HELM_CHART = ChartSource(
@@ -70,6 +78,7 @@ NEURON_NAMESPACE = netpol.NEURON_NAMESPACE
 NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
 NEURON_RELEASE = "neuron-device-plugin"
+EFA_DEVICE_PLUGIN_RELEASE = "aws-efa-k8s-device-plugin"
 
 _MAX_HELM_TIMEOUT_MINUTES = 10
 
@@ -124,6 +133,17 @@ def dcgm_exporter_values(*, service_monitor: bool) -> dict[str, Any]:
     }
 
 
+def efa_device_plugin_values() -> dict[str, Any]:
+    """Values for aws-efa-k8s-device-plugin v0.5.30: the nodes of EFA pools, whatever their GPU taint. Its own
+    `supportedInstanceLabels` (a required node affinity on the EFA instance types) stays as the chart has it, and its
+    template adds the CriticalAddonsOnly toleration itself."""
+    return {
+        # Only nodes whose node class lists EFA interfaces (other nodes have no EFA device to advertise).
+        "nodeSelector": {LABEL_EFA: "true"},
+        "tolerations": [_tolerate(NVIDIA)[0], _tolerate(NEURON)[0]],
+    }
+
+
 def neuron_values(*, scheduler: bool) -> dict[str, Any]:
     """Values for neuron-helm-chart: the device plugin only (plus the scheduler extension when asked)."""
     return {
@@ -157,6 +177,8 @@ class GpuDeviceSoftwareOptions:
     dcgm_service_monitor: bool = False
     # Off: only pods that take some but not all Neuron devices of a node need it (see neuron_values).
     neuron_scheduler: bool = False
+    # The EFA device plugin, for pools whose nodes carry EFA interfaces (replicas that span nodes); off without them.
+    efa: bool = False
     # Each Helm release must finish well inside the kubectl Lambda's 15 minutes; otherwise the Lambda dies before
     # Helm reports, and the deployment fails on a timeout instead of Helm's own error.
     helm_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(10))
@@ -164,9 +186,15 @@ class GpuDeviceSoftwareOptions:
     nvidia_device_plugin_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     dcgm_exporter_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     neuron_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    efa_device_plugin_helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def validate(self) -> None:
-        for name in ("nvidia_device_plugin_helm_values", "dcgm_exporter_helm_values", "neuron_helm_values"):
+        for name in (
+            "nvidia_device_plugin_helm_values",
+            "dcgm_exporter_helm_values",
+            "neuron_helm_values",
+            "efa_device_plugin_helm_values",
+        ):
             check_helm_values(name, getattr(self, name))
         if not (self.nvidia or self.neuron):
             raise ConfigError("nvidia, neuron: both False is not allowed; enable the accelerators the pools use")
@@ -184,7 +212,11 @@ def gpu_options_for(pools: NodePoolsProps, **overrides: Any) -> GpuDeviceSoftwar
     """Options matching a NodePoolsChart: the vendors its pools use and its AMI family."""
     vendors = {pool.vendor for pool in pools.gpu_pools}
     return GpuDeviceSoftwareOptions(
-        nvidia=NVIDIA in vendors, neuron=NEURON in vendors, ami_family=pools.ami_family, **overrides
+        nvidia=NVIDIA in vendors,
+        neuron=NEURON in vendors,
+        ami_family=pools.ami_family,
+        efa=any(pool.efa_interfaces for pool in pools.gpu_pools),
+        **overrides,
     )
 
 
@@ -212,6 +244,7 @@ class GpuDeviceSoftware(Construct):
         self.nvidia_device_plugin: eks.HelmChart | None = None
         self.dcgm_exporter: eks.HelmChart | None = None
         self.neuron_device_plugin: eks.HelmChart | None = None
+        self.efa_device_plugin: eks.HelmChart | None = None
         # Namespace name -> its Namespace and NetworkPolicies (applied before the releases; kept for the review).
         self.namespace_objects: dict[str, list[dict[str, Any]]] = {}
         self._namespaces: dict[str, eks.KubernetesManifest] = {}
@@ -244,11 +277,22 @@ class GpuDeviceSoftware(Construct):
                 NEURON_NAMESPACE,
                 with_helm_values(neuron_values(scheduler=props.neuron_scheduler), props.neuron_helm_values),
             )
+        if props.efa:
+            # Privileged with host network and /dev/infiniband: GPU node software, in the same namespace (Pod
+            # Security privileged; a host-network pod is outside NetworkPolicy, and it takes no connections).
+            namespace = NVIDIA_NAMESPACE if props.nvidia else NEURON_NAMESPACE
+            self.efa_device_plugin = self._release(
+                "EfaDevicePlugin",
+                EFA_DEVICE_PLUGIN_CHART,
+                EFA_DEVICE_PLUGIN_RELEASE,
+                namespace,
+                with_helm_values(efa_device_plugin_values(), props.efa_device_plugin_helm_values),
+            )
 
     @property
     def releases(self) -> list[eks.HelmChart]:
         """The releases installed, for callers that order other resources after them."""
-        charts = (self.nvidia_device_plugin, self.dcgm_exporter, self.neuron_device_plugin)
+        charts = (self.nvidia_device_plugin, self.dcgm_exporter, self.neuron_device_plugin, self.efa_device_plugin)
         return [chart for chart in charts if chart is not None]
 
     def _namespace(self, name: str, objects: list[dict[str, Any]]) -> None:

@@ -7,7 +7,9 @@ What it creates, all matching Karpenter's CloudFormation for the pinned version 
   reaches IMDS could use them;
 - the controller role, trusted by EKS Pod Identity for service account kube-system/karpenter only, with the six
   per-concern managed policies of `karpenter_policies`;
-- the `karpenter-crd` chart, then the `karpenter` chart at the same version. The CRDs live in their own release
+- the `karpenter-crd` chart, then the `karpenter` chart at the same version, with node repair on and reserved
+  capacity on explicitly (`settings.featureGates`; v1.14.1 charts/karpenter/values.yaml: "nodeRepair is ALPHA and is
+  disabled by default", "reservedCapacity is BETA and is enabled by default"). The CRDs live in their own release
   because Helm installs a chart's crds/ directory once and never upgrades it: bumping KARPENTER_VERSION upgrades
   `karpenter-crd`, and with it the CRDs;
 - by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone;
@@ -124,6 +126,12 @@ class KarpenterOptions:
     permissions_boundary: iam.IManagedPolicy | None = None
     # Merged over our `karpenter` chart values (addons.with_helm_values), e.g. `{"logLevel": "debug"}`.
     helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # settings.featureGates.nodeRepair (Alpha in 1.14.1, off in the chart): a GPU node whose AcceleratedHardwareReady
+    # (or another condition the EKS node monitoring agent sets) stays False is replaced, not left holding a replica.
+    node_repair: bool = True
+    # settings.featureGates.reservedCapacity (Beta, on in the chart since 1.6): pools launch into capacity
+    # reservations. Written explicitly, so a chart upgrade that changed the default would not turn it off unseen.
+    reserved_capacity: bool = True
 
     def validate(self) -> None:
         if not _CHART_VERSION.match(self.version):
@@ -151,6 +159,9 @@ class KarpenterOptions:
         check_statements("node_role_statements", self.node_role_statements)
         check_boundary("permissions_boundary", self.permissions_boundary)
         check_helm_values("helm_values", self.helm_values)
+        for name in ("node_repair", "reserved_capacity"):
+            if not isinstance(getattr(self, name), bool):
+                raise fail(name, getattr(self, name), "must be True or False")
         if self.node_role is not None:
             if not hasattr(self.node_role, "role_arn"):
                 raise fail("node_role", self.node_role, "must be an aws_iam.IRole, e.g. Role.from_role_arn(...)")
@@ -302,7 +313,7 @@ class Karpenter(Construct):
                 self.node_role, nag.managed_policy(name), "Worker node policy EKS nodes need, as in Karpenter's CFN."
             )
         for policy in self.controller_policies.values():
-            for finding in karpenter_policies.iam5_findings(policy, policy.policy_document):
+            for finding in nag.iam5_findings(policy, policy.policy_document):
                 nag.acknowledge(
                     policy, finding, "Karpenter's own policy: wildcards only on resources tagged for this cluster."
                 )
@@ -323,6 +334,8 @@ class Karpenter(Construct):
                 "clusterName": self.cluster_name,
                 # The queue NAME, not its ARN: Karpenter resolves the URL with sqs:GetQueueUrl.
                 "interruptionQueue": self.interruption_queue.queue_name,
+                # The chart renders FEATURE_GATES from these (templates/deployment.yaml); the others keep its defaults.
+                "featureGates": {"nodeRepair": p.node_repair, "reservedCapacity": p.reserved_capacity},
             },
             "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
             "replicas": p.replicas,

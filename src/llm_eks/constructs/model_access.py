@@ -22,8 +22,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
-from llm_eks.constructs.karpenter_policies import iam5_findings
-from llm_eks.constructs.nag import acknowledge
+from llm_eks.constructs.nag import acknowledge, iam5_findings
 from llm_eks.errors import ConfigError, named_errors
 
 # S3 general purpose bucket naming rules: 3-63 of lowercase letters, digits, '.', '-'; starts and ends alphanumeric.

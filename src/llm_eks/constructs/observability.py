@@ -232,6 +232,10 @@ def kube_prometheus_stack_values(props: ObservabilityOptions) -> dict[str, Any]:
                 },
                 # Delete the volume with the Prometheus object, so `cdk destroy` leaves no EBS volume behind.
                 "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+                # The config reloader signals Prometheus instead of POSTing /-/reload, so the operator leaves out
+                # --web.enable-lifecycle (prometheus-operator v0.93.0 promcfg.go): port 9090 admits the VPC CIDR
+                # for the API server's proxy (`llm-eks verify`), and no pod may then POST /-/quit through it.
+                "reloadStrategy": "ProcessSignal",
             }
         },
         "alertmanager": {

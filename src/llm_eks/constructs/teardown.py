@@ -27,8 +27,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct, IDependable
 
 from llm_eks.constructs import nag
-from llm_eks.constructs.karpenter_policies import iam5_findings
 from llm_eks.constructs.log_encryption import encrypted_log_group
+from llm_eks.constructs.nag import iam5_findings
 from llm_eks.errors import ConfigError, named_errors
 
 HANDLER_DIR = Path(__file__).parent / "teardown_handler"

@@ -42,14 +42,13 @@ from constructs import Construct
 
 from llm_eks import aws_ids
 from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
-from llm_eks.constructs.karpenter_policies import iam5_findings
 from llm_eks.constructs.model_access import (
     ModelWeightsAccess,
     ModelWeightsAccessProps,
     check_bucket_name,
     check_prefix,
 )
-from llm_eks.constructs.nag import acknowledge, skip_checkov
+from llm_eks.constructs.nag import acknowledge, iam5_findings, skip_checkov
 from llm_eks.constructs.weights_grants import (
     cache_signing_key,
     grant_cache_reader,

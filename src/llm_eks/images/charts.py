@@ -29,6 +29,9 @@ Not covered, and why:
 - prometheus-operator-crds and karpenter-crd: CRDs only, no images.
 - neuron-helm-chart 1.10.0: its values at that version were not available to check here; the Neuron device plugin
   image stays on the chart's tag (Inferentia environments only).
+- aws-efa-k8s-device-plugin v0.5.30: its image is in EKS's own ECR (602401143452.dkr.ecr.us-west-2.amazonaws.com),
+  which answers AWS-signed requests only; the lock asks registries anonymously, so the plugin stays on its tag
+  (EFA environments only).
 - Images the charts run only in optional parts llm-eks leaves off (kube-prometheus-stack's admission-webhook
   Deployment and Thanos, Grafana's init-chown, image renderer and test pod, kube-rbac-proxy sidecars).
 A chart installed at another version than the pinned one gets no digest values (its images differ).
@@ -210,6 +213,9 @@ NOT_COVERED: Mapping[str, str] = {
     "prometheus-operator-crds": "CRDs only, no images",
     "base": "Istio's CRDs, a webhook configuration and a ServiceAccount; no images",
     "neuron-helm-chart": "values at the pinned version not verified; the device plugin stays on the chart's tag",
+    # Its image is in EKS's own ECR (602401143452.dkr.ecr.us-west-2.amazonaws.com), which answers only AWS-signed
+    # requests; `llm-eks images lock` asks registries anonymously.
+    "aws-efa-k8s-device-plugin": "its image is in EKS's ECR, which needs AWS credentials the lock does not use",
 }
 
 

@@ -13,6 +13,8 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from llm_eks.config import EnvironmentConfig, load_environments, parse_environment, select_environments
+from llm_eks.config.canary_capacity import canary_overlaps
+from llm_eks.config.pipeline import PIPELINE_CONTEXT, PipelineConfig, parse_pipeline
 from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.hub.records import MODELS_DIR, MODELS_DIR_CONTEXT
@@ -20,6 +22,7 @@ from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
 from llm_eks.images.snapshot import SNAPSHOT_FILE, read_record
 from llm_eks.infra.checks import LlmEksChecks
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, app_lock, require_snapshot_images
+from llm_eks.infra.pipeline import EnvironmentStage, PromotionPipelineStack
 from llm_eks.infra.review import write_stack_review
 from llm_eks.infra.stack import InferenceStack
 from llm_eks.infra.workloads import build_workloads
@@ -47,14 +50,31 @@ def check_context_file(path: Path) -> None:
                 parse_environment(name, body)
 
 
+def read_pipeline(app: cdk.App, environments: Mapping[str, EnvironmentConfig]) -> PipelineConfig | None:
+    """The `pipeline` context (cdk.json, or `-c pipeline=<JSON>`), checked against the environments."""
+    body = app.node.try_get_context(PIPELINE_CONTEXT)
+    if isinstance(body, str):
+        body = loads(body, "-c pipeline", root=PIPELINE_CONTEXT)
+    return parse_pipeline(body, environments)
+
+
 def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
-    """Validate and plan every selected environment first, then build the stacks; errors are one-liners."""
+    """Validate and plan every selected environment first, then build the stacks; errors are one-liners.
+
+    With a `pipeline` in context and no `-c env`, the app is the promotion pipeline: its stack, and one stage per
+    environment it deploys (infra/pipeline.py). `-c env=NAME` builds that environment's stage alone: the template
+    the pipeline deploys, to diff or deploy by hand."""
     # Models recorded by `llm-eks models add`: the models folder where the CDK CLI runs the app (beside cdk.json).
     given = app.node.try_get_context(MODELS_DIR_CONTEXT)
     models_dir = Path(given if isinstance(given, str) and given else MODELS_DIR)
-    configs: list[EnvironmentConfig] = select_environments(
-        load_environments(read_context(app), models_dir), app.node.try_get_context("env")
-    )
+    environments = load_environments(read_context(app), models_dir)
+    pipeline = read_pipeline(app, environments)
+    selected = app.node.try_get_context("env")
+    if pipeline is not None and selected is None:
+        configs = [environments[name] for name in pipeline.stage_names(list(environments))]
+    else:
+        configs = select_environments(environments, selected)
+    staged = set(pipeline.stage_names(list(environments))) if pipeline is not None else set()
     lock = app_lock(app.node.try_get_context(LOCK_FILE_CONTEXT))
     # The snapshot `llm-eks images snapshot` recorded beside cdk.json, if any: a named snapshot must hold the images.
     snapshot = read_record(Path(SNAPSHOT_FILE))
@@ -65,13 +85,26 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
         plans = plan_workloads(config)
         require_snapshot_images(config, plans, snapshot, lock)
         planned.append((config, plans, build_workloads(config, plans, region=config.region, images=lock)))
-    stacks = []
-    for config, plans, workloads in planned:
-        if not quiet:
+    if not quiet:
+        for config, plans, _ in planned:
             for served, env_plan in zip(config.served, plans, strict=True):
                 name = config.name if served.key is None else f"{config.name}/{served.key}"
                 print(f"llm-eks {name}: {env_plan.summary_line()}", file=sys.stderr)
-        stacks.append(InferenceStack(app, config, plans, workloads))
+            for overlap in canary_overlaps(config, plans):
+                print(f"llm-eks {config.name}/{overlap.key}: {overlap.line()}", file=sys.stderr)
+    # A pipeline's environments are its stages; with `-c env` one stage alone (no pipeline stack): the same
+    # construct paths, so the template the pipeline deploys (`cdk diff -c env=NAME NAME/LlmEks-NAME`).
+    stacks: list[InferenceStack] = []
+    stages: list[EnvironmentStage] = []
+    for config, plans, workloads in planned:
+        if pipeline is not None and config.name in staged:
+            verifier = pipeline.account if pipeline.verify else None
+            stages.append(EnvironmentStage(app, config, plans, workloads, verifier_account=verifier))
+            stacks.append(stages[-1].stack)
+        else:
+            stacks.append(InferenceStack(app, config, plans, workloads))
+    if pipeline is not None and selected is None:
+        PromotionPipelineStack(app, pipeline, stages)
     return stacks
 
 
@@ -105,7 +138,10 @@ def add_checks(app: cdk.App) -> None:
 def write_review(app: cdk.App, stacks: list[InferenceStack], assembly: cdk.cx_api.CloudAssembly) -> None:
     """cdk.out/manifests/<env>/: every Kubernetes object and Helm release, as YAML a reviewer can read."""
     for stack in stacks:
-        template = json.loads(Path(assembly.directory, stack.template_file).read_text())
+        # A pipeline stage's stacks are in the stage's own (nested) assembly; synth returns the one already built.
+        stage = cdk.Stage.of(stack)
+        directory = stage.synth().directory if stage is not None else assembly.directory
+        template = json.loads(Path(directory, stack.template_file).read_text())
         write_stack_review(
             stack.review_objects(),
             template,

@@ -5,7 +5,7 @@ Also which add-ons and secrets a workload's charts need before they apply.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
+from llm_eks.manifests.verifier import rbac_objects
 from llm_eks.manifests.vllm import PORT, VllmChart
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
 
@@ -98,6 +99,11 @@ def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
     return tuple(name for name in order if name in wanted)
 
 
+def efa_node_classes(workloads: Sequence[Workload]) -> tuple[str, ...]:
+    """The EC2NodeClasses of the environment's EFA pools, each of which needs a cluster placement group."""
+    return tuple(sorted({w.gpu_pool.node_class for w in workloads if w.gpu_pool.efa_interfaces}))
+
+
 def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -> list[dict[str, Any]]:
     """The namespaces of this environment's add-ons, at the constructs' defaults, each with its Pod Security labels
     and NetworkPolicies: what the CDK stack applies before each add-on's Helm releases, and what a GitOps pipeline
@@ -120,7 +126,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
     if "neuron" in vendors:
         objects += netpol.neuron_namespace(netpol.NEURON_NAMESPACE)
-    return objects
+    # Cluster-wide too: the read-only RBAC of `llm-eks verify`.
+    return objects + rbac_objects()
 
 
 def build_charts(
@@ -133,6 +140,7 @@ def build_charts(
     weights_bucket: str | None = None,
     cache_signing_key: str | None = None,
     cluster_oidc_issuer: str | None = None,
+    placement_groups: Mapping[str, str] | None = None,
 ) -> list[ChartPlan]:
     """Every chart of one environment: the node pools, then each workload's charts. The single place charts are
     built: the CDK stack applies these through the cluster, `llm-eks manifests` writes the same objects for GitOps.
@@ -141,7 +149,8 @@ def build_charts(
     into ConfigMap `llm-eks-weights` of each workload with staged weights; None leaves that ConfigMap out (GitOps
     with a bucket the stack creates: apply it with the stack output's name). `cache_signing_key`: the ARN of the KMS
     key the compile caches are signed with, in the same ConfigMap. `cluster_oidc_issuer`: the cluster's OIDC
-    issuer URL, for a gateway that trusts the cluster's own service-account tokens."""
+    issuer URL, for a gateway that trusts the cluster's own service-account tokens. `placement_groups`: the cluster
+    placement group id of each EFA node class (efa_node_classes), by node class name."""
     v = config.vpc
     snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
@@ -154,6 +163,7 @@ def build_charts(
         subnet_ids=v.private_subnet_ids if v.imported else (),
         image_snapshot_id=snapshots[0] if snapshots else None,
         tags=dict(config.tags),
+        placement_groups=dict(placement_groups or {}),
     )
     node_pools = NodePoolsChart(app, "node-pools", pools)
     if config.workloads and any(isinstance(w, VllmWorkload) and w.headroom is not None for w in workloads):

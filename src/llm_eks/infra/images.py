@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llm_eks.config import EnvironmentConfig, WorkloadConfig
+from llm_eks.config.capacity import efa_interfaces
 from llm_eks.errors import ConfigError, fail
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
@@ -23,6 +24,7 @@ from llm_eks.planner import Plan
 from llm_eks.versions import (
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
+    EFA_DEVICE_PLUGIN_CHART_VERSION,
     EPP_IMAGE,
     IPP_IMAGE,
     ISTIO_CHART_VERSION,
@@ -82,12 +84,17 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
         charts["dcgm-exporter"] = DCGM_EXPORTER_CHART_VERSION
     if vendors - {"nvidia"}:
         charts["neuron-helm-chart"] = NEURON_HELM_CHART_VERSION
+    # EFA pools (a replica spanning nodes of an instance type with EFA): the EFA device plugin.
+    if any(efa_interfaces(s, plan) for s, plan in zip(config.served, plans, strict=True)):
+        charts["aws-efa-k8s-device-plugin"] = EFA_DEVICE_PLUGIN_CHART_VERSION
     return charts
 
 
 def workload_images(w: WorkloadConfig) -> list[str]:
-    """One workload's own images: its serving image, and the warm headroom's pause image."""
-    return [VLLM_IMAGE if w.engine == "vllm" else RAY_LLM_IMAGE, *([PAUSE_IMAGE] if w.warm_replicas else [])]
+    """One workload's own images: its serving image (workload.image, else the pinned release), and the warm
+    headroom's pause image."""
+    serving = w.image if w.image is not None else VLLM_IMAGE if w.engine == "vllm" else RAY_LLM_IMAGE
+    return [serving, *([PAUSE_IMAGE] if w.warm_replicas else [])]
 
 
 def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:

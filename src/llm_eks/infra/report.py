@@ -7,17 +7,27 @@ import sys
 from pathlib import Path
 
 
+def _stacks(directory: Path) -> list[tuple[str, Path]]:
+    """(stack name, template path) of every LlmEks-* stack in the assembly at `directory` and in its nested
+    assemblies (a promotion pipeline's stages)."""
+    path = directory / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.exists() else {}
+    found = []
+    for artifact_id, artifact in manifest.get("artifacts", {}).items():
+        properties = artifact.get("properties", {})
+        if artifact.get("type") == "aws:cloudformation:stack":
+            name = properties.get("stackName", artifact_id)
+            if name.startswith("LlmEks-"):
+                found.append((name, directory / properties.get("templateFile", f"{artifact_id}.template.json")))
+        elif artifact.get("type") == "cdk:cloud-assembly":
+            found += _stacks(directory / properties["directoryName"])
+    return found
+
+
 def describe(outdir: Path) -> list[str]:
     """One block per LlmEks-* stack of the last synth: template path, size, resource count, review YAML files."""
-    manifest = json.loads((outdir / "manifest.json").read_text()) if (outdir / "manifest.json").exists() else {}
-    stacks = sorted(
-        name
-        for name, artifact in manifest.get("artifacts", {}).items()
-        if artifact.get("type") == "aws:cloudformation:stack" and name.startswith("LlmEks-")
-    )
     lines = []
-    for stack in stacks:
-        template_path = outdir / f"{stack}.template.json"
+    for stack, template_path in sorted(_stacks(outdir)):
         env = stack.removeprefix("LlmEks-")
         template = json.loads(template_path.read_text())
         manifests = outdir / "manifests" / env
@@ -26,7 +36,8 @@ def describe(outdir: Path) -> list[str]:
             f"{env}: {template_path} ({template_path.stat().st_size / 1024:.0f} KiB, "
             f"{len(template.get('Resources', {}))} resources)"
         )
-        lines.append(f"{' ' * len(env)}  {manifests}/ ({len(yaml_files)} YAML files)")
+        if env != "pipeline":
+            lines.append(f"{' ' * len(env)}  {manifests}/ ({len(yaml_files)} YAML files)")
     return lines
 
 

@@ -20,6 +20,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
 from llm_eks.config import ACCEPTED_RISKS, EnvironmentConfig
+from llm_eks.config.capacity import reservation_warnings
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps
@@ -32,14 +33,17 @@ from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
+from llm_eks.constructs.placement_groups import ClusterPlacementGroups
+from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
-from llm_eks.infra.charts import ChartPlan, addons, build_charts, service_account, workload_secrets
+from llm_eks.infra.charts import ChartPlan, addons, build_charts, efa_node_classes, service_account, workload_secrets
 from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
 from llm_eks.manifests.benchmark import TOKENIZER_FILES
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
+from llm_eks.manifests.verifier import rbac_objects
 from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.vllm.compile_job import writer_name
 from llm_eks.manifests.weights_staging import WeightsStagingProps
@@ -55,10 +59,13 @@ class InferenceStack(cdk.Stack):
         config: EnvironmentConfig,
         plans: Plan | Sequence[Plan],
         workloads: Workload | Sequence[Workload] | None = None,
+        *,
+        verifier_account: str | None = None,
         **kwargs: Any,
     ) -> None:
         """`plans`: one per workload in `config.served` order (a single Plan for a one-workload environment);
-        `workloads`: their chart props, built (and validated) from config and plans when not given."""
+        `workloads`: their chart props, built (and validated) from config and plans when not given;
+        `verifier_account`: the promotion pipeline's account, which may start `llm-eks verify` here (VerifyRunner)."""
         self.plans: tuple[Plan, ...] = (plans,) if isinstance(plans, Plan) else tuple(plans)
         env = cdk.Environment(account=config.account, region=config.region) if config.account else None
         summary = "; ".join(p.summary_line() for p in self.plans)
@@ -98,6 +105,17 @@ class InferenceStack(cdk.Stack):
             )
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
+        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it).
+        self.cluster.add_manifest("VerifierRbac", *rbac_objects())
+        self.verify_runner = (
+            None
+            if verifier_account is None
+            else VerifyRunner(
+                self,
+                "Verifier",
+                VerifyRunnerProps(cluster=self.cluster, environment=config.name, trusted_account=verifier_account),
+            )
+        )
         self.api_key = self._api_key(config)
         # What a chart may need, by the names ChartPlan.needs uses (InferenceCluster.add_chart orders it after them).
         self._prerequisites: dict[str, tuple[IConstruct, ...]] = {
@@ -111,6 +129,13 @@ class InferenceStack(cdk.Stack):
         self._workload_prerequisites: dict[tuple[str | None, str], tuple[IConstruct, ...]] = {}
         for workload in self.workloads:
             self._add_workload_access(workload)
+        # A cluster placement group per EFA node class (one AZ, one network segment), deleted only once Karpenter's
+        # teardown has removed every instance (a group with instances in it cannot be deleted).
+        self.placement_groups = ClusterPlacementGroups(
+            self, "PlacementGroups", node_classes=efa_node_classes(self.workloads)
+        )
+        if self.karpenter.teardown is not None and self.placement_groups.groups:
+            self.karpenter.teardown.run_before_deleting(*self.placement_groups.groups.values())
         self.charts = build_charts(
             self.k8s_app,
             config,
@@ -121,8 +146,11 @@ class InferenceStack(cdk.Stack):
             weights_bucket=None if self.weights_bucket is None else self.weights_bucket.bucket_name,
             cache_signing_key=self._cache_signing_key(),
             cluster_oidc_issuer=self.cluster.cluster_open_id_connect_issuer_url,
+            placement_groups=self.placement_groups.ids,
         )
         plans_by_key = {s.key: (s, p) for s, p in zip(config.served, self.plans, strict=True)}
+        # Where the plans meet the environment's capacity reservations (a plan warning of its own id).
+        capacity_warnings = reservation_warnings(config, self.plans)
         for planned in self.charts:
             if not planned.apply:
                 self._review_only.append((planned.id, planned.chart))
@@ -134,7 +162,12 @@ class InferenceStack(cdk.Stack):
             if isinstance(planned.chart, (VllmChart, RayServeChart)) and planned.workload is not None:
                 # What the plan could not meet is said where the workload is applied: `cdk synth` shows it.
                 served, workload_plan = plans_by_key[planned.workload.key]
-                annotate_plan_warnings(manifest, workload_plan, served.config.acknowledged_warnings)
+                annotate_plan_warnings(
+                    manifest,
+                    workload_plan,
+                    served.config.acknowledged_warnings,
+                    extra=capacity_warnings.get(served.key, ()),
+                )
             self._prerequisites[planned.id] = (manifest,)
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
         if not isinstance(node_pools, NodePoolsChart):
@@ -142,6 +175,15 @@ class InferenceStack(cdk.Stack):
         self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))
         for objects in self.gpu_devices.namespace_objects.values():
             self._addon_namespaces += objects
+        # Reviewed with the add-ons' cluster objects, last, as charts.addon_namespaces (which GitOps applies) has it.
+        self._addon_namespaces += rbac_objects()
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The configured zones, where the config names them: CDK's own answer for a stack with an account is a
+        context lookup (ec2.Vpc asks for it to check the VPC's zones), and synth runs offline."""
+        zones = self.config.vpc.availability_zones
+        return list(zones) if zones else list(super().availability_zones)
 
     @property
     def plan(self) -> Plan:
@@ -180,6 +222,7 @@ class InferenceStack(cdk.Stack):
             system_max_size=s.max_size,
             system_disk_gib=s.disk_gib,
             admin_role_arns=config.admin_role_arns,
+            rollout_role_arns=config.rollout_role_arns,
         )
 
     def _imported_vpc(self, config: EnvironmentConfig) -> ec2.IVpc:

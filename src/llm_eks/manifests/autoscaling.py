@@ -46,6 +46,10 @@ _CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
 _CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
 
 
+# The HPA's longest stabilization window (autoscaling/v2 HPAScalingRules: at most one hour).
+MAX_STABILIZATION_SECONDS = 3600
+
+
 @dataclass(frozen=True)
 class ScaleToZeroSchedule:
     """Working hours for a Deployment that may sit at zero replicas outside them (KEDA cron trigger)."""
@@ -125,21 +129,26 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
     ):
         if value < minimum:
             raise ConfigError(f"autoscaling.{name}: {value} is not allowed; must be at least {minimum}")
-    if a.scale_down_stabilization_seconds < vllm.startup_seconds:
+    # A cold start beyond the HPA's longest window is held as long as the HPA can.
+    if a.scale_down_stabilization_seconds < min(vllm.startup_seconds, MAX_STABILIZATION_SECONDS):
+        floor = (
+            f"startup_seconds ({vllm.startup_seconds})"
+            if vllm.startup_seconds <= MAX_STABILIZATION_SECONDS
+            else f"{MAX_STABILIZATION_SECONDS} (the HPA's limit; startup_seconds is {vllm.startup_seconds})"
+        )
         raise ConfigError(
             f"autoscaling.scale_down_stabilization_seconds: {a.scale_down_stabilization_seconds} is not allowed; "
-            f"must be at least startup_seconds ({vllm.startup_seconds}): removing a replica sooner than one "
-            "starts again thrashes GPU nodes"
+            f"must be at least {floor}: removing a replica sooner than one starts again thrashes GPU nodes"
         )
     if a.scale_down_period_seconds > 1800:
         raise ConfigError(
             f"autoscaling.scale_down_period_seconds: {a.scale_down_period_seconds} is not allowed; "
             "must be at most 1800 (the HPA's limit)"
         )
-    if a.scale_down_stabilization_seconds > 3600:
+    if a.scale_down_stabilization_seconds > MAX_STABILIZATION_SECONDS:
         raise ConfigError(
             f"autoscaling.scale_down_stabilization_seconds: {a.scale_down_stabilization_seconds} is not allowed; "
-            "must be at most 3600 (the HPA's limit)"
+            f"must be at most {MAX_STABILIZATION_SECONDS} (the HPA's limit)"
         )
     if not a.prometheus_url.startswith(("http://", "https://")):
         raise ConfigError(f"autoscaling.prometheus_url: {a.prometheus_url!r} is not allowed; must be an http(s) URL")

@@ -2,7 +2,8 @@
 
 - a ServiceMonitor for the vLLM Service (port `http`, `/metrics`) and one for the DCGM exporter;
 - a PrometheusRule alerting on KV-cache pressure, a growing queue, TTFT and ITL above the SLO, preemptions and a
-  scrape target down;
+  scrape target down, and a second group recording the plan's figures and the observed latency quantiles, alerting
+  when production drifts from the plan (llm_eks.manifests.monitoring_drift);
 - the Grafana dashboard in a ConfigMap labelled `grafana_dashboard: "1"` (kube-prometheus-stack's sidecar loads
   those from every namespace).
 
@@ -19,6 +20,7 @@ from constructs import Construct
 
 from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
+from llm_eks.manifests.monitoring_drift import DriftInputs, drift_rules, validate_planned
 from llm_eks.manifests.monitoring_model import (
     EngineAlerts,
     WorkloadMonitoringChart,
@@ -45,6 +47,13 @@ class MonitoringProps:
     namespace: str = "inference"
     # Graphs after the standard ones: the gateway's view of this workload, when it is behind one.
     extra_panels: tuple[ExtraPanel, ...] = ()
+    # The capacity plan's figures the drift rules hold production to (llm_eks.manifests.monitoring_drift); None
+    # records no plan figure and drops its alert. KV-cache tokens per replica, as vLLM logs them.
+    planned_kv_cache_tokens: int | None = None
+    # Median inter-token latency estimate at target_concurrency, seconds (Plan.itl_estimate_ms / 1000).
+    planned_itl_seconds: float | None = None
+    # Median time-to-first-token estimate at target_concurrency, seconds (Plan.ttft_estimate_ms / 1000).
+    planned_ttft_seconds: float | None = None
 
     @property
     def dashboard_uid(self) -> str:
@@ -75,6 +84,20 @@ def validate(props: MonitoringProps) -> None:
     """Raise ConfigError (one line naming the field) on the first bad prop."""
     validate_monitoring(
         "monitoring", props.name, props.namespace, "served_model_name", props.served_model_name, props.targets
+    )
+    validate_planned("monitoring", props.planned_kv_cache_tokens, props.planned_itl_seconds, props.planned_ttft_seconds)
+
+
+def drift_inputs(props: MonitoringProps) -> DriftInputs:
+    """What the drift rules read: vLLM's series of the served model, scraped under the Service's name."""
+    return DriftInputs(
+        engine=VLLM_ALERTS,
+        namespace=props.namespace,
+        model=props.served_model_name,
+        job=props.name,
+        planned_kv_cache_tokens=props.planned_kv_cache_tokens,
+        planned_itl_seconds=props.planned_itl_seconds,
+        planned_ttft_seconds=props.planned_ttft_seconds,
     )
 
 
@@ -111,7 +134,15 @@ class MonitoringChart(WorkloadMonitoringChart):
                 extra_panels=props.extra_panels,
             )
         )
-        super().__init__(scope, construct_id, props.namespace, alert_rules(props), dashboard, "vLLM metric names")
+        super().__init__(
+            scope,
+            construct_id,
+            props.namespace,
+            alert_rules(props),
+            dashboard,
+            "vLLM metric names",
+            drift_rules(drift_inputs(props)),
+        )
         self.props = props
         labels = app_labels(VLLM_APP, props.name)
         plain_object(

@@ -159,9 +159,13 @@ class WorkloadMonitoringChart(cdk8s.Chart):
         alert_rules: list[dict[str, Any]],
         dashboard: dict[str, Any],
         metric_names: str,
+        drift_rules: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(scope, construct_id, namespace=namespace, disable_resource_name_hashes=True)
         self.alert_rules = alert_rules
+        # The plan and observed recording rules and the drift alerts (llm_eks.manifests.monitoring_drift), in a
+        # group of their own: a group evaluates in order, so its alerts read the series it has just recorded.
+        self.drift_rules = drift_rules or []
         self.dashboard = dashboard
         problems = [f"{where}: {p}" for where, expr in self.promql() for p in check_promql(expr)]
         if problems:  # a bug here, not bad input: every expression is built from the names in promql.py
@@ -177,7 +181,7 @@ class WorkloadMonitoringChart(cdk8s.Chart):
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
             metadata={"name": f"{name}-alerts", "labels": labels},
-            body={"spec": {"groups": [{"name": f"{name}.alerts", "rules": self.alert_rules}]}},
+            body={"spec": {"groups": self.rule_groups(name)}},
         )
         plain_object(
             self,
@@ -188,9 +192,17 @@ class WorkloadMonitoringChart(cdk8s.Chart):
             body={"data": {f"{name}.json": json.dumps(self.dashboard, indent=2, sort_keys=True)}},
         )
 
+    def rule_groups(self, name: str) -> list[dict[str, Any]]:
+        """The PrometheusRule's groups: `<name>.alerts`, then `<name>.drift` when there are drift rules."""
+        groups = [{"name": f"{name}.alerts", "rules": self.alert_rules}]
+        if self.drift_rules:
+            groups.append({"name": f"{name}.drift", "rules": self.drift_rules})
+        return groups
+
     def promql(self) -> list[tuple[str, str]]:
-        """(where, expr) for every PromQL expression this chart emits: alerts, then dashboard panels."""
-        return [(f"alert {r['alert']}", r["expr"]) for r in self.alert_rules] + [
+        """(where, expr) for every PromQL expression this chart emits: rules, then dashboard panels."""
+        rules = [*self.alert_rules, *self.drift_rules]
+        return [(f"alert {r['alert']}" if "alert" in r else f"record {r['record']}", r["expr"]) for r in rules] + [
             (f"panel {title!r}", expr) for title, expr in panel_queries(self.dashboard)
         ]
 

@@ -275,8 +275,9 @@ def monitoring_namespace(
 ) -> list[dict[str, Any]]:
     """Prometheus scrapes every pod of its namespace (itself, Alertmanager, Grafana, kube-state-metrics, the
     operator) on whatever port its ServiceMonitors name; Grafana queries Prometheus and Alertmanager;
-    `prometheus_clients` (the KEDA operator) query Prometheus; the API server calls the operator's webhook.
-    node-exporter runs on the host network, where pod policies do not apply."""
+    `prometheus_clients` (the KEDA operator) query Prometheus; the API server calls the operator's webhook, and
+    queries Prometheus for `llm-eks verify` through its service proxy (from the control plane's ENIs in the VPC, as
+    the webhook call). node-exporter runs on the host network, where pod policies do not apply."""
     return [
         namespace(ns, *MONITORING_POD_SECURITY),
         default_deny(ns),
@@ -295,6 +296,12 @@ def monitoring_namespace(
             ns,
             PROMETHEUS_OPERATOR_POD,
             [rule(cidrs(control_plane_cidrs), tcp(PROMETHEUS_OPERATOR_WEBHOOK_PORT))],
+        ),
+        network_policy(
+            "prometheus-from-api-server",
+            ns,
+            PROMETHEUS_POD,
+            [rule(cidrs(control_plane_cidrs), tcp(PROMETHEUS_PORT))],
         ),
     ]
 

@@ -10,6 +10,14 @@ from typing import Any
 SPOT_NOTICE_SECONDS = 120
 SPOT_MARGIN_SECONDS = 10
 MAX_GRACE_SECONDS = SPOT_NOTICE_SECONDS - SPOT_MARGIN_SECONDS
+# The pod's own interface under the VPC CNI: NCCL's bootstrap and socket transport and torch.distributed's Gloo
+# groups of a replica spanning nodes use it, never a host or loopback one (the vllm-project/recipes multi-node
+# strategies set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME; vLLM's expert parallel guide: "export
+# GLOO_SOCKET_IFNAME=eth0"). EFA itself needs no NCCL or libfabric variable: aws-ofi-nccl picks the efa provider and
+# its platform defaults on EC2 (aws/aws-ofi-nccl src/platform-aws.cpp), and its cheatsheet (doc/efa-env-var.md)
+# says FI_EFA_USE_DEVICE_RDMA, FI_PROVIDER and RDMAV_FORK_SAFE are not to be set with current versions.
+POD_INTERFACE = "eth0"
+SOCKET_INTERFACE_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 HF_TOKEN_FILE = "token"

@@ -5,7 +5,8 @@
   which Ray Serve LLM re-exports as `ray_vllm_*` (llm_eks.manifests.promql explains the renaming);
 - a ServiceMonitor for the DCGM exporter (GPU panels), as the vLLM monitoring chart has;
 - a PrometheusRule with the vLLM chart's alerts in Ray's names: KV cache above 95 % for 5 minutes, a growing waiting
-  queue, TTFT and ITL p99 above the SLO, rising preemptions, a scrape target down;
+  queue, TTFT and ITL p99 above the SLO, rising preemptions, a scrape target down; and the drift group (the plan's
+  figures, observed latency quantiles, alerts on drift from the plan), also in Ray's names;
 - the Grafana dashboard (llm_eks.manifests.dashboard with Ray's names, plus Ray Serve's proxy and router panels) in a
   ConfigMap labelled `grafana_dashboard: "1"`.
 
@@ -33,6 +34,7 @@ from constructs import Construct
 from llm_eks.errors import fail
 from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
 from llm_eks.manifests.labels import app_labels, plain_object
+from llm_eks.manifests.monitoring_drift import DriftInputs, drift_rules, validate_planned
 from llm_eks.manifests.monitoring_model import (
     EngineAlerts,
     WorkloadMonitoringChart,
@@ -74,6 +76,11 @@ class RayMonitoringProps:
     application: str = APPLICATION_NAME
     # Graphs after Ray Serve's own: the gateway's view of this workload, when it is behind one.
     extra_panels: tuple[ExtraPanel, ...] = ()
+    # The capacity plan's figures the drift rules hold production to, as for vLLM (MonitoringProps); Ray re-exports
+    # every series they read (ray_vllm_*). None records no plan figure and drops its alert.
+    planned_kv_cache_tokens: int | None = None
+    planned_itl_seconds: float | None = None
+    planned_ttft_seconds: float | None = None
 
     @property
     def dashboard_uid(self) -> str:
@@ -105,6 +112,22 @@ def validate(props: RayMonitoringProps) -> None:
             props.application,
             "must be a Serve application name (letters, digits, ._-)",
         )
+    validate_planned(
+        "ray_monitoring", props.planned_kv_cache_tokens, props.planned_itl_seconds, props.planned_ttft_seconds
+    )
+
+
+def drift_inputs(props: RayMonitoringProps) -> DriftInputs:
+    """What the drift rules read: Ray's re-export of the engine's series, scraped under the RayService's name."""
+    return DriftInputs(
+        engine=RAY_ALERTS,
+        namespace=props.namespace,
+        model=props.model_id,
+        job=props.name,
+        planned_kv_cache_tokens=props.planned_kv_cache_tokens,
+        planned_itl_seconds=props.planned_itl_seconds,
+        planned_ttft_seconds=props.planned_ttft_seconds,
+    )
 
 
 class _Selectors:
@@ -253,7 +276,15 @@ class RayMonitoringChart(WorkloadMonitoringChart):
     def __init__(self, scope: Construct, construct_id: str, props: RayMonitoringProps) -> None:
         validate(props)
         dashboard = build_dashboard(dashboard_spec(props))
-        super().__init__(scope, construct_id, props.namespace, alert_rules(props), dashboard, "metric names")
+        super().__init__(
+            scope,
+            construct_id,
+            props.namespace,
+            alert_rules(props),
+            dashboard,
+            "metric names",
+            drift_rules(drift_inputs(props)),
+        )
         self.props = props
         labels = app_labels(RAY_SERVE_APP, props.name)
         plain_object(

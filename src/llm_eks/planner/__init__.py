@@ -10,10 +10,12 @@ constructs and charts use.
     sizing        one candidate (instance, TP, PP, nodes): weights, KV cache, concurrency, pods
     memory        GPU memory per worker as vLLM accounts it
     tensor_split  the tensor-parallel sizes vLLM accepts for a model
-    parallelism   the TP/PP shapes to try on an instance type
-    shape         why the TP/PP sizes a request fixes cannot work, with numbers
+    parallelism   the TP/PP shapes, and the DP x EP layouts of a MoE model, to try on an instance type
+    expert_parallel one DP x EP candidate (data-parallel attention, experts over DP x TP GPUs) as vLLM builds it
+    shape         why the TP/PP (or DP x EP) sizes a request fixes cannot work, with numbers
+    cost          cost per million output tokens, which ranks candidates and decides between layouts
     compare       every instance type that can serve a request, ranked by cost per million output tokens
-    latency       the inter-token latency estimate
+    latency       the latency estimates (decode step, TTFT, throughput), with the interconnect figures
     cold_start    image, weights, warm-up and node launch times
     pods          host CPU and memory per pod
     search        choosing among candidates, and the one-line error when none fits
@@ -34,6 +36,7 @@ from llm_eks.planner.result import (
     WARN_ITL,
     WARN_NO_EFA,
     WARN_NO_PRICE,
+    WARN_RESERVATION,
     WARNING_IDS,
     ColdStart,
     Plan,
@@ -52,6 +55,7 @@ __all__ = [
     "WARN_ITL",
     "WARN_NO_EFA",
     "WARN_NO_PRICE",
+    "WARN_RESERVATION",
     "WEIGHTS_SOURCES",
     "WEIGHT_FORMATS",
     "ColdStart",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
+from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.formats import support
 from llm_eks.planner.cold_start import (
     NODE_PROVISION_S,
@@ -13,8 +13,8 @@ from llm_eks.planner.cold_start import (
     weights_assumption,
 )
 from llm_eks.planner.kv_cache import BLOCK_TOKENS
-from llm_eks.planner.latency import ACHIEVABLE_BANDWIDTH
-from llm_eks.planner.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES
+from llm_eks.planner.latency import FITTED, efa_link, link
+from llm_eks.planner.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES, batch_defaults
 from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
 from llm_eks.planner.sizing import Context, Fit, expert_padding
 
@@ -69,9 +69,16 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         f"{CUDA_GRAPH_BYTES / GIB:.2f} GiB CUDA graphs + the profiling run's peak for "
         f"{fit.max_num_batched_tokens} batched tokens and its sampler"
         f"{' + the LoRA buffers' if fit.lora_bytes_per_gpu else ''} = {gib:.2f} GiB",
-        f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "
+        f"max_num_batched_tokens {fit.max_num_batched_tokens} per data-parallel rank: vLLM's OpenAI-server default "
+        f"for this GPU ({batch_defaults(inst)[0]}) shared over the {fit.dp} ranks, whose tokens every MoE layer "
+        "gathers (its profiled workspaces grow with them), made explicit"
+        if fit.expert_parallel
+        else f"max_num_batched_tokens {fit.max_num_batched_tokens}: vLLM's OpenAI-server default for this GPU, "
         "made explicit",
-        f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size"
+        f"max_num_seqs = each of the {fit.dp} data-parallel ranks' share of target_concurrency "
+        f"({r.target_concurrency}), capped by what its KV cache holds at the typical size (vLLM applies it per rank)"
+        if r.max_num_seqs is None and fit.dp > 1
+        else f"max_num_seqs = target_concurrency ({r.target_concurrency}), capped by what fits at the typical size"
         if r.max_num_seqs is None
         else f"max_num_seqs {r.max_num_seqs} as given: vLLM's profiling run (the activation peak above) uses it",
         f"pod requests: node allocatable less {DAEMONSET_CPU_MILLICORES}m CPU and {DAEMONSET_MEMORY_MIB} MiB for "
@@ -81,15 +88,17 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         f"warm-up: {WARMUP_BASE_S} s (start-up, torch.compile with a cold cache, CUDA graphs) + "
         f"{WARMUP_PER_GPU_DOUBLING_S} s per doubling of GPUs + {WARMUP_PER_EXTRA_NODE_S} s per extra node",
         f"node provisioning: {NODE_PROVISION_S} s from Karpenter launch to a Ready GPU node",
-        f"inter-token latency: weights + KV read per step at {ACHIEVABLE_BANDWIDTH:.0%} of "
-        f"{inst.memory_bandwidth_gbps:g} GB/s, plus all-reduce and pipeline hops",
+        _latency_assumption(fit),
         f"price: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}",
     ]
-    if r.fixed_shape:
+    if r.fixed_shape or r.data_parallel_size is not None or r.enable_expert_parallel is not None:
         fixed = [f"{name} {value}" for name, value in (("tensor_parallel_size", r.tensor_parallel_size),
-                 ("pipeline_parallel_size", r.pipeline_parallel_size)) if value is not None]  # fmt: skip
+                 ("pipeline_parallel_size", r.pipeline_parallel_size), ("data_parallel_size", r.data_parallel_size),
+                 ("enable_expert_parallel", r.enable_expert_parallel)) if value is not None]  # fmt: skip
         out.append(f"parallelism: {' and '.join(fixed)} as given; the planner chose the rest")
-    if ctx.spec.is_moe and fit.tp > 1:
+    if fit.expert_parallel:
+        out += expert_parallel_assumptions(ctx, fit)
+    elif ctx.spec.is_moe and fit.tp > 1:
         out.append(
             "experts: split across the TP ranks (vLLM 0.33 uses expert parallelism only with --enable-expert-parallel, "
             "off by default, vllm/config/parallel.py; with it each rank holds whole experts, the same checkpoint bytes "
@@ -108,3 +117,65 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
             "model never sits whole in GPU memory); start-up reads the 16-bit files"
         )
     return out
+
+
+def expert_parallel_assumptions(ctx: Context, fit: Fit) -> list[str]:
+    """What a DP x EP plan assumed: where the weights sit, what each rank holds, and how the nodes talk."""
+    spec, inst = ctx.spec, fit.instance
+    ep = fit.tp * fit.dp
+    even = "evenly" if spec.num_experts % ep == 0 else f"unevenly ({spec.num_experts % ep} GPUs hold one more)"
+    out = [
+        f"expert parallelism (vLLM 0.33 --data-parallel-size {fit.dp} --enable-expert-parallel): {fit.dp} "
+        f"data-parallel rank(s) of TP {fit.tp}, each with its own scheduler, max_num_seqs and KV cache, attention, "
+        "dense MLPs and embeddings split over its TP GPUs (fused_moe/config.py FusedMoEParallelConfig.make); the "
+        f"{spec.num_experts} routed experts spread whole over EP {ep} GPUs, {even}: {fit.experts_per_gpu} on the "
+        "heaviest (fused_moe/expert_map_manager.py determine_expert_map; vLLM requires EP to divide them only with "
+        "EPLB, which the plan leaves off)"
+        + (
+            f"; the {spec.shared_experts} shared expert(s) whole on every GPU (at TP > 1 too: vLLM's "
+            "sequence-parallel MoE replicates them, models/deepseek_v2.py disable_tp)"
+            if spec.shared_experts
+            else ""
+        ),
+        f"expert-parallel collectives: vLLM 0.33's default all2all, allgather_reducescatter "
+        f"(distributed/device_communicators/all2all.py): an all-gather (dispatch) and a reduce-scatter (combine) per "
+        f"MoE layer over the EP group, {fit.latency.collectives_ms:g} ms of each decode step; "
+        + (f"within one node over {link(inst)} (hardware.py ALL_REDUCE_US)" if fit.nodes == 1 else _inter_node(inst)),
+    ]
+    return out
+
+
+def _inter_node(inst: InstanceType) -> str:
+    if not inst.efa:
+        return "across nodes over TCP (no EFA: an estimate, not measured)"
+    efa = efa_link(inst)
+    measured = (
+        f"NCCL all-reduce measured between two {efa.measured_on}"
+        if efa.verified
+        else f"{efa.note} (unverified for {inst.instance_type})"
+    )
+    return (
+        f"across nodes over EFA ({inst.efa_interfaces} interfaces per node: each pod requests "
+        f"vpc.amazonaws.com/efa {inst.efa_interfaces}), costed from {measured} (hardware.py EFA_ALL_REDUCE_US)"
+    )
+
+
+def _latency_assumption(fit: Fit) -> str:
+    lat, step = fit.latency, fit.step
+    at = f"{step.batch} sequence{'s' if step.batch != 1 else ''}"
+    if fit.dp > 1:
+        at += f" per data-parallel rank ({step.replica_sequences} per replica, the ranks stepping in lockstep)"
+    kernels = (
+        "per-layer kernels, all-reduces and expert collectives"
+        if fit.expert_parallel
+        else "per-layer kernels and all-reduces"
+    )
+    return (
+        f"latency at {at}: a decode step of {lat.step_ms:g} ms = the longer of "
+        f"{lat.memory_ms:g} ms reading weights and KV at {FITTED.eta_memory:.0%} of {step.memory_bandwidth_gbps:g} "
+        f"GB/s and {lat.compute_ms:g} ms of compute at {FITTED.eta_compute:.0%} of {step.peak_tflops:g} TFLOPS, plus "
+        f"{lat.layers_ms:g} ms of {kernels} and {FITTED.step_ms:g} ms per step; chunked "
+        f"prefill adds {lat.prefill_interference_ms:g} ms per output token on average; TTFT {lat.ttft_ms:g} ms, "
+        f"{lat.output_tokens_per_s:g} output tokens/s per replica (constants fitted to published vLLM runs, "
+        "docs: planner accuracy)"
+    )

@@ -99,7 +99,9 @@ def weights_seconds(ctx: Context, fit: Fit, source: str | None = None) -> float:
     inst = fit.instance
     source = source or ctx.request.weights_source
     network = inst.network_gbps * 1e9 / 8 * NETWORK_SHARE
-    per_node = ctx.checkpoint_bytes / fit.nodes  # each node reads its own stages
+    # Each node reads its own pipeline stages; under expert parallelism every rank loads the attention and walks every
+    # file for its experts (vLLM skips the others only with --enable-ep-weight-filter, which the plan does not set).
+    per_node = ctx.checkpoint_bytes if fit.expert_parallel else ctx.checkpoint_bytes / fit.nodes
     if source == "nvme":
         # hf download fetches the whole repo on every node (in parallel), then each node reads its stages.
         return ctx.checkpoint_bytes / min(HF_DOWNLOAD_BYTES_PER_S, network) + per_node / NVME_READ_BYTES_PER_S

@@ -49,6 +49,9 @@ class EngineSettings:
     revision: str | None = None
     # Run the checkpoint's own Python code (--trust-remote-code); off unless the workload asks.
     trust_remote_code: bool = False
+    # Serve a multimodal checkpoint's decoder alone (--language-model-only: vLLM neither builds nor loads its vision
+    # tower); off unless the model is catalogued text-only (ModelSpec.language_model_only).
+    language_model_only: bool = False
 
 
 def validate_engine(settings: EngineSettings, path: str) -> None:
@@ -90,12 +93,48 @@ def validate_engine(settings: EngineSettings, path: str) -> None:
         )
 
 
-def parallel_flags(tensor_parallel_size: int, pipeline_parallel_size: int) -> list[str]:
-    """`vllm serve` parallelism flags (pipeline parallelism only when used)."""
+# vLLM's --data-parallel-rpc-port default (config/parallel.py ParallelConfig.data_parallel_rpc_port: "Fixed port
+# for data parallel messaging, shared by all nodes"); rendered for multi-node data parallelism so the port a
+# NetworkPolicy must open is in the arguments.
+DATA_PARALLEL_RPC_PORT = 29550
+
+
+def parallel_flags(
+    tensor_parallel_size: int,
+    pipeline_parallel_size: int,
+    data_parallel_size: int = 1,
+    data_parallel_size_local: int | None = None,
+    expert_parallel: bool = False,
+) -> list[str]:
+    """`vllm serve` parallelism flags every pod of a replica gets (pipeline and data parallelism only when used;
+    the ranks per node and the RPC port only when data-parallel ranks span nodes: `data_parallel_size_local`)."""
     flags = ["--tensor-parallel-size", str(tensor_parallel_size)]
     if pipeline_parallel_size > 1:
         flags += ["--pipeline-parallel-size", str(pipeline_parallel_size)]
+    if data_parallel_size > 1:
+        flags += ["--data-parallel-size", str(data_parallel_size)]
+        if data_parallel_size_local is not None and data_parallel_size_local < data_parallel_size:
+            flags += ["--data-parallel-size-local", str(data_parallel_size_local)]
+            flags += ["--data-parallel-rpc-port", str(DATA_PARALLEL_RPC_PORT)]
+    if expert_parallel:
+        flags.append("--enable-expert-parallel")
     return flags
+
+
+def data_parallel_pod_flags(node_rank: int, data_parallel_size_local: int, leader_address: str) -> list[str]:
+    """The flags one pod of a multi-node data-parallel replica adds to `parallel_flags`: every pod names the
+    leader's address (--data-parallel-address); node 0 runs the API server and ranks 0 to local - 1, every other
+    node runs its ranks headless from node_rank x local (--headless --data-parallel-start-rank), as vLLM's
+    multi-node data-parallel deployment runs it (entrypoints/cli/serve.py run_headless)."""
+    if node_rank == 0:
+        return ["--data-parallel-address", leader_address]
+    return [
+        "--headless",
+        "--data-parallel-start-rank",
+        str(node_rank * data_parallel_size_local),
+        "--data-parallel-address",
+        leader_address,
+    ]
 
 
 def vllm_flags(settings: EngineSettings) -> list[str]:
@@ -121,6 +160,8 @@ def vllm_flags(settings: EngineSettings) -> list[str]:
         flags += ["--revision", settings.revision]
     if settings.trust_remote_code:
         flags.append("--trust-remote-code")
+    if settings.language_model_only:
+        flags.append("--language-model-only")
     if settings.lora_modules:
         # `name=source` per adapter: a folder the pod restored (staged adapters), else a Hub id vLLM downloads.
         flags += ["--enable-lora", "--max-loras", str(len(settings.lora_modules))]
@@ -147,6 +188,7 @@ VLLM_FLAG_FIELDS = {
     "--tokenizer-revision": "revision",
     "--code-revision": "revision",
     "--trust-remote-code": "trust_remote_code",
+    "--language-model-only": "language_model_only",
 }
 
 
@@ -170,6 +212,8 @@ def ray_engine_kwargs(settings: EngineSettings) -> dict[str, int | float | str]:
         kwargs["revision"] = settings.revision
     if settings.trust_remote_code:
         kwargs["trust_remote_code"] = True
+    if settings.language_model_only:
+        kwargs["language_model_only"] = True
     return kwargs
 
 
@@ -184,4 +228,5 @@ RAY_ENGINE_FIELDS = (
     "max_num_seqs",
     "revision",
     "trust_remote_code",
+    "language_model_only",
 )

@@ -95,6 +95,26 @@ def profile_peak_bytes(spec: ModelSpec, tp: int, batched: int, max_num_seqs: int
     return batched * per_token + logits
 
 
+def expert_parallel_batched_tokens(inst: InstanceType, data_parallel_size: int, max_num_seqs: int) -> int:
+    """max_num_batched_tokens of each data-parallel rank the plan sets under expert parallelism: vLLM's default for
+    the GPU shared out over the ranks (never below max_num_seqs). vLLM applies its default per engine, but the
+    default all2all (allgather_reducescatter) hands every rank's tokens to each GPU's MoE layer, whose workspaces
+    scale with them (fused_moe/modular_kernel.py `_allocate_buffers`: M x topk rows for the M gathered tokens) and
+    are profiled with a full batch on every rank; dividing keeps the gathered tokens at one engine's default. A
+    planner choice, made explicit in the engine arguments."""
+    return max(cdiv(batch_defaults(inst)[0], data_parallel_size), max_num_seqs)
+
+
+def expert_parallel_peak_bytes(spec: ModelSpec, data_parallel_size: int, batched: int, max_num_seqs: int) -> int:
+    """The profiling peak of one GPU under expert parallelism: as `profile_peak_bytes` for the rank's own tokens,
+    but the MoE buffers cover the tokens of every data-parallel rank (the all-gather dispatch) at the whole expert
+    width (each GPU computes whole experts: FusedMoEParallelConfig.make sets tp_size 1 inside the MoE layer)."""
+    requests = min(batched, max_num_seqs)
+    hidden = ACTIVATION_HIDDEN_BUFFERS * spec.hidden_size * 2 * batched
+    experts = ACTIVATION_MLP_BUFFERS * 2 * spec.expert_width * spec.experts_per_token * data_parallel_size * batched
+    return hidden + experts + requests * spec.vocab_size * LOGIT_ROWS_BYTES
+
+
 def available_kv_bytes(requested: int, weights: int, sampler_state: int, peak: int, lora: int = 0) -> int:
     """What is left for the KV cache (`determine_available_memory`): the budget less weights (and the LoRA buffers
     allocated with them), the sampler state, non-torch growth, the transient peak and the CUDA-graph estimate."""

@@ -1,18 +1,27 @@
-"""Tensor and pipeline parallel shapes vLLM accepts for a model on an instance type."""
+"""Tensor and pipeline parallel shapes vLLM accepts for a model on an instance type, and the data-parallel x
+expert-parallel layouts to try for a MoE model."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from llm_eks.catalog.accelerators import InstanceType
-from llm_eks.planner.tensor_split import TP_SIZES, valid_tensor_parallel_sizes
+from llm_eks.planner.latency import link
+from llm_eks.planner.tensor_split import TP_SIZES, attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
 
 if TYPE_CHECKING:
     from llm_eks.planner.sizing import Context
 
 Shape = tuple[int, int, int]
 
-__all__ = ["TP_SIZES", "Shape", "candidate_shapes", "requested_shapes", "valid_tensor_parallel_sizes"]
+__all__ = [
+    "TP_SIZES",
+    "Shape",
+    "candidate_shapes",
+    "expert_parallel_shapes",
+    "requested_shapes",
+    "valid_tensor_parallel_sizes",
+]
 
 
 def candidate_shapes(ctx: Context, inst: InstanceType) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
@@ -60,4 +69,41 @@ def requested_shapes(ctx: Context, inst: InstanceType) -> tuple[list[Shape], lis
                 multi.append((tp, pp, gpus // n))
     single.sort(key=lambda s: (s[0] * s[1], s[1]))
     multi.sort(key=lambda s: (s[2], s[1]))
+    return single, multi
+
+
+def expert_parallel_shapes(ctx: Context, inst: InstanceType) -> tuple[list[Shape], list[Shape]]:
+    """(tp, dp, nodes) DP x EP layouts to try on `inst`: one-node ones, then multi-node ones; none for a dense
+    model, or when the request rules expert parallelism out (enable_expert_parallel false, pipeline stages, LoRA).
+
+    Left to the planner (enable_expert_parallel and data_parallel_size not given), a layout fills whole nodes, has
+    no more EP ranks than routed experts, and is tried only on NVSwitch instance types: its collectives then ride
+    NVLink inside a node (measured figures, hardware.py), where PCIe-only GPUs have none for all-gather or
+    reduce-scatter; and not at all when the request fixes the TP or PP size alone. A request that asks for expert
+    parallelism gets it on any instance type."""
+    r, spec, n = ctx.request, ctx.spec, inst.accelerators
+    if not spec.is_moe or r.enable_expert_parallel is False or r.lora is not None:
+        return [], []
+    if (r.pipeline_parallel_size or 1) > 1:
+        return [], []
+    if not r.expert_parallel_only and (r.fixed_shape or link(inst) != "nvlink"):
+        # A request that fixes TP or PP alone reproduces a `vllm serve` without data or expert parallelism.
+        return [], []
+    tps = (r.tensor_parallel_size,) if r.tensor_parallel_size is not None else attention_tensor_parallel_sizes(spec, n)
+    single: list[Shape] = []
+    multi: list[Shape] = []
+    for nodes in range(1, r.max_nodes_per_replica + 1):
+        for tp in tps:
+            if tp > n:  # tensor parallelism stays inside a node
+                continue
+            if r.data_parallel_size is not None:
+                dp = r.data_parallel_size
+                if not (tp * dp <= n if nodes == 1 else tp * dp == nodes * n):
+                    continue
+            else:
+                dp = nodes * n // tp
+                if dp * tp > spec.num_experts:
+                    continue
+            if tp * dp > 1:
+                (single if nodes == 1 else multi).append((tp, dp, nodes))
     return single, multi

@@ -10,7 +10,7 @@ from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
-from llm_eks.planner.tensor_split import valid_tensor_parallel_sizes
+from llm_eks.planner.tensor_split import attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
 
 # Warm headroom beyond this is a second deployment, not headroom.
 MAX_WARM_REPLICAS = 64
@@ -84,8 +84,11 @@ class PlanRequest:
     image_source: str = "parallel-pull"
     # Pipeline parallelism may span at most this many nodes when one node cannot hold the model.
     max_nodes_per_replica: int = 2
-    # Optional inter-token latency ceiling (ms) the estimate must meet at target_concurrency; None: not checked.
+    # Optional inter-token latency ceiling (ms) the time-per-output-token estimate must meet at target_concurrency;
+    # None: not checked.
     max_itl_ms: float | None = None
+    # Optional time-to-first-token ceiling (ms) the TTFT estimate must meet at target_concurrency; None: not checked.
+    max_ttft_ms: float | None = None
     # Reproduce a vLLM deployment: the sizes `vllm serve` takes. None: the planner chooses (the default).
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
@@ -95,6 +98,15 @@ class PlanRequest:
     warm_replicas: int = 0
     # LoRA adapters beside the base model; their GPU buffers come off the KV cache. None: LoRA off.
     lora: LoraAdapters | None = None
+    # Reproduce vLLM's data-parallel layout for a MoE model (--data-parallel-size): DP attention ranks, each with TP
+    # inside, their experts spread over DP x TP GPUs. None: the planner chooses (1 unless expert parallelism wins).
+    data_parallel_size: int | None = None
+    # vLLM's --enable-expert-parallel (off by default in vLLM): True plans only DP x EP layouts, False only TP x PP.
+    # None: the planner compares both for a MoE model and keeps TP x PP for a dense one.
+    enable_expert_parallel: bool | None = None
+    # A replica may span nodes of an instance type without EFA (activations then cross nodes over TCP). False: such
+    # a plan is refused with a one-line error (config: acknowledged_warnings llm-eks:plan-no-efa sets it).
+    allow_without_efa: bool = False
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -122,6 +134,11 @@ class PlanRequest:
     def fixed_shape(self) -> bool:
         """True when the request names a tensor or pipeline parallel size (the search then tries only those)."""
         return self.tensor_parallel_size is not None or self.pipeline_parallel_size is not None
+
+    @property
+    def expert_parallel_only(self) -> bool:
+        """True when the request fixes a DP x EP layout (enable_expert_parallel, or a data_parallel_size above 1)."""
+        return self.enable_expert_parallel is True or (self.data_parallel_size or 1) > 1
 
     @property
     def scheduled_sequences(self) -> int:
@@ -173,11 +190,19 @@ def validate_request(r: PlanRequest) -> None:
     _choice("weights_source", r.weights_source, WEIGHTS_SOURCES)
     _choice("image_source", r.image_source, IMAGE_SOURCES)
     _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
-    itl = r.max_itl_ms
-    if itl is not None and (isinstance(itl, bool) or not isinstance(itl, int | float) or not 0 < itl <= 60_000):
-        raise fail("workload.max_itl_ms", itl, "must be null or a positive number of milliseconds (at most 60000)")
+    for name in ("max_itl_ms", "max_ttft_ms"):
+        ceiling = getattr(r, name)
+        if ceiling is not None and (
+            isinstance(ceiling, bool) or not isinstance(ceiling, int | float) or not 0 < ceiling <= 600_000
+        ):
+            raise fail(
+                f"workload.{name}", ceiling, "must be null or a positive number of milliseconds (at most 600000)"
+            )
+    if not isinstance(r.allow_without_efa, bool):
+        raise fail("workload.allow_without_efa", r.allow_without_efa, "must be true or false")
     _validate_vllm_sizes(r, spec)
     _validate_lora(r.lora, spec)
+    _validate_expert_parallel(r, spec)
 
 
 def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
@@ -239,10 +264,13 @@ def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
     """Explicit tensor/pipeline parallel sizes and max_num_seqs: what vLLM accepts for the model, on the instance."""
     inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
     tp, pp = r.tensor_parallel_size, r.pipeline_parallel_size
+    # A DP x EP layout (its GPUs are DP x TP, checked with data_parallel_size).
+    ep = r.enable_expert_parallel is True or (isinstance(r.data_parallel_size, int) and r.data_parallel_size > 1)
     if tp is not None:
         # Tensor parallelism stays inside one node (NVLink or PCIe); nodes are spanned with pipeline stages.
         node_gpus = inst.accelerators if inst is not None else _MAX_GPUS_PER_NODE
-        sizes = valid_tensor_parallel_sizes(spec, node_gpus)
+        # Under expert parallelism each GPU holds whole experts, so their width need not split over TP.
+        sizes = (attention_tensor_parallel_sizes if ep else valid_tensor_parallel_sizes)(spec, node_gpus)
         if isinstance(tp, bool) or not isinstance(tp, int) or tp not in sizes:
             where = f"on {inst.instance_type} ({node_gpus} GPUs per node)" if inst else f"(up to {node_gpus} GPUs)"
             raise fail(
@@ -259,16 +287,18 @@ def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
             f"must be an integer from 1 to {spec.layers} (each stage holds at least one of {spec.id}'s "
             f"{spec.layers} layers)",
         )
-    if tp is not None and pp is not None:
+    if tp is not None and pp is not None and not ep:
         _check_gpus_per_replica(r, tp, pp, inst)
     mns = r.max_num_seqs
     if mns is not None:
         _int_between("max_num_seqs", mns, 1, MAX_NUM_SEQS)
-        if mns < r.target_concurrency:
+        dp = r.data_parallel_size if isinstance(r.data_parallel_size, int) and r.data_parallel_size > 1 else 1
+        if mns * dp < r.target_concurrency:
+            must = f"times data_parallel_size {dp} (vLLM applies it per DP rank) must be" if dp > 1 else "must be"
             raise fail(
                 "workload.max_num_seqs",
                 mns,
-                f"must be at least target_concurrency ({r.target_concurrency}): a replica never runs more than "
+                f"{must} at least target_concurrency ({r.target_concurrency}): a replica never runs more than "
                 "max_num_seqs sequences at once; lower target_concurrency and scale out with replicas instead",
             )
 
@@ -303,6 +333,95 @@ def _check_gpus_per_replica(r: PlanRequest, tp: int, pp: int, inst: Any) -> None
             pp,
             f"{shape} spans {gpus // n} {inst.instance_type} nodes; max_nodes_per_replica is "
             f"{r.max_nodes_per_replica}: raise it or use fewer stages",
+        )
+
+
+# The most data-parallel ranks a request may name: every GPU of MAX_NODES_PER_REPLICA nodes of 8.
+MAX_DATA_PARALLEL_SIZE = 8 * MAX_NODES_PER_REPLICA
+
+
+def _validate_expert_parallel(r: PlanRequest, spec: ModelSpec) -> None:
+    """data_parallel_size and enable_expert_parallel: what vLLM 0.33 runs and the planner models. vLLM spreads the
+    routed experts over EP = DP x TP GPUs as evenly as it can (fused_moe/expert_map_manager.py determine_expert_map:
+    the first E mod EP ranks take one expert more) and requires EP to divide them only with EPLB (fused_moe/layer.py,
+    "EPLB currently only supports even distribution"), which the planner never enables; so any EP size is accepted
+    and the heaviest GPU holds ceil(E / EP) experts."""
+    dp, ep = r.data_parallel_size, r.enable_expert_parallel
+    if ep is not None and not isinstance(ep, bool):
+        raise fail("workload.enable_expert_parallel", ep, "must be true, false or null (the planner chooses)")
+    if dp is not None:
+        _int_between("data_parallel_size", dp, 1, MAX_DATA_PARALLEL_SIZE)
+    if not spec.is_moe:
+        if ep:
+            raise fail(
+                "workload.enable_expert_parallel",
+                ep,
+                f"{spec.id} is dense: it has no experts to spread; leave it out or set it false",
+            )
+        if dp is not None and dp > 1:
+            raise fail(
+                "workload.data_parallel_size",
+                dp,
+                f"the planner models data parallelism for MoE models (attention per DP rank, experts over DP x TP); "
+                f"{spec.id} is dense: scale it out with replicas",
+            )
+        return
+    if ep is False and dp is not None and dp > 1:
+        raise fail(
+            "workload.data_parallel_size",
+            dp,
+            "without expert parallelism vLLM shards every expert over DP x TP GPUs (FusedMoEParallelConfig.make), "
+            "which the planner does not model; set enable_expert_parallel true or leave data_parallel_size out",
+        )
+    if not r.expert_parallel_only:
+        return
+    pp = r.pipeline_parallel_size
+    if pp is not None and pp > 1:
+        raise fail(
+            "workload.pipeline_parallel_size",
+            pp,
+            "the planner models expert parallelism without pipeline stages: use 1 (or leave it out) with "
+            "data_parallel_size or enable_expert_parallel",
+        )
+    if r.lora is not None:
+        raise fail(
+            "workload.lora_adapters",
+            dict(r.lora.adapters),
+            "the planner does not model LoRA buffers under expert parallelism; set enable_expert_parallel false",
+        )
+    tp = r.tensor_parallel_size
+    if tp is not None and dp is not None and tp * dp == 1:
+        raise fail(
+            "workload.data_parallel_size",
+            dp,
+            "expert parallelism needs more than one GPU: vLLM turns it off unless data_parallel_size x "
+            "tensor_parallel_size > 1 (FusedMoEParallelConfig.make); raise either",
+        )
+    if tp is not None and dp is not None:
+        _check_expert_parallel_gpus(r, tp, dp)
+
+
+def _check_expert_parallel_gpus(r: PlanRequest, tp: int, dp: int) -> None:
+    gpus = tp * dp
+    shape = f"DP{dp} {_TIMES} TP{tp} = {gpus} GPUs"
+    inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
+    if inst is None:
+        allowed = sorted({n * k for n in _GPUS_PER_NODE for k in range(1, r.max_nodes_per_replica + 1)})
+        if gpus not in allowed:
+            raise fail(
+                "workload.data_parallel_size",
+                dp,
+                f"{shape}; with accelerator auto a replica fills whole nodes, so DP {_TIMES} TP must be one of "
+                f"{', '.join(map(str, allowed))}; or name an accelerator",
+            )
+        return
+    n = inst.accelerators
+    if gpus > n and (gpus % n or gpus // n > r.max_nodes_per_replica):
+        raise fail(
+            "workload.data_parallel_size",
+            dp,
+            f"{shape} must fit one {inst.instance_type} node ({n} GPUs) or whole nodes (a multiple of {n}, at most "
+            f"max_nodes_per_replica {r.max_nodes_per_replica} of them)",
         )
 
 

@@ -8,11 +8,15 @@ from typing import Any
 
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.models import ModelSpec
-from llm_eks.planner.engine import EngineSettings, parallel_flags, vllm_flags
+from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from llm_eks.planner.request import PlanRequest
 
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
 TIMES = "\N{MULTIPLICATION SIGN}"
+
+# The extended resource EFA interfaces are requested as (Karpenter's `vpc.amazonaws.com/efa`, which the EFA device
+# plugin advertises): a multi-node replica's pods ask for all of their node's.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 
 @dataclass(frozen=True)
@@ -55,11 +59,17 @@ WARN_CONCURRENCY = "llm-eks:plan-concurrency"
 
 WARN_ITL = "llm-eks:plan-itl"
 
+WARN_TTFT = "llm-eks:plan-ttft"
+
 WARN_NO_EFA = "llm-eks:plan-no-efa"
 
 WARN_NO_PRICE = "llm-eks:plan-no-price"
 
-WARNING_IDS = (WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE)
+# Raised where the plan meets the environment's capacity reservations (config/capacity.py), not by the planner:
+# replicas.max needs more nodes of a family than its reservations hold.
+WARN_RESERVATION = "llm-eks:plan-reservation"
+
+WARNING_IDS = (WARN_CONCURRENCY, WARN_ITL, WARN_TTFT, WARN_NO_EFA, WARN_NO_PRICE, WARN_RESERVATION)
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,13 @@ class Plan:
     max_concurrency_typical: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    # At target_concurrency sequences of the typical size (latency/model.py): the median inter-token latency (a
+    # decode step), the mean time per output token (with chunked prefill mixed in), the median time to first token
+    # and the output tokens per second one replica produces.
     itl_estimate_ms: float
+    tpot_estimate_ms: float
+    ttft_estimate_ms: float
+    output_tokens_per_s: float
     cost_per_replica_hour: float | None
     cold_start: ColdStart
     pod_resources: PodResources
@@ -133,6 +149,12 @@ class Plan:
     warnings: tuple[PlanWarning, ...] = field(default=())
     # Queue spike to a Ready replica by path, the one in use first (llm-eks plan prints them side by side).
     cold_start_paths: tuple[ColdStartPath, ...] = field(default=())
+    # Data-parallel ranks of the replica (vLLM --data-parallel-size; each with tensor_parallel_size GPUs, its own
+    # scheduler, max_num_seqs and KV cache), and how many run on each node (--data-parallel-size-local).
+    data_parallel_size: int = 1
+    data_parallel_size_local: int = 1
+    # The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs (--enable-expert-parallel).
+    expert_parallel: bool = False
 
     @property
     def instance_type(self) -> str:
@@ -152,7 +174,23 @@ class Plan:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    @property
+    def layout(self) -> str:
+        """ "dp-ep" (data-parallel attention, experts over DP x TP GPUs) or "tp-pp"."""
+        return "dp-ep" if self.expert_parallel else "tp-pp"
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """GPUs the routed experts are spread over (1: every GPU holds a TP slice of every expert)."""
+        return self.tensor_parallel_size * self.data_parallel_size if self.expert_parallel else 1
+
+    @property
+    def efa_interfaces_per_pod(self) -> int:
+        """EFA interfaces each pod of a multi-node replica requests (`vpc.amazonaws.com/efa`): all of its node's;
+        0 for a replica on one node, or on an instance type without EFA."""
+        return self.instance.efa_interfaces if self.nodes_per_replica > 1 else 0
 
     @property
     def usable_bytes_per_replica(self) -> int:
@@ -189,17 +227,36 @@ class Plan:
             dtype="bfloat16" if spec.native_dtype == "float32" and self.weight_format != "awq-int4" else "auto",
             lora_modules=() if self.request.lora is None else self.request.lora.adapters,
             max_lora_rank=16 if self.request.lora is None else self.request.lora.max_rank,
+            language_model_only=spec.language_model_only,
         )
 
     @property
     def engine_args(self) -> tuple[str, ...]:
-        """The `vllm serve` flags of this plan, rendered by the vLLM chart's own functions (for `llm-eks plan`)."""
-        args = parallel_flags(self.tensor_parallel_size, self.pipeline_parallel_size)
-        if self.nodes_per_replica > 1:
+        """The `vllm serve` flags every pod of this plan gets, rendered by the vLLM chart's own functions (for
+        `llm-eks plan`); a multi-node replica's pods add their own (`pod_engine_args`)."""
+        args = parallel_flags(
+            self.tensor_parallel_size,
+            self.pipeline_parallel_size,
+            self.data_parallel_size,
+            self.data_parallel_size_local if self.nodes_per_replica > 1 else None,
+            self.expert_parallel,
+        )
+        if self.nodes_per_replica > 1 and self.data_parallel_size == 1:
             # vLLM's multiprocessing backend across nodes: the LeaderWorkerSet adds each pod's --node-rank and the
             # leader's --master-addr (manifests/vllm/pod.py).
             args += ["--nnodes", str(self.nodes_per_replica)]
         return (*args, *vllm_flags(self.engine), "--served-model-name", self.served_model_name)
+
+    def pod_engine_args(self, node_rank: int, leader_address: str) -> tuple[str, ...]:
+        """The full `vllm serve` flags of the pod on node `node_rank` (0: the leader) of a multi-node data-parallel
+        replica: engine_args plus the leader's address and, on the other nodes, --headless and the pod's first
+        data-parallel rank (engine.data_parallel_pod_flags). Other plans: engine_args (a multi-node TP x PP
+        replica's --node-rank and --master-addr are the chart's)."""
+        if self.nodes_per_replica == 1 or self.data_parallel_size == 1:
+            return self.engine_args
+        if not 0 <= node_rank < self.nodes_per_replica:
+            raise ValueError(f"node_rank {node_rank} is outside the replica's {self.nodes_per_replica} nodes")
+        return (*self.engine_args, *data_parallel_pod_flags(node_rank, self.data_parallel_size_local, leader_address))
 
     def summary_line(self) -> str:
         """One line for `cdk synth` and the CLI."""
@@ -211,8 +268,12 @@ class Plan:
         else:
             placement = f"{self.replicas_per_node} replica{'s' if self.replicas_per_node > 1 else ''}/node"
         cost = "no on-demand price" if self.cost_per_replica_hour is None else f"${self.cost_per_replica_hour:.2f}/h"
+        if self.expert_parallel:
+            split = f"DP{self.data_parallel_size} TP{self.tensor_parallel_size} EP{self.expert_parallel_size}"
+        else:
+            split = f"TP{self.tensor_parallel_size} PP{self.pipeline_parallel_size}"
         return (
-            f"{self.model.short_name} on {where}: TP{self.tensor_parallel_size} PP{self.pipeline_parallel_size}, "
+            f"{self.model.short_name} on {where}: {split}, "
             f"{placement}, KV {tokens_text(self.kv_cache_tokens)} tokens, {cost} per replica"
         )
 
@@ -241,6 +302,7 @@ class Plan:
                 "accelerators_per_node": inst.accelerators,
                 "accelerator_memory_gib": round(inst.accelerator_memory_gib, 2),
                 "on_demand_usd_per_hour": inst.on_demand_usd_per_hour,
+                "efa_interfaces": inst.efa_interfaces,
                 "prices_read": PRICES_READ,
                 "price_region": PRICE_REGION,
             },
@@ -251,6 +313,11 @@ class Plan:
                 "nodes_per_replica": self.nodes_per_replica,
                 "replicas_per_node": self.replicas_per_node,
                 "gpus_per_pod": self.gpus_per_pod,
+                "layout": self.layout,
+                "data_parallel_size": self.data_parallel_size,
+                "data_parallel_size_local": self.data_parallel_size_local,
+                "expert_parallel_size": self.expert_parallel_size,
+                "efa_interfaces_per_pod": self.efa_interfaces_per_pod,
             },
             "memory": {
                 "weight_bytes": self.weight_bytes,
@@ -273,6 +340,9 @@ class Plan:
                 "at_full_context": self.max_concurrency_full_context,
                 "meets_target": self.meets_target,
                 "itl_estimate_ms": self.itl_estimate_ms,
+                "tpot_estimate_ms": self.tpot_estimate_ms,
+                "ttft_estimate_ms": self.ttft_estimate_ms,
+                "output_tokens_per_s": self.output_tokens_per_s,
             },
             "cost": {
                 "usd_per_replica_hour": self.cost_per_replica_hour,
@@ -295,6 +365,7 @@ class Plan:
                 "cpu": self.pod_resources.cpu,
                 "memory": self.pod_resources.memory,
                 self.extended_resource: self.gpus_per_pod,
+                **({EFA_RESOURCE: self.efa_interfaces_per_pod} if self.efa_interfaces_per_pod else {}),
             },
             "engine_args": list(self.engine_args),
             "assumptions": list(self.assumptions),

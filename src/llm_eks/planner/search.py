@@ -3,16 +3,35 @@ one, and the one-line error when nothing fits."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.formats import require_supported, support
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.assumptions import plan_assumptions
 from llm_eks.planner.cold_start import cold_start_paths, estimate_cold_start
-from llm_eks.planner.parallelism import candidate_shapes
+from llm_eks.planner.cost import per_million
+from llm_eks.planner.expert_parallel import evaluate_expert_parallel
+from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
 from llm_eks.planner.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
-from llm_eks.planner.result import TIMES, WARN_CONCURRENCY, WARN_ITL, WARN_NO_EFA, WARN_NO_PRICE, Plan, PlanWarning
-from llm_eks.planner.shape import not_on_instance, shape_does_not_fit
+from llm_eks.planner.result import (
+    TIMES,
+    WARN_CONCURRENCY,
+    WARN_ITL,
+    WARN_NO_EFA,
+    WARN_NO_PRICE,
+    WARN_TTFT,
+    Plan,
+    PlanWarning,
+)
+from llm_eks.planner.shape import (
+    expert_parallel_does_not_fit,
+    expert_parallel_not_on,
+    not_on_instance,
+    shape_does_not_fit,
+)
 from llm_eks.planner.sizing import Context, Fit, evaluate
 
 
@@ -22,47 +41,132 @@ def usable(ctx: Context, fit: Fit) -> bool:
 
 
 def meets(ctx: Context, fit: Fit) -> bool:
-    itl = ctx.request.max_itl_ms
-    return fit.typical >= ctx.request.target_concurrency and (itl is None or fit.itl_ms <= itl)
+    """Holds target_concurrency at the typical size, within the latency ceilings: the time per output token (it
+    counts the prefill steps an inter-token p99 sees) under max_itl_ms, the TTFT under max_ttft_ms."""
+    r = ctx.request
+    return (
+        fit.typical >= r.target_concurrency
+        and (r.max_itl_ms is None or fit.latency.tpot_ms <= r.max_itl_ms)
+        and (r.max_ttft_ms is None or fit.latency.ttft_ms <= r.max_ttft_ms)
+    )
+
+
+def efa_allowed(ctx: Context, inst: InstanceType) -> bool:
+    """A replica may span nodes of `inst`: it has EFA, or the request accepts TCP between nodes."""
+    return inst.efa or ctx.request.allow_without_efa
 
 
 def on_instance(ctx: Context, inst: InstanceType) -> Plan:
     require_supported(ctx.fmt, inst)
-    single, multi = candidate_shapes(ctx, inst)
-    if not single + multi:  # only when the request fixes a size that this node cannot take
-        raise not_on_instance(ctx, inst)
+    r = ctx.request
+    single, multi = ([], []) if r.expert_parallel_only else candidate_shapes(ctx, inst)
+    ep_single, ep_multi = expert_parallel_shapes(ctx, inst)
+    if not single + multi + ep_single + ep_multi:  # only when the request fixes a size that this node cannot take
+        raise not_on_instance(ctx, inst) if not r.expert_parallel_only else expert_parallel_not_on(ctx, inst)
+    tp_pick, tp_fits = _tp_pp_on(ctx, inst, single, multi)
+    ep_pick = _best([evaluate_expert_parallel(ctx, inst, *s) for s in ep_single + ep_multi], ctx)
+    blocked = [f for f in (tp_pick, ep_pick) if f is not None and f.nodes > 1 and not efa_allowed(ctx, inst)]
+    if tp_pick in blocked:
+        tp_pick, tp_fits = None, []
+    if ep_pick in blocked:
+        ep_pick = None
+    fit = _choose(ctx, tp_pick, ep_pick, tp_fits)
+    if fit is None:
+        if blocked:
+            raise needs_efa(ctx, blocked[0])
+        if r.expert_parallel_only:
+            raise expert_parallel_does_not_fit(ctx, inst, ep_single + ep_multi)
+        raise no_fit_on(ctx, inst, single, multi)
+    return build(ctx, fit, tuple(shortfalls(ctx, fit)) if not meets(ctx, fit) else ())
+
+
+def _tp_pp_on(
+    ctx: Context, inst: InstanceType, single: list[tuple[int, int, int]], multi: list[tuple[int, int, int]]
+) -> tuple[Fit | None, list[Fit]]:
+    """The TP x PP split on a named instance (the smallest one-node split that meets the targets, else the one that
+    holds the most; multi-node splits only when no one-node split fits), and the usable splits it chose from. None:
+    nothing fits."""
     for shapes in (single, multi):
         fits = [f for f in (evaluate(ctx, inst, *s) for s in shapes) if usable(ctx, f)]
         if not fits:
             continue
         for fit in fits:  # smallest first: the smallest split that meets the targets
             if meets(ctx, fit):
-                return build(ctx, fit, ())
-        best = max(fits, key=lambda f: (f.typical, -f.gpus))
-        return build(ctx, best, tuple(shortfalls(ctx, best)))
-    raise no_fit_on(ctx, inst, single, multi)
+                return fit, fits
+        return max(fits, key=lambda f: (f.typical, -f.gpus)), fits
+    return None, []
+
+
+def _best(fits: list[Fit], ctx: Context) -> Fit | None:
+    """The usable DP x EP layout that meets the targets at the lowest cost per token (then fewest GPUs), else the
+    one that holds the most sequences; None when none is usable."""
+    fits = [f for f in fits if usable(ctx, f)]
+    if not fits:
+        return None
+    meeting = [f for f in fits if meets(ctx, f)]
+    if meeting:
+        return min(meeting, key=lambda f: (per_million(ctx, f) or math.inf, f.gpus * f.nodes, f.nodes))
+    return max(fits, key=lambda f: (f.typical, -f.gpus))
+
+
+def _choose(ctx: Context, tp_pp: Fit | None, ep: Fit | None, tp_pp_fits: list[Fit]) -> Fit | None:
+    """TP x PP or DP x EP: the one that meets the targets; when both do, DP x EP only if a million output tokens
+    cost less on it than on every TP x PP split that meets them (`tp_pp_fits`), so a layout that TP x PP serves as
+    cheaply keeps the TP x PP choice (the cheapest per hour, as before); when neither meets them, TP x PP's (what
+    the plan warns about)."""
+    if ep is None or tp_pp is None:
+        return tp_pp or ep
+    if not meets(ctx, ep):
+        return tp_pp
+    if not meets(ctx, tp_pp):
+        return ep
+    ep_cost = per_million(ctx, ep)
+    tp_costs = [c for f in tp_pp_fits if meets(ctx, f) and (c := per_million(ctx, f)) is not None]
+    return ep if ep_cost is not None and tp_costs and ep_cost < min(tp_costs) else tp_pp
 
 
 def cheapest(ctx: Context) -> Plan:
     fitting: list[Fit] = []
     tried: list[Fit] = []
+    r = ctx.request
     for multi_node in (False, True):
+        tp_meeting: list[Fit] = []
+        ep_meeting: list[Fit] = []
         for inst in INSTANCE_CATALOG:
             if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None:
                 continue
             if inst.compute_capability is None or support(ctx.fmt, inst.compute_capability).level == "unsupported":
                 continue
-            single, multi = candidate_shapes(ctx, inst)
+            if multi_node and not efa_allowed(ctx, inst):
+                continue
+            single, multi = ([], []) if r.expert_parallel_only else candidate_shapes(ctx, inst)
+            ep_single, ep_multi = expert_parallel_shapes(ctx, inst)
             # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.
             shapes = multi if multi_node else [s for s in single if s[0] * s[1] == inst.accelerators]
+            ep_shapes = ep_multi if multi_node else [s for s in ep_single if s[0] * s[1] == inst.accelerators]
             evaluated = [evaluate(ctx, inst, *s) for s in shapes]
-            tried += evaluated
-            fitting += [f for f in evaluated if usable(ctx, f)]
-        meeting = [f for f in fitting if meets(ctx, f)]
-        if meeting:
-            best = min(meeting, key=lambda f: (f.cost, f.gpus * f.nodes, -f.kv_cache_tokens, f.instance.instance_type))
+            ep_evaluated = [evaluate_expert_parallel(ctx, inst, *s) for s in ep_shapes]
+            tried += evaluated + ep_evaluated
+            fitting += [f for f in evaluated + ep_evaluated if usable(ctx, f)]
+            tp_meeting += [f for f in evaluated if usable(ctx, f) and meets(ctx, f)]
+            ep_meeting += [f for f in ep_evaluated if usable(ctx, f) and meets(ctx, f)]
+        best_tp = (
+            min(tp_meeting, key=lambda f: (f.cost, f.gpus * f.nodes, -f.kv_cache_tokens, f.instance.instance_type))
+            if tp_meeting
+            else None
+        )
+        best_ep = (
+            min(ep_meeting, key=lambda f: (per_million(ctx, f) or math.inf, f.cost, f.gpus, f.instance.instance_type))
+            if ep_meeting
+            else None
+        )
+        best = _choose(ctx, best_tp, best_ep, tp_meeting)
+        if best is not None:
             return build(ctx, best, ())
-    r, spec = ctx.request, ctx.spec
+    spec = ctx.spec
+    if not fitting and tried and r.expert_parallel_only:
+        closest = max(tried, key=lambda f: f.usable_bytes_per_gpu - f.weight_bytes_per_gpu - f.request_kv_bytes_per_gpu)
+        raise expert_parallel_does_not_fit(ctx, closest.instance, [(closest.tp, closest.dp, closest.nodes)])
     if not fitting and tried and r.fixed_shape and not any(f.fits for f in tried):
         raise shape_does_not_fit(ctx, tried)
     if not fitting:
@@ -82,18 +186,55 @@ def cheapest(ctx: Context) -> Plan:
             f"(on {where(best)}); lower it, shorten the typical request or use kv_cache_dtype fp8, "
             "and scale out with replicas instead",
         )
-    fastest = min((f for f in fitting if f.typical >= r.target_concurrency), key=lambda f: f.itl_ms)
+    holding = [f for f in fitting if f.typical >= r.target_concurrency]
+    within_itl = [f for f in holding if r.max_itl_ms is None or f.latency.tpot_ms <= r.max_itl_ms]
+    if not within_itl:
+        fastest = min(holding, key=lambda f: f.latency.tpot_ms)
+        raise fail(
+            "workload.max_itl_ms",
+            r.max_itl_ms,
+            f"the lowest time-per-output-token estimate at {r.target_concurrency} concurrent sequences is "
+            f"{fastest.latency.tpot_ms:g} ms (on {where(fastest)}); raise it, lower target_concurrency or use fp8 "
+            "weights",
+        )
+    quickest = min(within_itl, key=lambda f: f.latency.ttft_ms)
     raise fail(
-        "workload.max_itl_ms",
-        r.max_itl_ms,
-        f"the lowest inter-token latency estimate at {r.target_concurrency} concurrent sequences is "
-        f"{fastest.itl_ms} ms (on {where(fastest)}); raise it, lower target_concurrency or use fp8 weights",
+        "workload.max_ttft_ms",
+        r.max_ttft_ms,
+        f"the lowest time-to-first-token estimate at {r.target_concurrency} concurrent sequences of "
+        f"{r.typical_input_tokens} prompt tokens is {quickest.latency.ttft_ms:g} ms (on {where(quickest)}); raise "
+        "it, lower target_concurrency or shorten the typical prompt",
+    )
+
+
+def needs_efa(ctx: Context, fit: Fit) -> ConfigError:
+    """A replica must span nodes of an instance type without EFA and the request does not accept TCP: the field that
+    forced the nodes (a fixed size that outgrows one node), else the instance type, and the sizes that have EFA."""
+    r, inst = ctx.request, fit.instance
+    path: str
+    value: Any
+    if fit.expert_parallel and r.data_parallel_size is not None:
+        path, value = "workload.data_parallel_size", r.data_parallel_size
+    elif not fit.expert_parallel and r.pipeline_parallel_size is not None and fit.tp * fit.pp > inst.accelerators:
+        path, value = "workload.pipeline_parallel_size", r.pipeline_parallel_size
+    else:
+        path, value = "workload.accelerator", inst.instance_type
+    with_efa = [row.instance_type for row in INSTANCE_CATALOG if row.family == inst.family and row.efa]
+    choose = f"such as {', '.join(with_efa)}" if with_efa else "of another family"
+    return fail(
+        path,
+        value,
+        f"a replica of {ctx.spec.id} needs {fit.nodes} {inst.instance_type} nodes ({where(fit)}) and "
+        f"{inst.instance_type} has no EFA, so the nodes would exchange activations over TCP; choose an instance type "
+        f"with EFA ({choose}), or accept TCP with acknowledged_warnings {WARN_NO_EFA} (allow_without_efa)",
     )
 
 
 def where(fit: Fit) -> str:
     inst = fit.instance
     nodes = f"{fit.nodes}{TIMES} " if fit.nodes > 1 else ""
+    if fit.expert_parallel:
+        return f"{nodes}{inst.instance_type}, DP{fit.dp} TP{fit.tp} EP{fit.tp * fit.dp}"
     return f"{nodes}{inst.instance_type}, TP{fit.tp} PP{fit.pp}"
 
 
@@ -113,9 +254,18 @@ def shortfalls(ctx: Context, fit: Fit) -> list[PlanWarning]:
                 f"replica on {fit.instance.instance_type}; {capped}",
             )
         )
-    if r.max_itl_ms is not None and fit.itl_ms > r.max_itl_ms:
+    lat = fit.latency
+    if r.max_itl_ms is not None and lat.tpot_ms > r.max_itl_ms:
         out.append(
-            PlanWarning(WARN_ITL, f"inter-token latency estimate {fit.itl_ms} ms exceeds max_itl_ms {r.max_itl_ms:g}")
+            PlanWarning(
+                WARN_ITL, f"time-per-output-token estimate {lat.tpot_ms:g} ms exceeds max_itl_ms {r.max_itl_ms:g}"
+            )
+        )
+    if r.max_ttft_ms is not None and lat.ttft_ms > r.max_ttft_ms:
+        out.append(
+            PlanWarning(
+                WARN_TTFT, f"time-to-first-token estimate {lat.ttft_ms:g} ms exceeds max_ttft_ms {r.max_ttft_ms:g}"
+            )
         )
     return out
 
@@ -181,14 +331,19 @@ def no_fit_on(
 
 def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
     r, spec, inst = ctx.request, ctx.spec, fit.instance
-    max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(r.target_concurrency, fit.typical))
+    # Per data-parallel rank, as vLLM applies --max-num-seqs (the replica's, for TP x PP).
+    share = -(-r.target_concurrency // fit.dp)
+    max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(share, fit.typical_per_rank))
     cold = estimate_cold_start(ctx, fit)
     paths = cold_start_paths(ctx, fit)
     extra = list(warnings)
-    if fit.nodes > 1 and not inst.efa:
-        extra.append(
-            PlanWarning(WARN_NO_EFA, f"{inst.instance_type} has no EFA: pipeline stages exchange activations over TCP")
+    if fit.nodes > 1 and not inst.efa:  # only when the request accepts it (allow_without_efa)
+        across = (
+            "the experts' all-gather and reduce-scatter cross nodes over TCP"
+            if fit.expert_parallel
+            else "pipeline stages exchange activations over TCP"
         )
+        extra.append(PlanWarning(WARN_NO_EFA, f"{inst.instance_type} has no EFA: {across}"))
     if inst.on_demand_usd_per_hour is None:
         extra.append(PlanWarning(WARN_NO_PRICE, f"{inst.instance_type}: {inst.note or 'no on-demand price'}"))
     return Plan(
@@ -221,10 +376,16 @@ def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=fit.max_num_batched_tokens,
         itl_estimate_ms=fit.itl_ms,
+        tpot_estimate_ms=fit.latency.tpot_ms,
+        ttft_estimate_ms=fit.latency.ttft_ms,
+        output_tokens_per_s=fit.latency.output_tokens_per_s,
         cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
         cold_start=cold,
         cold_start_paths=paths,
         pod_resources=fit.pod,
         assumptions=tuple(plan_assumptions(ctx, fit)),
         warnings=tuple(extra),
+        data_parallel_size=fit.dp,
+        data_parallel_size_local=fit.dp_local,
+        expert_parallel=fit.expert_parallel,
     )

@@ -84,3 +84,47 @@ def shape_does_not_fit(ctx: Context, fits: list[Fit]) -> ConfigError:
         f"{memory_shortfall(ctx, best)}; split wider, quantize (weight_format, kv_cache_dtype) or shorten "
         "max_model_len",
     )
+
+
+def expert_parallel_field(ctx: Context) -> tuple[str, object]:
+    """The field an error about a fixed DP x EP layout names: data_parallel_size when given, else
+    enable_expert_parallel."""
+    r = ctx.request
+    if r.data_parallel_size is not None:
+        return "workload.data_parallel_size", r.data_parallel_size
+    return "workload.enable_expert_parallel", r.enable_expert_parallel
+
+
+def expert_parallel_not_on(ctx: Context, inst: InstanceType) -> ConfigError:
+    """No DP x EP layout the request allows fits one node of `inst` or whole nodes."""
+    path, value = expert_parallel_field(ctx)
+    r = ctx.request
+    tp = f" with TP{r.tensor_parallel_size}" if r.tensor_parallel_size is not None else ""
+    return fail(
+        path,
+        value,
+        f"no DP x EP layout{tp} fits one {inst.instance_type} node ({gpus_text(inst.accelerators)}) or whole nodes "
+        f"up to max_nodes_per_replica ({r.max_nodes_per_replica})",
+    )
+
+
+def expert_parallel_does_not_fit(ctx: Context, inst: InstanceType, shapes: list[tuple[int, int, int]]) -> ConfigError:
+    """The DP x EP layouts the request allows fit no GPU memory: the numbers of the one that came closest."""
+    from llm_eks.planner.expert_parallel import evaluate_expert_parallel
+
+    path, value = expert_parallel_field(ctx)
+    fits = [evaluate_expert_parallel(ctx, inst, *s) for s in shapes]
+    best = max(fits, key=lambda f: room_per_gpu(ctx, f))
+    nodes = f"{best.nodes}{TIMES} " if best.nodes > 1 else ""
+    layout = f"DP{best.dp} {TIMES} TP{best.tp} (EP{best.dp * best.tp})"
+    if best.fits:
+        why = "it fits, but not the host memory or instance store a pod needs there"
+    else:
+        why = memory_shortfall(ctx, best)
+    return fail(
+        path,
+        value,
+        f"{ctx.spec.id} at {ctx.fmt} does not fit max_model_len {ctx.max_len} with {layout} on {nodes}"
+        f"{inst.instance_type} ({inst.accelerator_memory_gib:.1f} GiB {inst.accelerator_name}): {why}; use more "
+        "nodes, quantize (weight_format, kv_cache_dtype) or shorten max_model_len",
+    )

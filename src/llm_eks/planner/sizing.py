@@ -8,8 +8,17 @@ from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.formats import FORMATS, support
+from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.kv_cache import KvLayout, cdiv, kv_bytes_per_token_per_layer, kv_layout
-from llm_eks.planner.latency import experts_touched, step_ms
+from llm_eks.planner.latency import (
+    LatencyEstimate,
+    StepShape,
+    estimate,
+    experts_touched,
+    link,
+    peak_tflops,
+    pipeline_hop_us,
+)
 from llm_eks.planner.memory import (
     CUDA_GRAPH_BYTES,
     NON_TORCH_BYTES,
@@ -91,15 +100,39 @@ class Fit:
     typical: int
     max_num_batched_tokens: int
     itl_ms: float
+    # The latency estimates at target_concurrency (latency/model.py), and the step they come from.
+    latency: LatencyEstimate
+    step: StepShape
     replicas_per_node: int
     gpus_per_pod: int
     pod: PodResources
     host_memory_ok: bool
     nvme_ok: bool
+    # Data-parallel ranks (each with `tp` GPUs and its own KV cache and batch) and whether the routed experts are
+    # spread whole over all of their GPUs (vLLM --enable-expert-parallel); 1 and False for TP x PP.
+    dp: int = 1
+    expert_parallel: bool = False
+    # Routed experts on the heaviest GPU under expert parallelism (0 for TP x PP).
+    experts_per_gpu: int = 0
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
+
+    @property
+    def layout(self) -> str:
+        """ "dp-ep" (data-parallel attention, expert-parallel MoE) or "tp-pp"."""
+        return "dp-ep" if self.expert_parallel else "tp-pp"
+
+    @property
+    def dp_local(self) -> int:
+        """Data-parallel ranks per node (vLLM --data-parallel-size-local)."""
+        return self.dp // self.nodes
+
+    @property
+    def typical_per_rank(self) -> int:
+        """Sequences of the typical size one data-parallel rank's KV cache holds (the replica's, for TP x PP)."""
+        return self.typical // self.dp
 
     @property
     def fits(self) -> bool:
@@ -144,22 +177,10 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     reserve = sampler_state + NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES + lora
     num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, sampler_state, peak, lora))
 
-    # Decode-step estimate at the target batch: shared weights, the experts the batch routes to, and the KV of the
-    # running sequences (halfway through their output).
-    context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
-    experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
-    # A decode step reads no vision weights (nor the deepstack buffers).
-    weights_read = weight_per_gpu - ctx.vision_bytes / tp - deepstack
-    weights_read -= experts_per_gpu * (1 - experts_touched(spec, r.target_concurrency))
-    read = weights_read + r.target_concurrency * _kv_read_bytes(layout, context)
-    itl_ms = step_ms(inst, tp, pp, stage_layers, read)
+    step = step_shape(ctx, inst, tp, pp, nodes, stage_layers, weight_per_gpu - deepstack, padding, layout, batched)
+    latency = estimate(step).rounded()
 
-    gpus_per_node = tp * pp if nodes == 1 else inst.accelerators
-    replicas_per_node = inst.accelerators // (tp * pp) if nodes == 1 else 1
-    cpu = (inst.allocatable_cpu - DAEMONSET_CPU_MILLICORES) // replicas_per_node // 10 * 10
-    memory = (inst.allocatable_memory - DAEMONSET_MEMORY_MIB) // replicas_per_node
-    host_ok = memory >= MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * gpus_per_node
-    nvme_ok = r.weights_source != "nvme" or inst.local_nvme_gb * 1e9 >= ctx.checkpoint_bytes * 1.1
+    gpus_per_node, replicas_per_node, pod, host_ok = pod_share(inst, tp * pp, nodes)
     return Fit(
         instance=inst,
         tp=tp,
@@ -177,13 +198,90 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         full_context=layout.requests_that_fit(num_blocks, ctx.max_len),
         typical=layout.requests_that_fit(num_blocks, ctx.typical),
         max_num_batched_tokens=batched,
-        itl_ms=itl_ms,
+        itl_ms=latency.itl_ms,
+        latency=latency,
+        step=step,
         replicas_per_node=replicas_per_node,
         gpus_per_pod=gpus_per_node,
-        pod=PodResources(cpu_millicores=cpu, memory_mib=memory),
+        pod=pod,
         host_memory_ok=host_ok,
-        nvme_ok=nvme_ok,
+        nvme_ok=nvme_fits(ctx, inst),
     )
+
+
+def pod_share(inst: InstanceType, gpus: int, nodes: int) -> tuple[int, int, PodResources, bool]:
+    """(GPUs per pod, replicas per node, the pod's share of the node, whether that holds vLLM's host memory) for a
+    replica of `gpus` GPUs (all of each node's when it spans `nodes` > 1)."""
+    gpus_per_node = gpus if nodes == 1 else inst.accelerators
+    replicas_per_node = inst.accelerators // gpus if nodes == 1 else 1
+    cpu = (inst.allocatable_cpu - DAEMONSET_CPU_MILLICORES) // replicas_per_node // 10 * 10
+    memory = (inst.allocatable_memory - DAEMONSET_MEMORY_MIB) // replicas_per_node
+    host_ok = memory >= MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * gpus_per_node
+    return gpus_per_node, replicas_per_node, PodResources(cpu_millicores=cpu, memory_mib=memory), host_ok
+
+
+def nvme_fits(ctx: Context, inst: InstanceType) -> bool:
+    """The checkpoint (plus 10 % headroom) fits the instance store, when the weights are cached there."""
+    return ctx.request.weights_source != "nvme" or inst.local_nvme_gb * 1e9 >= ctx.checkpoint_bytes * 1.1
+
+
+def step_shape(
+    ctx: Context,
+    inst: InstanceType,
+    tp: int,
+    pp: int,
+    nodes: int,
+    stage_layers: int,
+    weight_per_gpu: int,
+    padding: float,
+    layout: KvLayout,
+    token_budget: int,
+) -> StepShape:
+    """A decode step of target_concurrency sequences of the typical size on one GPU of the heaviest stage: shared
+    weights, the experts the batch routes to, and the KV of the running sequences halfway through their output."""
+    spec, r = ctx.spec, ctx.request
+    batch = r.target_concurrency
+    context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
+    experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
+    skipped = experts_per_gpu * (1 - experts_touched(spec, batch))
+    # A decode step reads no vision weights.
+    weights_read = weight_per_gpu - ctx.vision_bytes / tp - skipped
+    level = support(ctx.fmt, inst.compute_capability).level if inst.compute_capability else "native"
+    compute = ctx.format.activations if level == "native" else "16-bit"
+    active = (spec.active_parameters or spec.parameters) - spec.vision_parameters
+    return StepShape(
+        batch=batch,
+        input_tokens=r.typical_input_tokens,
+        output_tokens=r.typical_output_tokens,
+        layers_per_stage=stage_layers,
+        pipeline_stages=pp,
+        tensor_parallel_size=tp,
+        weight_bytes_read=weights_read,
+        kv_bytes_read=batch * kv_read_bytes(layout, context),
+        skipped_expert_bytes=skipped,
+        linear_flops_per_token=2 * active / tp / pp,
+        decode_attention_flops_per_token=attention_flops(spec, context) / tp / pp,
+        prefill_attention_flops_per_token=attention_flops(spec, r.typical_input_tokens // 2) / tp / pp,
+        hidden_size=spec.hidden_size,
+        is_moe=spec.is_moe,
+        is_mla=spec.is_mla,
+        memory_bandwidth_gbps=inst.memory_bandwidth_gbps,
+        peak_tflops=peak_tflops(inst, compute),
+        interconnect=link(inst),
+        pipeline_hop_us=pipeline_hop_us(inst, nodes),
+        token_budget=token_budget,
+    )
+
+
+def attention_flops(spec: ModelSpec, context: int) -> float:
+    """FLOPs of one token's attention over `context` earlier tokens: QK and PV, 2 FLOPs per multiply-add, over
+    every head (MLA: the latent and rope dimensions it attends with); local layers only their window."""
+    head = spec.kv_lora_rank + spec.qk_rope_head_dim if spec.is_mla else spec.head_dim
+    full = spec.layers - spec.sliding_window_layers - spec.chunked_attention_layers
+    tokens = full * context
+    tokens += spec.sliding_window_layers * min(context, spec.sliding_window)
+    tokens += spec.chunked_attention_layers * min(context, spec.attention_chunk_size)
+    return 4.0 * spec.attention_heads * head * tokens
 
 
 def expert_padding(ctx: Context, inst: InstanceType, tp: int) -> float:
@@ -198,6 +296,6 @@ def expert_padding(ctx: Context, inst: InstanceType, tp: int) -> float:
     return padded / (spec.hidden_size * width)
 
 
-def _kv_read_bytes(layout: KvLayout, context: int) -> int:
+def kv_read_bytes(layout: KvLayout, context: int) -> int:
     """KV bytes a decode step reads for one sequence of `context` tokens (windowed layers read their window)."""
     return sum(t.layers * t.bytes_per_token * (min(context, t.span) if t.span else context) for t in layout.types)

@@ -27,3 +27,17 @@ def valid_tensor_parallel_sizes(spec: ModelSpec, max_size: int) -> tuple[int, ..
         if kv_ok and spec.intermediate_size % tp == 0 and spec.expert_width % tp == 0:
             sizes.append(tp)
     return tuple(sizes)
+
+
+def attention_tensor_parallel_sizes(spec: ModelSpec, max_size: int) -> tuple[int, ...]:
+    """Tensor-parallel sizes vLLM accepts under expert parallelism, up to `max_size`: the attention heads, KV heads
+    and dense MLP must split as above, but not the experts, which each GPU holds whole
+    (FusedMoEParallelConfig.make: tp_size 1 inside the MoE layer once use_ep)."""
+    sizes = []
+    for tp in TP_SIZES:
+        if tp > max_size or spec.attention_heads % tp:
+            continue
+        kv_ok = spec.kv_heads % tp == 0 if tp <= spec.kv_heads else tp % spec.kv_heads == 0
+        if kv_ok and spec.intermediate_size % tp == 0:
+            sizes.append(tp)
+    return tuple(sizes)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from llm_eks.config import EnvironmentConfig, ServedWorkload
+from llm_eks.config.canary_capacity import check_canary_capacity
+from llm_eks.config.capacity import check_reservations, replica_price, reservation
 from llm_eks.errors import fail
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.images import require_locked
@@ -20,7 +22,6 @@ from llm_eks.infra.workloads.props import (
     monitoring_props,
     ray_monitoring_props,
     ray_props,
-    replica_price,
     vllm_props,
     weights_staging_props,
     with_staged_weights,
@@ -55,8 +56,9 @@ def _build_one(
 ) -> Workload:
     """All chart props for workload `s`; with `dcgm_service_monitor` its monitoring chart carries the environment's
     one dcgm-exporter ServiceMonitor."""
-    replica_price(s, plan)
-    pool = gpu_pool(s, plan)
+    reserved = reservation(config, plan)
+    replica_price(s, plan, reserved)
+    pool = gpu_pool(s, plan, reserved)
     cpu = CpuPoolSpec()
     if s.config.engine == "ray-serve":
         ray = ray_props(s, plan, pool, region)
@@ -65,7 +67,7 @@ def _build_one(
             gpu_pool=pool,
             cpu_pool=cpu,
             ray=ray,
-            monitoring=ray_monitoring_props(s, plan, ray, dcgm_service_monitor=dcgm_service_monitor),
+            monitoring=ray_monitoring_props(s, plan, ray, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
             key=s.key,
         )
     vllm = vllm_props(config, s, plan, pool, region)
@@ -90,7 +92,7 @@ def _build_one(
         cpu_pool=cpu,
         vllm=vllm,
         autoscaling=autoscaling_props(s, plan),
-        monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor),
+        monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
         benchmark=benchmark,
         headroom=warm_headroom(s, plan, pool, vllm, lock),
         staging=staging,
@@ -112,7 +114,9 @@ def build_workloads(
     lock = images or ImageLock()
     require_locked(config, plans, lock)
     require_pinned_revisions(config, plans)
+    check_reservations(config, plans)
     _unique_served_names(served, plans)
+    check_canary_capacity(config, plans)
     built: list[Workload] = []
     # The shorthand's workload carries the PriorityClass; with several workloads the node-pools chart does (charts).
     headroom_class = not config.workloads
@@ -127,7 +131,7 @@ def build_workloads(
             workload = replace(workload, headroom=replace(workload.headroom, priority_class=headroom_class))
             headroom_class = False
         built.append(workload)
-    pools = merge_pools([w.gpu_pool for w in built])
+    pools = merge_pools(_canary_shares(config, built))
     # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
     merged = tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
     gateway = gateway_props(config, merged, lock)
@@ -145,11 +149,28 @@ def _behind(workload: Workload, gateway: GatewayProps, panels: tuple[ExtraPanel,
     return replace(workload, gateway=gateway, monitoring=replace(workload.monitoring, extra_panels=panels))
 
 
+def _canary_shares(config: EnvironmentConfig, built: Sequence[Workload]) -> list[GpuPoolSpec]:
+    """Each workload's pool before merging; a next version on its current version's pool adds nothing to a limit
+    the current version set (check_canary_capacity showed both fit in it)."""
+    by_key = {w.key: w for w in built}
+    shares = []
+    for s, w in zip(config.served, built, strict=True):
+        current = by_key[s.canary_of] if s.canary_of is not None else None
+        capped = current is not None and config.workloads[s.canary_of or ""].accelerator_limit is not None
+        if current is not None and capped and current.gpu_pool.name == w.gpu_pool.name:
+            shares.append(replace(w.gpu_pool, accelerator_limit=0))
+        else:
+            shares.append(w.gpu_pool)
+    return shares
+
+
 def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]) -> None:
     """A request's `model` picks the workload (a LoRA adapter's name, its workload), so no two may answer to the
-    same name."""
+    same name; a next version answers its current version's names (the route splits them by weight)."""
     seen: dict[str, str] = {}
     for s, workload_plan in zip(served, plans, strict=True):
+        if s.canary_of is not None:
+            continue
         names = [(f"{s.path}.model", workload_plan.served_model_name)]
         names += [(f"{s.path}.lora_adapters", adapter) for adapter in s.config.lora_adapters]
         for path, name in names:

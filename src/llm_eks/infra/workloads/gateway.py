@@ -4,6 +4,7 @@ it answers (the served model name, then each LoRA adapter)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from llm_eks.config import EnvironmentConfig
 from llm_eks.config.environment import EKS_CLUSTER_ISSUER
@@ -16,6 +17,7 @@ from llm_eks.manifests.gateway import (
     GatewayAuth,
     GatewayProps,
     ModelRoute,
+    NextVersion,
     PoolBackend,
     ServiceBackend,
 )
@@ -60,8 +62,9 @@ def gateway_props(
     if g is None:
         return None
     nlb = g.expose == "nlb"
+    routes = [model_route(w, lock or ImageLock()) for w in workloads]
     return GatewayProps(
-        routes=tuple(model_route(w, lock or ImageLock()) for w in workloads),
+        routes=canary_pairs(config, routes),
         inbound_cidrs=g.inbound_cidrs,
         load_balancer_cidrs=config.vpc.load_balancer_subnet_cidrs() if nlb else (),
         expose=g.expose,
@@ -71,6 +74,25 @@ def gateway_props(
         allow_http=g.allow_http or not nlb,
         router_image=(lock or ImageLock()).pin(IPP_IMAGE),
     )
+
+
+def canary_pairs(config: EnvironmentConfig, routes: Sequence[ModelRoute]) -> tuple[ModelRoute, ...]:
+    """`routes` (in `config.served` order) with each next version tied to its current version: the current route
+    sends the canary's weight to the next version's pool, which has no HTTPRoute of its own."""
+    paired = list(routes)
+    index = {s.key: i for i, s in enumerate(config.served)}
+    for i, s in enumerate(config.served):
+        if s.canary_of is None:
+            continue
+        canary = config.workloads[s.canary_of].canary
+        assert canary is not None
+        current = index[s.canary_of]
+        paired[current] = replace(
+            paired[current],
+            next_version=NextVersion(pool=paired[i].name, namespace=paired[i].namespace, weight=canary.weight),
+        )
+        paired[i] = replace(paired[i], canary_of=(paired[current].name, paired[current].namespace))
+    return tuple(paired)
 
 
 def _auth(config: EnvironmentConfig) -> GatewayAuth | None:

@@ -1,31 +1,39 @@
 """GPU node pools from plans: one per family (or per workload, dedicated), sized in whole nodes, merged across the
-environment's workloads; and how a workload's pods land on its pool."""
+environment's workloads; EFA pools for replicas that span nodes, capacity reservations per family; and how a
+workload's pods land on its pool."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from llm_eks.catalog.accelerators import FAMILIES
-from llm_eks.config import CAPACITY_TYPES, ServedWorkload, WorkloadConfig
+from llm_eks.catalog.accelerators import FAMILIES, INSTANCE_TYPES
+from llm_eks.config import CapacityReservationConfig, ServedWorkload, WorkloadConfig
+from llm_eks.config.capacity import compile_writer, efa_interfaces, nodes_at_max
 from llm_eks.errors import fail
-from llm_eks.manifests.node_pools import GpuPoolSpec, workload_placement
+from llm_eks.manifests.disruption import GPU_DISRUPTION
+from llm_eks.manifests.node_pools import (
+    CAPACITY_BLOCK_DRAIN,
+    POOL_CAPACITY_TYPES,
+    RESERVED,
+    GpuPoolSpec,
+    ReservedCapacity,
+    workload_placement,
+)
 from llm_eks.planner import Plan
 
 
-def gpu_pool(s: ServedWorkload, plan: Plan) -> GpuPoolSpec:
+def gpu_pool(s: ServedWorkload, plan: Plan, reservation: CapacityReservationConfig | None = None) -> GpuPoolSpec:
     """The NodePool for the planned family, sized for this workload's max replicas in whole nodes (unless config
-    caps it). Workloads on the same family share it (merge_pools sums their limits) unless one is dedicated."""
+    caps it). Workloads on the same family share it (merge_pools sums their limits) unless one is dedicated. A
+    replica spanning nodes gets an EFA pool of the family (`gpu-<family>-efa<count>`, its own node class and
+    placement group); `reservation` (the family's capacity reservations) makes it launch into them first, or only."""
     w = s.config
     per_node = plan.instance.accelerators
-    if plan.nodes_per_replica > 1:
-        nodes = w.replicas.max * plan.nodes_per_replica
-    else:
-        nodes = math.ceil(w.replicas.max / max(plan.replicas_per_node, 1))
     # The compile cache's writer Job runs one server of its own (once per cache key): one more node's worth.
-    writer = w.weights == "staged" and w.compile_cache and plan.nodes_per_replica == 1
-    needed = (nodes + (1 if writer else 0)) * per_node
+    writer = compile_writer(w, plan)
+    needed = nodes_at_max(w, plan) * per_node
+    nodes = nodes_at_max(w, plan) - (1 if writer else 0)
     limit = w.accelerator_limit if w.accelerator_limit is not None else needed
     path = f"{s.path}.accelerator_limit"
     if limit < per_node:
@@ -39,13 +47,48 @@ def gpu_pool(s: ServedWorkload, plan: Plan) -> GpuPoolSpec:
             + (", and the compile cache's writer Job one more" if writer else "")
             + "; lower replicas.max or raise the limit",
         )
+    efa = efa_interfaces(s, plan)
+    family = plan.instance.family
+    sizes = pool_sizes(plan)
+    if efa:
+        # One networkInterfaces list per node class: only the sizes with the planned size's EFA count.
+        sizes = tuple(t for t in sizes if INSTANCE_TYPES[t].efa_interfaces == efa)
+    base = f"gpu-{family}" + (f"-efa{efa}" if efa else "")
     return GpuPoolSpec(
-        name=f"gpu-{plan.instance.family}" + (f"-{s.key}" if w.dedicated_pool and s.key is not None else ""),
+        name=base + (f"-{s.key}" if w.dedicated_pool and s.key is not None else ""),
         vendor=plan.instance.accelerator_vendor,
-        instance_family=plan.instance.family,
-        instance_types=pool_sizes(plan),
-        capacity_types=w.capacity_types,
+        instance_family=family,
+        instance_types=sizes,
+        capacity_types=pool_capacity_types(w, reservation),
         accelerator_limit=limit,
+        efa_interfaces=efa,
+        reservation=reserved_capacity(reservation),
+        # A Capacity Block's nodes drain 40 minutes before its end and EC2 takes them 10 minutes later.
+        disruption=(
+            replace(GPU_DISRUPTION, termination_grace_period=CAPACITY_BLOCK_DRAIN)
+            if reservation is not None and reservation.reservation_type == "capacity-block"
+            else GPU_DISRUPTION
+        ),
+    )
+
+
+def pool_capacity_types(w: WorkloadConfig, reservation: CapacityReservationConfig | None) -> tuple[str, ...]:
+    """The workload's capacity types; with reservations `reserved` first (Karpenter prefers it anyway), alone unless
+    the reservation allows a fallback."""
+    if reservation is None:
+        return w.capacity_types
+    return (RESERVED, *w.capacity_types) if reservation.fallback else (RESERVED,)
+
+
+def reserved_capacity(reservation: CapacityReservationConfig | None) -> ReservedCapacity | None:
+    """The node pool's view of a family's reservations (what its EC2NodeClass selects)."""
+    if reservation is None:
+        return None
+    return ReservedCapacity(
+        ids=reservation.ids,
+        tags=reservation.tags,
+        owner_id=reservation.owner_id,
+        reservation_type=reservation.reservation_type,
     )
 
 
@@ -77,8 +120,10 @@ def pool_sizes(plan: Plan) -> tuple[str, ...]:
 
 def placement(w: WorkloadConfig, pool: GpuPoolSpec) -> tuple[dict[str, str], list[dict[str, str]]]:
     """The pool's nodeSelector and tolerations; a workload allowing one capacity type is pinned to it, since a pool
-    shared with other workloads may allow both."""
-    return workload_placement(pool, capacity_type=w.capacity_types[0] if len(w.capacity_types) == 1 else None)
+    shared with other workloads may allow both. Not on a pool with reservations: the pin would keep the pods off
+    the reserved nodes (a fallback there may then use another workload's capacity type too)."""
+    pin = len(w.capacity_types) == 1 and pool.reservation is None
+    return workload_placement(pool, capacity_type=w.capacity_types[0] if pin else None)
 
 
 def merge_pools(pools: Sequence[GpuPoolSpec]) -> dict[str, GpuPoolSpec]:
@@ -93,7 +138,7 @@ def merge_pools(pools: Sequence[GpuPoolSpec]) -> dict[str, GpuPoolSpec]:
         merged[pool.name] = replace(
             have,
             instance_types=tuple(dict.fromkeys((*have.instance_types, *pool.instance_types))),
-            capacity_types=tuple(t for t in CAPACITY_TYPES if t in (*have.capacity_types, *pool.capacity_types)),
+            capacity_types=tuple(t for t in POOL_CAPACITY_TYPES if t in (*have.capacity_types, *pool.capacity_types)),
             accelerator_limit=have.accelerator_limit + pool.accelerator_limit,
         )
     return merged

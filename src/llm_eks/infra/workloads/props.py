@@ -10,10 +10,11 @@ import re
 from dataclasses import replace
 from typing import Literal
 
-from llm_eks.config import EnvironmentConfig, ServedWorkload
+from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedWorkload
+from llm_eks.config.capacity import replica_price
 from llm_eks.errors import fail
 from llm_eks.infra.workloads.pools import placement
-from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule
+from llm_eks.manifests.autoscaling import MAX_STABILIZATION_SECONDS, AutoscalingProps, ScaleToZeroSchedule
 from llm_eks.manifests.benchmark import BenchmarkProps
 from llm_eks.manifests.monitoring import MonitoringProps
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
@@ -32,6 +33,7 @@ from llm_eks.manifests.weights_staging import (
 )
 from llm_eks.manifests.weights_staging.props import NAME_MAX
 from llm_eks.planner import Plan
+from llm_eks.versions import RAY_LLM_IMAGE, VLLM_IMAGE
 
 GIB = 1024**3
 
@@ -113,10 +115,13 @@ def vllm_props(
         engine=replace(plan.engine, revision=hub_revision(s, plan), trust_remote_code=w.trust_remote_code),
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
+        data_parallel_size=plan.data_parallel_size,
+        expert_parallel=plan.expert_parallel,
         accelerators_per_pod=plan.gpus_per_pod,
         nodes_per_replica=plan.nodes_per_replica,
         accelerators_per_node=plan.instance.accelerators,
         accelerator_resource=pool.resource,
+        efa_interfaces=pool.efa_interfaces,
         cpu=plan.pod_resources.cpu,
         memory=plan.pod_resources.memory,
         shm_size=shm_size(plan),
@@ -131,6 +136,8 @@ def vllm_props(
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
         ingress=ingress_props(config) if w.internal_alb else None,
+        # workload.image (e.g. vLLM with the EFA userspace), else the pinned release.
+        image=w.image if w.image is not None else VLLM_IMAGE,
     )
 
 
@@ -242,25 +249,20 @@ def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
         kv_cache_usage_target=a.kv_cache_usage,
         min_replicas=w.replicas.min,
         scale_to_zero=schedule,
-        # Scale-down must wait out a cold start, or a bounce costs a full model load.
-        scale_down_stabilization_seconds=max(600, math.ceil(plan.cold_start.scale_out_s)),
+        # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour).
+        scale_down_stabilization_seconds=min(
+            max(600, math.ceil(plan.cold_start.scale_out_s)), MAX_STABILIZATION_SECONDS
+        ),
     )
 
 
-def replica_price(s: ServedWorkload, plan: Plan) -> float:
-    """The plan's $/h per replica; a ConfigError when the instance type has none."""
-    if plan.cost_per_replica_hour is None:
-        # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
-        # the cost panels and the plan's $/h would be empty too.
-        raise fail(
-            f"{s.path}.accelerator",
-            plan.instance.instance_type,
-            f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",
-        )
-    return plan.cost_per_replica_hour
-
-
-def _monitoring_targets(s: ServedWorkload, plan: Plan, *, dcgm_service_monitor: bool = True) -> MonitoringTargets:
+def _monitoring_targets(
+    s: ServedWorkload,
+    plan: Plan,
+    *,
+    dcgm_service_monitor: bool = True,
+    reserved: CapacityReservationConfig | None = None,
+) -> MonitoringTargets:
     """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan; with
     `dcgm_service_monitor` this workload's chart carries the environment's one dcgm-exporter ServiceMonitor."""
     w = s.config
@@ -268,7 +270,7 @@ def _monitoring_targets(s: ServedWorkload, plan: Plan, *, dcgm_service_monitor: 
         ttft_p99_seconds=w.slo.ttft_p99_ms / 1000,
         itl_p99_seconds=w.slo.itl_p99_ms / 1000,
         # The plan prices a replica across all the nodes it spans (build_workload refuses a plan without a price).
-        cost_per_hour_per_replica=replica_price(s, plan),
+        cost_per_hour_per_replica=replica_price(s, plan, reserved),
         # Alert when more requests wait than the whole fleet at max scale is meant to queue.
         queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
         dcgm=plan.instance.accelerator_vendor == "nvidia",
@@ -276,14 +278,28 @@ def _monitoring_targets(s: ServedWorkload, plan: Plan, *, dcgm_service_monitor: 
     )
 
 
+def _planned_ttft_seconds(plan: Plan) -> float:
+    """The plan's median TTFT estimate in seconds."""
+    return plan.ttft_estimate_ms / 1000
+
+
 def monitoring_props(
-    s: ServedWorkload, plan: Plan, vllm: VllmProps, *, dcgm_service_monitor: bool = True
+    s: ServedWorkload,
+    plan: Plan,
+    vllm: VllmProps,
+    *,
+    dcgm_service_monitor: bool = True,
+    reserved: CapacityReservationConfig | None = None,
 ) -> MonitoringProps:
     return MonitoringProps(
         name=vllm.name,
         namespace=vllm.namespace,
         served_model_name=vllm.served_model_name,
-        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor),
+        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
+        # The plan's figures the drift alerts hold production to.
+        planned_kv_cache_tokens=plan.kv_cache_tokens,
+        planned_itl_seconds=plan.itl_estimate_ms / 1000,
+        planned_ttft_seconds=_planned_ttft_seconds(plan),
     )
 
 
@@ -330,15 +346,25 @@ def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | No
         aws_region=region,
         worker_ephemeral_storage=cache_size(plan),
         gpu_resource=pool.resource,
+        efa_interfaces=pool.efa_interfaces,
+        image=w.image if w.image is not None else RAY_LLM_IMAGE,
     )
 
 
 def ray_monitoring_props(
-    s: ServedWorkload, plan: Plan, ray: RayServeProps, *, dcgm_service_monitor: bool = True
+    s: ServedWorkload,
+    plan: Plan,
+    ray: RayServeProps,
+    *,
+    dcgm_service_monitor: bool = True,
+    reserved: CapacityReservationConfig | None = None,
 ) -> RayMonitoringProps:
     return RayMonitoringProps(
         name=ray.name,
         namespace=ray.namespace,
         model_id=ray.model_id,
-        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor),
+        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
+        planned_kv_cache_tokens=plan.kv_cache_tokens,
+        planned_itl_seconds=plan.itl_estimate_ms / 1000,
+        planned_ttft_seconds=_planned_ttft_seconds(plan),
     )

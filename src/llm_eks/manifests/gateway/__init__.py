@@ -36,6 +36,7 @@ from llm_eks.manifests.gateway.props import (
     GatewayAuth,
     GatewayProps,
     ModelRoute,
+    NextVersion,
     PoolBackend,
     ServiceBackend,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "GatewayProps",
     "ModelRoute",
     "ModelRouteChart",
+    "NextVersion",
     "PoolBackend",
     "ServiceBackend",
     "all_model_names",

@@ -127,7 +127,8 @@ def route_policy(p: GatewayProps) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy on routes, and its binding (Deny)."""
     allowed: dict[str, list[str]] = {}
     for r in p.routes:
-        allowed.setdefault(r.namespace, []).extend(r.model_names)
+        if r.routed:
+            allowed.setdefault(r.namespace, []).extend(r.model_names)
     header = MODEL_HEADER.lower()
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -33,6 +33,7 @@ from llm_eks.manifests.gateway.props import (
 from llm_eks.manifests.labels import PART_OF
 
 _EPP_CONFIG = "plugins.yaml"
+POOL_GROUP = "inference.networking.k8s.io"
 
 EPP_CONFIG = """apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
@@ -57,13 +58,61 @@ schedulingProfiles:
 """
 
 
+def backend_refs(r: ModelRoute) -> list[dict[str, Any]]:
+    """Where the route sends a matched request: its pool (or Serve Service); with a next version at a weight above
+    0, both pools, split by weight (Gateway API backendRef weights, conformance-tested across InferencePools)."""
+    if not isinstance(r.backend, PoolBackend):
+        return [{"kind": "Service", "name": r.backend.service, "port": r.backend.port}]
+    current: dict[str, Any] = {"group": POOL_GROUP, "kind": "InferencePool", "name": r.name}
+    nxt = r.next_version
+    if nxt is None or nxt.weight == 0:
+        return [current]
+    if nxt.weight == 100:
+        # Every request to the next version: the current pool stays out of the rule (an empty share is no share).
+        return [{"group": POOL_GROUP, "kind": "InferencePool", "name": nxt.pool, "namespace": nxt.namespace}]
+    return [
+        {**current, "weight": 100 - nxt.weight},
+        {"group": POOL_GROUP, "kind": "InferencePool", "name": nxt.pool, "namespace": nxt.namespace}
+        | {"weight": nxt.weight},
+    ]
+
+
+def reference_grant(r: ModelRoute, current_namespace: str) -> dict[str, Any]:
+    """In a next version's namespace: the current version's HTTPRoute may send to this pool (a backendRef into
+    another namespace needs the target namespace's consent; istiod checks it for InferencePools too)."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": meta(r.name, r.namespace),
+        "spec": {
+            "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": current_namespace}],
+            "to": [{"group": POOL_GROUP, "kind": "InferencePool", "name": r.name}],
+        },
+    }
+
+
+# The Kubernetes group whose members may move a route's weights (`llm-eks canary`, `llm-eks rollback`): map an IAM
+# role to it with an EKS access entry (kubernetes groups), beside llm-eks-verify for the checks between steps.
+ROLLOUT_GROUP = "llm-eks-rollout"
+
+
+def rollout_role(r: ModelRoute) -> list[dict[str, Any]]:
+    """Get and patch on this one HTTPRoute, bound to ROLLOUT_GROUP: what moving the canary's weight needs."""
+    rule = {
+        "apiGroups": ["gateway.networking.k8s.io"],
+        "resources": ["httproutes"],
+        "resourceNames": [r.name],
+        "verbs": ["get", "patch"],
+    }
+    grant, binding = role(f"{r.name}-rollout", r.namespace, [rule], ROLLOUT_GROUP, {})
+    binding["subjects"] = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": ROLLOUT_GROUP}]
+    return [grant, binding]
+
+
 def http_route(p: GatewayProps, r: ModelRoute) -> dict[str, Any]:
-    """Every name the workload answers, matched exactly on the header the payload processor set, to its backend."""
-    backend: dict[str, Any]
-    if isinstance(r.backend, PoolBackend):
-        backend = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": r.name}
-    else:
-        backend = {"kind": "Service", "name": r.backend.service, "port": r.backend.port}
+    """Every name the workload answers, matched exactly on the header the payload processor set, to its backend
+    (both versions' pools by weight while a next version takes a share)."""
+    backends = backend_refs(r)
     matches = [
         {
             "path": {"type": "PathPrefix", "value": "/v1"},
@@ -72,7 +121,7 @@ def http_route(p: GatewayProps, r: ModelRoute) -> dict[str, Any]:
         for m in r.model_names
     ]
     # The Gateway API allows 64 matches per rule and 16 rules per route: 1024 names per workload.
-    rules = [{"matches": matches[i : i + 64], "backendRefs": [backend]} for i in range(0, len(matches), 64)]
+    rules = [{"matches": matches[i : i + 64], "backendRefs": backends} for i in range(0, len(matches), 64)]
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
@@ -284,13 +333,17 @@ def route_policies(p: GatewayProps, r: ModelRoute, monitoring_namespace: str) ->
 
 
 def route_objects(p: GatewayProps, r: ModelRoute) -> list[dict[str, Any]]:
-    """Everything one workload adds for the gateway, in its own namespace."""
-    objects = [http_route(p, r)]
+    """Everything one workload adds for the gateway, in its own namespace: a next version has no HTTPRoute (its
+    current version's sends to it) but a ReferenceGrant letting that route reach its pool."""
+    objects = [http_route(p, r) if r.canary_of is None else reference_grant(r, r.canary_of[1])]
+    if r.next_version is not None:
+        objects += rollout_role(r)
     if isinstance(r.backend, PoolBackend):
         objects += [inference_pool(r, r.backend), *endpoint_picker(r)]
     return objects + route_policies(p, r, p.monitoring_namespace)
 
 
 def all_model_names(routes: Sequence[ModelRoute]) -> dict[str, str]:
-    """model name -> the route (workload) that serves it."""
-    return {m: r.name for r in routes for m in r.model_names}
+    """model name -> the route (workload) whose HTTPRoute matches it (a next version's pool answers the same names
+    through its current version's route)."""
+    return {m: r.name for r in routes if r.routed for m in r.model_names}

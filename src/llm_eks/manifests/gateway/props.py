@@ -57,6 +57,20 @@ class ServiceBackend:
 
 
 @dataclass(frozen=True)
+class NextVersion:
+    """A route's next version: the InferencePool (in its own namespace) its HTTPRoute also sends requests to."""
+
+    # The next version's pool, and its namespace (the route reaches it through a ReferenceGrant there).
+    pool: str
+    namespace: str
+    # Its share of requests (0-100); 0 leaves it out of the route. Istio 1.30.3 configures one endpoint picker per
+    # rule (istio/istio#61594, fixed by #61601 after it): the weights still split requests, but one pool's picker
+    # answers for both, so the other pool is balanced round robin, and a rule whose picker's pool has no ready pod
+    # fails whole. Hence a next version enters the route only once it serves (`llm-eks canary` checks).
+    weight: int = 0
+
+
+@dataclass(frozen=True)
 class ModelRoute:
     """One workload behind the gateway: the names clients ask for and where they go."""
 
@@ -77,10 +91,21 @@ class ModelRoute:
     picker_replicas: int = 1
     # The pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
     picker_image: str = EPP_IMAGE
+    # The next version this route also sends to (the current version of a canary pair).
+    next_version: NextVersion | None = None
+    # A next version's own pool: the route (name, namespace) of the version it is the canary of, whose HTTPRoute
+    # splits the traffic; it has no HTTPRoute of its own.
+    canary_of: tuple[str, str] | None = None
 
     @property
     def picker(self) -> str:
         return f"{self.name}-epp"
+
+    @property
+    def routed(self) -> bool:
+        """Whether this workload's own HTTPRoute attaches to the gateway (a next version is reached through its
+        current version's)."""
+        return self.canary_of is None
 
 
 # How clients reach the gateway: through an internal NLB, or only from inside the cluster (its Service is ClusterIP).
@@ -212,6 +237,9 @@ def validate_gateway(p: GatewayProps) -> None:
             raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
         if not 1 <= r.picker_replicas <= 3:
             raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
+        if not r.routed:
+            _validate_canary_pair(p, r, path)
+            continue
         for model in r.model_names:
             if not _MODEL_NAME.match(model):
                 raise ConfigError(
@@ -227,6 +255,30 @@ def validate_gateway(p: GatewayProps) -> None:
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own")
+
+
+def _validate_canary_pair(p: GatewayProps, r: ModelRoute, path: str) -> None:
+    """A next version answers exactly its current version's names, and that route sends to this pool."""
+    assert r.canary_of is not None
+    current = next((c for c in p.routes if (c.name, c.namespace) == r.canary_of), None)
+    if current is None or current.next_version is None:
+        raise ConfigError(f"{path}.canary_of: {r.canary_of!r} is not allowed; name the route whose next version it is")
+    if (current.next_version.pool, current.next_version.namespace) != (r.name, r.namespace):
+        raise ConfigError(
+            f"{path}.canary_of: {r.canary_of!r} is not allowed; that route's next version is "
+            f"{current.next_version.namespace}/{current.next_version.pool}"
+        )
+    if r.model_names != current.model_names:
+        raise ConfigError(
+            f"{path}.model_names: {list(r.model_names)} is not allowed; a next version answers exactly the names of "
+            f"the version it replaces: {list(current.model_names)}"
+        )
+    if not isinstance(r.backend, PoolBackend) or not isinstance(current.backend, PoolBackend):
+        raise ConfigError(f"{path}.backend: a next version and its current version are InferencePools (vLLM)")
+    if not 0 <= current.next_version.weight <= 100:
+        raise ConfigError(
+            f"{path}.weight: {current.next_version.weight} is not allowed; must be 0 to 100 (the next version's share)"
+        )
 
 
 def _validate_load_balancer(p: GatewayProps) -> None:

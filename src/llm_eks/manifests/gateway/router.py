@@ -92,7 +92,8 @@ def gateway(p: GatewayProps) -> dict[str, Any]:
     else:
         # istiod reads the Service type from this Gateway annotation (deploymentcontroller.go).
         metadata["annotations"] = {"networking.istio.io/service-type": "ClusterIP"}
-    namespaces = sorted({r.namespace for r in p.routes})
+    # A next version's namespace attaches no route: its current version's HTTPRoute sends to its pool.
+    namespaces = sorted({r.namespace for r in p.routes if r.routed})
     spec["listeners"] = [
         {
             "name": p.listener,

@@ -20,14 +20,17 @@ No aws_cdk import here: GitOps users synthesize this chart with cdk8s alone. `cl
 `security_group_ids` may be CDK tokens at synth time; they are copied as opaque text and resolved when the stack
 applies the chart.
 
-The package: `specs` (pool specs, props and their validation, the labels and taints, `workload_placement`) and
-`chart` (the EC2NodeClasses and NodePools built from them).
+The package: `specs` (pool specs, props and their validation, the labels and taints, `workload_placement`),
+`efa` (the network interfaces of EFA node classes), `reserved` (capacity reservations) and `chart` (the
+EC2NodeClasses and NodePools built from them).
 """
 
 from __future__ import annotations
 
 from llm_eks.manifests.disruption import Disruption
 from llm_eks.manifests.node_pools.chart import NodePoolsChart
+from llm_eks.manifests.node_pools.efa import EFA_RESOURCE, LABEL_EFA, network_interfaces
+from llm_eks.manifests.node_pools.reserved import CAPACITY_BLOCK_DRAIN, RESERVED, ReservedCapacity
 from llm_eks.manifests.node_pools.specs import (
     ACCELERATOR_RESOURCE,
     AL2023,
@@ -45,6 +48,7 @@ from llm_eks.manifests.node_pools.specs import (
     NEURON,
     NODE_CLASS_FOR_VENDOR,
     NVIDIA,
+    POOL_CAPACITY_TYPES,
     UNSUPPORTED_FAMILIES,
     VENDORS,
     CpuPoolSpec,
@@ -59,18 +63,23 @@ __all__ = [
     "AL2023",
     "AMI_FAMILIES",
     "BOTTLEROCKET",
+    "CAPACITY_BLOCK_DRAIN",
     "CAPACITY_TYPES",
     "CAPACITY_TYPE_LABEL",
     "CPU_NODE_CLASS",
     "DEFAULT_AMI_FAMILY",
     "DEFAULT_AMI_VERSIONS",
     "DISCOVERY_TAG",
+    "EFA_RESOURCE",
     "LABEL_ACCELERATOR",
     "LABEL_AMI_FAMILY",
+    "LABEL_EFA",
     "LABEL_NODE_POOL",
     "NEURON",
     "NODE_CLASS_FOR_VENDOR",
     "NVIDIA",
+    "POOL_CAPACITY_TYPES",
+    "RESERVED",
     "UNSUPPORTED_FAMILIES",
     "VENDORS",
     "CpuPoolSpec",
@@ -78,6 +87,8 @@ __all__ = [
     "GpuPoolSpec",
     "NodePoolsChart",
     "NodePoolsProps",
+    "ReservedCapacity",
+    "network_interfaces",
     "supported_families",
     "workload_placement",
 ]

@@ -8,6 +8,7 @@ import cdk8s
 from constructs import Construct
 
 from llm_eks.manifests.disruption import Disruption
+from llm_eks.manifests.node_pools.efa import LABEL_EFA, network_interfaces
 from llm_eks.manifests.node_pools.specs import (
     AL2023,
     BOTTLEROCKET,
@@ -18,7 +19,6 @@ from llm_eks.manifests.node_pools.specs import (
     LABEL_AMI_FAMILY,
     LABEL_NODE_POOL,
     NEURON,
-    NODE_CLASS_FOR_VENDOR,
     CpuPoolSpec,
     GpuPoolSpec,
     NodePoolsProps,
@@ -133,9 +133,10 @@ class NodePoolsChart(cdk8s.Chart):
         self.props = props
         self.node_classes: dict[str, cdk8s.ApiObject] = {}
         self.node_pools: dict[str, cdk8s.ApiObject] = {}
-        for vendor in sorted({pool.vendor for pool in props.gpu_pools}, key=NODE_CLASS_FOR_VENDOR.__getitem__):
-            pools = [pool for pool in props.gpu_pools if pool.vendor == vendor]
-            self._add("EC2NodeClass", NODE_CLASS_FOR_VENDOR[vendor], self._gpu_node_class(vendor, pools))
+        # One node class per vendor, and one of its own for each family with EFA (per EFA count) or reservations.
+        for node_class in sorted({pool.node_class for pool in props.gpu_pools}):
+            pools = [pool for pool in props.gpu_pools if pool.node_class == node_class]
+            self._add("EC2NodeClass", node_class, self._gpu_node_class(node_class, pools))
         if props.cpu_pool is not None:
             self._add("EC2NodeClass", CPU_NODE_CLASS, self._cpu_node_class(props.cpu_pool))
         for pool in props.gpu_pools:
@@ -171,11 +172,20 @@ class NodePoolsChart(cdk8s.Chart):
             "tags": {"llm-eks.io/node-class": name, **p.tags},
         }
 
-    def _gpu_node_class(self, vendor: str, pools: list[GpuPoolSpec]) -> dict[str, Any]:
+    def _gpu_node_class(self, name: str, pools: list[GpuPoolSpec]) -> dict[str, Any]:
         p = self.props
-        name = NODE_CLASS_FOR_VENDOR[vendor]
+        vendor, efa, reservation = pools[0].vendor, pools[0].efa_interfaces, pools[0].reservation
         nvme = any(pool.nvme for pool in pools)
         spec = self._node_class_base(name)
+        if efa:
+            # ENA on card 0, EFA-only everywhere else (efa.py); every node in the pool's cluster placement group.
+            spec["networkInterfaces"] = network_interfaces(efa)
+            spec["placementGroupSelector"] = {"id": p.placement_groups[name]}
+            # EC2 refuses a public IP on an instance with several interfaces (nodes are in private subnets anyway).
+            spec["associatePublicIPAddress"] = False
+        if reservation is not None:
+            # Only the reservations listed here: Karpenter never matches "open" ODCRs by itself.
+            spec["capacityReservationSelectorTerms"] = reservation.selector_terms()
         spec["blockDeviceMappings"] = _block_devices(
             p.ami_family, p.root_volume_gib, fast=True, snapshot_id=p.image_snapshot_id
         )
@@ -222,14 +232,19 @@ class NodePoolsChart(cdk8s.Chart):
         }
 
     def _gpu_node_pool(self, pool: GpuPoolSpec) -> dict[str, Any]:
+        labels = {LABEL_NODE_POOL: pool.name, LABEL_ACCELERATOR: pool.vendor}
+        if pool.efa_interfaces:
+            # The EFA device plugin runs on these nodes only.
+            labels[LABEL_EFA] = "true"
         template = self._template(
             pool.node_class,
-            {LABEL_NODE_POOL: pool.name, LABEL_ACCELERATOR: pool.vendor},
+            labels,
             [
                 _requirement("karpenter.k8s.aws/instance-family", "In", [pool.instance_family]),
                 _requirement("node.kubernetes.io/instance-type", "In", list(pool.instance_types)),
-                # Both allowed: Karpenter launches Spot first and falls back to on-demand within milliseconds when
-                # EC2 reports no Spot capacity for every planned size in every zone.
+                # Spot and on-demand: Karpenter launches Spot first and falls back to on-demand within milliseconds
+                # when EC2 reports no Spot capacity for every planned size in every zone. With "reserved" it tries
+                # the node class's reservations before either; "reserved" alone launches nothing else.
                 _requirement(CAPACITY_TYPE_LABEL, "In", list(pool.capacity_types)),
             ],
             pool.disruption,

@@ -12,6 +12,13 @@ from llm_eks import aws_ids
 from llm_eks.catalog import accelerators as catalog
 from llm_eks.errors import fail
 from llm_eks.manifests.disruption import CPU_DISRUPTION, GPU_DISRUPTION, Disruption
+from llm_eks.manifests.node_pools.reserved import (
+    CAPACITY_BLOCK_DRAIN,
+    CAPACITY_BLOCK_DRAIN_SECONDS,
+    RESERVED,
+    ReservedCapacity,
+    duration_seconds,
+)
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
 
 # Labels every pool puts on its nodes; workloads and DaemonSets select on them (never on instance types).
@@ -24,6 +31,8 @@ LABEL_AMI_FAMILY = "llm-eks.io/ami-family"
 DISCOVERY_TAG = "karpenter.sh/discovery"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 CAPACITY_TYPES = ("spot", "on-demand")
+# With capacity reservations a GPU pool may also launch `reserved` capacity (reserved.py), which Karpenter prefers.
+POOL_CAPACITY_TYPES = (RESERVED, *CAPACITY_TYPES)
 
 NVIDIA = "nvidia"
 NEURON = "neuron"
@@ -74,12 +83,21 @@ def _is_token(value: str) -> bool:
     return "${Token[" in value
 
 
-def _check_capacity_types(path: str, values: tuple[str, ...]) -> None:
+def _check_capacity_types(path: str, values: tuple[str, ...], *, reserved: bool = False) -> None:
+    """'spot' and/or 'on-demand'; with `reserved` (a pool with capacity reservations) 'reserved' too."""
     if not values:
-        raise fail(path, values, "must list 'spot', 'on-demand' or both")
+        raise fail(
+            path,
+            values,
+            "must list 'reserved', 'spot' or 'on-demand'" if reserved else "must list 'spot', 'on-demand' or both",
+        )
+    allowed = POOL_CAPACITY_TYPES if reserved else CAPACITY_TYPES
     for i, value in enumerate(values):
-        if value not in CAPACITY_TYPES:
-            raise fail(f"{path}[{i}]", value, "must be 'spot' or 'on-demand'")
+        if value not in allowed:
+            if reserved:
+                raise fail(f"{path}[{i}]", value, "must be 'reserved', 'spot' or 'on-demand'")
+            extra = " (or 'reserved', with a reservation)" if value == RESERVED else ""
+            raise fail(f"{path}[{i}]", value, f"must be 'spot' or 'on-demand'{extra}")
     if len(set(values)) != len(values):
         raise fail(path, values, "must not repeat a capacity type")
 
@@ -111,6 +129,12 @@ class GpuPoolSpec:
     has_nvme: bool | None = None
     # Never evicts a running inference pod; one node at a time (see Disruption).
     disruption: Disruption = GPU_DISRUPTION
+    # EFA-only interfaces on each node, for replicas that span nodes (the instance's EFA count); 0: no EFA. Above 0
+    # the pool gets an EC2NodeClass of its own listing them, in a cluster placement group (efa.py).
+    efa_interfaces: int = 0
+    # Capacity reservations the pool launches into first; "reserved" must then be among capacity_types (alone: the
+    # pool launches nothing else). None: Spot and on-demand only.
+    reservation: ReservedCapacity | None = None
 
     @property
     def resource(self) -> str:
@@ -119,7 +143,14 @@ class GpuPoolSpec:
 
     @property
     def node_class(self) -> str:
-        return NODE_CLASS_FOR_VENDOR[self.vendor]
+        """The vendor's shared EC2NodeClass, or one of the family's own: EFA interfaces (per family and count) or
+        capacity reservations need one."""
+        shared = NODE_CLASS_FOR_VENDOR[self.vendor]
+        if self.efa_interfaces:
+            return f"{shared}-{self.instance_family}-efa{self.efa_interfaces}"
+        if self.reservation is not None:
+            return f"{shared}-{self.instance_family}"
+        return shared
 
     @property
     def accelerators(self) -> int:
@@ -169,7 +200,9 @@ class GpuPoolSpec:
                 self.accelerators_per_node,
                 f"must be {largest}, the accelerators of the largest planned size (or None)",
             )
-        _check_capacity_types(f"{path}.capacity_types", self.capacity_types)
+        _check_capacity_types(f"{path}.capacity_types", self.capacity_types, reserved=self.reservation is not None)
+        self._validate_reservation(path)
+        self._validate_efa(path)
         if self.accelerator_limit < largest:
             raise fail(
                 f"{path}.accelerator_limit",
@@ -186,6 +219,37 @@ class GpuPoolSpec:
 
     def _largest_size(self) -> str:
         return max(self.instance_types, key=lambda t: catalog.INSTANCE_TYPES[t].accelerators)
+
+    def _validate_reservation(self, path: str) -> None:
+        if self.reservation is None:
+            return
+        self.reservation.validate(f"{path}.reservation")
+        if RESERVED not in self.capacity_types:
+            raise fail(
+                f"{path}.capacity_types",
+                self.capacity_types,
+                "must include 'reserved' with a reservation (Karpenter launches into it only then)",
+            )
+        grace = self.disruption.termination_grace_period
+        if self.reservation.capacity_block and duration_seconds(grace) > CAPACITY_BLOCK_DRAIN_SECONDS:
+            raise fail(
+                f"{path}.disruption.termination_grace_period",
+                grace,
+                f"must be at most {CAPACITY_BLOCK_DRAIN} for a Capacity Block: Karpenter drains its nodes 40 minutes "
+                "before the block ends and EC2 terminates them 10 minutes later",
+            )
+
+    def _validate_efa(self, path: str) -> None:
+        if self.efa_interfaces < 0:
+            raise fail(f"{path}.efa_interfaces", self.efa_interfaces, "must be 0 (no EFA) or more")
+        for instance_type in self.instance_types if self.efa_interfaces else ():
+            offered = catalog.INSTANCE_TYPES[instance_type].efa_interfaces
+            if offered < self.efa_interfaces:
+                raise fail(
+                    f"{path}.efa_interfaces",
+                    self.efa_interfaces,
+                    f"must be at most {offered}, the EFA interfaces of {instance_type} (Karpenter would drop the type)",
+                )
 
 
 @dataclass(frozen=True)
@@ -260,6 +324,14 @@ class NodePoolsProps:
     subnet_ids: tuple[str, ...] = ()
     # Extra EC2 tags for every node Karpenter launches (cost allocation); Karpenter adds its own ownership tags.
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The cluster placement group (its id, pg-..., or a CDK token for one) of each EFA node class, by node class
+    # name (GpuPoolSpec.node_class): every EFA pool's nodes in one AZ and network segment. The stack creates them.
+    placement_groups: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def efa_node_classes(self) -> tuple[str, ...]:
+        """The EC2NodeClasses of the EFA pools, each of which needs a placement group."""
+        return tuple(sorted({pool.node_class for pool in self.gpu_pools if pool.efa_interfaces}))
 
     @property
     def resolved_ami_version(self) -> str:
@@ -280,6 +352,15 @@ class NodePoolsProps:
             pool.validate(f"gpu_pools[{i}]")
         if self.cpu_pool is not None:
             self.cpu_pool.validate("cpu_pool")
+        classes: dict[str, GpuPoolSpec] = {}
+        for i, pool in enumerate(self.gpu_pools):
+            first = classes.setdefault(pool.node_class, pool)
+            if first.reservation != pool.reservation:
+                raise fail(
+                    f"gpu_pools[{i}].reservation",
+                    pool.reservation,
+                    f"must equal that of {first.name}: both launch from node class {pool.node_class}",
+                )
         seen = {self.cpu_pool.name} if self.cpu_pool is not None else set()
         for i, pool in enumerate(self.gpu_pools):
             if pool.name in seen:
@@ -315,6 +396,29 @@ class NodePoolsProps:
         for key in self.tags:
             if not key or key in _RESERVED_TAGS or key.startswith(_RESERVED_TAG_PREFIXES):
                 raise fail(f"tags.{key}", self.tags[key], "uses a tag key Karpenter reserves for node ownership")
+        self._validate_placement_groups()
+
+    def _validate_placement_groups(self) -> None:
+        wanted = self.efa_node_classes
+        for node_class in wanted:
+            group = self.placement_groups.get(node_class)
+            if group is None:
+                raise fail(
+                    "placement_groups",
+                    dict(self.placement_groups),
+                    f"must name the cluster placement group (pg-...) of EFA node class {node_class}",
+                )
+            if not _is_token(group) and not aws_ids.PLACEMENT_GROUP_ID.match(group):
+                raise fail(
+                    f"placement_groups.{node_class}", group, "must be a placement group id like pg-0123456789abcdef0"
+                )
+        for node_class in self.placement_groups:
+            if node_class not in wanted:
+                raise fail(
+                    "placement_groups",
+                    node_class,
+                    f"must be an EFA node class of the pools: {', '.join(wanted) or 'none has EFA'}",
+                )
 
     def _validate_ami(self) -> None:
         if self.ami_family not in AMI_FAMILIES:

@@ -11,6 +11,8 @@ from constructs import Construct
 
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object
 from llm_eks.manifests.pods import (
+    POD_INTERFACE,
+    SOCKET_INTERFACE_ENV,
     container_security_context,
     hf_token_env,
     hf_token_mount,
@@ -32,6 +34,7 @@ from llm_eks.manifests.ray_serve.props import (
 )
 from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
 from llm_eks.planner.engine import ray_engine_kwargs
+from llm_eks.planner.result import EFA_RESOURCE
 
 
 def _typed_engine_kwargs(p: RayServeProps) -> dict[str, Any]:
@@ -195,6 +198,11 @@ def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
     if p.worker_ephemeral_storage is not None:
         extra["ephemeral-storage"] = p.worker_ephemeral_storage
     env = [{"name": RAY_DRAIN_TIMEOUT_ENV, "value": str(p.drain_timeout_seconds)}]
+    if p.nodes_per_replica > 1:
+        # As the vLLM chart's groups (manifests/vllm/pod.py): NCCL and Gloo on the pod's own interface.
+        env += [{"name": name, "value": POD_INTERFACE} for name in SOCKET_INTERFACE_ENV]
+    if p.efa_interfaces:
+        extra[EFA_RESOURCE] = str(p.efa_interfaces)
     container: dict[str, Any] = {
         "name": "ray-worker",
         "image": p.image,

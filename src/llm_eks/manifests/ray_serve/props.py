@@ -119,6 +119,9 @@ class RayServeProps:
     create_namespace: bool = True
     # Ray Serve LLM runs vLLM on CUDA GPUs here; Neuron needs a different engine build.
     gpu_resource: str = "nvidia.com/gpu"
+    # EFA interfaces each worker of a replica spanning nodes requests (vpc.amazonaws.com/efa, all of its node's);
+    # 0: none (the replica's nodes then talk over TCP).
+    efa_interfaces: int = 0
     image: str = RAY_LLM_IMAGE
     ray_version: str = RAY_VERSION
     # GCS, dashboard, Serve controller and proxy for one model: 2 CPUs / 8 GiB (KubeRay's LLM samples use 2 CPUs).
@@ -210,6 +213,7 @@ def validate(p: RayServeProps) -> None:
     if p.gpu_resource != "nvidia.com/gpu":
         raise _fail("gpu_resource", p.gpu_resource, "must be nvidia.com/gpu (Ray Serve LLM runs vLLM on CUDA here)")
     _at_least("gpus_per_worker", p.gpus_per_worker, 1)
+    _at_least("efa_interfaces", p.efa_interfaces, 0)
     _at_least("tensor_parallel_size", p.tensor_parallel_size, 1)
     _at_least("pipeline_parallel_size", p.pipeline_parallel_size, 1)
     if p.tensor_parallel_size > p.gpus_per_worker:

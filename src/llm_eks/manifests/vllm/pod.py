@@ -28,6 +28,7 @@ from llm_eks.manifests.weights_staging import (
     wait_for_weights_init_container,
 )
 from llm_eks.planner.engine import parallel_flags, vllm_flags
+from llm_eks.planner.result import EFA_RESOURCE
 
 # "server": the one pod of a single-node replica; "leader"/"worker": the pods of a LeaderWorkerSet group.
 Role: TypeAlias = Literal["server", "leader", "worker"]
@@ -40,33 +41,56 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
 
 
+def data_parallel_size_local(p: VllmProps) -> int | None:
+    """The data-parallel ranks on each pod of a replica whose ranks span nodes; None when they do not."""
+    if p.data_parallel_size == 1 or p.nodes_per_replica == 1:
+        return None
+    return p.accelerators_per_pod // p.tensor_parallel_size
+
+
 def container_args(p: VllmProps, role: Role = "server") -> list[str]:
     """`vllm serve` arguments after the subcommand: the model, the chart-owned flags, the engine settings, then
-    the extra flags. A replica spanning nodes adds vLLM 0.33's multiprocessing multi-node flags
-    (vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py): every pod of a LeaderWorkerSet group gets
-    --nnodes and the leader's address as --master-addr; the leader is rank 0 and serves, each worker takes its
-    rank from LWS_WORKER_INDEX and runs --headless (no API server, its executor joins the leader's)."""
+    the extra flags. A replica spanning nodes adds vLLM 0.33's multi-node flags (vllm/engine/arg_utils.py,
+    vllm/entrypoints/cli/serve.py), the leader's address from LWS_LEADER_ADDRESS, which LeaderWorkerSet injects
+    into every container of a group. Tensor x pipeline parallelism (the multiprocessing backend): every pod gets
+    --nnodes and --master-addr, the leader is rank 0 and serves, each worker takes its --node-rank from
+    LWS_WORKER_INDEX and runs --headless. Data parallelism: every pod names the leader as --data-parallel-address,
+    the leader serves ranks 0 to local - 1, each worker runs its ranks --headless from the start rank its command
+    computes (container_command)."""
+    local = data_parallel_size_local(p)
     args = [p.model, "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", p.served_model_name]
-    args += parallel_flags(p.tensor_parallel_size, p.pipeline_parallel_size)
+    args += parallel_flags(
+        p.tensor_parallel_size, p.pipeline_parallel_size, p.data_parallel_size, local, p.expert_parallel
+    )
     args += ["--shutdown-timeout", str(p.shutdown_timeout_seconds)]
     if p.weights == "s3":
         args += ["--load-format", "runai_streamer"]
     if role != "server":
-        # $(VAR) is expanded by the kubelet from the env LeaderWorkerSet injects into every container of a group.
-        rank = "0" if role == "leader" else f"$({LWS_WORKER_INDEX})"
-        args += ["--nnodes", str(p.nodes_per_replica), "--node-rank", rank, "--master-addr", f"$({LWS_LEADER_ADDRESS})"]
+        # $(VAR) is expanded by the kubelet from the container's env.
+        if local is None:
+            rank = "0" if role == "leader" else f"$({LWS_WORKER_INDEX})"
+            args += ["--nnodes", str(p.nodes_per_replica), "--node-rank", rank]
+            args += ["--master-addr", f"$({LWS_LEADER_ADDRESS})"]
+        else:
+            args += ["--data-parallel-address", f"$({LWS_LEADER_ADDRESS})"]
         if role == "worker":
             args.append("--headless")
     return args + vllm_flags(p.engine) + list(p.extra_engine_args)
 
 
-def container_command(p: VllmProps) -> list[str]:
-    """`vllm serve` (explicit, whatever the image's ENTRYPOINT), behind a shell that exports the API key file as
-    VLLM_API_KEY when there is one. `exec` leaves vLLM as PID 1, so SIGTERM still starts its drain."""
-    if p.api_key_secret is None:
+def container_command(p: VllmProps, role: Role = "server") -> list[str]:
+    """`vllm serve` (explicit, whatever the image's ENTRYPOINT), behind a shell when there is something to compute:
+    the API key file exported as VLLM_API_KEY, or a data-parallel worker's first rank (its LWS_WORKER_INDEX x the
+    ranks per pod; the kubelet's $(VAR) cannot multiply). `exec` leaves vLLM as PID 1, so SIGTERM still starts its
+    drain."""
+    steps = [export_key("VLLM_API_KEY")] if p.api_key_secret is not None else []
+    local = data_parallel_size_local(p)
+    start_rank = f" --data-parallel-start-rank $(({LWS_WORKER_INDEX} * {local}))" if role == "worker" and local else ""
+    if not steps and not start_rank:
         return ["vllm", "serve"]
+    serve = f'exec vllm serve "$@"{start_rank}'
     # "$@" are container_args: no quoting to get wrong; $0 names the process in shell errors.
-    return ["/bin/sh", "-c", f'{export_key("VLLM_API_KEY")}; exec vllm serve "$@"', "vllm"]
+    return ["/bin/sh", "-c", "; ".join([*steps, serve]), "vllm"]
 
 
 def container_env(p: VllmProps) -> list[dict[str, str]]:
@@ -88,6 +112,13 @@ def container_env(p: VllmProps) -> list[dict[str, str]]:
     if p.staged_weights is not None:
         # The bucket's name, for $(LLM_EKS_WEIGHTS_BUCKET) in the model argument.
         env.append(bucket_env())
+    if p.nodes_per_replica > 1:
+        # NCCL and Gloo on the pod's own interface (pods.POD_INTERFACE says why, and what is left unset).
+        env += [{"name": name, "value": pods.POD_INTERFACE} for name in pods.SOCKET_INTERFACE_ENV]
+    if p.efa_interfaces:
+        # NCCL's init and network lines name the transport it chose: "NET/OFI Selected provider is efa" with the EFA
+        # userspace in the image, "Using network Socket" when it fell back to TCP (docs: Largest models).
+        env += [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"}]
     return env
 
 
@@ -128,6 +159,11 @@ def serving_pod_spec(
     """The pod spec of a server, a group leader or a group worker. A worker serves no HTTP, so it has no probes;
     the group is recreated when any of its pods fails (LeaderWorkerSet's RecreateGroupOnPodRestart)."""
     accelerators = str(p.accelerators_per_pod)
+    # Extended resources: the request equals the limit. The EFA devices of the node go to its one serving pod.
+    devices = {
+        p.accelerator_resource: accelerators,
+        **({EFA_RESOURCE: str(p.efa_interfaces)} if p.efa_interfaces else {}),
+    }
     volumes: list[dict[str, Any]] = [
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": p.shm_size}},
         {"name": "cache", "emptyDir": {"sizeLimit": p.cache_size}},
@@ -150,7 +186,7 @@ def serving_pod_spec(
         "name": "vllm",
         "image": p.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": container_command(p),
+        "command": container_command(p, role),
         "args": container_args(p, role),
         "env": container_env(p),
         "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
@@ -162,9 +198,9 @@ def serving_pod_spec(
                 "cpu": p.cpu,
                 "memory": p.memory,
                 "ephemeral-storage": p.cache_size,
-                p.accelerator_resource: accelerators,
+                **devices,
             },
-            "limits": {"memory": p.memory, p.accelerator_resource: accelerators},
+            "limits": {"memory": p.memory, **devices},
         },
         "volumeMounts": mounts,
     }

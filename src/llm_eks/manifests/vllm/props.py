@@ -50,6 +50,14 @@ _CHART_FLAGS = {
     "--node-rank": "the chart sets it from the pod's place in its LeaderWorkerSet group",
     "--master-addr": "the chart sets it to the group's leader (LWS_LEADER_ADDRESS)",
     "--headless": "the chart sets it on the workers of a replica spanning nodes",
+    "--data-parallel-size": "the chart sets it from data_parallel_size",
+    "-dp": "the chart sets it from data_parallel_size",
+    "--data-parallel-size-local": "the chart sets it from the ranks on each pod of a replica spanning nodes",
+    "--data-parallel-start-rank": "the chart sets it from the pod's place in its LeaderWorkerSet group",
+    "--data-parallel-address": "the chart sets it to the group's leader (LWS_LEADER_ADDRESS)",
+    "--data-parallel-rpc-port": "the chart sets it on a replica whose data-parallel ranks span nodes",
+    "--enable-expert-parallel": "the chart sets it from expert_parallel",
+    "-ep": "the chart sets it from expert_parallel",
 }
 # Switches of the removed V0 engine, or defaults the V1 engine already has (DESIGN.md).
 _STALE_FLAGS = {
@@ -94,11 +102,19 @@ class VllmProps:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     # Single-node pipeline parallelism is rare (tensor parallelism is faster within a node).
     pipeline_parallel_size: int = 1
+    # vLLM's data-parallel ranks of one replica (a MoE model's attention per rank; 1: none), each of
+    # tensor_parallel_size accelerators; across nodes each pod runs accelerators_per_pod / tensor_parallel_size.
+    data_parallel_size: int = 1
+    # vLLM's --enable-expert-parallel: the routed experts spread over DP x TP accelerators instead of split by TP.
+    expert_parallel: bool = False
     # Nodes one replica spans: 1 is a Deployment; more is a LeaderWorkerSet whose groups run vLLM's multiprocessing
     # backend across nodes (--nnodes, the leader serving, the workers --headless).
     nodes_per_replica: int = 1
     # NVIDIA is the common case; aws.amazon.com/neuron for Inferentia/Trainium (with a Neuron image).
     accelerator_resource: str = "nvidia.com/gpu"
+    # EFA interfaces each pod of a replica spanning nodes requests (vpc.amazonaws.com/efa, all of its node's), so the
+    # EFA device plugin hands it the node's EFA devices; 0: none (the nodes of a replica then talk over TCP).
+    efa_interfaces: int = 0
     # hf needs nothing prepared; s3 (Run:ai streamer) starts faster once the weights are copied to a bucket.
     weights: Literal["hf", "s3"] = "hf"
     # Secrets Manager secret NAME holding the Hugging Face token; None for public models (or S3 weights).
@@ -195,21 +211,39 @@ def validate_vllm_props(p: VllmProps) -> None:
     for name, value in (
         ("tensor_parallel_size", p.tensor_parallel_size),
         ("pipeline_parallel_size", p.pipeline_parallel_size),
+        ("data_parallel_size", p.data_parallel_size),
     ):
         _at_least(name, value, 1)
+    if p.data_parallel_size > 1 and p.pipeline_parallel_size > 1:
+        raise ConfigError(
+            f"data_parallel_size: {p.data_parallel_size} is not allowed with pipeline_parallel_size "
+            f"{p.pipeline_parallel_size}; data-parallel ranks here are tensor-parallel only (use 1 for either)"
+        )
     _at_least("accelerators_per_node", p.accelerators_per_node, 1)
     _at_least("nodes_per_replica", p.nodes_per_replica, 1)
+    _at_least("efa_interfaces", p.efa_interfaces, 0)
+    if p.efa_interfaces and p.nodes_per_replica == 1:
+        raise ConfigError(
+            f"efa_interfaces: {p.efa_interfaces} is not allowed with nodes_per_replica 1; EFA carries the traffic "
+            "between the nodes of a replica (use 0)"
+        )
     if p.tensor_parallel_size > p.accelerators_per_node:
         raise ConfigError(
             f"tensor_parallel_size: {p.tensor_parallel_size} is not allowed; must be at most "
             f"{p.accelerators_per_node} (accelerators per node)"
         )
-    world = p.tensor_parallel_size * p.pipeline_parallel_size
+    world = p.tensor_parallel_size * p.pipeline_parallel_size * p.data_parallel_size
     if p.accelerators_per_pod * p.nodes_per_replica != world:
         raise ConfigError(
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must equal tensor_parallel_size x "
-            f"pipeline_parallel_size / nodes_per_replica ({world} / {p.nodes_per_replica}), a whole number "
-            "(vLLM splits the ranks evenly over the nodes)"
+            f"pipeline_parallel_size x data_parallel_size / nodes_per_replica ({world} / {p.nodes_per_replica}), "
+            "a whole number (vLLM splits the ranks evenly over the nodes)"
+        )
+    if p.data_parallel_size > 1 and p.accelerators_per_pod % p.tensor_parallel_size:
+        raise ConfigError(
+            f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed with data_parallel_size "
+            f"{p.data_parallel_size}; each pod runs whole data-parallel ranks of tensor_parallel_size "
+            f"{p.tensor_parallel_size} accelerators"
         )
     if p.accelerators_per_pod > p.accelerators_per_node:
         raise ConfigError(

@@ -1,0 +1,74 @@
+"""`llm-eks verify`: hold a deployed environment against its plan, through the kubeconfig alone.
+
+    llm-eks verify --env prod [--kubeconfig PATH] [--context NAME] [--window 1h] [--json] [--record FILE]
+
+A table by default (llm_eks.verify.report), `--json` for machines. Exit 0 when every check is ok or unknown, 1 on
+any drift or breach, 2 on an error (one line: no kubeconfig, API server or Prometheus unreachable, unknown env).
+The cluster side (kubernetes client, cdk8s for the charts' props) is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from llm_eks.cli.environments import environment
+
+
+def add_parser(commands: Any) -> None:
+    """Register `verify` on the CLI's subcommands."""
+    v = commands.add_parser(
+        "verify",
+        help="check a deployed environment against its plan: nodes, pods, engine args, KV cache, latency, routes",
+        description="Read the environment's cluster through your kubeconfig (the API server, and its service proxy "
+        "to Prometheus in namespace monitoring) and compare it with the plan: NodePools and GPU nodes, serving pods "
+        "and their vLLM arguments, the KV cache vLLM sized, TTFT and ITL over --window against the SLO and the "
+        "plan's estimates, the gateway's routes, and each pod's start-up. Exit 0 when every check is ok or "
+        "unknown, 1 on any drift or breach, 2 on an error.",
+    )
+    v.add_argument("--env", metavar="NAME", required=True, help="environment in --context-file")
+    v.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    v.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: the kubernetes client's: $KUBECONFIG, else ~/.kube/config)",
+    )
+    v.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current-context)")
+    v.add_argument(
+        "--window",
+        default="1h",
+        metavar="DURATION",
+        help="Prometheus range the latency percentiles and rates cover (default: 1h)",
+    )
+    v.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    v.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write what was observed as calibration points (one per workload, the latency fixture's shape)",
+    )
+    v.set_defaults(func=verify_command)
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    from llm_eks.images.lock import LOCK_FILE, load_lock
+    from llm_eks.verify.prometheus import window_seconds
+    from llm_eks.verify.record import write_points
+    from llm_eks.verify.report import table, to_json
+    from llm_eks.verify.rows import exit_code
+    from llm_eks.verify.run import verify
+
+    window_seconds(args.window)
+    config = environment(args)
+    result = verify(
+        config,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        window=args.window,
+        # The lock next to cdk.json, as `cdk synth` reads it: the images verify expects are the deployed ones.
+        images=load_lock(Path(args.context_file).parent / LOCK_FILE),
+    )
+    if args.record is not None:
+        write_points(args.record, result.points)
+    print(to_json(result.report) if args.json else table(result.report))
+    return exit_code(result.report.rows)

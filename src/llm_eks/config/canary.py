@@ -1,0 +1,62 @@
+"""A workload's next version (`canary` in a workload of `workloads`): what differs from the version that serves
+now, and how traffic moves to it. The next version is served beside the current one as a workload of its own
+(`<key>-canary`: its namespace, Deployment, InferencePool and picker, autoscaling and alerts), and the current
+version's HTTPRoute splits traffic between the two pools by weight."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_eks.config.workload_options import ReplicasConfig
+from llm_eks.errors import ConfigError, fail
+
+# The canary's key and namespace suffix: workload `llama` -> `llama-canary` (namespace inference-llama-canary).
+CANARY_SUFFIX = "-canary"
+# What a next version may change: the checkpoint, its format, the engine image and the engine's memory arguments.
+# The model itself stays (clients keep asking for the same name); another model is another workload.
+OVERRIDES = ("revision", "weight_format", "image", "kv_cache_dtype", "gpu_memory_utilization", "max_num_seqs")
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """The next version and its rollout. Every override left out is the current version's."""
+
+    # The Hub commit of the next checkpoint (production: 40 hex, as `revision`).
+    revision: str | None = None
+    # Its format (fp8, awq, ...): the plan of the next version may then pick other GPUs.
+    weight_format: str | None = None
+    # The next serving image (an engine release), e.g. vllm/vllm-openai:v0.33.1@sha256:...; production needs the
+    # digest unless images-by-tag is an accepted risk.
+    image: str | None = None
+    # The engine's KV-cache dtype (e.g. fp8): more tokens per GPU, checked against the SLO like the rest.
+    kv_cache_dtype: str | None = None
+    # vLLM's share of GPU memory for the next version (its plan and KV cache follow).
+    gpu_memory_utilization: float | None = None
+    # vLLM's --max-num-seqs for the next version.
+    max_num_seqs: int | None = None
+    # The next version's replicas; None: the current version's (at weight 100 it carries all the traffic).
+    replicas: ReplicasConfig | None = None
+    # The share of requests the next version gets when this config is deployed (0-100). 0: its pods start and
+    # warm up, but the route sends them nothing until `llm-eks canary` raises the weight.
+    weight: int = 0
+    # The weights `llm-eks canary` walks through, verifying the next version at each before the next step.
+    steps: tuple[int, ...] = (5, 25, 50, 100)
+    # How long each step is watched (its latency measured over this window) before the next.
+    hold_minutes: int = 10
+
+    def validate(self, path: str) -> None:
+        if not any(getattr(self, name) is not None for name in OVERRIDES):
+            raise ConfigError(
+                f"{path}: names no change; set at least one of {', '.join(OVERRIDES)} (what the next version changes)"
+            )
+        if not 0 <= self.weight <= 100:
+            raise fail(f"{path}.weight", self.weight, "must be 0 to 100 (the next version's share of requests)")
+        steps = list(self.steps)
+        if not steps or steps != sorted(set(steps)) or steps[0] < 1 or steps[-1] != 100:
+            raise fail(f"{path}.steps", steps, "must rise strictly from at least 1 and end at 100")
+        if not 1 <= self.hold_minutes <= 1440:
+            raise fail(f"{path}.hold_minutes", self.hold_minutes, "must be 1 to 1440 (a day)")
+
+
+def canary_key(key: str) -> str:
+    return key + CANARY_SUFFIX

@@ -1,0 +1,183 @@
+"""The promotion pipeline: one self-mutating CDK Pipeline (CodePipeline V2) that synthesizes the app from the
+repository, then deploys the environments in order (dev, staging, prod by default), each as a `cdk.Stage` holding
+its `InferenceStack` under the stack's own name (so an environment deployed by hand before is updated, not
+duplicated). Approved stages wait for a person first; every stage ends with `llm-eks verify` run inside that
+environment's VPC by its VerifyRunner (the verify step only starts it: verify_stage.sh), so a stage whose cluster
+breaches or drifts from its plan stops the promotion there.
+
+Cross-account: the artifact bucket has a KMS key (cross_account_keys, rotated), and each environment's account must
+be bootstrapped to trust the pipeline's (`cdk bootstrap --trust <pipeline account>`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from importlib import resources
+
+import aws_cdk as cdk
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_codepipeline as codepipeline
+from aws_cdk import aws_iam as iam
+from aws_cdk import pipelines
+from constructs import Construct
+
+from llm_eks.config import EnvironmentConfig
+from llm_eks.config.pipeline import PipelineConfig
+from llm_eks.constructs.nag import acknowledge, iam5_findings
+from llm_eks.constructs.verify_runner import launcher_role_name
+from llm_eks.infra.stack import InferenceStack
+from llm_eks.infra.workloads import Workload
+from llm_eks.planner import Plan
+
+# The CDK CLI the pipeline's synth and self-mutation steps use: package.json's pin (a test keeps them equal).
+CDK_CLI_VERSION = "2.1148.1"
+PIPELINE_STACK_NAME = "LlmEks-pipeline"
+# The synth step runs the test suite and three synths: CodeBuild's 3 GB SMALL is too little for jsii and pytest -n 2.
+SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
+# Runtimes of CodeBuild's standard:7.0 (aws-codebuild-docker-images ubuntu/standard/7.0/runtimes.yml lists python
+# 3.11/3.12 and nodejs 18/20): pyproject.toml's Python, and the Node this repository's CI runs.
+RUNTIMES = {"python": "3.11", "nodejs": "20"}
+
+
+def verify_stage_script() -> str:
+    """The verify step's script (shipped with the package, so an app that imports llm-eks has it too)."""
+    return resources.files("llm_eks.infra").joinpath("verify_stage.sh").read_text()
+
+
+class EnvironmentStage(cdk.Stage):
+    """One environment as a pipeline stage: its InferenceStack in its own account and region."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        config: EnvironmentConfig,
+        plans: Sequence[Plan],
+        workloads: Sequence[Workload],
+        *,
+        verifier_account: str | None,
+    ) -> None:
+        super().__init__(scope, config.name, env=cdk.Environment(account=config.account, region=config.region))
+        self.config = config
+        self.stack = InferenceStack(
+            self, config, plans, workloads, stack_name=config.stack_name, verifier_account=verifier_account
+        )
+
+
+class PromotionPipelineStack(cdk.Stack):
+    """The pipeline (in `config.account`/`config.region`) and the order, approvals and verification of its stages."""
+
+    def __init__(self, scope: Construct, config: PipelineConfig, stages: Sequence[EnvironmentStage]) -> None:
+        super().__init__(
+            scope,
+            PIPELINE_STACK_NAME,
+            env=cdk.Environment(account=config.account, region=config.region),
+            description="llm-eks promotion pipeline: " + " -> ".join(s.config.name for s in stages),
+        )
+        s = config.source
+        self.source = pipelines.CodePipelineSource.connection(
+            s.repository, s.branch, connection_arn=s.connection_arn, trigger_on_push=True
+        )
+        self.pipeline = pipelines.CodePipeline(
+            self,
+            "Pipeline",
+            pipeline_name="llm-eks",
+            pipeline_type=codepipeline.PipelineType.V2,
+            synth=pipelines.ShellStep(
+                "Synth", input=self.source, commands=list(config.synth_commands), primary_output_directory="cdk.out"
+            ),
+            synth_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(
+                    build_image=codebuild.LinuxBuildImage.STANDARD_7_0, compute_type=SYNTH_COMPUTE
+                ),
+                partial_build_spec=codebuild.BuildSpec.from_object(
+                    {"phases": {"install": {"runtime-versions": RUNTIMES}}}
+                ),
+            ),
+            # Stages in other accounts read the artifacts: the bucket needs a KMS key, rotated yearly.
+            cross_account_keys=True,
+            enable_key_rotation=True,
+            cli_version=CDK_CLI_VERSION,
+            # No Docker: synth needs none (charts are JSON, no image or bundled asset is built).
+            docker_enabled_for_synth=False,
+        )
+        approved = set(config.approved([st.config.name for st in stages]))
+        self.verify_steps: dict[str, pipelines.CodeBuildStep] = {}
+        for stage in stages:
+            name = stage.config.name
+            pre: list[pipelines.Step] = []
+            if name in approved:
+                pre.append(
+                    pipelines.ManualApprovalStep(
+                        f"Promote-{name}",
+                        comment=(
+                            f"Promote to {name}: review the {stage.config.stack_name} change set and the last "
+                            "stage's verify log first"
+                        ),
+                    )
+                )
+            post: list[pipelines.Step] = []
+            if config.verify:
+                post.append(self._verify_step(stage))
+            self.pipeline.add_stage(stage, pre=pre, post=post)
+        self.pipeline.build_pipeline()
+        self._grant_codeconnections(config)
+        self._acknowledge()
+
+    def _verify_step(self, stage: EnvironmentStage) -> pipelines.CodeBuildStep:
+        runner = stage.stack.verify_runner
+        if runner is None:
+            raise TypeError(f"stage {stage.config.name} has no VerifyRunner")
+        config = stage.config
+        launcher = f"arn:{cdk.Aws.PARTITION}:iam::{config.account}:role/{launcher_role_name(config.name)}"
+        step = pipelines.CodeBuildStep(
+            f"Verify-{config.name}",
+            input=self.source,
+            env={"LLM_EKS_ENV": config.name},
+            env_from_cfn_outputs=runner.outputs,
+            commands=[f"bash -c {shlex.quote(verify_stage_script())}"],
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[launcher])],
+            # The wait for the build (verify_stage.sh polls at most 30 minutes) plus the upload.
+            timeout=cdk.Duration.minutes(40),
+        )
+        self.verify_steps[config.name] = step
+        return step
+
+    def _grant_codeconnections(self, config: PipelineConfig) -> None:
+        """CDK grants only codestar-connections:UseConnection; a connection whose ARN has the codeconnections
+        prefix (every connection the console made since July 2024) needs the new action name too (AWS
+        CodeConnections rename guide: the prefix in the policy must match the resource's)."""
+        source_stage = self.pipeline.pipeline.node.find_child("Source")
+        action = source_stage.node.find_child(config.source.repository.replace("/", "_"))
+        role = action.node.find_child("CodePipelineActionRole")
+        if not isinstance(role, iam.Role):
+            raise TypeError(f"the source action's role is a {type(role).__name__}")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["codeconnections:UseConnection"], resources=[config.source.connection_arn])
+        )
+
+    def _acknowledge(self) -> None:
+        """The wildcards of CDK Pipelines' generated policies, each by name on its policy, with why; a policy this
+        table does not know keeps its findings (synth fails on them)."""
+        for policy in self.node.find_all():
+            if isinstance(policy, iam.CfnPolicy):
+                reason = next((r for part, r in _GENERATED_POLICIES if part in policy.node.path), None)
+                if reason is not None:
+                    for finding in iam5_findings(policy, policy.policy_document):
+                        acknowledge(policy, finding, reason)
+        bucket = self.pipeline.pipeline.artifact_bucket.node.default_child
+        if isinstance(bucket, cdk.CfnResource):
+            acknowledge(
+                bucket, "S1", "Holds only pipeline artifacts (templates), KMS-encrypted; CloudTrail records the API."
+            )
+
+
+# Which generated policy is which (by construct path), and why its wildcards are what the role needs.
+_GENERATED_POLICIES = (
+    ("/Pipeline/Pipeline/Role/", "CodePipeline's role: its artifact bucket's objects and key, its action roles."),
+    ("/Source/", "The source action writes the checkout to the artifact bucket with the artifact key."),
+    ("/Build/Synth/", "The synth project: its own logs and report groups, the artifact objects and key."),
+    ("/Verify-", "The verify step: its own logs and report groups, the checkout's artifact objects and key."),
+    ("/UpdatePipeline/SelfMutation/", "Self-mutation: cdk bootstrap roles only (by tag), stacks and artifacts."),
+    ("/Assets/", "CDK Pipelines' asset publishing: one role for its publishing projects, bootstrap roles only."),
+)

@@ -1,0 +1,31 @@
+"""`llm-eks verify`: a deployed environment held against its plan, through the user's kubeconfig alone (the
+Kubernetes API server, and its service proxy to the environment's Prometheus).
+
+The modules, in the order data flows:
+
+    derive         the plan side: config and capacity plans -> EnvironmentPlan (expected), through the charts' props
+                   and rendering functions (the one module that loads cdk8s; imported only when a command runs)
+    kube           the API server: the kubeconfig, raw GETs, the objects the plan names (reads: what, and rbac: the
+                   ClusterRole that allows exactly that)
+    prometheus     the PromQL verify sends and the queries through the service proxy
+    checks*        pure functions: observed data + plan -> rows (nodes, pods, routes, metrics)
+    report         the table and the JSON; record: calibration points in the latency fixture's shape
+    run            one verification, end to end
+
+Importing this package loads neither aws_cdk nor cdk8s nor the kubernetes client.
+"""
+
+from llm_eks.manifests.verifier.rbac import cluster_role, cluster_role_binding, rbac_objects
+from llm_eks.verify.rows import FAILING, VERDICTS, Row, Verdict, exit_code, worst
+
+__all__ = [
+    "FAILING",
+    "VERDICTS",
+    "Row",
+    "Verdict",
+    "cluster_role",
+    "cluster_role_binding",
+    "exit_code",
+    "rbac_objects",
+    "worst",
+]

@@ -1,0 +1,35 @@
+"""Every check of `llm-eks verify`, in the report's order: the node pools and their nodes, then per workload its
+pods, arguments, KV cache, TTFT, ITL, route and start-up. Pure: observed data and the plan in, rows out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from llm_eks.verify.checks_metrics import kv_row, latency_rows
+from llm_eks.verify.checks_nodes import node_rows
+from llm_eks.verify.checks_pods import args_row, serving_row, startup_row
+from llm_eks.verify.checks_routes import route_row
+from llm_eks.verify.expected import EnvironmentPlan
+from llm_eks.verify.observed import NO_METRICS, ClusterState, WorkloadMetrics, WorkloadObjects, name
+from llm_eks.verify.rows import Row
+
+
+def evaluate(
+    plan: EnvironmentPlan,
+    state: ClusterState,
+    metrics: Mapping[str, WorkloadMetrics],
+    window: str,
+    now: datetime,
+) -> list[Row]:
+    rows = node_rows(plan.pools, state.node_pools, state.nodes)
+    nodes = {name(n): n for n in state.nodes}
+    for w in plan.workloads:
+        objs = state.workloads.get(w.name) or WorkloadObjects(owner=None)
+        m = metrics.get(w.name, NO_METRICS)
+        rows += [serving_row(w, objs), args_row(w, objs), kv_row(w, m), *latency_rows(w, m, window)]
+        route = route_row(w, objs)
+        if route is not None:
+            rows.append(route)
+        rows.append(startup_row(w, objs, nodes, now))
+    return rows

@@ -1,0 +1,163 @@
+"""The `EnvironmentPlan` of an environment, from its config and capacity plans through the props the charts are built
+from (`llm_eks.infra.workloads.build_workloads`) and the charts' own rendering functions: the vLLM arguments
+(`container_args`), the Ray Serve LLMConfig (`llm_config`), the HTTPRoute rules (`http_route`). Nothing here restates
+a chart's arithmetic, so a chart change moves what verify expects with it.
+
+This is the one verify module that loads cdk8s (through infra.workloads: the props modules live in the chart
+packages, whose `__init__` imports their charts); `llm_eks.verify` imports it only when a command runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+from llm_eks.catalog.accelerators import INSTANCE_TYPES
+from llm_eks.config import EnvironmentConfig
+from llm_eks.images.lock import ImageLock
+from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workloads
+from llm_eks.manifests.gateway import GatewayProps
+from llm_eks.manifests.gateway.pool import http_route
+from llm_eks.manifests.gateway.props import MODEL_HEADER, ModelRoute, PoolBackend
+from llm_eks.manifests.labels import VLLM_APP, selector_labels
+from llm_eks.manifests.ray_serve import llm_config
+from llm_eks.manifests.vllm import container_args
+from llm_eks.manifests.vllm.pod import Role
+from llm_eks.planner import Plan
+from llm_eks.verify.expected import EnvironmentPlan, PoolPlan, RoutePlan, WorkloadPlan
+
+# KubeRay 1.7.0 labels every Ray pod with its node type (ray-operator/controllers/ray/common/pod.go, labelPod; the
+# template's own labels cannot override it): the GPU workers are "worker".
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+
+
+def ttft_estimate_ms(plan: Plan) -> float | None:
+    """The plan's time-to-first-token estimate, when the planner makes one (None: not planned)."""
+    value = getattr(plan, "ttft_estimate_ms", None)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def environment_plan(
+    config: EnvironmentConfig, plans: Sequence[Plan], images: ImageLock | None = None
+) -> EnvironmentPlan:
+    """What `config`'s cluster should hold; `plans` in `config.served` order, `images` the app's lock file (so the
+    images verify expects are pinned as deployed)."""
+    workloads = build_workloads(config, plans, images=images)
+    served = [_workload(config, w, plan) for w, plan in zip(workloads, plans, strict=True)]
+    if workloads and workloads[0].gateway is not None:
+        gateway = workloads[0].gateway
+        served = [_with_route(s, gateway, route) for s, route in zip(served, gateway.routes, strict=True)]
+    return EnvironmentPlan(config.name, _pools(workloads, plans, served), tuple(served))
+
+
+def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPlan:
+    served = next(s for s in config.served if s.key == w.key)
+    slo = served.config.slo
+    common: dict[str, Any] = {
+        "key": w.key,
+        "served_model_name": plan.served_model_name,
+        "nodes_per_replica": plan.nodes_per_replica,
+        "pool": w.gpu_pool.name,
+        "instance_type": plan.instance_type,
+        "accelerator_name": plan.accelerator_name,
+        "accelerators_per_node": plan.instance.accelerators,
+        "kv_cache_tokens": plan.kv_cache_tokens,
+        "itl_estimate_ms": plan.itl_estimate_ms,
+        "ttft_estimate_ms": ttft_estimate_ms(plan),
+        "target_concurrency": plan.target_concurrency,
+        "slo_ttft_p99_ms": slo.ttft_p99_ms,
+        "slo_itl_p99_ms": slo.itl_p99_ms,
+        "start_warm_s": plan.cold_start.total_s,
+        "start_new_node_s": plan.cold_start.scale_out_s,
+        "model": plan.model.id,
+        "model_type": "moe" if plan.model.is_moe else "dense",
+        "weight_format": plan.weight_format,
+        "requested_weight_format": plan.request.weight_format,
+        "kv_cache_dtype": plan.kv_cache_dtype,
+        "tensor_parallel_size": plan.tensor_parallel_size,
+        "pipeline_parallel_size": plan.pipeline_parallel_size,
+    }
+    if isinstance(w, RayServeWorkload):
+        ray = w.ray
+        return WorkloadPlan(
+            name=ray.name,
+            namespace=ray.namespace,
+            engine="ray-serve",
+            owner_kind="RayService",
+            pod_selector=MappingProxyType({"app.kubernetes.io/instance": ray.name, RAY_NODE_TYPE_LABEL: "worker"}),
+            image=ray.image,
+            llm_config=MappingProxyType(llm_config(ray)),
+            metrics_job=ray.name,
+            # Ray Serve's autoscaler keeps at least one model replica (RayServeProps).
+            replicas_min=ray.min_replicas,
+            replicas_max=ray.max_replicas,
+            **common,
+        )
+    assert isinstance(w, VllmWorkload)
+    p = w.vllm
+    roles: tuple[Role, ...] = ("server",) if p.nodes_per_replica == 1 else ("leader", "worker")
+    return WorkloadPlan(
+        name=p.name,
+        namespace=p.namespace,
+        engine="vllm",
+        owner_kind="Deployment" if p.nodes_per_replica == 1 else "LeaderWorkerSet",
+        pod_selector=MappingProxyType(selector_labels(VLLM_APP, p.name)),
+        image=p.image,
+        args=MappingProxyType({role: tuple(container_args(p, role)) for role in roles}),
+        metrics_job=p.name,
+        # KEDA's bounds (0 with scale_to_zero).
+        replicas_min=w.autoscaling.min_replicas,
+        replicas_max=w.autoscaling.max_replicas,
+        **common,
+    )
+
+
+def _with_route(w: WorkloadPlan, gateway: GatewayProps, route: ModelRoute) -> WorkloadPlan:
+    """The route that sends to `w`: its own, or for a next version its current version's (the pair's one route)."""
+    current = route
+    if route.canary_of is not None:
+        current = next(r for r in gateway.routes if (r.name, r.namespace) == route.canary_of)
+    rendered = http_route(gateway, current)
+    backend = route.backend
+    pool = isinstance(backend, PoolBackend)
+    other = None
+    if current.next_version is not None:
+        nxt = current.next_version
+        other = (current.namespace, current.name) if route is not current else (nxt.namespace, nxt.pool)
+    plan = RoutePlan(
+        name=rendered["metadata"]["name"],
+        namespace=rendered["metadata"]["namespace"],
+        gateway=gateway.name,
+        gateway_namespace=gateway.namespace,
+        model_names=route.model_names,
+        rules=tuple(rendered["spec"]["rules"]),
+        backend_kind="InferencePool" if pool else "Service",
+        backend_name=route.name if pool else backend.service,  # type: ignore[union-attr]
+        pool_selector=MappingProxyType(dict(backend.selector)) if pool else None,
+        model_header=MODEL_HEADER,
+        pool_namespace=route.namespace,
+        other_pool=other,
+    )
+    return replace(w, route=plan)
+
+
+def _pools(
+    workloads: Sequence[Workload], plans: Sequence[Plan], served: Sequence[WorkloadPlan]
+) -> tuple[PoolPlan, ...]:
+    pools: dict[str, PoolPlan] = {}
+    for w, plan, s in zip(workloads, plans, served, strict=True):
+        pool = w.gpu_pool  # merged: the environment's sizes and the sum of the limits
+        have = pools.get(pool.name)
+        planned = (*have.planned_types, plan.instance_type) if have else (plan.instance_type,)
+        pools[pool.name] = PoolPlan(
+            name=pool.name,
+            instance_types=pool.instance_types,
+            planned_types=tuple(dict.fromkeys(planned)),
+            resource=pool.resource,
+            accelerator_limit=pool.accelerator_limit,
+            accelerators=MappingProxyType({t: INSTANCE_TYPES[t].accelerators for t in pool.instance_types}),
+            workloads=(*have.workloads, s.name) if have else (s.name,),
+        )
+    return tuple(pools.values())

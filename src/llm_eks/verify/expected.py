@@ -1,0 +1,128 @@
+"""What the cluster should hold, as plain data: one `PoolPlan` per GPU NodePool, one `WorkloadPlan` per workload
+(with its `RoutePlan` behind a gateway), together an `EnvironmentPlan`.
+
+Filled by `llm_eks.verify.derive` from the environment's config and plans, through the same functions the charts
+use; the checks read only these, so they stay pure and test without a chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+Engine: TypeAlias = Literal["vllm", "ray-serve"]
+# The object that owns a workload's serving pods.
+OwnerKind: TypeAlias = Literal["Deployment", "LeaderWorkerSet", "RayService"]
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """A GPU NodePool (karpenter.sh/v1) as the node-pools chart renders it."""
+
+    name: str
+    # The `node.kubernetes.io/instance-type In [...]` requirement: the planned sizes and their same-shape fallbacks.
+    instance_types: tuple[str, ...]
+    # The sizes the plans of its workloads chose.
+    planned_types: tuple[str, ...]
+    # The extended resource of its accelerators (nvidia.com/gpu) and the pool's limit on it.
+    resource: str
+    accelerator_limit: int
+    # Accelerators each allowed size has (catalog), what a node of it must advertise.
+    accelerators: Mapping[str, int]
+    # The workloads placed on it (their object names).
+    workloads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    """The HTTPRoute of a workload behind the environment's gateway (gateway.networking.k8s.io/v1)."""
+
+    name: str
+    namespace: str
+    gateway: str
+    gateway_namespace: str
+    # Every `model` the workload answers (the served name, then its LoRA adapters), matched exactly.
+    model_names: tuple[str, ...]
+    # What spec.rules must be (rendered by the gateway chart's own function).
+    rules: tuple[Mapping[str, Any], ...]
+    # "InferencePool" (vLLM: the pool of its pods) or "Service" (Ray Serve's `<name>-serve-svc`).
+    backend_kind: str
+    backend_name: str
+    # The InferencePool's pod selector (vLLM only).
+    pool_selector: Mapping[str, str] | None = None
+    # The header the payload processor sets from the request's `model` and the rules match on.
+    model_header: str = "X-Gateway-Model-Name"
+    # The InferencePool's namespace (None: the route's); a next version's pool is in its own.
+    pool_namespace: str | None = None
+    # With a canary: the other version's pool (namespace, name). The route may send to either or both, at whatever
+    # weights `llm-eks canary` or `llm-eks rollback` set since the deploy.
+    other_pool: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """One workload: where its pods are, what they run, and the plan's figures the metrics are held against."""
+
+    # Its key in `workloads` (None: the one-model `workload`) and its object name and namespace.
+    key: str | None
+    name: str
+    namespace: str
+    engine: Engine
+    owner_kind: OwnerKind
+    # The `model` clients send, and the `model_name` label of its vLLM metrics.
+    served_model_name: str
+    # Labels that select its serving pods (for Ray Serve: its GPU worker pods).
+    pod_selector: Mapping[str, str]
+    replicas_min: int
+    replicas_max: int
+    nodes_per_replica: int
+    # The image every serving pod runs (pinned by digest when images.lock.json has it).
+    image: str
+    # vLLM: the `vllm serve` arguments by pod role (server, or leader and worker of a LeaderWorkerSet group).
+    args: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    # Ray Serve: the LLMConfig serveConfigV2 must carry.
+    llm_config: Mapping[str, Any] | None = None
+    # The GPU NodePool and the planned instance type.
+    pool: str = ""
+    instance_type: str = ""
+    accelerator_name: str = ""
+    accelerators_per_node: int = 1
+    # The plan's figures.
+    kv_cache_tokens: int = 0
+    itl_estimate_ms: float = 0.0
+    # None: the plan has no TTFT estimate.
+    ttft_estimate_ms: float | None = None
+    target_concurrency: int = 0
+    # The SLO (config `slo`).
+    slo_ttft_p99_ms: float = 0.0
+    slo_itl_p99_ms: float = 0.0
+    # Cold start: a replica on a node that is already up (image, weights, warm-up) and on a new node (plus launch).
+    start_warm_s: float = 0.0
+    start_new_node_s: float = 0.0
+    # The Prometheus `job` label of its series (the Service for vLLM, the RayService for Ray Serve).
+    metrics_job: str = ""
+    # What a calibration point records besides the measurements.
+    model: str = ""
+    model_type: str = "dense"
+    weight_format: str = ""
+    # The weight format the config asked for (auto: the checkpoint's own), as the planner takes it.
+    requested_weight_format: str = "auto"
+    kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    route: RoutePlan | None = None
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+@dataclass(frozen=True)
+class EnvironmentPlan:
+    """Everything verify holds one environment's cluster against."""
+
+    environment: str
+    pools: tuple[PoolPlan, ...]
+    workloads: tuple[WorkloadPlan, ...]

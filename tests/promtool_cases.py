@@ -1,0 +1,475 @@
+"""promtool test cases for the rules one workload's PrometheusRule holds, and for KEDA's queries, on the series vLLM
+0.33 exports (vllm/v1/metrics/loggers.py: labels model_name = the served model name and engine = "0"; histogram
+buckets from vllm/v1/metrics/buckets.py, `le` as prometheus_client prints it: repr of the float, "0.05", "1.0") or,
+for Ray Serve, Ray's re-export of them (ray_vllm_*, plus a ReplicaId label), with the target labels a ServiceMonitor
+or PodMonitor adds.
+
+Every alert gets a case that must fire, with its labels and every annotation as Prometheus renders them, nothing
+before its `for` has passed, and a case that must not fire, next to a decoy (another model, job or namespace) that
+would fire a wrongly scoped expression. Every recording rule and KEDA query gets an exact expected sample: the
+inputs put each quantile where Prometheus's interpolation inside a bucket is exact, so the same figures hold on
+every platform (a fused multiply-add cannot change them).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from llm_eks.manifests.monitoring_drift import DRIFT, kv_cache_alert_limit
+from llm_eks.manifests.monitoring_targets import MonitoringTargets
+from llm_eks.manifests.promql import MetricSource
+
+# vLLM 0.33's default buckets (vllm/v1/metrics/buckets.py).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0)
+TTFT_BUCKETS += (40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
+ITL_BUCKETS += (80.0,)
+TTFT = "vllm:time_to_first_token_seconds_bucket"
+ITL = "vllm:inter_token_latency_seconds_bucket"
+BUCKETS = {TTFT: TTFT_BUCKETS, ITL: ITL_BUCKETS}
+# Samples: one a minute for an hour.
+SPAN = 60
+OTHER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One workload as Prometheus sees it: its rules, its series' names and labels, its thresholds and plan."""
+
+    # The PrometheusRule's name and groups, as synthesized.
+    rule_name: str
+    groups: list[dict[str, Any]]
+    source: MetricSource
+    namespace: str
+    model: str
+    # The scrape job (Service or RayService name).
+    job: str
+    targets: MonitoringTargets
+    planned_kv_cache_tokens: int | None
+    planned_itl_seconds: float | None
+    planned_ttft_seconds: float | None
+
+    @property
+    def prefix(self) -> str:
+        return "RayVllm" if self.source is MetricSource.RAY else "Vllm"
+
+    @property
+    def target_down(self) -> str:
+        return "RayServeTargetDown" if self.source is MetricSource.RAY else "VllmTargetDown"
+
+    def pod(self, n: int = 0) -> str:
+        return f"{self.job}-{'raycluster-gpu-worker' if self.source is MetricSource.RAY else '6b7f9c8d4'}-x2x{n}q"
+
+    def target(self, n: int = 0, job: str | None = None, namespace: str | None = None) -> dict[str, str]:
+        """The labels Prometheus gives every series of pod `n` (ServiceMonitor or PodMonitor target labels)."""
+        labels = {
+            "namespace": namespace or self.namespace,
+            "job": job or self.job,
+            "pod": self.pod(n),
+            "instance": f"10.0.1.{20 + n}:{8080 if self.source is MetricSource.RAY else 8000}",
+        }
+        if self.source is MetricSource.RAY:
+            labels |= {"ray_io_cluster": f"{self.job}-raycluster-k8x2p", "ray_io_node_type": "worker"}
+        else:
+            labels |= {"service": job or self.job, "container": "vllm", "endpoint": "http"}
+        return labels
+
+    def engine(self, n: int = 0, model: str | None = None, **target: str) -> dict[str, str]:
+        """Target labels plus those vLLM (or Ray's re-export) puts on its engine series."""
+        labels = {**self.target(n, **target), "model_name": model or self.model, "engine": "0"}
+        if self.source is MetricSource.RAY:
+            labels["ReplicaId"] = f"r{n}a1b2c3"
+        return labels
+
+    def series(self, vllm_name: str, labels: Mapping[str, str], values: str) -> dict[str, str]:
+        """One input series in this engine's names."""
+        return {"series": series_text(self.source.series(vllm_name), labels), "values": values}
+
+    def histogram(self, vllm_name: str, labels: Mapping[str, str], per_minute: Mapping[float, int]) -> list[dict]:
+        """The cumulative `_bucket` series of a histogram observing `per_minute[upper]` values a minute in the bucket
+        ending at `upper`."""
+        out = []
+        for upper in (*BUCKETS[vllm_name], math.inf):
+            count = sum(n for bound, n in per_minute.items() if bound <= upper)
+            le = "+Inf" if upper == math.inf else repr(upper)
+            out.append(self.series(vllm_name, {**labels, "le": le}, f"0+{count}x{SPAN}"))
+        return out
+
+    def rules(self) -> list[dict[str, Any]]:
+        return [r for g in self.groups for r in g["rules"]]
+
+    def rule(self, name: str) -> dict[str, Any]:
+        (found,) = [r for r in self.rules() if r.get("alert") == name]
+        return found
+
+
+def series_text(name: str, labels: Mapping[str, str]) -> str:
+    inner = ", ".join(f"{k}={_quote(v)}" for k, v in labels.items())
+    return f"{name}{{{inner}}}"
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def minutes(duration: str) -> int:
+    match = re.fullmatch(r"(\d+)m", duration)
+    assert match, f"durations here are whole minutes, not {duration!r}"
+    return int(match.group(1))
+
+
+# -- Prometheus's template functions (template/template.go), for the values these cases produce ---------------------
+
+
+def humanize_duration(v: float) -> str:
+    """`humanizeDuration` for 0 <= v < 60 s: 4 significant digits, with m/u/n prefixes below a second."""
+    assert 0 <= v < 60
+    if v == 0 or v >= 1:
+        return f"{v:.4g}s"
+    prefix = ""
+    for p in ("m", "u", "n", "p"):
+        if v >= 1:
+            break
+        prefix, v = p, v * 1000
+    return f"{v:.4g}{prefix}s"
+
+
+def humanize(v: float) -> str:
+    """`humanize` for 1 <= v < 1000."""
+    assert 1 <= v < 1000
+    return f"{v:.4g}"
+
+
+def humanize_percentage(v: float) -> str:
+    return f"{v * 100:.4g}%"
+
+
+def plain(v: float) -> str:
+    """`{{ $value }}`: Go prints a float64 in its shortest form, integers without a fraction."""
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+_FORMATS: dict[str | None, Callable[[float], str]] = {
+    None: plain,
+    "humanizeDuration": humanize_duration,
+    "humanize": humanize,
+    "humanizePercentage": humanize_percentage,
+}
+_TEMPLATE = re.compile(r"\{\{ (?:\$labels\.(?P<label>\w+)|\$value(?: \| (?P<fn>\w+))?) \}\}")
+
+
+def render(text: str, labels: Mapping[str, str], value: float) -> str:
+    """An annotation as Prometheus renders it for an alert with `labels` and `value`; a label the alert does not
+    have is a KeyError here (Prometheus would print "<no value>")."""
+
+    def one(m: re.Match[str]) -> str:
+        return labels[m["label"]] if m["label"] else _FORMATS[m["fn"]](value)
+
+    out = _TEMPLATE.sub(one, text)
+    assert "{{" not in out, f"a template this test does not know: {text}"
+    return out
+
+
+# -- cases --------------------------------------------------------------------------------------------------------
+
+
+def alert_test(
+    scene: Scene, name: str, title: str, inputs: list[dict], fired: list[tuple[dict[str, str], float]] | None
+) -> dict[str, Any]:
+    """A promtool test of alert `name`: with `fired` = [(labels, value)], nothing just before `for` has passed and
+    exactly those alerts three minutes after it; with None, nothing at either time nor ten minutes later."""
+    rule = scene.rule(name)
+    wait = minutes(rule["for"])
+    checks: list[dict[str, Any]] = [{"eval_time": f"{max(wait - 2, 0)}m", "alertname": name, "exp_alerts": []}]
+    expected = [
+        {
+            "exp_labels": {**labels, **rule["labels"]},
+            "exp_annotations": {k: render(v, labels, value) for k, v in rule["annotations"].items()},
+        }
+        for labels, value in (fired or [])
+    ]
+    checks.append({"eval_time": f"{wait + 3}m", "alertname": name, "exp_alerts": expected})
+    if fired is None:
+        checks.append({"eval_time": f"{wait + 10}m", "alertname": name, "exp_alerts": []})
+    return {"name": f"{name}: {title}", "interval": "1m", "input_series": inputs, "alert_rule_test": checks}
+
+
+def bucket_above(buckets: tuple[float, ...], threshold: float) -> tuple[float, float]:
+    """The first bucket (lower, upper] whose lower bound is at least `threshold`: any quantile inside is above it."""
+    lows = (0.0, *buckets)
+    return next((lo, hi) for lo, hi in zip(lows, buckets, strict=False) if lo >= threshold)
+
+
+def bucket_below(buckets: tuple[float, ...], threshold: float) -> tuple[float, float]:
+    """The last bucket (lower, upper] whose upper bound is at most `threshold`: any quantile inside is at most it."""
+    lows = (0.0, *buckets)
+    return [(lo, hi) for lo, hi in zip(lows, buckets, strict=False) if hi <= threshold][-1]
+
+
+def _model(scene: Scene) -> dict[str, str]:
+    return {"namespace": scene.namespace, "model_name": scene.model}
+
+
+def kv_cache_nearly_full(s: Scene, name: str) -> list[dict[str, Any]]:
+    full = (1 + s.targets.kv_cache_usage_threshold) / 2
+    under = round(s.targets.kv_cache_usage_threshold - 0.05, 6)
+    decoy = s.series("vllm:kv_cache_usage_perc", s.engine(9, model=OTHER_MODEL), f"0.99x{SPAN}")
+    kv = "vllm:kv_cache_usage_perc"
+    return [
+        alert_test(
+            s,
+            name,
+            "a full replica fires, with its pod",
+            [s.series(kv, s.engine(0), f"{full}x{SPAN}"), s.series(kv, s.engine(1), f"0.5x{SPAN}"), decoy],
+            [({**_model(s), "pod": s.pod(0)}, full)],
+        ),
+        alert_test(
+            s, name, "below the threshold stays quiet", [s.series(kv, s.engine(0), f"{under}x{SPAN}"), decoy], None
+        ),
+    ]
+
+
+def waiting_queue_growing(s: Scene, name: str) -> list[dict[str, Any]]:
+    over = s.targets.queue_waiting_threshold + 1
+    waiting = "vllm:num_requests_waiting"
+    decoy = s.series(waiting, s.engine(9, model=OTHER_MODEL), f"{over}+1x{SPAN}")
+    wait = minutes(s.rule(name)["for"])
+    return [
+        alert_test(
+            s,
+            name,
+            "a queue above the threshold and growing fires",
+            [s.series(waiting, s.engine(0), f"{over}+1x{SPAN}"), decoy],
+            [(_model(s), over + wait + 3)],
+        ),
+        alert_test(
+            s,
+            name,
+            "a long but steady queue stays quiet",
+            [s.series(waiting, s.engine(0), f"{over + 4}x{SPAN}"), decoy],
+            None,
+        ),
+    ]
+
+
+def _histogram_alert(
+    s: Scene, name: str, histogram: str, threshold: float, q: float, extra: Callable[..., list]
+) -> list[dict[str, Any]]:
+    """Alert `name` on quantile `q` of `histogram` above `threshold`: every observation in the first bucket above it
+    fires (at the interpolated quantile), every one in the last bucket below it does not."""
+    lo, hi = bucket_above(BUCKETS[histogram], threshold)
+    low = bucket_below(BUCKETS[histogram], threshold)[1]
+    decoy = s.histogram(histogram, s.engine(9, model=OTHER_MODEL), {hi: 60})
+    return [
+        alert_test(
+            s,
+            name,
+            f"every observation in ({lo}, {hi}] fires",
+            s.histogram(histogram, s.engine(0), {hi: 60}) + extra(0),
+            [(_model(s), lo + (hi - lo) * q)],
+        ),
+        alert_test(
+            s,
+            name,
+            f"every observation at most {low} stays quiet",
+            s.histogram(histogram, s.engine(0), {low: 60}) + extra(0) + decoy + extra(9, model=OTHER_MODEL),
+            None,
+        ),
+    ]
+
+
+def _nothing(*_: Any, **__: Any) -> list[dict[str, str]]:
+    return []
+
+
+def ttft_above_slo(s: Scene, name: str) -> list[dict[str, Any]]:
+    return _histogram_alert(s, name, TTFT, s.targets.ttft_p99_seconds, 0.99, _nothing)
+
+
+def itl_above_slo(s: Scene, name: str) -> list[dict[str, Any]]:
+    return _histogram_alert(s, name, ITL, s.targets.itl_p99_seconds, 0.99, _nothing)
+
+
+def preemptions_rising(s: Scene, name: str) -> list[dict[str, Any]]:
+    counter = "vllm:num_preemptions_total"
+    decoy = s.series(counter, s.engine(9, model=OTHER_MODEL), f"0+60x{SPAN}")
+    return [
+        alert_test(
+            s,
+            name,
+            "one preemption a second fires",
+            [s.series(counter, s.engine(0), f"0+60x{SPAN}"), decoy],
+            [(_model(s), 1.0)],
+        ),
+        alert_test(
+            s, name, "no new preemption stays quiet", [s.series(counter, s.engine(0), f"100x{SPAN}"), decoy], None
+        ),
+    ]
+
+
+def target_down(s: Scene, name: str) -> list[dict[str, Any]]:
+    def up(n: int, value: int, **target: str) -> dict[str, str]:
+        return {"series": series_text("up", s.target(n, **target)), "values": f"{value}x{SPAN}"}
+
+    decoys = [up(8, 0, job="other-job"), up(9, 0, namespace="other-namespace")]
+    return [
+        alert_test(s, name, "a target that does not answer fires", [up(0, 0), up(1, 1), *decoys], [(s.target(0), 0.0)]),
+        alert_test(s, name, "targets that answer stay quiet", [up(0, 1), *decoys], None),
+    ]
+
+
+def itl_above_plan(s: Scene, name: str) -> list[dict[str, Any]]:
+    assert s.planned_itl_seconds is not None
+    return _histogram_alert(s, name, ITL, s.planned_itl_seconds * DRIFT.itl_p50_ratio, 0.5, _nothing)
+
+
+def ttft_above_plan(s: Scene, name: str) -> list[dict[str, Any]]:
+    assert s.planned_ttft_seconds is not None
+    threshold = s.planned_ttft_seconds * DRIFT.ttft_p50_ratio
+
+    def idle(n: int, **labels: str) -> list[dict[str, str]]:
+        return [s.series("vllm:num_requests_waiting", s.engine(n, **labels), f"0x{SPAN}")]
+
+    cases = _histogram_alert(s, name, TTFT, threshold, 0.5, idle)
+    hi = bucket_above(TTFT_BUCKETS, threshold)[1]
+    queued = s.series("vllm:num_requests_waiting", s.engine(0), f"{math.ceil(DRIFT.ttft_max_average_waiting)}x{SPAN}")
+    cases.append(
+        alert_test(
+            s,
+            name,
+            "the same first tokens behind a queue stay quiet",
+            [*s.histogram(TTFT, s.engine(0), {hi: 60}), queued],
+            None,
+        )
+    )
+    return cases
+
+
+def kv_cache_below_plan(s: Scene, name: str) -> list[dict[str, Any]]:
+    assert s.planned_kv_cache_tokens is not None
+    limit = kv_cache_alert_limit(s.planned_kv_cache_tokens)
+
+    def info(n: int, tokens: int, **target: str) -> dict[str, str]:
+        # Some of the CacheConfig fields vLLM 0.33 exports as labels (vllm/config/cache.py metrics_info); no model_name.
+        labels = {**s.target(n, **target), "block_size": "16", "cache_dtype": "auto", "enable_prefix_caching": "True"}
+        labels |= {
+            "gpu_memory_utilization": "0.92",
+            "num_gpu_blocks": str(tokens // 16),
+            "kv_cache_size_tokens": str(tokens),
+        }
+        labels["engine"] = "0"
+        if s.source is MetricSource.RAY:
+            labels["ReplicaId"] = f"r{n}a1b2c3"
+        return s.series("vllm:cache_config_info", labels, f"1x{SPAN}")
+
+    decoys = [info(8, 100, job="other-job"), info(9, 100, namespace="other-namespace")]
+    return [
+        alert_test(
+            s,
+            name,
+            f"{limit - 1} tokens (just under {100 - DRIFT.kv_cache_shortfall_percent} % of the plan) fires",
+            [info(0, limit - 1), info(1, s.planned_kv_cache_tokens), *decoys],
+            [({"namespace": s.namespace, "pod": s.pod(0), "kv_cache_size_tokens": str(limit - 1)}, 1.0)],
+        ),
+        alert_test(
+            s,
+            name,
+            f"{limit} tokens and the planned {s.planned_kv_cache_tokens} stay quiet",
+            [info(0, limit), info(1, s.planned_kv_cache_tokens), *decoys],
+            None,
+        ),
+    ]
+
+
+ALERT_CASES: dict[str, Callable[[Scene, str], list[dict[str, Any]]]] = {
+    "KvCacheNearlyFull": kv_cache_nearly_full,
+    "WaitingQueueGrowing": waiting_queue_growing,
+    "TimeToFirstTokenAboveSlo": ttft_above_slo,
+    "InterTokenLatencyAboveSlo": itl_above_slo,
+    "PreemptionsRising": preemptions_rising,
+    "InterTokenLatencyAbovePlan": itl_above_plan,
+    "TimeToFirstTokenAbovePlan": ttft_above_plan,
+    "KvCacheBelowPlan": kv_cache_below_plan,
+}
+
+
+def alert_cases(s: Scene, name: str) -> list[dict[str, Any]]:
+    """The promtool tests of alert `name` of scene `s`; an alert without cases fails here."""
+    if name == s.target_down:
+        return target_down(s, name)
+    assert name.startswith(s.prefix) and name.removeprefix(s.prefix) in ALERT_CASES, f"no promtool case for {name}"
+    return ALERT_CASES[name.removeprefix(s.prefix)](s, name)
+
+
+def sample(name: str, labels: Mapping[str, str], value: float) -> dict[str, Any]:
+    return {"labels": series_text(name, labels), "value": value}
+
+
+# The observed quantiles: 50 observations a second in the first bucket, 48 in the second, 2 in the third (split over
+# two pods), so p50 is the first bucket's upper bound and p99 the middle of the third.
+_QUANTILE_BUCKETS = {ITL: (0.05, 0.075, 0.15), TTFT: (0.25, 0.5, 1.0)}
+_RECORDED = {
+    "llm_eks:itl_seconds:p50_10m": 0.05,
+    "llm_eks:itl_seconds:p99_10m": 0.125,  # 0.1 + (0.15 - 0.1) x (99 - 98) / 2
+    "llm_eks:ttft_seconds:p50_10m": 0.25,
+    "llm_eks:ttft_seconds:p99_10m": 0.875,  # 0.75 + (1.0 - 0.75) x (99 - 98) / 2
+}
+
+
+def record_cases(s: Scene, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One promtool test with an exact expected sample for every recording rule among `rules` of scene `s`."""
+    inputs = []
+    for histogram, (a, b, c) in _QUANTILE_BUCKETS.items():
+        for pod in (0, 1):
+            inputs += s.histogram(histogram, s.engine(pod), {a: 1500, b: 1440, c: 60})
+        inputs += s.histogram(histogram, s.engine(9, model=OTHER_MODEL), {BUCKETS[histogram][-1]: 600})
+    plan = {
+        "llm_eks:plan_kv_cache_tokens": s.planned_kv_cache_tokens,
+        "llm_eks:plan_itl_seconds": s.planned_itl_seconds,
+        "llm_eks:plan_ttft_seconds": s.planned_ttft_seconds,
+    }
+    checks = []
+    for rule in rules:
+        if "record" not in rule:
+            continue
+        name = rule["record"]
+        expected = plan[name] if name in plan else _RECORDED.get(name)
+        assert expected is not None, f"no promtool case for recording rule {name}"
+        checks.append({"expr": name, "eval_time": "20m", "exp_samples": [sample(name, _model(s), expected)]})
+    return [
+        {
+            "name": f"{s.rule_name}: recording rules",
+            "interval": "1m",
+            "input_series": inputs,
+            "promql_expr_test": checks,
+        }
+    ]
+
+
+def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
+    """A promtool test of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value."""
+    inputs: dict[str, tuple[str, tuple[float, float], float]] = {
+        # Waiting requests of the model's two pods add up; the other model's 100 do not count.
+        "waiting-requests": ("vllm:num_requests_waiting", (3, 4), 7),
+        # KV-cache use averages over the model's pods: (0.25 + 0.75) / 2.
+        "kv-cache-usage": ("vllm:kv_cache_usage_perc", (0.25, 0.75), 0.5),
+    }
+    assert trigger["name"] in inputs, f"no promtool case for KEDA trigger {trigger['name']}"
+    metric, (first, second), value = inputs[trigger["name"]]
+    series = [
+        s.series(metric, s.engine(0), f"{first}x{SPAN}"),
+        s.series(metric, s.engine(1), f"{second}x{SPAN}"),
+        s.series(metric, s.engine(9, model=OTHER_MODEL), f"100x{SPAN}"),
+    ]
+    query = trigger["metadata"]["query"]
+    return {
+        "name": f"KEDA {trigger['name']}: {query}",
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]}],
+    }

@@ -1,0 +1,258 @@
+"""The promotion pipeline (examples/promotion_pipeline): the stack CodePipeline runs, the order and gates of its
+stages, the verify step and the VerifyRunner it starts in each environment, synthesized once from the example's
+cdk.json with cdk-nag and llm-eks's checks (synth fails on any finding)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from llm_eks.infra.app import add_checks, build_app, new_app, write_review
+from llm_eks.infra.pipeline import CDK_CLI_VERSION, PIPELINE_STACK_NAME, verify_stage_script
+from llm_eks.infra.report import describe
+from tests.conftest import REPO_ROOT
+
+FOLDER = REPO_ROOT / "examples" / "promotion_pipeline"
+CONTEXT = json.loads((FOLDER / "cdk.json").read_text())["context"]
+ACCOUNTS = {"dev": "111111111111", "staging": "222222222222", "prod": "333333333333"}
+PIPELINE_ACCOUNT = "444444444444"
+
+
+def _synth(outdir: Path, context: dict[str, Any]) -> tuple[cdk.App, list[Any], Any]:
+    cwd = os.getcwd()
+    os.chdir(FOLDER)
+    try:
+        app = new_app(context=context, outdir=str(outdir))
+        stacks = build_app(app)
+        add_checks(app)
+        assembly = app.synth()
+        write_review(app, stacks, assembly)
+    finally:
+        os.chdir(cwd)
+    return app, stacks, assembly
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    outdir = tmp_path_factory.mktemp("pipeline")
+    _, stacks, _ = _synth(outdir, CONTEXT)
+    templates = {
+        stack.config.name: json.loads(Path(cdk.Stage.of(stack).synth().directory, stack.template_file).read_text())
+        for stack in stacks
+    }
+    pipeline = json.loads((outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text())
+    yield {"outdir": outdir, "stacks": stacks, "templates": templates, "pipeline": pipeline}
+
+
+def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def _one(template: dict[str, Any], kind: str) -> dict[str, Any]:
+    (resource,) = _resources(template, kind).values()
+    return resource["Properties"]
+
+
+def _stages(synthesized: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {s["Name"]: s["Actions"] for s in _one(synthesized["pipeline"], "AWS::CodePipeline::Pipeline")["Stages"]}
+
+
+def _project(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return template["Resources"][logical_id]["Properties"]
+
+
+def test_stages_deploy_dev_then_staging_then_prod_after_approval(synthesized: dict[str, Any]) -> None:
+    stages = _stages(synthesized)
+    assert list(stages) == ["Source", "Build", "UpdatePipeline", "Assets", "dev", "staging", "prod"]
+    assert [(a["Name"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in stages["prod"]] == [
+        ("Promote-prod", "Manual", 1),
+        ("LlmEks-prod.Prepare", "CloudFormation", 2),
+        ("LlmEks-prod.Deploy", "CloudFormation", 3),
+        ("Verify-prod", "CodeBuild", 4),
+    ]
+    for name in ("dev", "staging"):
+        assert [a["Name"] for a in stages[name]] == [
+            f"LlmEks-{name}.Prepare",
+            f"LlmEks-{name}.Deploy",
+            f"Verify-{name}",
+        ]
+
+
+def test_each_stage_deploys_its_stack_under_its_own_name_into_its_account(synthesized: dict[str, Any]) -> None:
+    stages = _stages(synthesized)
+    for name, account in ACCOUNTS.items():
+        deploy = next(a for a in stages[name] if a["Name"].endswith(".Prepare"))
+        # The name `cdk deploy LlmEks-<env>` used: an environment deployed by hand is updated, not duplicated.
+        assert deploy["Configuration"]["StackName"] == f"LlmEks-{name}"
+        role = json.dumps(deploy["Configuration"]["RoleArn"])
+        assert f"cdk-hnb659fds-cfn-exec-role-{account}-us-west-2" in role
+
+
+def test_the_pipeline_is_v2_and_its_artifacts_are_kms_encrypted_with_a_rotated_key(
+    synthesized: dict[str, Any],
+) -> None:
+    pipeline = _one(synthesized["pipeline"], "AWS::CodePipeline::Pipeline")
+    assert pipeline["PipelineType"] == "V2"
+    assert pipeline["ArtifactStore"]["EncryptionKey"]["Type"] == "KMS"
+    assert _one(synthesized["pipeline"], "AWS::KMS::Key")["EnableKeyRotation"] is True
+    bucket = _one(synthesized["pipeline"], "AWS::S3::Bucket")
+    (rule,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+
+
+def test_the_source_is_the_connection_and_its_role_may_use_both_connection_prefixes(
+    synthesized: dict[str, Any],
+) -> None:
+    source = CONTEXT["pipeline"]["source"]
+    (action,) = _stages(synthesized)["Source"]
+    assert action["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    config = action["Configuration"]
+    assert (config["ConnectionArn"], config["FullRepositoryId"], config["BranchName"]) == (
+        source["connection_arn"],
+        "acme/llm-platform",
+        "main",
+    )
+    policies = _resources(synthesized["pipeline"], "AWS::IAM::Policy")
+    statements = next(p for k, p in policies.items() if "Source" in k)["Properties"]["PolicyDocument"]["Statement"]
+    use = [s for s in statements if "UseConnection" in json.dumps(s["Action"])]
+    assert sorted(a for s in use for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])) == [
+        "codeconnections:UseConnection",
+        "codestar-connections:UseConnection",
+    ]
+    assert all(s["Resource"] == source["connection_arn"] for s in use)
+
+
+def test_synth_runs_the_tests_then_the_pinned_cli_on_python_311(synthesized: dict[str, Any]) -> None:
+    projects = _resources(synthesized["pipeline"], "AWS::CodeBuild::Project")
+    synth = next(p["Properties"] for k, p in projects.items() if "BuildSynth" in k)
+    spec = json.loads(synth["Source"]["BuildSpec"])
+    assert spec["phases"]["build"]["commands"] == ["./.ci/run", "make synth"]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.11", "nodejs": "20"}
+    assert spec["artifacts"]["base-directory"] == "cdk.out"
+    assert synth["Environment"]["ComputeType"] == "BUILD_GENERAL1_MEDIUM"
+    assert synth["Environment"]["PrivilegedMode"] is False
+    mutate = next(p["Properties"] for k, p in projects.items() if "SelfMutation" in k)
+    assert f"aws-cdk@{CDK_CLI_VERSION}" in mutate["Source"]["BuildSpec"]
+
+
+def test_the_cli_version_is_package_jsons_pin() -> None:
+    pinned = json.loads((REPO_ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert pinned == CDK_CLI_VERSION
+
+
+def test_each_verify_step_reads_its_stage_outputs_and_may_assume_only_that_launcher(
+    synthesized: dict[str, Any],
+) -> None:
+    stages = _stages(synthesized)
+    policies = _resources(synthesized["pipeline"], "AWS::IAM::Policy")
+    for name, account in ACCOUNTS.items():
+        verify = stages[name][-1]
+        variables = {v["name"]: v["value"] for v in json.loads(verify["Configuration"]["EnvironmentVariables"])}
+        assert set(variables) == {
+            "VERIFY_PROJECT",
+            "VERIFY_SOURCE_BUCKET",
+            "VERIFY_LAUNCHER_ROLE_ARN",
+            "VERIFY_LOG_GROUP",
+        }
+        assert all(v.startswith("#{") and v.endswith("}") for v in variables.values())  # the stack's outputs
+        policy = next(p for k, p in policies.items() if f"{name}Verify{name}" in k.replace("-", ""))
+        assume = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole"]
+        (statement,) = assume
+        assert f':iam::{account}:role/llm-eks-{name}-verify-launcher"' in json.dumps(statement["Resource"])
+        project = _project(synthesized["pipeline"], verify["Configuration"]["ProjectName"]["Ref"])
+        spec = json.loads(project["Source"]["BuildSpec"])
+        assert {"Name": "LLM_EKS_ENV", "Type": "PLAINTEXT", "Value": name} in project["Environment"][
+            "EnvironmentVariables"
+        ]
+        (command,) = spec["phases"]["build"]["commands"]
+        assert command == "bash -c " + shlex.quote(verify_stage_script())
+
+
+def test_each_environment_has_a_verify_runner_in_its_vpc_reading_through_the_verify_group(
+    synthesized: dict[str, Any],
+) -> None:
+    for name, template in synthesized["templates"].items():
+        project = next(
+            p["Properties"]
+            for p in _resources(template, "AWS::CodeBuild::Project").values()
+            if "llm-eks verify" in p["Properties"]["Description"]
+        )
+        assert project["VpcConfig"]["Subnets"] and project["VpcConfig"]["SecurityGroupIds"]
+        assert project["Environment"]["PrivilegedMode"] is False
+        spec = json.loads(project["Source"]["BuildSpec"])
+        assert spec["phases"]["build"]["commands"][-1] == (
+            '.venv/bin/llm-eks verify --env "$LLM_EKS_ENV" --record verify-record.json'
+        )
+        variables = {v["Name"]: v["Value"] for v in project["Environment"]["EnvironmentVariables"]}
+        assert variables["LLM_EKS_ENV"] == name
+        entries = [
+            e["Properties"]
+            for e in _resources(template, "AWS::EKS::AccessEntry").values()
+            if e["Properties"].get("KubernetesGroups")
+        ]
+        (entry,) = entries
+        assert entry["KubernetesGroups"] == ["llm-eks-verify"]
+        assert entry["Type"] == "STANDARD"
+        assert "AccessPolicies" not in entry  # no EKS access policy: the group's RBAC is all it reads
+        launcher = next(
+            r["Properties"]
+            for r in _resources(template, "AWS::IAM::Role").values()
+            if r["Properties"].get("RoleName") == f"llm-eks-{name}-verify-launcher"
+        )
+        (trust,) = launcher["AssumeRolePolicyDocument"]["Statement"]
+        assert f":iam::{PIPELINE_ACCOUNT}:root" in json.dumps(trust["Principal"])
+        assert set(template["Outputs"]) >= {
+            "VerifyProject",
+            "VerifySourceBucket",
+            "VerifyLauncherRoleArn",
+            "VerifyLogGroup",
+        }
+
+
+def test_the_runner_may_reach_the_api_endpoint(synthesized: dict[str, Any]) -> None:
+    template = synthesized["templates"]["staging"]
+    ingress = [
+        i["Properties"]
+        for i in _resources(template, "AWS::EC2::SecurityGroupIngress").values()
+        if i["Properties"].get("Description") == "llm-eks verify runner"
+    ]
+    # The endpoint's ENIs carry the cluster's security groups: the control plane's and the EKS-created one.
+    assert sorted(json.dumps(rule["GroupId"]) for rule in ingress) == [
+        '{"Fn::GetAtt": ["PlatformCluster6842C9C4", "ClusterSecurityGroupId"]}',
+        '{"Fn::GetAtt": ["PlatformClusterControlPlaneSecurityGroup7AB1E4B9", "GroupId"]}',
+    ]
+    for rule in ingress:
+        assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (443, 443, "tcp")
+        assert "VerifierSecurityGroup" in json.dumps(rule["SourceSecurityGroupId"])
+
+
+def test_one_environment_with_c_env_is_the_stack_the_pipeline_deploys(
+    synthesized: dict[str, Any], tmp_path: Path
+) -> None:
+    _, (stack,), _ = _synth(tmp_path, {**CONTEXT, "env": "staging"})
+    assert not (tmp_path / f"{PIPELINE_STACK_NAME}.template.json").exists()
+    direct = json.loads((tmp_path / "assembly-staging" / stack.template_file).read_text())
+    assert direct == synthesized["templates"]["staging"]
+
+
+def test_review_yaml_and_the_synth_report_cover_every_stage(synthesized: dict[str, Any]) -> None:
+    outdir = synthesized["outdir"]
+    for name in ACCOUNTS:
+        assert (outdir / "manifests" / name / "02-vllm.yaml").is_file()
+    lines = describe(outdir)
+    assert [line.split(":")[0] for line in lines if not line.startswith(" ")] == ["dev", "pipeline", "prod", "staging"]
+
+
+def test_the_synth_has_no_context_lookup(synthesized: dict[str, Any]) -> None:
+    manifest = json.loads((synthesized["outdir"] / "manifest.json").read_text())
+    assert "missing" not in manifest
+    for name in ACCOUNTS:
+        nested = json.loads((synthesized["outdir"] / f"assembly-{name}" / "manifest.json").read_text())
+        assert "missing" not in nested

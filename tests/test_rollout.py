@@ -1,0 +1,211 @@
+"""`llm-eks canary` and `llm-eks rollback` against the stand-in API server: the route's weights patched step by step
+with what the gateway chart renders, each step verified, a failing step set back to 0, and the one-line errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import pytest
+
+from llm_eks.cli import main
+from llm_eks.config import parse_environment
+from tests.test_canary import BODY, _objects
+from tests.verify_cluster import StubCluster, healthy_cluster
+from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
+
+ROUTE = "/apis/gateway.networking.k8s.io/v1/namespaces/inference-chat/httproutes/vllm-chat"
+CURRENT = ("inference-chat", "vllm-chat")
+CANARY = ("inference-chat-canary", "vllm-chat-canary")
+
+
+def _body(weight: int) -> dict[str, Any]:
+    body = copy.deepcopy(BODY)
+    body["workloads"]["chat"]["canary"]["weight"] = weight
+    return body
+
+
+@pytest.fixture(scope="module")
+def clusters() -> dict[int, StubCluster]:
+    """The environment deployed with its next version at weight 0 and at 10."""
+    return {w: healthy_cluster(parse_environment("qa", _body(w))) for w in (0, 10)}
+
+
+def _rollout_roles(weight: int) -> dict[str, list[dict[str, Any]]]:
+    """The Roles the charts render for group llm-eks-rollout, by namespace."""
+    roles: dict[str, list[dict[str, Any]]] = {}
+    for o in _objects(_body(weight)):
+        if o["kind"] == "Role" and o["metadata"]["name"].endswith("-rollout"):
+            roles.setdefault(o["metadata"]["namespace"], []).append(o)
+    return roles
+
+
+def _route(cluster: StubCluster) -> dict[str, Any]:
+    (found,) = [o for o in cluster.objects if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == "vllm-chat"]
+    return found
+
+
+def _weights(route: dict[str, Any]) -> dict[tuple[str, str], int]:
+    (rule,) = route["spec"]["rules"]
+    return {(ref.get("namespace", "inference-chat"), ref["name"]): ref.get("weight", 1) for ref in rule["backendRefs"]}
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+    server: StubApiServer
+    slept: list[float]
+    cluster: StubCluster
+
+    def weights(self) -> list[dict[tuple[str, str], int]]:
+        """The backends' weights of each patch sent, in order."""
+        return [_weights({"spec": body["spec"]}) for _, body in self.server.patches]
+
+
+Run: TypeAlias = Callable[..., Result]
+
+
+@pytest.fixture
+def run(
+    clusters: dict[int, StubCluster],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Run:
+    """`run(weight, *argv, roles=True, change=None)`: the CLI against a copy of the cluster deployed at `weight`
+    (changed by `change` first), the caller holding verify's ClusterRole and, with `roles`, the rollout Roles."""
+
+    def go(weight: int, *args: str, roles: bool = True, change: Callable[[StubCluster], None] | None = None) -> Result:
+        c = clusters[weight]
+        cluster = StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics))
+        if change is not None:
+            change(cluster)
+        context_file = tmp_path / "cdk.json"
+        context_file.write_text(json.dumps({"context": {"environments": {"qa": _body(weight)}}}))
+        slept: list[float] = []
+        monkeypatch.setattr("llm_eks.cli.canary.time.sleep", slept.append)
+        server = StubApiServer(cluster, Faults(roles=_rollout_roles(0) if roles else {}))
+        with server.running():
+            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+            common = ["--env", "qa", "--context-file", str(context_file), "--kubeconfig", str(kubeconfig)]
+            code = main([args[0], *common, *args[1:]])
+        out, err = capsys.readouterr()
+        return Result(code, out, err, server, slept, cluster)
+
+    return go
+
+
+def test_canary_walks_every_step_and_verifies_each(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat")
+    assert (r.code, r.err) == (0, "")
+    assert [path for path, _ in r.server.patches] == [ROUTE] * 4
+    steps = r.weights()
+    assert steps[:3] == [{CURRENT: 100 - w, CANARY: w} for w in (5, 25, 50)]
+    assert steps[-1] == {CANARY: 1}  # at 100 the current pool leaves the rule (the API server's default weight 1)
+    assert r.slept == [600.0] * 4  # canary.hold_minutes 10 at each step
+    lines = r.out.splitlines()
+    assert lines[0] == "chat: next version at 5%; holding 10 min"
+    assert lines[1] == "chat: 5% held: 14 checks ok, 0 unknown over 10m"
+    assert lines[-1].startswith("chat: the next version serves every request. Promote it in cdk.json")
+    # Each step's verification read Prometheus over the hold.
+    assert any("[10m]" in q for q in r.server.queries)
+
+
+def test_a_patched_route_is_what_a_deploy_at_that_weight_applies(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat", "--steps", "25")
+    assert r.code == 0
+    (rendered,) = [o for o in _objects(_body(25)) if o["kind"] == "HTTPRoute"]
+    assert _route(r.cluster)["spec"] == rendered["spec"]
+
+
+def _canary_pod(cluster: StubCluster) -> dict[str, Any]:
+    (pod,) = [o for o in cluster.objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith(CANARY[1])]
+    return pod
+
+
+def _other_args(cluster: StubCluster) -> None:
+    args = _canary_pod(cluster)["spec"]["containers"][0]["args"]
+    args[args.index("--max-num-seqs") + 1] = "32"
+
+
+def test_a_step_that_fails_its_checks_goes_back_to_zero(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat", change=_other_args)
+    assert (r.code, r.err) == (1, "")
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
+    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    assert r.slept == [600.0]
+    pod = _canary_pod(r.cluster)["metadata"]["name"]
+    assert r.out.splitlines()[1:] == [
+        "chat: step 5% failed; the next version is back at 0%:",
+        f"  args vllm-chat-canary: drift: differ on 1 of 1 pod ({pod}: --max-num-seqs 32 (planned 16))",
+    ]
+
+
+def _not_ready(cluster: StubCluster) -> None:
+    (deployment,) = [o for o in cluster.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == CANARY[1]]
+    deployment["status"]["readyReplicas"] = 0
+
+
+def test_a_next_version_without_a_ready_replica_gets_no_traffic(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat", change=_not_ready)
+    assert r.code == 1 and r.server.patches == []
+    assert r.out.strip() == (
+        "inference-chat-canary/vllm-chat-canary has no ready replica: the route sends it nothing until it serves "
+        "(Istio 1.30.3 fails a rule whose picker's pool has no ready pod, istio/istio#61594)"
+    )
+
+
+def test_canary_resumes_above_the_weight_the_route_has(run: Run) -> None:
+    r = run(10, "canary", "--workload", "chat")
+    assert r.code == 0
+    assert r.weights() == [{CURRENT: 75, CANARY: 25}, {CURRENT: 50, CANARY: 50}, {CANARY: 1}]
+
+
+def test_rollback_sends_every_request_to_the_current_version(run: Run) -> None:
+    r = run(10, "rollback", "--workload", "chat")
+    assert (r.code, r.err) == (0, "")
+    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    assert r.out.strip() == (
+        "chat: the next version is at 0% (was 10%); the current version serves every request. Set canary.weight 0 "
+        "in cdk.json so a deploy keeps it there"
+    )
+
+
+def test_without_the_rollout_role_the_patch_is_a_one_line_403(run: Run) -> None:
+    r = run(10, "rollback", "--workload", "chat", roles=False)
+    assert (r.code, r.out) == (2, "")
+    assert r.err == (
+        f'llm-eks: error: kubernetes API: 403 Forbidden on PATCH {ROUTE}: httproutes "vllm-chat" is forbidden: User '
+        '"verifier" cannot patch resource "httproutes" in API group "gateway.networking.k8s.io"; moving a route\'s '
+        "weights needs the llm-eks-rollout group's Role (docs/how-to/promote.md)\n"
+    )
+    assert _weights(_route(r.cluster))[CANARY] == 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("canary", "--workload", "chats"),
+            "--workload: 'chats' is not allowed; must be a workload of environments.qa.workloads with a canary: chat",
+        ),
+        (
+            ("canary", "--workload", "chat", "--steps", "50,25"),
+            "--steps: '50,25' is not allowed; must rise strictly from at least 1 to at most 100",
+        ),
+        (
+            ("canary", "--workload", "chat", "--steps", "half"),
+            "--steps: 'half' is not allowed; must be weights separated by commas, e.g. 5,25,50,100",
+        ),
+    ],
+)
+def test_bad_input_is_one_line(run: Run, args: tuple[str, ...], message: str) -> None:
+    r = run(0, *args)
+    assert (r.code, r.out, r.err) == (2, "", f"llm-eks: error: {message}\n")
+    assert r.server.patches == []

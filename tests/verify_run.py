@@ -1,0 +1,78 @@
+"""Running `llm-eks verify` against the stand-in API server in tests: the healthy clusters, a copy to break, one run
+through the CLI's entry point with its output cut into the table's columns."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from llm_eks.cli import main
+from llm_eks.config import parse_environment
+from tests.conftest import CDK_JSON, REPO_ROOT
+from tests.verify_cluster import StubCluster, healthy_cluster
+from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
+
+CONTEXT_FILE = str(REPO_ROOT / "cdk.json")
+# Qwen3-235B in FP8 spans two g6e.12xlarge nodes: a LeaderWorkerSet (as tests/test_multi_node.py).
+# Its SLO is loosened to what two PCIe-connected nodes can do (the plan's ITL estimate is above the default 50 ms).
+BIG = {"workload": {"model": "Qwen/Qwen3-235B-A22B-FP8", "accelerator": "g6e.12xlarge", "max_model_len": 8192,
+                    "replicas": {"min": 1, "max": 2}, "slo": {"ttft_p99_ms": 5000, "itl_p99_ms": 200}}}  # fmt: skip
+
+
+def healthy_clusters(*names: str) -> dict[str, StubCluster]:
+    """The healthy stand-in of each named environment: the default ones of cdk.json, and "big" (BIG)."""
+    envs = {**CDK_JSON["context"]["environments"], "big": BIG}
+    return {env: healthy_cluster(parse_environment(env, envs[env])) for env in names}
+
+
+def fresh(clusters: dict[str, StubCluster], env: str) -> StubCluster:
+    """A copy of the healthy cluster a test may break."""
+    c = clusters[env]
+    return dataclasses.replace(c, objects=copy.deepcopy(c.objects), metrics=copy.deepcopy(c.metrics))
+
+
+@dataclasses.dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    server: StubApiServer
+
+    def row(self, check: str, workload: str) -> dict[str, str]:
+        """The table row of `check` for `workload`, cut into its columns where the header's start."""
+        lines = self.out.splitlines()
+        header = next(ln for ln in lines if ln.startswith("CHECK "))
+        (line,) = [ln for ln in lines if ln.split()[:2] == [check, workload]]
+        names = ["check", "workload", "planned", "observed", "verdict", "detail"]
+        starts = [header.index(n.upper()) for n in names]
+        ends = [*starts[1:], None]
+        return {n: line[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)}
+
+
+def run_verify(
+    cluster: StubCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    *extra: str,
+    faults: Faults | None = None,
+    context_file: str = CONTEXT_FILE,
+) -> Run:
+    server = StubApiServer(cluster, faults)
+    with server.running():
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+        args = ["verify", "--env", cluster.environment, "--context-file", context_file, "--kubeconfig", str(kubeconfig)]
+        code = main([*args, *extra])
+    out, err = capsys.readouterr()
+    return Run(code, out, err, server)
+
+
+def big_context_file(folder: Path) -> str:
+    """A context file holding the one environment "big" (BIG)."""
+    path = folder / "big" / "cdk.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"context": {"environments": {"big": BIG}}}))
+    return str(path)

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from docgen.comments import field_comments
+from llm_eks.aws_ids import RESERVATION_TYPES
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.config import canary, workload_options
 from llm_eks.config import environment as env
@@ -28,7 +29,7 @@ ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
     ("WorkloadConfig", "kv_cache_dtype"): KV_CACHE_DTYPES,
     ("WorkloadConfig", "acknowledged_warnings"): WARNING_IDS,
     ("EndpointConfig", "access"): ("private", "public"),
-    ("CapacityReservationConfig", "reservation_type"): env.RESERVATION_TYPES,
+    ("CapacityReservationConfig", "reservation_type"): RESERVATION_TYPES,
 }
 
 # The sections, in the order a reader meets them: (cdk.json path, dataclass).

@@ -62,6 +62,16 @@ def s3_uri_problem(uri: str) -> str | None:
     return None
 
 
+# EC2 capacity reservations as Karpenter 1.14.1 selects them (EC2NodeClass spec.capacityReservationSelectorTerms):
+# an id's pattern, at most 30 terms and 20 tags in a term; and its karpenter.k8s.aws/capacity-reservation-type
+# values, an On-Demand Capacity Reservation or a Capacity Block for ML (EC2 models both as capacity reservations).
+CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+MAX_RESERVATION_TERMS = 30
+MAX_RESERVATION_TAGS = 20
+CAPACITY_BLOCK = "capacity-block"
+RESERVATION_TYPES = ("default", CAPACITY_BLOCK)
+
+
 # EC2NodeClass.spec.tags keys Karpenter reserves for itself (Karpenter v1.14 CRD validation rules); config rejects
 # them with the environment's path before the node-pools chart would.
 KARPENTER_RESERVED_TAG_PREFIXES = ("kubernetes.io/cluster",)

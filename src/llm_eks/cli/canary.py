@@ -14,16 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llm_eks.cli.environments import environment
+from llm_eks.cli.environments import add_cluster_arguments, environment
 from llm_eks.errors import fail
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", metavar="NAME", required=True, help="environment in --context-file")
+    add_cluster_arguments(p)
     p.add_argument("--workload", metavar="KEY", required=True, help="the workload of `workloads` with a canary")
-    p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
-    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current-context)")
 
 
 def add_parser(commands: Any) -> None:

@@ -1,4 +1,5 @@
-"""The environment a command names with --env, read from --context-file as strictly as `cdk synth` reads it."""
+"""The environment a command names with --env, read from --context-file as strictly as `cdk synth` reads it; and the
+options of the commands that reach its cluster through a kubeconfig (verify, canary, rollback)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ from pathlib import Path
 from llm_eks.config import EnvironmentConfig, load_environments, select_environments
 from llm_eks.hub.records import MODELS_DIR
 from llm_eks.strict_json import read_context_file
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """--env and --context-file, and the kubeconfig (--kubeconfig, --context) through which its cluster is read."""
+    p.add_argument("--env", metavar="NAME", required=True, help="environment in --context-file")
+    p.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: the kubernetes client's: $KUBECONFIG, else ~/.kube/config)",
+    )
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current-context)")
 
 
 def environment(args: argparse.Namespace) -> EnvironmentConfig:

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from llm_eks.cli.environments import environment
+from llm_eks.cli.environments import add_cluster_arguments, environment
 
 
 def add_parser(commands: Any) -> None:
@@ -27,14 +27,7 @@ def add_parser(commands: Any) -> None:
         "plan's estimates, the gateway's routes, and each pod's start-up. Exit 0 when every check is ok or "
         "unknown, 1 on any drift or breach, 2 on an error.",
     )
-    v.add_argument("--env", metavar="NAME", required=True, help="environment in --context-file")
-    v.add_argument("--context-file", default="cdk.json", metavar="PATH", help="CDK context file (default: cdk.json)")
-    v.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: the kubernetes client's: $KUBECONFIG, else ~/.kube/config)",
-    )
-    v.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current-context)")
+    add_cluster_arguments(v)
     v.add_argument(
         "--window",
         default="1h",

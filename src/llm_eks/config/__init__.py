@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from llm_eks.aws_ids import RESERVATION_TYPES
 from llm_eks.config.canary import CanaryConfig
 from llm_eks.config.environment import (
     ACCEPTED_RISKS,
@@ -23,7 +24,6 @@ from llm_eks.config.environment import (
     COMMIT,
     ENGINES,
     LOAD_BALANCER_SUBNET_PREFIX,
-    RESERVATION_TYPES,
     WEIGHT_SOURCES,
     CapacityReservationConfig,
     EndpointConfig,

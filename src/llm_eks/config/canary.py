@@ -39,9 +39,11 @@ class CanaryConfig:
     # The share of requests the next version gets when this config is deployed (0-100). 0: its pods start and
     # warm up, but the route sends them nothing until `llm-eks canary` raises the weight.
     weight: int = 0
-    # The weights `llm-eks canary` walks through, verifying the next version at each before the next step.
+    # The weights `llm-eks canary` walks through, verifying the next version at each before the next step: 5 % first,
+    # so a bad version meets few requests, then about doubling, so each step is checked at a load it has not had.
     steps: tuple[int, ...] = (5, 25, 50, 100)
-    # How long each step is watched (its latency measured over this window) before the next.
+    # How long each step is watched (its latency measured over this window) before the next: the drift alerts'
+    # quantile window, long enough for a stable median at a few percent of the traffic.
     hold_minutes: int = 10
 
     def validate(self, path: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llm_eks.config.capacity import compile_writer, nodes_at_max, replica_price, reservation
+from llm_eks.config.capacity import nodes_at_max, replica_price, reservation, workload_nodes
 from llm_eks.config.environment import EnvironmentConfig, ServedWorkload
 from llm_eks.errors import fail
 from llm_eks.planner import Plan
@@ -48,13 +48,7 @@ def _span(low: str, high: str) -> str:
 
 def _accelerators(s: ServedWorkload, plan: Plan, replicas: int) -> int:
     """Accelerators of the whole nodes `replicas` replicas of `s` take (its compile-cache writer included)."""
-    w = s.config
-    if plan.nodes_per_replica > 1:
-        nodes = replicas * plan.nodes_per_replica
-    else:
-        nodes = -(-replicas // max(plan.replicas_per_node, 1))
-    writer = 1 if compile_writer(w, plan) else 0
-    return (nodes + writer) * plan.instance.accelerators
+    return workload_nodes(s.config, plan, replicas) * plan.instance.accelerators
 
 
 def canary_overlap(config: EnvironmentConfig, s: ServedWorkload, plan: Plan) -> CanaryOverlap:

@@ -9,14 +9,12 @@ replicas.max needs more nodes than a family's reservations hold. Pure Python.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from llm_eks import aws_ids
 from llm_eks.catalog.accelerators import FAMILIES, INSTANCE_TYPES
 from llm_eks.config.environment import (
-    RESERVATION_TYPES,
     CapacityReservationConfig,
     EnvironmentConfig,
     ServedWorkload,
@@ -25,15 +23,10 @@ from llm_eks.config.environment import (
 from llm_eks.errors import fail
 from llm_eks.images.reference import parse_ref
 from llm_eks.planner import WARN_NO_EFA, WARN_RESERVATION, PlanWarning
+from llm_eks.planner.kv_cache import cdiv
 
 if TYPE_CHECKING:
     from llm_eks.planner import Plan
-
-# EC2NodeClass spec.capacityReservationSelectorTerms (Karpenter 1.14.1 CRD): an id's pattern, at most 30 terms, at
-# most 20 tags in a term, no empty tag key or value.
-RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
-MAX_RESERVATION_TERMS = 30
-MAX_RESERVATION_TAGS = 20
 
 
 def validate_capacity(c: EnvironmentConfig, path: str) -> None:
@@ -70,20 +63,20 @@ def _validate_reservation(r: CapacityReservationConfig, path: str) -> None:
     if not r.ids and not r.tags:
         raise fail(f"{path}.ids", [], "list the reservations (cr-...) or select them by tags")
     for i, reservation_id in enumerate(r.ids):
-        if not RESERVATION_ID.match(reservation_id):
+        if not aws_ids.CAPACITY_RESERVATION_ID.match(reservation_id):
             raise fail(
                 f"{path}.ids[{i}]", reservation_id, "must be a capacity reservation id such as cr-0123456789abcdef0"
             )
         if reservation_id in r.ids[:i]:
             raise fail(f"{path}.ids[{i}]", reservation_id, "must not repeat a reservation")
-    if len(r.ids) + (1 if r.tags else 0) > MAX_RESERVATION_TERMS:
+    if len(r.ids) + (1 if r.tags else 0) > aws_ids.MAX_RESERVATION_TERMS:
         raise fail(
             f"{path}.ids",
             len(r.ids),
-            f"Karpenter takes at most {MAX_RESERVATION_TERMS} selector terms (each id is one)",
+            f"Karpenter takes at most {aws_ids.MAX_RESERVATION_TERMS} selector terms (each id is one)",
         )
-    if len(r.tags) > MAX_RESERVATION_TAGS:
-        raise fail(f"{path}.tags", dict(r.tags), f"must hold at most {MAX_RESERVATION_TAGS} tags")
+    if len(r.tags) > aws_ids.MAX_RESERVATION_TAGS:
+        raise fail(f"{path}.tags", dict(r.tags), f"must hold at most {aws_ids.MAX_RESERVATION_TAGS} tags")
     for key, value in r.tags.items():
         if not key or not value:
             raise fail(f"{path}.tags.{key}", value, "tag keys and values must not be empty ('*' matches any value)")
@@ -92,11 +85,13 @@ def _validate_reservation(r: CapacityReservationConfig, path: str) -> None:
             raise fail(f"{path}.owner_id", r.owner_id, "only allowed with tags (an id names one reservation already)")
         if not aws_ids.ACCOUNT.match(r.owner_id):
             raise fail(f"{path}.owner_id", r.owner_id, "must be a 12-digit AWS account id")
-    if r.reservation_type not in RESERVATION_TYPES:
-        raise fail(f"{path}.reservation_type", r.reservation_type, f"must be one of {', '.join(RESERVATION_TYPES)}")
+    if r.reservation_type not in aws_ids.RESERVATION_TYPES:
+        raise fail(
+            f"{path}.reservation_type", r.reservation_type, f"must be one of {', '.join(aws_ids.RESERVATION_TYPES)}"
+        )
     if r.usd_per_hour is not None and not r.usd_per_hour > 0:
         raise fail(f"{path}.usd_per_hour", r.usd_per_hour, "must be a positive price per instance-hour")
-    if r.reservation_type == "capacity-block" and r.usd_per_hour is None:
+    if r.reservation_type == aws_ids.CAPACITY_BLOCK and r.usd_per_hour is None:
         raise fail(
             f"{path}.usd_per_hour",
             None,
@@ -139,14 +134,22 @@ def compile_writer(w: WorkloadConfig, plan: Plan) -> bool:
     return w.weights == "staged" and w.compile_cache and plan.nodes_per_replica == 1
 
 
+def replica_nodes(plan: Plan, replicas: int) -> int:
+    """Whole nodes of the planned instance type that `replicas` replicas take."""
+    if plan.nodes_per_replica > 1:
+        return replicas * plan.nodes_per_replica
+    return cdiv(replicas, max(plan.replicas_per_node, 1))
+
+
+def workload_nodes(w: WorkloadConfig, plan: Plan, replicas: int) -> int:
+    """`replica_nodes`, and the compile cache's writer Job (one server of its own) when the workload has one."""
+    return replica_nodes(plan, replicas) + (1 if compile_writer(w, plan) else 0)
+
+
 def nodes_at_max(w: WorkloadConfig, plan: Plan) -> int:
     """Whole nodes of the planned instance type the workload runs at replicas.max, the compile cache's writer
     included."""
-    if plan.nodes_per_replica > 1:
-        nodes = w.replicas.max * plan.nodes_per_replica
-    else:
-        nodes = -(-w.replicas.max // max(plan.replicas_per_node, 1))
-    return nodes + (1 if compile_writer(w, plan) else 0)
+    return workload_nodes(w, plan, w.replicas.max)
 
 
 def reservation(config: EnvironmentConfig, plan: Plan) -> CapacityReservationConfig | None:

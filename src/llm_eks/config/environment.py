@@ -29,9 +29,6 @@ ENGINES = ("vllm", "ray-serve")
 # 64 addresses per AZ: an ALB needs at least a /27 with 8 free addresses and grows into more as it scales.
 LOAD_BALANCER_SUBNET_PREFIX = 26
 CAPACITY_TYPES = ("spot", "on-demand")
-# Karpenter's karpenter.k8s.aws/capacity-reservation-type values: an On-Demand Capacity Reservation, or a Capacity
-# Block for ML (EC2 models both as capacity reservations).
-RESERVATION_TYPES = ("default", "capacity-block")
 WEIGHT_SOURCES = ("hf", "s3", "staged")
 
 
@@ -447,10 +444,6 @@ class EnvironmentConfig:
             if w.canary is not None:
                 served.append(ServedWorkload(self.name, canary_key(key), next_version(w, w.canary), canary_of=key))
         return tuple(served)
-
-    def canary_of(self, s: ServedWorkload) -> ServedWorkload | None:
-        """The next version served beside workload `s`, if it has one."""
-        return next((c for c in self.served if c.canary_of is not None and c.canary_of == s.key), None)
 
     @property
     def stack_name(self) -> str:

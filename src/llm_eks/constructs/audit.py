@@ -27,6 +27,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.nag import acknowledge, skip_checkov
 from llm_eks.errors import ConfigError, named_errors
 
@@ -120,17 +121,13 @@ class ObjectAccessTrail(Construct):
                 conditions=this_trail,
             )
         )
-        self.log_bucket = s3.Bucket(
+        self.log_bucket = private_bucket(
             self,
             "Logs",
             # Each log file is SSE-KMS with the trail's key (the trail's KMSKeyId); the default covers nothing else.
             encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            # A deleted or overwritten log file keeps its old version until it expires with the rest.
-            versioned=True,
+            # Versioned (private_bucket): a deleted or overwritten log file keeps its old version until it expires
+            # with the rest.
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="ExpireAuditRecords",

@@ -31,6 +31,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from llm_eks import aws_ids
+from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, iam5_findings, skip_checkov
 from llm_eks.errors import ConfigError, fail, named_errors
@@ -84,15 +85,10 @@ class VerifyRunner(Construct):
         cluster = props.cluster
         if cluster.vpc is None:
             raise ConfigError("verify_runner.cluster: the cluster must have its VPC (the project runs inside it)")
-        self.source_bucket = s3.Bucket(
+        self.source_bucket = private_bucket(
             self,
             "Source",
             encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
             # A copy of the repository per run: nothing to keep once the run is over.
             lifecycle_rules=[
                 s3.LifecycleRule(expiration=cdk.Duration.days(7), noncurrent_version_expiration=cdk.Duration.days(1))

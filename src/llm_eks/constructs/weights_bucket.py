@@ -42,6 +42,7 @@ from constructs import Construct
 
 from llm_eks import aws_ids
 from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
+from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.model_access import (
     ModelWeightsAccess,
     ModelWeightsAccessProps,
@@ -215,17 +216,12 @@ class WeightsBucket(Construct):
             # 30 days lets an accidental delete be cancelled.
             pending_window=cdk.Duration.days(30),
         )
-        bucket = s3.Bucket(
+        bucket = private_bucket(
             self,
             "Bucket",
             encryption=s3.BucketEncryption.KMS,
             encryption_key=key,
             bucket_key_enabled=True,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="AbortIncompleteMultipartUploads",

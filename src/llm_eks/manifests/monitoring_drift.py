@@ -29,6 +29,7 @@ from typing import Any
 from llm_eks.errors import fail
 from llm_eks.manifests.monitoring_model import BY_MODEL, BY_MODEL_LE, EngineAlerts, alert_rule
 from llm_eks.manifests.promql import promql_number, selector
+from llm_eks.planner.kv_cache import cdiv
 from llm_eks.validation import positive_number, whole_number
 
 PLAN_KV_CACHE_TOKENS = "llm_eks:plan_kv_cache_tokens"
@@ -109,7 +110,7 @@ def _any_digits(count: int) -> str:
 
 def kv_cache_alert_limit(planned_tokens: int, thresholds: DriftThresholds = DRIFT) -> int:
     """The smallest KV size (tokens) that does not alert: observed < planned x (100 - shortfall) %, in integers."""
-    return -(-planned_tokens * (100 - thresholds.kv_cache_shortfall_percent) // 100)
+    return cdiv(planned_tokens * (100 - thresholds.kv_cache_shortfall_percent), 100)
 
 
 def record_rule(record: str, expr: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

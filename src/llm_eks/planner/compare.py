@@ -20,6 +20,7 @@ from llm_eks.planner.cost import COST_FORMULA, cost_per_million_output_tokens, p
 from llm_eks.planner.expert_parallel import evaluate_expert_parallel
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
 from llm_eks.planner.request import PlanRequest
+from llm_eks.planner.result import layout_text
 from llm_eks.planner.search import efa_allowed, meets, usable
 from llm_eks.planner.sizing import Context, Fit, evaluate
 
@@ -73,9 +74,9 @@ class Comparison:
     @property
     def shape(self) -> str:
         """The split as the table shows it: "TP8 PP2" or "DP16 TP1 EP16"."""
-        if self.layout == "dp-ep":
-            return f"DP{self.data_parallel_size} TP{self.tensor_parallel_size} EP{self.expert_parallel_size}"
-        return f"TP{self.tensor_parallel_size} PP{self.pipeline_parallel_size}"
+        return layout_text(
+            self.tensor_parallel_size, self.pipeline_parallel_size, self.data_parallel_size, self.layout == "dp-ep"
+        )
 
 
 def compare(request: PlanRequest) -> list[Comparison]:

@@ -138,7 +138,9 @@ class PlanRequest:
     @property
     def expert_parallel_only(self) -> bool:
         """True when the request fixes a DP x EP layout (enable_expert_parallel, or a data_parallel_size above 1)."""
-        return self.enable_expert_parallel is True or (self.data_parallel_size or 1) > 1
+        dp = self.data_parallel_size
+        # Checked before validate_request has typed the sizes (_validate_vllm_sizes reads it).
+        return self.enable_expert_parallel is True or (type(dp) is int and dp > 1)
 
     @property
     def scheduled_sequences(self) -> int:
@@ -265,7 +267,7 @@ def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
     inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
     tp, pp = r.tensor_parallel_size, r.pipeline_parallel_size
     # A DP x EP layout (its GPUs are DP x TP, checked with data_parallel_size).
-    ep = r.enable_expert_parallel is True or (isinstance(r.data_parallel_size, int) and r.data_parallel_size > 1)
+    ep = r.expert_parallel_only
     if tp is not None:
         # Tensor parallelism stays inside one node (NVLink or PCIe); nodes are spanned with pipeline stages.
         node_gpus = inst.accelerators if inst is not None else _MAX_GPUS_PER_NODE

@@ -14,6 +14,14 @@ from llm_eks.planner.request import PlanRequest
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
 TIMES = "\N{MULTIPLICATION SIGN}"
 
+
+def layout_text(tp: int, pp: int, dp: int = 1, expert_parallel: bool = False) -> str:
+    """A split as summaries and tables show it: "TP8 PP2", or with expert parallelism "DP16 TP1 EP16"."""
+    if expert_parallel:
+        return f"DP{dp} TP{tp} EP{dp * tp}"
+    return f"TP{tp} PP{pp}"
+
+
 # The extended resource EFA interfaces are requested as (Karpenter's `vpc.amazonaws.com/efa`, which the EFA device
 # plugin advertises): a multi-node replica's pods ask for all of their node's.
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -268,10 +276,9 @@ class Plan:
         else:
             placement = f"{self.replicas_per_node} replica{'s' if self.replicas_per_node > 1 else ''}/node"
         cost = "no on-demand price" if self.cost_per_replica_hour is None else f"${self.cost_per_replica_hour:.2f}/h"
-        if self.expert_parallel:
-            split = f"DP{self.data_parallel_size} TP{self.tensor_parallel_size} EP{self.expert_parallel_size}"
-        else:
-            split = f"TP{self.tensor_parallel_size} PP{self.pipeline_parallel_size}"
+        split = layout_text(
+            self.tensor_parallel_size, self.pipeline_parallel_size, self.data_parallel_size, self.expert_parallel
+        )
         return (
             f"{self.model.short_name} on {where}: {split}, "
             f"{placement}, KV {tokens_text(self.kv_cache_tokens)} tokens, {cost} per replica"

@@ -14,6 +14,7 @@ from llm_eks.planner.assumptions import plan_assumptions
 from llm_eks.planner.cold_start import cold_start_paths, estimate_cold_start
 from llm_eks.planner.cost import per_million
 from llm_eks.planner.expert_parallel import evaluate_expert_parallel
+from llm_eks.planner.kv_cache import cdiv
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
 from llm_eks.planner.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
 from llm_eks.planner.result import (
@@ -25,6 +26,7 @@ from llm_eks.planner.result import (
     WARN_TTFT,
     Plan,
     PlanWarning,
+    layout_text,
 )
 from llm_eks.planner.shape import (
     expert_parallel_does_not_fit,
@@ -233,9 +235,7 @@ def needs_efa(ctx: Context, fit: Fit) -> ConfigError:
 def where(fit: Fit) -> str:
     inst = fit.instance
     nodes = f"{fit.nodes}{TIMES} " if fit.nodes > 1 else ""
-    if fit.expert_parallel:
-        return f"{nodes}{inst.instance_type}, DP{fit.dp} TP{fit.tp} EP{fit.tp * fit.dp}"
-    return f"{nodes}{inst.instance_type}, TP{fit.tp} PP{fit.pp}"
+    return f"{nodes}{inst.instance_type}, {layout_text(fit.tp, fit.pp, fit.dp, fit.expert_parallel)}"
 
 
 def shortfalls(ctx: Context, fit: Fit) -> list[PlanWarning]:
@@ -332,7 +332,7 @@ def no_fit_on(
 def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
     r, spec, inst = ctx.request, ctx.spec, fit.instance
     # Per data-parallel rank, as vLLM applies --max-num-seqs (the replica's, for TP x PP).
-    share = -(-r.target_concurrency // fit.dp)
+    share = cdiv(r.target_concurrency, fit.dp)
     max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(share, fit.typical_per_rank))
     cold = estimate_cold_start(ctx, fit)
     paths = cold_start_paths(ctx, fit)

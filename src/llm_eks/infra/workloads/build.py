@@ -152,15 +152,15 @@ def _behind(workload: Workload, gateway: GatewayProps, panels: tuple[ExtraPanel,
 def _canary_shares(config: EnvironmentConfig, built: Sequence[Workload]) -> list[GpuPoolSpec]:
     """Each workload's pool before merging; a next version on its current version's pool adds nothing to a limit
     the current version set (check_canary_capacity showed both fit in it)."""
-    by_key = {w.key: w for w in built}
+    pools = {w.key: w.gpu_pool.name for w in built}
     shares = []
     for s, w in zip(config.served, built, strict=True):
-        current = by_key[s.canary_of] if s.canary_of is not None else None
-        capped = current is not None and config.workloads[s.canary_of or ""].accelerator_limit is not None
-        if current is not None and capped and current.gpu_pool.name == w.gpu_pool.name:
-            shares.append(replace(w.gpu_pool, accelerator_limit=0))
-        else:
-            shares.append(w.gpu_pool)
+        shared = (
+            s.canary_of is not None
+            and config.workloads[s.canary_of].accelerator_limit is not None
+            and pools[s.canary_of] == w.gpu_pool.name
+        )
+        shares.append(replace(w.gpu_pool, accelerator_limit=0) if shared else w.gpu_pool)
     return shares
 
 

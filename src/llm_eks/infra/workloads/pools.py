@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from llm_eks.catalog.accelerators import FAMILIES, INSTANCE_TYPES
 from llm_eks.config import CapacityReservationConfig, ServedWorkload, WorkloadConfig
-from llm_eks.config.capacity import compile_writer, efa_interfaces, nodes_at_max
+from llm_eks.config.capacity import compile_writer, efa_interfaces, nodes_at_max, replica_nodes
 from llm_eks.errors import fail
 from llm_eks.manifests.disruption import GPU_DISRUPTION
 from llm_eks.manifests.node_pools import (
@@ -33,7 +33,7 @@ def gpu_pool(s: ServedWorkload, plan: Plan, reservation: CapacityReservationConf
     # The compile cache's writer Job runs one server of its own (once per cache key): one more node's worth.
     writer = compile_writer(w, plan)
     needed = nodes_at_max(w, plan) * per_node
-    nodes = nodes_at_max(w, plan) - (1 if writer else 0)
+    nodes = replica_nodes(plan, w.replicas.max)
     limit = w.accelerator_limit if w.accelerator_limit is not None else needed
     path = f"{s.path}.accelerator_limit"
     if limit < per_node:
@@ -54,6 +54,7 @@ def gpu_pool(s: ServedWorkload, plan: Plan, reservation: CapacityReservationConf
         # One networkInterfaces list per node class: only the sizes with the planned size's EFA count.
         sizes = tuple(t for t in sizes if INSTANCE_TYPES[t].efa_interfaces == efa)
     base = f"gpu-{family}" + (f"-efa{efa}" if efa else "")
+    reserved = reserved_capacity(reservation)
     return GpuPoolSpec(
         name=base + (f"-{s.key}" if w.dedicated_pool and s.key is not None else ""),
         vendor=plan.instance.accelerator_vendor,
@@ -62,11 +63,11 @@ def gpu_pool(s: ServedWorkload, plan: Plan, reservation: CapacityReservationConf
         capacity_types=pool_capacity_types(w, reservation),
         accelerator_limit=limit,
         efa_interfaces=efa,
-        reservation=reserved_capacity(reservation),
+        reservation=reserved,
         # A Capacity Block's nodes drain 40 minutes before its end and EC2 takes them 10 minutes later.
         disruption=(
             replace(GPU_DISRUPTION, termination_grace_period=CAPACITY_BLOCK_DRAIN)
-            if reservation is not None and reservation.reservation_type == "capacity-block"
+            if reserved is not None and reserved.capacity_block
             else GPU_DISRUPTION
         ),
     )

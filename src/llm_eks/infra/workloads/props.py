@@ -8,7 +8,7 @@ import hashlib
 import math
 import re
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedWorkload
 from llm_eks.config.capacity import replica_price
@@ -278,9 +278,13 @@ def _monitoring_targets(
     )
 
 
-def _planned_ttft_seconds(plan: Plan) -> float:
-    """The plan's median TTFT estimate in seconds."""
-    return plan.ttft_estimate_ms / 1000
+def _planned(plan: Plan) -> dict[str, Any]:
+    """The plan's figures the drift alerts hold production to (both engines' monitoring props take them)."""
+    return {
+        "planned_kv_cache_tokens": plan.kv_cache_tokens,
+        "planned_itl_seconds": plan.itl_estimate_ms / 1000,
+        "planned_ttft_seconds": plan.ttft_estimate_ms / 1000,
+    }
 
 
 def monitoring_props(
@@ -296,10 +300,7 @@ def monitoring_props(
         namespace=vllm.namespace,
         served_model_name=vllm.served_model_name,
         targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
-        # The plan's figures the drift alerts hold production to.
-        planned_kv_cache_tokens=plan.kv_cache_tokens,
-        planned_itl_seconds=plan.itl_estimate_ms / 1000,
-        planned_ttft_seconds=_planned_ttft_seconds(plan),
+        **_planned(plan),
     )
 
 
@@ -364,7 +365,5 @@ def ray_monitoring_props(
         namespace=ray.namespace,
         model_id=ray.model_id,
         targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
-        planned_kv_cache_tokens=plan.kv_cache_tokens,
-        planned_itl_seconds=plan.itl_estimate_ms / 1000,
-        planned_ttft_seconds=_planned_ttft_seconds(plan),
+        **_planned(plan),
     )

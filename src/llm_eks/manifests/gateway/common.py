@@ -4,7 +4,7 @@ images, gRPC probes, a Role with its binding, the TLS rule Envoy uses to reach a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.gateway.props import ROUTER_METRICS_PORT
@@ -48,8 +48,21 @@ def namespace_env() -> list[dict[str, Any]]:
 
 
 def role(
-    name: str, ns: str, rules: list[dict[str, Any]], subject: str, labels: Mapping[str, str]
+    name: str,
+    ns: str,
+    rules: list[dict[str, Any]],
+    subject: str,
+    labels: Mapping[str, str],
+    *,
+    subject_kind: Literal["ServiceAccount", "Group"] = "ServiceAccount",
 ) -> list[dict[str, Any]]:
+    """A Role and its RoleBinding to `subject`: a ServiceAccount of `ns`, or a Kubernetes group (people and CI roles
+    that an EKS access entry maps to it)."""
+    bound: dict[str, Any] = (
+        {"kind": "ServiceAccount", "name": subject, "namespace": ns}
+        if subject_kind == "ServiceAccount"
+        else {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": subject}
+    )
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -61,7 +74,7 @@ def role(
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": meta(name, ns, labels),
-            "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": ns}],
+            "subjects": [bound],
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         },
     ]

@@ -67,14 +67,11 @@ def backend_refs(r: ModelRoute) -> list[dict[str, Any]]:
     nxt = r.next_version
     if nxt is None or nxt.weight == 0:
         return [current]
+    following = {"group": POOL_GROUP, "kind": "InferencePool", "name": nxt.pool, "namespace": nxt.namespace}
     if nxt.weight == 100:
         # Every request to the next version: the current pool stays out of the rule (an empty share is no share).
-        return [{"group": POOL_GROUP, "kind": "InferencePool", "name": nxt.pool, "namespace": nxt.namespace}]
-    return [
-        {**current, "weight": 100 - nxt.weight},
-        {"group": POOL_GROUP, "kind": "InferencePool", "name": nxt.pool, "namespace": nxt.namespace}
-        | {"weight": nxt.weight},
-    ]
+        return [following]
+    return [{**current, "weight": 100 - nxt.weight}, {**following, "weight": nxt.weight}]
 
 
 def reference_grant(r: ModelRoute, current_namespace: str) -> dict[str, Any]:
@@ -104,9 +101,7 @@ def rollout_role(r: ModelRoute) -> list[dict[str, Any]]:
         "resourceNames": [r.name],
         "verbs": ["get", "patch"],
     }
-    grant, binding = role(f"{r.name}-rollout", r.namespace, [rule], ROLLOUT_GROUP, {})
-    binding["subjects"] = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": ROLLOUT_GROUP}]
-    return [grant, binding]
+    return role(f"{r.name}-rollout", r.namespace, [rule], ROLLOUT_GROUP, {}, subject_kind="Group")
 
 
 def http_route(p: GatewayProps, r: ModelRoute) -> dict[str, Any]:

@@ -19,20 +19,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from llm_eks.aws_ids import (
+    ACCOUNT,
+    CAPACITY_BLOCK,
+    CAPACITY_RESERVATION_ID,
+    MAX_RESERVATION_TAGS,
+    MAX_RESERVATION_TERMS,
+    RESERVATION_TYPES,
+)
 from llm_eks.errors import fail
 
 RESERVED = "reserved"
-CAPACITY_BLOCK = "capacity-block"
-RESERVATION_TYPES = ("default", CAPACITY_BLOCK)
 # Karpenter starts at 40 minutes before the end (up to a minute late: it checks once a minute); EC2 at 30. Eight
 # minutes of drain leaves a minute of margin for the instance to terminate.
 CAPACITY_BLOCK_DRAIN = "8m"
 CAPACITY_BLOCK_DRAIN_SECONDS = 8 * 60
-# EC2NodeClass spec.capacityReservationSelectorTerms patterns and limits (the 1.14.1 CRD).
-_ID = re.compile(r"^cr-[0-9a-z]+$")
-_OWNER = re.compile(r"^[0-9]{12}$")
-_MAX_TERMS = 30
-_MAX_TAGS = 20
 _DURATION_PART = re.compile(r"([0-9]+)(h|m|s)")
 
 
@@ -71,15 +72,17 @@ class ReservedCapacity:
         if not self.ids and not self.tags:
             raise fail(f"{path}.ids", [], "list the reservations (cr-...) or select them by tags")
         for i, reservation_id in enumerate(self.ids):
-            if not _ID.match(reservation_id):
+            if not CAPACITY_RESERVATION_ID.match(reservation_id):
                 raise fail(
                     f"{path}.ids[{i}]", reservation_id, "must be a capacity reservation id like cr-0123456789abcdef0"
                 )
-        if len(self.selector_terms()) > _MAX_TERMS:
-            raise fail(f"{path}.ids", len(self.ids), f"Karpenter takes at most {_MAX_TERMS} selector terms")
-        if len(self.tags) > _MAX_TAGS or any(not k or not v for k, v in self.tags.items()):
-            raise fail(f"{path}.tags", dict(self.tags), f"must be 1-{_MAX_TAGS} tags with non-empty keys and values")
-        if self.owner_id is not None and (not self.tags or not _OWNER.match(self.owner_id)):
+        if len(self.selector_terms()) > MAX_RESERVATION_TERMS:
+            raise fail(f"{path}.ids", len(self.ids), f"Karpenter takes at most {MAX_RESERVATION_TERMS} selector terms")
+        if len(self.tags) > MAX_RESERVATION_TAGS or any(not k or not v for k, v in self.tags.items()):
+            raise fail(
+                f"{path}.tags", dict(self.tags), f"must be 1-{MAX_RESERVATION_TAGS} tags with non-empty keys and values"
+            )
+        if self.owner_id is not None and (not self.tags or not ACCOUNT.match(self.owner_id)):
             raise fail(f"{path}.owner_id", self.owner_id, "must be a 12-digit account id, and only with tags")
         if self.reservation_type not in RESERVATION_TYPES:
             raise fail(

@@ -106,9 +106,10 @@ class VllmProps:
     # tensor_parallel_size accelerators; across nodes each pod runs accelerators_per_pod / tensor_parallel_size.
     data_parallel_size: int = 1
     # vLLM's --enable-expert-parallel: the routed experts spread over DP x TP accelerators instead of split by TP.
+    # Off, as in vLLM: the planner turns it on where it serves a MoE model more cheaply.
     expert_parallel: bool = False
-    # Nodes one replica spans: 1 is a Deployment; more is a LeaderWorkerSet whose groups run vLLM's multiprocessing
-    # backend across nodes (--nnodes, the leader serving, the workers --headless).
+    # Nodes one replica spans: 1 is a Deployment; more is a LeaderWorkerSet whose groups run vLLM across nodes (the
+    # leader serving, the workers --headless): its multiprocessing backend (--nnodes), or its data-parallel ranks.
     nodes_per_replica: int = 1
     # NVIDIA is the common case; aws.amazon.com/neuron for Inferentia/Trainium (with a Neuron image).
     accelerator_resource: str = "nvidia.com/gpu"

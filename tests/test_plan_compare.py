@@ -216,6 +216,15 @@ def test_compare_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert " ".join(out.split()).count(" ".join(COST_FORMULA.split())) == 1
 
 
+def test_help_states_the_formula_the_table_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --help` gives the formula the ranking computes (time per output token, chunked prefill included), not
+    one on the inter-token latency; and the chart's axis as the chart draws it."""
+    code, out, _ = run(capsys, "plan", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and " ".join(COST_FORMULA.split()) in text and "ITL ms" not in text
+    assert "cost per million output tokens against the time-per-output-token estimate" in text
+
+
 def test_compare_json_is_the_same_rows(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "plan", "--model", LLAMA_8B, "--max-model-len", "8192", "--compare", "--json")
     assert code == 0

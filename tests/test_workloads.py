@@ -113,7 +113,8 @@ def test_float32_checkpoint_runs_in_bfloat16_on_both_engines() -> None:
 
 def test_engine_settings_default_to_vllms_own() -> None:
     settings = EngineSettings(max_model_len=4096)
-    assert (settings.gpu_memory_utilization, settings.kv_cache_dtype, settings.dtype) == (0.9, "auto", "auto")
+    # vLLM 0.33.0's CacheConfig.gpu_memory_utilization is Field(default=0.92) (vllm/config/cache.py, line 215).
+    assert (settings.gpu_memory_utilization, settings.kv_cache_dtype, settings.dtype) == (0.92, "auto", "auto")
     assert settings.max_num_seqs is None and settings.quantization is None
 
 

@@ -123,7 +123,7 @@ def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
 
 
 def write_comparison_chart(path: Path, request: PlanRequest, rows: list[Comparison]) -> None:
-    """Cost per million output tokens against inter-token latency, one point per priced row."""
+    """Cost per million output tokens against the time-per-output-token estimate, one point per priced row."""
     priced = [r for r in rows if r.usd_per_million_output_tokens is not None]
     if not priced:
         raise ConfigError("--chart: no instance type that can serve this request has an on-demand price to plot")

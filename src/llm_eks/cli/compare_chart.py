@@ -1,5 +1,5 @@
-"""`llm-eks plan --compare --chart FILE.svg`: cost per million output tokens against inter-token latency, one
-labelled point per instance type, as an SVG for a design review.
+"""`llm-eks plan --compare --chart FILE.svg`: cost per million output tokens against the time-per-output-token
+estimate, one labelled point per instance type, as an SVG for a design review.
 
 Written by hand, not with a plotting library: `llm-eks plan` must start in well under a second and the package stays
 free of heavy dependencies (matplotlib alone imports for about a second and pulls in numpy). A scatter plot with

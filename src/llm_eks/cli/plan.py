@@ -20,11 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_eks.catalog.formats import FORMATS
 from llm_eks.cli.environments import environment
 from llm_eks.cli.parsing import UsageError
 from llm_eks.cli.plan_table import print_catalog, table
 from llm_eks.errors import ConfigError, fail
+from llm_eks.planner.cost import COST_FORMULA
+from llm_eks.planner.request import CHOICES, PlanRequest
 
 # CLI option -> PlanRequest field, for the options that map one to one.
 _REQUEST_OPTIONS = (
@@ -47,6 +48,20 @@ _REQUEST_OPTIONS = (
     "enable_expert_parallel",
     "allow_without_efa",
 )
+
+
+def _default(field: str) -> str:
+    """PlanRequest's default for `field`, as the help states it: what an option left out takes."""
+    default = _REQUEST_FIELDS[field].default
+    return f"{default:g}" if isinstance(default, float) else str(default)
+
+
+def _choices(field: str) -> str:
+    """The values PlanRequest accepts for `field`, as the help lists them."""
+    return " | ".join(CHOICES[field])
+
+
+_REQUEST_FIELDS = {f.name: f for f in dataclasses.fields(PlanRequest)}
 
 
 def add_parser(commands: Any) -> None:
@@ -75,18 +90,48 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--model-config", metavar="PATH", help="a local Hugging Face config.json describing --model")
     p.add_argument("--parameters", type=int, help="parameter count for --model-config (default: estimated)")
-    p.add_argument("--weight-format", help="auto (the checkpoint's own) | " + " | ".join(FORMATS))
-    p.add_argument("--kv-cache-dtype", help="auto | fp8")
+    p.add_argument(
+        "--weight-format",
+        help=f"{_choices('weight_format')} (default {_default('weight_format')}: the checkpoint's own format)",
+    )
+    p.add_argument(
+        "--kv-cache-dtype",
+        help=f"{_choices('kv_cache_dtype')} (default {_default('kv_cache_dtype')}: the activation dtype)",
+    )
     p.add_argument("--max-model-len", type=int, help="context length (default: the model's maximum)")
     p.add_argument(
-        "--gpu-memory-utilization", type=float, help="vLLM's GPU memory budget fraction (default 0.92, vLLM 0.33's)"
+        "--gpu-memory-utilization",
+        type=float,
+        help=f"vLLM's GPU memory budget fraction (default {_default('gpu_memory_utilization')}, vLLM 0.33's own)",
     )
-    p.add_argument("--accelerator", help="auto (cheapest that meets the targets) or an instance type")
-    p.add_argument("--target-concurrency", type=int, help="concurrent sequences per replica (default 16)")
-    p.add_argument("--typical-input-tokens", type=int, help="typical prompt length (default 1024)")
-    p.add_argument("--typical-output-tokens", type=int, help="typical completion length (default 256)")
-    p.add_argument("--weights-source", help="nvme | s3 | ebs (default nvme)")
-    p.add_argument("--max-nodes-per-replica", type=int, help="pipeline parallelism across at most N nodes (default 2)")
+    p.add_argument(
+        "--accelerator",
+        help=f"auto (the cheapest that meets the targets) or an instance type (default {_default('accelerator')})",
+    )
+    p.add_argument(
+        "--target-concurrency",
+        type=int,
+        help=f"concurrent sequences per replica (default {_default('target_concurrency')})",
+    )
+    p.add_argument(
+        "--typical-input-tokens", type=int, help=f"typical prompt length (default {_default('typical_input_tokens')})"
+    )
+    p.add_argument(
+        "--typical-output-tokens",
+        type=int,
+        help=f"typical completion length (default {_default('typical_output_tokens')})",
+    )
+    p.add_argument(
+        "--weights-source",
+        help=f"{_choices('weights_source')} (default {_default('weights_source')}): the Hub into the instance "
+        "store, an S3 stream (Run:ai Model Streamer), the same from the environment's weights bucket with the "
+        "torch.compile cache restored, or a gp3 volume",
+    )
+    p.add_argument(
+        "--max-nodes-per-replica",
+        type=int,
+        help=f"pipeline parallelism across at most N nodes (default {_default('max_nodes_per_replica')})",
+    )
     p.add_argument(
         "--max-itl-ms", type=float, help="inter-token latency ceiling the time-per-output-token estimate must meet"
     )
@@ -128,15 +173,13 @@ def add_parser(commands: Any) -> None:
         "--compare",
         action="store_true",
         help="list every catalog instance type that can serve the request, on its best split, best first (meets "
-        "the targets, then $ per million output tokens). $ per 1M output tokens = replicas x $/h per replica / "
-        "(target_concurrency x 3600 x 1000 / ITL ms) x 1e6, replicas = ceil(target_concurrency / sequences a "
-        "replica runs at the typical size), ITL the estimate at target_concurrency sequences per replica",
+        f"the targets, then $ per million output tokens). {COST_FORMULA}",
     )
     compare.add_argument(
         "--chart",
         metavar="FILE.svg",
         help="with --compare, also write the comparison as an SVG chart (cost per million output tokens against "
-        "inter-token latency, one labelled point per instance type); SVG only, no PNG",
+        "the time-per-output-token estimate, one labelled point per instance type); SVG only, no PNG",
     )
     p.set_defaults(func=plan_command)
 

@@ -19,6 +19,7 @@ from llm_eks.config.workload_options import (
     ReplicasConfig,
     SloConfig,
 )
+from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
 from llm_eks.versions import KUBERNETES_VERSION
 
 if TYPE_CHECKING:
@@ -180,8 +181,9 @@ class WorkloadConfig:
     kv_cache_dtype: str = "auto"
     # 8k context keeps KV cache per sequence small enough for useful concurrency on one GPU.
     max_model_len: int = 8192
-    # vLLM 0.33's own default (CacheConfig); the CUDA context, NCCL and cuBLAS live in the remaining 8 %.
-    gpu_memory_utilization: float = 0.92
+    # vLLM 0.33's own default (planner.engine.GPU_MEMORY_UTILIZATION); the CUDA context, NCCL and cuBLAS live in the
+    # remaining 8 %.
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
     # Let the planner pick the cheapest instance that meets the targets.
     accelerator: str = "auto"
     # Concurrent sequences one replica must hold at the typical request size (sizes KV cache and max-num-seqs).
@@ -304,14 +306,7 @@ class WorkloadConfig:
             target_concurrency=self.target_concurrency,
             typical_input_tokens=self.typical_input_tokens,
             typical_output_tokens=self.typical_output_tokens,
-            # "staged" is the S3 stream plus the restored compile cache.
-            weights_source=(
-                "staged"
-                if self.weights == "staged" and self.compile_cache
-                else "s3"
-                if self.weights in ("s3", "staged")
-                else "nvme"
-            ),
+            weights_source=self.weights_source,
             # The node classes pull in parallel unless they restore an image snapshot (manifests/node_pools).
             image_source="snapshot" if self.image_snapshot_id is not None else "parallel-pull",
             # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.

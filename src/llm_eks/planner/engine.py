@@ -21,6 +21,11 @@ _CHOICE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _LOCAL_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 _REVISION = re.compile(r"^[A-Za-z0-9._+][A-Za-z0-9._/+-]{0,254}$")
 
+# The default of every gpu_memory_utilization (EngineSettings, PlanRequest, the config's workload, `llm-eks plan`):
+# vLLM 0.33's own default (CacheConfig.gpu_memory_utilization = Field(default=0.92), vllm/config/cache.py in the
+# 0.33.0 wheel), kept because its remaining 8 % is where the CUDA context, NCCL and cuBLAS live (planner/memory.py).
+GPU_MEMORY_UTILIZATION = 0.92
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -28,8 +33,8 @@ class EngineSettings:
 
     # The longest request (prompt + output) in tokens; the KV cache is sized to hold at least one.
     max_model_len: int
-    # vLLM's default: the rest is headroom for the CUDA context outside vLLM's accounting.
-    gpu_memory_utilization: float = 0.9
+    # vLLM 0.33's own default (GPU_MEMORY_UTILIZATION); the rest holds the CUDA context, outside vLLM's accounting.
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
     # Sequences per scheduler step (the replica's concurrency); None keeps vLLM's default.
     max_num_seqs: int | None = None
     # Tokens per scheduler step; None keeps vLLM's default (which depends on the GPU).

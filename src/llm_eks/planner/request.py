@@ -10,6 +10,7 @@ from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
+from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
 from llm_eks.planner.tensor_split import attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
 
 # Warm headroom beyond this is a second deployment, not headroom.
@@ -25,6 +26,14 @@ WEIGHTS_SOURCES = ("nvme", "s3", "staged", "ebs")
 
 # Where a node gets the serving image (plan/cold_start.py has the figures; not imported: it imports result).
 IMAGE_SOURCES = ("pull", "parallel-pull", "snapshot")
+
+# The values each choice field of PlanRequest takes: validation checks them, `llm-eks plan --help` lists them.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "weight_format": WEIGHT_FORMATS,
+    "kv_cache_dtype": KV_CACHE_DTYPES,
+    "weights_source": WEIGHTS_SOURCES,
+    "image_source": IMAGE_SOURCES,
+}
 
 MAX_TARGET_CONCURRENCY = 4096
 
@@ -68,8 +77,8 @@ class PlanRequest:
     kv_cache_dtype: str = "auto"
     # None: the model's max_position_embeddings.
     max_model_len: int | None = None
-    # vLLM 0.33's default (CacheConfig, vllm/config/cache.py); the rest holds the CUDA context, NCCL and cuBLAS.
-    gpu_memory_utilization: float = 0.92
+    # vLLM 0.33's own default (engine.GPU_MEMORY_UTILIZATION); the rest holds the CUDA context, NCCL and cuBLAS.
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
     # "auto" (the cheapest instance that meets the targets) or a catalog instance type.
     accelerator: str = "auto"
     # Concurrent sequences per replica at the typical request size.
@@ -157,9 +166,9 @@ def validate_request(r: PlanRequest) -> None:
         spec = model(r.model)
     else:
         raise fail("workload.model", r.model, "must be a catalog model id or a ModelSpec")
-    _choice("weight_format", r.weight_format, WEIGHT_FORMATS)
+    for name, allowed in CHOICES.items():
+        _choice(name, getattr(r, name), allowed)
     _check_weight_format(r.weight_format, spec)
-    _choice("kv_cache_dtype", r.kv_cache_dtype, KV_CACHE_DTYPES)
     for name in ("typical_input_tokens", "typical_output_tokens"):
         _int_between(name, getattr(r, name), 1, spec.max_position_embeddings)
     if r.max_model_len is not None:
@@ -189,8 +198,6 @@ def validate_request(r: PlanRequest) -> None:
             )
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
     _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
-    _choice("weights_source", r.weights_source, WEIGHTS_SOURCES)
-    _choice("image_source", r.image_source, IMAGE_SOURCES)
     _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
     for name in ("max_itl_ms", "max_ttft_ms"):
         ceiling = getattr(r, name)

@@ -322,3 +322,16 @@ def test_internal_load_balancers_get_subnets_no_pod_uses(templates: dict[str, An
         assert not set(for_lbs) & set(for_pods)
     else:
         assert for_lbs == for_pods
+
+
+def test_system_instance_type_is_an_ec2_instance_type() -> None:
+    from llm_eks.constructs.cluster import InferenceClusterProps
+    from llm_eks.errors import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        InferenceClusterProps(cluster_name="typo", system_instance_type="m7i.xlargee").validate()
+    assert str(error.value) == (
+        "system_instance_type: 'm7i.xlargee' is not allowed; not an EC2 instance type (botocore 1.44.8's list); "
+        "closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge"
+    )
+    InferenceClusterProps(cluster_name="ok", system_instance_type="c7i.2xlarge").validate()

@@ -192,6 +192,16 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "type (GPU capacity is Karpenter's)",
         ),
         (
+            {"system_nodes": {"instance_type": "m7i.xlargee"}},
+            "environments.dev.system_nodes.instance_type: 'm7i.xlargee' is not allowed; not an EC2 instance type "
+            "(botocore 1.44.8's list); closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge",
+        ),
+        (
+            {"system_nodes": {"instance_type": "m7i"}},
+            "environments.dev.system_nodes.instance_type: 'm7i' is not allowed; not an EC2 instance type "
+            "(botocore 1.44.8's list); such as m7i.xlarge",
+        ),
+        (
             {"system_nodes": {"desired_size": 9}},
             "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (2) and "
             "max_size (4)",

@@ -530,6 +530,11 @@ def test_bad_builder_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
             [*base, "--subnet-id", "subnet-x"],
             "--subnet-id: 'subnet-x' is not allowed; must be a subnet id such as subnet-0abc12345def67890",
         ),
+        (
+            [*base, *subnet, "--instance-type", "m7i.larg"],
+            "--instance-type: 'm7i.larg' is not allowed; not an EC2 instance type (botocore 1.44.8's list); closest: "
+            "m7i.large, m7i.xlarge, m7i.8xlarge",
+        ),
         ([*base, *subnet, "--volume-gib", "5"], "--volume-gib: 5 is not allowed; must be 20 to 16384"),
         ([*base, *subnet, "--max-build-minutes", "5"], "--max-build-minutes: 5 is not allowed; must be 10 to 720"),
         ([*base, *subnet, "--max-build-minutes", "721"], "--max-build-minutes: 721 is not allowed; must be 10 to 720"),

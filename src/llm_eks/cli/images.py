@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_eks import aws_ids
+from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.cli.parsing import UsageError
 from llm_eks.errors import ConfigError, fail
 from llm_eks.images.lock import LOCK_FILE, LockEntry, load_lock, write_lock
@@ -252,6 +253,8 @@ def _build(args: argparse.Namespace, session: Any, now: Callable[[], datetime]) 
     for sg in security_groups:
         if not aws_ids.SECURITY_GROUP_ID.match(sg):
             raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
+    instance_type = args.instance_type or "m7i.large"
+    check_instance_type("--instance-type", instance_type)
     volume_gib = 200 if args.volume_gib is None else args.volume_gib
     if not 20 <= volume_gib <= 16384:
         raise fail("--volume-gib", volume_gib, "must be 20 to 16384")
@@ -289,7 +292,7 @@ def _build(args: argparse.Namespace, session: Any, now: Callable[[], datetime]) 
         environment=config.name,
         security_group_ids=security_groups,
         kms_key_id=args.kms_key_id,
-        instance_type=args.instance_type or "m7i.large",
+        instance_type=instance_type,
         volume_gib=volume_gib,
         max_build_minutes=minutes,
         now=now,

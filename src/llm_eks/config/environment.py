@@ -85,7 +85,7 @@ class SystemNodesConfig:
     """The managed node group that runs controllers (Karpenter, KEDA, Prometheus, operators)."""
 
     # 4 vCPU / 16 GiB holds Karpenter, KEDA, Prometheus and Grafana with headroom; Graviton is not used because
-    # some operator images are amd64-only.
+    # some operator images are amd64-only. Checked against EC2's instance types as the pinned botocore lists them.
     instance_type: str = "m7i.xlarge"
     # Karpenter runs 2 replicas with one-per-host anti-affinity, so 2 nodes in 2 AZs is the floor.
     min_size: int = 2

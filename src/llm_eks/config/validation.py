@@ -10,6 +10,7 @@ from typing import Any
 
 from llm_eks import aws_ids
 from llm_eks.aws_regions import REGIONS
+from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.config import inputs
 from llm_eks.config.canary_checks import validate_canaries
 from llm_eks.config.capacity import validate_capacity
@@ -33,8 +34,6 @@ from llm_eks.versions import KUBERNETES_VERSION
 
 # A branch, tag or commit as the Hub and git allow them (the subset staging passes on safely).
 _REVISION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+")
-
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 
 
 def validate_policy_cidr(body: Mapping[str, Any], c: EnvironmentConfig, path: str) -> None:
@@ -219,8 +218,7 @@ def _validate_endpoint(e: EndpointConfig, path: str) -> None:
 
 
 def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
-    if not _INSTANCE_TYPE.match(s.instance_type):
-        raise fail(f"{path}.instance_type", s.instance_type, "must be an EC2 instance type such as m7i.xlarge")
+    check_instance_type(f"{path}.instance_type", s.instance_type)
     if s.instance_type.split(".")[0][0] in ("g", "p") or s.instance_type.startswith(("inf", "trn")):
         raise fail(
             f"{path}.instance_type",

@@ -28,6 +28,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
+from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.constructs.addons import SYSTEM_NODE_LABEL, check_boundary, check_statements, harden_roles
 from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.log_encryption import encrypted_log_group
@@ -109,6 +110,7 @@ class InferenceClusterProps:
     def validate(self) -> None:
         check_statements("system_node_role_statements", self.system_node_role_statements)
         check_boundary("permissions_boundary", self.permissions_boundary)
+        check_instance_type("system_instance_type", self.system_instance_type)
         if self.vpc is not None and self.load_balancer_subnet_cidrs:
             raise ConfigError(
                 "load_balancer_subnet_cidrs: not allowed with an existing vpc; create the subnets in that VPC and "

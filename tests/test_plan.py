@@ -58,12 +58,15 @@ def test_llama_70b_bf16_needs_at_least_two_80_gb_gpus() -> None:
 
 
 def test_one_h100_cannot_hold_llama_70b_bf16() -> None:
+    # No shorter context helps (131.4 GiB of weights alone); each change listed is planned, cheapest first.
     assert error(model=LLAMA_70B, accelerator="p5.4xlarge", max_model_len=8192, max_nodes_per_replica=1) == (
         "workload.accelerator: 'p5.4xlarge' is not allowed; meta-llama/Llama-3.3-70B-Instruct at bf16 "
         "(141.1 GB of weights, 320 KiB of KV cache per token) does not fit max_model_len 8192 on 1 node of "
-        f"1{X} H100 (80.0 GiB each); use weight_format fp8 or awq-int4, kv_cache_dtype fp8, "
-        "a shorter max_model_len "
-        "or a bigger instance such as g7e.12xlarge"
+        f"1{X} H100 (80.0 GiB each); what fits instead, cheapest first ($/h to hold target_concurrency 16 "
+        "sequences of 1280 tokens): 1) weight_format awq-int4: p5.4xlarge, 84 sequences a replica, $6.88/h; "
+        "2) accelerator g7e.12xlarge: 99 sequences a replica, $8.29/h; 3) weight_format fp8 and kv_cache_dtype "
+        "fp8: p5.4xlarge, 11 sequences a replica, 2 replicas, $13.76/h; 4) max_nodes_per_replica 2: "
+        f"2{X} p5.4xlarge over EFA, 21 sequences a replica, $13.76/h"
     )
 
 
@@ -159,10 +162,14 @@ def test_pipeline_stages_without_efa_are_refused_unless_accepted() -> None:
     with pytest.raises(ConfigError) as err:
         plan(request)
     assert str(err.value) == (
-        "workload.accelerator: 'g6e.xlarge' is not allowed; a replica of Qwen/Qwen2.5-72B-Instruct needs 2 g6e.xlarge "
-        "nodes (2\N{MULTIPLICATION SIGN} g6e.xlarge, TP1 PP2) and g6e.xlarge has no EFA, so the nodes would exchange "
-        "activations over TCP; choose an instance type with EFA (such as g6e.8xlarge, g6e.12xlarge, g6e.16xlarge, "
-        "g6e.24xlarge, g6e.48xlarge), or accept TCP with acknowledged_warnings llm-eks:plan-no-efa (allow_without_efa)"
+        "workload.accelerator: 'g6e.xlarge' is not allowed; a replica of Qwen/Qwen2.5-72B-Instruct at max_model_len "
+        f"8192 needs 2 g6e.xlarge nodes (2{X} g6e.xlarge, TP1 PP2) and g6e.xlarge has no EFA, so the nodes would "
+        "exchange activations over TCP; what fits instead, cheapest first ($/h to hold target_concurrency 16 "
+        "sequences of 1280 tokens): 1) accelerator g7e.2xlarge: 117 sequences a replica, $3.36/h; 2) max_model_len "
+        "1536 (the longest round length that fits): g6e.xlarge, 1 sequence a replica, 16 replicas, $29.78/h; "
+        f"3) accelerator g6e.8xlarge: 2{X} g6e.8xlarge over EFA, 101 sequences a replica, $9.06/h; "
+        "4) acknowledged_warnings llm-eks:plan-no-efa (allow_without_efa): "
+        f"2{X} g6e.xlarge over TCP, 101 sequences a replica, $3.72/h"
     )
     p = plan(dataclasses.replace(request, allow_without_efa=True))
     assert p.nodes_per_replica == 2 and p.checkpoint == "Qwen/Qwen2.5-72B-Instruct-AWQ"
@@ -404,8 +411,16 @@ def test_nothing_fits_anywhere() -> None:
     huge = dataclasses.replace(MODELS[LLAMA_70B], id="acme/huge", parameters=4_000_000_000_000, awq_checkpoint=None)
     assert error(model=huge, max_nodes_per_replica=1) == (
         "workload.model: 'acme/huge' is not allowed; at bf16 (8000.0 GB of weights) it fits no catalog instance "
-        "type at max_model_len 131072 across up to 1 node(s) per replica; use weight_format fp8, kv_cache_dtype fp8, "
-        "a shorter max_model_len or a larger max_nodes_per_replica"
+        "type at max_model_len 131072 across up to 1 node(s) per replica; what fits instead, cheapest first ($/h to "
+        "hold target_concurrency 16 sequences of 1280 tokens): 1) max_nodes_per_replica 4: "
+        f"4{X} p6-b300.48xlarge over EFA, 755 sequences a replica, $569.66/h"
+    )
+    # 80 TB at bf16, 40 TB at fp8: more than 16 nodes of 8 B300s hold. The error says what it tried.
+    larger = dataclasses.replace(huge, parameters=40_000_000_000_000)
+    assert error(model=larger).endswith(
+        "it fits no catalog instance type at max_model_len 131072 across up to 2 node(s) per replica; nothing the "
+        "planner tried fits either (a shorter max_model_len, kv_cache_dtype fp8, weight_format fp8, more nodes per "
+        "replica)"
     )
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from llm_eks.cli.parsing import UsageError
 from llm_eks.cli.plan_table import print_catalog, table
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.cost import COST_FORMULA
+from llm_eks.planner.fixes import NoFitError
 from llm_eks.planner.request import CHOICES, PlanRequest
 
 # CLI option -> PlanRequest field, for the options that map one to one.
@@ -204,29 +206,25 @@ def plan_command(args: argparse.Namespace) -> int:
         overrides["accelerator"] = "auto"
     if args.workload is not None and args.env is None:
         raise UsageError("--workload goes with --env")
-    targets: list[tuple[Callable[[], Any], str | None, str | None]] = (
+    targets = (
         _env_requests(args, overrides)
         if args.env is not None
-        else [(functools.partial(_model_request, args, overrides), None, None)]
+        else [_Target(functools.partial(_model_request, args, overrides), None, None, None)]
     )
     if args.compare and len(targets) > 1:
         raise UsageError("--compare compares one workload: add --workload KEY")
     results = []
-    for make_request, path, _ in targets:
+    for target in targets:
         try:
-            request = make_request()
+            request = target.make_request()
             if args.compare:
                 from llm_eks.cli.compare import print_comparison
 
                 return print_comparison(request, as_json=args.json, chart=args.chart)
             results.append(plan(request))
         except ConfigError as err:
-            # A planner error about a value from cdk.json names it as cdk.json does; an option's keeps its own path.
-            field = str(err).partition(":")[0].removeprefix("workload.")
-            if path is None or field in overrides or not str(err).startswith("workload."):
-                raise
-            raise ConfigError(f"{path}.{str(err).removeprefix('workload.')}") from None
-    keys = [key for _, _, key in targets]
+            raise _named(err, target, overrides) from None
+    keys = [target.key for target in targets]
     overlaps = _canary_overlaps(args, keys, results) if args.env is not None else {}
     if args.json:
         dicts = [result.to_dict() for result in results]
@@ -244,6 +242,41 @@ def plan_command(args: argparse.Namespace) -> int:
         if key in overlaps:
             print(overlaps[key].line())
     return 0
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One plan to make: its request (built when planned: it checks its values then), and for a workload of --env its
+    config path, key (a canary's is `<key>-canary`; the one-model `workload` has none) and how cdk.json sets a field."""
+
+    make_request: Callable[[], Any]
+    path: str | None
+    key: str | None
+    setting: Callable[[str, Any], str | None] | None
+
+
+def flag(field: str, value: Any) -> str | None:
+    """How `llm-eks plan` sets PlanRequest's `field` to `value`: its option (None: it has none)."""
+    if field not in _REQUEST_OPTIONS:
+        return None
+    option = "--" + field.replace("_", "-")
+    return option if value is True else f"{option} {value}"
+
+
+def _named(err: ConfigError, target: _Target, overrides: dict[str, Any]) -> ConfigError:
+    """The planner's error in the terms the user gave the request: a value from cdk.json by its cdk.json path, an
+    option's by its own; the changes that would fit (NoFitError) as options, or as cdk.json sets those not given."""
+    setting = target.setting
+    if isinstance(err, NoFitError):
+        message = err.render(
+            flag if setting is None else (lambda f, v: flag(f, v) if f in overrides else setting(f, v))
+        )
+    else:
+        message = str(err)
+    field = message.partition(":")[0].removeprefix("workload.")
+    if target.path is None or field in overrides or not message.startswith("workload."):
+        return err if message == str(err) else ConfigError(message)
+    return ConfigError(f"{target.path}.{message.removeprefix('workload.')}")
 
 
 def _canary_overlaps(args: argparse.Namespace, keys: list[str | None], results: list[Any]) -> dict[str, Any]:
@@ -276,12 +309,8 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     return PlanRequest(model=recorded if recorded is not None else args.model, **overrides)
 
 
-def _env_requests(
-    args: argparse.Namespace, overrides: dict[str, Any]
-) -> list[tuple[Callable[[], Any], str | None, str | None]]:
-    """(plan request maker, config path, workload key) of each workload of --env (a canary's key is
-    `<key>-canary`; the one-model `workload` has none), or of --workload alone, with the options applied (a request
-    checks its values when made: the caller names a bad one by its path)."""
+def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[_Target]:
+    """Each workload of --env, or --workload alone, with the options applied."""
     if args.model_config is not None or args.parameters is not None:
         raise UsageError("--model-config and --parameters go with --model, not --env")
     config = environment(args)
@@ -297,4 +326,4 @@ def _env_requests(
     def maker(w: Any) -> Callable[[], Any]:
         return lambda: dataclasses.replace(w.plan_request(), **overrides) if overrides else w.plan_request()
 
-    return [(maker(s.config), s.path, s.key if config.workloads else None) for s in served]
+    return [_Target(maker(s.config), s.path, s.key if config.workloads else None, s.setting) for s in served]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_eks.catalog.models import ModelSpec
 from llm_eks.config.canary import OVERRIDES, CanaryConfig, canary_key
@@ -20,11 +20,9 @@ from llm_eks.config.workload_options import (
     SloConfig,
 )
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
+from llm_eks.planner.request import PlanRequest
+from llm_eks.planner.result import WARN_NO_EFA
 from llm_eks.versions import KUBERNETES_VERSION
-
-if TYPE_CHECKING:
-    from llm_eks.planner import PlanRequest
-
 
 ENGINES = ("vllm", "ray-serve")
 # 64 addresses per AZ: an ALB needs at least a /27 with 8 free addresses and grows into more as it scales.
@@ -289,7 +287,7 @@ class WorkloadConfig:
 
     def plan_request(self) -> PlanRequest:
         """The planner's input for this workload."""
-        from llm_eks.planner import WARN_NO_EFA, LoraAdapters, PlanRequest
+        from llm_eks.planner import LoraAdapters
 
         model: Any = self.model
         if self.model_spec is not None:
@@ -334,6 +332,11 @@ class WorkloadConfig:
         )
 
 
+# PlanRequest fields a workload sets under the same name, and those it sets under another (plan_request maps them).
+_SAME_NAMED = frozenset({f.name for f in fields(WorkloadConfig)} & {f.name for f in fields(PlanRequest)} - {"model"})
+_REQUEST_SETTINGS = {"max_itl_ms": "slo.itl_p99_ms", "max_ttft_ms": "slo.ttft_p99_ms"}
+
+
 @dataclass(frozen=True)
 class ServedWorkload:
     """One workload of an environment, with where it sits in cdk.json (for names and error paths)."""
@@ -354,6 +357,17 @@ class ServedWorkload:
         if self.key is None:
             return f"environments.{self.environment}.workload"
         return f"environments.{self.environment}.workloads.{self.key}"
+
+    def setting(self, field: str, value: Any) -> str | None:
+        """How cdk.json sets the plan request's `field` to `value` for this workload (for an error's advice); None
+        where it has no such setting. A canary sets only its OVERRIDES; the rest it takes from its workload."""
+        path = self.path
+        if self.canary_of is not None and field not in OVERRIDES:
+            path = path.removesuffix(".canary")
+        if field == "allow_without_efa":
+            return f'{path}.acknowledged_warnings["{WARN_NO_EFA}"]' if value is True else None
+        name = _REQUEST_SETTINGS.get(field, field if field in _SAME_NAMED else None)
+        return None if name is None else f"{path}.{name} {value}"
 
 
 @dataclass(frozen=True)

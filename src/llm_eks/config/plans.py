@@ -6,6 +6,7 @@ from __future__ import annotations
 from llm_eks.config import EnvironmentConfig
 from llm_eks.errors import ConfigError
 from llm_eks.planner import Plan, plan
+from llm_eks.planner.fixes import NoFitError
 
 
 def plan_workloads(config: EnvironmentConfig) -> tuple[Plan, ...]:
@@ -15,7 +16,8 @@ def plan_workloads(config: EnvironmentConfig) -> tuple[Plan, ...]:
         try:
             plans.append(plan(s.config.plan_request()))
         except ConfigError as err:
-            message = str(err)
+            # The changes that would fit, named as cdk.json sets them for this workload.
+            message = err.render(s.setting) if isinstance(err, NoFitError) else str(err)
             if message.startswith("workload."):
                 message = f"{s.path}.{message.removeprefix('workload.')}"
             raise ConfigError(message) from None

@@ -19,6 +19,7 @@ constructs and charts use.
     cold_start    image, weights, warm-up and node launch times
     pods          host CPU and memory per pod
     search        choosing among candidates, and the one-line error when none fits
+    fixes         when none fits: the changes that would, each planned, cheapest first
     assumptions   what a plan assumed, with its numbers
     engine        the vLLM engine settings a plan carries, and their `vllm serve` flags and Ray engine_kwargs
     result        Plan and what it carries
@@ -26,7 +27,6 @@ constructs and charts use.
 
 from __future__ import annotations
 
-from llm_eks.catalog.accelerators import instance_type
 from llm_eks.planner.memory import GIB
 from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
 from llm_eks.planner.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
@@ -43,7 +43,7 @@ from llm_eks.planner.result import (
     PlanWarning,
     PodResources,
 )
-from llm_eks.planner.search import cheapest, on_instance
+from llm_eks.planner.search import planned
 from llm_eks.planner.sizing import Context
 
 __all__ = [
@@ -70,8 +70,6 @@ __all__ = [
 
 
 def plan(request: PlanRequest) -> Plan:
-    """The deployment plan for `request`; ConfigError (one line) when nothing fits."""
-    ctx = Context(request)
-    if request.accelerator == "auto":
-        return cheapest(ctx)
-    return on_instance(ctx, instance_type(request.accelerator))
+    """The deployment plan for `request`; ConfigError (one line) when nothing fits: a NoFitError (planner/fixes.py)
+    lists the changes that would, cheapest first."""
+    return planned(Context(request))

@@ -7,16 +7,18 @@ import math
 from typing import Any
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
-from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.catalog.accelerators import InstanceType, instance_type
 from llm_eks.catalog.formats import require_supported, support
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.assumptions import plan_assumptions
 from llm_eks.planner.cold_start import cold_start_paths, estimate_cold_start
 from llm_eks.planner.cost import per_million
 from llm_eks.planner.expert_parallel import evaluate_expert_parallel
+from llm_eks.planner.fixes import NoFitError, find_fixes
 from llm_eks.planner.kv_cache import cdiv
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
 from llm_eks.planner.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
+from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.result import (
     TIMES,
     WARN_CONCURRENCY,
@@ -35,6 +37,17 @@ from llm_eks.planner.shape import (
     shape_does_not_fit,
 )
 from llm_eks.planner.sizing import Context, Fit, evaluate
+
+
+def planned(ctx: Context) -> Plan:
+    """The plan of `ctx`'s request: the cheapest instance type (auto) or the named one."""
+    r = ctx.request
+    return cheapest(ctx) if r.accelerator == "auto" else on_instance(ctx, instance_type(r.accelerator))
+
+
+def quiet_plan(request: PlanRequest) -> Plan:
+    """planned() for a candidate change: its errors look for no changes of their own."""
+    return planned(Context(request, suggest=False))
 
 
 def usable(ctx: Context, fit: Fit) -> bool:
@@ -172,13 +185,14 @@ def cheapest(ctx: Context) -> Plan:
     if not fitting and tried and r.fixed_shape and not any(f.fits for f in tried):
         raise shape_does_not_fit(ctx, tried)
     if not fitting:
-        raise fail(
-            "workload.model",
-            spec.id,
+        reason = (
             f"at {ctx.fmt} ({ctx.weight_bytes / 1e9:.1f} GB of weights) it fits no catalog instance type at "
-            f"max_model_len {ctx.max_len} across up to {r.max_nodes_per_replica} node(s) per replica; "
-            f"{remedies(ctx, bigger=False)}",
+            f"max_model_len {ctx.max_len} across up to {r.max_nodes_per_replica} node(s) per replica"
         )
+        if not ctx.suggest:
+            raise fail("workload.model", spec.id, reason)
+        fixes, attempted = find_fixes(r, ctx.fmt, None, quiet_plan)
+        raise NoFitError("workload.model", spec.id, reason, fixes, attempted)
     best = max(fitting, key=lambda f: (f.typical, -(f.cost or 0)))
     if best.typical < r.target_concurrency:
         raise fail(
@@ -221,14 +235,21 @@ def needs_efa(ctx: Context, fit: Fit) -> ConfigError:
         path, value = "workload.pipeline_parallel_size", r.pipeline_parallel_size
     else:
         path, value = "workload.accelerator", inst.instance_type
+    context = f" at max_model_len {ctx.max_len}" if path == "workload.accelerator" else ""
+    reason = (
+        f"a replica of {ctx.spec.id}{context} needs {fit.nodes} {inst.instance_type} nodes ({where(fit)}) and "
+        f"{inst.instance_type} has no EFA, so the nodes would exchange activations over TCP"
+    )
+    if path == "workload.accelerator" and ctx.suggest:
+        fixes, tried = find_fixes(r, ctx.fmt, inst, quiet_plan, blocked_by_efa=True)
+        return NoFitError(path, value, reason, fixes, tried)
     with_efa = [row.instance_type for row in INSTANCE_CATALOG if row.family == inst.family and row.efa]
     choose = f"such as {', '.join(with_efa)}" if with_efa else "of another family"
     return fail(
         path,
         value,
-        f"a replica of {ctx.spec.id} needs {fit.nodes} {inst.instance_type} nodes ({where(fit)}) and "
-        f"{inst.instance_type} has no EFA, so the nodes would exchange activations over TCP; choose an instance type "
-        f"with EFA ({choose}), or accept TCP with acknowledged_warnings {WARN_NO_EFA} (allow_without_efa)",
+        f"{reason}; choose an instance type with EFA ({choose}), or accept TCP with acknowledged_warnings "
+        f"{WARN_NO_EFA} (allow_without_efa)",
     )
 
 
@@ -270,22 +291,6 @@ def shortfalls(ctx: Context, fit: Fit) -> list[PlanWarning]:
     return out
 
 
-def remedies(ctx: Context, bigger: bool) -> str:
-    steps = []
-    if ctx.fmt == "bf16":
-        steps.append("weight_format fp8" + (" or awq-int4" if ctx.spec.awq_checkpoint else ""))
-    elif ctx.fmt == "fp8" and ctx.spec.awq_checkpoint and ctx.spec.quantization is None:
-        steps.append("weight_format awq-int4")
-    if ctx.request.kv_cache_dtype == "auto":
-        steps.append("kv_cache_dtype fp8")
-    steps.append("a shorter max_model_len")
-    if bigger:
-        steps.append("a bigger instance")
-    else:
-        steps.append("a larger max_nodes_per_replica")
-    return "use " + ", ".join(steps[:-1]) + " or " + steps[-1]
-
-
 def no_fit_on(
     ctx: Context, inst: InstanceType, single: list[tuple[int, int, int]], multi: list[tuple[int, int, int]]
 ) -> ConfigError:
@@ -312,21 +317,16 @@ def no_fit_on(
         return shape_does_not_fit(ctx, fits)
     nodes = max([s[2] for s in single + multi])
     span = f"{nodes} node{'s' if nodes > 1 else ''}"
-    suggestion = ""
-    try:
-        alternative = cheapest(ctx)
-        suggestion = f" such as {alternative.instance_type}"
-    except ConfigError:
-        pass
-    return fail(
-        "workload.accelerator",
-        inst.instance_type,
+    reason = (
         f"{spec.id} at {ctx.fmt} ({ctx.weight_bytes / 1e9:.1f} GB of weights, "
         f"{ctx.kv_bytes_per_token // 1024} KiB of KV cache per token) does not fit max_model_len {ctx.max_len} "
         f"on {span} of {inst.accelerators}{TIMES} {inst.accelerator_name} "
-        f"({inst.accelerator_memory_gib:.1f} GiB each); "
-        f"{remedies(ctx, bigger=True)}{suggestion}",
+        f"({inst.accelerator_memory_gib:.1f} GiB each)"
     )
+    if not ctx.suggest:
+        return fail("workload.accelerator", inst.instance_type, reason)
+    fixes, tried = find_fixes(r, ctx.fmt, inst, quiet_plan)
+    return NoFitError("workload.accelerator", inst.instance_type, reason, fixes, tried)
 
 
 def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:

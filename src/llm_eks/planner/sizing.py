@@ -43,8 +43,10 @@ from llm_eks.planner.result import PodResources
 class Context:
     """The request with everything that does not depend on the instance worked out once."""
 
-    def __init__(self, request: PlanRequest) -> None:
+    def __init__(self, request: PlanRequest, suggest: bool = True) -> None:
         self.request = request
+        # Whether an error looks for the changes that would fit (planner/fixes.py); off while it looks.
+        self.suggest = suggest
         self.spec = spec = request.spec
         self.fmt = request.resolved_weight_format
         self.max_len = request.resolved_max_model_len

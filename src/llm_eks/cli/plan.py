@@ -132,7 +132,8 @@ def add_parser(commands: Any) -> None:
     p.add_argument(
         "--max-nodes-per-replica",
         type=int,
-        help=f"pipeline parallelism across at most N nodes (default {_default('max_nodes_per_replica')})",
+        help="a replica spans at most N nodes, with pipeline stages or a MoE model's data-parallel ranks "
+        f"(default {_default('max_nodes_per_replica')})",
     )
     p.add_argument(
         "--max-itl-ms", type=float, help="inter-token latency ceiling the time-per-output-token estimate must meet"
@@ -148,7 +149,7 @@ def add_parser(commands: Any) -> None:
         "--max-num-seqs",
         type=int,
         metavar="N",
-        help="sequences vLLM batches at most, per data-parallel rank (>= target)",
+        help="sequences vLLM batches at most, per data-parallel rank (times the ranks, at least --target-concurrency)",
     )
     fixed.add_argument(
         "--data-parallel-size",

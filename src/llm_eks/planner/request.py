@@ -91,7 +91,8 @@ class PlanRequest:
     # parallel-pull: what llm-eks's Bottlerocket GPU nodes do by default (SOCI parallel pull and unpack); pull:
     # containerd's default; snapshot: a data volume restored from an image snapshot (workload.image_snapshot_id).
     image_source: str = "parallel-pull"
-    # Pipeline parallelism may span at most this many nodes when one node cannot hold the model.
+    # A replica may span at most this many nodes (pipeline stages, or a MoE model's data-parallel ranks) when one
+    # node cannot hold the model.
     max_nodes_per_replica: int = 2
     # Optional inter-token latency ceiling (ms) the time-per-output-token estimate must meet at target_concurrency;
     # None: not checked.

@@ -23,11 +23,13 @@ import yaml
 # and it only warns); cfn-lint checks every template instead, and test_app_checks covers turning it back on.
 # Set before the first `import aws_cdk`: the jsii kernel (and every subprocess) reads it from the environment.
 os.environ.setdefault("CDK_VALIDATION", "false")
-# This machine's Node is 20: jsii prints an end-of-life banner on stderr (in every process that starts it, the CLI's
-# subprocesses included) that would sit before the one-line errors the tests read.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# jsii (in this process and every subprocess the tests start) and the CDK CLI run on the first `node` on PATH: the
+# Node 24 that `make setup` installs, as `make test` runs them, also when pytest is started by hand.
+_PINNED_NODE_BIN = REPO_ROOT / "node_modules" / ".bin"
+if (_PINNED_NODE_BIN / "node").exists():
+    os.environ["PATH"] = os.pathsep.join([str(_PINNED_NODE_BIN), os.environ.get("PATH", "")])
 CDK_JSON = json.loads((REPO_ROOT / "cdk.json").read_text())
 ENVIRONMENTS = tuple(CDK_JSON["context"]["environments"])
 

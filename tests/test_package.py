@@ -69,7 +69,7 @@ def test_every_module_imports_from_the_wheel(installed: Path, tmp_path: Path) ->
         f"for m in {modules!r}: importlib.import_module(m)\n"
         "print('ok')"
     )
-    result = run_outside(installed, tmp_path, "-c", code, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    result = run_outside(installed, tmp_path, "-c", code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 
@@ -77,9 +77,7 @@ def test_every_module_imports_from_the_wheel(installed: Path, tmp_path: Path) ->
 def test_readme_example_app_synthesizes_against_the_installed_package(installed: Path, tmp_path: Path) -> None:
     shutil.copy(REPO_ROOT / "examples" / "own_app" / "app.py", tmp_path / "app.py")
     outdir = tmp_path / "cdk.out"
-    result = run_outside(
-        installed, tmp_path, "app.py", CDK_OUTDIR=str(outdir), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"
-    )
+    result = run_outside(installed, tmp_path, "app.py", CDK_OUTDIR=str(outdir))
     assert result.returncode == 0, result.stderr[-3000:]
     template = json.loads((outdir / "TeamAInference.template.json").read_text())
     clusters = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]

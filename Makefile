@@ -19,11 +19,12 @@ export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup synth test check-fast lint format bench clean golden docs promtool
+.PHONY: setup synth test check-fast lint format bench clean golden docs promtool dist
 
-$(VENV)/.stamp-deps: pyproject.toml
+# pyproject.toml declares compatible ranges; constraints.txt holds the exact versions the app, CI and the docs build use.
+$(VENV)/.stamp-deps: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
 # checkov gets a venv of its own: it pins boto3 and other libraries below the versions our pins need.
@@ -73,6 +74,15 @@ format: setup
 docs: setup
 	$(BIN)/mkdocs build --strict
 
+# The wheel and sdist a user installs (dist/), built from the sdist with the pinned setuptools, and checked the way
+# PyPI renders and validates them. docs/getting-started/install.md says how to install them.
+dist: setup
+	rm -rf dist build
+	$(BIN)/python -m build --no-isolation --outdir dist . >/dev/null
+	rm -rf build
+	$(BIN)/twine check --strict dist/*
+	@ls -l dist
+
 golden: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.golden_output
 
@@ -80,4 +90,4 @@ bench: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/bench.py $(ARGS)
 
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out .pytest_cache dist build

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from llm_eks import __version__
 from llm_eks.cli import canary, images, manifests, models, plan, verify
 from llm_eks.cli.parsing import Parser, UsageError
 from llm_eks.errors import ConfigError
@@ -27,6 +28,7 @@ from llm_eks.errors import ConfigError
 def parser() -> Parser:
     """The `llm-eks` parser with every command registered."""
     top = Parser(prog="llm-eks", description="Plan and check LLM deployments on Amazon EKS.")
+    top.add_argument("--version", action="version", version=f"llm-eks {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND")
     plan.add_parser(commands)
     manifests.add_parser(commands)

@@ -54,10 +54,11 @@ class Synthesized:
         return [o for name, objs in self.manifests(env).items() if name != "helm-releases.yaml" for o in objs]
 
 
-def _synth(outdir: Path) -> str | None:
+def _synth(outdir: Path, context: dict[str, Any] | None = None) -> str | None:
+    """Synthesize the default app (or another cdk.json `context`'s) into `outdir`; the traceback if it fails."""
     from llm_eks.infra.app import add_checks, build_app, new_app, write_review
 
-    app = new_app(context=CDK_JSON["context"], outdir=str(outdir))
+    app = new_app(context=CDK_JSON["context"] if context is None else context, outdir=str(outdir))
     stacks = build_app(app)
     add_checks(app)
     try:
@@ -93,10 +94,10 @@ def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
 # Modules that take 8 s or more (`pytest --durations`), started first so the two xdist workers finish together
 # instead of one idling while the other runs a long module last.
 LONGEST_FIRST = (
+    "test_package.py",
     "test_checkov.py",
     "test_teardown_handler.py",
     "test_quality.py",
-    "test_package.py",
     "test_weights_staging.py",
     "test_config_inputs.py",
     "test_karpenter.py",

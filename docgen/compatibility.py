@@ -1,11 +1,14 @@
-"""The compatibility table: every pinned upstream version (llm_eks/versions.py and the pins in pyproject.toml that
-move with them), with the reason and source written above each, grouped by what must move together."""
+"""The compatibility table: every pinned upstream version (llm_eks/versions.py and the Python packages that move
+with them: constraints.txt's pin and pyproject.toml's range), with the reason and source written above each, grouped
+by what must move together."""
 
 from __future__ import annotations
 
 import re
 import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 from docgen.comments import assignment_comments
 from llm_eks import versions
@@ -33,14 +36,15 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 PACKAGES = ("aws-cdk-lib", "cdk8s", "aws-cdk.lambda-layer-kubectl-v", "cdk-nag")
 
 
-def package_pins() -> dict[str, str]:
-    """name -> exact version of the packages in PACKAGES, from pyproject.toml's dependencies."""
+def package_pins() -> dict[str, tuple[str, str]]:
+    """name -> (exact version in constraints.txt, compatible range in pyproject.toml) of the packages in PACKAGES."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    exact = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
     pins = {}
     for spec in project["dependencies"]:
-        name, _, version = spec.partition("==")
-        if name.startswith(PACKAGES):
-            pins[name] = version
+        requirement = Requirement(spec)
+        if requirement.name.startswith(PACKAGES):
+            pins[requirement.name] = (exact[requirement.name], str(requirement.specifier))
     return pins
 
 
@@ -60,8 +64,9 @@ def compatibility_table() -> str:
             why = reasons.get(name) or "derived from the row above"
             out.append(f"| `{name}` | `{value}` | {why.replace('|', chr(92) + '|')} |")
         out.append("")
-    out += ["### Python packages that move with them (pyproject.toml)", "", "| package | version |", "|---|---|"]
-    out += [f"| `{name}` | `{version}` |" for name, version in package_pins().items()]
+    out += ["### Python packages that move with them (constraints.txt, pyproject.toml)", ""]
+    out += ["| package | version | the wheel accepts |", "|---|---|---|"]
+    out += [f"| `{name}` | `{version}` | `{accepts}` |" for name, (version, accepts) in package_pins().items()]
     minor = versions.KUBERNETES_MINOR
     suffixed = [n for n in package_pins() if re.search(r"-v\d+$", n)]
     wrong = [n for n in suffixed if not n.endswith(f"-v{minor}")]

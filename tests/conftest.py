@@ -23,11 +23,13 @@ import yaml
 # and it only warns); cfn-lint checks every template instead, and test_app_checks covers turning it back on.
 # Set before the first `import aws_cdk`: the jsii kernel (and every subprocess) reads it from the environment.
 os.environ.setdefault("CDK_VALIDATION", "false")
-# This machine's Node is 20: jsii prints an end-of-life banner on stderr (in every process that starts it, the CLI's
-# subprocesses included) that would sit before the one-line errors the tests read.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# jsii (in this process and every subprocess the tests start) and the CDK CLI run on the first `node` on PATH: the
+# Node 24 that `make setup` installs, as `make test` runs them, also when pytest is started by hand.
+_PINNED_NODE_BIN = REPO_ROOT / "node_modules" / ".bin"
+if (_PINNED_NODE_BIN / "node").exists():
+    os.environ["PATH"] = os.pathsep.join([str(_PINNED_NODE_BIN), os.environ.get("PATH", "")])
 CDK_JSON = json.loads((REPO_ROOT / "cdk.json").read_text())
 ENVIRONMENTS = tuple(CDK_JSON["context"]["environments"])
 
@@ -52,10 +54,11 @@ class Synthesized:
         return [o for name, objs in self.manifests(env).items() if name != "helm-releases.yaml" for o in objs]
 
 
-def _synth(outdir: Path) -> str | None:
+def _synth(outdir: Path, context: dict[str, Any] | None = None) -> str | None:
+    """Synthesize the default app (or another cdk.json `context`'s) into `outdir`; the traceback if it fails."""
     from llm_eks.infra.app import add_checks, build_app, new_app, write_review
 
-    app = new_app(context=CDK_JSON["context"], outdir=str(outdir))
+    app = new_app(context=CDK_JSON["context"] if context is None else context, outdir=str(outdir))
     stacks = build_app(app)
     add_checks(app)
     try:
@@ -91,10 +94,10 @@ def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
 # Modules that take 8 s or more (`pytest --durations`), started first so the two xdist workers finish together
 # instead of one idling while the other runs a long module last.
 LONGEST_FIRST = (
+    "test_package.py",
     "test_checkov.py",
     "test_teardown_handler.py",
     "test_quality.py",
-    "test_package.py",
     "test_weights_staging.py",
     "test_config_inputs.py",
     "test_karpenter.py",

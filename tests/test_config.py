@@ -371,7 +371,7 @@ def test_cdk_synth_names_what_the_cli_would_lose(tmp_path: Path, environments: s
     result = subprocess.run(
         [str(REPO_ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--no-notices"],
         cwd=tmp_path,
-        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "1"},
+        env={**os.environ, "CDK_DISABLE_VERSION_CHECK": "1"},
         capture_output=True,
         text=True,
         timeout=120,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import pytest
@@ -22,8 +21,6 @@ from tests.chart_helpers import (
     rules_by_alert,
 )
 from tests.kube_schema import assert_valid
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 NAME = "vllm-llama-3-1-8b"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -1,4 +1,6 @@
-"""The wheel a user installs: it holds every module, imports outside the repo, and runs the own_app example app."""
+"""The wheel a user installs, installed as a user would: into a fresh virtual environment outside the repository, with
+its dependencies at constraints.txt's exact pins; then `llm-eks --version`, every module's import, the single-model
+example synthesized through the CDK CLI from a folder outside the repository, and the own-app example."""
 
 from __future__ import annotations
 
@@ -7,18 +9,22 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.changelog import newest_release
 from tests.conftest import REPO_ROOT
 
 SRC = REPO_ROOT / "src"
+CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the wheel from the repo and unpack it (no deps: they are the venv's) into a folder outside it."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel `make dist` builds (the pinned setuptools, no isolation), built here into a folder of its own."""
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO_ROOT)],
@@ -26,37 +32,74 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         timeout=300,
     )
-    (wheel,) = dist.glob("llm_eks-*.whl")
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
     # Build artefacts must not be left in the repo.
     shutil.rmtree(REPO_ROOT / "build", ignore_errors=True)
-    return target
+    (built,) = dist.glob("llm_eks-*.whl")
+    return built
 
 
-def run_outside(installed: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment (no pip of its own: this pip installs into it) holding the wheel and its
+    dependencies at constraints.txt's pins, from pip's cache when it has them."""
+    root = tmp_path_factory.mktemp("user") / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(root / "bin" / "python"),
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "-c",
+            str(REPO_ROOT / "constraints.txt"),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return root
+
+
+def run_in(venv: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A command with the environment's bin first on PATH (as `source .venv/bin/activate` puts it), then the pinned
+    Node and CDK CLI; nothing of the repository on the Python path."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environ["PATH"] = os.pathsep.join([str(venv / "bin"), str(CDK.parent), environ["PATH"]])
     return subprocess.run(
-        [sys.executable, *args],
+        list(args),
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(installed), **env},
+        env={**environ, "VIRTUAL_ENV": str(venv), **env},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
 
 
-def test_wheel_holds_every_module(installed: Path) -> None:
-    in_src = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
-    in_wheel = {p.relative_to(installed).as_posix() for p in installed.rglob("*.py")}
-    assert in_src <= in_wheel, sorted(in_src - in_wheel)
+def test_the_wheel_holds_every_file_under_src(wheel: Path) -> None:
+    """Modules, the Lambda handlers' code, catalog configs, policy documents and the pipeline's script: every file the
+    library may read at run time."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "src/llm_eks"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    in_wheel = set(zipfile.ZipFile(wheel).namelist())
+    missing = sorted(p.removeprefix("src/") for p in tracked if p.removeprefix("src/") not in in_wheel)
+    assert missing == []
+    assert any(name.endswith("/licenses/LICENSE") for name in in_wheel)
 
 
-def test_every_module_imports_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+def test_llm_eks_version_prints_the_changelogs_newest_release(venv: Path, tmp_path: Path) -> None:
+    result = run_in(venv, tmp_path, "llm-eks", "--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"llm-eks {newest_release()}\n", "")
+    assert shutil.which("llm-eks", path=str(venv / "bin")) == str(venv / "bin" / "llm-eks")
+
+
+def test_every_module_imports_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     modules = sorted(
         ".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
         for p in SRC.rglob("*.py")
@@ -65,22 +108,44 @@ def test_every_module_imports_from_the_wheel(installed: Path, tmp_path: Path) ->
     )
     code = (
         "import importlib, sys, llm_eks\n"
-        f"assert llm_eks.__file__.startswith({str(installed)!r}), llm_eks.__file__\n"
+        f"assert llm_eks.__file__.startswith({str(venv)!r}), llm_eks.__file__\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
         "print('ok')"
     )
-    result = run_outside(installed, tmp_path, "-c", code, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    result = run_in(venv, tmp_path, "python", "-c", code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+    assert result.stderr == ""
 
 
-def test_readme_example_app_synthesizes_against_the_installed_package(installed: Path, tmp_path: Path) -> None:
+def test_the_single_model_example_synthesizes_outside_the_repo(venv: Path, tmp_path: Path) -> None:
+    """As its docstring says: the wheel installed, the CDK CLI, `cdk synth` in a folder holding app.py and cdk.json."""
+    for name in ("app.py", "cdk.json"):
+        shutil.copy(REPO_ROOT / "examples" / "single_model" / name, tmp_path / name)
+    result = run_in(venv, tmp_path, str(CDK), "synth", "--quiet", "--no-notices", CDK_DISABLE_VERSION_CHECK="1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "end-of-life" not in result.stderr and "!!!!!!!!" not in result.stderr, result.stderr
+    template = json.loads((tmp_path / "cdk.out" / "LlmEks-team-a.template.json").read_text())
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
+    assert cluster["Properties"]["Name"] == "llm-eks-team-a"
+    handlers = [p.read_text() for p in (tmp_path / "cdk.out").glob("asset.*/index.py")]
+    assert (SRC / "llm_eks" / "constructs" / "teardown_handler" / "index.py").read_text() in handlers
+    objects = [
+        o
+        for path in sorted((tmp_path / "cdk.out" / "manifests" / "team-a").glob("*.yaml"))
+        if path.name != "helm-releases.yaml"  # a listing of the Helm releases, not objects
+        for o in yaml.safe_load_all(path.read_text())
+        if o
+    ]
+    assert ("Deployment", "vllm-qwen3-8b") in {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+
+def test_the_own_app_example_synthesizes_against_the_installed_package(venv: Path, tmp_path: Path) -> None:
     shutil.copy(REPO_ROOT / "examples" / "own_app" / "app.py", tmp_path / "app.py")
     outdir = tmp_path / "cdk.out"
-    result = run_outside(
-        installed, tmp_path, "app.py", CDK_OUTDIR=str(outdir), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"
-    )
+    result = run_in(venv, tmp_path, "python", "app.py", CDK_OUTDIR=str(outdir))
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "end-of-life" not in result.stderr
     template = json.loads((outdir / "TeamAInference.template.json").read_text())
     clusters = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
     assert clusters[0]["Properties"]["Name"] == "team-a-inference"

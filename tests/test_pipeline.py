@@ -134,12 +134,26 @@ def test_synth_runs_the_tests_then_the_pinned_cli_on_python_311(synthesized: dic
     synth = next(p["Properties"] for k, p in projects.items() if "BuildSynth" in k)
     spec = json.loads(synth["Source"]["BuildSpec"])
     assert spec["phases"]["build"]["commands"] == ["./.ci/run", "make synth"]
-    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.11", "nodejs": "20"}
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.11", "nodejs": "24"}
     assert spec["artifacts"]["base-directory"] == "cdk.out"
     assert synth["Environment"]["ComputeType"] == "BUILD_GENERAL1_MEDIUM"
     assert synth["Environment"]["PrivilegedMode"] is False
     mutate = next(p["Properties"] for k, p in projects.items() if "SelfMutation" in k)
     assert f"aws-cdk@{CDK_CLI_VERSION}" in mutate["Source"]["BuildSpec"]
+
+
+def test_every_codebuild_project_runs_on_the_image_with_node_24(synthesized: dict[str, Any]) -> None:
+    """The pipeline's steps and each stage's VerifyRunner (verify starts jsii) on standard:8.0, whose runtimes hold
+    Node 24; the runner's build selects it, and installs llm-eks with the repository's exact pins."""
+    templates = [synthesized["pipeline"], *synthesized["templates"].values()]
+    projects = [p["Properties"] for t in templates for p in _resources(t, "AWS::CodeBuild::Project").values()]
+    assert len(projects) > len(synthesized["templates"])
+    assert {p["Environment"]["Image"] for p in projects} == {"aws/codebuild/standard:8.0"}
+    for template in synthesized["templates"].values():
+        (runner,) = [p for p in _resources(template, "AWS::CodeBuild::Project").values()]
+        install = json.loads(runner["Properties"]["Source"]["BuildSpec"])["phases"]["install"]
+        assert install["runtime-versions"] == {"python": "3.11", "nodejs": "24"}
+        assert "-c constraints.txt" in install["commands"][-1]
 
 
 def test_the_cli_version_is_package_jsons_pin() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import pytest
@@ -23,8 +22,6 @@ from llm_eks.planner.engine import EngineSettings
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
 from tests.chart_helpers import by_kind
 from tests.kube_schema import assert_valid
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 NAME = "ray-llama-3-1-8b"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

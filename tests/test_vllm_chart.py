@@ -28,8 +28,6 @@ from llm_eks.versions import VLLM_IMAGE
 from tests.chart_helpers import by_kind, by_kind_and_name
 from tests.kube_schema import assert_valid, assert_valid_secret_provider_class
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
 NAME = "vllm-llama-3-1-8b"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 CERTIFICATE_ARN = "arn:aws:acm:eu-west-1:111122223333:certificate/12345678-1234-1234-1234-123456789012"

@@ -2,7 +2,10 @@
 """Compose llm-eks constructs in your own CDK app, without llm-eks's config: a cluster, Karpenter, a GPU node pool,
 KEDA, the GPU device software and a cdk8s chart of your own, each installed after what it needs.
 
-pip install llm-eks && cdk synth --app "python3 app.py"
+With llm-eks installed (docs/getting-started/install.md: the wheel `make dist` builds, or a git URL) and
+Node 24 or 22 on PATH:
+
+    npm install aws-cdk@2.1148.1 && npx cdk synth --app "python3 app.py"
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 """Every escape hatch of llm-eks's constructs in one stack: your own Karpenter node role and interruption queue,
 extra IAM statements and a permissions boundary on the roles llm-eks creates, and extra Helm values on add-ons.
 
-pip install llm-eks && cdk synth --app "python3 app.py"
+With llm-eks installed (docs/getting-started/install.md: the wheel `make dist` builds, or a git URL) and
+Node 24 or 22 on PATH:
+
+    npm install aws-cdk@2.1148.1 && npx cdk synth --app "python3 app.py"
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ credentials. The cluster must already run the EKS Pod Identity agent add-on (Kar
 credentials through it) and have nodes labelled llm-eks.io/node-role=system for the controllers (or pass your own
 `system_node_selector`).
 
-    pip install llm-eks && cdk synth --app "python3 app.py"
+With llm-eks installed (docs/getting-started/install.md: the wheel `make dist` builds, or a git URL) and
+Node 24 or 22 on PATH:
+
+    npm install aws-cdk@2.1148.1 && npx cdk synth --app "python3 app.py"
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 gateway that routes each request by its `model` (an Istio Gateway, an InferencePool and endpoint picker per vLLM
 workload). Everything is in cdk.json beside this file; llm-eks plans each workload and builds the stack.
 
-    pip install llm-eks && npm install aws-cdk && npx cdk synth
+With llm-eks installed (docs/getting-started/install.md: the wheel `make dist` builds, or a git URL) and
+Node 24 or 22 on PATH, in a folder holding this app.py and cdk.json:
+
+    npm install aws-cdk@2.1148.1 && npx cdk synth
 """
 
 from llm_eks.infra.app import main

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Use llm-eks constructs in your own CDK app: an EKS cluster for inference inside a stack you own.
 
-pip install llm-eks && cdk synth --app "python3 app.py"
+With llm-eks installed (docs/getting-started/install.md: the wheel `make dist` builds, or a git URL) and
+Node 24 or 22 on PATH:
+
+    npm install aws-cdk@2.1148.1 && npx cdk synth --app "python3 app.py"
 """
 
 import aws_cdk as cdk

@@ -9,7 +9,8 @@
     rollback   send a workload's traffic back to its current version
 
 Bad input exits 2 with one line on stderr, never a traceback. A command imports what it needs when it runs, so
-`llm-eks plan` never loads aws_cdk, cdk8s or jsii.
+`llm-eks plan` never loads aws_cdk, cdk8s or jsii; the commands that do (`starts_jsii`) first check the Node.js jsii
+will run on (cli/node.py). `llm-eks --version` prints the installed distribution's version.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from llm_eks import __version__
 from llm_eks.cli import canary, images, manifests, models, plan, verify
 from llm_eks.cli.parsing import Parser, UsageError
 from llm_eks.errors import ConfigError
@@ -26,6 +28,7 @@ from llm_eks.errors import ConfigError
 def parser() -> Parser:
     """The `llm-eks` parser with every command registered."""
     top = Parser(prog="llm-eks", description="Plan and check LLM deployments on Amazon EKS.")
+    top.add_argument("--version", action="version", version=f"llm-eks {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND")
     plan.add_parser(commands)
     manifests.add_parser(commands)
@@ -43,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = top.parse_args(argv)
         if args.command is None:
             raise UsageError("a command is required: plan (see llm-eks --help)")
+        if getattr(args, "starts_jsii", False):
+            from llm_eks.cli.node import require_supported_node  # imported here: `python -m llm_eks.cli.node`
+
+            require_supported_node()
         code: int = args.func(args)
         return code
     except SystemExit as done:  # --help

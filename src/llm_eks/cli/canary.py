@@ -35,7 +35,7 @@ def add_parser(commands: Any) -> None:
     )
     _common(c)
     c.add_argument("--steps", metavar="W,W,...", help="the weights to walk through instead of canary.steps")
-    c.set_defaults(func=canary_command)
+    c.set_defaults(func=canary_command, starts_jsii=True)
     r = commands.add_parser(
         "rollback",
         help="send every request of a workload back to its current version",
@@ -43,7 +43,7 @@ def add_parser(commands: Any) -> None:
         "the llm-eks-rollout and llm-eks-verify groups (docs/how-to/promote.md).",
     )
     _common(r)
-    r.set_defaults(func=rollback_command)
+    r.set_defaults(func=rollback_command, starts_jsii=True)
 
 
 def steps(text: str) -> tuple[int, ...]:

@@ -215,7 +215,7 @@ def _session(args: argparse.Namespace, session: Any) -> Any:
     try:
         import boto3
     except ImportError:
-        raise ConfigError("images snapshot: needs boto3; pip install 'llm-eks[aws]'") from None
+        raise ConfigError("images snapshot: needs boto3 (llm-eks's aws extra); pip install boto3") from None
     return boto3.Session(region_name=args.region)
 
 

@@ -52,7 +52,7 @@ def add_parser(commands: Any) -> None:
         "spanning nodes (repeat per EFA node class)",
     )
     m.add_argument("--out", default="manifests", metavar="DIR", help="output folder (default: manifests)")
-    m.set_defaults(func=manifests_command)
+    m.set_defaults(func=manifests_command, starts_jsii=True)
 
 
 def manifests_command(args: argparse.Namespace) -> int:

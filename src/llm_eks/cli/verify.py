@@ -40,7 +40,7 @@ def add_parser(commands: Any) -> None:
         metavar="FILE",
         help="also write what was observed as calibration points (one per workload, the latency fixture's shape)",
     )
-    v.set_defaults(func=verify_command)
+    v.set_defaults(func=verify_command, starts_jsii=True)
 
 
 def verify_command(args: argparse.Namespace) -> int:

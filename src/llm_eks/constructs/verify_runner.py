@@ -38,6 +38,14 @@ from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.manifests.labels import require_dns1123
 from llm_eks.manifests.verifier import GROUP
 
+# The CodeBuild image of the verify runner and the promotion pipeline's steps. standard:8.0 (Ubuntu 24.04) has Node 24
+# as its default: its runtimes.yml lists nodejs 22 and 24 and python 3.10-3.14 (aws-codebuild-docker-images,
+# ubuntu/standard/8.0, Dockerfile NODE_24_VERSION 24.14.0, April 2026). The runtimes: pyproject.toml's oldest Python
+# and the Node LTS jsii supports longest (end of life 2028-04-30); the pipeline's synth step (`make setup`) then runs
+# jsii on the exact Node that package.json pins.
+BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_8_0
+RUNTIMES = {"python": "3.11", "nodejs": "24"}
+
 SOURCE_KEY = "source.zip"
 
 
@@ -125,7 +133,7 @@ class VerifyRunner(Construct):
             description=f"llm-eks verify --env {props.environment}: the deployed environment against its plan",
             source=codebuild.Source.s3(bucket=self.source_bucket, path=SOURCE_KEY),
             environment=codebuild.BuildEnvironment(
-                build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
+                build_image=BUILD_IMAGE,
                 compute_type=codebuild.ComputeType.SMALL,
                 privileged=False,
             ),
@@ -138,11 +146,13 @@ class VerifyRunner(Construct):
                     "version": "0.2",
                     "phases": {
                         "install": {
-                            # llm-eks supports Python 3.11 (pyproject.toml); CodeBuild's standard:7.0 has it.
-                            "runtime-versions": {"python": "3.11"},
+                            # verify starts jsii: the Node 24 LTS beside pyproject.toml's oldest Python.
+                            "runtime-versions": RUNTIMES,
                             "commands": [
                                 "python3 -m venv .venv",
-                                ".venv/bin/pip install --quiet -e .",
+                                # The exact pins of constraints.txt where the checkout has one (this repository).
+                                ".venv/bin/pip install --quiet"
+                                " $([ -f constraints.txt ] && echo -c constraints.txt) -e .",
                             ],
                         },
                         "build": {

@@ -18,7 +18,7 @@ environment, so a builder a killed run leaked is found and terminated by cleanup
 
 The record (image-snapshot.json: snapshot id, region, Bottlerocket release, images) lets synth refuse a snapshot
 that holds another image list than the environment runs (llm_eks.infra.images.require_snapshot_images), offline.
-The EC2, SSM and STS clients are passed in: boto3 is the `aws` extra (`pip install 'llm-eks[aws]'`), and only the
+The EC2, SSM and STS clients are passed in: boto3 is the `aws` extra (`pip install boto3`), and only the
 command that builds a snapshot needs it.
 """
 

@@ -25,7 +25,7 @@ from constructs import Construct
 from llm_eks.config import EnvironmentConfig
 from llm_eks.config.pipeline import PipelineConfig
 from llm_eks.constructs.nag import acknowledge, iam5_findings
-from llm_eks.constructs.verify_runner import launcher_role_name
+from llm_eks.constructs.verify_runner import BUILD_IMAGE, RUNTIMES, launcher_role_name
 from llm_eks.infra.stack import InferenceStack
 from llm_eks.infra.workloads import Workload
 from llm_eks.planner import Plan
@@ -35,9 +35,6 @@ CDK_CLI_VERSION = "2.1148.1"
 PIPELINE_STACK_NAME = "LlmEks-pipeline"
 # The synth step runs the test suite and three synths: CodeBuild's 3 GB SMALL is too little for jsii and pytest -n 2.
 SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
-# Runtimes of CodeBuild's standard:7.0 (aws-codebuild-docker-images ubuntu/standard/7.0/runtimes.yml lists python
-# 3.11/3.12 and nodejs 18/20): pyproject.toml's Python, and the Node this repository's CI runs.
-RUNTIMES = {"python": "3.11", "nodejs": "20"}
 
 
 def verify_stage_script() -> str:
@@ -86,10 +83,12 @@ class PromotionPipelineStack(cdk.Stack):
             synth=pipelines.ShellStep(
                 "Synth", input=self.source, commands=list(config.synth_commands), primary_output_directory="cdk.out"
             ),
+            # Every step (the self-mutation runs the CDK CLI on Node too) on the image with Node 24.
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE)
+            ),
             synth_code_build_defaults=pipelines.CodeBuildOptions(
-                build_environment=codebuild.BuildEnvironment(
-                    build_image=codebuild.LinuxBuildImage.STANDARD_7_0, compute_type=SYNTH_COMPUTE
-                ),
+                build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=SYNTH_COMPUTE),
                 partial_build_spec=codebuild.BuildSpec.from_object(
                     {"phases": {"install": {"runtime-versions": RUNTIMES}}}
                 ),

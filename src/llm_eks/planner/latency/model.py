@@ -8,7 +8,7 @@ One step of `d` decoding sequences and `p` prompt tokens, per GPU of one pipelin
 - compute: 2 FLOPs per active parameter per token, attention over the context (decode) or the prompt (prefill), at
   `eta_compute` of the dense peak. The step takes both, one after the other: the short matrix multiplies of a decode
   batch do not hide their loads under their math (a roofline's max() scored 30-40 % optimistic on A100 at 50-200
-  sequences, and a fitted overlap came out at 0 on every leave-one-source-out fold);
+  sequences; fitted as a free fraction, the overlap came out at 0 on eight of ten leave-one-source-out folds);
 - a fixed cost per step (`step_ms`: scheduler, sampler, launch), and per layer for MoE routing and for multi-head
   latent attention (expressed as time on an H100 and scaled by 3,350 GB/s over the GPU's bandwidth);
 - with TP > 1 two all-reduces per layer of the step's tokens' activations (hardware.all_reduce_us), so a prompt
@@ -43,11 +43,12 @@ from dataclasses import dataclass
 from llm_eks.planner.latency.fitted import FITTED, LatencyConstants
 from llm_eks.planner.latency.hardware import all_reduce_us
 
-# Per-kernel costs are given as time on this bandwidth (an H100 SXM) and scale with the GPU's.
+# Per-layer costs are given as time on this bandwidth (an H100 SXM) and scale with the GPU's.
 REFERENCE_BANDWIDTH_GBPS = 3350.0
 # Steps a request waits for a busy engine before its own: the rest of the running step (half on average) and, with
-# async scheduling (vLLM's default from 0.14, PR #27614; always on in 0.33), the step scheduled while that one ran
-# (engine/core.py step_with_batch_queue, a batch queue of 2 at PP 1), which a request arriving meanwhile misses.
+# async scheduling (vLLM's default from 0.14: vllm-project/vllm#27614, deepjavalibrary/djl#3833; on in 0.33), the step
+# scheduled while that one ran (engine/core.py step_with_batch_queue, a batch queue of 2 at PP 1), which a request
+# arriving meanwhile misses.
 TTFT_WAIT_STEPS = {True: 1.5, False: 0.5}
 # The p99 request arrives as a prefill step starts: it waits all of it (and the step scheduled behind it).
 TTFT_P99_WAIT_STEPS = {True: 2.0, False: 1.0}

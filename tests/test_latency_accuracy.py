@@ -237,3 +237,16 @@ def test_verify_and_the_drift_alerts_share_one_drift_definition() -> None:
     assert dataclasses.replace(DRIFT_RATIOS, itl=2.0) != DRIFT_RATIOS
     with pytest.raises(ValueError, match="drift kind must be 'itl' or 'ttft', not 'tpot'"):
         drifted("tpot", 1.0)
+
+
+def test_an_expert_parallel_plan_is_estimated_per_data_parallel_rank() -> None:
+    """Under DP x EP a request joins one rank: the busy engine it may wait for is its rank's, with running / DP others,
+    and the plan's max_num_seqs (per rank) caps the batch."""
+    p = plan(PlanRequest(model="deepseek-ai/DeepSeek-V3", accelerator="p5.48xlarge", max_model_len=32768,
+                         data_parallel_size=16, tensor_parallel_size=1))  # fmt: skip
+    assert p.expert_parallel and p.data_parallel_size == 16
+    idle = estimate_at_load(p, ObservedLoad(running=0, prompt_tokens=1024, output_tokens=256))
+    full = estimate_at_load(p, ObservedLoad(running=16, prompt_tokens=1024, output_tokens=256))
+    over = estimate_at_load(p, ObservedLoad(running=64, prompt_tokens=1024, output_tokens=256))
+    assert idle.ttft_ms == pytest.approx(p.ttft_estimate_ms, abs=1) and idle.ttft_ms < full.ttft_ms
+    assert full.itl_ms == over.itl_ms == pytest.approx(p.itl_estimate_ms, abs=0.05)

@@ -48,8 +48,8 @@ class LoadEstimate:
 def estimate_at_load(plan: Plan, load: ObservedLoad) -> LoadEstimate:
     """TTFT and ITL (median and p99) the latency model expects for `plan`'s deployment at `load`: the decode batch is
     the running sequences (at least the request itself, at most max_num_seqs per engine), the typical request the
-    observed mean lengths (within max_model_len), and a new request finds the engine busy with probability
-    1 - e^-running (Poisson arrivals), waiting as model.py describes."""
+    observed mean lengths (within max_model_len), and a new request finds its engine busy with probability
+    1 - e^-running (Poisson arrivals; per data-parallel rank, running / DP), waiting as model.py describes."""
     for name in ("running", "prompt_tokens", "output_tokens"):
         value = getattr(load, name)
         if not math.isfinite(value) or value < 0:
@@ -78,7 +78,8 @@ def estimate_at_load(plan: Plan, load: ObservedLoad) -> LoadEstimate:
     else:
         fit = evaluate(ctx, plan.instance, tp, plan.pipeline_parallel_size, nodes)
     step = dataclasses.replace(fit.step, token_budget=plan.max_num_batched_tokens)
-    est = estimate(step, others=load.running)
+    # A request joins one engine: under data parallelism, one rank's share of the running sequences.
+    est = estimate(step, others=load.running / plan.data_parallel_size)
     return LoadEstimate(
         load=load,
         ttft_ms=est.ttft_ms,

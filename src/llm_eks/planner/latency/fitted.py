@@ -33,7 +33,8 @@ class LatencyConstants:
     # GPU's bandwidth (this work runs at the GPU's speed).
     moe_layer_us: float = 39.204
     mla_layer_us: float = 253.58
-    # Fixed serving overhead of a request's first token (HTTP, tokenization, detokenization, streaming), ms.
+    # Fixed overhead of a request's first token beyond the engine (HTTP, tokenization, detokenization, streaming and
+    # the benchmark client's own, tenstorrent/tt-inference-server#190), ms: what published TTFTs hold on average.
     serving_ms: float = 40.683
 
 

@@ -1,7 +1,7 @@
 """Benchmarks that print numbers (never timed tests): synth phases per environment, `cdk synth` wall and CPU (next to
 the eks-blueprints anchor when its folder is given), `make synth`, template sizes, `make test` and `make check-fast`
-against their goals, the planner's latency and its error against published vLLM logs, and the modelled cold start
-of every default workload.
+against their goals, the planner's latency and its error against published vLLM logs and serving benchmarks, and
+the modelled cold start of every default workload.
 
     make bench                                   # or: .venv/bin/python benchmarks/bench.py [options]
     make bench ARGS="--anchor ../anchor --runs 5 --skip-tests"
@@ -115,6 +115,8 @@ def main() -> int:
             print(f"make {target:22} {wall:6.2f} s wall  {cpu:6.2f} s CPU  ({verdict} the {goal} s goal)")
     for script in ("bench_plan.py", "kv_error_table.py", "cold_start_table.py"):
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / script)], cwd=ROOT, check=True)
+    # A module: it imports its siblings (the scoring rules, the fit) as the benchmarks package.
+    subprocess.run([sys.executable, "-m", "benchmarks.latency_error_table"], cwd=ROOT, check=True)
     return 0
 
 

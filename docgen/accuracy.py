@@ -4,10 +4,13 @@ latency estimates against published `vllm bench serve` runs (benchmarks/latency_
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from benchmarks import latency_error_table as latency
+from benchmarks import latency_rules as rules
 from benchmarks.kv_error_table import rows
+from llm_eks.planner.latency import FITTED, FIXTURE_SHA256
 
 
 def _figure(value: float, figure: str) -> str:
@@ -43,31 +46,94 @@ def kv_accuracy_table() -> str:
     return "\n".join(out)
 
 
+def _pct(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.1%}"
+
+
+def latency_rules() -> str:
+    """The scoring rules as benchmarks/latency_rules.py holds them, and what each excluded."""
+    result = latency.scores()
+    out = [f"- **{r.id}.** {r.text}" for r in rules.RULES]
+    counts: dict[str, int] = {}
+    for _, rule, _why in result.excluded:
+        counts[rule] = counts.get(rule, 0) + 1
+    if result.excluded:
+        by_rule = ", ".join(f"{n} by {rule}" for rule, n in sorted(counts.items()))
+        out += ["", f"Of {len(result.rows) + len(result.excluded)} runs in the fixture, {len(result.excluded)} are "
+                f"excluded ({by_rule}):", "", "| run | rule | the source shows |", "|---|---|---|"]  # fmt: skip
+        out += [f"| `{run_id}` | {rule} | {why} |" for run_id, rule, why in result.excluded]
+    return "\n".join(out)
+
+
+def latency_summary() -> str:
+    """The numbers the latency section's prose states, from the fixture and the fit."""
+    result = latency.scores()
+    table = result.rows
+    gens = sorted({r.generation for r in table})
+    tps = sorted({int(r.setting.split(",")[0].removeprefix("TP")) for r in table})
+    seqs = sorted({int(r.setting.split(", ")[1].split()[0]) for r in table})
+    prompts = sorted({int(r.setting.split(", ")[2].split("/")[0]) for r in table})
+    ttft = [r for r in table if r.ttft_error is not None and r.ttft_rule is None]
+    fields = dataclasses.fields(FITTED)
+    constants = ", ".join(f"`{f.name}` {getattr(FITTED, f.name):g}" for f in fields)
+    lines = [
+        f"{len(table)} runs from {len(result.folds)} sources are scored ({len(ttft)} of them with a TTFT the rules "
+        f"admit), on {len(gens)} GPU generations ({', '.join(gens)}), TP {tps[0]} to {tps[-1]}, {seqs[0]} to "
+        f"{seqs[-1]} sequences, prompts of {prompts[0]:,} to {prompts[-1]:,} tokens. The {len(fields)} "
+        f"fitted constants (`latency/fitted.py`, fitted on every admitted run; the fixture's sha256 "
+        f"`{FIXTURE_SHA256[:12]}...` is recorded beside them): {constants}.",
+        "",
+        "| goal, on sources left out of the fit | figure | goal | |",
+        "|---|---|---|---|",
+    ]
+    for name, (value, limit, met) in latency.goals(table).items():
+        lines.append(f"| {name} \\|error\\| | {_pct(value)} | ≤ {limit:.0%} | {'met' if met else '**not met**'} |")
+    worst = max(table, key=lambda r: abs(r.error))
+    worst_ttft = max(ttft, key=lambda r: abs(r.ttft_error or 0))
+    lines += [
+        "",
+        f"The worst decode figure is `{worst.id}` ({_signed(worst.error)}); the worst TTFT `{worst_ttft.id}` "
+        f"({_signed(worst_ttft.ttft_error)}). The fixed serving overhead the fit finds, {FITTED.serving_ms:g} ms, is "
+        "what the published TTFTs hold beyond what the engine computes; it varies between deployments more than "
+        "anything the model computes, and is the largest single term of a short prompt's TTFT.",
+    ]
+    return "\n".join(lines)
+
+
 def latency_accuracy_table() -> str:
-    table = latency.rows()
+    result = latency.scores()
+    table = result.rows
     out = [
-        "| run | GPU | model, setting | metric | measured ms | estimated | error | TTFT ms | estimated | error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | GPU | model, setting | metric | measured ms | estimated (left out) | error | TTFT ms | estimated | "
+        "error | p99 ITL ms | estimated | p99 TTFT ms | estimated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
-        mark = " (held out)" if r.held_out else (" (unexplained²)" if r.unexplained else "")
-        ttft = (
-            "| | |"
-            if r.ttft_error is None
-            else f"{r.ttft_measured:,.0f} | {r.ttft_estimated:,.0f} | {r.ttft_error:+.1%} |"
+        if r.ttft_measured is None:
+            ttft = "| | |"
+        elif r.ttft_rule is not None:
+            ttft = f"{r.ttft_measured:,.0f} | not scored ({r.ttft_rule.split(':')[0]}) | |"
+        else:
+            ttft = f"{r.ttft_measured:,.0f} | {r.ttft_held_out or 0:,.0f} | {_signed(r.ttft_error)} |"
+        itl99 = "| |" if r.itl_p99_measured is None else f"{r.itl_p99_measured:g} | {r.itl_p99_held_out:.1f} |"
+        ttft99 = (
+            "| |"
+            if r.ttft_p99_measured is None or r.ttft_rule is not None
+            else f"{r.ttft_p99_measured:,.0f} | {r.ttft_p99_held_out:,.0f} |"
         )
         out.append(
-            f"| {_source(r.source)}{mark} | {r.gpu} | {r.model}, {r.setting} | {r.metric} | {r.measured:g} | "
-            f"{r.estimated:.2f} | {r.error:+.1%} | {ttft}"
+            f"| {_source(r.source)} | {r.gpu} | {r.model}, {r.setting} | {r.metric} | {r.measured:g} | "
+            f"{r.held_out:.2f} | {_signed(r.error)} | {ttft} {itl99} {ttft99}"
         )
-    out += ["", "| figure | group | runs | median \\|error\\| | worst |", "|---|---|---|---|---|"]
-    for key, ttft in (("part", False), ("generation", False), ("source", False), ("part", True)):
-        for g in latency.summarize(table, key, ttft=ttft):
-            figure = "TTFT" if ttft else "ITL / TPOT"
-            out.append(f"| {figure} | {_source(g.group)} | {g.points} | {g.median:.1%} | {g.worst:.1%} |")
-    explained = [r for r in table if r.unexplained is None]
-    out += ["", "| ITL / TPOT without the unexplained runs | runs | median \\|error\\| | worst |", "|---|---|---|---|"]
-    for g in latency.summarize(explained, "part"):
-        out.append(f"| {g.group} | {g.points} | {g.median:.1%} | {g.worst:.1%} |")
-    notes = [f"- `{r.id}`: {r.unexplained}" for r in table if r.unexplained]
-    return "\n".join([*out, "", "² Runs the model does not reproduce, and why:", "", *notes])
+    names = {"decode": "ITL / TPOT", "ttft": "TTFT", "itl_p99": "p99 ITL", "ttft_p99": "p99 TTFT"}
+    for key, title in (("generation", "GPU generation"), ("source", "source")):
+        out += ["", f"| figure | {title} | runs | median \\|error\\| | worst |", "|---|---|---|---|---|"]
+        for figure, name in names.items():
+            for g in latency.summarize(table, "all", figure) + latency.summarize(table, key, figure):
+                group = "all" if g.group == "all" else _source(g.group)
+                out.append(f"| {name} | {group} | {g.points} | {_pct(g.median)} | {_pct(g.worst)} |")
+    return "\n".join(out)

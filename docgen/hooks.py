@@ -15,7 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from docgen.accuracy import kv_accuracy_table, latency_accuracy_table  # noqa: E402
+from docgen.accuracy import (  # noqa: E402
+    kv_accuracy_table,
+    latency_accuracy_table,
+    latency_rules,
+    latency_summary,
+)
 from docgen.cli_reference import cli_reference  # noqa: E402
 from docgen.compatibility import compatibility_table  # noqa: E402
 from docgen.config_reference import config_reference  # noqa: E402
@@ -30,6 +35,8 @@ def generators() -> dict[str, Callable[[], str]]:
         "compatibility": compatibility_table,
         "kv-accuracy": kv_accuracy_table,
         "latency-accuracy": latency_accuracy_table,
+        "latency-rules": latency_rules,
+        "latency-summary": latency_summary,
     }
 
 

@@ -56,7 +56,7 @@ def test_plan_warnings_are_printed_with_their_ids(capsys: pytest.CaptureFixture[
     assert warnings == [
         "only 226 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
         "at 226 [ack: llm-eks:plan-concurrency]",
-        "time-per-output-token estimate 171.6 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]",
+        "time-per-output-token estimate 342.7 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]",
     ]
     code, out, _ = run(capsys, *argv, "--json")
     assert [w["id"] for w in json.loads(out)["warnings"]] == ["llm-eks:plan-concurrency", "llm-eks:plan-itl"]

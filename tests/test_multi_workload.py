@@ -235,7 +235,7 @@ def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) ->
 def test_plan_warnings_are_annotated_per_workload(templates: dict[str, Any]) -> None:
     """Each workload's manifest carries its own plan in the stack description."""
     description = templates["staging"]["Description"]
-    assert description.startswith("llm-eks staging: Qwen3-30B-A3B on g5.12xlarge")
+    assert description.startswith("llm-eks staging: Qwen3-30B-A3B on p5.4xlarge")
     assert "; Llama-3.1-8B-Instruct on g6e.xlarge" in description
 
 

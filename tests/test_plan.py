@@ -379,7 +379,7 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
         (
             {"max_model_len": 8192, "max_itl_ms": 0.5},
             "workload.max_itl_ms: 0.5 is not allowed; the lowest time-per-output-token estimate at 16 concurrent "
-            "sequences is 2.5 ms (on p6-b200.48xlarge, TP8 PP1); raise it, lower target_concurrency or use fp8 "
+            "sequences is 2.3 ms (on p6-b200.48xlarge, TP8 PP1); raise it, lower target_concurrency or use fp8 "
             "weights",
         ),
     ],

@@ -34,13 +34,13 @@ def by_type(request: PlanRequest) -> dict:
 
 def test_cost_per_million_output_tokens_by_hand() -> None:
     row = by_type(SMALL)["g6.xlarge"]
-    # One L4 replica holds 25 sequences >= 16: one replica. 16 sequences x one token per 90.1 ms (the time per output
-    # token, chunked prefill included): 16 x 3600 x 1000 / 90.1 = 639,290 tokens/h; $0.8048/h / 639,290 x 1e6 =
-    # $1.2589.
-    assert (row.replicas, row.tpot_ms, row.usd_per_replica_hour) == (1, 90.1, 0.8048)
-    assert row.usd_per_million_output_tokens == round(0.8048 / (16 * 3600 * 1000 / 90.1) * 1e6, 4) == 1.2589
-    assert cost_per_million_output_tokens(1, 0.8048, 16, 90.1) == pytest.approx(1.2589, abs=1e-4)
-    assert row.output_tokens_per_s == round(16 * 1000 / 90.1)
+    # One L4 replica holds 25 sequences >= 16: one replica. 16 sequences x one token per 96 ms (the time per output
+    # token, chunked prefill included): 16 x 3600 x 1000 / 96 = 600,000 tokens/h; $0.8048/h / 600,000 x 1e6 =
+    # $1.3413.
+    assert (row.replicas, row.tpot_ms, row.usd_per_replica_hour) == (1, 96.0, 0.8048)
+    assert row.usd_per_million_output_tokens == round(0.8048 / (16 * 3600 * 1000 / 96.0) * 1e6, 4) == 1.3413
+    assert cost_per_million_output_tokens(1, 0.8048, 16, 96.0) == pytest.approx(1.3413, abs=1e-4)
+    assert row.output_tokens_per_s == round(16 * 1000 / 96.0)
 
 
 def test_replicas_cover_the_target_when_one_holds_too_few() -> None:
@@ -211,8 +211,8 @@ def test_compare_table(capsys: pytest.CaptureFixture[str]) -> None:
                                 "ITL", "ms", "TPOT", "ms", "tok/s", "$/h/replica", "replicas", "$/M", "out", "tok",
                                 "targets"]  # fmt: skip
     g6 = next(line for line in lines if line.startswith("g6.xlarge "))
-    assert g6.split() == ["g6.xlarge", f"1{X}", "L4", "TP1", "PP1", "1", "33,088", "25", "509", "75.8", "90.1", "178",
-                          "0.80", "1", "1.259", "met"]  # fmt: skip
+    assert g6.split() == ["g6.xlarge", f"1{X}", "L4", "TP1", "PP1", "1", "33,088", "25", "528", "82.9", "96.0", "167",
+                          "0.80", "1", "1.341", "met"]  # fmt: skip
     assert " ".join(out.split()).count(" ".join(COST_FORMULA.split())) == 1
 
 

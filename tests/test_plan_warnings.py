@@ -22,13 +22,14 @@ BIG = {
     "weight_format": "fp8",
     "accelerator": "g6e.12xlarge",
     "target_concurrency": 256,
-    "slo": {"itl_p99_ms": 50},
+    # TTFT held loosely: these tests are about the ITL and concurrency warnings.
+    "slo": {"itl_p99_ms": 50, "ttft_p99_ms": 3000},
 }
 CONCURRENCY = (
     "only 226 of the 256 target sequences of 1280 tokens fit one replica on g6e.12xlarge; max_num_seqs is capped "
     "at 226 [ack: llm-eks:plan-concurrency]"
 )
-ITL = "time-per-output-token estimate 171.6 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]"
+ITL = "time-per-output-token estimate 342.7 ms exceeds max_itl_ms 50 [ack: llm-eks:plan-itl]"
 
 
 def _stack(**workload: Any) -> Any:

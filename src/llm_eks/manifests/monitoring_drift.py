@@ -29,6 +29,7 @@ from typing import Any
 from llm_eks.errors import fail
 from llm_eks.manifests.monitoring_model import BY_MODEL, BY_MODEL_LE, EngineAlerts, alert_rule
 from llm_eks.manifests.promql import promql_number, selector
+from llm_eks.planner.drift import DRIFT_RATIOS
 from llm_eks.planner.kv_cache import cdiv
 from llm_eks.validation import positive_number, whole_number
 
@@ -48,17 +49,12 @@ class DriftThresholds:
     # A wrong plan (a slower kernel, a throttled GPU, longer requests than typical_*_tokens) stays wrong; 30 minutes
     # rules out what passes: a scale-out (a new node and a cold start take minutes), a rollout, a traffic spike.
     duration: str = "30m"
-    # p50 inter-token latency above 1.5x the estimate. vLLM's ITL buckets between 25 ms and 200 ms are 33-100 % wide
-    # (0.025, 0.05, 0.075, 0.1, 0.15, 0.2), and histogram_quantile interpolates linearly inside a bucket, so a
-    # median sitting at the plan can read up to ~25 % high from the buckets alone; 50 % is above that noise and
-    # below the errors worth re-planning for (the awq kernel instead of awq_marlin, a GPU at reduced clocks).
-    # The estimate is at target_concurrency sequences, which vLLM's max_num_seqs never exceeds unless set, so load
-    # alone does not push the median past it; contexts longer than planned do, and that is drift too.
-    itl_p50_ratio: float = 1.5
-    # p50 time to first token above 2x the estimate. TTFT buckets are coarser still (0.1, 0.25, 0.5, 0.75, 1, 2.5: up
-    # to 150 % wide), so a median at the plan can read ~60 % high; only twice the estimate is clearly the plan's
-    # prefill being wrong rather than the histogram's resolution.
-    ttft_p50_ratio: float = 2.0
+    # p50 inter-token latency, and time to first token, above these multiples of the estimate: the drift ratio and
+    # thresholds `llm-eks verify` judges by too (planner/drift.py says why each). The estimate is at
+    # target_concurrency sequences, which vLLM's max_num_seqs never exceeds unless set, so load alone does not push
+    # the median past it; contexts longer than planned do, and that is drift too.
+    itl_p50_ratio: float = DRIFT_RATIOS.itl
+    ttft_p50_ratio: float = DRIFT_RATIOS.ttft
     # TTFT counts queueing too: the TTFT drift alert holds only while fewer than this many requests wait on average
     # over the window (a waiting request waits for a batch slot, so any steady queue, not the prefill, explains a
     # slow first token, and the queue and SLO alerts already cover it).

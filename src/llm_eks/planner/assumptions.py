@@ -171,11 +171,11 @@ def _latency_assumption(fit: Fit) -> str:
         else "per-layer kernels and all-reduces"
     )
     return (
-        f"latency at {at}: a decode step of {lat.step_ms:g} ms = the longer of "
+        f"latency at {at}: a decode step of {lat.step_ms:g} ms = "
         f"{lat.memory_ms:g} ms reading weights and KV at {FITTED.eta_memory:.0%} of {step.memory_bandwidth_gbps:g} "
-        f"GB/s and {lat.compute_ms:g} ms of compute at {FITTED.eta_compute:.0%} of {step.peak_tflops:g} TFLOPS, plus "
+        f"GB/s, then {lat.compute_ms:g} ms of compute at {FITTED.eta_compute:.0%} of {step.peak_tflops:g} TFLOPS, "
         f"{lat.layers_ms:g} ms of {kernels} and {FITTED.step_ms:g} ms per step; chunked "
-        f"prefill adds {lat.prefill_interference_ms:g} ms per output token on average; TTFT {lat.ttft_ms:g} ms, "
-        f"{lat.output_tokens_per_s:g} output tokens/s per replica (constants fitted to published vLLM runs, "
-        "docs: planner accuracy)"
+        f"prefill adds {lat.prefill_interference_ms:g} ms per output token on average (p99 ITL {lat.itl_p99_ms:g} "
+        f"ms); TTFT {lat.ttft_ms:g} ms (p99 {lat.ttft_p99_ms:g} ms), {lat.output_tokens_per_s:g} output tokens/s per "
+        "replica (constants fitted to published vLLM runs, docs: planner accuracy)"
     )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.formats import support
 from llm_eks.planner.kv_cache import KvLayout, cdiv, kv_layout
-from llm_eks.planner.latency import StepShape, collective_us, estimate, experts_touched, link, peak_tflops
+from llm_eks.planner.latency import StepShape, collective_us, estimate, link, peak_tflops
 from llm_eks.planner.memory import (
     CUDA_GRAPH_BYTES,
     NON_TORCH_BYTES,
@@ -97,7 +97,9 @@ def evaluate_expert_parallel(ctx: Context, inst: InstanceType, tp: int, dp: int,
     reserve = sampler_state + NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES
     num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, sampler_state, peak))
 
-    step = expert_parallel_step(ctx, inst, tp, dp, nodes, weight_per_gpu - deepstack, expert_bytes, layout, batched)
+    step = expert_parallel_step(
+        ctx, inst, tp, dp, nodes, weight_per_gpu - deepstack, expert_bytes, local_experts, layout, batched
+    )
     latency = estimate(step).rounded()
     gpus_per_node, replicas_per_node, pod, host_ok = pod_share(inst, ep, nodes)
     return Fit(
@@ -140,6 +142,7 @@ def expert_parallel_step(
     nodes: int,
     weight_per_gpu: int,
     expert_bytes: float,
+    local_experts: int,
     layout: KvLayout,
     token_budget: int,
 ) -> StepShape:
@@ -149,9 +152,7 @@ def expert_parallel_step(
     spec, r = ctx.spec, ctx.request
     batch = cdiv(r.target_concurrency, dp)
     context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
-    # Every rank's tokens reach the experts: the replica's whole batch decides which are read.
-    skipped = expert_bytes * (1 - experts_touched(spec, r.target_concurrency))
-    weights_read = weight_per_gpu - ctx.vision_bytes / tp - skipped
+    dense = weight_per_gpu - ctx.vision_bytes / tp - expert_bytes
     level = support(ctx.fmt, inst.compute_capability).level if inst.compute_capability else "native"
     compute = ctx.format.activations if level == "native" else "16-bit"
     active = (spec.active_parameters or spec.parameters) - spec.vision_parameters
@@ -175,9 +176,13 @@ def expert_parallel_step(
         layers_per_stage=spec.layers,
         pipeline_stages=1,
         tensor_parallel_size=tp,
-        weight_bytes_read=weights_read,
-        kv_bytes_read=batch * kv_read_bytes(layout, context),
-        skipped_expert_bytes=skipped,
+        dense_bytes=dense,
+        expert_bytes=expert_bytes,
+        experts_per_token=spec.experts_per_token,
+        num_experts=spec.num_experts,
+        # Every rank's tokens reach the experts: the replica's whole batch decides which are read.
+        expert_token_scale=dp,
+        kv_bytes_per_sequence=kv_read_bytes(layout, context),
         # Per GPU and token: the rank's dense share over TP, and the experts' compute over EP for the replica's
         # dp x batch tokens, which is the same per rank token (2 FLOPs per active parameter over TP).
         linear_flops_per_token=2 * active / tp,

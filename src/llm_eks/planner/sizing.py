@@ -14,7 +14,6 @@ from llm_eks.planner.latency import (
     LatencyEstimate,
     StepShape,
     estimate,
-    experts_touched,
     link,
     peak_tflops,
     pipeline_hop_us,
@@ -239,28 +238,28 @@ def step_shape(
     layout: KvLayout,
     token_budget: int,
 ) -> StepShape:
-    """A decode step of target_concurrency sequences of the typical size on one GPU of the heaviest stage: shared
-    weights, the experts the batch routes to, and the KV of the running sequences halfway through their output."""
+    """A step of target_concurrency sequences of the typical size on one GPU of the heaviest stage: the weights every
+    step reads, the routed experts this GPU holds, and the KV of a running sequence halfway through its output."""
     spec, r = ctx.spec, ctx.request
-    batch = r.target_concurrency
     context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
     experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
-    skipped = experts_per_gpu * (1 - experts_touched(spec, batch))
-    # A decode step reads no vision weights.
-    weights_read = weight_per_gpu - ctx.vision_bytes / tp - skipped
+    # A step reads no vision weights.
+    dense = weight_per_gpu - ctx.vision_bytes / tp - experts_per_gpu
     level = support(ctx.fmt, inst.compute_capability).level if inst.compute_capability else "native"
     compute = ctx.format.activations if level == "native" else "16-bit"
     active = (spec.active_parameters or spec.parameters) - spec.vision_parameters
     return StepShape(
-        batch=batch,
+        batch=r.target_concurrency,
         input_tokens=r.typical_input_tokens,
         output_tokens=r.typical_output_tokens,
         layers_per_stage=stage_layers,
         pipeline_stages=pp,
         tensor_parallel_size=tp,
-        weight_bytes_read=weights_read,
-        kv_bytes_read=batch * kv_read_bytes(layout, context),
-        skipped_expert_bytes=skipped,
+        dense_bytes=dense,
+        expert_bytes=experts_per_gpu,
+        experts_per_token=spec.experts_per_token if spec.is_moe else 0,
+        num_experts=spec.num_experts if spec.is_moe else 0,
+        kv_bytes_per_sequence=kv_read_bytes(layout, context),
         linear_flops_per_token=2 * active / tp / pp,
         decode_attention_flops_per_token=attention_flops(spec, context) / tp / pp,
         prefill_attention_flops_per_token=attention_flops(spec, r.typical_input_tokens // 2) / tp / pp,

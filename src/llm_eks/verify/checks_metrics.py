@@ -3,6 +3,7 @@ window's TTFT and ITL against the SLO (p99) and the plan's estimates (median). N
 
 from __future__ import annotations
 
+from llm_eks.planner.drift import DRIFT_RATIOS, drift_ratio, drifted
 from llm_eks.verify.expected import WorkloadPlan
 from llm_eks.verify.observed import Latency, WorkloadMetrics
 from llm_eks.verify.rows import Row
@@ -12,16 +13,11 @@ from llm_eks.verify.text import count, ms, percent, planned_ms, tokens
 # and aims at 5 % (docs/reference/planner-accuracy.md); twice that means something sized the cache differently: the
 # GPU, gpu_memory_utilization, the dtype or max_model_len, or a term of the planner that is wrong for this model.
 KV_TOLERANCE = 0.10
-# Median ITL against the plan's estimate: drift above 1.5x or below 1/1.5 of it. The drift alerts use the same
-# ratio (manifests/monitoring_drift.py, DriftThresholds.itl_p50_ratio): vLLM's ITL buckets between 25 and 200 ms are
-# 33-100 % wide and histogram_quantile interpolates inside one, so a median at the plan can read ~25 % off from the
-# buckets alone. Decode time per token depends little on the load (the weights dominate what a step reads), so a
-# median far below the estimate is the latency model being wrong too, and a calibration point worth recording.
-ITL_MEDIAN_RATIO = 1.5
-# Median TTFT: drift above 2x the estimate (DriftThresholds.ttft_p50_ratio: TTFT buckets are up to 150 % wide). Only
-# above: the estimate is at target_concurrency with chunked prefill sharing each step, and a lighter load than that
-# starts first tokens much sooner, so a faster median is reported, not held against the plan.
-TTFT_MEDIAN_RATIO = 2.0
+# Median ITL and TTFT against the plan's estimate: the drift ratio and its thresholds are planner/drift.py's, the
+# ones the drift alerts use too (manifests/monitoring_drift.py). ITL drifts either way, TTFT only above: the estimate
+# is at target_concurrency with chunked prefill sharing each step, and a lighter load starts first tokens sooner.
+ITL_MEDIAN_RATIO = DRIFT_RATIOS.itl
+TTFT_MEDIAN_RATIO = DRIFT_RATIOS.ttft
 
 
 def kv_row(w: WorkloadPlan, m: WorkloadMetrics) -> Row:
@@ -65,10 +61,10 @@ def _latency_row(
         return Row(check, w.name, planned, observed, "breach", f"p99 above the SLO's {planned_ms(slo_ms)}; {detail}")
     if estimate_ms is None:
         return Row(check, w.name, planned, observed, "ok", detail)
-    ratio = measured.median_s * 1000 / estimate_ms
+    ratio = drift_ratio(measured.median_s * 1000, estimate_ms)
     limit = ITL_MEDIAN_RATIO if check == "itl" else TTFT_MEDIAN_RATIO
     off = f"median {ratio:.2f}x the estimate"
-    if ratio > limit or (check == "itl" and ratio < 1 / limit):
+    if drifted(check, ratio):
         bounds = f"1/{limit:g}-{limit:g}x" if check == "itl" else f"at most {limit:g}x"
         return Row(check, w.name, planned, observed, "drift", f"{off} (allowed {bounds}); {detail}")
     if ratio < 1 / limit:

@@ -64,6 +64,18 @@ def peak_tflops(inst: InstanceType, compute: str) -> float:
 # bandwidth 28 GB/s on 8x RTX 5090 over PCIe (NVIDIA/nccl#1639). No AWS g-instance measurement was found.
 ALL_REDUCE_US = {"nvlink": 6.0, "pcie": 30.0}
 ALL_REDUCE_BUS_GBPS = {"nvlink": 480.0, "pcie": 28.0}
+
+
+def all_reduce_us(interconnect: str, size_bytes: float, ranks: int) -> float:
+    """One all-reduce of `size_bytes` over `ranks` GPUs of one node: the latency (ALL_REDUCE_US) plus the bytes a
+    ring moves, 2 (ranks - 1) / ranks of them, over the bus bandwidth (NCCL's busbw is defined that way). 0 at one
+    rank; `interconnect` "nvlink" or anything else for PCIe."""
+    if ranks <= 1:
+        return 0.0
+    kind = "nvlink" if interconnect == "nvlink" else "pcie"
+    return ALL_REDUCE_US[kind] + size_bytes * 2 * (ranks - 1) / ranks / (ALL_REDUCE_BUS_GBPS[kind] * 1e3)
+
+
 # A pipeline hand-off between stages: within a node over NVLink it is an all-reduce's latency; across nodes over
 # EFA, NCCL's small-message floor between two p5.48xlarge is about 70 us (aws-samples/awsome-distributed-training
 # micro-benchmarks/nccl-tests); elsewhere (PCIe nodes over ENA) an estimate, not measured.

@@ -2,6 +2,8 @@
 
 Written to `cdk.out/manifests/<env>/` by the same `cdk synth`. CloudFormation references inside objects (a role
 name, the cluster name) are shown as `${Ref:LogicalId}` / `${GetAtt:LogicalId.Attr}` so a reviewer reads one file.
+Every string that holds a line break (a script, a dashboard, a config file, user data) is written as a YAML block
+literal (`|`), line for line as the cluster receives it: the same string, so the same object, only readable.
 """
 
 from __future__ import annotations
@@ -39,8 +41,28 @@ def readable(value: Any) -> Any:
     return value
 
 
-def _dump_all(docs: list[Any]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120)
+class _ReadableDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper with multi-line strings as block literals and no anchors or aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # PyYAML falls back to a double-quoted scalar by itself where a block literal cannot hold the string exactly
+    # (a line ending in a space, a tab or another control character); tests/review_yaml.py measures what is left quoted.
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_ReadableDumper.add_representer(str, _string)
+
+
+def dump_all(docs: list[Any]) -> str:
+    """Kubernetes objects as a YAML stream a person reads: keys in their order, multi-line strings as block
+    literals, 120 columns."""
+    return yaml.dump_all(
+        docs, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True
+    )
 
 
 def write_stack_review(
@@ -58,11 +80,11 @@ def write_stack_review(
     written = []
     for index, (name, objects) in enumerate(charts, start=1):
         path = out / f"{index:02d}-{re.sub(r'[^a-z0-9-]+', '-', name.lower())}.yaml"
-        path.write_text(_dump_all([readable(o) for o in objects]))
+        path.write_text(dump_all([readable(o) for o in objects]))
         written.append(path)
     if addon_namespaces:
         path = out / ADDON_NAMESPACES_FILE
-        path.write_text(_dump_all([readable(o) for o in addon_namespaces]))
+        path.write_text(dump_all([readable(o) for o in addon_namespaces]))
         written.append(path)
     releases = []
     for logical_id, resource in template.get("Resources", {}).items():
@@ -85,7 +107,7 @@ def write_stack_review(
         )
     if releases:
         path = out / "helm-releases.yaml"
-        path.write_text(_dump_all([readable(r) for r in releases]))
+        path.write_text(dump_all([readable(r) for r in releases]))
         written.append(path)
     return written
 

@@ -16,7 +16,11 @@ from typing import Any
 import yaml
 
 HELM_RESOURCE = "Custom::AWSCDK-EKS-HelmChart"
+KUBERNETES_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
 ADDON_NAMESPACES_FILE = "addon-namespaces.yaml"
+CLUSTER_OBJECTS_FILE = "cluster-objects.yaml"
+# aws_eks_v2 labels each object of a manifest so `kubectl apply --prune` finds the ones a new version dropped.
+PRUNE_LABEL_PREFIX = "aws.cdk.eks/prune-"
 
 
 def readable(value: Any) -> Any:
@@ -65,6 +69,30 @@ def dump_all(docs: list[Any]) -> str:
     )
 
 
+def object_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What names a Kubernetes object in a cluster: its apiVersion, kind, namespace and name."""
+    metadata = obj.get("metadata") or {}
+    return (obj["apiVersion"], obj["kind"], metadata.get("namespace", ""), metadata["name"])
+
+
+def applied_objects(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every Kubernetes object the template applies through aws_eks_v2's kubectl provider, with the logical id of
+    its manifest resource: the manifest's JSON with CloudFormation references as `${...}` text (as `readable` shows
+    them), and without aws_eks_v2's prune label."""
+    applied = []
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") != KUBERNETES_RESOURCE:
+            continue
+        for obj in json.loads(readable(resource["Properties"]["Manifest"])):
+            labels = obj.get("metadata", {}).get("labels", {})
+            for key in [k for k in labels if k.startswith(PRUNE_LABEL_PREFIX)]:
+                del labels[key]
+            if "labels" in obj.get("metadata", {}) and not labels:
+                del obj["metadata"]["labels"]
+            applied.append((logical_id, obj))
+    return applied
+
+
 def write_stack_review(
     charts: list[tuple[str, list[dict[str, Any]]]],
     template: dict[str, Any],
@@ -73,18 +101,28 @@ def write_stack_review(
     addon_namespaces: list[dict[str, Any]] | None = None,
 ) -> list[Path]:
     """Write one YAML per chart (in install order), addon-namespaces.yaml (each add-on's Namespace and
-    NetworkPolicies, applied before its Helm releases) and helm-releases.yaml; return the files written."""
+    NetworkPolicies, applied before its Helm releases), cluster-objects.yaml (the objects the stack's constructs
+    apply besides those: a StorageClass, the CRD installer's RBAC, ...) and helm-releases.yaml; return the files
+    written."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.yaml"):
         old.unlink()
     written = []
+    shown: set[tuple[str, str, str, str]] = set()
     for index, (name, objects) in enumerate(charts, start=1):
         path = out / f"{index:02d}-{re.sub(r'[^a-z0-9-]+', '-', name.lower())}.yaml"
         path.write_text(dump_all([readable(o) for o in objects]))
+        shown.update(object_key(o) for o in objects)
         written.append(path)
     if addon_namespaces:
         path = out / ADDON_NAMESPACES_FILE
         path.write_text(dump_all([readable(o) for o in addon_namespaces]))
+        shown.update(object_key(o) for o in addon_namespaces)
+        written.append(path)
+    others = [obj for _, obj in applied_objects(template) if object_key(obj) not in shown]
+    if others:
+        path = out / CLUSTER_OBJECTS_FILE
+        path.write_text(dump_all(others))
         written.append(path)
     releases = []
     for logical_id, resource in template.get("Resources", {}).items():

@@ -13,6 +13,7 @@ from typing import Any
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.labels import app_labels
+from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.vllm.pod import container_args, container_env, serving_pod_spec, staged_weights_init_containers
 from llm_eks.manifests.vllm.props import CACHE_DIR, PORT, ProbeTiming, VllmProps
 from llm_eks.manifests.weights_staging import (
@@ -49,6 +50,7 @@ def writer_name(p: VllmProps) -> str:
     return f"{p.name}-compile-cache"
 
 
+@builds_objects
 def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     """The writer's ServiceAccount and Job (vLLM's props as the Deployment has them)."""
     if p.compile_cache is None or p.staged_weights is None:

@@ -19,6 +19,7 @@ from llm_eks.manifests.pods import (
     secret_provider_class_name,
 )
 from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.weights_staging.props import (
     BUCKET_CONFIG_MAP,
     BUCKET_ENV,
@@ -83,6 +84,7 @@ def bucket_env(name: str = BUCKET_ENV) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": BUCKET_KEY}}}
 
 
+@builds_objects
 def bucket_config_map(namespace: str, bucket: str, signing_key: str | None = None) -> dict[str, Any]:
     """ConfigMap `llm-eks-weights` in a workload namespace, holding the weights bucket's name and, with a compile
     cache, its signing key's ARN (the stack passes their CloudFormation references, resolved at deploy time)."""
@@ -122,6 +124,7 @@ def _meta(p: WeightsStagingProps, name: str) -> dict[str, Any]:
     return {"name": name, "namespace": p.namespace, "labels": app_labels(STAGING_APP, p.name)}
 
 
+@builds_objects
 def _secret_provider_class(p: WeightsStagingProps, secret: str) -> dict[str, Any]:
     """The same SecretProviderClass serving_objects.secret_file_class builds (a test compares them), as a dict."""
     objects = f'- objectName: "{secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{HF_TOKEN_FILE}"\n'
@@ -170,6 +173,7 @@ def _stage_env(p: WeightsStagingProps) -> list[dict[str, Any]]:
     return env
 
 
+@builds_objects
 def _job(p: WeightsStagingProps) -> dict[str, Any]:
     key = staging_key(p)
     labels = {**app_labels(STAGING_APP, p.name), STAGING_KEY_LABEL: key}
@@ -233,6 +237,7 @@ def _job(p: WeightsStagingProps) -> dict[str, Any]:
     }
 
 
+@builds_objects
 def staging_objects(p: WeightsStagingProps) -> list[dict[str, Any]]:
     """ServiceAccount `name`, the Hugging Face token's SecretProviderClass (with a token secret), the script's
     ConfigMap and the Job `<name>-<key>`, as plain dicts (serving_objects.add_objects adds them to a chart)."""

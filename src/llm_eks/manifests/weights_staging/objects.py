@@ -54,6 +54,8 @@ COMPILE_CACHE_CPU_LIMIT = "500m"
 COMPILE_CACHE_MEMORY = "256Mi"
 # vLLM's port (vllm.props.PORT; not imported: vllm.pod imports this package).
 VLLM_PORT = 8000
+# The compile-cache writer's vLLM listens here only (vllm.pod.LOOPBACK): it serves nobody.
+LOOPBACK = "127.0.0.1"
 # The writer Job's container gets compile_cache.py through this variable (its command is a shell around vLLM).
 COMPILE_CACHE_SCRIPT_ENV = "LLM_EKS_COMPILE_CACHE_SCRIPT"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -408,15 +410,15 @@ def compile_cache_restore_container(
 
 
 def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, port: int = VLLM_PORT) -> str:
-    """The writer Job's shell: vLLM in the background, this package's `publish` in the foreground once vLLM
-    serves, then vLLM stopped; the Job ends with publish's status. The script comes in through the environment
-    (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the stack's ConfigMap; `"$@"` are vLLM's
-    arguments. (No `$(`: the kubelet would try to expand it.)"""
+    """The writer Job's shell: vLLM in the background (listening on the pod's loopback only), this package's
+    `publish` in the foreground once vLLM answers there, then vLLM stopped; the Job ends with publish's status. The
+    script comes in through the environment (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the
+    stack's ConfigMap; `"$@"` are vLLM's arguments. (No `$(`: the kubelet would try to expand it.)"""
     _check_cache_args(prefix, cache_key, cache_dir)
     return (
         'vllm serve "$@" & server=$! ; '
         f'python3 -c "${COMPILE_CACHE_SCRIPT_ENV}" publish --bucket "${BUCKET_ENV}" --prefix {prefix} '
         f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir)} '
-        f"--health http://localhost:{port}/health ; status=$? ; "
+        f"--health http://{LOOPBACK}:{port}/health ; status=$? ; "
         'kill -TERM "$server" ; wait "$server" ; exit "$status"'
     )

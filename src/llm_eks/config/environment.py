@@ -372,7 +372,8 @@ class CapacityReservationConfig:
     ids: tuple[str, ...] = ()
     # Or by tags ("*" matches any value): reservations tagged later are used too, without a deploy.
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # With tags: the account owning reservations shared with this one (AWS RAM); None: any owner that shares them.
+    # Required with tags: the account that owns the reservations (yours, or the one sharing them through AWS RAM), so
+    # the tags never match a reservation another account shares with this one. Not with ids.
     owner_id: str | None = None
     # default (an ODCR, billed at the on-demand rate used or not) or capacity-block (paid up front for its whole term;
     # Karpenter drains its nodes 40 minutes before it ends).

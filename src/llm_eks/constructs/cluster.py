@@ -35,6 +35,7 @@ from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_reso
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests.gateway.pool import ROLLOUT_GROUP
 from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
+from llm_eks.manifests.node_status_guard import node_status_guard
 from llm_eks.manifests.verifier import GROUP as VERIFY_GROUP
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
@@ -46,7 +47,8 @@ INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 CORE_ADDONS = ("coredns", "kube-proxy")
 # The EKS node monitoring agent, as a managed add-on at EKS's default version too: it sets the node conditions
 # Karpenter's node repair acts on (AcceleratedHardwareReady, NetworkingReady, ...). No IAM: its ClusterRole covers
-# nodes, nodes/status, events and nodediagnostics only (aws/eks-node-monitoring-agent v1.7.0, charts/
+# nodes, nodes/status (patch, any node: an admission policy of ours, manifests/node_status_guard.py, holds it to
+# its own node), events and nodediagnostics only (aws/eks-node-monitoring-agent v1.7.0, charts/
 # eks-node-monitoring-agent/templates/clusterrole.yaml), and the agent calls no AWS API beyond IMDS on the host
 # network. Its DCGM host engine (DaemonSet dcgm-server, which the agent's GPU checks query on localhost:5555)
 # tolerates no taint by default (values.yaml dcgmAgent.tolerations: []): it is told to tolerate the GPU taint.
@@ -495,6 +497,8 @@ class InferenceCluster(ClusterComposition, Construct):
         )
         # Its pods need a node before the add-on reports ACTIVE.
         addon.node.add_dependency(self.cluster, self.system_nodegroup)
+        # Its ServiceAccount may patch any node's status (the add-on's ClusterRole): hold it to its own node's.
+        self.node_status_guard = self.cluster.add_manifest("NodeStatusGuard", *node_status_guard())
         return addon
 
     def _ebs_csi_addon(self) -> Construct:

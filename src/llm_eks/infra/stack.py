@@ -23,7 +23,7 @@ from llm_eks.config import ACCEPTED_RISKS, ALPHA_FEATURES, EnvironmentConfig
 from llm_eks.config.capacity import reservation_warnings
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
-from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps
+from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps, record_access_elsewhere
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
 from llm_eks.constructs.crds import GATEWAY_API_CRDS, INFERENCE_POOL_CRD
@@ -49,6 +49,12 @@ from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.vllm.compile_job import writer_name
 from llm_eks.manifests.weights_staging import WeightsStagingProps
 from llm_eks.planner import Plan
+
+# Why a weights bucket without the stack's trail has no server access logs: the environment turned the trail off,
+# which its config allows only where an organisation trail records the bucket's data events.
+ORGANISATION_TRAIL = (
+    "weights_bucket.data_events_trail is off: the environment says an organisation trail records its data events."
+)
 
 
 class InferenceStack(cdk.Stack):
@@ -273,7 +279,12 @@ class InferenceStack(cdk.Stack):
             ),
         )
         if created and b.data_events_trail:
-            ObjectAccessTrail(self, "WeightsAccess", ObjectAccessTrailProps(buckets=(bucket.bucket,)))
+            # Production's records nobody in the account can delete before they expire (COMPLIANCE); elsewhere an
+            # admin holding s3:BypassGovernanceRetention can, so the environment can still be torn down at once.
+            lock = "COMPLIANCE" if config.production else "GOVERNANCE"
+            ObjectAccessTrail(self, "WeightsAccess", ObjectAccessTrailProps(buckets=(bucket.bucket,), lock_mode=lock))
+        elif created:
+            record_access_elsewhere(bucket.bucket, ORGANISATION_TRAIL)
         cdk.CfnOutput(
             self, "WeightsBucketName", value=bucket.bucket_name, description="S3 bucket the staging Jobs fill"
         )

@@ -277,8 +277,11 @@ class InferenceCluster(ClusterComposition, Construct):
             max_azs=None if zones else 2,
             nat_gateways=(len(zones) if zones else 2) if props.nat_gateways_per_az else 1,
             subnet_configuration=[
-                # Public subnets hold only NAT gateways and internet-facing load balancers.
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                # Public subnets hold only NAT gateways and internet-facing load balancers, which take Elastic IPs (or
+                # addresses of their own); nothing launched there gets a public IP by default.
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24, map_public_ip_on_launch=False
+                ),
                 # /19 per AZ: 8k addresses for nodes and pods (VPC CNI gives every pod a VPC IP).
                 ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19),
             ],

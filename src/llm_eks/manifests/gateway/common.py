@@ -111,15 +111,26 @@ def service_monitor(name: str, ns: str, selector: Mapping[str, str]) -> dict[str
 # Why the routers (endpoint pickers, payload processor) differ from checkov's defaults.
 ROUTER_SKIPS: Mapping[str, str] = {
     "CKV_K8S_11": "No CPU limit on purpose: every request waits on this ext_proc call; CFS throttling adds latency.",
-    "CKV_K8S_15": "IfNotPresent on purpose: a release tag never moves; a registry outage must not block a restart.",
     "CKV_K8S_38": "It watches the Kubernetes API (pods, InferencePools or ConfigMaps) with its own read-only Role.",
 }
+# IfNotPresent (CKV_K8S_15), for what the image reference is: a digest names one image for good, a tag does not.
+PULL_POLICY_BY_DIGEST = (
+    "IfNotPresent: the image is pinned by digest, so a cached copy is that image; a registry outage must not block a "
+    "restart."
+)
+PULL_POLICY_BY_TAG = (
+    "IfNotPresent: a registry outage must not block a restart; a tag can move, so lock the digest (llm-eks images "
+    "lock)."
+)
 
 
 def router_meta(name: str, namespace: str, labels: Mapping[str, str], image: str) -> dict[str, Any]:
     """A router Deployment's metadata, with its checkov suppressions (the digest one only while `image` has none)."""
     reasons = dict(ROUTER_SKIPS)
-    if "@sha256:" not in image:
+    if "@sha256:" in image:
+        reasons["CKV_K8S_15"] = PULL_POLICY_BY_DIGEST
+    else:
+        reasons["CKV_K8S_15"] = PULL_POLICY_BY_TAG
         reasons.update(UNLOCKED_IMAGE_SKIP)
     return {**meta(name, namespace, labels), "annotations": skip_annotations(reasons)}
 

@@ -28,6 +28,7 @@ from llm_eks.constructs.observability import Observability, ObservabilityOptions
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
+from llm_eks.manifests import network_policies as netpol
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
 from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
 
@@ -590,7 +591,7 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
         objects = synth.manifests()[synth.manifest_of("Namespace", namespace)]
         ns, *rest = objects
         assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level
-        assert ("annotations" in ns["metadata"]) is (level != "restricted")
+        assert (netpol.REASON_ANNOTATION in ns["metadata"].get("annotations", {})) is (level != "restricted")
         assert [o["metadata"]["name"] for o in rest] == policies
         assert {o["metadata"]["namespace"] for o in rest} == {namespace}
         assert_valid([o for o in objects if "${" not in json.dumps(o)])

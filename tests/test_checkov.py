@@ -7,14 +7,12 @@ Zero failed checks; each suppression sits on its own resource (template `Metadat
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from llm_eks.manifests.checkov import serving_pod_annotations, skip_annotations
-from tests.checkov_run import CHECKOV, run_checkov
+from tests.checkov_run import CHECKOV, failed_checks, gather, run_checkov, suppressions_without_a_reason
 from tests.conftest import ENVIRONMENTS, Synthesized
 
 
@@ -23,12 +21,11 @@ def checkov_results(synthesized: Synthesized, tmp_path_factory: pytest.TempPathF
     if not CHECKOV.exists():
         pytest.skip(f"{CHECKOV} is missing: `make test` installs it from requirements-checkov.txt")
     assert synthesized.error is None, synthesized.error
-    folder = tmp_path_factory.mktemp("checkov")
-    for env in ENVIRONMENTS:
-        shutil.copy(synthesized.outdir / f"LlmEks-{env}.template.json", folder)
-        for path in sorted((synthesized.outdir / "manifests" / env).glob("*.yaml")):
-            if path.name != "helm-releases.yaml":  # a listing of Helm values, not objects
-                shutil.copy(path, folder / f"{env}-{path.name}")
+    folder = gather(
+        tmp_path_factory.mktemp("checkov"),
+        [synthesized.outdir / f"LlmEks-{env}.template.json" for env in ENVIRONMENTS],
+        {env: synthesized.outdir / "manifests" / env for env in ENVIRONMENTS},
+    )
     results = run_checkov(folder, "cloudformation", "kubernetes")
     assert results is not None
     return results
@@ -41,21 +38,14 @@ def test_checkov_scans_templates_and_kubernetes_objects(checkov_results: list[di
 
 
 def test_checkov_has_no_failed_check(checkov_results: list[dict[str, Any]]) -> None:
-    failed = sorted(
-        f"{f['check_id']} {f['resource']} ({Path(f['file_path']).name}): {f['check_name']}"
-        for r in checkov_results
-        for f in r["results"]["failed_checks"]
-    )
+    failed = failed_checks(checkov_results)
     assert not failed, "\n".join(failed)
 
 
 def test_every_checkov_suppression_has_a_one_line_reason(checkov_results: list[dict[str, Any]]) -> None:
     skipped = [s for r in checkov_results for s in r["results"].get("skipped_checks", [])]
     assert skipped, "expected the documented suppressions (custom-resource Lambdas, SQS-managed SSE)"
-    for s in skipped:
-        reason = s.get("check_result", {}).get("suppress_comment", "")
-        assert reason and reason != "No comment provided", (s["check_id"], s["resource"])
-        assert "\n" not in reason and len(reason) <= 160, (s["check_id"], reason)
+    assert suppressions_without_a_reason(checkov_results) == []
 
 
 def _checks(results: list[dict[str, Any]], kind: str, resource: str) -> set[str]:
@@ -105,3 +95,21 @@ def test_a_reason_with_an_equals_sign_is_refused() -> None:
     """checkov splits the annotation at '=': a reason holding one would be cut short."""
     with pytest.raises(ValueError, match="CKV_K8S_11 must be one non-empty line without '='"):
         skip_annotations({"CKV_K8S_11": "limits=none"})
+
+
+def test_the_routers_pull_policy_reason_says_what_the_image_reference_is() -> None:
+    """IfNotPresent is safe for an image pinned by digest; by tag it is a choice whose risk the reason names (a tag
+    can move), beside the digest suppression that lasts only while the image is unlocked."""
+    from llm_eks.manifests.gateway.common import router_meta
+
+    def reasons(image: str) -> dict[str, str]:
+        annotations = router_meta("epp", "inference", {}, image)["annotations"]
+        return dict(v.split("=", 1) for k, v in annotations.items() if k.startswith("checkov.io/"))
+
+    tagged = reasons("registry.k8s.io/llm-d/llm-d-router:v0.10.0")
+    locked = reasons("registry.k8s.io/llm-d/llm-d-router:v0.10.0@sha256:" + "0" * 64)
+    assert "a tag can move, so lock the digest (llm-eks images lock)" in tagged["CKV_K8S_15"]
+    assert "CKV_K8S_43" in tagged
+    assert locked["CKV_K8S_15"].startswith("IfNotPresent: the image is pinned by digest")
+    assert "CKV_K8S_43" not in locked
+    assert not any("never moves" in r for r in (*tagged.values(), *locked.values()))

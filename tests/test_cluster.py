@@ -335,3 +335,21 @@ def test_system_instance_type_is_an_ec2_instance_type() -> None:
         "closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge"
     )
     InferenceClusterProps(cluster_name="ok", system_instance_type="c7i.2xlarge").validate()
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_no_subnet_gives_a_public_ip_at_launch(templates: dict[str, Any], env: str) -> None:
+    """Public subnets hold NAT gateways and load balancers, which take Elastic IPs: nothing launched there gets a
+    public address by default. The property updates in place: CloudFormation's AWS::EC2::Subnet schema (cfn-lint's
+    copy) does not list it among the properties whose change replaces the subnet."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    subnets = Template.from_json(templates[env]).find_resources("AWS::EC2::Subnet")
+    assert len(subnets) >= 4
+    # Absent: CloudFormation's default, false (the internal load balancers' own subnets).
+    assert {k: s["Properties"].get("MapPublicIpOnLaunch", False) for k, s in subnets.items()} == dict.fromkeys(
+        subnets, False
+    )
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", "AWS::EC2::Subnet").schema
+    assert "/properties/MapPublicIpOnLaunch" not in schema["createOnlyProperties"]
+    assert "/properties/CidrBlock" in schema["createOnlyProperties"]  # the list is the one that matters

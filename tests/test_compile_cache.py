@@ -98,7 +98,8 @@ def test_publish_writes_the_files_then_a_manifest_then_its_signature(
         [f"{PREFIX}files/{rel}" for rel in CACHE_FILES] + [f"{PREFIX}manifest.json", f"{PREFIX}manifest.sig"]
     )
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}manifest.json")["Body"].read())
-    assert manifest["cache_key"] == CACHE_KEY
+    # What the signature covers binds the cache to where it was published: workload, GPU family and key.
+    assert (manifest["format"], manifest["prefix"], manifest["cache_key"]) == (2, PREFIX, CACHE_KEY)
     assert {f["path"]: f["sha256"] for f in manifest["files"]} == {
         rel: hashlib.sha256(data).hexdigest() for rel, data in CACHE_FILES.items()
     }
@@ -110,6 +111,23 @@ def test_a_second_publish_of_a_signed_cache_changes_nothing(s3: Any, kms: tuple[
     (tmp_path / "src" / "torch_aot_compile/5e6d/rank_0_0/model").write_bytes(b"evil")
     summary = cc.publish(s3, kms[0], BUCKET, PREFIX, CACHE_KEY, kms[1], tmp_path / "src")
     assert summary.already_signed and keys(s3) == before
+
+
+def test_the_writer_does_nothing_for_a_signed_cache_not_even_wait_for_vllm(
+    s3: Any, kms: tuple[Any, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Job started again for a cache already published (its template changed, not its key) exits at once: its
+    health URL here answers nothing, so any wait would never end."""
+    published(s3, kms, tmp_path)
+    argv = [
+        "publish", "--bucket", BUCKET, "--prefix", PREFIX, "--cache-key", CACHE_KEY, "--signing-key", kms[1],
+        "--region", REGION, "--src", str(tmp_path / "src"), "--health", "http://127.0.0.1:9/health",
+    ]  # fmt: skip
+    assert cc.main(argv) == 0
+    assert (
+        capsys.readouterr().out
+        == f"publish-compile-cache: s3://{BUCKET}/{PREFIX} is already published and signed: nothing to do\n"
+    )
 
 
 def test_publish_never_replaces_an_object(s3: Any, kms: tuple[Any, str, str], tmp_path: Path) -> None:
@@ -151,6 +169,46 @@ def test_restore_never_reads_a_file_the_manifest_does_not_list(
     s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}files/3f2a9c1b7e/rank_0_0/backbone/__init__.py", Body=b"import os")
     cc.restore(s3, kms[0], BUCKET, PREFIX, CACHE_KEY, kms[1], tmp_path / "dest")
     assert tree(tmp_path / "dest") == CACHE_FILES
+
+
+def test_a_signed_cache_replayed_under_another_prefix_is_refused(
+    s3: Any, kms: tuple[Any, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every object of one workload's signed cache copied, unchanged, under another workload's (or family's) prefix
+    with the same key: the signature verifies, the manifest names where it was published, and the reader refuses."""
+    published(s3, kms, tmp_path)
+    other = PREFIX.replace("llama-3-1-8b", "qwen3-8b")
+    for key in keys(s3):
+        s3.copy_object(Bucket=BUCKET, Key=other + key[len(PREFIX) :], CopySource={"Bucket": BUCKET, "Key": key})
+    code = cc.run_restore(s3, kms[0], BUCKET, other, CACHE_KEY, kms[1], tmp_path / "dest", deadline_seconds=60)
+    assert code == 0 and not (tmp_path / "dest").exists()
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line == (
+        f"restore-compile-cache: refused s3://{BUCKET}/{other}, vLLM compiles from scratch (this run's files "
+        f"removed): the manifest was published under '{PREFIX}' for key '{CACHE_KEY}', not this prefix and key"
+    )
+
+
+def test_a_manifest_of_the_first_format_is_never_restored(s3: Any, kms: tuple[Any, str, str], tmp_path: Path) -> None:
+    """Format 1 signed the key alone. Such a manifest, signed by the right key, is not restored: and a new format is
+    a new cache key, so the new writer never meets the old signature under its prefix."""
+    body = json.dumps({"format": 1, "cache_key": CACHE_KEY, "files": []}, sort_keys=True, separators=(",", ":"))
+    manifest = body.encode()
+    signature = kms[0].sign(
+        KeyId=kms[1], Message=hashlib.sha256(manifest).digest(), MessageType="DIGEST", SigningAlgorithm="ECDSA_SHA_256"
+    )["Signature"]
+    s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}manifest.json", Body=manifest)
+    s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}manifest.sig", Body=base64.b64encode(signature))
+    with pytest.raises(ValueError, match="not a format-2 manifest"):
+        cc.restore(s3, kms[0], BUCKET, PREFIX, CACHE_KEY, kms[1], tmp_path / "dest")
+
+
+def test_a_new_manifest_format_is_a_new_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_eks.manifests.weights_staging import props as staging_props
+
+    before = staging_props.compile_cache_key("vllm/vllm-openai:v0.33.0", ["m", "--max-model-len", "8192"])
+    monkeypatch.setattr(staging_props, "COMPILE_CACHE_FORMAT", cc.FORMAT + 1)
+    assert staging_props.compile_cache_key("vllm/vllm-openai:v0.33.0", ["m", "--max-model-len", "8192"]) != before
 
 
 @pytest.mark.parametrize("threat", ["unsigned", "forged", "tampered", "other-key"])
@@ -237,13 +295,20 @@ def test_the_writer_job_serves_nothing_and_holds_no_client_secret() -> None:
     # Not a replica: no Service, InferencePool, PDB or NetworkPolicy of the workload selects it.
     assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "vllm-compile-cache"
     assert "startupProbe" not in container and "readinessProbe" not in container
-    # The same server the Deployment runs, on the same GPUs.
+    # The same server the Deployment runs, on the same GPUs, but reachable from its own pod only.
     serving = serving_pod_spec(props, timing, {"app": "x"})["containers"][0]
     assert container["resources"] == serving["resources"] and container["args"][0] == serving["args"][0]
+    host = container["args"].index("--host")
+    assert container["args"][host + 1] == "127.0.0.1" and serving["args"][host + 1] == "0.0.0.0"
+    assert [a for i, a in enumerate(container["args"]) if i != host + 1] == [
+        a for i, a in enumerate(serving["args"]) if i != host + 1
+    ]
+    assert "ports" not in container and "ports" in serving
     assert [c["name"] for c in pod["initContainers"]] == [WAIT_CONTAINER]
     command = container["command"][2]
     assert f'publish --bucket "${BUCKET_ENV}" --prefix {cache_prefix(props)} --cache-key {cache_key(props)}' in command
     assert f'--signing-key "${SIGNING_KEY_ENV}"' in command
+    assert "--health http://127.0.0.1:8000/health" in command
     assert {e["name"] for e in container["env"]} >= {COMPILE_CACHE_SCRIPT_ENV, SIGNING_KEY_ENV, BUCKET_ENV}
     assert_valid([account, job])
 
@@ -258,6 +323,25 @@ def test_a_replica_restores_the_cache_of_its_own_key_and_never_writes() -> None:
         "--signing-key", f"$({SIGNING_KEY_ENV})",
     ]  # fmt: skip
     assert all(c.get("restartPolicy") != "Always" for c in pod["initContainers"]), "no uploading sidecar"
+
+
+def test_any_change_to_the_writers_pod_template_is_a_new_job() -> None:
+    """A Job's template is immutable: the Job is named after it, so a changed template is a new Job (and the old
+    one is pruned), never an update the API server would refuse mid-deploy."""
+    from dataclasses import replace
+
+    props = _props()
+    timing = probe_timing(props)
+    _, job = writer_objects(props, timing)
+    assert job["metadata"]["name"] == writer_objects(props, timing)[1]["metadata"]["name"]
+    assert (
+        job["metadata"]["name"].startswith(f"{props.name}-cc-")
+        and len(job["metadata"]["name"]) == len(props.name) + 4 + 10
+    )
+    # Another region: the same server, the same cache key, another template.
+    other = replace(props, aws_region="eu-central-1")
+    assert cache_key(other) == cache_key(props)
+    assert writer_objects(other, timing)[1]["metadata"]["name"] != job["metadata"]["name"]
 
 
 def test_a_changed_engine_argument_is_a_new_cache_key() -> None:

@@ -125,7 +125,7 @@ def test_add_karpenter_wires_the_queue_and_waits_for_system_nodes_and_pod_identi
     assert t.values("karpenter")["settings"] == {
         "clusterName": "team-a-inference",
         "interruptionQueue": f"${{GetAtt:{queue}.QueueName}}",
-        "featureGates": {"nodeRepair": True, "reservedCapacity": True},
+        "featureGates": {"nodeRepair": False, "reservedCapacity": True},
     }
     assert len(t.of_type("AWS::Events::Rule")) == 5
 

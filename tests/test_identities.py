@@ -110,3 +110,39 @@ def test_no_serving_identity_reads_the_hub_token_or_writes_with_staged_weights(
         writes = "/stage-" in who or who.endswith("-compile-cache")
         assert bool(grants["write"]) == writes, (who, grants["write"])
         assert bool(grants["sign"]) == who.endswith("-compile-cache"), who
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_api_key_secret_says_truly_why_it_needs_no_customer_managed_key(
+    templates: dict[str, Any], env: str
+) -> None:
+    """Its checkov reason: IAM alone picks the readers, Pod Identity roles granted this secret by name. Every
+    policy in the template that reads it (and no other kind of grant) is one such role's: the workload that checks
+    the key and its benchmark, no wildcard."""
+    from llm_eks.constructs.api_key import NO_CMK_REASON
+
+    resources = templates[env]["Resources"]
+    (secret,) = [r for r in resources.values() if r["Type"] == "AWS::SecretsManager::Secret"]
+    name = secret["Properties"]["Name"]
+    assert {"id": "CKV_AWS_149", "comment": NO_CMK_REASON} in secret["Metadata"]["checkov"]["skip"]
+    pod_identity = {
+        r["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation"
+    }
+    readers = set()
+    for r in resources.values():
+        if r["Type"] != "AWS::IAM::Policy":
+            continue
+        for statement in r["Properties"]["PolicyDocument"]["Statement"]:
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            if any(name in str(readable(t)) or str(readable(t)).endswith("secret:*") for t in targets):
+                assert [str(readable(t)).rsplit(":secret:", 1)[1] for t in targets] == [f"{name}-??????"]
+                readers |= {ref["Ref"] for ref in r["Properties"]["Roles"]}
+    assert readers and readers <= pod_identity
+    accounts = {
+        r["Properties"]["ServiceAccount"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation" and r["Properties"]["RoleArn"]["Fn::GetAtt"][0] in readers
+    }
+    assert {a.split("-")[0] for a in accounts} == {"vllm", "bench"}

@@ -179,7 +179,7 @@ def test_namespace_objects_validate_and_are_restricted(synth: Synth) -> None:
     (namespace,) = [o for o in objects if o["kind"] == "Namespace"]
     assert namespace["metadata"]["name"] == "istio-system"
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert "annotations" not in namespace["metadata"]
+    assert netpol.REASON_ANNOTATION not in namespace["metadata"].get("annotations", {})
     assert sorted(o["metadata"]["name"] for o in objects if o["kind"] == "NetworkPolicy") == [
         netpol.DEFAULT_DENY,
         "istiod-metrics",

@@ -410,8 +410,8 @@ def test_helm_values_carry_the_queue_name_token_and_the_cluster_name(stack: Synt
     assert values["settings"] == {
         "clusterName": stack.resolved["cluster_name"],
         "interruptionQueue": queue_name,
-        # Node repair on (Alpha, off in the chart); reserved capacity on explicitly (Beta, on in the chart).
-        "featureGates": {"nodeRepair": True, "reservedCapacity": True},
+        # Node repair off unless asked for (Alpha, off in the chart); reserved capacity on explicitly (Beta, on).
+        "featureGates": {"nodeRepair": False, "reservedCapacity": True},
     }
     assert queue_name == stack.resolved["cluster_name"]
 

@@ -26,6 +26,7 @@ ENV = "largest"
 # Two replicas of two nodes in a block of two: synth shows the reservation warning, acknowledged here.
 BODY = {
     **LARGEST,
+    "alpha_features": {"node-repair": "A GPU with a fatal error heals only when its node is replaced."},
     "workload": {
         **LARGEST["workload"],
         "replicas": {"min": 1, "max": 2},
@@ -175,11 +176,18 @@ def _monitoring_addon(template: dict[str, Any]) -> dict[str, Any]:
     return addon
 
 
-def test_node_repair_and_reserved_capacity_are_on_in_every_environment(
+def test_node_repair_only_where_the_environment_accepts_the_alpha_gate(
     synth: Synth, templates: dict[str, dict[str, Any]]
 ) -> None:
+    """Node repair (Alpha) where `alpha_features` names it: the shipped prod and this environment; reserved
+    capacity (Beta, on in the chart) written explicitly everywhere."""
+    for name, template in {ENV: synth.template, **templates}.items():
+        assert _feature_gates(template) == {"nodeRepair": name in (ENV, "prod"), "reservedCapacity": True}, name
+    # Synth says what was accepted, and why.
+    metadata = (synth.outdir / f"LlmEks-{ENV}.metadata.json").read_text()
+    assert "alpha feature node-repair (Karpenter's node repair (feature gate nodeRepair)" in metadata
+    assert "A GPU with a fatal error heals only when its node is replaced." in metadata
     for template in (synth.template, *templates.values()):
-        assert _feature_gates(template) == {"nodeRepair": True, "reservedCapacity": True}
         addon = _monitoring_addon(template)
         # No version: EKS picks its default for the cluster's Kubernetes version (as for coredns); no IAM.
         assert "AddonVersion" not in addon["Properties"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.source import SOURCE_ANNOTATION
 from tests.conftest import Synthesized
 from tests.netpol import Cluster, External, Pod
 
@@ -530,5 +531,6 @@ def test_namespace_below_restricted_needs_a_reason() -> None:
     with pytest.raises(ValueError, match="needs a reason"):
         netpol.namespace("gpu", "privileged")
     assert netpol.namespace("gpu", "privileged", "device plugin hostPath")["metadata"]["annotations"] == {
-        netpol.REASON_ANNOTATION: "device plugin hostPath"
+        netpol.REASON_ANNOTATION: "device plugin hostPath",
+        SOURCE_ANNOTATION: "llm_eks.manifests.network_policies",
     }

@@ -178,6 +178,16 @@ def test_production_refuses_images_by_tag_until_they_are_locked() -> None:
             "characters",
         ),
         (
+            {"alpha_features": {"node_repair": "heals GPUs"}},
+            "environments.qa.alpha_features: 'node_repair' is not allowed; did you mean 'node-repair'? must be an "
+            "Alpha feature id: node-repair",
+        ),
+        (
+            {"alpha_features": {"node-repair": ""}},
+            "environments.qa.alpha_features.node-repair: '' is not allowed; must say why in one line of 1-160 "
+            "characters",
+        ),
+        (
             {"workload": {"revision": "main branch"}},
             "environments.qa.workload.revision: 'main branch' is not allowed; must be a Hub commit (40 hex), or a "
             "branch or tag: up to 255 letters, digits and ._-/+ without '..'",
@@ -212,4 +222,6 @@ def test_the_compile_cache_writer_runs_the_server_with_its_adapters_fetched() ->
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     pod = job["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["initContainers"]] == ["wait-for-weights", "lora-0"]
-    assert pod["containers"][0]["args"] == deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    served = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    # The same arguments, but listening on the pod's loopback only (it serves nobody).
+    assert pod["containers"][0]["args"] == [("127.0.0.1" if a == "0.0.0.0" else a) for a in served]

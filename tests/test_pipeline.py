@@ -102,7 +102,11 @@ def test_the_pipeline_is_v2_and_its_artifacts_are_kms_encrypted_with_a_rotated_k
     assert pipeline["PipelineType"] == "V2"
     assert pipeline["ArtifactStore"]["EncryptionKey"]["Type"] == "KMS"
     assert _one(synthesized["pipeline"], "AWS::KMS::Key")["EnableKeyRotation"] is True
-    bucket = _one(synthesized["pipeline"], "AWS::S3::Bucket")
+    (bucket,) = [
+        b["Properties"]
+        for k, b in _resources(synthesized["pipeline"], "AWS::S3::Bucket").items()
+        if k.startswith("PipelineArtifactsBucket")
+    ]
     (rule,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
 
@@ -270,3 +274,54 @@ def test_the_synth_has_no_context_lookup(synthesized: dict[str, Any]) -> None:
     for name in ACCOUNTS:
         nested = json.loads((synthesized["outdir"] / f"assembly-{name}" / "manifest.json").read_text())
         assert "missing" not in nested
+
+
+def test_checkov_passes_the_pipeline_example(
+    synthesized: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """checkov over everything the example deploys: the pipeline stack, each stage's stack (with its VerifyRunner)
+    and each stage's Kubernetes objects. No failed check; each suppression with its one-line reason: the asset
+    role's and the verify project's generated policies, the artifact bucket's own access-log bucket."""
+    from tests.checkov_run import CHECKOV, failed_checks, gather, run_checkov, suppressions_without_a_reason
+
+    if not CHECKOV.exists():
+        pytest.skip(f"{CHECKOV} is missing: `make test` installs it from requirements-checkov.txt")
+    outdir: Path = synthesized["outdir"]
+    folder = gather(
+        tmp_path_factory.mktemp("checkov-pipeline"),
+        [outdir / f"{PIPELINE_STACK_NAME}.template.json", *sorted(outdir.glob("assembly-*/*.template.json"))],
+        {env: outdir / "manifests" / env for env in ACCOUNTS},
+    )
+    results = run_checkov(folder, "cloudformation", "kubernetes")
+    assert results is not None
+    scanned = {r["check_type"]: r["summary"]["resource_count"] for r in results}
+    assert scanned.keys() == {"cloudformation", "kubernetes"} and all(scanned.values()), scanned
+    assert failed_checks(results) == []
+    assert suppressions_without_a_reason(results) == []
+    skipped = {(s["check_id"], s["resource"].split(".")[-1]) for r in results for s in r["results"]["skipped_checks"]}
+    assert ("CKV_AWS_111", "PipelineAssetsFileRoleDefaultPolicy14DB8755") in skipped
+    assert ("CKV_AWS_111", "VerifierProjectPolicyDocument23BA19DE") in skipped
+
+
+def test_the_artifact_bucket_is_versioned_and_logged(synthesized: dict[str, Any]) -> None:
+    pipeline = synthesized["pipeline"]
+    buckets = _resources(pipeline, "AWS::S3::Bucket")
+    (artifacts_id,) = [k for k in buckets if k.startswith("PipelineArtifactsBucket")]
+    (logs_id,) = [k for k in buckets if k.startswith("ArtifactAccessLogs")]
+    artifacts = buckets[artifacts_id]["Properties"]
+    assert artifacts["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert artifacts["LoggingConfiguration"] == {
+        "DestinationBucketName": {"Ref": logs_id},
+        "LogFilePrefix": "artifact-bucket/",
+    }
+    assert {"Id": "ExpireOldVersions", "NoncurrentVersionExpiration": {"NoncurrentDays": 30}, "Status": "Enabled"} in (
+        artifacts["LifecycleConfiguration"]["Rules"]
+    )
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in _resources(pipeline, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": logs_id}
+    ]
+    (delivery,) = [s for s in policy if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}]
+    assert delivery["Action"] == "s3:PutObject"
+    assert delivery["Condition"]["ArnLike"] == {"aws:SourceArn": {"Fn::GetAtt": [artifacts_id, "Arn"]}}

@@ -81,7 +81,7 @@ def test_synth_report_points_at_each_template_and_yaml_folder(synthesized: Synth
     dev = lines[0]
     assert dev.startswith(f"dev: {synthesized.outdir / 'LlmEks-dev.template.json'} (")
     assert dev.endswith(" resources)")
-    assert lines[1].strip() == f"{synthesized.outdir / 'manifests' / 'dev'}/ (7 YAML files)"
+    assert lines[1].strip() == f"{synthesized.outdir / 'manifests' / 'dev'}/ (8 YAML files)"
 
 
 def test_a_failed_check_ends_in_one_line_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,7 +43,7 @@ LARGEST = {
 }
 # One-node replicas on an ODCR of g6e.xlarge.
 SMALL = {
-    "capacity_reservations": {"g6e": {"tags": {"team": "ml"}, "nodes": 2}},
+    "capacity_reservations": {"g6e": {"tags": {"team": "ml"}, "owner_id": "123456789012", "nodes": 2}},
     "workload": {"model": "meta-llama/Llama-3.1-8B-Instruct", "accelerator": "g6e.xlarge", "max_model_len": 8192},
 }
 
@@ -109,12 +109,10 @@ def test_an_odcr_by_tags_gets_its_own_node_class_and_keeps_the_ten_minute_drain(
     assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu-nvidia-g6e"
     assert pool["spec"]["template"]["spec"]["terminationGracePeriod"] == "10m"
     node_class = next(o for o in objects if o["metadata"]["name"] == "gpu-nvidia-g6e")
-    assert node_class["spec"]["capacityReservationSelectorTerms"] == [{"tags": {"team": "ml"}}]
     assert "networkInterfaces" not in node_class["spec"]
-    with_owner = _objects(_with(SMALL, "g6e", owner_id="210987654321"))
-    node_class = next(o for o in with_owner if o["metadata"]["name"] == "gpu-nvidia-g6e")
+    # The tag term carries its owner: Karpenter then filters DescribeCapacityReservations by owner-id too.
     terms = node_class["spec"]["capacityReservationSelectorTerms"]
-    assert terms == [{"tags": {"team": "ml"}, "ownerID": "210987654321"}]
+    assert terms == [{"tags": {"team": "ml"}, "ownerID": "123456789012"}]
     assert failed_rules(EC2_NODE_CLASS, "capacityReservationSelectorTerms", terms) == []
     assert_valid(objects)
 
@@ -181,7 +179,13 @@ def test_replicas_beyond_the_reservation_raise_a_plan_warning() -> None:
             "tags (an id names one reservation already)",
         ),
         (
-            {"tags": {"team": ""}, "nodes": 2},
+            {"tags": {"team": "ml"}, "nodes": 2},
+            "environments.qa.capacity_reservations.g6e.owner_id: None is not allowed; with tags, name the account "
+            "that owns the reservations (12 digits; your own for reservations you made): without it the tags also "
+            "match reservations other accounts share with this one",
+        ),
+        (
+            {"tags": {"team": ""}, "owner_id": "123456789012", "nodes": 2},
             "environments.qa.capacity_reservations.g6e.tags.team: '' is not allowed; tag keys and values must not "
             "be empty ('*' matches any value)",
         ),
@@ -243,3 +247,9 @@ def test_the_chart_refuses_a_capacity_block_pool_that_drains_too_long() -> None:
         NodePoolsChart(cdk8s.App(), "pools", dataclasses.replace(props, gpu_pools=(unreserved,)))
     assert str(err.value).startswith("gpu_pools[0].capacity_types[0]: 'reserved' is not allowed")
     assert ReservedCapacity(ids=("cr-1",)).selector_terms() == [{"id": "cr-1"}]
+    with pytest.raises(ConfigError) as err:
+        ReservedCapacity(tags={"team": "ml"}).validate("gpu_pools[0].reservation")
+    assert str(err.value) == (
+        "gpu_pools[0].reservation.owner_id: None is not allowed; required with tags: without it they also match "
+        "reservations other accounts share"
+    )

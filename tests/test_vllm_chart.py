@@ -13,6 +13,7 @@ import yaml
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.api_key import API_KEY_PATH
+from llm_eks.manifests.source import SOURCE_ANNOTATION
 from llm_eks.manifests.vllm import (
     HF_TOKEN_PATH,
     MAX_GRACE_SECONDS,
@@ -109,6 +110,7 @@ def test_names_and_contract_labels(objects: dict[str, dict[str, Any]]) -> None:
                     "pod-security.kubernetes.io/audit": "restricted",
                     "elbv2.k8s.aws/pod-readiness-gate-inject": "enabled",
                 },
+                "annotations": {SOURCE_ANNOTATION: "llm_eks.manifests.serving_objects"},
             }
             continue
         assert obj["metadata"]["namespace"] == "inference"
@@ -326,6 +328,7 @@ def test_internal_alb_ingress(objects: dict[str, dict[str, Any]]) -> None:
         "alb.ingress.kubernetes.io/certificate-arn": CERTIFICATE_ARN,
         "alb.ingress.kubernetes.io/ssl-policy": "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09",
         "alb.ingress.kubernetes.io/inbound-cidrs": "10.0.0.0/16",
+        SOURCE_ANNOTATION: "llm_eks.manifests.vllm.chart",
     }
     # Only the OpenAI API, where vLLM checks the key; /invocations, /tokenize and /metrics stay in the cluster.
     assert ingress["spec"]["rules"][0]["http"]["paths"] == [

@@ -106,9 +106,60 @@ def test_every_object_request_on_the_weights_is_on_record(templates: dict[str, A
     assert readable(only_this["Condition"]) == {"StringNotEquals": {"aws:SourceArn": trail_arn}}
 
 
+@pytest.mark.parametrize(("env", "mode"), [("dev", "GOVERNANCE"), ("staging", "GOVERNANCE"), ("prod", "COMPLIANCE")])
+def test_the_access_records_cannot_be_purged_in_place(templates: dict[str, Any], env: str, mode: str) -> None:
+    """S3 Object Lock on the trail's log bucket, each record retained as long as it is kept (a year): in
+    production nobody in the account can delete one before then (COMPLIANCE); elsewhere only a principal holding
+    s3:BypassGovernanceRetention can, which is how such an environment is torn down."""
+    template = templates[env]
+    (trail,) = _of_type(template, "AWS::CloudTrail::Trail").values()
+    logs = template["Resources"][trail["Properties"]["S3BucketName"]["Ref"]]["Properties"]
+    assert logs["ObjectLockEnabled"] is True
+    assert logs["ObjectLockConfiguration"] == {
+        "ObjectLockEnabled": "Enabled",
+        "Rule": {"DefaultRetention": {"Mode": mode, "Days": 365}},
+    }
+    assert logs["VersioningConfiguration"] == {"Status": "Enabled"}
+
+
+def test_a_lock_mode_s3_does_not_have_is_one_line() -> None:
+    stack = cdk.Stack(cdk.App(), "Bad")
+    bucket = s3.Bucket(stack, "B")
+    with pytest.raises(ConfigError) as err:
+        ObjectAccessTrail(stack, "T", ObjectAccessTrailProps(buckets=(bucket,), lock_mode="LEGAL_HOLD"))
+    assert str(err.value).endswith(
+        "object_access_trail.lock_mode: 'LEGAL_HOLD' is not allowed; must be one of COMPLIANCE, GOVERNANCE"
+    )
+
+
+def _checkov_skips(resource: dict[str, Any]) -> dict[str, str]:
+    return {s["id"]: s["comment"] for s in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])}
+
+
+def test_the_weights_bucket_says_where_its_access_is_recorded(templates: dict[str, Any]) -> None:
+    """No server access logs on the weights bucket, for the reason that holds: this stack's trail records it."""
+    template = templates["dev"]
+    bucket = template["Resources"][_weights_bucket_id(template)]
+    assert _checkov_skips(bucket) == {
+        "CKV_AWS_18": "Object access is recorded by this stack's CloudTrail trail (S3 data events)."
+    }
+
+
 def test_an_organisation_trail_can_stand_in_for_the_stacks_own() -> None:
+    """Without the stack's trail, the bucket's reason for no access logs is the environment's own statement."""
+    from llm_eks.infra.app import build_app, new_app
+
     config = parse_environment("x", {"weights_bucket": {"data_events_trail": False}})
     assert config.weights_bucket is not None and config.weights_bucket.data_events_trail is False
+    app = new_app(context={"environments": {"x": {"weights_bucket": {"data_events_trail": False}}}})
+    (stack,) = build_app(app)
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    assert not _of_type(template, "AWS::CloudTrail::Trail")
+    bucket = template["Resources"][_weights_bucket_id(template)]
+    assert _checkov_skips(bucket) == {
+        "CKV_AWS_18": "weights_bucket.data_events_trail is off: the environment says an organisation trail records "
+        "its data events."
+    }
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from llm_eks.aws_ids import RESERVATION_TYPES
 from llm_eks.config.canary import CanaryConfig
 from llm_eks.config.environment import (
     ACCEPTED_RISKS,
+    ALPHA_FEATURES,
     CAPACITY_TYPES,
     COMMIT,
     ENGINES,
@@ -127,6 +128,7 @@ def _with_recorded_model(w: WorkloadConfig, path: str, models_dir: Path) -> Work
 
 __all__ = [
     "ACCEPTED_RISKS",
+    "ALPHA_FEATURES",
     "CAPACITY_TYPES",
     "COMMIT",
     "ENGINES",

@@ -57,6 +57,14 @@ def _no_efa(instance_type: str, family: str) -> str:
     return f"{instance_type} has no EFA interface ({sizes}); choose an instance type with EFA, or leave efa unset"
 
 
+# Karpenter 1.14.1 adds an `owner-id` filter to DescribeCapacityReservations only for a term with ownerID
+# (pkg/providers/capacityreservation/types.go); without one, a tag selector also matches what other accounts share.
+OWNER_REQUIRED = (
+    "with tags, name the account that owns the reservations (12 digits; your own for reservations you made): "
+    "without it the tags also match reservations other accounts share with this one"
+)
+
+
 def _validate_reservation(r: CapacityReservationConfig, path: str) -> None:
     if r.nodes < 1:
         raise fail(f"{path}.nodes", r.nodes, "must be the number of instances the reservations hold, at least 1")
@@ -85,6 +93,8 @@ def _validate_reservation(r: CapacityReservationConfig, path: str) -> None:
             raise fail(f"{path}.owner_id", r.owner_id, "only allowed with tags (an id names one reservation already)")
         if not aws_ids.ACCOUNT.match(r.owner_id):
             raise fail(f"{path}.owner_id", r.owner_id, "must be a 12-digit AWS account id")
+    elif r.tags:
+        raise fail(f"{path}.owner_id", None, OWNER_REQUIRED)
     if r.reservation_type not in aws_ids.RESERVATION_TYPES:
         raise fail(
             f"{path}.reservation_type", r.reservation_type, f"must be one of {', '.join(aws_ids.RESERVATION_TYPES)}"

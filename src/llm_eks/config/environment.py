@@ -115,6 +115,13 @@ ACCEPTED_RISKS = {
     "images-by-tag": "images without a digest in images.lock.json run by tag",
     "revisions-by-name": "model and adapter revisions that are branch or tag names, resolved anew at each start",
 }
+# Alpha feature gates `alpha_features` may turn on, and what each does. Off unless an environment names it with a
+# reason: Alpha behaviour can change or go between releases (Karpenter 1.14.1 charts/karpenter/values.yaml:
+# "nodeRepair is ALPHA and is disabled by default").
+ALPHA_FEATURES = {
+    "node-repair": "Karpenter's node repair (feature gate nodeRepair): a node whose health condition stays bad is "
+    "replaced, e.g. AcceleratedHardwareReady False for 10 minutes after a fatal GPU error",
+}
 # A Hub commit id: what a pinned revision is.
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -381,7 +388,8 @@ class CapacityReservationConfig:
     ids: tuple[str, ...] = ()
     # Or by tags ("*" matches any value): reservations tagged later are used too, without a deploy.
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # With tags: the account owning reservations shared with this one (AWS RAM); None: any owner that shares them.
+    # Required with tags: the account that owns the reservations (yours, or the one sharing them through AWS RAM), so
+    # the tags never match a reservation another account shares with this one. Not with ids.
     owner_id: str | None = None
     # default (an ODCR, billed at the on-demand rate used or not) or capacity-block (paid up front for its whole term;
     # Karpenter drains its nodes 40 minutes before it ends).
@@ -440,6 +448,10 @@ class EnvironmentConfig:
     # Risks a production environment accepts, by id -> one line why (synth prints each): "images-by-tag" (images
     # without a locked digest), "revisions-by-name" (a branch or tag instead of a commit). Empty: none accepted.
     accepted_risks: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Alpha feature gates this environment turns on, by id -> one line why (synth prints each): "node-repair"
+    # (Karpenter replaces a node whose GPU, kernel, storage or network the EKS node monitoring agent reports broken).
+    # Empty: every Alpha gate stays off, as upstream ships them.
+    alpha_features: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def served(self) -> tuple[ServedWorkload, ...]:

@@ -16,6 +16,7 @@ from llm_eks.config.canary_checks import validate_canaries
 from llm_eks.config.capacity import validate_capacity
 from llm_eks.config.environment import (
     ACCEPTED_RISKS,
+    ALPHA_FEATURES,
     CAPACITY_TYPES,
     ENGINES,
     WEIGHT_SOURCES,
@@ -76,6 +77,7 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
         )
     _validate_vpc(c, f"{path}.vpc")
     _validate_accepted_risks(c, f"{path}.accepted_risks")
+    _validate_alpha_features(c, f"{path}.alpha_features")
     _validate_endpoint(c.endpoint, f"{path}.endpoint")
     _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
     listed = [("admin_role_arns", i, arn) for i, arn in enumerate(c.admin_role_arns)]
@@ -376,6 +378,17 @@ def _validate_accepted_risks(c: EnvironmentConfig, path: str) -> None:
                 path, risk, f"{did_you_mean(risk, ACCEPTED_RISKS)}must be a risk id: {', '.join(ACCEPTED_RISKS)}"
             )
         inputs.require_reason(f"{path}.{risk}", reason)
+
+
+def _validate_alpha_features(c: EnvironmentConfig, path: str) -> None:
+    for feature, reason in c.alpha_features.items():
+        if feature not in ALPHA_FEATURES:
+            raise fail(
+                path,
+                feature,
+                f"{did_you_mean(feature, ALPHA_FEATURES)}must be an Alpha feature id: {', '.join(ALPHA_FEATURES)}",
+            )
+        inputs.require_reason(f"{path}.{feature}", reason)
 
 
 def _validate_revision(field_path: str, revision: str) -> None:

@@ -14,6 +14,14 @@ key policies for CloudTrail" recommends); reading them takes kms:Decrypt, which 
 CloudTrail bills each data event. A model loaded in ranged GETs is one event per range, so a cold start of a large
 model is tens of thousands of events; turn the trail off (`WeightsBucketConfig.data_events_trail`) only where an
 organisation trail already records these buckets.
+
+The log bucket cannot be purged in place: S3 Object Lock (versioned, as every bucket of ours) with a default
+retention of `retention_days` on every log and digest file. COMPLIANCE (the default) lets no principal of the account,
+root included, delete or overwrite a version before its retention ends; GOVERNANCE lets a principal holding
+s3:BypassGovernanceRetention delete one with the bypass header, which is how a non-production environment is still
+torn down at once. The stack takes COMPLIANCE for a production environment and GOVERNANCE otherwise. Object Lock on
+an existing bucket is an update in place (CloudFormation's AWS::S3::Bucket schema: neither ObjectLockEnabled nor
+ObjectLockConfiguration is create-only), and it can never be turned off again.
 """
 
 from __future__ import annotations
@@ -25,13 +33,15 @@ from aws_cdk import aws_cloudtrail as cloudtrail
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.nag import acknowledge, skip_checkov
 from llm_eks.errors import ConfigError, named_errors
 
 _REMOVAL_POLICIES = (cdk.RemovalPolicy.RETAIN, cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE, cdk.RemovalPolicy.DESTROY)
+# S3 Object Lock retention modes (the CloudFormation DefaultRetention Mode enum).
+LOCK_MODES = ("COMPLIANCE", "GOVERNANCE")
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,10 @@ class ObjectAccessTrailProps:
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN
     # None: `<stack name>-object-access` (trail names are unique per account and region).
     trail_name: str | None = None
+    # S3 Object Lock on the log bucket, each file retained `retention_days`: COMPLIANCE, nobody in the account can
+    # delete a record before then; GOVERNANCE, a principal with s3:BypassGovernanceRetention can (a non-production
+    # environment's teardown). Never None: the records must not be purged from inside the account they audit.
+    lock_mode: str = "COMPLIANCE"
 
     def validate(self) -> None:
         if not self.buckets or len(self.buckets) > 250:
@@ -55,6 +69,11 @@ class ObjectAccessTrailProps:
             raise ConfigError(
                 f"object_access_trail.retention_days: {days!r} is not allowed; must be a whole number of days "
                 "from 1 to 3650"
+            )
+        if self.lock_mode not in LOCK_MODES:
+            raise ConfigError(
+                f"object_access_trail.lock_mode: {self.lock_mode!r} is not allowed; must be one of "
+                f"{', '.join(LOCK_MODES)}"
             )
         if self.removal_policy not in _REMOVAL_POLICIES:
             raise ConfigError(
@@ -67,6 +86,17 @@ class ObjectAccessTrailProps:
                 f"object_access_trail.trail_name: {name!r} is not allowed; must be 3-128 of letters, digits, '.', "
                 "'_', '-', start and end with a letter or digit"
             )
+
+
+# Why a bucket this trail records has no server access logs (cdk-nag S1, checkov CKV_AWS_18).
+RECORDED_BY_THIS_TRAIL = "Object access is recorded by this stack's CloudTrail trail (S3 data events)."
+
+
+def record_access_elsewhere(bucket: IConstruct, reason: str) -> None:
+    """Acknowledge a bucket's missing server access logs (cdk-nag S1, checkov CKV_AWS_18) with where its object
+    access is recorded instead."""
+    acknowledge(bucket, "S1", reason)
+    skip_checkov(bucket, "CKV_AWS_18", reason)
 
 
 def _valid_trail_name(name: str) -> bool:
@@ -126,8 +156,14 @@ class ObjectAccessTrail(Construct):
             "Logs",
             # Each log file is SSE-KMS with the trail's key (the trail's KMSKeyId); the default covers nothing else.
             encryption=s3.BucketEncryption.S3_MANAGED,
-            # Versioned (private_bucket): a deleted or overwritten log file keeps its old version until it expires
-            # with the rest.
+            # Versioned (private_bucket) and locked: no version of a log file can be deleted or overwritten before
+            # it is retention_days old (GOVERNANCE: unless a principal bypasses the lock on purpose).
+            object_lock_enabled=True,
+            object_lock_default_retention=(
+                s3.ObjectLockRetention.compliance(cdk.Duration.days(props.retention_days))
+                if props.lock_mode == "COMPLIANCE"
+                else s3.ObjectLockRetention.governance(cdk.Duration.days(props.retention_days))
+            ),
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="ExpireAuditRecords",
@@ -151,9 +187,13 @@ class ObjectAccessTrail(Construct):
         acknowledge(
             self.log_bucket,
             "S1",
-            "The audit log bucket: CloudTrail's signed digests show tampering; access logs would need another bucket.",
+            "The audit log bucket: Object Lock keeps every record, CloudTrail's signed digests show tampering.",
         )
-        skip_checkov(self.log_bucket, "CKV_AWS_18", "The audit log bucket; CloudTrail's signed digests show tampering.")
+        skip_checkov(
+            self.log_bucket,
+            "CKV_AWS_18",
+            "The audit log bucket: Object Lock keeps every record; digests show tampering.",
+        )
         skip_checkov(self.log_bucket, "CKV_AWS_145", "Every log file is SSE-KMS with the trail's key (its KMSKeyId).")
         self.trail = cloudtrail.Trail(
             self,
@@ -174,3 +214,6 @@ class ObjectAccessTrail(Construct):
         skip_checkov(
             self.trail, "CKV_AWS_67", "Records data events of buckets in this region; management events stay elsewhere."
         )
+        for bucket in props.buckets:
+            if isinstance(bucket.node.default_child, cdk.CfnResource):  # a bucket of this app, not an imported one
+                record_access_elsewhere(bucket, RECORDED_BY_THIS_TRAIL)

@@ -36,6 +36,7 @@ from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_reso
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests.gateway.pool import ROLLOUT_GROUP
 from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
+from llm_eks.manifests.node_status_guard import node_status_guard
 from llm_eks.manifests.verifier import GROUP as VERIFY_GROUP
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
@@ -47,7 +48,8 @@ INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 CORE_ADDONS = ("coredns", "kube-proxy")
 # The EKS node monitoring agent, as a managed add-on at EKS's default version too: it sets the node conditions
 # Karpenter's node repair acts on (AcceleratedHardwareReady, NetworkingReady, ...). No IAM: its ClusterRole covers
-# nodes, nodes/status, events and nodediagnostics only (aws/eks-node-monitoring-agent v1.7.0, charts/
+# nodes, nodes/status (patch, any node: an admission policy of ours, manifests/node_status_guard.py, holds it to
+# its own node), events and nodediagnostics only (aws/eks-node-monitoring-agent v1.7.0, charts/
 # eks-node-monitoring-agent/templates/clusterrole.yaml), and the agent calls no AWS API beyond IMDS on the host
 # network. Its DCGM host engine (DaemonSet dcgm-server, which the agent's GPU checks query on localhost:5555)
 # tolerates no taint by default (values.yaml dcgmAgent.tolerations: []): it is told to tolerate the GPU taint.
@@ -277,8 +279,11 @@ class InferenceCluster(ClusterComposition, Construct):
             max_azs=None if zones else 2,
             nat_gateways=(len(zones) if zones else 2) if props.nat_gateways_per_az else 1,
             subnet_configuration=[
-                # Public subnets hold only NAT gateways and internet-facing load balancers.
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                # Public subnets hold only NAT gateways and internet-facing load balancers, which take Elastic IPs (or
+                # addresses of their own); nothing launched there gets a public IP by default.
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24, map_public_ip_on_launch=False
+                ),
                 # /19 per AZ: 8k addresses for nodes and pods (VPC CNI gives every pod a VPC IP).
                 ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19),
             ],
@@ -497,6 +502,8 @@ class InferenceCluster(ClusterComposition, Construct):
         )
         # Its pods need a node before the add-on reports ACTIVE.
         addon.node.add_dependency(self.cluster, self.system_nodegroup)
+        # Its ServiceAccount may patch any node's status (the add-on's ClusterRole): hold it to its own node's.
+        self.node_status_guard = self.cluster.add_manifest("NodeStatusGuard", *node_status_guard())
         return addon
 
     def _ebs_csi_addon(self) -> Construct:

@@ -47,6 +47,7 @@ from llm_eks.constructs import nag
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import iam5_findings
 from llm_eks.errors import ConfigError, fail, named_errors
+from llm_eks.manifests.source import builds_objects
 from llm_eks.versions import GAIE_VERSION, GATEWAY_API_VERSION
 
 HANDLER_DIR = Path(__file__).parent / "crd_handler"
@@ -164,6 +165,7 @@ def _check_source(path: str, source: CrdSource) -> None:
         raise fail(f"{path}.sha256", source.sha256, "must be 64 lowercase hex digits (sha256sum of the file)")
 
 
+@builds_objects
 def rbac_objects(name: str, crd_names: list[str], *, delete: bool) -> list[dict[str, Any]]:
     """The ClusterRole (only the pinned CRDs, by name) and its binding to the access entry's group."""
     qualified = f"llm-eks:{name}"

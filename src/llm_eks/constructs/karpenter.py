@@ -7,11 +7,11 @@ What it creates, all matching Karpenter's CloudFormation for the pinned version 
   reaches IMDS could use them;
 - the controller role, trusted by EKS Pod Identity for service account kube-system/karpenter only, with the six
   per-concern managed policies of `karpenter_policies`;
-- the `karpenter-crd` chart, then the `karpenter` chart at the same version, with node repair on and reserved
-  capacity on explicitly (`settings.featureGates`; v1.14.1 charts/karpenter/values.yaml: "nodeRepair is ALPHA and is
-  disabled by default", "reservedCapacity is BETA and is enabled by default"). The CRDs live in their own release
-  because Helm installs a chart's crds/ directory once and never upgrades it: bumping KARPENTER_VERSION upgrades
-  `karpenter-crd`, and with it the CRDs;
+- the `karpenter-crd` chart, then the `karpenter` chart at the same version, with node repair off unless asked for
+  and reserved capacity on, both written explicitly (`settings.featureGates`; v1.14.1 charts/karpenter/values.yaml:
+  "nodeRepair is ALPHA and is disabled by default", "reservedCapacity is BETA and is enabled by default"). The CRDs
+  live in their own release because Helm installs a chart's crds/ directory once and never upgrades it: bumping
+  KARPENTER_VERSION upgrades `karpenter-crd`, and with it the CRDs;
 - by default a `KarpenterTeardown` safety net that runs on stack delete after the charts are gone;
 - an `InterruptionQueue` of its own when none is passed (`InferenceCluster.add_karpenter` creates it beside this
   construct, where llm-eks's stacks have always had it).
@@ -128,7 +128,8 @@ class KarpenterOptions:
     helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # settings.featureGates.nodeRepair (Alpha in 1.14.1, off in the chart): a GPU node whose AcceleratedHardwareReady
     # (or another condition the EKS node monitoring agent sets) stays False is replaced, not left holding a replica.
-    node_repair: bool = True
+    # Off by default, as upstream ships an Alpha gate: turn it on where you accept that (llm-eks's `alpha_features`).
+    node_repair: bool = False
     # settings.featureGates.reservedCapacity (Beta, on in the chart since 1.6): pools launch into capacity
     # reservations. Written explicitly, so a chart upgrade that changed the default would not turn it off unseen.
     reserved_capacity: bool = True

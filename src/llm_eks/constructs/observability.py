@@ -42,6 +42,7 @@ from llm_eks.constructs.addons import (
 )
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.source import builds_objects
 from llm_eks.versions import KUBE_PROMETHEUS_STACK_CHART_VERSION, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
 
 PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
@@ -167,6 +168,7 @@ class Observability(Construct):
             self.chart.node.add_dependency(self.storage_class)
 
 
+@builds_objects
 def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
     """Encrypted gp3 through the EBS CSI driver (installed by the cluster as a managed add-on)."""
     parameters = {"type": "gp3", "encrypted": "true"}

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import cdk8s
-import yaml
 
 from llm_eks.config import EnvironmentConfig
 from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.charts import addon_namespaces, build_charts
+from llm_eks.infra.review import dump_all
 from llm_eks.infra.workloads import build_workloads
 from llm_eks.planner import Plan
 
@@ -71,14 +71,12 @@ def write_manifests(
     for old in out.glob("*.yaml"):
         old.unlink()
     first = out / "00-addon-namespaces.yaml"
-    first.write_text(
-        ADDONS_HEADER + yaml.safe_dump_all(addon_namespaces(workloads, config), sort_keys=False, width=120)
-    )
+    first.write_text(ADDONS_HEADER + dump_all(addon_namespaces(workloads, config)))
     written = [first]
     for index, planned in enumerate(charts, start=1):
         suffix = "" if planned.apply else ".manual"
         path = out / f"{index:02d}-{planned.id}{suffix}.yaml"
         header = f"# needs: {', '.join(planned.needs) or 'nothing'}\n"
-        path.write_text(header + yaml.safe_dump_all(planned.chart.to_json(), sort_keys=False, width=120))
+        path.write_text(header + dump_all(planned.chart.to_json()))
         written.append(path)
     return written

@@ -19,12 +19,14 @@ import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from aws_cdk import pipelines
 from constructs import Construct
 
 from llm_eks.config import EnvironmentConfig
 from llm_eks.config.pipeline import PipelineConfig
-from llm_eks.constructs.nag import acknowledge, iam5_findings
+from llm_eks.constructs.buckets import private_bucket
+from llm_eks.constructs.nag import acknowledge, iam5_findings, skip_checkov
 from llm_eks.constructs.verify_runner import BUILD_IMAGE, RUNTIMES, launcher_role_name
 from llm_eks.infra.stack import InferenceStack
 from llm_eks.infra.workloads import Workload
@@ -33,6 +35,13 @@ from llm_eks.planner import Plan
 # The CDK CLI the pipeline's synth and self-mutation steps use: package.json's pin (a test keeps them equal).
 CDK_CLI_VERSION = "2.1148.1"
 PIPELINE_STACK_NAME = "LlmEks-pipeline"
+# Where the artifact bucket's server access logs go, in their own bucket.
+ARTIFACT_LOG_PREFIX = "artifact-bucket/"
+LOG_BUCKET_REASON = "The artifact bucket's access-log bucket: logging it too would need yet another bucket."
+# checkov CKV_AWS_111 on CDK Pipelines' asset-publishing role (pipelines AssetSingletonRole): the generated policy.
+ASSET_ROLE_REASON = (
+    "CDK Pipelines' one asset-publishing role: StartBuild/StopBuild/BatchGetBuilds on * for its publishing projects."
+)
 # The synth step runs the test suite and three synths: CodeBuild's 3 GB SMALL is too little for jsii and pytest -n 2.
 SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
 
@@ -121,6 +130,7 @@ class PromotionPipelineStack(cdk.Stack):
             self.pipeline.add_stage(stage, pre=pre, post=post)
         self.pipeline.build_pipeline()
         self._grant_codeconnections(config)
+        self.artifact_access_logs = self._harden_artifact_bucket()
         self._acknowledge()
 
     def _verify_step(self, stage: EnvironmentStage) -> pipelines.CodeBuildStep:
@@ -155,6 +165,46 @@ class PromotionPipelineStack(cdk.Stack):
             iam.PolicyStatement(actions=["codeconnections:UseConnection"], resources=[config.source.connection_arn])
         )
 
+    def _harden_artifact_bucket(self) -> s3.Bucket:
+        """CDK Pipelines creates its artifact bucket without versioning or server access logs: turn both on (each an
+        update of the bucket in place). An overwritten or deleted artifact keeps its old version for 30 days, and
+        every request on it is logged into a bucket of its own, kept a year."""
+        bucket = self.pipeline.pipeline.artifact_bucket
+        resource = bucket.node.default_child
+        if not isinstance(bucket, s3.Bucket) or not isinstance(resource, s3.CfnBucket):
+            raise TypeError(f"the pipeline's artifact bucket is a {type(bucket).__name__}, not an s3.Bucket")
+        logs = private_bucket(
+            self,
+            "ArtifactAccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=cdk.Duration.days(365), noncurrent_version_expiration=cdk.Duration.days(30))
+            ],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        # S3 delivers the records as its logging service, for this bucket of this account only (S3 user guide,
+        # "Permissions for log delivery"; what aws-s3's Bucket writes for server_access_logs_bucket).
+        logs.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="S3ServerAccessLogsOfTheArtifactBucket",
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                actions=["s3:PutObject"],
+                resources=[logs.arn_for_objects(f"{ARTIFACT_LOG_PREFIX}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": self.account},
+                },
+            )
+        )
+        resource.versioning_configuration = s3.CfnBucket.VersioningConfigurationProperty(status="Enabled")
+        bucket.add_lifecycle_rule(id="ExpireOldVersions", noncurrent_version_expiration=cdk.Duration.days(30))
+        resource.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=logs.bucket_name, log_file_prefix=ARTIFACT_LOG_PREFIX
+        )
+        acknowledge(logs, "S1", LOG_BUCKET_REASON)
+        skip_checkov(logs, "CKV_AWS_18", LOG_BUCKET_REASON)
+        return logs
+
     def _acknowledge(self) -> None:
         """The wildcards of CDK Pipelines' generated policies, each by name on its policy, with why; a policy this
         table does not know keeps its findings (synth fails on them)."""
@@ -164,11 +214,10 @@ class PromotionPipelineStack(cdk.Stack):
                 if reason is not None:
                     for finding in iam5_findings(policy, policy.policy_document):
                         acknowledge(policy, finding, reason)
-        bucket = self.pipeline.pipeline.artifact_bucket.node.default_child
-        if isinstance(bucket, cdk.CfnResource):
-            acknowledge(
-                bucket, "S1", "Holds only pipeline artifacts (templates), KMS-encrypted; CloudTrail records the API."
-            )
+        # CDK Pipelines' asset role: one build-control statement on "*" for all its publishing projects.
+        for policy in self.node.find_all():
+            if isinstance(policy, iam.CfnPolicy) and "/Assets/" in policy.node.path:
+                skip_checkov(policy, "CKV_AWS_111", ASSET_ROLE_REASON)
 
 
 # Which generated policy is which (by construct path), and why its wildcards are what the role needs.

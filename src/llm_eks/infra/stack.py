@@ -19,16 +19,17 @@ import cdk8s
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
-from llm_eks.config import ACCEPTED_RISKS, EnvironmentConfig
+from llm_eks.config import ACCEPTED_RISKS, ALPHA_FEATURES, EnvironmentConfig
 from llm_eks.config.capacity import reservation_warnings
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
-from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps
+from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps, record_access_elsewhere
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
 from llm_eks.constructs.crds import GATEWAY_API_CRDS, INFERENCE_POOL_CRD
 from llm_eks.constructs.gpu_devices import gpu_options_for
 from llm_eks.constructs.istio import IstioGatewayOptions
+from llm_eks.constructs.karpenter import KarpenterOptions
 from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
@@ -48,6 +49,12 @@ from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.vllm.compile_job import writer_name
 from llm_eks.manifests.weights_staging import WeightsStagingProps
 from llm_eks.planner import Plan
+
+# Why a weights bucket without the stack's trail has no server access logs: the environment turned the trail off,
+# which its config allows only where an organisation trail records the bucket's data events.
+ORGANISATION_TRAIL = (
+    "weights_bucket.data_events_trail is off: the environment says an organisation trail records its data events."
+)
 
 
 class InferenceStack(cdk.Stack):
@@ -88,12 +95,16 @@ class InferenceStack(cdk.Stack):
         # What production lets through by decision, where `cdk synth` shows it to the reviewer.
         for risk, reason in config.accepted_risks.items():
             cdk.Annotations.of(self).add_info(f"accepted risk {risk} ({ACCEPTED_RISKS[risk]}): {reason}")
+        for feature, reason in config.alpha_features.items():
+            cdk.Annotations.of(self).add_info(f"alpha feature {feature} ({ALPHA_FEATURES[feature]}): {reason}")
 
         self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
         self.cluster = self.platform.cluster
         # The interruption queue and the controller, ordered after the system nodes and the Pod Identity agent. The
         # teardown safety net is ordered before the VPC, node role and cluster by the construct itself.
-        self.karpenter = self.platform.add_karpenter()
+        self.karpenter = self.platform.add_karpenter(
+            KarpenterOptions(node_repair="node-repair" in config.alpha_features)
+        )
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
         environment_addons = addons(self.workloads)
@@ -268,7 +279,12 @@ class InferenceStack(cdk.Stack):
             ),
         )
         if created and b.data_events_trail:
-            ObjectAccessTrail(self, "WeightsAccess", ObjectAccessTrailProps(buckets=(bucket.bucket,)))
+            # Production's records nobody in the account can delete before they expire (COMPLIANCE); elsewhere an
+            # admin holding s3:BypassGovernanceRetention can, so the environment can still be torn down at once.
+            lock = "COMPLIANCE" if config.production else "GOVERNANCE"
+            ObjectAccessTrail(self, "WeightsAccess", ObjectAccessTrailProps(buckets=(bucket.bucket,), lock_mode=lock))
+        elif created:
+            record_access_elsewhere(bucket.bucket, ORGANISATION_TRAIL)
         cdk.CfnOutput(
             self, "WeightsBucketName", value=bucket.bucket_name, description="S3 bucket the staging Jobs fill"
         )

@@ -281,4 +281,5 @@ class VllmAutoscalingChart(cdk8s.Chart):
             kind="ScaledObject",
             metadata={"name": vllm.name, "namespace": vllm.namespace, "labels": app_labels(VLLM_APP, vllm.name)},
             body={"spec": spec},
+            source=__name__,
         )

@@ -293,6 +293,7 @@ class BenchmarkChart(cdk8s.Chart):
             kind="ServiceAccount",
             metadata={"name": b.name, "namespace": vllm.namespace, "labels": labels},
             body={"automountServiceAccountToken": False},
+            source=__name__,
         )
         plain_object(
             self,
@@ -315,6 +316,7 @@ class BenchmarkChart(cdk8s.Chart):
                     "template": {"metadata": {"labels": labels}, "spec": pod_spec},
                 }
             },
+            source=__name__,
         )
 
 

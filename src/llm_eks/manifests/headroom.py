@@ -20,6 +20,7 @@ from llm_eks.errors import fail
 from llm_eks.manifests.checkov import SERVING_POD_SKIPS, UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.labels import selector_labels
 from llm_eks.manifests.pods import container_security_context, placement, pod_security_context
+from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.vllm import VllmProps
 from llm_eks.versions import PAUSE_IMAGE
 
@@ -56,6 +57,7 @@ class HeadroomProps:
     priority_class: bool = True
 
 
+@builds_objects
 def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
     """The PriorityClass (unless another workload's headroom carries it) and the placeholder Deployment."""
     if p.replicas < 1:
@@ -117,6 +119,7 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
     return [priority_class(), deployment] if p.priority_class else [deployment]
 
 
+@builds_objects
 def priority_class() -> dict[str, Any]:
     """The cluster-scoped class of every placeholder: below any ordinary pod, and never pre-empting one itself."""
     return {

@@ -1,5 +1,6 @@
 """Object metadata shared by the workload charts: the contract labels, name rules, and the one-call builder that
-hands a whole object body to cdk8s as a plain dict (one jsii round trip per object, stable readable names)."""
+hands a whole object body to cdk8s as a plain dict (one jsii round trip per object, stable readable names, the
+module that built it named in its metadata: manifests/source.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import cdk8s
 from constructs import Construct
 
 from llm_eks.errors import ConfigError
+from llm_eks.manifests.source import SOURCE_ANNOTATION, metadata_reaches_pods, sourced_metadata
 
 PART_OF = "llm-eks"
 VLLM_APP = "vllm"
@@ -55,11 +57,20 @@ def plain_object(
     kind: str,
     metadata: Mapping[str, Any],
     body: Mapping[str, Any],
+    source: str | None,
 ) -> cdk8s.ApiObject:
-    """An ApiObject whose top-level fields (spec, data, ...) are given as one dict.
+    """An ApiObject whose top-level fields (spec, data, ...) are given as one dict; `source` is the module that
+    built it (its `__name__`), unless `metadata` names one already. None only for an object whose annotations reach
+    its pods (metadata_reaches_pods), which names none.
 
     cdk8s's Python ApiObject takes only metadata; the rest goes in as a single JSON patch of plain values.
     """
+    if metadata_reaches_pods({"apiVersion": api_version, "kind": kind, **body}):
+        metadata = dict(metadata)
+    elif source is not None:
+        metadata = sourced_metadata(metadata, source)
+    elif SOURCE_ANNOTATION not in (metadata.get("annotations") or {}):  # a bug: a builder without builds_objects
+        raise ValueError(f"{kind} {metadata.get('name')}: source is None is not allowed; name the module that built it")
     obj = cdk8s.ApiObject(scope, construct_id, api_version=api_version, kind=kind, metadata=dict(metadata))
     if body:
         obj.add_json_patch(*(cdk8s.JsonPatch.add(f"/{key}", value) for key, value in body.items()))

@@ -158,5 +158,6 @@ class MonitoringChart(WorkloadMonitoringChart):
                     "endpoints": [{"port": "http", "path": "/metrics", "interval": props.targets.scrape_interval}],
                 }
             },
+            source=__name__,
         )
         self.add_dcgm_alerts_and_dashboard(props.name, props.targets, labels)

@@ -182,6 +182,7 @@ class WorkloadMonitoringChart(cdk8s.Chart):
             kind="PrometheusRule",
             metadata={"name": f"{name}-alerts", "labels": labels},
             body={"spec": {"groups": self.rule_groups(name)}},
+            source=__name__,
         )
         plain_object(
             self,
@@ -190,6 +191,7 @@ class WorkloadMonitoringChart(cdk8s.Chart):
             kind="ConfigMap",
             metadata={"name": f"{name}-dashboard", "labels": {**labels, "grafana_dashboard": "1"}},
             body={"data": {f"{name}.json": json.dumps(self.dashboard, indent=2, sort_keys=True)}},
+            source=__name__,
         )
 
     def rule_groups(self, name: str) -> list[dict[str, Any]]:
@@ -235,6 +237,7 @@ def dcgm_service_monitor(scope: Construct, targets: MonitoringTargets, namespace
                 ],
             }
         },
+        source=__name__,
     )
 
 

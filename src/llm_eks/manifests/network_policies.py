@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from llm_eks.manifests.source import builds_objects
+
 # Set by Kubernetes on every Namespace (NamespaceDefaultLabelName, GA since 1.22): selects a namespace by name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # Opt-in for in-cluster clients of the inference endpoint: the pod, and (outside the workload namespace) its namespace.
@@ -94,6 +96,7 @@ def rule(peers: Sequence[Mapping[str, Any]], ports: Sequence[Mapping[str, Any]] 
     return out
 
 
+@builds_objects
 def network_policy(
     name: str, namespace: str, selected: Mapping[str, str], rules: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
@@ -126,6 +129,7 @@ def pod_security_labels(level: str) -> dict[str, str]:
     }
 
 
+@builds_objects
 def namespace(name: str, level: str, reason: str | None = None) -> dict[str, Any]:
     """A Namespace enforcing Pod Security `level`; below restricted, `reason` says why in one line."""
     if level != "restricted" and not reason:

@@ -305,5 +305,6 @@ class RayMonitoringChart(WorkloadMonitoringChart):
                     ],
                 }
             },
+            source=__name__,
         )
         self.add_dcgm_alerts_and_dashboard(props.name, props.targets, labels)

@@ -11,6 +11,7 @@ from constructs import Construct
 from llm_eks.manifests.labels import PART_OF, plain_object
 from llm_eks.manifests.network_policies import pod_security_labels
 from llm_eks.manifests.pods import HF_TOKEN_FILE, secret_provider_class_name
+from llm_eks.manifests.source import SOURCE_ANNOTATION
 
 
 def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None) -> None:
@@ -29,6 +30,7 @@ def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[s
         kind="Namespace",
         metadata={"name": namespace, "labels": labels},
         body={},
+        source=__name__,
     )
 
 
@@ -48,6 +50,7 @@ def workload_identity(
         kind="ServiceAccount",
         metadata=meta(name),
         body={"automountServiceAccountToken": False},
+        source=__name__,
     )
     if hf_token_secret is None:
         return
@@ -82,11 +85,13 @@ def secret_file_class(
         kind="SecretProviderClass",
         metadata=metadata,
         body={"spec": {"provider": "aws", "parameters": parameters}},
+        source=__name__,
     )
 
 
 def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> None:
-    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case."""
+    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case. Each
+    names the module that built it (labels.builds_objects on its builder)."""
     for obj in objects:
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         plain_object(
@@ -96,4 +101,5 @@ def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> None:
             kind=obj["kind"],
             metadata=obj["metadata"],
             body=body,
+            source=(obj["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION),
         )

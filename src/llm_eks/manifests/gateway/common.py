@@ -9,6 +9,7 @@ from typing import Any, Literal
 from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.gateway.props import ROUTER_METRICS_PORT
 from llm_eks.manifests.labels import PART_OF
+from llm_eks.manifests.source import builds_objects
 
 NONROOT = 65532  # both images are built on gcr.io/distroless/static:nonroot (USER 65532:65532)
 
@@ -47,6 +48,7 @@ def namespace_env() -> list[dict[str, Any]]:
     return [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
 
 
+@builds_objects
 def role(
     name: str,
     ns: str,
@@ -80,6 +82,7 @@ def role(
     ]
 
 
+@builds_objects
 def tls_to_self_signed(name: str, ns: str, host: str) -> dict[str, Any]:
     """The routers serve ext_proc over TLS with a certificate they generate at start (`--secure-serving`, on by
     default): Envoy encrypts to them but cannot verify it, as both upstream charts configure."""
@@ -91,6 +94,7 @@ def tls_to_self_signed(name: str, ns: str, host: str) -> dict[str, Any]:
     }
 
 
+@builds_objects
 def service_monitor(name: str, ns: str, selector: Mapping[str, str]) -> dict[str, Any]:
     """The router's /metrics (auth off: the charts grant no tokenreview RBAC; Prometheus selects every monitor)."""
     return {
@@ -107,19 +111,31 @@ def service_monitor(name: str, ns: str, selector: Mapping[str, str]) -> dict[str
 # Why the routers (endpoint pickers, payload processor) differ from checkov's defaults.
 ROUTER_SKIPS: Mapping[str, str] = {
     "CKV_K8S_11": "No CPU limit on purpose: every request waits on this ext_proc call; CFS throttling adds latency.",
-    "CKV_K8S_15": "IfNotPresent on purpose: a release tag never moves; a registry outage must not block a restart.",
     "CKV_K8S_38": "It watches the Kubernetes API (pods, InferencePools or ConfigMaps) with its own read-only Role.",
 }
+# IfNotPresent (CKV_K8S_15), for what the image reference is: a digest names one image for good, a tag does not.
+PULL_POLICY_BY_DIGEST = (
+    "IfNotPresent: the image is pinned by digest, so a cached copy is that image; a registry outage must not block a "
+    "restart."
+)
+PULL_POLICY_BY_TAG = (
+    "IfNotPresent: a registry outage must not block a restart; a tag can move, so lock the digest (llm-eks images "
+    "lock)."
+)
 
 
 def router_meta(name: str, namespace: str, labels: Mapping[str, str], image: str) -> dict[str, Any]:
     """A router Deployment's metadata, with its checkov suppressions (the digest one only while `image` has none)."""
     reasons = dict(ROUTER_SKIPS)
-    if "@sha256:" not in image:
+    if "@sha256:" in image:
+        reasons["CKV_K8S_15"] = PULL_POLICY_BY_DIGEST
+    else:
+        reasons["CKV_K8S_15"] = PULL_POLICY_BY_TAG
         reasons.update(UNLOCKED_IMAGE_SKIP)
     return {**meta(name, namespace, labels), "annotations": skip_annotations(reasons)}
 
 
+@builds_objects
 def router_service(
     name: str, namespace: str, labels: Mapping[str, str], port: int, app_protocol: str
 ) -> dict[str, Any]:

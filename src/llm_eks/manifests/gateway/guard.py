@@ -28,6 +28,7 @@ from typing import Any
 
 from llm_eks.manifests.gateway.common import meta
 from llm_eks.manifests.gateway.props import MODEL_HEADER, GatewayProps
+from llm_eks.manifests.source import builds_objects
 
 GATEWAY_API = "gateway.networking.k8s.io"
 # The AWS Load Balancer Controller's class: set, the in-tree cloud provider leaves the Service alone.
@@ -43,6 +44,7 @@ def options_name(p: GatewayProps) -> str:
     return f"{p.name}-options"
 
 
+@builds_objects
 def gateway_options(p: GatewayProps) -> dict[str, Any]:
     """The ConfigMap the Gateway's `infrastructure.parametersRef` names: istiod strategic-merges its `service` entry
     over the Service it generates, so the Service is created with the NLB class and internal scheme (a class can be
@@ -66,6 +68,7 @@ def gateway_options(p: GatewayProps) -> dict[str, Any]:
     }
 
 
+@builds_objects
 def jwt_policies(p: GatewayProps) -> list[dict[str, Any]]:
     """With `auth`: RequestAuthentication validates any JWT a request carries (and rejects a bad one), and the
     AuthorizationPolicy admits only requests with a verified one (a request without a token would otherwise pass
@@ -104,6 +107,7 @@ def jwt_policies(p: GatewayProps) -> list[dict[str, Any]]:
     ]
 
 
+@builds_objects
 def access_log(p: GatewayProps) -> dict[str, Any]:
     """Envoy's access log for every request through the gateway, on its pods' stdout (Istio's built-in `envoy`
     provider), where the cluster's log collection picks it up."""
@@ -123,6 +127,7 @@ def _cel(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+@builds_objects
 def route_policy(p: GatewayProps) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy on routes, and its binding (Deny)."""
     allowed: dict[str, list[str]] = {}
@@ -192,6 +197,7 @@ def route_policy(p: GatewayProps) -> list[dict[str, Any]]:
     return [policy, _binding(ROUTES_POLICY)]
 
 
+@builds_objects
 def service_policy(p: GatewayProps) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy on Services in the gateway's namespace, and its binding (Deny)."""
     if p.load_balanced:
@@ -231,6 +237,7 @@ def service_policy(p: GatewayProps) -> list[dict[str, Any]]:
     return [policy, _binding(SERVICES_POLICY)]
 
 
+@builds_objects
 def _binding(policy: str) -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",

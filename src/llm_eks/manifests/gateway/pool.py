@@ -31,6 +31,7 @@ from llm_eks.manifests.gateway.props import (
     ServiceBackend,
 )
 from llm_eks.manifests.labels import PART_OF
+from llm_eks.manifests.source import builds_objects
 
 _EPP_CONFIG = "plugins.yaml"
 POOL_GROUP = "inference.networking.k8s.io"
@@ -74,6 +75,7 @@ def backend_refs(r: ModelRoute) -> list[dict[str, Any]]:
     return [{**current, "weight": 100 - nxt.weight}, {**following, "weight": nxt.weight}]
 
 
+@builds_objects
 def reference_grant(r: ModelRoute, current_namespace: str) -> dict[str, Any]:
     """In a next version's namespace: the current version's HTTPRoute may send to this pool (a backendRef into
     another namespace needs the target namespace's consent; istiod checks it for InferencePools too)."""
@@ -104,6 +106,7 @@ def rollout_role(r: ModelRoute) -> list[dict[str, Any]]:
     return role(f"{r.name}-rollout", r.namespace, [rule], ROLLOUT_GROUP, {}, subject_kind="Group")
 
 
+@builds_objects
 def http_route(p: GatewayProps, r: ModelRoute) -> dict[str, Any]:
     """Every name the workload answers, matched exactly on the header the payload processor set, to its backend
     (both versions' pools by weight while a next version takes a share)."""
@@ -136,6 +139,7 @@ def http_route(p: GatewayProps, r: ModelRoute) -> dict[str, Any]:
     }
 
 
+@builds_objects
 def inference_pool(r: ModelRoute, backend: PoolBackend) -> dict[str, Any]:
     return {
         "apiVersion": "inference.networking.k8s.io/v1",
@@ -155,6 +159,7 @@ def inference_pool(r: ModelRoute, backend: PoolBackend) -> dict[str, Any]:
     }
 
 
+@builds_objects
 def endpoint_picker(r: ModelRoute) -> list[dict[str, Any]]:
     """The pool's endpoint picker: its ServiceAccount and the two Roles its chart grants (pods; pools and the llm-d
     objective APIs it watches), the scorer config, Deployment, Service and the TLS rule Envoy uses to reach it."""

@@ -30,6 +30,7 @@ from llm_eks.manifests.gateway.props import (
     GatewayProps,
 )
 from llm_eks.manifests.labels import PART_OF
+from llm_eks.manifests.source import builds_objects
 
 IPP_NAME = "payload-processor"
 
@@ -62,6 +63,7 @@ profiles:
 # KV-cache use (from each vLLM pod's /metrics) and the prefix-cache match of the prompt.
 
 
+@builds_objects
 def gateway(p: GatewayProps) -> dict[str, Any]:
     """The Gateway istiod turns into Envoy pods and a Service. Behind an NLB, the Service's class and internal scheme
     come from the options ConfigMap istiod merges over it (guard.gateway_options), and its infrastructure annotations
@@ -117,6 +119,7 @@ def gateway(p: GatewayProps) -> dict[str, Any]:
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": metadata, "spec": spec}
 
 
+@builds_objects
 def payload_processor(p: GatewayProps) -> list[dict[str, Any]]:
     """The body-based router: a Deployment Envoy calls for every request's headers and body, its config, RBAC
     (it watches ConfigMaps in its namespace), Service, PodDisruptionBudget, and the Istio objects that insert it."""
@@ -309,6 +312,7 @@ def gateway_policies(p: GatewayProps) -> list[dict[str, Any]]:
     ]
 
 
+@builds_objects
 def gateway_pod_monitor(p: GatewayProps) -> dict[str, Any]:
     """Envoy's own metrics (istio_requests_total and friends) from the generated gateway pods."""
     return {

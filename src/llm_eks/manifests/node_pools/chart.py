@@ -8,6 +8,7 @@ import cdk8s
 from constructs import Construct
 
 from llm_eks.manifests.disruption import Disruption
+from llm_eks.manifests.labels import plain_object
 from llm_eks.manifests.node_pools.efa import LABEL_EFA, network_interfaces
 from llm_eks.manifests.node_pools.specs import (
     AL2023,
@@ -146,15 +147,15 @@ class NodePoolsChart(cdk8s.Chart):
 
     def _add(self, kind: str, name: str, spec: dict[str, Any]) -> None:
         api_version = "karpenter.k8s.aws/v1" if kind == "EC2NodeClass" else "karpenter.sh/v1"
-        obj = cdk8s.ApiObject(
+        obj = plain_object(
             self,
             f"{kind}-{name}",
             api_version=api_version,
             kind=kind,
-            metadata=cdk8s.ApiObjectMetadata(name=name, labels={"app.kubernetes.io/part-of": "llm-eks"}),
+            metadata={"name": name, "labels": {"app.kubernetes.io/part-of": "llm-eks"}},
+            body={"spec": spec},
+            source=__name__,
         )
-        # One jsii call for the whole body (the Python binding takes no `spec` keyword).
-        obj.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
         (self.node_classes if kind == "EC2NodeClass" else self.node_pools)[name] = obj
 
     def _node_class_base(self, name: str) -> dict[str, Any]:

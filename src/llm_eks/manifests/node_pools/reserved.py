@@ -48,7 +48,8 @@ class ReservedCapacity:
 
     # Reservations by id (cr-...), Capacity Blocks included; each id is one selector term.
     ids: tuple[str, ...] = ()
-    # Or by tags (one more term; "*" matches any value), optionally only those owned by owner_id (shared via RAM).
+    # Or by tags (one more term; "*" matches any value), only those owned by owner_id (required with tags: Karpenter
+    # filters by owner only when the term has ownerID, and reservations other accounts share would match too).
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     owner_id: str | None = None
     # default (ODCR) or capacity-block: a Capacity Block pool drains within CAPACITY_BLOCK_DRAIN.
@@ -84,6 +85,12 @@ class ReservedCapacity:
             )
         if self.owner_id is not None and (not self.tags or not ACCOUNT.match(self.owner_id)):
             raise fail(f"{path}.owner_id", self.owner_id, "must be a 12-digit account id, and only with tags")
+        if self.tags and self.owner_id is None:
+            raise fail(
+                f"{path}.owner_id",
+                None,
+                "required with tags: without it they also match reservations other accounts share",
+            )
         if self.reservation_type not in RESERVATION_TYPES:
             raise fail(
                 f"{path}.reservation_type", self.reservation_type, f"must be one of {', '.join(RESERVATION_TYPES)}"

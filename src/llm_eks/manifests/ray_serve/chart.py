@@ -122,6 +122,7 @@ class RayServeChart(cdk8s.Chart):
             kind="RayService",
             metadata=meta(props.name),
             body={"spec": self._spec(props)},
+            source=__name__,
         )
 
     def _spec(self, p: RayServeProps) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.verifier.reads import READS
 
 NAME = "llm-eks-verify"
@@ -19,6 +20,7 @@ GROUP = "llm-eks-verify"
 _LABELS = {"app.kubernetes.io/part-of": "llm-eks"}
 
 
+@builds_objects
 def cluster_role() -> dict[str, Any]:
     """ClusterRole llm-eks-verify: one rule per resource verify reads, with the verbs it uses."""
     rules = []
@@ -35,6 +37,7 @@ def cluster_role() -> dict[str, Any]:
     }
 
 
+@builds_objects
 def cluster_role_binding(group: str = GROUP) -> dict[str, Any]:
     """ClusterRoleBinding llm-eks-verify: the ClusterRole to Group `group`."""
     return {

@@ -48,6 +48,7 @@ class VllmChart(cdk8s.Chart):
                 kind="Deployment",
                 metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
                 body={"spec": self._deployment_spec(props, labels, selector)},
+                source=__name__,
             )
         else:
             plain_object(
@@ -57,6 +58,7 @@ class VllmChart(cdk8s.Chart):
                 kind="LeaderWorkerSet",
                 metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
                 body={"spec": self._leader_worker_set_spec(props, labels, selector)},
+                source=__name__,
             )
         plain_object(
             self,
@@ -72,6 +74,7 @@ class VllmChart(cdk8s.Chart):
                     "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
                 }
             },
+            source=__name__,
         )
         plain_object(
             self,
@@ -87,6 +90,7 @@ class VllmChart(cdk8s.Chart):
                     "unhealthyPodEvictionPolicy": "AlwaysAllow",
                 }
             },
+            source=__name__,
         )
         if props.ingress is not None:
             self._ingress(props, props.ingress, meta)
@@ -138,4 +142,5 @@ class VllmChart(cdk8s.Chart):
             kind="Ingress",
             metadata=meta(p.name, annotations=annotations),
             body={"spec": {"ingressClassName": "alb", "rules": [ingress_rule(i, p.name, PORT_NAME)]}},
+            source=__name__,
         )

@@ -2,22 +2,34 @@
 pool, waits until it serves (it has compiled by then), and publishes the cache once, signed (weights_staging's
 compile_cache program). It has a ServiceAccount of its own (add-only on the cache prefix, the only identity that
 may sign with the cache's KMS key), no Hub token, no API key, and labels no Service, InferencePool or
-NetworkPolicy selects: no client ever reaches it. A changed image or engine argument is a new cache key, so a new
-Job (a Job's pod template is immutable) and a new cache; an unchanged one finds its cache signed and exits."""
+NetworkPolicy selects; its vLLM listens on the pod's loopback only (`--host 127.0.0.1`, vLLM 0.33 FrontendArgs.host,
+where publish polls /health): no client ever reaches it. The Job is named after a hash of its pod template (a Job's
+template is immutable): a changed image or engine argument is a new cache key, so a new Job and a new cache; any
+other change to the template is a new Job that finds its cache signed and exits before vLLM is up."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from typing import Any
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.labels import app_labels
-from llm_eks.manifests.vllm.pod import container_args, container_env, serving_pod_spec, staged_weights_init_containers
+from llm_eks.manifests.source import builds_objects
+from llm_eks.manifests.vllm.pod import (
+    LOOPBACK,
+    container_args,
+    container_env,
+    serving_pod_spec,
+    staged_weights_init_containers,
+)
 from llm_eks.manifests.vllm.props import CACHE_DIR, PORT, ProbeTiming, VllmProps
 from llm_eks.manifests.weights_staging import (
     BUCKET_ENV,
     COMPILE_CACHE_SCRIPT_ENV,
+    KEY_LENGTH,
     cache_signing_key_env,
     compile_cache_key,
     compile_cache_publish_command,
@@ -44,11 +56,19 @@ def cache_prefix(p: VllmProps) -> str:
     return f"{p.compile_cache}{cache_key(p)}/"
 
 
+def job_name(p: VllmProps, template: dict[str, Any]) -> str:
+    """`<workload>-cc-<hash of the Job's pod template>`: a Job's template is immutable, so any change to it (a new
+    cache key, image or program) must be a new Job, never an update the API server refuses."""
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return f"{p.name}-cc-{digest[:KEY_LENGTH]}"
+
+
 def writer_name(p: VllmProps) -> str:
     """The writer's ServiceAccount: the Job's identity, the only one that may write the cache."""
     return f"{p.name}-compile-cache"
 
 
+@builds_objects
 def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     """The writer's ServiceAccount and Job (vLLM's props as the Deployment has them)."""
     if p.compile_cache is None or p.staged_weights is None:
@@ -56,8 +76,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     if p.nodes_per_replica > 1:
         raise ConfigError("compile_cache: not for a replica that spans nodes (one writer pod compiles one server)")
     name, key = writer_name(p), cache_key(p)
-    job = f"{p.name}-cc-{key}"
-    if len(name) > 63 or len(job) > 63:
+    if len(name) > 63 or len(f"{p.name}-cc-{key}") > 63:
         raise ConfigError(f"compile_cache: {p.name!r} is too long for the writer's names (at most 48 characters)")
     # The server as the Deployment runs it, without what a client needs (key, Hub token) and without probes.
     server = replace(p, api_key_secret=None, hf_token_secret=None)
@@ -72,7 +91,9 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
         compile_cache_publish_command(cache_prefix(p), key, CACHE_DIR, PORT),
         "vllm",
     ]
-    container["args"] = container_args(server, "server")
+    # It serves nobody: its API server listens on the pod's loopback only, where publish polls /health.
+    container["args"] = container_args(server, "server", host=LOOPBACK)
+    container.pop("ports", None)
     container["env"] = [
         *container_env(server),
         {"name": COMPILE_CACHE_SCRIPT_ENV, "value": compile_cache_script()},
@@ -87,6 +108,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     pod["restartPolicy"] = "Never"
     # One writer per key, on a node of its own: it spreads against nothing.
     pod.pop("topologySpreadConstraints", None)
+    template = {"metadata": {"labels": labels, "annotations": dict(_DO_NOT_DISRUPT)}, "spec": pod}
     return [
         {
             "apiVersion": "v1",
@@ -98,7 +120,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {
-                "name": job,
+                "name": job_name(p, template),
                 "namespace": p.namespace,
                 "labels": labels,
                 # It runs the vLLM image as the server does, so the same checkov findings apply for the same reasons.
@@ -109,7 +131,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
                 "activeDeadlineSeconds": p.provisioning_seconds + timing.startup_budget_seconds + PUBLISH_SECONDS,
                 # Gone a day after it ends; the cache it published stays, and an unchanged key finds it signed.
                 "ttlSecondsAfterFinished": 86400,
-                "template": {"metadata": {"labels": labels, "annotations": dict(_DO_NOT_DISRUPT)}, "spec": pod},
+                "template": template,
             },
         },
     ]

@@ -39,6 +39,9 @@ RUNAI_STREAMER_CONCURRENCY = 32
 # Labels LeaderWorkerSet sets on a group's pods: its index within the group (0: the leader), and the group's key.
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
+# Where vLLM's API server listens: every interface of the pod (a server others reach), or only its loopback.
+ALL_INTERFACES = "0.0.0.0"
+LOOPBACK = "127.0.0.1"
 
 
 def data_parallel_size_local(p: VllmProps) -> int | None:
@@ -48,7 +51,7 @@ def data_parallel_size_local(p: VllmProps) -> int | None:
     return p.accelerators_per_pod // p.tensor_parallel_size
 
 
-def container_args(p: VllmProps, role: Role = "server") -> list[str]:
+def container_args(p: VllmProps, role: Role = "server", *, host: str = ALL_INTERFACES) -> list[str]:
     """`vllm serve` arguments after the subcommand: the model, the chart-owned flags, the engine settings, then
     the extra flags. A replica spanning nodes adds vLLM 0.33's multi-node flags (vllm/engine/arg_utils.py,
     vllm/entrypoints/cli/serve.py), the leader's address from LWS_LEADER_ADDRESS, which LeaderWorkerSet injects
@@ -56,9 +59,11 @@ def container_args(p: VllmProps, role: Role = "server") -> list[str]:
     --nnodes and --master-addr, the leader is rank 0 and serves, each worker takes its --node-rank from
     LWS_WORKER_INDEX and runs --headless. Data parallelism: every pod names the leader as --data-parallel-address,
     the leader serves ranks 0 to local - 1, each worker runs its ranks --headless from the start rank its command
-    computes (container_command)."""
+    computes (container_command). `host`: where the API server listens (vLLM 0.33 FrontendArgs.host): every
+    interface of the pod for a server that serves, the loopback for one that serves nobody (the compile-cache
+    writer)."""
     local = data_parallel_size_local(p)
-    args = [p.model, "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", p.served_model_name]
+    args = [p.model, "--host", host, "--port", str(PORT), "--served-model-name", p.served_model_name]
     args += parallel_flags(
         p.tensor_parallel_size, p.pipeline_parallel_size, p.data_parallel_size, local, p.expert_parallel
     )

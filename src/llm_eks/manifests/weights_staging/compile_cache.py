@@ -7,20 +7,25 @@ workload, GPU family and cache key (a hash of the image and the engine arguments
 s3://<weights bucket>/compile-cache/<workload>/<family>/<key>/:
 
     files/<path below torch_compile_cache>   the artefacts, each written once
-    manifest.json                            every file's path, size and sha256
+    manifest.json                            the prefix itself, the cache key, every file's path, size and sha256
     manifest.sig                             an ECDSA P-256 signature of sha256(manifest.json), made by KMS with a key
-                                             only the writer's role may sign with
+                                             only the writers' roles may sign with
+
+The manifest names the prefix it was published under (workload, GPU family and key): a reader refuses a signed
+manifest found under any other prefix, so one workload's or family's cache cannot be replayed as another's.
 
 Two modes, both run by the vLLM image as `python3 -c <this file> <mode> ...` (the standard library and boto3):
 
 - `publish` (the writer: a Job of its own, with its own ServiceAccount, that serves no client and holds no Hub token)
-  waits until its own vLLM answers /health on localhost (compiling is over by then) and no file has changed for
-  --settle seconds, then writes every file, the manifest and last the signature, each with `If-None-Match: *`: S3
-  refuses an overwrite (412), and the bucket policy refuses a write without that header. A cache that already has a
-  signature is left alone; a file already there is accepted only when its sha256 (object metadata) is the file's.
+  first leaves a cache that already has a signature alone (it exits at once, before vLLM is even up); else it waits
+  until its own vLLM answers /health on the pod's loopback, where alone it listens (compiling is over by then), and
+  no file has changed for --settle seconds, then writes every file, the manifest and last the signature, each with
+  `If-None-Match: *`: S3 refuses an overwrite (412), and the bucket policy refuses a write without that header. A
+  file already there is accepted only when its sha256 (object metadata) is the file's.
 - `restore` (an init container of every serving pod) reads the manifest and its signature, has KMS verify the
-  signature, then downloads exactly the files the manifest lists, checking each one's size and sha256 as it
-  arrives. An object not in the manifest is never read. No signature, a bad signature, a file that does not match:
+  signature and that the manifest names this very prefix and key, then downloads exactly the files the manifest
+  lists, checking each one's size and sha256 as it arrives. An object not in the manifest is never read. No
+  signature, a bad signature, a manifest of another prefix, a file that does not match:
   the files written so far are removed and vLLM compiles from scratch. It always exits 0: a cold cache costs a
   compile, never a replica.
 
@@ -44,7 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FORMAT = 1
+# 2: the manifest names its prefix (format 1 named only the key). Part of the cache key, so a new format is a new
+# prefix: a format-1 cache is never read again, nor overwritten.
+FORMAT = 2
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 FILES = "files/"
@@ -125,21 +132,28 @@ def sha256_file(path: Path) -> str:
 # --- the manifest --------------------------------------------------------------------------------------------------
 
 
-def manifest_bytes(cache_key: str, files: Sequence[tuple[str, int, str]]) -> bytes:
+def manifest_bytes(prefix: str, cache_key: str, files: Sequence[tuple[str, int, str]]) -> bytes:
     """The manifest as written and signed: canonical JSON (sorted keys, no spaces), files in path order."""
     body = {
         "format": FORMAT,
+        "prefix": prefix,
         "cache_key": cache_key,
         "files": [{"path": p, "size": s, "sha256": h} for p, s, h in sorted(files)],
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def parse_manifest(data: bytes, cache_key: str) -> list[tuple[str, int, str]]:
-    """The manifest's (path, size, sha256) entries; ValueError for anything else than what `publish` writes."""
+def parse_manifest(data: bytes, prefix: str, cache_key: str) -> list[tuple[str, int, str]]:
+    """The manifest's (path, size, sha256) entries; Refused for a manifest of another prefix or key (a signed
+    manifest replayed where it was not published), ValueError for anything else than what `publish` writes."""
     body = json.loads(data)
-    if not isinstance(body, dict) or body.get("format") != FORMAT or body.get("cache_key") != cache_key:
-        raise ValueError(f"not a format-{FORMAT} manifest of cache key {cache_key}")
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise ValueError(f"not a format-{FORMAT} manifest")
+    if body.get("prefix") != prefix or body.get("cache_key") != cache_key:
+        raise Refused(
+            f"the manifest was published under {body.get('prefix')!r} for key {body.get('cache_key')!r}, "
+            f"not this prefix and key"
+        )
     entries = []
     for item in body.get("files", []):
         path, size, digest = item.get("path"), item.get("size"), item.get("sha256")
@@ -214,7 +228,7 @@ def restore(
     if signature is None:
         raise Refused("the manifest is not signed (yet)")
     verify(kms, key_id, manifest, base64.b64decode(signature))
-    entries = parse_manifest(manifest, cache_key)
+    entries = parse_manifest(manifest, prefix, cache_key)
     summary = RestoreSummary()
     root = dest.resolve()
     try:
@@ -327,6 +341,11 @@ def _put_once(s3: Any, bucket: str, key: str, body: bytes | Any, digest: str) ->
     return False
 
 
+def is_signed(s3: Any, bucket: str, prefix: str) -> bool:
+    """Whether the cache under `prefix` has its signature already (its writer finished)."""
+    return _get(s3, bucket, prefix + SIGNATURE) is not None
+
+
 def publish(
     s3: Any,
     kms: Any,
@@ -340,7 +359,7 @@ def publish(
 ) -> PublishSummary:
     """Write the files under `src`, then the manifest, then its signature, each once."""
     summary = PublishSummary()
-    if _get(s3, bucket, prefix + SIGNATURE) is not None:
+    if is_signed(s3, bucket, prefix):
         summary.already_signed = True
         return summary
     entries = []
@@ -358,7 +377,7 @@ def publish(
         entries.append((rel, st.st_size, digest))
     if not entries:
         raise RuntimeError(f"no compile cache under {src}: nothing to publish")
-    manifest = manifest_bytes(cache_key, entries)
+    manifest = manifest_bytes(prefix, cache_key, entries)
     _put_once(s3, bucket, prefix + MANIFEST, manifest, hashlib.sha256(manifest).hexdigest())
     signed = kms.sign(
         KeyId=key_id,
@@ -430,7 +449,7 @@ def parser() -> argparse.ArgumentParser:
     restore_p.add_argument("--dest", required=True, type=Path)
     restore_p.add_argument("--deadline-seconds", type=float, default=RESTORE_DEADLINE_SECONDS)
     publish_p.add_argument("--src", required=True, type=Path)
-    publish_p.add_argument("--health", required=True, help="vLLM's health URL, e.g. http://localhost:8000/health")
+    publish_p.add_argument("--health", required=True, help="vLLM's health URL, e.g. http://127.0.0.1:8000/health")
     publish_p.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds with no change first")
     publish_p.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="leave larger files out")
     return p
@@ -453,12 +472,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             deadline_seconds=args.deadline_seconds,
         )  # fmt: skip
     s3, kms = clients(region)
+    where = f"s3://{args.bucket}/{args.prefix}"
+    if is_signed(s3, args.bucket, args.prefix):
+        log("publish", f"{where} is already published and signed: nothing to do")
+        return 0
     wait_ready(args.health, args.src, settle_seconds=args.settle)
     started = time.monotonic()
     summary = publish(
         s3, kms, args.bucket, args.prefix, args.cache_key, args.signing_key, args.src, max_bytes=args.max_bytes
     )
-    where = f"s3://{args.bucket}/{args.prefix}"
     if summary.already_signed:
         log("publish", f"{where} is already published and signed: nothing to do")
     else:

@@ -19,6 +19,7 @@ from llm_eks.manifests.pods import (
     secret_provider_class_name,
 )
 from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.weights_staging.props import (
     BUCKET_CONFIG_MAP,
     BUCKET_ENV,
@@ -53,6 +54,8 @@ COMPILE_CACHE_CPU_LIMIT = "500m"
 COMPILE_CACHE_MEMORY = "256Mi"
 # vLLM's port (vllm.props.PORT; not imported: vllm.pod imports this package).
 VLLM_PORT = 8000
+# The compile-cache writer's vLLM listens here only (vllm.pod.LOOPBACK): it serves nobody.
+LOOPBACK = "127.0.0.1"
 # The writer Job's container gets compile_cache.py through this variable (its command is a shell around vLLM).
 COMPILE_CACHE_SCRIPT_ENV = "LLM_EKS_COMPILE_CACHE_SCRIPT"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -83,6 +86,7 @@ def bucket_env(name: str = BUCKET_ENV) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": BUCKET_KEY}}}
 
 
+@builds_objects
 def bucket_config_map(namespace: str, bucket: str, signing_key: str | None = None) -> dict[str, Any]:
     """ConfigMap `llm-eks-weights` in a workload namespace, holding the weights bucket's name and, with a compile
     cache, its signing key's ARN (the stack passes their CloudFormation references, resolved at deploy time)."""
@@ -122,6 +126,7 @@ def _meta(p: WeightsStagingProps, name: str) -> dict[str, Any]:
     return {"name": name, "namespace": p.namespace, "labels": app_labels(STAGING_APP, p.name)}
 
 
+@builds_objects
 def _secret_provider_class(p: WeightsStagingProps, secret: str) -> dict[str, Any]:
     """The same SecretProviderClass serving_objects.secret_file_class builds (a test compares them), as a dict."""
     objects = f'- objectName: "{secret}"\n  objectType: "secretsmanager"\n  objectAlias: "{HF_TOKEN_FILE}"\n'
@@ -170,6 +175,7 @@ def _stage_env(p: WeightsStagingProps) -> list[dict[str, Any]]:
     return env
 
 
+@builds_objects
 def _job(p: WeightsStagingProps) -> dict[str, Any]:
     key = staging_key(p)
     labels = {**app_labels(STAGING_APP, p.name), STAGING_KEY_LABEL: key}
@@ -233,6 +239,7 @@ def _job(p: WeightsStagingProps) -> dict[str, Any]:
     }
 
 
+@builds_objects
 def staging_objects(p: WeightsStagingProps) -> list[dict[str, Any]]:
     """ServiceAccount `name`, the Hugging Face token's SecretProviderClass (with a token secret), the script's
     ConfigMap and the Job `<name>-<key>`, as plain dicts (serving_objects.add_objects adds them to a chart)."""
@@ -403,15 +410,15 @@ def compile_cache_restore_container(
 
 
 def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, port: int = VLLM_PORT) -> str:
-    """The writer Job's shell: vLLM in the background, this package's `publish` in the foreground once vLLM
-    serves, then vLLM stopped; the Job ends with publish's status. The script comes in through the environment
-    (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the stack's ConfigMap; `"$@"` are vLLM's
-    arguments. (No `$(`: the kubelet would try to expand it.)"""
+    """The writer Job's shell: vLLM in the background (listening on the pod's loopback only), this package's
+    `publish` in the foreground once vLLM answers there, then vLLM stopped; the Job ends with publish's status. The
+    script comes in through the environment (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the
+    stack's ConfigMap; `"$@"` are vLLM's arguments. (No `$(`: the kubelet would try to expand it.)"""
     _check_cache_args(prefix, cache_key, cache_dir)
     return (
         'vllm serve "$@" & server=$! ; '
         f'python3 -c "${COMPILE_CACHE_SCRIPT_ENV}" publish --bucket "${BUCKET_ENV}" --prefix {prefix} '
         f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir)} '
-        f"--health http://localhost:{port}/health ; status=$? ; "
+        f"--health http://{LOOPBACK}:{port}/health ; status=$? ; "
         'kill -TERM "$server" ; wait "$server" ; exit "$status"'
     )

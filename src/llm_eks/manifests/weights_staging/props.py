@@ -13,6 +13,7 @@ from llm_eks.errors import fail
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.node_pools.specs import LABEL_NODE_POOL, CpuPoolSpec
 from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.weights_staging.compile_cache import FORMAT as COMPILE_CACHE_FORMAT
 from llm_eks.validation import HF_REPO
 from llm_eks.versions import VLLM_IMAGE
 
@@ -201,7 +202,8 @@ def compile_cache_prefix(workload_name: str, instance_family: str) -> str:
 
 
 def compile_cache_key(image: str, vllm_args: Sequence[str]) -> str:
-    """The cache key: a hash of the image and `vllm serve`'s arguments, which decide what vLLM compiles. A changed
-    image or engine argument is a new key, so a new writer Job and a new, separately signed cache."""
-    body = json.dumps({"image": image, "args": list(vllm_args)}, separators=(",", ":"))
+    """The cache key: a hash of the image and `vllm serve`'s arguments, which decide what vLLM compiles, and of the
+    signed manifest's format. A changed image, engine argument or format is a new key, so a new, separately signed
+    cache under a prefix of its own (the cache is add-only: nothing is ever rewritten in place)."""
+    body = json.dumps({"image": image, "args": list(vllm_args), "format": COMPILE_CACHE_FORMAT}, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()[:KEY_LENGTH]

@@ -27,6 +27,10 @@ os.environ.setdefault("CDK_VALIDATION", "false")
 # subprocesses included) that would sit before the one-line errors the tests read.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
+# A skip under `make test` or CI fails the run unless allowed (tests/skip_policy.py); pytester runs that policy in a
+# session of its own (tests/test_skip_policy.py).
+pytest_plugins = ["pytester", "tests.skip_policy"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CDK_JSON = json.loads((REPO_ROOT / "cdk.json").read_text())
 ENVIRONMENTS = tuple(CDK_JSON["context"]["environments"])

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 from docgen.comments import assignment_comments
+from docgen.markdown import cell
 from llm_eks import versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,7 @@ def compatibility_table() -> str:
         for name in names:
             value = getattr(versions, name)
             why = reasons.get(name) or "derived from the row above"
-            out.append(f"| `{name}` | `{value}` | {why.replace('|', chr(92) + '|')} |")
+            out.append(f"| `{name}` | `{value}` | {cell(why)} |")
         out.append("")
     out += ["### Python packages that move with them (pyproject.toml)", "", "| package | version |", "|---|---|"]
     out += [f"| `{name}` | `{version}` |" for name, version in package_pins().items()]

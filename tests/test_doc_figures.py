@@ -272,6 +272,7 @@ def test_largest_models_prose() -> None:
     step = f"{collectives.group(1)} ms of each {ep.itl_estimate_ms:.0f} ms step"
     quotes("docs/concepts/planner.md", f"take {step.replace(' each ', ' a ')} at 16 sequences")
     kimi = plan(PlanRequest(model="moonshotai/Kimi-K2.5", accelerator="p5en.48xlarge", max_model_len=32768))
+    k2 = plan(PlanRequest(model="moonshotai/Kimi-K2-Instruct", accelerator="p5en.48xlarge", max_model_len=32768))
     coder = plan(PlanRequest(model="Qwen/Qwen3-Coder-480B-A35B-Instruct", accelerator="p5.48xlarge",
                              max_model_len=32768))  # fmt: skip
     vllm = container(named("prod", "Deployment", "vllm-llama-3-3-70b-instruct"))
@@ -280,6 +281,8 @@ def test_largest_models_prose() -> None:
         "docs/how-to/largest-models.md",
         f"over EFA ({step})",
         f"the checkpoint is {kimi.checkpoint_bytes / 1e9:.0f} GB",
+        f"Kimi-K2-Instruct's {k2.checkpoint_bytes / 1e12:.2f} TB of FP8 weights fit one p5en.48xlarge with room for "
+        f"{tokens_text(k2.kv_cache_tokens)} tokens of cache",
         f"The bf16 checkpoint ({coder.checkpoint_bytes / 1e9:.0f} GB) needs two p5.48xlarge",
         f"({grace['terminationGracePeriodSeconds']} s: preStop {vllm['lifecycle']['preStop']['sleep']['seconds']} s "
         f"plus `--shutdown-timeout` {arg(vllm['args'], '--shutdown-timeout')} s)",

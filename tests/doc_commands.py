@@ -189,8 +189,8 @@ class Verdict:
 def check(command: Command, app: App, block_env: str | None, scratch: Path) -> Verdict:
     env = next(iter(mentioned_environments(str(command), app)), block_env)
     checker = CHECKERS.get(command.program)
-    if checker is None and not command.words:
-        return _assignments_only(command)
+    if checker is None and not command.words:  # VAR=$(...): its command is checked on its own
+        return Verdict("a shell variable for the commands after it")
     if checker is None:
         return Verdict(
             "unknown", [f"`{command.program}` is a command the docs tests do not know: add a checker to "
@@ -201,10 +201,6 @@ def check(command: Command, app: App, block_env: str | None, scratch: Path) -> V
     verdict = checker(command, app, env, scratch)
     verdict.problems[:0] = problems
     return verdict
-
-
-def _assignments_only(command: Command) -> Verdict:
-    return Verdict("a shell variable for the commands after it")
 
 
 @cache
@@ -253,8 +249,8 @@ def _llm_eks(command: Command, app: App, env: str | None, scratch: Path) -> Verd
         if missing:
             how += f" (not run: {', '.join(missing)} is the reader's own file)"
         return Verdict(how, problems)
-    if args.command == "manifests":  # written where the test can throw it away
-        argv[argv.index("--out") + 1] = str(scratch / argv[argv.index("--out") + 1])
+    if args.command == "manifests":  # written where the test can throw it away (argparse takes the last --out)
+        argv += ["--out", str(scratch / args.out)]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(app.folder):
         code = main(argv)

@@ -72,7 +72,7 @@ format: setup
 docs: setup
 	$(BIN)/mkdocs build --strict
 
-# The generated sections of the reference pages (configuration, CLI, compatibility, planner accuracy), committed so
+# The generated sections of the pages (configuration, CLI, compatibility, planner accuracy, cold start), committed so
 # GitHub shows them; tests/test_docs.py fails while one is stale.
 reference: setup
 	$(BIN)/python -m docgen.hooks

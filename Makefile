@@ -19,7 +19,7 @@ export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup synth test check-fast lint format bench clean golden docs promtool dist
+.PHONY: setup synth test check-fast lint format bench clean golden docs promtool dist upstream reference
 
 # pyproject.toml declares compatible ranges; constraints.txt holds the exact versions the app, CI and the docs build use.
 $(VENV)/.stamp-deps: pyproject.toml constraints.txt
@@ -53,16 +53,23 @@ synth: setup
 promtool:
 	@command -v promtool >/dev/null || { echo "make: promtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus (Debian/Ubuntu; .ci/run does), brew install prometheus (macOS)" >&2; exit 1; }
 
-test: promtool setup $(CHECKOV_VENV)/.stamp-deps
+# The upstream wheels whose source tests read (tests/upstream_wheels.py): vLLM 0.33.0's, 336 MB, downloaded once with
+# `pip download --no-deps` into .cache/wheels (git-ignored), sha256-checked, and only the files the tests read
+# extracted into .cache/upstream; a no-op once done.
+upstream: setup
+	$(BIN)/python -m tests.upstream_wheels
+
+# --strict-skips: a skipped test fails unless tests/skip_policy.py allows it (so does CI=true with plain pytest).
+test: promtool setup upstream $(CHECKOV_VENV)/.stamp-deps
 	$(BIN)/ruff check src tests app.py examples benchmarks docgen
 	$(BIN)/ruff format --check src tests app.py examples benchmarks docgen
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.
 	$(BIN)/mypy
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --strict-skips
 
 # The inner loop: config, planner, charts, checks and CLI tests, no CDK synth, moto, linter or subprocess (the
 # `synth` marker, tests/conftest.py); seconds, not minutes. `make test` stays the full gate.
-check-fast: setup
+check-fast: setup upstream
 	$(BIN)/ruff check src tests app.py examples benchmarks docgen
 	$(BIN)/python -m pytest -q -n 2 -m "not synth"
 
@@ -82,6 +89,11 @@ dist: setup
 	rm -rf build
 	$(BIN)/twine check --strict dist/*
 	@ls -l dist
+
+# The generated sections of the pages (configuration, CLI, compatibility, planner accuracy, cold start), committed so
+# GitHub shows them; tests/test_docs.py fails while one is stale.
+reference: setup
+	$(BIN)/python -m docgen.hooks
 
 golden: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.golden_output

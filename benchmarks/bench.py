@@ -108,7 +108,7 @@ def main() -> int:
     print(f"make synth (all {len(environments)})      {wall:6.2f} s wall  {cpu:6.2f} s CPU")
     sizes()
     if not args.skip_tests:
-        # The goals (issue 22): the whole suite within 120 s on two cores, the inner loop within 15 s.
+        # The goals: the whole suite within 120 s on two cores, the inner loop within 15 s.
         for target, goal in (("test", 120), ("check-fast", 15)):
             wall, cpu, _ = run(["make", target])
             verdict = "within" if wall <= goal else "OVER"

@@ -1,5 +1,5 @@
-"""Modelled cold start of every default workload against issue 12's goals (prints numbers; not a test): the path in
-use, the fastest path on a new node and the fastest on a warm node, each with the preparation it needs.
+"""Modelled cold start of every default workload against llm-eks's cold-start goals (prints numbers; not a test):
+the path in use, the fastest path on a new node and the fastest on a warm node, each with the preparation it needs.
 
     .venv/bin/python benchmarks/cold_start_table.py
 """
@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Issue 12's goals (seconds from a queue spike to a Ready replica): (new node, warm node) for 8B-class and 70B FP8.
+# The cold-start goals (seconds from a queue spike to a Ready replica, docs/how-to/cold-start.md): (new node, warm
+# node) for 8B-class and 70B FP8.
 GOALS = {"8B": (180, 60), "70B": (300, 120)}
 
 

@@ -5,16 +5,23 @@ latency estimates against published `vllm bench serve` runs (benchmarks/latency_
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 
 from benchmarks import latency_error_table as latency
 from benchmarks import latency_rules as rules
 from benchmarks.kv_error_table import rows
 from llm_eks.planner.latency import FITTED, FIXTURE_SHA256
+from docgen.markdown import cell
 
 
 def _figure(value: float, figure: str) -> str:
     return f"{value:,.2f}" if "GiB" in figure else f"{value:,.0f}"
+
+
+# The fixtures record where a log was found when its repository is unknown (a search tool's file id): provenance for
+# whoever maintains them, nothing a reader can follow, so the page leaves it out.
+_FOUND_BY = re.compile(r" \(our search index's file id \d+\)")
 
 
 def _source(source: str) -> str:
@@ -23,7 +30,7 @@ def _source(source: str) -> str:
         url = source.split()[0]
         label = url.removeprefix("https://").removeprefix("github.com/").split("#")[0]
         return f"[{label[:48]}]({url})"
-    return source
+    return cell(_FOUND_BY.sub("", source))
 
 
 def kv_accuracy_table() -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from docgen.markdown import cell, escape_placeholders
 from llm_eks.cli import parser
 
 
@@ -41,8 +42,15 @@ def _option_rows(p: argparse.ArgumentParser) -> list[str]:
         if action.default not in (None, False, [], argparse.SUPPRESS) and action.nargs != 0 and not stated:
             extra.append(f"default `{action.default}`")
         text = (action.help or "") + (f" ({'; '.join(extra)})" if extra else "")
-        rows.append(f"| `{flag}` | {' '.join(text.split()).replace('|', chr(92) + '|')} |")
+        rows.append(f"| `{flag}` | {cell(text)} |")
     return rows
+
+
+def _usage(p: argparse.ArgumentParser) -> str:
+    """The usage line wrapped at 88 columns, whatever the terminal: the committed page must not depend on it."""
+    formatter = argparse.HelpFormatter(p.prog, width=88)
+    formatter.add_usage(p.usage, p._actions, p._mutually_exclusive_groups, prefix="")
+    return formatter.format_help().strip()
 
 
 def cli_reference() -> str:
@@ -52,8 +60,8 @@ def cli_reference() -> str:
         out += [f"## `{command}`", ""]
         description = sub.description or help_text
         if description:
-            out += [" ".join(description.split()), ""]
-        out += ["```text", sub.format_usage().removeprefix("usage: ").rstrip(), "```", ""]
+            out += [escape_placeholders(" ".join(description.split())), ""]
+        out += ["```text", _usage(sub), "```", ""]
         rows = _option_rows(sub)
         if rows:
             out += ["| option | what it does |", "|---|---|", *rows, ""]

@@ -20,10 +20,11 @@ def _comment_lines(source: str) -> dict[int, str]:
 
 
 def _above(line: int, comments: dict[int, str]) -> str:
-    """The block of comment lines ending right above `line`, joined into one paragraph."""
+    """The block of comment lines ending right above `line`, joined into one paragraph. A section heading
+    (`# --- Title ...`) ends the block: it speaks of the section, not of the statement under it."""
     block: list[str] = []
     line -= 1
-    while line in comments:
+    while line in comments and not comments[line].startswith("---"):
         block.insert(0, comments[line])
         line -= 1
     return " ".join(part for part in block if part)

@@ -11,6 +11,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from docgen.comments import assignment_comments
+from docgen.markdown import cell
 from llm_eks import versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def compatibility_table() -> str:
         for name in names:
             value = getattr(versions, name)
             why = reasons.get(name) or "derived from the row above"
-            out.append(f"| `{name}` | `{value}` | {why.replace('|', chr(92) + '|')} |")
+            out.append(f"| `{name}` | `{value}` | {cell(why)} |")
         out.append("")
     out += ["### Python packages that move with them (constraints.txt, pyproject.toml)", ""]
     out += ["| package | version | the wheel accepts |", "|---|---|---|"]

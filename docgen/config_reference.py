@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from docgen.comments import field_comments
+from docgen.markdown import cell, escape_placeholders
 from llm_eks.aws_ids import RESERVATION_TYPES
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.config import canary, workload_options
@@ -106,7 +107,7 @@ def config_reference() -> str:
     for path, cls in SECTIONS:
         out += [f"## `{path}`", ""]
         if intro := _first_paragraph(cls):
-            out += [intro, ""]
+            out += [escape_placeholders(intro), ""]
         out += ["| key | type | default | why, and what is allowed |", "|---|---|---|---|"]
         for field in dataclasses.fields(cls):
             if field.metadata.get("derived") or (cls.__name__, field.name) in _SKIPPED:
@@ -117,7 +118,7 @@ def config_reference() -> str:
             )
             if allowed := ALLOWED.get((cls.__name__, field.name)):
                 why += f" One of: {', '.join(f'`{v}`' for v in allowed)}."
-            cells = [f"`{field.name}`", _json_type(str(field.type)), _default(field), why.replace("|", "\\|")]
+            cells = [f"`{field.name}`", _json_type(str(field.type)), _default(field), cell(why)]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)

@@ -1,17 +1,13 @@
-"""Karpenter's own CloudFormation for the pinned version (../shared/reference/), read as plain data so the
-construct tests can compare our templates with it."""
+"""Karpenter's own CloudFormation for the pinned version (tests/fixtures/upstream/karpenter-cloudformation.yaml),
+read as plain data so the construct tests can compare our templates with it."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-KARPENTER_REFERENCE = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "karpenter-cloudformation.yaml"
-)
+from tests.upstream import KARPENTER_CLOUDFORMATION
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -36,7 +32,6 @@ for _short, _long in (("!Sub", "Fn::Sub"), ("!Ref", "Ref"), ("!GetAtt", "Fn::Get
 
 
 def karpenter_reference() -> dict[str, Any]:
-    """The Resources of Karpenter's CloudFormation; skips the calling test where the file is absent."""
-    if not KARPENTER_REFERENCE.is_file():
-        pytest.skip(f"Karpenter reference CloudFormation not found: {KARPENTER_REFERENCE} is missing (present in CI)")
-    return yaml.load(KARPENTER_REFERENCE.read_text(), Loader=_CfnLoader)["Resources"]
+    """The Resources of Karpenter's CloudFormation."""
+    resources: dict[str, Any] = yaml.load(KARPENTER_CLOUDFORMATION.read_text(), Loader=_CfnLoader)["Resources"]
+    return resources

@@ -24,6 +24,10 @@ import yaml
 # Set before the first `import aws_cdk`: the jsii kernel (and every subprocess) reads it from the environment.
 os.environ.setdefault("CDK_VALIDATION", "false")
 
+# A skip under `make test` or CI fails the run unless allowed (tests/skip_policy.py); pytester runs that policy in a
+# session of its own (tests/test_skip_policy.py).
+pytest_plugins = ["pytester", "tests.skip_policy"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # jsii (in this process and every subprocess the tests start) and the CDK CLI run on the first `node` on PATH: the
 # Node 24 that `make setup` installs, as `make test` runs them, also when pytest is started by hand.

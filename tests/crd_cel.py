@@ -11,20 +11,20 @@ import cel
 import cel.stdlib
 import yaml
 
-from tests.kube_schema import SCHEMAS, require_shared_schemas
+from tests.upstream import CRDS
 
 
 @functools.cache
 def _spec_properties(file_name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((SCHEMAS / file_name).read_text())
+    doc = yaml.safe_load((CRDS / file_name).read_text())
     (version,) = [v for v in doc["spec"]["versions"] if v.get("storage", True)]
     properties: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     return properties
 
 
 def failed_rules(file_name: str, field: str, value: Any) -> list[str]:
-    """The messages of the rules on `spec.<field>` of the CRD in ../shared/schemas/`file_name` that `value` fails."""
-    require_shared_schemas()
+    """The messages of the rules on `spec.<field>` of the CRD tests/fixtures/upstream/crds/`file_name` that `value`
+    fails."""
     failed = []
     for rule in _spec_properties(file_name)[field].get("x-kubernetes-validations", []):
         context = cel.Context()

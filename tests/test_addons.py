@@ -30,7 +30,8 @@ from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from llm_eks.manifests import network_policies as netpol
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
-from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
+from tests.kube_schema import assert_valid
+from tests.upstream import CRDS, sources
 
 STACK = "Addons"
 SYSTEM = {"llm-eks.io/node-role": "system"}
@@ -205,20 +206,17 @@ PROMETHEUS_OPERATOR_OF = {
 
 
 def schema_sources() -> dict[str, str]:
-    """Schema file -> the upstream release it was taken from, as ../shared/schemas/SOURCES.md records it."""
-    require_shared_schemas()
-    rows = (line.split("|") for line in (SCHEMAS / "SOURCES.md").read_text().splitlines() if line.startswith("| "))
-    found = {}
-    for cells in rows:
-        release = re.search(r"\bv(\d+\.\d+\.\d+)\)", cells[4])  # "(tag v1.14.1)", "(main; identical to v1.7.0)"
-        if release:
-            found[cells[1].strip()] = release.group(1)
-    return found
+    """CRD file -> the upstream release it was taken from (without the tag's "v"), as SOURCES.md records it."""
+    return {
+        row.file.removeprefix("crds/"): row.release.removeprefix("v")
+        for row in sources().values()
+        if row.file.startswith("crds/")
+    }
 
 
 def test_charts_install_the_releases_whose_crd_schemas_we_validate_against() -> None:
-    """Each chart installs the operator release its CRD schemas in ../shared/schemas come from: objects validated
-    against those schemas are what that cluster will accept. A chart bump without new schemas fails here."""
+    """Each chart installs the operator release its vendored CRDs come from (tests/fixtures/upstream): objects
+    validated against those schemas are what that cluster will accept. A chart bump without new schemas fails here."""
     sources = schema_sources()
     # Charts versioned with their operator (Chart.yaml version = appVersion, versions.py cites each).
     assert sources["keda.sh_scaledobjects.yaml"] == versions.KEDA_CHART_VERSION
@@ -237,7 +235,7 @@ def test_charts_install_the_releases_whose_crd_schemas_we_validate_against() -> 
         )
     }
     for name in ("servicemonitors", "podmonitors", "prometheusrules"):
-        crd = yaml.safe_load((SCHEMAS / f"monitoring.coreos.com_{name}.yaml").read_text())
+        crd = yaml.safe_load((CRDS / f"monitoring.coreos.com_{name}.yaml").read_text())
         annotated = crd["metadata"]["annotations"]["operator.prometheus.io/version"]
         assert operators == {chart: annotated for chart in operators}, name
 

@@ -1,5 +1,6 @@
 """PinnedCrds: the installer Lambda against loopback servers (downloads, a fake Kubernetes API, over TLS too), its
-bearer token, the construct in a synthesized template, its validation, and the pins against ../shared/schemas.
+bearer token, the construct in a synthesized template, its validation, and the pins against the vendored upstream
+copies (tests/fixtures/upstream).
 
 The handler is loaded from its file the way Lambda loads it (module `index`), not through the package. Nothing here
 touches the network beyond 127.0.0.1.
@@ -44,7 +45,8 @@ from llm_eks.constructs.crds import (
 )
 from llm_eks.errors import ConfigError
 from llm_eks.versions import GAIE_VERSION, GATEWAY_API_VERSION
-from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
+from tests.kube_schema import assert_valid
+from tests.upstream import CRDS, sources
 
 
 def _load_handler() -> ModuleType:
@@ -949,13 +951,12 @@ def test_a_construct_error_names_the_construct() -> None:
     assert str(error.value) == "Errors/Crds: sources: () is not allowed; list at least one CrdSource"
 
 
-# -- the pins against the byte-exact upstream copies in ../shared/schemas ----------------------------------------
+# -- the pins against the byte-exact upstream copies in tests/fixtures/upstream ----------------------------------
 
 
 @pytest.mark.parametrize("source", ALL_CRDS, ids=lambda s: s.name)
 def test_pinned_sha256_matches_the_upstream_file(source: CrdSource) -> None:
-    require_shared_schemas()
-    path = SCHEMAS / source.url.rsplit("/", 1)[1]
+    path = CRDS / source.url.rsplit("/", 1)[1]
     data = path.read_bytes()
     assert sha(data) == source.sha256, path
     # The handler's own checks accept the real file, and the file is the release versions.py names.
@@ -966,19 +967,17 @@ def test_pinned_sha256_matches_the_upstream_file(source: CrdSource) -> None:
 
 
 def test_every_pin_is_below_the_download_cap() -> None:
-    require_shared_schemas()
-    sizes = {s.name: (SCHEMAS / s.url.rsplit("/", 1)[1]).stat().st_size for s in ALL_CRDS}
+    sizes = {s.name: (CRDS / s.url.rsplit("/", 1)[1]).stat().st_size for s in ALL_CRDS}
     assert max(sizes.values()) < handler.MAX_BYTES / 4, sizes
 
 
-def test_shared_sources_name_the_pinned_commits() -> None:
-    require_shared_schemas()
-    sources = (SCHEMAS / "SOURCES.md").read_text()
+def test_the_vendored_sources_name_the_pinned_commits() -> None:
+    """The URL each pin downloads is the repository, commit and path SOURCES.md records for the vendored copy."""
+    rows = sources()
     for source, commit, tag in (
         *((s, GATEWAY_API_COMMIT, GATEWAY_API_VERSION) for s in GATEWAY_API_CRDS),
         (INFERENCE_POOL_CRD, GAIE_COMMIT, GAIE_VERSION),
     ):
-        file = source.url.rsplit("/", 1)[1]
-        (row,) = [line for line in sources.splitlines() if line.startswith(f"| {file} |")]
-        assert f"{commit} (tag {tag})" in row
-        assert f"/{commit}/{row.split(' | ')[2]}" in source.url
+        row = rows[f"crds/{source.url.rsplit('/', 1)[1]}"]
+        assert (row.commit, row.release) == (commit, tag)
+        assert source.url == f"https://raw.githubusercontent.com/{row.repository}/{commit}/{row.path}"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ import pytest
 from docgen import examples
 from docgen.compatibility import ungrouped
 from docgen.config_reference import SECTIONS, all_field_comments
-from docgen.hooks import MARKER, expand, generators
+from docgen.hooks import HTML_ELEMENTS, MARKER, escape_unknown_tags, expand, generators, pages_with_sections
+from docgen.markdown import escape_placeholders
 from tests.conftest import REPO_ROOT
 
 ALL_BLOCKS = [block for page in examples.pages() for block in examples.blocks(page)]
@@ -35,6 +38,58 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     config = (tmp_path / "site" / "reference" / "configuration.html").read_text()
     assert "weights_bucket" in config and "generated:" not in config
     assert "llm-eks images snapshot" in (tmp_path / "site" / "reference" / "cli.html").read_text()
+    # A placeholder such as <version> reaches the page as text, never as a tag the browser drops.
+    swallowed = {
+        f"{page.relative_to(tmp_path / 'site')}: <{tag}>"
+        for page in (tmp_path / "site").rglob("*.html")
+        for tag in _tags(page.read_text())
+        if tag not in HTML_ELEMENTS
+    }
+    assert not swallowed, sorted(swallowed)
+    compatibility = (tmp_path / "site" / "reference" / "compatibility.html").read_text()
+    assert "vllm/vllm-openai:v&lt;version&gt;" in compatibility and "lws:&lt;tag&gt;" in compatibility
+
+
+def _tags(html: str) -> set[str]:
+    """The names of the tags in a page, as a browser's parser reads them."""
+    found: set[str] = set()
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            found.add(tag)
+
+    Tags().feed(html)
+    return found
+
+
+def test_a_placeholder_stays_text_and_an_element_stays_html() -> None:
+    assert escape_unknown_tags("<p>image:<tag> or <code>&lt;x&gt;</code><br/></p>") == (
+        "<p>image:&lt;tag&gt; or <code>&lt;x&gt;</code><br/></p>"
+    )
+    assert escape_placeholders("v<version> in `a <b>` | c") == "v&lt;version&gt; in `a <b>` | c"
+
+
+def test_the_generated_sections_are_fresh() -> None:
+    """GitHub shows the committed tables: each must be what the code generates now."""
+    stale = [str(p.relative_to(REPO_ROOT)) for p in pages_with_sections() if expand(p.read_text()) != p.read_text()]
+    assert not stale, f"stale generated sections in {stale}: run `make reference` and commit the pages"
+    assert len(pages_with_sections()) == 5
+
+
+# What the product's pages never name: the project's own work items and the tools its authors searched with.
+INTERNAL = re.compile(
+    r"\b[Ii]ssues? [0-9]+\b|\b[Ww]ave [0-9]+\b|\bfile ids? [0-9]|\bsearch index\b|"
+    r"\.\./shared\b|\bshared/(schemas|reference)"
+)
+
+
+def test_no_page_names_internal_work_items() -> None:
+    """README, every page and every generated section speak of the product only (upstream links such as
+    vllm-project/vllm#11005 are fine)."""
+    texts = {str(p.relative_to(REPO_ROOT)): p.read_text() for p in examples.pages()}
+    texts |= {f"generated: {name}": generate() for name, generate in generators().items()}
+    found = [f"{where}: {m.group(0)}" for where, text in texts.items() for m in INTERNAL.finditer(text)]
+    assert not found, found
 
 
 def test_the_readme_is_a_front_door() -> None:
@@ -123,8 +178,6 @@ def test_every_config_key_says_why_it_defaults_as_it_does() -> None:
 
 def test_the_keys_of_the_configure_guide_exist() -> None:
     """The hand-written table of docs/getting-started/configure.md names keys of the typed config only."""
-    import re
-
     from llm_eks.config.environment import EnvironmentConfig, WorkloadConfig
 
     fields = {

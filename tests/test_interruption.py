@@ -1,4 +1,4 @@
-"""The interruption queue and its rules, compared with Karpenter's CloudFormation (../shared/reference/)."""
+"""The interruption queue and its rules, compared with Karpenter's CloudFormation (tests/fixtures/upstream/)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ One module-scoped synth of an InferenceCluster with the construct added the way 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import replace
@@ -25,8 +24,9 @@ from llm_eks.constructs.istio import IstioGateway, IstioGatewayOptions, IstioGat
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from llm_eks.manifests import network_policies as netpol
-from tests.kube_schema import VENDORED_SCHEMAS, assert_valid, validation_errors
+from tests.kube_schema import assert_valid, validation_errors
 from tests.netpol import Cluster, External, Pod
+from tests.upstream import CRDS, sources
 
 VPC_CIDR = "10.0.0.0/16"
 REPOSITORY = "https://istio-release.storage.googleapis.com/charts"
@@ -302,21 +302,25 @@ def test_construct_errors_name_the_construct() -> None:
 # -- the vendored Istio CRDs ----------------------------------------------------------------------------------------
 
 
-def test_vendored_crds_are_the_recorded_upstream_bytes() -> None:
-    """SOURCES.md names the tag of the pinned charts, and each file's sha256 matches its row."""
-    sources = (VENDORED_SCHEMAS / "SOURCES.md").read_text()
-    assert f"tag `{versions.ISTIO_CHART_VERSION}`" in sources
-    rows = {
-        cells[1].strip(): cells[5].strip()
-        for cells in (line.split("|") for line in sources.splitlines())
-        if len(cells) > 6 and cells[1].strip().endswith(".yaml")
+def test_the_istio_crds_are_the_pinned_releases() -> None:
+    """Every Istio CRD the objects are validated against comes from the tag of the pinned charts (their bytes are
+    held to SOURCES.md by tests/test_upstream_files.py)."""
+    rows = [row for row in sources().values() if row.repository == "istio/istio"]
+    assert {row.file for row in rows} == {
+        f"crds/{group}_{plural}.yaml"
+        for group, plural in (
+            ("networking.istio.io", "envoyfilters"),
+            ("networking.istio.io", "destinationrules"),
+            ("security.istio.io", "authorizationpolicies"),
+            ("security.istio.io", "requestauthentications"),
+            ("telemetry.istio.io", "telemetries"),
+        )
     }
-    files = {p.name for p in VENDORED_SCHEMAS.glob("*.yaml")}
-    assert set(rows) == files == {"networking.istio.io_envoyfilters.yaml", "networking.istio.io_destinationrules.yaml"}
-    for name, sha in rows.items():
-        assert hashlib.sha256((VENDORED_SCHEMAS / name).read_bytes()).hexdigest() == sha, name
-        crd = yaml.safe_load((VENDORED_SCHEMAS / name).read_text())
-        assert crd["metadata"]["name"] == f"{name.split('_')[1].removesuffix('.yaml')}.networking.istio.io"
+    for row in rows:
+        assert row.release == versions.ISTIO_CHART_VERSION, row
+        crd = yaml.safe_load((CRDS.parent / row.file).read_text())
+        group, plural = row.file.removeprefix("crds/").removesuffix(".yaml").split("_")
+        assert crd["metadata"]["name"] == f"{plural}.{group}"
 
 
 EXT_PROC = "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor"
@@ -366,7 +370,7 @@ def envoy_filter(**spec: Any) -> dict[str, Any]:
 def test_an_ext_proc_envoy_filter_validates() -> None:
     obj = envoy_filter()
     assert validation_errors(obj) == []
-    assert_valid([obj])  # no skip: the schema is vendored
+    assert_valid([obj])
 
 
 def test_an_envoy_filter_enum_violation_fails() -> None:
@@ -392,7 +396,7 @@ def test_cel_rules_are_not_evaluated() -> None:
     validator (jsonschema) passes it. The rule is there, so the cluster rejects such an object."""
     both = envoy_filter(workloadSelector={"labels": {netpol.GATEWAY_NAME_LABEL: "inference"}})
     assert validation_errors(both) == []
-    crd = yaml.safe_load((VENDORED_SCHEMAS / "networking.istio.io_envoyfilters.yaml").read_text())
+    crd = yaml.safe_load((CRDS / "networking.istio.io_envoyfilters.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert [r["message"] for r in spec["x-kubernetes-validations"]] == [
         "only one of targetRefs or workloadSelector can be set"

@@ -12,8 +12,10 @@ from typing import Any, TypeAlias
 
 import pytest
 
+from docgen import examples
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
+from tests.conftest import REPO_ROOT
 from tests.test_canary import BODY, _objects
 from tests.verify_cluster import StubCluster, healthy_cluster
 from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
@@ -209,3 +211,13 @@ def test_bad_input_is_one_line(run: Run, args: tuple[str, ...], message: str) ->
     r = run(0, *args)
     assert (r.code, r.out, r.err) == (2, "", f"llm-eks: error: {message}\n")
     assert r.server.patches == []
+
+
+def test_the_promote_page_shows_what_canary_prints(run: Run) -> None:
+    """docs/how-to/promote.md's two canary runs (a healthy next version, then one running other arguments) are what
+    the command prints against the stand-in."""
+    page = REPO_ROOT / "docs" / "how-to" / "promote.md"
+    shown = [b.text.rstrip("\n") for b in examples.blocks(page) if b.lang == "text" and b.text.startswith("chat: ")]
+    healthy = run(0, "canary", "--workload", "chat")
+    failing = run(0, "canary", "--workload", "chat", change=_other_args)
+    assert shown == [healthy.out.rstrip("\n"), failing.out.rstrip("\n")]

@@ -6,6 +6,7 @@ each check's breach or drift exits 1 with its row (the errors, exit 2: tests/tes
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from docgen import examples
 from llm_eks.manifests.verifier.rbac import cluster_role
 from tests.conftest import ENVIRONMENTS, REPO_ROOT
 from tests.kube_schema import assert_valid
@@ -351,3 +353,29 @@ def test_gateway_and_ray_checks_breached_exit_1_with_their_row(
     assert result.code == 1, result.out
     row = result.row(check, workload)
     assert row["verdict"] == verdict and detail in row["detail"], row
+
+
+def _report_blocks() -> list[list[str]]:
+    page = REPO_ROOT / "docs" / "how-to" / "verify.md"
+    blocks = [b for b in examples.blocks(page) if b.lang == "text" and b.text.startswith("llm-eks verify ")]
+    return [_masked(b.text) for b in blocks]
+
+
+def _masked(report: str) -> list[str]:
+    """A report without what changes run by run: the time of the run in its first line."""
+    lines = report.rstrip("\n").splitlines()
+    return [re.sub(r", \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", ", <time>", lines[0]), *(ln.rstrip() for ln in lines[1:])]
+
+
+def test_the_verify_page_shows_what_verify_prints(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/how-to/verify.md's two reports (the healthy dev, then --max-num-seqs raised and a smaller KV cache) are
+    what verify prints against the stand-in, every figure of the plan in them included."""
+    healthy = run_verify(fresh(clusters, "dev"), tmp_path, capsys)
+    drifted = fresh(clusters, "dev")
+    other_args(drifted)
+    kv_smaller(drifted)
+    drift = run_verify(drifted, tmp_path, capsys)
+    assert (healthy.code, drift.code) == (0, 1)
+    assert _report_blocks() == [_masked(healthy.out), _masked(drift.out)]

@@ -3,21 +3,20 @@ when vLLM's does.
 
 vLLM's parser cannot be built here (importing vllm.engine.arg_utils needs torch), so the flags are a list extracted
 once from the 0.33.0 wheel's source and pinned below with the file and line each `add_argument` is on: the wheel
-vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl (`vllm/_version.py`: 0.33.0, commit g4ba787ec9). Where that source
-is on this machine (extracted at VLLM_SOURCE, /tmp/vw/vllm by default) a second test re-reads every pinned line, so
-the list cannot drift from the file it names; elsewhere that test skips, and the pinned list still checks the plans.
+vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl (`vllm/_version.py`: 0.33.0, commit g4ba787ec9). `make upstream` (run
+by `make test`) downloads that wheel and extracts the files named here (tests/upstream_wheels.py), and a second test
+re-reads every pinned line there, so the list cannot drift from the file it names.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
 from llm_eks.planner import LoraAdapters, PlanRequest, plan
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
+from tests.upstream_wheels import VLLM, extracted, missing_reason
 
 # flag -> (file in the wheel's vllm/ package, line of its add_argument, takes a value). Value-less flags are
 # argparse BooleanOptionalAction (a bool config field, arg_utils.py _compute_kwargs) or store_true.
@@ -51,7 +50,6 @@ VLLM_FLAGS: dict[str, tuple[str, int, bool]] = {
     # Generated from the field name (BaseFrontendArgs.lora_modules, get_kwargs) with nargs "+" (LoRAParserAction).
     "--lora-modules": ("entrypoints/common/cli_args.py", 81, True),
 }
-SOURCE = Path(os.environ.get("VLLM_SOURCE", "/tmp/vw/vllm"))
 
 
 def _check(args: tuple[str, ...] | list[str]) -> None:
@@ -121,12 +119,15 @@ def test_every_flag_the_engine_module_renders_is_vllms() -> None:
     _check(vllm_flags(everything))
 
 
-@pytest.mark.skipif(not SOURCE.is_dir(), reason=f"{SOURCE} (vLLM 0.33.0's extracted wheel) is absent")
 @pytest.mark.parametrize("flag", sorted(VLLM_FLAGS))
 def test_the_pinned_flags_are_where_the_source_says(flag: str) -> None:
-    assert (SOURCE / "_version.py").read_text().count("0.33.0") >= 1
+    wheel = extracted(VLLM)
+    if wheel is None:
+        pytest.skip(missing_reason(VLLM))
+    source = wheel / "vllm"
+    assert "__version__ = version = '0.33.0'" in (source / "_version.py").read_text()
     path, line, takes_value = VLLM_FLAGS[flag]
-    lines = (SOURCE / path).read_text(encoding="utf-8").splitlines()
+    lines = (source / path).read_text(encoding="utf-8").splitlines()
     if flag == "--lora-modules":
         assert lines[line - 1].strip().startswith("lora_modules: list[LoRAModulePath]")
         return
@@ -138,6 +139,12 @@ def test_the_pinned_flags_are_where_the_source_says(flag: str) -> None:
         assert "BooleanOptionalAction" in after or "store_true" in after or bool_field, (flag, after)
         if bool_field and "BooleanOptionalAction" not in after and "store_true" not in after:
             field = bool_field.group(1)
-            configs = "\n".join((SOURCE / "config" / name).read_text() for name in ("model.py", "parallel.py",
+            configs = "\n".join((source / "config" / name).read_text() for name in ("model.py", "parallel.py",
                                                                                      "multimodal.py"))  # fmt: skip
             assert re.search(rf"^\s+{field}: bool = ", configs, re.MULTILINE), (flag, field)
+
+
+def test_make_upstream_extracts_every_file_the_pins_name() -> None:
+    named = {f"vllm/{path}" for path, _, _ in VLLM_FLAGS.values()}
+    configs = {f"vllm/config/{name}" for name in ("model.py", "parallel.py", "multimodal.py")}
+    assert named | configs | {"vllm/_version.py"} <= set(VLLM.members)

@@ -13,7 +13,7 @@ KUBERNETES_VERSION = f"1.{KUBERNETES_MINOR}"
 
 # Karpenter controller and karpenter-crd Helm charts (oci://public.ecr.aws/karpenter/{karpenter,karpenter-crd}),
 # always the same version. Chart versions carry no leading "v": hack/release/release.sh publishes "${git_tag#v}";
-# v1.14.1 docs pin KARPENTER_VERSION="1.14.1" and the IAM in ../shared/reference/karpenter-cloudformation.yaml.
+# v1.14.1 docs pin KARPENTER_VERSION="1.14.1" and the IAM in tests/fixtures/upstream/karpenter-cloudformation.yaml.
 KARPENTER_VERSION = "1.14.1"
 
 # vLLM OpenAI-compatible server image (ENTRYPOINT ["vllm", "serve"], runs as root, ships user vllm UID 2000/GID 0),
@@ -47,18 +47,19 @@ NEURON_HELM_CHART_VERSION = "1.10.0"
 # the leading "v", as its Chart.yaml writes it.
 EFA_DEVICE_PLUGIN_CHART_VERSION = "v0.5.30"
 
-# --- Cluster add-on charts (issue 5). Each confirmed in the chart's own source at the named tag/commit; the stored
+# --- Cluster add-on charts. Each confirmed in the chart's own source at the named tag/commit; the stored
 # snapshots read were the newest available (Aug 2026 at the latest), so a newer patch may exist by deploy time.
-# KEDA chart kedacore/keda: 2.20.2 ships KEDA v2.20.2, the shared CRD schema version (kedacore/charts
-# keda/Chart.yaml at tag v2.20.2, 2026-07-31; newest release in the repo).
+# KEDA chart kedacore/keda: 2.20.2 ships KEDA v2.20.2, the version of the CRD schema the tests validate with
+# (kedacore/charts keda/Chart.yaml at tag v2.20.2, 2026-07-31; newest release in the repo).
 KEDA_CHART_VERSION = "2.20.2"
-# kube-prometheus-stack: 88.3.0 is the last release on prometheus-operator v0.93.0, the shared CRD schemas' version
-# (prometheus-community/helm-charts tag kube-prometheus-stack-88.3.0, 2026-08-11; 88.4.0+ move to v0.93.1).
+# kube-prometheus-stack: 88.3.0 is the last release on prometheus-operator v0.93.0, the version of the CRD schemas
+# the tests validate with (prometheus-community/helm-charts tag kube-prometheus-stack-88.3.0, 2026-08-11; 88.4.0+
+# move to v0.93.1).
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.3.0"
 # prometheus-operator-crds: 31.0.0 carries the v0.93.0 CRDs as templates, so `helm upgrade` upgrades them
 # (prometheus-community/helm-charts tag prometheus-operator-crds-31.0.0, appVersion v0.93.0, 2026-07-28).
 PROMETHEUS_OPERATOR_CRDS_CHART_VERSION = "31.0.0"
-# kuberay-operator: 1.7.0 = KubeRay v1.7.0, the shared ray.io CRDs (ray-project/kuberay
+# kuberay-operator: 1.7.0 = KubeRay v1.7.0, the ray.io CRDs the tests validate with (ray-project/kuberay
 # helm-chart/kuberay-operator/Chart.yaml at tag v1.7.0; newest tag in the repo, 2026-08).
 KUBERAY_OPERATOR_CHART_VERSION = "1.7.0"
 # LeaderWorkerSet (oci://registry.k8s.io/lws/charts/lws): 0.10.0 = LWS v0.10.0, the newest tag of

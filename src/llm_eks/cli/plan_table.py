@@ -102,8 +102,8 @@ def table(p: Any) -> str:
 
 
 # How each source reads in the path table.
-_WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "staged": "S3 + compile cache", "ebs": "EBS volume"}
-_IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot", "headroom": "on the node"}
+WEIGHTS_LABEL = {"nvme": "Hub download", "s3": "S3 stream", "staged": "S3 + compile cache", "ebs": "EBS volume"}
+IMAGE_LABEL = {"pull": "pulled", "parallel-pull": "parallel pull", "snapshot": "snapshot", "headroom": "on the node"}
 
 
 def _paths_table(p: Any) -> list[str]:
@@ -112,8 +112,8 @@ def _paths_table(p: Any) -> list[str]:
     rows = [
         (
             "*" if c.in_use else "",
-            _WEIGHTS_LABEL[c.weights_source],
-            _IMAGE_LABEL[c.image_source],
+            WEIGHTS_LABEL[c.weights_source],
+            IMAGE_LABEL[c.image_source],
             "warm" if c.warm_node else "new",
             *(f"{value:g}" for value in (c.node_s, c.image_s, c.weights_s, c.warmup_s, c.total_s)),
         )

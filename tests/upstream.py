@@ -1,0 +1,50 @@
+"""Where the tests find other projects' files, all inside the repository so that a clone runs every test:
+
+- tests/fixtures/upstream/: CRDs and Karpenter's CloudFormation, copied byte for byte (SOURCES.md there names the
+  repository, path, commit and git blob of each; tests/test_upstream_files.py holds the bytes to it);
+- .cache/upstream/: files read from pinned upstream wheels, too large to commit (vLLM's is 336 MB). `make upstream`
+  (a prerequisite of `make test`) downloads each wheel with `pip download --no-deps`, checks its sha256 and extracts
+  only the files the tests read (tests/upstream_wheels.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM = REPO_ROOT / "tests" / "fixtures" / "upstream"
+CRDS = UPSTREAM / "crds"
+KARPENTER_CLOUDFORMATION = UPSTREAM / "karpenter-cloudformation.yaml"
+SOURCES = UPSTREAM / "SOURCES.md"
+# Extracted wheel files; git-ignored (.gitignore), refilled by `make upstream`.
+WHEEL_FILES = REPO_ROOT / ".cache" / "upstream"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One row of SOURCES.md."""
+
+    file: str
+    repository: str
+    path: str
+    release: str
+    commit: str
+    blob: str
+    license: str
+
+
+def sources() -> dict[str, Source]:
+    """SOURCES.md's table: file (relative to tests/fixtures/upstream) -> its row."""
+    rows = {}
+    for line in SOURCES.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and line.startswith("| ") and cells[0] != "file":
+            rows[cells[0]] = Source(*cells)
+    return rows
+
+
+def git_blob_id(data: bytes) -> str:
+    """What `git hash-object` prints for a file holding `data`."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

@@ -20,8 +20,9 @@ def _figure(value: float, figure: str) -> str:
 
 
 # The fixtures record where a log was found when its repository is unknown (a search tool's file id): provenance for
-# whoever maintains them, nothing a reader can follow, so the page leaves it out.
+# whoever maintains them, nothing a reader can follow: the page marks the cell (¹) for its footnote instead.
 _FOUND_BY = re.compile(r" \(our search index's file id \d+\)")
+FOOTNOTE = "\N{SUPERSCRIPT ONE}"
 
 
 def _source(source: str) -> str:
@@ -30,7 +31,7 @@ def _source(source: str) -> str:
         url = source.split()[0]
         label = url.removeprefix("https://").removeprefix("github.com/").split("#")[0]
         return f"[{label[:48]}]({url})"
-    return cell(_FOUND_BY.sub("", source))
+    return cell(_FOUND_BY.sub(FOOTNOTE, source))
 
 
 def kv_accuracy_table() -> str:

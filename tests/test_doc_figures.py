@@ -89,6 +89,8 @@ def test_cold_start_prose() -> None:
     goals = GOALS
     weights = sorted(int(p.cold_start.weights_s) for p in (dev, prod))
     warmups = sorted(int(p.cold_start.warmup_s) for p in (dev, prod))
+    snapshot = path(prod, "staged", "snapshot")
+    gpus = prod.instance.accelerators
     assert round(prod.checkpoint_bytes / 1e9, -1) == 140  # the 16-bit files an fp8 start reads
     quotes(
         "docs/how-to/cold-start.md",
@@ -97,10 +99,17 @@ def test_cold_start_prose() -> None:
         f"{in_use['prod']} s)",
         f"for a new node, 8B ≤ {goals['8B'][0]} s and 70B ≤ {goals['70B'][0]} s, and for a warm node 8B ≤ "
         f"{goals['8B'][1]} s and 70B ≤ {goals['70B'][1]} s",
-        f"70B on a new node meets its goal by the path in use ({in_use['prod']} s)",
+        f"70B on a new node misses its goal by the path in use ({in_use['prod']} s, "
+        f"{in_use['prod'] - goals['70B'][0]} s over: the {gpus} GPUs of prod's {prod.instance_type} add "
+        f"{cs.WARMUP_PER_GPU_DOUBLING_S * math.log2(gpus):g} s of warm-up); from an image snapshot it would meet it "
+        f"({snapshot} s,",
         f"the weights stream ({weights[0]}{DASH}{weights[-1]} s) and the warm-up ({warmups[0]}{DASH}{warmups[-1]} s",
     )
-    assert in_use["prod"] <= goals["70B"][0] < in_use["dev"] + goals["70B"][0]
+    # What the page says of the goals: 70B misses the new-node one by its path in use and would meet it from an image
+    # snapshot; 8B misses its new-node goal, and the weights and warm-up alone exceed both warm goals.
+    assert snapshot <= goals["70B"][0] < in_use["prod"] and in_use["dev"] > goals["8B"][0]
+    assert dev.cold_start.weights_s + dev.cold_start.warmup_s > goals["8B"][1]
+    assert prod.cold_start.weights_s + prod.cold_start.warmup_s > goals["70B"][1]
 
 
 def test_cold_start_terms_are_the_planners() -> None:
@@ -117,6 +126,8 @@ def test_cold_start_terms_are_the_planners() -> None:
         f"warm-up: {cs.WARMUP_BASE_S} s for one GPU",
         f"the compile term ({cs.WARMUP_COMPILE_S} s of it) scales by 9/19",
         f"{cs.WARMUP_BASE_S - cs.WARMUP_COMPILE_S + round(cs.WARMUP_CACHED_COMPILE_S)} s for one GPU",
+        f"Each doubling of the GPUs adds {cs.WARMUP_PER_GPU_DOUBLING_S} s (NCCL set-up, a slower compile) and each node "
+        f"beyond the first {cs.WARMUP_PER_EXTRA_NODE_S} s",
         f"node: {cs.NODE_PROVISION_S} s from Karpenter's launch to a Ready GPU node",
     )
 

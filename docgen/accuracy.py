@@ -11,8 +11,8 @@ import statistics
 from benchmarks import latency_error_table as latency
 from benchmarks import latency_rules as rules
 from benchmarks.kv_error_table import rows
-from llm_eks.planner.latency import FITTED, FIXTURE_SHA256
 from docgen.markdown import cell
+from llm_eks.planner.latency import FITTED, FIXTURE_SHA256
 
 
 def _figure(value: float, figure: str) -> str:

@@ -19,7 +19,13 @@ Every command is run where it can run offline, or else checked against what it n
   environment's gateway accepts.
 - `curl`: the path is an OpenAI route vLLM serves, the body is JSON whose `model` the environment serves, and a
   request to an endpoint that wants a credential sends one.
-- `pip install`: this distribution, with extras it declares; `git`: files of the app or ones llm-eks writes.
+- `pip install`: this distribution, with extras it declares, as the name, the wheel `make dist` builds (file name and
+  folder) or a git URL at a branch or release tag the repository has; or a package of one of its extras, with that
+  extra's range; `-c` the repository's constraints.txt. Paths under `../llm-eks/` are the clone's (the install page
+  puts it beside the reader's project).
+- `npm install`: the packages package.json pins, at those versions.
+- `python3 -m venv DIR` and `source DIR/bin/activate` of a venv the block creates or the one `make setup` creates.
+- `git`: files of the app or ones llm-eks writes; `-C` the clone.
 - Output filters (`jq`, `head`, `tail`, `grep`) and `openssl rand` are allowed and not checked.
 
 Any other program fails the test. A block that cannot be checked says so on the line above its fence:
@@ -224,6 +230,8 @@ def _llm_eks(command: Command, app: App, env: str | None, scratch: Path) -> Verd
     from llm_eks.cli.parsing import UsageError
 
     argv = list(command.args)
+    if argv in (["--version"], ["--help"], ["-h"]):
+        return _llm_eks_about(argv)
     try:
         args = parser().parse_args(argv)
     except UsageError as err:
@@ -255,6 +263,20 @@ def _llm_eks(command: Command, app: App, env: str | None, scratch: Path) -> Verd
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(app.folder):
         code = main(argv)
     return Verdict("run offline (exit 0)", [] if code == 0 else [f"exits {code}: {err.getvalue().strip()}"])
+
+
+def _llm_eks_about(argv: list[str]) -> Verdict:
+    """`llm-eks --version` (or its help): run; the version is pyproject.toml's (test_release.py holds that equal to
+    CHANGELOG.md's newest release)."""
+    from llm_eks.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    problems = [] if code == 0 else [f"exits {code}"]
+    if argv == ["--version"] and out.getvalue() != f"llm-eks {_project()['version']}\n":
+        problems.append(f"prints {out.getvalue()!r}, not pyproject.toml's version {_project()['version']}")
+    return Verdict("run offline (exit 0)", problems)
 
 
 # -- make, cdk ----------------------------------------------------------------------------------------------------
@@ -509,32 +531,179 @@ def _plans(app: App, env: str) -> tuple[Any, ...]:
     return _plans_of(app.folder, env)
 
 
-# -- pip, git, filters --------------------------------------------------------------------------------------------
+# -- pip, npm, python, source, git, filters -----------------------------------------------------------------------
+
+# Where the install page puts the clone of this repository: beside the reader's own project.
+CLONE = "../llm-eks"
+
+
+def _project() -> dict[str, Any]:
+    return dict(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"])
+
+
+def _in_repository(path: str) -> Path:
+    """A path as a documented command names it: under `../llm-eks/` the clone's, otherwise the repository's."""
+    if path == CLONE or path.startswith(f"{CLONE}/"):
+        return REPO_ROOT / path.removeprefix(CLONE).lstrip("/")
+    return REPO_ROOT / path
+
+
+@cache
+def dist_folder() -> str:
+    """The folder `make dist` writes the wheel into (its recipe's `--outdir`, as `make -n dist` expands it)."""
+    run = subprocess.run(["make", "-n", "dist"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+    match = re.search(r"-m build .*--outdir (\S+)", run.stdout)
+    assert match is not None, run.stdout
+    return match.group(1)
+
+
+def wheel_file_name() -> str:
+    """The wheel `make dist` builds: pure Python, so one py3-none-any wheel of pyproject.toml's name and version
+    (the binary distribution format's escaping; test_package.py holds a real build to this name)."""
+    project = _project()
+    return f"{re.sub(r'[-_.]+', '_', project['name']).lower()}-{project['version']}-py3-none-any.whl"
+
+
+def _extras(spec: str) -> tuple[str, set[str]]:
+    """`name[a,b]` as (name, {a, b})."""
+    match = re.fullmatch(r"(.+?)(?:\[([\w,-]+)\])?", spec)
+    assert match is not None
+    return match.group(1), set(match.group(2).split(",")) if match.group(2) else set()
+
+
+def _undeclared(extras: set[str], spec: str) -> list[str]:
+    unknown = extras - set(_project().get("optional-dependencies", {}))
+    return [f"{spec}: pyproject.toml declares no extra {sorted(unknown)}"] if unknown else []
+
+
+def _git_ref_known(ref: str) -> bool:
+    """A release tag (`vX.Y.Z` of a CHANGELOG.md release) or a branch the repository has."""
+    from tests.changelog import releases
+
+    if ref in {f"v{version}" for version, date in releases() if date is not None}:
+        return True
+    run = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname)", f"refs/heads/{ref}", f"refs/remotes/*/{ref}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return run.returncode == 0 and bool(run.stdout.strip())
+
+
+def _pip_requirement(spec: str) -> list[str]:
+    """What is wrong with one requirement of `pip install`."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    project = _project()
+    direct = re.fullmatch(r"(?P<name>[\w.-]+(?:\[[\w,-]+\])?) @ git\+(?P<url>.+)@(?P<ref>[\w./-]+)", spec)
+    if direct is not None:
+        name, extras = _extras(direct["name"])
+        if canonicalize_name(name) != canonicalize_name(project["name"]):
+            return [f"{spec}: not the {project['name']} distribution"]
+        problems = _undeclared(extras, spec)
+        if not _git_ref_known(direct["ref"]):
+            problems.append(f"{spec}: @{direct['ref']} is no branch of the repository nor a release tag (vX.Y.Z)")
+        return problems
+    path, extras = _extras(spec)
+    if path.endswith(".whl"):
+        wheel = _in_repository(path)
+        expected = REPO_ROOT / dist_folder() / wheel_file_name()
+        problems = _undeclared(extras, spec)
+        if wheel != expected:
+            problems.append(f"{path}: `make dist` builds {CLONE}/{expected.relative_to(REPO_ROOT)}")
+        return problems
+    try:
+        requirement = Requirement(spec)
+    except InvalidRequirement as err:
+        return [f"{spec}: not a requirement pip reads ({err})"]
+    if canonicalize_name(requirement.name) == canonicalize_name(project["name"]):
+        return _undeclared(requirement.extras, spec)
+    for extra, requirements in project.get("optional-dependencies", {}).items():
+        if extra == "dev":  # the project's own tools, not something a reader installs
+            continue
+        for declared in map(Requirement, requirements):
+            if canonicalize_name(declared.name) == canonicalize_name(requirement.name):
+                if requirement.specifier != declared.specifier or requirement.extras != declared.extras:
+                    return [f"{spec}: pyproject.toml's {extra} extra requires {declared}: install that range"]
+                return []
+    return [f"{spec}: neither the {project['name']} distribution nor a package of its extras"]
 
 
 def _pip(command: Command, app: App, env: str | None, scratch: Path) -> Verdict:
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    problems = []
     if command.args[:1] != ("install",):
         return Verdict("pip", [f"pip {' '.join(command.args[:1])}: only `pip install` is documented"])
+    problems: list[str] = []
+    args = list(command.args[1:])
+    while args:
+        word = args.pop(0)
+        flag, eq, inline = word.partition("=")
+        if flag in ("-c", "--constraint"):
+            path = inline if eq else args.pop(0)
+            if _in_repository(path) != REPO_ROOT / "constraints.txt":
+                problems.append(f"-c {path}: not the repository's constraints.txt ({CLONE}/constraints.txt)")
+        elif not word.startswith("-"):
+            problems += _pip_requirement(word)
+    return Verdict("the distribution, its wheel, extras and constraints against pyproject.toml and make dist", problems)
+
+
+def _npm(command: Command, app: App, env: str | None, scratch: Path) -> Verdict:
+    manifest = json.loads((REPO_ROOT / "package.json").read_text())
+    pins = {**manifest.get("dependencies", {}), **manifest.get("devDependencies", {})}
+    if command.args[:1] not in (("install",), ("i",)):
+        return Verdict("npm", [f"npm {' '.join(command.args[:1])}: only `npm install` is documented"])
+    problems = []
     for spec in (a for a in command.args[1:] if not a.startswith("-")):
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[([\w,-]+)\])?", spec)
-        if match is None or match.group(1) != project["name"]:
-            problems.append(f"{spec}: not the {project['name']} distribution")
-            continue
-        extras = set(match.group(2).split(",")) if match.group(2) else set()
-        if extras - set(project.get("optional-dependencies", {})):
-            problems.append(f"{spec}: pyproject.toml declares no extra {sorted(extras)}")
-    return Verdict("the distribution and its extras against pyproject.toml", problems)
+        name, _, version = spec.rpartition("@") if "@" in spec.lstrip("@") else (spec, "", "")
+        if name not in pins:
+            problems.append(f"{spec}: package.json pins no {name}")
+        elif version != pins[name]:
+            problems.append(f"{spec}: package.json pins {name} {pins[name]}")
+    return Verdict("packages and versions against package.json", problems)
+
+
+_PYTHONS = {"python", "python3"}
+
+
+@cache
+def _setup_venv() -> str:
+    """The virtual environment `make setup` creates (the Makefile's VENV)."""
+    match = re.search(r"^VENV := (\S+)$", (REPO_ROOT / "Makefile").read_text(), re.M)
+    assert match is not None
+    return match.group(1)
+
+
+def _venvs_created(block: Block) -> list[str]:
+    return [c.args[2] for c in commands(block) if c.program in _PYTHONS and c.args[:2] == ("-m", "venv")]
+
+
+def _python(command: Command, app: App, env: str | None, scratch: Path) -> Verdict:
+    if command.args[:2] != ("-m", "venv") or len(command.args) != 3:
+        return Verdict("python", ["only `python3 -m venv DIR` is documented"])
+    return Verdict("creates a virtual environment")
+
+
+def _source(command: Command, app: App, env: str | None, scratch: Path) -> Verdict:
+    known = [*_venvs_created(command.block), _setup_venv()]
+    path = " ".join(command.args)
+    if path not in {f"{venv}/bin/activate" for venv in known}:
+        return Verdict("source", [f"{path}: no virtual environment the block or `make setup` creates ({known})"])
+    return Verdict("activates a virtual environment the block or `make setup` creates")
 
 
 def _git(command: Command, app: App, env: str | None, scratch: Path) -> Verdict:
     from llm_eks.images.lock import LOCK_FILE
 
-    sub, *rest = command.args
+    args, problems = list(command.args), []
+    if args[:1] == ["-C"]:
+        where = args[1]
+        args = args[2:]
+        if where != CLONE:
+            problems.append(f"-C {where}: not the clone ({CLONE})")
+    sub, *rest = args
     files = [w for w in rest if not w.startswith("-") and sub in ("diff", "add")]
     missing = [f for f in files if not (app.folder / f).exists() and f != LOCK_FILE]
-    return Verdict("files of the app, or the lock file llm-eks writes", [f"{f}: no such file" for f in missing])
+    problems += [f"{f}: no such file" for f in missing]
+    return Verdict("files of the app, or the lock file llm-eks writes; -C the clone", problems)
 
 
 def _filter(command: Command, app: App, env: str | None, scratch: Path) -> Verdict:
@@ -554,6 +723,10 @@ CHECKERS: dict[str, Callable[[Command, App, str | None, Path], Verdict]] = {
     "kubectl": _kubectl,
     "curl": _curl,
     "pip": _pip,
+    "npm": _npm,
+    "python": _python,
+    "python3": _python,
+    "source": _source,
     "git": _git,
     "openssl": _openssl,
     **{name: _filter for name in FILTERS},

@@ -126,8 +126,8 @@ def test_cold_start_terms_are_the_planners() -> None:
         f"warm-up: {cs.WARMUP_BASE_S} s for one GPU",
         f"the compile term ({cs.WARMUP_COMPILE_S} s of it) scales by 9/19",
         f"{cs.WARMUP_BASE_S - cs.WARMUP_COMPILE_S + round(cs.WARMUP_CACHED_COMPILE_S)} s for one GPU",
-        f"Each doubling of the GPUs adds {cs.WARMUP_PER_GPU_DOUBLING_S} s (NCCL set-up, a slower compile) and each node "
-        f"beyond the first {cs.WARMUP_PER_EXTRA_NODE_S} s",
+        f"Each doubling of the GPUs adds {cs.WARMUP_PER_GPU_DOUBLING_S} s (NCCL set-up, a slower compile) and each "
+        f"node beyond the first {cs.WARMUP_PER_EXTRA_NODE_S} s",
         f"node: {cs.NODE_PROVISION_S} s from Karpenter's launch to a Ready GPU node",
     )
 

@@ -17,6 +17,7 @@ import yaml
 
 from tests.changelog import newest_release
 from tests.conftest import REPO_ROOT
+from tests.doc_commands import wheel_file_name
 
 SRC = REPO_ROOT / "src"
 CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
@@ -79,6 +80,11 @@ def run_in(venv: Path, cwd: Path, *args: str, **env: str) -> subprocess.Complete
         text=True,
         timeout=600,
     )
+
+
+def test_the_wheel_is_named_as_the_install_page_names_it(wheel: Path) -> None:
+    """The install page's `pip install` of the wheel is checked against this name (tests/doc_commands.py)."""
+    assert wheel.name == wheel_file_name()
 
 
 def test_the_wheel_holds_every_file_under_src(wheel: Path) -> None:

@@ -14,8 +14,10 @@ import pytest
 
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
+from tests.prometheus_server import PrometheusServer
 from tests.test_canary import BODY, _objects
 from tests.verify_cluster import StubCluster, healthy_cluster
+from tests.verify_metrics import series
 from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
 
 ROUTE = "/apis/gateway.networking.k8s.io/v1/namespaces/inference-chat/httproutes/vllm-chat"
@@ -30,9 +32,11 @@ def _body(weight: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def clusters() -> dict[int, StubCluster]:
+def clusters(prometheus: PrometheusServer) -> dict[int, StubCluster]:
     """The environment deployed with its next version at weight 0 and at 10."""
-    return {w: healthy_cluster(parse_environment("qa", _body(w))) for w in (0, 10)}
+    built = {w: healthy_cluster(parse_environment("qa", _body(w)), prometheus=prometheus) for w in (0, 10)}
+    prometheus.load(series(c) for c in built.values())
+    return built
 
 
 def _rollout_roles(weight: int) -> dict[str, list[dict[str, Any]]]:
@@ -83,7 +87,9 @@ def run(
 
     def go(weight: int, *args: str, roles: bool = True, change: Callable[[StubCluster], None] | None = None) -> Result:
         c = clusters[weight]
-        cluster = StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics))
+        cluster = StubCluster(
+            c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics), c.prometheus
+        )
         if change is not None:
             change(cluster)
         context_file = tmp_path / "cdk.json"

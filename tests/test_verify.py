@@ -16,6 +16,7 @@ import pytest
 from llm_eks.manifests.verifier.rbac import cluster_role
 from tests.conftest import ENVIRONMENTS, REPO_ROOT
 from tests.kube_schema import assert_valid
+from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster, rfc3339
 from tests.verify_metrics import spread
 from tests.verify_run import CONTEXT_FILE, big_context_file, fresh, healthy_clusters, run_verify
@@ -29,8 +30,8 @@ LATENCY_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "latency" / "published.json
 
 
 @pytest.fixture(scope="module")
-def clusters() -> dict[str, StubCluster]:
-    return healthy_clusters(*ENVIRONMENTS, "big")
+def clusters(prometheus: PrometheusServer) -> dict[str, StubCluster]:
+    return healthy_clusters(prometheus, *ENVIRONMENTS, "big")
 
 
 @pytest.fixture

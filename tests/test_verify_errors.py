@@ -12,6 +12,7 @@ import pytest
 
 from llm_eks.cli import main
 from llm_eks.manifests.verifier.rbac import cluster_role
+from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster
 from tests.verify_run import CONTEXT_FILE, fresh, healthy_clusters
 from tests.verify_stub import CONTEXT, Faults, StubApiServer, write_kubeconfig
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.synth
 
 
 @pytest.fixture(scope="module")
-def clusters() -> dict[str, StubCluster]:
-    return healthy_clusters("dev")
+def clusters(prometheus: PrometheusServer) -> dict[str, StubCluster]:
+    return healthy_clusters(prometheus, "dev")
 
 
 def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:

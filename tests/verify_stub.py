@@ -1,6 +1,7 @@
 """A local stand-in for an EKS API server, for `llm-eks verify`'s tests: plain HTTP on 127.0.0.1 (port 0) in a
 thread, answering the real kubernetes client with a StubCluster's objects (GET of one object, lists with label
-selectors, 404 as a Kubernetes Status) and Prometheus's query API through the service-proxy path. It authenticates a
+selectors, 404 as a Kubernetes Status) and, through the service-proxy path, a real Prometheus holding the cluster's
+vLLM series (tests/prometheus_server.py, evaluated at the end of the cluster's scenario hour). It authenticates a
 bearer token and authorizes every request against verify's own ClusterRole the way the API server's RBAC would
 (request info as k8s.io/apiserver's RequestInfoFactory derives it), so the tests also prove that RBAC is enough.
 """
@@ -21,8 +22,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from llm_eks.manifests.verifier.rbac import cluster_role
+from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster
-from tests.verify_metrics import query, series
+from tests.verify_metrics import series
 
 TOKEN = "verify-test-token"
 # A context named as `aws eks update-kubeconfig` names one (the cluster ARN), of a cluster that is a stand-in.
@@ -120,10 +122,17 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class StubApiServer:
-    def __init__(self, cluster: StubCluster, faults: Faults | None = None) -> None:
+    def __init__(
+        self, cluster: StubCluster, faults: Faults | None = None, prometheus: PrometheusServer | None = None
+    ) -> None:
+        """`prometheus`: the real server behind the service proxy (default: the cluster's; None: the proxy answers
+        that nothing is there)."""
         self.cluster = cluster
         self.faults = faults or Faults()
-        self.store = series(cluster)
+        prometheus = prometheus if prometheus is not None else cluster.prometheus
+        self.prometheus = prometheus
+        # When this cluster's series are held: the scenario's time (loaded into the server now if it is new).
+        self.at = prometheus.at(series(cluster)) if prometheus is not None else 0.0
         self.requests: list[RequestInfo] = []
         self.queries: list[str] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
@@ -153,14 +162,13 @@ class StubApiServer:
             return 403, status(403, "Forbidden", f'{what} "{info.name or ""}" is forbidden: User "verifier" cannot '
                                f'{info.verb} resource "{what}" in API group "{info.group}"')  # fmt: skip
         if path.startswith(PROXY):
-            if self.faults.prometheus_unreachable:
+            if self.faults.prometheus_unreachable or self.prometheus is None:
                 return 503, status(503, "ServiceUnavailable", "error trying to reach service: dial tcp "
                                    "10.0.3.17:9090: i/o timeout")  # fmt: skip
             if path != PROXY + "/api/v1/query":
                 return 404, {"status": "error", "errorType": "not_found", "error": "404 page not found"}
             self.queries.append(qs["query"][0])
-            answer = query(self.store, qs["query"][0], self.cluster.now.timestamp())
-            return (200 if answer["status"] == "success" else 400), answer
+            return self.prometheus.query(qs["query"][0], self.at)
         kind = KINDS[info.resource]
         found = [
             o

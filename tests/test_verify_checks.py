@@ -4,6 +4,7 @@ compares arguments and parses --window, each check's threshold on both sides, an
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,11 +17,20 @@ from llm_eks.manifests.promql import check_promql, ray_exported, vllm_names
 from llm_eks.manifests.verifier import rbac
 from llm_eks.manifests.verifier.reads import READS
 from llm_eks.verify.args_diff import args_difference, config_difference
-from llm_eks.verify.checks_metrics import ITL_MEDIAN_RATIO, KV_TOLERANCE, TTFT_MEDIAN_RATIO, kv_row, latency_rows
+from llm_eks.verify.at_load import (
+    ITL_MEDIAN_RATIO,
+    MEDIAN_MIN_SAMPLES,
+    P99_MIN_SAMPLES,
+    TTFT_MEDIAN_RATIO,
+    LoadEstimate,
+    drift_ratio,
+)
+from llm_eks.verify.checks_metrics import KV_TOLERANCE, kv_row, latency_rows
 from llm_eks.verify.derive import environment_plan
 from llm_eks.verify.expected import WorkloadPlan
 from llm_eks.verify.observed import KvSample, Latency, WorkloadMetrics
 from llm_eks.verify.prometheus import kv_samples, window_seconds, workload_queries
+from llm_eks.verify.rows import Row
 from tests.conftest import CDK_JSON, ENVIRONMENTS
 from tests.kube_schema import assert_valid
 from tests.verify_metrics import ServerLoad, exposition
@@ -126,37 +136,81 @@ def test_kv_tolerance_on_both_sides(plans: dict[str, Any]) -> None:
     assert kv_row(w, WorkloadMetrics()).verdict == "unknown"
 
 
+def _at(w: WorkloadPlan, factor: float = 1.0) -> LoadEstimate:
+    """An estimate at some observed load: the plan's figures times `factor`."""
+    assert w.ttft_estimate_ms is not None
+    return LoadEstimate(w.ttft_estimate_ms * factor, w.itl_estimate_ms * factor, 4, 900, 300)
+
+
 def test_latency_p99_at_the_slo_passes_above_it_breaches(plans: dict[str, Any]) -> None:
     w = _dev(plans)
     itl = w.itl_estimate_ms / 1000
-    at_slo = Latency(median_s=itl, p99_s=w.slo_itl_p99_ms / 1000, count=100)
-    above = Latency(median_s=itl, p99_s=w.slo_itl_p99_ms / 1000 + 0.001, count=100)
-    assert latency_rows(w, WorkloadMetrics(itl=at_slo), "1h")[1].verdict == "ok"
-    row = latency_rows(w, WorkloadMetrics(itl=above), "1h")[1]
+    at_slo = Latency(median_s=itl, p99_s=w.slo_itl_p99_ms / 1000, count=P99_MIN_SAMPLES)
+    above = Latency(median_s=itl, p99_s=w.slo_itl_p99_ms / 1000 + 0.001, count=P99_MIN_SAMPLES)
+    assert latency_rows(w, WorkloadMetrics(itl=at_slo), "1h", _at(w))[1].verdict == "ok"
+    row = latency_rows(w, WorkloadMetrics(itl=above), "1h", _at(w))[1]
     assert row.verdict == "breach" and row.detail.startswith("p99 above the SLO's 60.0 ms")
+    # A median above the SLO is a breach on a median's sample alone: most token gaps miss it.
+    slow = Latency(median_s=w.slo_itl_p99_ms / 1000 * 1.2, p99_s=None, count=MEDIAN_MIN_SAMPLES)
+    row = latency_rows(w, WorkloadMetrics(itl=slow), "1h", _at(w))[1]
+    assert (row.verdict, row.observed) == ("breach", "median 72.0 ms, p99 not judged")
 
 
-def test_latency_median_within_its_ratio_passes_beyond_it_drifts(plans: dict[str, Any]) -> None:
+def test_a_percentile_needs_its_sample(plans: dict[str, Any]) -> None:
+    """5 / (1 - q) observations, so five lie above it: 10 for the median, 500 for the p99. Fewer is insufficient."""
+    assert (MEDIAN_MIN_SAMPLES, P99_MIN_SAMPLES) == (10, 500)
     w = _dev(plans)
-    itl, ttft = w.itl_estimate_ms / 1000, w.ttft_estimate_ms / 1000
+    itl = w.itl_estimate_ms / 1000
+
+    def row(n: int) -> Row:
+        return latency_rows(w, WorkloadMetrics(itl=Latency(itl, 0.05, n)), "10m", _at(w))[1]
+
+    assert (row(9).verdict, row(9).observed) == ("insufficient", "insufficient data")
+    assert row(9).detail == "9 token gaps in 10m: a median needs 10, a p99 500"
+    assert (row(10).verdict, row(499).verdict, row(500).verdict) == ("insufficient", "insufficient", "ok")
+    assert row(499).detail.endswith("; 499 token gaps in 10m; a p99 needs 500 token gaps")
+    # No samples at all (no traffic): insufficient, never ok.
+    assert [r.verdict for r in latency_rows(w, WorkloadMetrics(), "1h", None)] == ["insufficient", "insufficient"]
+
+
+def test_latency_median_is_judged_at_the_observed_load_within_its_ratio(plans: dict[str, Any]) -> None:
+    w = _dev(plans)
+    assert w.ttft_estimate_ms is not None
+    # At the observed load the planner estimates half of the planned figures.
+    at_load = _at(w, 0.5)
+    itl, ttft = at_load.itl_ms / 1000, at_load.ttft_ms / 1000
 
     def verdicts(itl_median: float, ttft_median: float) -> list[str]:
-        m = WorkloadMetrics(itl=Latency(itl_median, 0.05, 10), ttft=Latency(ttft_median, 1.0, 10))
-        return [r.verdict for r in latency_rows(w, m, "1h")]
+        n = P99_MIN_SAMPLES
+        m = WorkloadMetrics(itl=Latency(itl_median, 0.05, n), ttft=Latency(ttft_median, 1.0, n))
+        return [r.verdict for r in latency_rows(w, m, "1h", at_load)]
 
     assert verdicts(itl * ITL_MEDIAN_RATIO * 0.99, ttft * TTFT_MEDIAN_RATIO * 0.99) == ["ok", "ok"]
     assert verdicts(itl * ITL_MEDIAN_RATIO * 1.01, ttft * TTFT_MEDIAN_RATIO * 1.01) == ["drift", "drift"]
-    # Below: ITL far below its estimate is the model being wrong; a TTFT far below is a lighter load than planned.
+    # Below: ITL far below its estimate is the model being wrong; a TTFT far below is only noted.
     assert verdicts(itl / ITL_MEDIAN_RATIO * 0.9, ttft / TTFT_MEDIAN_RATIO * 0.9) == ["ok", "drift"]
-    (fast, _) = latency_rows(w, WorkloadMetrics(ttft=Latency(ttft / 4, 1.0, 10)), "1h")
-    assert fast.detail.startswith("median 0.25x the estimate: faster than planned")
-    # No samples is unknown, never ok; a TTFT the plan does not estimate is held against the SLO alone.
-    assert [r.verdict for r in latency_rows(w, WorkloadMetrics(), "1h")] == ["unknown", "unknown"]
-    from dataclasses import replace
-
+    m = WorkloadMetrics(ttft=Latency(ttft / 4, 1.0, P99_MIN_SAMPLES))
+    (fast, _) = latency_rows(w, m, "1h", at_load)
+    assert fast.detail.startswith(
+        f"median 0.25x ~{at_load.ttft_ms:.0f} ms estimated at the observed 4 running, 900 → 300 tokens: faster than "
+        "estimated; 500 requests in 1h"
+    )
+    # The planned figure stays in the row as context.
+    assert fast.planned == f"p99 ≤ 1,500 ms, median ~{w.ttft_estimate_ms:.0f} ms at 16 running"
+    # Without an observed load the planned estimate is the basis, and the row says so.
+    (row, _) = latency_rows(w, m, "1h", None)
+    assert "the planned estimate (no observed load)" in row.detail
+    # A TTFT the plan does not estimate is held against the SLO alone.
     unplanned = replace(w, ttft_estimate_ms=None)
-    (row, _) = latency_rows(unplanned, WorkloadMetrics(ttft=Latency(0.001, 0.5, 3)), "1h")
+    (row, _) = latency_rows(unplanned, WorkloadMetrics(ttft=Latency(0.001, 0.5, 600)), "1h", None)
     assert row.verdict == "ok" and row.planned == "p99 ≤ 1,500 ms, median not planned"
+
+
+def test_the_drift_ratios_are_the_alerts(plans: dict[str, Any]) -> None:
+    from llm_eks.manifests.monitoring_drift import DRIFT
+
+    assert (DRIFT.itl_p50_ratio, DRIFT.ttft_p50_ratio) == (ITL_MEDIAN_RATIO, TTFT_MEDIAN_RATIO)
+    assert drift_ratio(60.0, 40.0) == 1.5
 
 
 def test_the_cluster_role_grants_exactly_what_verify_reads() -> None:

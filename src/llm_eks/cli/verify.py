@@ -2,9 +2,10 @@
 
     llm-eks verify --env prod [--kubeconfig PATH] [--context NAME] [--window 1h] [--json] [--record FILE]
 
-A table by default (llm_eks.verify.report), `--json` for machines. Exit 0 when every check is ok or unknown, 1 on
-any drift or breach, 2 on an error (one line: no kubeconfig, API server or Prometheus unreachable, unknown env).
-The cluster side (kubernetes client, cdk8s for the charts' props) is imported only when the command runs.
+A table by default (llm_eks.verify.report), `--json` for machines. Exit 0 when every check is ok, unknown or
+insufficient (too few samples to judge), 1 on any drift or breach, 2 on an error (one line: no kubeconfig, API
+server or Prometheus unreachable, unknown env). The cluster side (kubernetes client, cdk8s for the charts' props)
+is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ def add_parser(commands: Any) -> None:
         description="Read the environment's cluster through your kubeconfig (the API server, and its service proxy "
         "to Prometheus in namespace monitoring) and compare it with the plan: NodePools and GPU nodes, serving pods "
         "and their vLLM arguments, the KV cache vLLM sized, TTFT and ITL over --window against the SLO and the "
-        "plan's estimates, the gateway's routes, and each pod's start-up. Exit 0 when every check is ok or "
-        "unknown, 1 on any drift or breach, 2 on an error.",
+        "planner's estimates at the load the window held, the gateway's routes, and each pod's start-up. Exit 0 "
+        "when every check is ok, unknown or insufficient (too few samples for a percentile), 1 on any drift or "
+        "breach, 2 on an error.",
     )
     add_cluster_arguments(v)
     v.add_argument(

@@ -1,8 +1,18 @@
 """Checks 3 and 4, on what Prometheus measured: the KV cache each vLLM server sized against the plan's, and the
-window's TTFT and ITL against the SLO (p99) and the plan's estimates (median). No samples is `unknown`, never ok."""
+window's TTFT and ITL against the SLO (p99) and the planner's estimate at the load the window held (median). Too few
+observations for a percentile is `insufficient`, never ok (llm_eks.verify.at_load: the estimate, the ratios, the
+sample counts)."""
 
 from __future__ import annotations
 
+from llm_eks.verify.at_load import (
+    ITL_MEDIAN_RATIO,
+    MEDIAN_MIN_SAMPLES,
+    P99_MIN_SAMPLES,
+    TTFT_MEDIAN_RATIO,
+    LoadEstimate,
+    drift_ratio,
+)
 from llm_eks.verify.expected import WorkloadPlan
 from llm_eks.verify.observed import Latency, WorkloadMetrics
 from llm_eks.verify.rows import Row
@@ -12,16 +22,6 @@ from llm_eks.verify.text import count, ms, percent, planned_ms, tokens
 # and aims at 5 % (docs/reference/planner-accuracy.md); twice that means something sized the cache differently: the
 # GPU, gpu_memory_utilization, the dtype or max_model_len, or a term of the planner that is wrong for this model.
 KV_TOLERANCE = 0.10
-# Median ITL against the plan's estimate: drift above 1.5x or below 1/1.5 of it. The drift alerts use the same
-# ratio (manifests/monitoring_drift.py, DriftThresholds.itl_p50_ratio): vLLM's ITL buckets between 25 and 200 ms are
-# 33-100 % wide and histogram_quantile interpolates inside one, so a median at the plan can read ~25 % off from the
-# buckets alone. Decode time per token depends little on the load (the weights dominate what a step reads), so a
-# median far below the estimate is the latency model being wrong too, and a calibration point worth recording.
-ITL_MEDIAN_RATIO = 1.5
-# Median TTFT: drift above 2x the estimate (DriftThresholds.ttft_p50_ratio: TTFT buckets are up to 150 % wide). Only
-# above: the estimate is at target_concurrency with chunked prefill sharing each step, and a lighter load than that
-# starts first tokens much sooner, so a faster median is reported, not held against the plan.
-TTFT_MEDIAN_RATIO = 2.0
 
 
 def kv_row(w: WorkloadPlan, m: WorkloadMetrics) -> Row:
@@ -47,42 +47,55 @@ def _latency_row(
     check: str,
     w: WorkloadPlan,
     measured: Latency,
-    estimate_ms: float | None,
+    planned_estimate_ms: float | None,
+    at_load: LoadEstimate | None,
     slo_ms: float,
     window: str,
     unit: str,
-    note: str = "",
 ) -> Row:
     planned = f"p99 ≤ {planned_ms(slo_ms)}, median " + (
-        f"~{planned_ms(estimate_ms)}" if estimate_ms is not None else "not planned"
+        f"~{planned_ms(planned_estimate_ms)} at {w.target_concurrency} running"
+        if planned_estimate_ms is not None
+        else "not planned"
     )
-    if not measured.measured:
-        return Row(check, w.name, planned, "no samples", "unknown", f"no {unit} in the last {window} (no traffic)")
-    assert measured.median_s is not None and measured.p99_s is not None and measured.count is not None
-    observed = f"median {ms(measured.median_s)}, p99 {ms(measured.p99_s)}"
-    detail = f"{measured.count:,.0f} {unit} in {window}" + note
-    if measured.p99_s * 1000 > slo_ms:
-        return Row(check, w.name, planned, observed, "breach", f"p99 above the SLO's {planned_ms(slo_ms)}; {detail}")
+    n = measured.count or 0
+    counted = f"{n:,.0f} {unit} in {window}"
+    if n < MEDIAN_MIN_SAMPLES or measured.median_s is None:
+        why = f"{counted}: a median needs {MEDIAN_MIN_SAMPLES}, a p99 {P99_MIN_SAMPLES}"
+        return Row(check, w.name, planned, "insufficient data", "insufficient", why)
+    median_ms = measured.median_s * 1000
+    judged_p99 = n >= P99_MIN_SAMPLES and measured.p99_s is not None
+    p99 = f"p99 {ms(measured.p99_s)}" if judged_p99 and measured.p99_s is not None else "p99 not judged"
+    observed = f"median {ms(measured.median_s)}, {p99}"
+    if median_ms > slo_ms:
+        why = f"the median is above the SLO's p99 {planned_ms(slo_ms)}: most {unit} miss it; {counted}"
+        return Row(check, w.name, planned, observed, "breach", why)
+    if judged_p99 and measured.p99_s is not None and measured.p99_s * 1000 > slo_ms:
+        return Row(check, w.name, planned, observed, "breach", f"p99 above the SLO's {planned_ms(slo_ms)}; {counted}")
+    if at_load is not None:
+        estimate_ms: float | None = at_load.ttft_ms if check == "ttft" else at_load.itl_ms
+        basis = f"~{planned_ms(estimate_ms or 0)} estimated at the observed {at_load.text()}"
+    else:
+        estimate_ms, basis = planned_estimate_ms, "the planned estimate (no observed load)"
+    short = "" if judged_p99 else f"; a p99 needs {P99_MIN_SAMPLES} {unit}"
     if estimate_ms is None:
-        return Row(check, w.name, planned, observed, "ok", detail)
-    ratio = measured.median_s * 1000 / estimate_ms
+        return Row(check, w.name, planned, observed, "ok" if judged_p99 else "insufficient", counted + short)
+    ratio = drift_ratio(median_ms, estimate_ms)
     limit = ITL_MEDIAN_RATIO if check == "itl" else TTFT_MEDIAN_RATIO
-    off = f"median {ratio:.2f}x the estimate"
+    off = f"median {ratio:.2f}x {basis}"
     if ratio > limit or (check == "itl" and ratio < 1 / limit):
         bounds = f"1/{limit:g}-{limit:g}x" if check == "itl" else f"at most {limit:g}x"
-        return Row(check, w.name, planned, observed, "drift", f"{off} (allowed {bounds}); {detail}")
+        return Row(check, w.name, planned, observed, "drift", f"{off} (allowed {bounds}); {counted}")
     if ratio < 1 / limit:
-        detail = f"{off}: faster than planned (lighter load than target_concurrency?); {detail}"
-    return Row(check, w.name, planned, observed, "ok", detail)
+        off += ": faster than estimated"
+    return Row(check, w.name, planned, observed, "ok" if judged_p99 else "insufficient", f"{off}; {counted}{short}")
 
 
-def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str) -> list[Row]:
-    """TTFT and ITL: p99 above the SLO is a breach; a median off the plan's estimate by more than its ratio is
-    drift; a TTFT the plan does not estimate is held against the SLO alone."""
-    load = ""
-    if m.running_mean is not None:
-        load = f"; {m.running_mean:.1f} running per server on average, planned at {w.target_concurrency}"
+def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str, at_load: LoadEstimate | None) -> list[Row]:
+    """TTFT and ITL: a p99 above the SLO (or a median above it) is a breach; a median off the planner's estimate at
+    the observed load (`at_load`; the planned estimate when there is none) by more than its ratio is drift; fewer
+    observations than a percentile needs leave that percentile unjudged and the row `insufficient`."""
     return [
-        _latency_row("ttft", w, m.ttft, w.ttft_estimate_ms, w.slo_ttft_p99_ms, window, "requests"),
-        _latency_row("itl", w, m.itl, w.itl_estimate_ms, w.slo_itl_p99_ms, window, "token gaps", load),
+        _latency_row("ttft", w, m.ttft, w.ttft_estimate_ms, at_load, w.slo_ttft_p99_ms, window, "requests"),
+        _latency_row("itl", w, m.itl, w.itl_estimate_ms, at_load, w.slo_itl_p99_ms, window, "token gaps"),
     ]

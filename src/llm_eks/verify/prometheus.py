@@ -82,15 +82,18 @@ def count_query(w: WorkloadPlan, histogram: str, window: str) -> str:
 
 
 def running_query(w: WorkloadPlan, window: str) -> str:
-    """Mean requests running per server over the window (the batch one engine decodes)."""
-    return f"avg(avg_over_time({source(w).series('vllm:num_requests_running')}{_model(w)}[{window}]))"
+    """Requests running per engine on average over the window, by Little's law from vLLM's own histogram: the
+    seconds its finished requests spent in the RUNNING phase, per second of the window (vLLM 0.33 observes
+    last token - first scheduled per request in vllm:request_inference_time_seconds), averaged over the engines (a
+    server's, or each data-parallel rank's: the `engine` label)."""
+    return f"avg(rate({source(w).series('vllm:request_inference_time_seconds_sum')}{_model(w)}[{window}]))"
 
 
-def per_request_query(w: WorkloadPlan, counter: str, window: str) -> str:
-    """Tokens of `counter` per finished request over the window."""
+def per_request_query(w: WorkloadPlan, histogram: str, window: str) -> str:
+    """The mean of a per-request histogram (prompt or generated tokens) over the window: its sum over its count."""
     s = source(w)
-    finished = f"sum(rate({s.series('vllm:request_success_total')}{_model(w)}[{window}]))"
-    return f"sum(rate({s.series(counter)}{_model(w)}[{window}])) / {finished}"
+    count = f"sum(rate({s.series(f'{histogram}_count')}{_model(w)}[{window}]))"
+    return f"sum(rate({s.series(f'{histogram}_sum')}{_model(w)}[{window}])) / {count}"
 
 
 def rate_query(w: WorkloadPlan, counter: str, window: str) -> str:
@@ -112,8 +115,8 @@ def workload_queries(w: WorkloadPlan, window: str) -> dict[str, str]:
         "itl_p99": quantile_query(w, ITL, 0.99, window),
         "itl_count": count_query(w, ITL, window),
         "running": running_query(w, window),
-        "input_tokens": per_request_query(w, "vllm:prompt_tokens_total", window),
-        "output_tokens": per_request_query(w, "vllm:generation_tokens_total", window),
+        "input_tokens": per_request_query(w, "vllm:request_prompt_tokens", window),
+        "output_tokens": per_request_query(w, "vllm:request_generation_tokens", window),
         "output_rate": rate_query(w, "vllm:generation_tokens_total", window),
     }
 

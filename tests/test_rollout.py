@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +37,20 @@ def _body(weight: int) -> dict[str, Any]:
 def clusters(prometheus: PrometheusServer) -> dict[int, StubCluster]:
     """The environment deployed with its next version at weight 0 and at 10."""
     built = {w: healthy_cluster(parse_environment("qa", _body(w)), prometheus=prometheus) for w in (0, 10)}
-    prometheus.load(series(c) for c in built.values())
+    quiet = _copy(built[0])
+    _no_traffic_to_the_next_version(quiet)
+    prometheus.load([*(series(c) for c in built.values()), series(quiet)])
     return built
+
+
+def _copy(c: StubCluster) -> StubCluster:
+    return StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics), c.prometheus)
+
+
+def _no_traffic_to_the_next_version(cluster: StubCluster) -> None:
+    for (namespace, _), target in cluster.metrics.items():
+        if namespace == CANARY[0]:
+            target.load.ttft_s, target.load.itl_s = [], []
 
 
 def _rollout_roles(weight: int) -> dict[str, list[dict[str, Any]]]:
@@ -66,6 +80,8 @@ class Result:
     server: StubApiServer
     slept: list[float]
     cluster: StubCluster
+    # The --journal file's lines.
+    journal: list[dict[str, Any]]
 
     def weights(self) -> list[dict[tuple[str, str], int]]:
         """The backends' weights of each patch sent, in order."""
@@ -82,27 +98,38 @@ def run(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Run:
-    """`run(weight, *argv, roles=True, change=None)`: the CLI against a copy of the cluster deployed at `weight`
-    (changed by `change` first), the caller holding verify's ClusterRole and, with `roles`, the rollout Roles."""
+    """`run(weight, *argv, roles=True, change=None, faults=None, sleep=None)`: the CLI against a copy of the cluster
+    deployed at `weight` (changed by `change` first), the caller holding verify's ClusterRole and, with `roles`, the
+    rollout Roles; canary writes its journal, and `sleep` (default: note the seconds) stands in for time.sleep."""
 
-    def go(weight: int, *args: str, roles: bool = True, change: Callable[[StubCluster], None] | None = None) -> Result:
-        c = clusters[weight]
-        cluster = StubCluster(
-            c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics), c.prometheus
-        )
+    def go(
+        weight: int,
+        *args: str,
+        roles: bool = True,
+        change: Callable[[StubCluster], None] | None = None,
+        faults: Faults | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> Result:
+        cluster = _copy(clusters[weight])
         if change is not None:
             change(cluster)
         context_file = tmp_path / "cdk.json"
         context_file.write_text(json.dumps({"context": {"environments": {"qa": _body(weight)}}}))
         slept: list[float] = []
-        monkeypatch.setattr("llm_eks.cli.canary.time.sleep", slept.append)
-        server = StubApiServer(cluster, Faults(roles=_rollout_roles(0) if roles else {}))
+        monkeypatch.setattr("llm_eks.cli.canary.time.sleep", sleep or slept.append)
+        given = faults or Faults()
+        given.roles = _rollout_roles(0) if roles else {}
+        server = StubApiServer(cluster, given)
+        journal = tmp_path / "journal.jsonl"
+        journal.unlink(missing_ok=True)
         with server.running():
             kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
             common = ["--env", "qa", "--context-file", str(context_file), "--kubeconfig", str(kubeconfig)]
-            code = main([args[0], *common, *args[1:]])
+            extra = ["--journal", str(journal)] if args[0] == "canary" else []
+            code = main([args[0], *common, *extra, *args[1:]])
         out, err = capsys.readouterr()
-        return Result(code, out, err, server, slept, cluster)
+        lines = [json.loads(line) for line in journal.read_text().splitlines()] if journal.exists() else []
+        return Result(code, out, err, server, slept, cluster, lines)
 
     return go
 
@@ -117,7 +144,7 @@ def test_canary_walks_every_step_and_verifies_each(run: Run) -> None:
     assert r.slept == [600.0] * 4  # canary.hold_minutes 10 at each step
     lines = r.out.splitlines()
     assert lines[0] == "chat: next version at 5%; holding 10 min"
-    assert lines[1] == "chat: 5% held: 14 checks ok, 0 unknown over 10m"
+    assert lines[1] == "chat: 5% held: the next version's 7 checks ok over 10m"
     assert lines[-1].startswith("chat: the next version serves every request. Promote it in cdk.json")
     # Each step's verification read Prometheus over the hold.
     assert any("[10m]" in q for q in r.server.queries)
@@ -148,9 +175,86 @@ def test_a_step_that_fails_its_checks_goes_back_to_zero(run: Run) -> None:
     assert r.slept == [600.0]
     pod = _canary_pod(r.cluster)["metadata"]["name"]
     assert r.out.splitlines()[1:] == [
-        "chat: step 5% failed; the next version is back at 0%:",
+        "chat: step 5% failed; the next version is back at 0%",
         f"  args vllm-chat-canary: drift: differ on 1 of 1 pod ({pod}: --max-num-seqs 32 (planned 16))",
     ]
+
+
+def test_each_step_is_a_journal_line_and_the_last_one_the_exit_status(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat")
+    assert [(line["event"], line.get("weight"), line.get("outcome")) for line in r.journal] == [
+        ("step", 5, "held"), ("step", 25, "held"), ("step", 50, "held"), ("step", 100, "held"), ("exit", 100, None)
+    ]  # fmt: skip
+    step = r.journal[0]
+    assert (step["command"], step["environment"], step["workload"], step["window"], step["weight_after"]) == (
+        "canary", "qa", "chat", "10m", 5
+    )  # fmt: skip
+    assert {row["workload"] for row in step["rows"]} >= {"vllm-chat", "vllm-chat-canary"}
+    assert r.journal[-1]["exit_status"] == 0 and r.journal[-1]["at"].endswith("Z")
+
+
+def test_a_canary_with_no_traffic_fails_when_its_hold_ends(run: Run) -> None:
+    """No request reached the next version over the hold: nothing to judge it on, so the step fails (after holding
+    its full time) and the weight goes back to 0."""
+    r = run(0, "canary", "--workload", "chat", change=_no_traffic_to_the_next_version)
+    assert (r.code, r.err) == (1, "")
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
+    assert r.slept == [600.0]
+    assert r.out.splitlines()[1:] == [
+        "chat: step 5% held 10 min without enough evidence on the next version (run with --load to send it traffic, "
+        "or hold longer: canary.hold_minutes); the next version is back at 0%",
+        "  ttft vllm-chat-canary: insufficient: insufficient data (0 requests in 10m: a median needs 10, a p99 500)",
+        "  itl vllm-chat-canary: insufficient: insufficient data (0 token gaps in 10m: a median needs 10, a p99 500)",
+    ]
+    step, end = r.journal
+    assert (step["outcome"], step["weight"], step["weight_after"], step["verdict"]) == (
+        "insufficient data", 5, 0, "insufficient"
+    )  # fmt: skip
+    assert (end["event"], end["exit_status"], end["weight"]) == ("exit", 1, 0)
+
+
+def test_an_error_mid_step_sets_the_weight_back_to_zero_and_says_so(run: Run) -> None:
+    """Prometheus cannot be reached when the first step is verified: the weight goes back to 0 before the command
+    exits 2 with the error."""
+    r = run(0, "canary", "--workload", "chat", faults=Faults(prometheus_unreachable=True))
+    assert r.code == 2
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
+    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    error = (
+        "prometheus: unreachable through the API server's service proxy (monitoring/prometheus-operated:9090): error "
+        "trying to reach service: dial tcp 10.0.3.17:9090: i/o timeout"
+    )
+    assert r.out.splitlines()[1] == f"chat: {error} at step 5%; the next version is back at 0%"
+    assert r.err == f"llm-eks: error: {error}\n"
+    step, end = r.journal
+    assert (step["outcome"], step["weight_after"], step["message"]) == ("error", 0, f"{error} at step 5%")
+    assert (end["exit_status"], end["weight"], end["message"]) == (2, 0, error)
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
+def test_a_signal_mid_step_sets_the_weight_back_to_zero_and_says_so(
+    run: Run, signum: signal.Signals, name: str
+) -> None:
+    """SIGTERM (a pipeline cancelled) or SIGINT (Ctrl-C) during the second step's hold: the weight goes back to 0,
+    and the command exits 128 + the signal's number."""
+    holds: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        holds.append(seconds)
+        if len(holds) == 2:
+            os.kill(os.getpid(), signum)
+
+    r = run(0, "canary", "--workload", "chat", sleep=sleep)
+    assert (r.code, r.err) == (128 + signum, "")
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 25, 0]
+    assert r.out.splitlines()[-1] == f"chat: interrupted by {name} at step 25%; the next version is back at 0%"
+    assert [(line["event"], line.get("outcome"), line.get("weight_after")) for line in r.journal] == [
+        ("step", "held", 5), ("step", "interrupted", 0), ("exit", None, None)
+    ]  # fmt: skip
+    assert r.journal[-1]["exit_status"] == 128 + signum and r.journal[-1]["weight"] == 0
+    # The handlers the command installed are gone with it.
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def _not_ready(cluster: StubCluster) -> None:

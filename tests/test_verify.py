@@ -143,6 +143,22 @@ def test_json_has_the_documented_shape(
     assert all("[30m]" in q for q in result.server.queries if "[" in q)
 
 
+def test_journal_keeps_the_verification_and_the_exit_status(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = tmp_path / "verify.jsonl"
+    result = run_verify(fresh(clusters, "dev"), tmp_path, capsys, "--journal", str(journal), "--json")
+    verification, end = (json.loads(line) for line in journal.read_text().splitlines())
+    report = json.loads(result.out)
+    assert (verification["command"], verification["event"], verification["environment"]) == (
+        "verify", "verification", "dev"
+    )  # fmt: skip
+    assert {k: verification[k] for k in ("window", "verdict", "counts", "rows")} == {
+        k: report[k] for k in ("window", "verdict", "counts", "rows")
+    }
+    assert (end["event"], end["exit_status"]) == ("exit", result.code) == ("exit", 0)
+
+
 def test_record_writes_calibration_points_in_the_fixture_shape(
     clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,7 @@ traceback; and importing the command loads neither the CDK nor the kubernetes cl
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -98,6 +99,23 @@ def test_prometheus_unreachable_through_the_proxy(
             "llm-eks: error: prometheus: unreachable through the API server's service proxy "
             "(monitoring/prometheus-operated:9090): error trying to reach service: dial tcp 10.0.3.17:9090: i/o timeout"
         )
+
+
+def test_an_error_is_the_journals_exit_line(
+    clusters: dict[str, StubCluster], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    journal = tmp_path / "verify.jsonl"
+    server = StubApiServer(fresh(clusters, "dev"), Faults(prometheus_unreachable=True))
+    with server.running():
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+        message = _error(capsys, ["--kubeconfig", str(kubeconfig), "--journal", str(journal)])
+    (end,) = (json.loads(line) for line in journal.read_text().splitlines())
+    assert (end["event"], end["exit_status"]) == ("exit", 2)
+    assert message == f"llm-eks: error: {end['message']}"
+    unwritable = str(tmp_path / "missing" / "verify.jsonl")
+    assert _error(capsys, ["--journal", unwritable]) == (
+        f"llm-eks: error: --journal: {unwritable!r} is not allowed; cannot be written (No such file or directory)"
+    )
 
 
 def test_a_verifier_without_the_proxy_grant(

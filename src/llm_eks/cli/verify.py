@@ -42,11 +42,18 @@ def add_parser(commands: Any) -> None:
         metavar="FILE",
         help="also write what was observed as calibration points (one per workload, the latency fixture's shape)",
     )
+    v.add_argument(
+        "--journal",
+        metavar="FILE",
+        help="append the verification (verdict, counts, rows) and the exit status to FILE, one JSON line each",
+    )
     v.set_defaults(func=verify_command)
 
 
 def verify_command(args: argparse.Namespace) -> int:
+    from llm_eks.errors import ConfigError
     from llm_eks.images.lock import LOCK_FILE, load_lock
+    from llm_eks.verify.journal import Journal, rows_of
     from llm_eks.verify.prometheus import window_seconds
     from llm_eks.verify.record import write_points
     from llm_eks.verify.report import table, to_json
@@ -55,15 +62,24 @@ def verify_command(args: argparse.Namespace) -> int:
 
     window_seconds(args.window)
     config = environment(args)
-    result = verify(
-        config,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        window=args.window,
-        # The lock next to cdk.json, as `cdk synth` reads it: the images verify expects are the deployed ones.
-        images=load_lock(Path(args.context_file).parent / LOCK_FILE),
-    )
-    if args.record is not None:
-        write_points(args.record, result.points)
-    print(to_json(result.report) if args.json else table(result.report))
-    return exit_code(result.report.rows)
+    with Journal(args.journal, "verify", config.name) as journal:
+        code = 2
+        try:
+            result = verify(
+                config,
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                window=args.window,
+                # The lock next to cdk.json, as `cdk synth` reads it: the images verify expects are the deployed ones.
+                images=load_lock(Path(args.context_file).parent / LOCK_FILE),
+            )
+            journal.write("verification", window=args.window, **rows_of(result.report.to_dict()))
+            if args.record is not None:
+                write_points(args.record, result.points)
+            print(to_json(result.report) if args.json else table(result.report))
+            code = exit_code(result.report.rows)
+        except ConfigError as err:
+            journal.write("exit", exit_status=2, message=" ".join(str(err).split()))
+            raise
+        journal.write("exit", exit_status=code)
+        return code

@@ -53,15 +53,6 @@ def _no_traffic_to_the_next_version(cluster: StubCluster) -> None:
             target.load.ttft_s, target.load.itl_s = [], []
 
 
-def _rollout_roles(weight: int) -> dict[str, list[dict[str, Any]]]:
-    """The Roles the charts render for group llm-eks-rollout, by namespace."""
-    roles: dict[str, list[dict[str, Any]]] = {}
-    for o in _objects(_body(weight)):
-        if o["kind"] == "Role" and o["metadata"]["name"].endswith("-rollout"):
-            roles.setdefault(o["metadata"]["namespace"], []).append(o)
-    return roles
-
-
 def _route(cluster: StubCluster) -> dict[str, Any]:
     (found,) = [o for o in cluster.objects if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == "vllm-chat"]
     return found
@@ -118,7 +109,7 @@ def run(
         slept: list[float] = []
         monkeypatch.setattr("llm_eks.cli.canary.time.sleep", sleep or slept.append)
         given = faults or Faults()
-        given.roles = _rollout_roles(0) if roles else {}
+        given.groups = frozenset({"llm-eks-verify", "llm-eks-rollout"} if roles else {"llm-eks-verify"})
         server = StubApiServer(cluster, given)
         journal = tmp_path / "journal.jsonl"
         journal.unlink(missing_ok=True)

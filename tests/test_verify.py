@@ -16,7 +16,7 @@ import pytest
 
 from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
-from llm_eks.manifests.verifier.rbac import cluster_role
+from llm_eks.manifests.verifier import rbac
 from llm_eks.verify.at_load import LoadEstimate, estimate_at_load
 from tests.conftest import CDK_JSON, ENVIRONMENTS, REPO_ROOT
 from tests.kube_schema import assert_valid
@@ -107,20 +107,26 @@ def test_a_replica_spanning_nodes_is_a_leader_worker_set(
 LWS_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
-def test_the_cluster_role_covers_every_request_and_nothing_unused(
+def test_the_verify_rbac_covers_every_request_and_nothing_unused(
     clusters: dict[str, StubCluster], big_context: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Across the environments (and the LeaderWorkerSet one) every rule of llm-eks-verify is used at least once."""
+    """Across the environments (and the LeaderWorkerSet one) every rule of llm-eks-verify's ClusterRole and Roles is
+    used at least once, and verify reads no namespace but its workloads' and monitoring (the stand-in authorizes each
+    request against the RBAC the stack and the charts apply, for group llm-eks-verify only)."""
     used: set[tuple[str, str, str]] = set()
     for env in (*ENVIRONMENTS, "big"):
         context = big_context if env == "big" else CONTEXT_FILE
-        result = run_verify(fresh(clusters, env), tmp_path, capsys, context_file=context)
+        cluster = fresh(clusters, env)
+        result = run_verify(cluster, tmp_path, capsys, context_file=context)
         assert result.code == 0
+        namespaces = {w.namespace for w in cluster.plan.workloads} | {"monitoring"}
         for info in result.server.requests:
             resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
             used.add((info.group, resource, info.verb))
-    granted = {(g, r, v) for rule in cluster_role()["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-               for v in rule["verbs"]}  # fmt: skip
+            assert info.namespace is None or info.namespace in namespaces, info
+    roles = [rbac.cluster_role(), rbac.monitoring_role(), rbac.workload_role("inference")]
+    granted = {(g, r, v) for role in roles for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
     assert used == granted
 
 

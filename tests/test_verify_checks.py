@@ -213,19 +213,58 @@ def test_the_drift_ratios_are_the_alerts(plans: dict[str, Any]) -> None:
     assert drift_ratio(60.0, 40.0) == 1.5
 
 
-def test_the_cluster_role_grants_exactly_what_verify_reads() -> None:
-    role, binding = rbac.rbac_objects()
-    assert_valid([role, binding])
-    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in role["rules"]] == [
-        ([read.group], [read.resource], list(read.verbs)) for read in READS
+def test_the_rbac_grants_exactly_what_verify_reads_where_it_reads_it() -> None:
+    cluster, cluster_binding, monitoring, monitoring_binding = rbac.rbac_objects()
+    workload, workload_binding = rbac.workload_rbac("inference-chat")
+    assert_valid([cluster, cluster_binding, monitoring, monitoring_binding, workload, workload_binding])
+
+    def rules(role: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+        return [(r["apiGroups"][0], r["resources"][0], tuple(r["verbs"])) for r in role["rules"]]
+
+    # Cluster-wide: only what is cluster-scoped.
+    assert (cluster["kind"], rules(cluster)) == (
+        "ClusterRole", [("", "nodes", ("list",)), ("karpenter.sh", "nodepools", ("get",))]
+    )  # fmt: skip
+    # In monitoring: the Prometheus service proxy by its exact name, nothing else.
+    assert (monitoring["kind"], monitoring["metadata"]["namespace"]) == ("Role", "monitoring")
+    assert monitoring["rules"] == [{"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"],
+                                    "resourceNames": ["prometheus-operated:9090"]}]  # fmt: skip
+    # In a workload's namespace: its pods, owners, route and pool.
+    assert (workload["kind"], workload["metadata"]["namespace"]) == ("Role", "inference-chat")
+    assert rules(workload) == [
+        ("", "pods", ("list",)),
+        ("apps", "deployments", ("get",)),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets", ("get",)),
+        ("ray.io", "rayservices", ("get",)),
+        ("gateway.networking.k8s.io", "httproutes", ("get",)),
+        ("inference.networking.k8s.io", "inferencepools", ("get",)),
     ]
-    proxy = [r for r in role["rules"] if r["resources"] == ["services/proxy"]]
-    assert proxy == [{"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"],
-                      "resourceNames": ["prometheus-operated:9090"]}]  # fmt: skip
+    # Together, every read verify makes, each once.
+    granted = sorted(rules(cluster) + rules(monitoring) + rules(workload))
+    assert granted == sorted((read.group, read.resource, read.verbs) for read in READS)
     # Read only: nothing that writes, execs, reads logs or secrets.
-    verbs = {v for r in role["rules"] for v in r["verbs"]}
-    assert verbs <= {"get", "list"}
-    resources = {res for r in role["rules"] for res in r["resources"]}
-    assert not resources & {"secrets", "configmaps", "pods/log", "pods/exec", "*"}
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "llm-eks-verify"}]
-    assert binding["roleRef"]["name"] == role["metadata"]["name"] == "llm-eks-verify"
+    for role in (cluster, monitoring, workload):
+        assert {v for r in role["rules"] for v in r["verbs"]} <= {"get", "list"}
+        resources = {res for r in role["rules"] for res in r["resources"]}
+        assert not resources & {"secrets", "configmaps", "pods/log", "pods/exec", "*"}
+    group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "llm-eks-verify"}]
+    for binding, role in ((cluster_binding, cluster), (monitoring_binding, monitoring), (workload_binding, workload)):
+        assert binding["subjects"] == group
+        assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == (role["kind"], "llm-eks-verify")
+        assert binding["metadata"].get("namespace") == role["metadata"].get("namespace")
+
+
+def test_the_load_role_creates_jobs_and_reads_and_deletes_only_its_own() -> None:
+    role, binding = rbac.load_rbac("inference-chat", ["bench-chat-load"])
+    assert_valid([role, binding])
+    assert role["rules"] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "resourceNames": ["bench-chat-load"],
+            "verbs": ["get", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    ]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "llm-eks-load"}]

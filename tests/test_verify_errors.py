@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from llm_eks.cli import main
-from llm_eks.manifests.verifier.rbac import cluster_role
 from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster
 from tests.verify_run import CONTEXT_FILE, fresh, healthy_clusters
@@ -121,15 +120,15 @@ def test_an_error_is_the_journals_exit_line(
 def test_a_verifier_without_the_proxy_grant(
     clusters: dict[str, StubCluster], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    role = cluster_role()
-    role["rules"] = [r for r in role["rules"] if r["resources"] != ["services/proxy"]]
-    server = StubApiServer(fresh(clusters, "dev"), Faults(role=role))
+    missing = frozenset({("Role", "monitoring", "llm-eks-verify")})
+    server = StubApiServer(fresh(clusters, "dev"), Faults(missing=missing))
     with server.running():
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
         assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
             "llm-eks: error: prometheus: 403 Forbidden through the service proxy (monitoring/prometheus-operated:9090)"
             ': services/proxy "prometheus-operated:9090" is forbidden: User "verifier" cannot get resource '
-            '"services/proxy" in API group ""; verify needs the llm-eks-verify ClusterRole (docs/how-to/verify.md)'
+            '"services/proxy" in API group ""; verify needs the llm-eks-verify group\'s ClusterRole and Roles '
+            "(docs/how-to/verify.md)"
         )
 
 

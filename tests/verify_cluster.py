@@ -19,6 +19,7 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.config.plans import plan_workloads
 from llm_eks.infra.charts import build_charts
 from llm_eks.infra.workloads import build_workloads
+from llm_eks.manifests.verifier.rbac import rbac_objects
 from llm_eks.verify.derive import environment_plan
 from llm_eks.verify.expected import EnvironmentPlan, WorkloadPlan
 from tests.chart_helpers import placement_groups
@@ -244,6 +245,10 @@ class _Builder:
         return found
 
     def build(self) -> list[dict[str, Any]]:
+        # The RBAC the stack applies (verify's ClusterRole and monitoring Role) and the charts carry (each workload's
+        # Roles, a route's rollout Role), as the stand-in API server authorizes requests with.
+        rbac = [o for o in self.rendered if o["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+        self.objects += [_live(o, self.deployed) for o in [*rbac_objects(), *rbac]]
         for p in self.plan.pools:
             obj = self.rendered_one("NodePool", p.name)
             self.objects.append(

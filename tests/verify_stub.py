@@ -2,8 +2,10 @@
 thread, answering the real kubernetes client with a StubCluster's objects (GET of one object, lists with label
 selectors, 404 as a Kubernetes Status) and, through the service-proxy path, a real Prometheus holding the cluster's
 vLLM series (tests/prometheus_server.py, evaluated at the end of the cluster's scenario hour). It authenticates a
-bearer token and authorizes every request against verify's own ClusterRole the way the API server's RBAC would
-(request info as k8s.io/apiserver's RequestInfoFactory derives it), so the tests also prove that RBAC is enough.
+bearer token and authorizes every request the way the API server's RBAC would: the caller's groups, the
+ClusterRoleBindings and RoleBindings among the cluster's objects (the ones the charts and the stack apply), and the
+rules of the roles they bind (request info as k8s.io/apiserver's RequestInfoFactory derives it). So the tests also
+prove that the RBAC llm-eks applies is enough, and that a command holding only its groups gets no further.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from llm_eks.manifests.verifier.rbac import cluster_role
+from llm_eks.manifests.verifier.rbac import GROUP
 from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster
 from tests.verify_metrics import series
@@ -67,7 +69,8 @@ def request_info(path: str, method: str = "GET") -> RequestInfo:
         namespace, rest = rest[1], rest[2:]
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else None
-    verb = "patch" if method == "PATCH" else "get" if name else "list"
+    verbs = {"PATCH": "patch", "POST": "create", "DELETE": "delete"}
+    verb = verbs.get(method) or ("get" if name else "list")
     return RequestInfo(group, version, namespace, rest[0], name, subresource, verb)
 
 
@@ -79,6 +82,28 @@ def allowed(info: RequestInfo, role: dict[str, Any]) -> bool:
         if "resourceNames" in rule and info.name not in rule["resourceNames"]:
             continue
         return True
+    return False
+
+
+RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
+
+def authorized(info: RequestInfo, objects: list[dict[str, Any]], groups: frozenset[str]) -> bool:
+    """Whether a caller in `groups` may make the request: a binding of one of its groups to a role whose rules allow
+    it (a RoleBinding only in its own namespace)."""
+    by_key = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects}
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(sub["kind"] == "Group" and sub["name"] in groups for sub in binding.get("subjects") or ()):
+            continue
+        namespace = binding["metadata"].get("namespace")
+        if binding["kind"] == "RoleBinding" and namespace != info.namespace:
+            continue
+        ref = binding["roleRef"]
+        role = by_key.get((ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"]))
+        if role is not None and allowed(info, role):
+            return True
     return False
 
 
@@ -102,10 +127,10 @@ class Faults:
 
     # An API server answer on the service proxy instead of Prometheus's (the proxy could not reach the pod).
     prometheus_unreachable: bool = False
-    # The ClusterRole the caller holds (default: verify's own).
-    role: dict[str, Any] = field(default_factory=cluster_role)
-    # Roles the caller also holds, by namespace (e.g. a route's `<route>-rollout` Role).
-    roles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The Kubernetes groups the caller's credentials map to (an access entry's kubernetesGroups).
+    groups: frozenset[str] = frozenset({GROUP})
+    # RBAC objects missing from the cluster, by (kind, namespace, name).
+    missing: frozenset[tuple[str, str | None, str]] = frozenset()
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -141,8 +166,13 @@ class StubApiServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def _allowed(self, info: RequestInfo) -> bool:
-        namespaced = self.faults.roles.get(info.namespace or "", []) if info.namespace else []
-        return any(allowed(info, role) for role in [self.faults.role, *namespaced])
+        rbac = [
+            o
+            for o in self.cluster.objects
+            if o["kind"] in RBAC_KINDS
+            and (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) not in self.faults.missing
+        ]
+        return authorized(info, rbac, self.faults.groups)
 
     def _patch(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         code, found = self._answer(path, {}, "PATCH")

@@ -105,8 +105,9 @@ class InferenceStack(cdk.Stack):
             )
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
-        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it).
-        self.cluster.add_manifest("VerifierRbac", *rbac_objects())
+        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it): cluster-wide,
+        # and a Role in the monitoring namespace, which comes with the observability stack.
+        self.cluster.add_manifest("VerifierRbac", *rbac_objects()).node.add_dependency(self.observability)
         self.verify_runner = (
             None
             if verifier_account is None

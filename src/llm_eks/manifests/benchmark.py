@@ -82,6 +82,9 @@ print(f"fetch-tokenizer: {got} file(s) from s3://{bucket}/{prefix}", flush=True)
 sys.exit(0 if got else 1)
 """
 RESULT_FILE = "result.json"
+# Job names are at most 63 characters (the pods' job-name label holds one).
+_JOB_NAME_MAX = 63
+LOAD_SUFFIX = "-load"
 RESULT_MARKER = "=== vllm bench serve result.json ==="
 # Extended resources of accelerators: the benchmark must never tolerate their taints.
 _ACCELERATOR_KEYS = ("nvidia.com/gpu", "aws.amazon.com/neuron")
@@ -122,6 +125,12 @@ class BenchmarkProps:
     ttl_seconds_after_finished: int = 86400
     # A hung run ends after an hour (vLLM's own readiness wait is 10 minutes of it).
     active_deadline_seconds: int = 3600
+
+
+def load_job_name(benchmark_name: str) -> str:
+    """The Job `llm-eks verify --load` and `llm-eks canary --load` run for a benchmark: `<name>-load` (one at a time
+    per workload; its Role may get and delete only that name)."""
+    return benchmark_name[: _JOB_NAME_MAX - len(LOAD_SUFFIX)].rstrip("-") + LOAD_SUFFIX
 
 
 def _number(value: float) -> str:

@@ -15,7 +15,7 @@ The modules, in the order data flows:
 Importing this package loads neither aws_cdk nor cdk8s nor the kubernetes client.
 """
 
-from llm_eks.manifests.verifier.rbac import cluster_role, cluster_role_binding, rbac_objects
+from llm_eks.manifests.verifier.rbac import cluster_role, cluster_role_binding, rbac_objects, workload_rbac
 from llm_eks.verify.rows import FAILING, VERDICTS, Row, Verdict, exit_code, worst
 
 __all__ = [
@@ -27,5 +27,6 @@ __all__ = [
     "cluster_role_binding",
     "exit_code",
     "rbac_objects",
+    "workload_rbac",
     "worst",
 ]

@@ -166,7 +166,7 @@ class Kube:
             needs = (
                 f"moving a route's weights needs the llm-eks-rollout group's Role ({ROLLOUT_HELP})"
                 if method == "PATCH"
-                else f"verify needs the llm-eks-verify ClusterRole ({HELP})"
+                else f"verify needs the llm-eks-verify group's ClusterRole and Roles ({HELP})"
             )
             return f"kubernetes API: 403 Forbidden on {method} {path}: {message}; {needs}"
         return f"kubernetes API: {method} {path} answered {status}: {message}"

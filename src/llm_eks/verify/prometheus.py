@@ -141,7 +141,7 @@ class Prometheus:
             if status == 403:
                 raise ClusterError(
                     f"prometheus: 403 Forbidden through the service proxy ({where}): {status_message(body)}; verify "
-                    f"needs the llm-eks-verify ClusterRole ({HELP})"
+                    f"needs the llm-eks-verify group's ClusterRole and Roles ({HELP})"
                 )
             raise ClusterError(
                 f"prometheus: unreachable through the API server's service proxy ({where}): {status_message(body)}"

@@ -16,9 +16,12 @@ import pytest
 
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
+from llm_eks.verify.derive import load_specs
 from tests.prometheus_server import PrometheusServer
 from tests.test_canary import BODY, _objects
 from tests.verify_cluster import StubCluster, healthy_cluster
+from tests.verify_load_results import bench_log, bench_result
 from tests.verify_metrics import series
 from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
 
@@ -100,6 +103,7 @@ def run(
         change: Callable[[StubCluster], None] | None = None,
         faults: Faults | None = None,
         sleep: Callable[[float], None] | None = None,
+        groups: tuple[str, ...] = (),
     ) -> Result:
         cluster = _copy(clusters[weight])
         if change is not None:
@@ -109,7 +113,7 @@ def run(
         slept: list[float] = []
         monkeypatch.setattr("llm_eks.cli.canary.time.sleep", sleep or slept.append)
         given = faults or Faults()
-        given.groups = frozenset({"llm-eks-verify", "llm-eks-rollout"} if roles else {"llm-eks-verify"})
+        given.groups = frozenset({"llm-eks-verify", *(["llm-eks-rollout"] if roles else []), *groups})
         server = StubApiServer(cluster, given)
         journal = tmp_path / "journal.jsonl"
         journal.unlink(missing_ok=True)
@@ -246,6 +250,36 @@ def test_a_signal_mid_step_sets_the_weight_back_to_zero_and_says_so(
     # The handlers the command installed are gone with it.
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_canary_with_load_sends_the_next_version_the_benchmark_during_each_hold(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --load each step runs the next version's benchmark Job against it (its own Service: the plan's
+    concurrency on its one Ready replica), holds for the rest of hold_minutes, and judges the run's rows with the
+    rest."""
+    monkeypatch.setattr("llm_eks.verify.load.POLL_SECONDS", 0.0)
+    config = parse_environment("qa", _body(0))
+    (spec,) = load_specs(config, plan_workloads(config), {CANARY[1]: 1}, only={CANARY[1]})
+    log = bench_log(bench_result(spec))
+    faults = Faults(logs={spec.job_name: log})
+    r = run(0, "canary", "--workload", "chat", "--load", faults=faults, groups=("llm-eks-load",))
+    assert (r.code, r.err) == (0, "")
+    jobs = r.server.created
+    assert [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in jobs] == [(CANARY[0], spec.job_name)] * 4
+    args = jobs[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--base-url") + 1] == f"http://{CANARY[1]}.{CANARY[0]}.svc.cluster.local:8000"
+    assert args[args.index("--max-concurrency") + 1] == "16"
+    # The run took 347 s of the 600 s hold: the step holds the rest (the looks at the Job wait no time here).
+    assert [s for s in r.slept if s] == [pytest.approx(600 - 347.2)] * 4
+    assert r.out.splitlines()[:3] == [
+        "chat: next version at 5%; sending it the load, holding at least 10 min",
+        f"load: {CANARY[0]}/{spec.job_name}: 500 requests of 1,024 → 256 tokens, 16 at a time",
+        f"load: {CANARY[0]}/{spec.job_name} complete",
+    ]
+    step = r.journal[0]
+    assert {row["check"] for row in step["rows"] if row["workload"] == CANARY[1]} >= {"load", "load-itl"}
+    assert len(r.server.deleted) == 4
 
 
 def _not_ready(cluster: StubCluster) -> None:

@@ -15,7 +15,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import yaml
 
 from llm_eks.manifests.verifier.rbac import GROUP
 from tests.prometheus_server import PrometheusServer
-from tests.verify_cluster import StubCluster
+from tests.verify_cluster import StubCluster, rfc3339
 from tests.verify_metrics import series
 
 TOKEN = "verify-test-token"
@@ -42,7 +42,9 @@ KINDS = {
     "rayservices": "RayService",
     "httproutes": "HTTPRoute",
     "inferencepools": "InferencePool",
+    "jobs": "Job",
 }
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,9 @@ class Faults:
     groups: frozenset[str] = frozenset({GROUP})
     # RBAC objects missing from the cluster, by (kind, namespace, name).
     missing: frozenset[tuple[str, str | None, str]] = frozenset()
+    # What a load Job's pod logs, by Job name (a Job not named here logs nothing), and the Jobs that fail.
+    logs: dict[str, str] = field(default_factory=dict)
+    failing_jobs: frozenset[str] = frozenset()
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -161,6 +166,10 @@ class StubApiServer:
         self.requests: list[RequestInfo] = []
         self.queries: list[str] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        # Jobs created (as sent) and paths deleted; a Job finishes at the first look after the one that saw it run.
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+        self._looks: dict[str, int] = {}
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -184,13 +193,78 @@ class StubApiServer:
         self.patches.append((path, body))
         return 200, patched
 
-    def _answer(self, path: str, qs: dict[str, list[str]], method: str = "GET") -> tuple[int, dict[str, Any]]:
+    def _create(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """POST of a Job: stored running, with the pod the Job controller would create."""
+        code, refused = self._authorize(path, "POST")
+        if code != 200:
+            return code, refused
+        info = request_info(path, "POST")
+        name = body["metadata"]["name"]
+        if any(o["kind"] == "Job" and o["metadata"]["name"] == name for o in self.cluster.objects):
+            return 409, status(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
+        self.created.append(copy.deepcopy(body))
+        now = rfc3339(self.cluster.now)
+        job = copy.deepcopy(body)
+        job["metadata"].update(namespace=info.namespace, uid=f"{name}-uid", creationTimestamp=now)
+        job["status"] = {"active": 1, "startTime": now}
+        template = job["spec"]["template"]
+        labels = {**template["metadata"]["labels"], JOB_NAME_LABEL: name, "job-name": name}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-x7k2p", "namespace": info.namespace,
+               "labels": labels, "creationTimestamp": now}, "spec": template["spec"],
+               "status": {"phase": "Running"}}  # fmt: skip
+        self.cluster.objects += [job, pod]
+        return 201, job
+
+    def _delete(self, path: str) -> tuple[int, dict[str, Any]]:
+        code, refused = self._authorize(path, "DELETE")
+        if code != 200:
+            return code, refused
+        info = request_info(path, "DELETE")
+        self.deleted.append(path)
+        gone = [o for o in self.cluster.objects if (o["kind"] == "Job" and o["metadata"]["name"] == info.name)
+                or o["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == info.name]  # fmt: skip
+        if not gone:
+            return 404, status(404, "NotFound", f'jobs.batch "{info.name}" not found')
+        for o in gone:
+            self.cluster.objects.remove(o)
+        return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+
+    def _finish(self, job: dict[str, Any]) -> None:
+        """A Job runs for one look, then completes (or fails, in faults.failing_jobs)."""
+        name = job["metadata"]["name"]
+        self._looks[name] = self._looks.get(name, 0) + 1
+        if self._looks[name] < 2 or "conditions" in job["status"]:
+            return
+        failed = name in self.faults.failing_jobs
+        kind = "Failed" if failed else "Complete"
+        at = rfc3339(self.cluster.now)
+        job["status"] = {"startTime": job["status"]["startTime"], **({"failed": 1} if failed else {"succeeded": 1}),
+                         "conditions": [{"type": kind, "status": "True", "lastTransitionTime": at}]}  # fmt: skip
+        for o in self.cluster.objects:
+            if o["kind"] == "Pod" and o["metadata"]["labels"].get(JOB_NAME_LABEL) == name:
+                o["status"]["phase"] = "Failed" if failed else "Succeeded"
+
+    def _log(self, info: RequestInfo) -> tuple[int, str]:
+        pods = [o for o in self.cluster.objects if o["kind"] == "Pod" and o["metadata"]["name"] == info.name]
+        if not pods:
+            return 404, json.dumps(status(404, "NotFound", f'pods "{info.name}" not found'))
+        job = pods[0]["metadata"]["labels"].get(JOB_NAME_LABEL, "")
+        return 200, self.faults.logs.get(job, "")
+
+    def _authorize(self, path: str, method: str) -> tuple[int, dict[str, Any]]:
         info = request_info(path, method)
         self.requests.append(info)
         if not self._allowed(info):
             what = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
             return 403, status(403, "Forbidden", f'{what} "{info.name or ""}" is forbidden: User "verifier" cannot '
                                f'{info.verb} resource "{what}" in API group "{info.group}"')  # fmt: skip
+        return 200, {}
+
+    def _answer(self, path: str, qs: dict[str, list[str]], method: str = "GET") -> tuple[int, dict[str, Any]]:
+        info = request_info(path, method)
+        code, refused = self._authorize(path, method)
+        if code != 200:
+            return code, refused
         if path.startswith(PROXY):
             if self.faults.prometheus_unreachable or self.prometheus is None:
                 return 503, status(503, "ServiceUnavailable", "error trying to reach service: dial tcp "
@@ -211,6 +285,8 @@ class StubApiServer:
             one = [o for o in found if o["metadata"]["name"] == info.name]
             if not one:
                 return 404, status(404, "NotFound", f'{info.resource} "{info.name}" not found')
+            if kind == "Job" and method == "GET":
+                self._finish(one[0])
             return 200, one[0]
         items = [o for o in found if _selected(o, qs.get("labelSelector", [""])[0])]
         if not info.group:  # core lists carry no apiVersion/kind per item
@@ -227,9 +303,39 @@ class StubApiServer:
                 url = urlsplit(self.path)
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     code, body = 401, status(401, "Unauthorized", "Unauthorized")
+                elif url.path.endswith("/log"):
+                    code, body = stub._authorize(url.path, "GET")
+                    if code == 200:
+                        code, text = stub._log(request_info(url.path))
+                        return self._send_text(code, text)
                 else:
                     code, body = stub._answer(url.path, parse_qs(url.query))
                 self._send(code, body)
+
+            def do_POST(self) -> None:
+                sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    code, body = 401, status(401, "Unauthorized", "Unauthorized")
+                else:
+                    code, body = stub._create(urlsplit(self.path).path, sent)
+                self._send(code, body)
+
+            def do_DELETE(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    code, body = 401, status(401, "Unauthorized", "Unauthorized")
+                else:
+                    code, body = stub._delete(urlsplit(self.path).path)
+                self._send(code, body)
+
+            def _send_text(self, code: int, text: str) -> None:
+                data = text.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_PATCH(self) -> None:
                 sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

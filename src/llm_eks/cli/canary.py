@@ -1,8 +1,8 @@
 """`llm-eks canary` and `llm-eks rollback`: move a workload's traffic to its next version step by step, verifying
 each step, or send all of it back to the current version.
 
-    llm-eks canary   --env prod --workload chat [--steps 5,25,50,100] [--journal FILE] [--kubeconfig PATH]
-                     [--context NAME]
+    llm-eks canary   --env prod --workload chat [--steps 5,25,50,100] [--load] [--journal FILE]
+                     [--kubeconfig PATH] [--context NAME]
     llm-eks rollback --env prod --workload chat [--kubeconfig PATH] [--context NAME]
 
 Exit 0 when done, 1 when a step failed its verification or could not be judged (the next version is then back at
@@ -44,6 +44,12 @@ def add_parser(commands: Any) -> None:
         metavar="FILE",
         help="append a JSON line per step (its weight, outcome and rows) and one with the exit status to FILE",
     )
+    c.add_argument(
+        "--load",
+        action="store_true",
+        help="during each step's hold, run the next version's benchmark Job against it (the plan's concurrency and "
+        "typical request) and judge its results too; needs the llm-eks-load group as well",
+    )
     c.set_defaults(func=canary_command)
     r = commands.add_parser(
         "rollback",
@@ -67,12 +73,13 @@ def steps(text: str) -> tuple[int, ...]:
 
 
 def canary_command(args: argparse.Namespace) -> int:
+    from llm_eks.config.plans import plan_workloads
     from llm_eks.errors import ConfigError
     from llm_eks.images.lock import LOCK_FILE, load_lock
     from llm_eks.verify.journal import Journal
     from llm_eks.verify.kube import Kube
     from llm_eks.verify.rollout import Interrupted, canary, interrupts, pair
-    from llm_eks.verify.run import verify
+    from llm_eks.verify.run import LoadOptions, run_load, verify
 
     walk = steps(args.steps) if args.steps is not None else None
     config = environment(args)
@@ -92,8 +99,23 @@ def canary_command(args: argparse.Namespace) -> int:
             def say(line: str) -> None:
                 print(line, flush=True)
 
+            plans = plan_workloads(config)
+
+            def load() -> Any:
+                options = LoadOptions(say=say, sleep=time.sleep, only={p.canary_name})
+                return run_load(config, kube, plans, images, options)
+
             with interrupts():
-                code = canary(kube, p, check=check, sleep=time.sleep, say=say, steps=walk, journal=journal)
+                code = canary(
+                    kube,
+                    p,
+                    check=check,
+                    sleep=time.sleep,
+                    say=say,
+                    steps=walk,
+                    journal=journal,
+                    load=load if args.load else None,
+                )
             message = "the next version serves every request" if code == 0 else "stopped before the last step"
         except Interrupted as stop:
             code, message = 128 + stop.signum, str(stop)

@@ -1,6 +1,7 @@
 """`llm-eks verify`: hold a deployed environment against its plan, through the kubeconfig alone.
 
-    llm-eks verify --env prod [--kubeconfig PATH] [--context NAME] [--window 1h] [--json] [--record FILE]
+    llm-eks verify --env prod [--kubeconfig PATH] [--context NAME] [--window 1h] [--load] [--json] [--record FILE]
+                   [--journal FILE]
 
 A table by default (llm_eks.verify.report), `--json` for machines. Exit 0 when every check is ok, unknown or
 insufficient (too few samples to judge), 1 on any drift or breach, 2 on an error (one line: no kubeconfig, API
@@ -11,6 +12,7 @@ is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,16 @@ def add_parser(commands: Any) -> None:
     add_cluster_arguments(v)
     v.add_argument(
         "--window",
-        default="1h",
         metavar="DURATION",
-        help="Prometheus range the latency percentiles and rates cover (default: 1h)",
+        help="Prometheus range the latency percentiles and rates cover (default: 1h; with --load, the minutes the "
+        "load ran)",
+    )
+    v.add_argument(
+        "--load",
+        action="store_true",
+        help="first run each vLLM workload's benchmark Job (the plan's concurrency per Ready replica and typical "
+        "request), wait for it, and judge its TTFT, ITL and throughput against the plan at that load; needs the "
+        "llm-eks-load group as well",
     )
     v.add_argument("--json", action="store_true", help="print JSON instead of a table")
     v.add_argument(
@@ -58,9 +67,10 @@ def verify_command(args: argparse.Namespace) -> int:
     from llm_eks.verify.record import write_points
     from llm_eks.verify.report import table, to_json
     from llm_eks.verify.rows import exit_code
-    from llm_eks.verify.run import verify
+    from llm_eks.verify.run import LoadOptions, verify
 
-    window_seconds(args.window)
+    if args.window is not None:
+        window_seconds(args.window)
     config = environment(args)
     with Journal(args.journal, "verify", config.name) as journal:
         code = 2
@@ -72,8 +82,9 @@ def verify_command(args: argparse.Namespace) -> int:
                 window=args.window,
                 # The lock next to cdk.json, as `cdk synth` reads it: the images verify expects are the deployed ones.
                 images=load_lock(Path(args.context_file).parent / LOCK_FILE),
+                load=LoadOptions(say=_say) if args.load else None,
             )
-            journal.write("verification", window=args.window, **rows_of(result.report.to_dict()))
+            journal.write("verification", window=result.report.window, **rows_of(result.report.to_dict()))
             if args.record is not None:
                 write_points(args.record, result.points)
             print(to_json(result.report) if args.json else table(result.report))
@@ -83,3 +94,8 @@ def verify_command(args: argparse.Namespace) -> int:
             raise
         journal.write("exit", exit_status=code)
         return code
+
+
+def _say(line: str) -> None:
+    """Progress of --load, on stderr: stdout holds only the report (a table, or JSON)."""
+    print(line, file=sys.stderr, flush=True)

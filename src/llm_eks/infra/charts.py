@@ -16,6 +16,7 @@ from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workl
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_name
+from llm_eks.manifests.benchmark import service_account as benchmark_service_account
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
 from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
@@ -261,8 +262,9 @@ def _vllm_charts(
     )
     add_objects(vllm_chart, policies)
     # What `llm-eks verify` reads in the namespace (group llm-eks-verify), and the load Job `--load` runs (group
-    # llm-eks-load).
-    add_objects(vllm_chart, [*workload_rbac(vllm.namespace), *load_rbac(vllm.namespace, [load_job_name(bench.name)])])
+    # llm-eks-load); the benchmark's ServiceAccount is applied with the workload, so that Job finds it.
+    load = [benchmark_service_account(vllm, bench), *load_rbac(vllm.namespace, [load_job_name(bench.name)])]
+    add_objects(vllm_chart, [*workload_rbac(vllm.namespace), *load])
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:
@@ -288,7 +290,7 @@ def _vllm_charts(
         ),
         ChartPlan(
             ids["benchmark"],
-            BenchmarkChart(app, ids["benchmark"], vllm, bench),
+            BenchmarkChart(app, ids["benchmark"], vllm, bench, with_service_account=False),
             needs=(own,),
             apply=False,
             workload=workload,

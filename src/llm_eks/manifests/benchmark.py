@@ -1,7 +1,8 @@
 """`BenchmarkChart`: a one-shot Job that runs `vllm bench serve` against the vLLM Service and prints the result JSON.
 
 It runs on CPU capacity (llm-eks places it on the CPU node pool, never a GPU node) with the same pinned vLLM image,
-as a ServiceAccount of its own (named after the Job), whose Pod Identity role reads only what a client needs: the
+as a ServiceAccount of its own (named after the benchmark; llm-eks applies it with the workload, so the Job and
+`llm-eks verify --load` find it), whose Pod Identity role reads only what a client needs: the
 API key, and the model's tokenizer files. With staged weights an init container copies those few files from the
 weights bucket (no Hub token, no weights, no compile cache); otherwise the tokenizer comes from the Hub, with the
 Hub token for a gated model. It mounts the server's SecretProviderClass for the key (a SecretProviderClass names
@@ -11,8 +12,8 @@ _get_headers).
 Requests go to /v1/completions with random token prompts of exactly `input_len` tokens and `--ignore-eos`, so every
 request generates `output_len` tokens: the shape the capacity plan assumed.
 
-Run it after a deploy (a Job is immutable and meant to run on demand, so apply it yourself rather than with the
-stack):
+`llm-eks verify --load` runs it at the plan's load and judges its result. By hand, run it after a deploy (a Job is
+immutable and meant to run on demand, so apply it yourself rather than with the stack):
 
     kubectl -n inference rollout status deploy/<vllm name> --timeout=30m
     kubectl delete -f cdk.out/manifests/<env>/<benchmark file>.yaml --ignore-not-found
@@ -86,6 +87,7 @@ RESULT_FILE = "result.json"
 _JOB_NAME_MAX = 63
 LOAD_SUFFIX = "-load"
 RESULT_MARKER = "=== vllm bench serve result.json ==="
+CONTAINER = "vllm-bench"
 # Extended resources of accelerators: the benchmark must never tolerate their taints.
 _ACCELERATOR_KEYS = ("nvidia.com/gpu", "aws.amazon.com/neuron")
 
@@ -243,10 +245,34 @@ def script(vllm: VllmProps) -> str:
     return SCRIPT if vllm.api_key_secret is None else SCRIPT_WITH_KEY
 
 
-class BenchmarkChart(cdk8s.Chart):
-    """The `vllm bench serve` Job for one `VllmChart` workload."""
+def service_account(vllm: VllmProps, benchmark: BenchmarkProps) -> dict[str, Any]:
+    """The benchmark's ServiceAccount (named after it; its Pod Identity role reads only what a client needs). The
+    stack applies it with the workload, so a Job `llm-eks verify --load` creates finds it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": benchmark.name,
+            "namespace": vllm.namespace,
+            "labels": app_labels(BENCHMARK_APP, benchmark.name),
+        },
+        "automountServiceAccountToken": False,
+    }
 
-    def __init__(self, scope: Construct, construct_id: str, vllm: VllmProps, benchmark: BenchmarkProps) -> None:
+
+class BenchmarkChart(cdk8s.Chart):
+    """The `vllm bench serve` Job for one `VllmChart` workload, and its ServiceAccount unless `with_service_account`
+    is False (the account is then applied elsewhere: `service_account`)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        vllm: VllmProps,
+        benchmark: BenchmarkProps,
+        *,
+        with_service_account: bool = True,
+    ) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         validate_vllm_props(vllm)
         validate_benchmark_props(benchmark)
@@ -270,7 +296,7 @@ class BenchmarkChart(cdk8s.Chart):
         if vllm.aws_region is not None:
             env.append({"name": "AWS_REGION", "value": vllm.aws_region})
         container = {
-            "name": "vllm-bench",
+            "name": CONTAINER,
             "image": vllm.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", script(vllm), "vllm-bench"],
@@ -295,14 +321,11 @@ class BenchmarkChart(cdk8s.Chart):
         if b.tokenizer_prefix is not None:
             pod_spec["initContainers"] = [_fetch_tokenizer(vllm, b)]
         pod_spec.update(placement(b.node_selector, b.tolerations))
-        plain_object(
-            self,
-            "service-account",
-            api_version="v1",
-            kind="ServiceAccount",
-            metadata={"name": b.name, "namespace": vllm.namespace, "labels": labels},
-            body={"automountServiceAccountToken": False},
-        )
+        if with_service_account:
+            account = service_account(vllm, b)
+            body = {"automountServiceAccountToken": account["automountServiceAccountToken"]}
+            meta = account["metadata"]
+            plain_object(self, "service-account", api_version="v1", kind="ServiceAccount", metadata=meta, body=body)
         plain_object(
             self,
             "job",

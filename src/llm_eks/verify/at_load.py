@@ -7,13 +7,14 @@ replica at about 0.4x its ITL estimate at 16 sequences). A median measured at on
 the estimate at that load (`estimate_at_load`); the plan's figure at `target_concurrency` stays in the report as
 context.
 
-`estimate_at_load(plan, running, prompt_len, output_len)` is the one place verify asks the planner for an estimate at
-a load: today it evaluates the plan's own deployment (the instance, TP x PP or DP x EP layout and nodes, vLLM's
-max_num_seqs and token budget as deployed) with the planner's latency model (llm_eks.planner.latency) at the
-observed sequences and request sizes. `drift_ratio` and the ratios below are verify's side of the drift definition
-the PrometheusRule alerts share (manifests/monitoring_drift.py, DriftThresholds: the same 1.5x and 2x, a test keeps
-them equal). A planner-side function that estimates at a load, with p99 figures and the shared ratio, replaces the
-body of `estimate_at_load` and these constants without changing their callers.
+`estimate_at_load(plan, running, prompt_len, output_len)` is the one place verify asks the
+planner for an estimate at a load: today it evaluates the plan's own deployment (the instance, TP x PP or DP x EP
+layout and nodes, vLLM's max_num_seqs and token budget as deployed) with the planner's latency model
+(llm_eks.planner.latency) at the observed sequences and request sizes. `drift_ratio` and the ratios below are
+verify's side of the drift definition the PrometheusRule alerts share (manifests/monitoring_drift.py,
+DriftThresholds: the same 1.5x and 2x, a test keeps them equal). A planner-side function that estimates at a load,
+with p99 figures and the shared ratio, replaces the body of `estimate_at_load` and these constants without changing
+their callers.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class LoadEstimate:
     sequences: int
     prompt_tokens: int
     output_tokens: int
+    # Output tokens per second of one replica at that load (None: not estimated).
+    output_tokens_per_s: float | None = None
 
     def text(self) -> str:
         """`8 running, 1,024 -> 256 tokens`."""
@@ -73,7 +76,7 @@ class LoadEstimate:
 def estimate_at_load(plan: Plan, running: float, prompt_len: float, output_len: float) -> LoadEstimate:
     """TTFT and ITL of `plan`'s deployment with `running` sequences per engine on average (rounded, at least one,
     at most max_num_seqs: vLLM never batches more), prompts of `prompt_len` and outputs of `output_len` tokens
-    (rounded, within max_model_len)."""
+    (rounded, within max_model_len), arriving on their own (as production traffic does)."""
     sequences = min(max(1, round(running)), plan.max_num_seqs)
     prompt = min(max(1, round(prompt_len)), plan.max_model_len - 1)
     output = min(max(1, round(output_len)), plan.max_model_len - prompt)
@@ -96,4 +99,5 @@ def estimate_at_load(plan: Plan, running: float, prompt_len: float, output_len: 
         fit = evaluate_expert_parallel(ctx, plan.instance, tp, dp, nodes)
     else:
         fit = evaluate(ctx, plan.instance, tp, plan.pipeline_parallel_size, nodes)
-    return LoadEstimate(fit.latency.ttft_ms, fit.latency.itl_ms, sequences, prompt, output)
+    latency = fit.latency
+    return LoadEstimate(latency.ttft_ms, latency.itl_ms, sequences, prompt, output, latency.output_tokens_per_s)

@@ -18,6 +18,7 @@ verification read what `llm-eks verify` reads (group llm-eks-verify).
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -201,10 +202,13 @@ def canary(
     say: Callable[[str], None],
     steps: Sequence[int] | None = None,
     journal: Journal | None = None,
+    load: Callable[[], tuple[list[Row], float]] | None = None,
 ) -> int:
     """Walk the next version through `steps` (default: the config's): 0 when it takes all of the traffic, 1 when a
     step failed or could not be judged and the weight went back to 0. `check(window)` verifies the environment over
-    that window. An exception or Interrupted in a step sets the weight back to 0, is journaled, and propagates."""
+    that window. `load()` (--load) sends the next version the benchmark's load during each hold and returns its rows
+    and seconds; the hold lasts at least as long. An exception or Interrupted in a step sets the weight back to 0, is
+    journaled, and propagates."""
     journal = journal or Journal(None, "canary", p.environment)
     ready = ready_replicas(kube, p)
     if ready < 1:
@@ -219,9 +223,18 @@ def canary(
         step: dict[str, Any] = {"workload": p.key, "step": number, "weight": weight, "window": window}
         try:
             set_weight(kube, p, weight)
-            say(f"{p.key}: next version at {weight}%; holding {p.hold_minutes} min")
-            sleep(p.hold_minutes * 60)
-            report = check(window)
+            hold = p.hold_minutes * 60
+            loaded: list[Row] = []
+            if load is None:
+                say(f"{p.key}: next version at {weight}%; holding {p.hold_minutes} min")
+                sleep(hold)
+            else:
+                say(f"{p.key}: next version at {weight}%; sending it the load, holding at least {p.hold_minutes} min")
+                loaded, seconds = load()
+                sleep(max(0.0, hold - seconds))
+                step["window"] = f"{max(p.hold_minutes, math.ceil(seconds / 60))}m"
+            report = check(step["window"])
+            report = replace(report, rows=(*report.rows, *loaded))
         except BaseException as err:
             reason = "interrupted by SIGINT" if isinstance(err, KeyboardInterrupt) else _one_line(err)
             why = f"{reason} at step {weight}%"
@@ -246,7 +259,7 @@ def canary(
             journal.write("step", **step, outcome=outcome, weight_after=after, message=why, **judged)
             return 1
         judged_ok = sum(1 for row in report.rows if row.workload == p.canary_name)
-        say(f"{p.key}: {weight}% held: the next version's {judged_ok} checks ok over {window}")
+        say(f"{p.key}: {weight}% held: the next version's {judged_ok} checks ok over {step['window']}")
         journal.write("step", **step, outcome="held", weight_after=weight, message="held", **judged)
     say(
         f"{p.key}: the next version serves every request. Promote it in cdk.json (docs/how-to/promote.md): set "

@@ -1,9 +1,12 @@
 """One verification: the plan (derive), what the API server and Prometheus hold (kube, prometheus), the checks, the
-report and, when asked, the calibration points."""
+report and, when asked, the calibration points; with `load`, the benchmark Jobs run first (load) and the window
+covers them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,12 +17,25 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.planner import Plan
 from llm_eks.verify.at_load import LoadEstimate, estimate_at_load
 from llm_eks.verify.checks import evaluate
-from llm_eks.verify.derive import environment_plan
-from llm_eks.verify.kube import Kube
-from llm_eks.verify.observed import WorkloadMetrics
+from llm_eks.verify.checks_load import load_rows
+from llm_eks.verify.derive import environment_plan, load_specs
+from llm_eks.verify.kube import ClusterError, Kube
+from llm_eks.verify.load import run_loads
+from llm_eks.verify.observed import ClusterState, WorkloadMetrics, status
 from llm_eks.verify.prometheus import Prometheus, read_metrics
 from llm_eks.verify.record import calibration_points
 from llm_eks.verify.report import Report
+from llm_eks.verify.rows import Row
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """`--load`: run the benchmark Jobs first and judge their results too."""
+
+    say: Callable[[str], None]
+    sleep: Callable[[float], None] = time.sleep
+    # Only these workloads (object names); None: every vLLM workload with a Ready replica.
+    only: Collection[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,14 @@ class Verification:
     report: Report
     # One calibration point per workload (what --record writes).
     points: list[dict[str, Any]]
+
+
+def ready_replicas(state: ClusterState) -> dict[str, int]:
+    """Ready replicas (LeaderWorkerSet: groups) of each workload's owner, by object name."""
+    return {
+        name: int(status(objs.owner).get("readyReplicas") or 0) if objs.owner is not None else 0
+        for name, objs in state.workloads.items()
+    }
 
 
 def observed_estimate(plan: Plan, m: WorkloadMetrics) -> LoadEstimate | None:
@@ -37,25 +61,52 @@ def observed_estimate(plan: Plan, m: WorkloadMetrics) -> LoadEstimate | None:
     return estimate_at_load(plan, m.running_mean, m.mean_input_tokens, m.mean_output_tokens)
 
 
+def run_load(
+    config: EnvironmentConfig,
+    kube: Kube,
+    plans: Sequence[Plan],
+    images: ImageLock | None,
+    load: LoadOptions,
+) -> tuple[list[Row], float]:
+    """Run the load Jobs of `config`'s vLLM workloads (`load.only`) with a Ready replica: their rows and the longest
+    run's seconds. ClusterError when there is none to run."""
+    specs = load_specs(
+        config, plans, ready_replicas(kube.read(environment_plan(config, plans, images))), images, load.only
+    )
+    if not specs:
+        which = ", ".join(sorted(load.only)) if load.only is not None else "vLLM workload"
+        raise ClusterError(f"load: no {which} with a Ready replica to send load to")
+    results = run_loads(kube, specs, say=load.say, sleep=load.sleep)
+    rows = [row for spec in specs for row in load_rows(spec, results[spec.workload])]
+    return rows, max(r.seconds for r in results.values())
+
+
 def verify(
     config: EnvironmentConfig,
     *,
     kubeconfig: str | None,
     context: str | None,
-    window: str,
+    window: str | None,
     images: ImageLock | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    load: LoadOptions | None = None,
 ) -> Verification:
-    """Hold `config`'s deployed cluster against its plan. ClusterError (one line) when the kubeconfig, the API
-    server or Prometheus cannot be read; a planned object that is missing is a breach row, not an error."""
+    """Hold `config`'s deployed cluster against its plan over `window` (None: 1h, or with `load` the minutes the
+    load ran). ClusterError (one line) when the kubeconfig, the API server or Prometheus cannot be read; a planned
+    object that is missing is a breach row, not an error."""
     kube = Kube(kubeconfig, context)  # a kubeconfig problem first: it needs no plan
     plans = plan_workloads(config)
     plan = environment_plan(config, plans, images)
+    loaded: list[Row] = []
+    if load is not None:
+        loaded, seconds = run_load(config, kube, plans, images, load)
+        window = window or f"{max(1, math.ceil(seconds / 60))}m"
+    window = window or "1h"
     state = kube.read(plan)
     metrics = read_metrics(Prometheus(kube), plan, window)
     now = clock().astimezone(UTC).replace(microsecond=0)
     at_load = {w.name: observed_estimate(p, metrics[w.name]) for w, p in zip(plan.workloads, plans, strict=True)}
-    rows = evaluate(plan, state, metrics, window, now, at_load)
+    rows = evaluate(plan, state, metrics, window, now, at_load) + loaded
     stamp = now.isoformat().replace("+00:00", "Z")
     report = Report(config.name, state.context, state.server, window, stamp, tuple(rows))
     return Verification(report, calibration_points(plan, state, metrics, now, window))

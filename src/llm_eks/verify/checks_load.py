@@ -1,0 +1,163 @@
+"""`--load`: the benchmark Job's own measurements against the plan at the load it sent. Pure: the run's spec and
+result in, rows out (the run itself: llm_eks.verify.load).
+
+The Job (`vllm bench serve`, the environment's benchmark chart) sends the plan's typical request (random prompts of
+exactly the typical length, `--ignore-eos`) as Poisson arrivals at the rate that keeps `target_concurrency` of them
+in flight per Ready replica, capped there (llm_eks.verify.derive.load_specs): production-like arrivals at the planned
+load, held against the planner's estimate at that load. Requests started all at once instead would arrive in waves,
+each first token waiting for the whole wave's prefill, and breach a TTFT SLO sized for arrivals that spread out. The
+percentiles are vLLM's own, over each request's measurements (not histogram buckets), and the same sample rule
+applies: a p99 on fewer than 500 requests is not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_eks.verify.at_load import (
+    ITL_MEDIAN_RATIO,
+    P99_MIN_SAMPLES,
+    TTFT_MEDIAN_RATIO,
+    LoadEstimate,
+    drift_ratio,
+)
+from llm_eks.verify.rows import Row, Verdict
+from llm_eks.verify.text import planned_ms
+
+# Measured output throughput outside 1/1.5-1.5x the estimate is drift: the time per output token it follows from
+# is held to the ITL's ratio.
+THROUGHPUT_RATIO = ITL_MEDIAN_RATIO
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One workload's load run: the Job, and what the plan says of the load it sends."""
+
+    # The workload's object name (the report's WORKLOAD column) and namespace, and the Job.
+    workload: str
+    namespace: str
+    job_name: str
+    job: dict[str, Any] = field(repr=False, hash=False, compare=False)
+    replicas: int = 1
+    # Requests in flight, the request's sizes and how many are sent.
+    concurrency: int = 1
+    input_len: int = 1
+    output_len: int = 1
+    num_prompts: int = 1
+    # The planner's estimate at the load on each replica, and the SLO.
+    estimate: LoadEstimate | None = None
+    slo_ttft_p99_ms: float = 0.0
+    slo_itl_p99_ms: float = 0.0
+
+    @property
+    def planned_throughput(self) -> float | None:
+        """Output tokens per second of every replica at the estimate."""
+        if self.estimate is None or self.estimate.output_tokens_per_s is None:
+            return None
+        return self.estimate.output_tokens_per_s * self.replicas
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What the Job ended with: Complete or Failed, and `vllm bench serve`'s result JSON when it printed one."""
+
+    state: str
+    result: dict[str, Any] | None = None
+    # The last lines of its log, for a run that printed no result.
+    log_tail: str = ""
+
+    @property
+    def seconds(self) -> float:
+        duration = (self.result or {}).get("duration")
+        return float(duration) if isinstance(duration, int | float) else 0.0
+
+
+def _number(result: dict[str, Any], key: str) -> float | None:
+    value = result.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _sent(spec: LoadSpec) -> str:
+    return (
+        f"{spec.num_prompts} requests, {spec.concurrency} at a time ({spec.replicas} replicas), "
+        f"{spec.input_len:,} \N{RIGHTWARDS ARROW} {spec.output_len:,} tokens"
+    )
+
+
+def _latency_row(check: str, spec: LoadSpec, result: dict[str, Any], completed: int) -> Row:
+    name = check.removeprefix("load-")
+    slo = spec.slo_ttft_p99_ms if name == "ttft" else spec.slo_itl_p99_ms
+    estimate = None if spec.estimate is None else (spec.estimate.ttft_ms if name == "ttft" else spec.estimate.itl_ms)
+    planned = f"p99 ≤ {planned_ms(slo)}, median " + (
+        f"~{planned_ms(estimate)} at {spec.estimate.text()}"
+        if estimate is not None and spec.estimate
+        else "not planned"
+    )
+    median, p99 = _number(result, f"median_{name}_ms"), _number(result, f"p99_{name}_ms")
+    if median is None:
+        return Row(check, spec.workload, planned, "not measured", "unknown", f"the result has no median_{name}_ms")
+    judged = completed >= P99_MIN_SAMPLES and p99 is not None
+    observed = f"median {planned_ms(median)}, " + (
+        f"p99 {planned_ms(p99)}" if judged and p99 is not None else "p99 not judged"
+    )
+    counted = f"{completed:,} requests measured by vllm bench serve"
+    if median > slo or (judged and p99 is not None and p99 > slo):
+        what = "the median" if median > slo else "p99"
+        return Row(
+            check, spec.workload, planned, observed, "breach", f"{what} above the SLO's {planned_ms(slo)}; {counted}"
+        )
+    short = "" if judged else f"; a p99 needs {P99_MIN_SAMPLES} requests"
+    settled: Verdict = "ok" if judged else "insufficient"
+    if estimate is None:
+        return Row(check, spec.workload, planned, observed, settled, counted + short)
+    ratio = drift_ratio(median, estimate)
+    limit = ITL_MEDIAN_RATIO if name == "itl" else TTFT_MEDIAN_RATIO
+    off = f"median {ratio:.2f}x the estimate at this load"
+    if ratio > limit or (name == "itl" and ratio < 1 / limit):
+        bounds = f"1/{limit:g}-{limit:g}x" if name == "itl" else f"at most {limit:g}x"
+        return Row(check, spec.workload, planned, observed, "drift", f"{off} (allowed {bounds}); {counted}")
+    return Row(check, spec.workload, planned, observed, settled, f"{off}; {counted}{short}")
+
+
+def _throughput_row(spec: LoadSpec, result: dict[str, Any]) -> Row:
+    planned_tps = spec.planned_throughput
+    planned = f"~{planned_tps:,.0f} output tokens/s" if planned_tps is not None else "not planned"
+    measured = _number(result, "output_throughput")
+    if measured is None:
+        return Row("load-throughput", spec.workload, planned, "not measured", "unknown", "no output_throughput")
+    observed = f"{measured:,.0f} output tokens/s"
+    if planned_tps is None:
+        return Row("load-throughput", spec.workload, planned, observed, "ok")
+    ratio = measured / planned_tps
+    detail = f"{ratio:.2f}x the estimate at this load"
+    if not 1 / THROUGHPUT_RATIO <= ratio <= THROUGHPUT_RATIO:
+        bounds = f"1/{THROUGHPUT_RATIO:g}-{THROUGHPUT_RATIO:g}x"
+        return Row("load-throughput", spec.workload, planned, observed, "drift", f"{detail} (allowed {bounds})")
+    return Row("load-throughput", spec.workload, planned, observed, "ok", detail)
+
+
+def load_rows(spec: LoadSpec, run: LoadResult) -> list[Row]:
+    """The run (its Job and its requests), then TTFT, ITL and output throughput against the plan at that load."""
+    sent = _sent(spec)
+    result = run.result
+    if run.state != "Complete" or result is None:
+        why = run.log_tail.strip().splitlines()[-1] if run.log_tail.strip() else "no log"
+        observed = f"Job {run.state.lower()}"
+        return [Row("load", spec.workload, sent, observed, "breach", f"{spec.namespace}/{spec.job_name}: {why}")]
+    completed, failed = int(_number(result, "completed") or 0), int(_number(result, "failed") or 0)
+    observed = f"{completed:,} completed, {failed:,} failed in {run.seconds:,.0f} s"
+    if failed:
+        detail = f"{failed:,} of {completed + failed:,} requests failed (errors, 429s, timeouts)"
+        run_row = Row("load", spec.workload, sent, observed, "breach", detail)
+    elif completed < P99_MIN_SAMPLES:
+        detail = f"a p99 needs {P99_MIN_SAMPLES} completed requests"
+        run_row = Row("load", spec.workload, sent, observed, "insufficient", detail)
+    else:
+        run_row = Row("load", spec.workload, sent, observed, "ok", f"Job {spec.namespace}/{spec.job_name}")
+    return [
+        run_row,
+        _latency_row("load-ttft", spec, result, completed),
+        _latency_row("load-itl", spec, result, completed),
+        _throughput_row(spec, result),
+    ]

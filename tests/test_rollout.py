@@ -23,7 +23,7 @@ from tests.test_canary import BODY, _objects
 from tests.verify_cluster import StubCluster, healthy_cluster
 from tests.verify_load_results import bench_log, bench_result
 from tests.verify_metrics import series
-from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
+from tests.verify_stub import CONTEXT, Faults, StubApiServer, write_kubeconfig
 
 ROUTE = "/apis/gateway.networking.k8s.io/v1/namespaces/inference-chat/httproutes/vllm-chat"
 CURRENT = ("inference-chat", "vllm-chat")
@@ -104,6 +104,7 @@ def run(
         faults: Faults | None = None,
         sleep: Callable[[float], None] | None = None,
         groups: tuple[str, ...] = (),
+        insecure: bool = False,
     ) -> Result:
         cluster = _copy(clusters[weight])
         if change is not None:
@@ -118,7 +119,7 @@ def run(
         journal = tmp_path / "journal.jsonl"
         journal.unlink(missing_ok=True)
         with server.running():
-            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url, insecure=insecure)
             common = ["--env", "qa", "--context-file", str(context_file), "--kubeconfig", str(kubeconfig)]
             extra = ["--journal", str(journal)] if args[0] == "canary" else []
             code = main([args[0], *common, *extra, *args[1:]])
@@ -321,6 +322,20 @@ def test_without_the_rollout_role_the_patch_is_a_one_line_403(run: Run) -> None:
         "weights needs the llm-eks-rollout group's Role (docs/how-to/promote.md)\n"
     )
     assert _weights(_route(r.cluster))[CANARY] == 10
+
+
+@pytest.mark.parametrize("command", ["canary", "rollback"])
+def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -> None:
+    r = run(10, command, "--workload", "chat", insecure=True)
+    assert (r.code, r.out) == (2, "") and r.server.patches == [] and r.server.requests == []
+    assert r.err == (
+        f"llm-eks: error: --context: {CONTEXT!r} is not allowed; sets insecure-skip-tls-verify: a command that "
+        "changes the cluster sends no credentials to an API server it cannot authenticate; give the cluster its "
+        "certificate-authority-data, or pass --allow-insecure-tls\n"
+    )
+    if command == "rollback":
+        allowed = run(10, command, "--workload", "chat", "--allow-insecure-tls", insecure=True)
+        assert allowed.code == 0 and _weights(_route(allowed.cluster)) == {CURRENT: 1}
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ each check's breach or drift exits 1 with its row (the errors, exit 2: tests/tes
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster, rfc3339
 from tests.verify_metrics import GAPS, REQUESTS, spread
 from tests.verify_run import CONTEXT_FILE, big_context_file, fresh, healthy_clusters, preload, run_verify
-from tests.verify_stub import CONTEXT
+from tests.verify_stub import CONTEXT, Faults
 
 # It starts a server.
 pytestmark = pytest.mark.synth
@@ -238,6 +239,71 @@ def test_a_percentile_on_too_few_samples_is_insufficient_data_never_ok(
     assert ttft["detail"].endswith("; 120 requests in 1h; a p99 needs 500 requests")
     # 1,200 token gaps are enough for the ITL's p99.
     assert itl["verdict"] == "ok" and itl["detail"].endswith("; 1,200 token gaps in 1h")
+
+
+# -- waiting for a deploy to settle ------------------------------------------------------------------------------
+
+
+def _rolling(c: StubCluster) -> None:
+    """A rollout in progress: the Deployment's new pod is still loading its model."""
+    (p,) = c.pods(_dev_workload(c))
+    p["status"]["conditions"][-1]["status"] = "False"
+    p["status"]["containerStatuses"][0].update(ready=False, state={"waiting": {"reason": "ContainerCreating"}})
+    deployment = c.find("Deployment", _dev_workload(c).name)
+    deployment["status"]["readyReplicas"] = 0
+
+
+def test_wait_ready_waits_for_the_rollout_then_verifies(
+    clusters: dict[str, StubCluster],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pod becomes Ready while verify waits: it verifies then, and the journal has each look."""
+    monkeypatch.setattr("llm_eks.verify.wait.POLL_SECONDS", 0.0)
+    cluster = fresh(clusters, "dev")
+    healthy = copy.deepcopy(cluster.objects)
+    _rolling(cluster)
+    lists = []
+
+    def settle_after_two_looks(c: StubCluster, info: Any) -> None:
+        if info.resource == "pods" and info.verb == "list":
+            lists.append(info)
+            if len(lists) == 2:  # the second look's owner was read before this
+                c.objects[:] = healthy
+
+    journal = tmp_path / "verify.jsonl"
+    faults = Faults(before=settle_after_two_looks)
+    result = run_verify(cluster, tmp_path, capsys, "--wait-ready", "30m", "--journal", str(journal), faults=faults)
+    assert result.code == 0, result.out + result.err
+    looks = [json.loads(line) for line in journal.read_text().splitlines() if '"wait-ready"' in line]
+    assert [look["ready"] for look in looks] == [False, False, True]
+    pod = next(p["metadata"]["name"] for p in cluster.pods(_dev_workload(cluster)))
+    assert looks[0]["starting"] == [
+        "vllm-llama-3-1-8b-instruct: 0/1 replicas Ready, 1/1 updated", f"{pod}: vllm ContainerCreating"
+    ]  # fmt: skip
+    assert result.err.splitlines()[0] == f"llm-eks verify dev: waiting: {'; '.join(looks[0]['starting'])}"
+
+
+def test_wait_ready_fails_naming_what_is_still_starting(
+    clusters: dict[str, StubCluster],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter(range(0, 10_000, 600))  # ten minutes pass between two looks
+    monkeypatch.setattr("llm_eks.verify.wait.monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr("llm_eks.verify.wait.sleep", lambda seconds: None)
+    cluster = fresh(clusters, "dev")
+    _rolling(cluster)
+    result = run_verify(cluster, tmp_path, capsys, "--wait-ready", "30m")
+    assert (result.code, result.out) == (1, "")
+    pod = next(p["metadata"]["name"] for p in cluster.pods(_dev_workload(cluster)))
+    assert result.err.splitlines()[-1] == (
+        "llm-eks verify dev: still starting after 1,800 s: vllm-llama-3-1-8b-instruct: 0/1 replicas Ready, 1/1 "
+        f"updated; {pod}: vllm ContainerCreating"
+    )
+    assert result.server.queries == []  # no verification without a settled environment
 
 
 # -- latency at the load it ran at -------------------------------------------------------------------------------

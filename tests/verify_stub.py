@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -136,6 +136,8 @@ class Faults:
     # What a load Job's pod logs, by Job name (a Job not named here logs nothing), and the Jobs that fail.
     logs: dict[str, str] = field(default_factory=dict)
     failing_jobs: frozenset[str] = frozenset()
+    # Called with the cluster before each request is answered (a test's way to change it while a command runs).
+    before: Callable[[StubCluster, RequestInfo], None] | None = None
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -254,6 +256,8 @@ class StubApiServer:
     def _authorize(self, path: str, method: str) -> tuple[int, dict[str, Any]]:
         info = request_info(path, method)
         self.requests.append(info)
+        if self.faults.before is not None:
+            self.faults.before(self.cluster, info)
         if not self._allowed(info):
             what = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
             return 403, status(403, "Forbidden", f'{what} "{info.name or ""}" is forbidden: User "verifier" cannot '
@@ -376,12 +380,18 @@ class StubApiServer:
             thread.join()
 
 
-def write_kubeconfig(path: Path, server: str, token: str = TOKEN, context: str = CONTEXT) -> Path:
-    """A kubeconfig with one cluster, one token user and one context (current) pointing at `server`."""
+def write_kubeconfig(
+    path: Path, server: str, token: str = TOKEN, context: str = CONTEXT, *, insecure: bool = False
+) -> Path:
+    """A kubeconfig with one cluster, one token user and one context (current) pointing at `server` (`insecure`:
+    the cluster sets insecure-skip-tls-verify)."""
+    cluster: dict[str, Any] = {"server": server}
+    if insecure:
+        cluster["insecure-skip-tls-verify"] = True
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "stub", "cluster": {"server": server}}],
+        "clusters": [{"name": "stub", "cluster": cluster}],
         "users": [{"name": "verifier", "user": {"token": token}}],
         "contexts": [{"name": context, "context": {"cluster": "stub", "user": "verifier"}}],
         "current-context": context,

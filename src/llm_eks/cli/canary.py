@@ -24,6 +24,12 @@ from llm_eks.errors import fail
 def _common(p: argparse.ArgumentParser) -> None:
     add_cluster_arguments(p)
     p.add_argument("--workload", metavar="KEY", required=True, help="the workload of `workloads` with a canary")
+    p.add_argument(
+        "--allow-insecure-tls",
+        action="store_true",
+        help="use a kubeconfig context that sets insecure-skip-tls-verify (refused otherwise: this command changes "
+        "the cluster)",
+    )
 
 
 def add_parser(commands: Any) -> None:
@@ -88,7 +94,7 @@ def canary_command(args: argparse.Namespace) -> int:
         kube: Kube | None = None
         code, message = 1, ""
         try:
-            kube = Kube(args.kubeconfig, args.context)
+            kube = Kube(args.kubeconfig, args.context, allow_insecure=args.allow_insecure_tls)
             images = load_lock(Path(args.context_file).parent / LOCK_FILE)
 
             def check(window: str) -> Any:
@@ -147,4 +153,5 @@ def rollback_command(args: argparse.Namespace) -> int:
     from llm_eks.verify.rollout import pair, rollback
 
     config = environment(args)
-    return rollback(Kube(args.kubeconfig, args.context), pair(config, args.workload), say=print)
+    kube = Kube(args.kubeconfig, args.context, allow_insecure=args.allow_insecure_tls)
+    return rollback(kube, pair(config, args.workload), say=print)

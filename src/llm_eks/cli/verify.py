@@ -1,7 +1,7 @@
 """`llm-eks verify`: hold a deployed environment against its plan, through the kubeconfig alone.
 
-    llm-eks verify --env prod [--kubeconfig PATH] [--context NAME] [--window 1h] [--load] [--json] [--record FILE]
-                   [--journal FILE]
+    llm-eks verify --env prod [--kubeconfig PATH] [--context NAME] [--wait-ready 30m] [--window 1h] [--load]
+                   [--json] [--record FILE] [--journal FILE]
 
 A table by default (llm_eks.verify.report), `--json` for machines. Exit 0 when every check is ok, unknown or
 insufficient (too few samples to judge), 1 on any drift or breach, 2 on an error (one line: no kubeconfig, API
@@ -39,6 +39,12 @@ def add_parser(commands: Any) -> None:
         "load ran)",
     )
     v.add_argument(
+        "--wait-ready",
+        metavar="DURATION",
+        help="first wait up to DURATION (30m) until every workload has rolled out and its pods are Ready, then "
+        "verify; exit 1 naming what is still starting if it has not settled by then",
+    )
+    v.add_argument(
         "--load",
         action="store_true",
         help="first run each vLLM workload's benchmark Job (the plan's concurrency per Ready replica and typical "
@@ -63,25 +69,48 @@ def verify_command(args: argparse.Namespace) -> int:
     from llm_eks.errors import ConfigError
     from llm_eks.images.lock import LOCK_FILE, load_lock
     from llm_eks.verify.journal import Journal, rows_of
-    from llm_eks.verify.prometheus import window_seconds
+    from llm_eks.verify.prometheus import duration_seconds, window_seconds
     from llm_eks.verify.record import write_points
     from llm_eks.verify.report import table, to_json
     from llm_eks.verify.rows import exit_code
-    from llm_eks.verify.run import LoadOptions, verify
+    from llm_eks.verify.run import LoadOptions, verify, wait_until_ready
+    from llm_eks.verify.wait import summary
 
     if args.window is not None:
         window_seconds(args.window)
+    wait_s = duration_seconds("--wait-ready", args.wait_ready) if args.wait_ready is not None else None
     config = environment(args)
+    # The lock next to cdk.json, as `cdk synth` reads it: the images verify expects are the deployed ones.
+    images = load_lock(Path(args.context_file).parent / LOCK_FILE)
     with Journal(args.journal, "verify", config.name) as journal:
         code = 2
         try:
+            if wait_s is not None:
+
+                def look(still: list[str]) -> None:
+                    journal.write("wait-ready", ready=not still, starting=still)
+                    if still:
+                        _say(f"llm-eks verify {config.name}: waiting: " + "; ".join(still))
+
+                still = wait_until_ready(
+                    config,
+                    kubeconfig=args.kubeconfig,
+                    context=args.context,
+                    images=images,
+                    seconds=wait_s,
+                    on_look=look,
+                )
+                if still:
+                    message = f"llm-eks verify {config.name}: {summary(still, wait_s)}"
+                    print(message, file=sys.stderr)
+                    journal.write("exit", exit_status=1, message=message)
+                    return 1
             result = verify(
                 config,
                 kubeconfig=args.kubeconfig,
                 context=args.context,
                 window=args.window,
-                # The lock next to cdk.json, as `cdk synth` reads it: the images verify expects are the deployed ones.
-                images=load_lock(Path(args.context_file).parent / LOCK_FILE),
+                images=images,
                 load=LoadOptions(say=_say) if args.load else None,
             )
             journal.write("verification", window=result.report.window, **rows_of(result.report.to_dict()))

@@ -82,7 +82,11 @@ def kubeconfig_path(given: str | None) -> tuple[str, str]:
 class Kube:
     """An API client for one kubeconfig context, and raw JSON GETs through it."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, *, allow_insecure: bool = True
+    ) -> None:
+        """`allow_insecure` False: refuse a context whose cluster sets insecure-skip-tls-verify (the commands that
+        change the cluster send their credentials only to a server they can authenticate)."""
         from kubernetes import client, config
 
         field, path = kubeconfig_path(kubeconfig)
@@ -99,6 +103,14 @@ class Kube:
             )
         except Exception as err:  # ConfigException, a failing exec plugin, a bad certificate path
             raise fail(field, path, f"context {self.context!r} cannot be used ({_one_line(err)})") from None
+        if not configuration.verify_ssl and not allow_insecure:
+            raise fail(
+                "--context",
+                self.context,
+                "sets insecure-skip-tls-verify: a command that changes the cluster sends no credentials to an API "
+                "server it cannot authenticate; give the cluster its certificate-authority-data, or pass "
+                "--allow-insecure-tls",
+            )
         configuration.retries = RETRIES
         self.server = str(configuration.host)
         self.api = client.ApiClient(configuration=configuration)

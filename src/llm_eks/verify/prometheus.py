@@ -38,19 +38,24 @@ class Transport(Protocol):
     def raw(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[int, bytes]: ...
 
 
-def window_seconds(window: str) -> float:
-    """Seconds of a Prometheus range duration (1h, 30m, 2h30m, 1d), read by the PromQL parser itself."""
+def duration_seconds(field: str, text: str) -> float:
+    """Seconds of a Prometheus duration (1h, 30m, 2h30m, 1d), read by the PromQL parser itself; at least a minute."""
     allowed = "a Prometheus duration such as 1h, 30m or 2h30m (at least 1m)"
-    if not _WINDOW_TEXT.match(window):
-        raise fail("--window", window, allowed)
+    if not _WINDOW_TEXT.match(text):
+        raise fail(field, text, allowed)
     try:
-        call: Any = promql_parser.parse(f"rate(up[{window}])")
+        call: Any = promql_parser.parse(f"rate(up[{text}])")
         seconds = float(call.args[0].range.total_seconds())
     except (ValueError, AttributeError, IndexError):
-        raise fail("--window", window, allowed) from None
+        raise fail(field, text, allowed) from None
     if seconds < 60:
-        raise fail("--window", window, allowed)
+        raise fail(field, text, allowed)
     return seconds
+
+
+def window_seconds(window: str) -> float:
+    """Seconds of the --window range."""
+    return duration_seconds("--window", window)
 
 
 def source(w: WorkloadPlan) -> MetricSource:

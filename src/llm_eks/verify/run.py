@@ -26,6 +26,7 @@ from llm_eks.verify.prometheus import Prometheus, read_metrics
 from llm_eks.verify.record import calibration_points
 from llm_eks.verify.report import Report
 from llm_eks.verify.rows import Row
+from llm_eks.verify.wait import wait_ready
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,20 @@ def run_load(
     results = run_loads(kube, specs, say=load.say, sleep=load.sleep)
     rows = [row for spec in specs for row in load_rows(spec, results[spec.workload])]
     return rows, max(r.seconds for r in results.values())
+
+
+def wait_until_ready(
+    config: EnvironmentConfig,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    images: ImageLock | None,
+    seconds: float,
+    on_look: Callable[[list[str]], None],
+) -> list[str]:
+    """--wait-ready: wait until `config`'s workloads have settled; what is still starting when `seconds` run out."""
+    kube = Kube(kubeconfig, context)
+    return wait_ready(kube, environment_plan(config, plan_workloads(config), images), seconds, on_look=on_look)
 
 
 def verify(

@@ -23,7 +23,7 @@ from llm_eks.verify.at_load import (
     drift_ratio,
 )
 from llm_eks.verify.rows import Row, Verdict
-from llm_eks.verify.text import planned_ms
+from llm_eks.verify.text import count, planned_ms
 
 # Measured output throughput outside 1/1.5-1.5x the estimate is drift: the time per output token it follows from
 # is held to the ITL's ratio.
@@ -80,7 +80,7 @@ def _number(result: dict[str, Any], key: str) -> float | None:
 
 def _sent(spec: LoadSpec) -> str:
     return (
-        f"{spec.num_prompts} requests, {spec.concurrency} at a time ({spec.replicas} replicas), "
+        f"{spec.num_prompts} requests, {spec.concurrency} at a time ({count(spec.replicas, 'replica')}), "
         f"{spec.input_len:,} \N{RIGHTWARDS ARROW} {spec.output_len:,} tokens"
     )
 

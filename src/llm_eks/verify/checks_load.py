@@ -15,14 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_eks.verify.at_load import (
-    ITL_MEDIAN_RATIO,
-    P99_MIN_SAMPLES,
-    TTFT_MEDIAN_RATIO,
-    LoadEstimate,
-    drift_ratio,
-)
-from llm_eks.verify.rows import Row, Verdict
+from llm_eks.verify.at_load import ITL_MEDIAN_RATIO, P99_MIN_SAMPLES, LoadEstimate
+from llm_eks.verify.checks_metrics import judge_latency
+from llm_eks.verify.rows import Row
 from llm_eks.verify.text import count, planned_ms
 
 # Measured output throughput outside 1/1.5-1.5x the estimate is drift: the time per output token it follows from
@@ -88,36 +83,19 @@ def _sent(spec: LoadSpec) -> str:
 def _latency_row(check: str, spec: LoadSpec, result: dict[str, Any], completed: int) -> Row:
     name = check.removeprefix("load-")
     slo = spec.slo_ttft_p99_ms if name == "ttft" else spec.slo_itl_p99_ms
-    estimate = None if spec.estimate is None else (spec.estimate.ttft_ms if name == "ttft" else spec.estimate.itl_ms)
-    planned = f"p99 ≤ {planned_ms(slo)}, median " + (
-        f"~{planned_ms(estimate)} at {spec.estimate.text()}"
-        if estimate is not None and spec.estimate
-        else "not planned"
-    )
-    median, p99 = _number(result, f"median_{name}_ms"), _number(result, f"p99_{name}_ms")
+    at = spec.estimate
+    estimate = None if at is None else (at.ttft_ms if name == "ttft" else at.itl_ms)
+    planned = f"p99 ≤ {planned_ms(slo)}, median "
+    planned += f"~{planned_ms(estimate)} at {at.text()}" if estimate is not None and at is not None else "not planned"
+    median = _number(result, f"median_{name}_ms")
     if median is None:
         return Row(check, spec.workload, planned, "not measured", "unknown", f"the result has no median_{name}_ms")
-    judged = completed >= P99_MIN_SAMPLES and p99 is not None
-    observed = f"median {planned_ms(median)}, " + (
-        f"p99 {planned_ms(p99)}" if judged and p99 is not None else "p99 not judged"
-    )
     counted = f"{completed:,} requests measured by vllm bench serve"
-    if median > slo or (judged and p99 is not None and p99 > slo):
-        what = "the median" if median > slo else "p99"
-        return Row(
-            check, spec.workload, planned, observed, "breach", f"{what} above the SLO's {planned_ms(slo)}; {counted}"
-        )
-    short = "" if judged else f"; a p99 needs {P99_MIN_SAMPLES} requests"
-    settled: Verdict = "ok" if judged else "insufficient"
-    if estimate is None:
-        return Row(check, spec.workload, planned, observed, settled, counted + short)
-    ratio = drift_ratio(median, estimate)
-    limit = ITL_MEDIAN_RATIO if name == "itl" else TTFT_MEDIAN_RATIO
-    off = f"median {ratio:.2f}x the estimate at this load"
-    if ratio > limit or (name == "itl" and ratio < 1 / limit):
-        bounds = f"1/{limit:g}-{limit:g}x" if name == "itl" else f"at most {limit:g}x"
-        return Row(check, spec.workload, planned, observed, "drift", f"{off} (allowed {bounds}); {counted}")
-    return Row(check, spec.workload, planned, observed, settled, f"{off}; {counted}{short}")
+    verdict, observed, detail = judge_latency(
+        name, median, _number(result, f"p99_{name}_ms"), completed, slo, estimate, "the estimate at this load",
+        counted, "requests",
+    )  # fmt: skip
+    return Row(check, spec.workload, planned, observed, verdict, detail)
 
 
 def _throughput_row(spec: LoadSpec, result: dict[str, Any]) -> Row:

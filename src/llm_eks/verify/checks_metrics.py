@@ -15,7 +15,7 @@ from llm_eks.verify.at_load import (
 )
 from llm_eks.verify.expected import WorkloadPlan
 from llm_eks.verify.observed import Latency, WorkloadMetrics
-from llm_eks.verify.rows import Row
+from llm_eks.verify.rows import Row, Verdict
 from llm_eks.verify.text import count, ms, percent, planned_ms, tokens
 
 # A server's KV cache further than this from the plan's is drift. The planner mirrors vLLM 0.33's memory accounting
@@ -43,6 +43,53 @@ def kv_row(w: WorkloadPlan, m: WorkloadMetrics) -> Row:
     return Row("kv-cache", w.name, planned, observed, "ok", deviation)
 
 
+def judge_latency(
+    check: str,
+    median_ms: float | None,
+    p99_ms: float | None,
+    samples: float,
+    slo_ms: float,
+    estimate_ms: float | None,
+    basis: str,
+    counted: str,
+    unit: str,
+) -> tuple[Verdict, str, str]:
+    """(verdict, observed, detail) of a TTFT or ITL measured on `samples` observations (`counted` says how many, and
+    where): a median or p99 above the SLO is a breach; a median off `estimate_ms` ("~X estimated at ...": `basis`)
+    beyond its ratio is drift; a percentile on fewer observations than it needs is not judged, and leaves the row
+    insufficient rather than ok."""
+    if samples < MEDIAN_MIN_SAMPLES or median_ms is None:
+        return (
+            "insufficient",
+            "insufficient data",
+            f"{counted}: a median needs {MEDIAN_MIN_SAMPLES}, a p99 {P99_MIN_SAMPLES}",
+        )
+    judged = samples >= P99_MIN_SAMPLES and p99_ms is not None
+    p99 = f"p99 {ms(p99_ms / 1000)}" if judged and p99_ms is not None else "p99 not judged"
+    observed = f"median {ms(median_ms / 1000)}, {p99}"
+    if median_ms > slo_ms:
+        return (
+            "breach",
+            observed,
+            f"the median is above the SLO's p99 {planned_ms(slo_ms)}: most {unit} miss it; {counted}",
+        )
+    if judged and p99_ms is not None and p99_ms > slo_ms:
+        return "breach", observed, f"p99 above the SLO's {planned_ms(slo_ms)}; {counted}"
+    settled: Verdict = "ok" if judged else "insufficient"
+    short = "" if judged else f"; a p99 needs {P99_MIN_SAMPLES} {unit}"
+    if estimate_ms is None:
+        return settled, observed, counted + short
+    ratio = drift_ratio(median_ms, estimate_ms)
+    limit = ITL_MEDIAN_RATIO if check == "itl" else TTFT_MEDIAN_RATIO
+    off = f"median {ratio:.2f}x {basis}"
+    if ratio > limit or (check == "itl" and ratio < 1 / limit):
+        bounds = f"1/{limit:g}-{limit:g}x" if check == "itl" else f"at most {limit:g}x"
+        return "drift", observed, f"{off} (allowed {bounds}); {counted}"
+    if ratio < 1 / limit:
+        off += ": faster than estimated"
+    return settled, observed, f"{off}; {counted}{short}"
+
+
 def _latency_row(
     check: str,
     w: WorkloadPlan,
@@ -58,37 +105,24 @@ def _latency_row(
         if planned_estimate_ms is not None
         else "not planned"
     )
-    n = measured.count or 0
-    counted = f"{n:,.0f} {unit} in {window}"
-    if n < MEDIAN_MIN_SAMPLES or measured.median_s is None:
-        why = f"{counted}: a median needs {MEDIAN_MIN_SAMPLES}, a p99 {P99_MIN_SAMPLES}"
-        return Row(check, w.name, planned, "insufficient data", "insufficient", why)
-    median_ms = measured.median_s * 1000
-    judged_p99 = n >= P99_MIN_SAMPLES and measured.p99_s is not None
-    p99 = f"p99 {ms(measured.p99_s)}" if judged_p99 and measured.p99_s is not None else "p99 not judged"
-    observed = f"median {ms(measured.median_s)}, {p99}"
-    if median_ms > slo_ms:
-        why = f"the median is above the SLO's p99 {planned_ms(slo_ms)}: most {unit} miss it; {counted}"
-        return Row(check, w.name, planned, observed, "breach", why)
-    if judged_p99 and measured.p99_s is not None and measured.p99_s * 1000 > slo_ms:
-        return Row(check, w.name, planned, observed, "breach", f"p99 above the SLO's {planned_ms(slo_ms)}; {counted}")
     if at_load is not None:
         estimate_ms: float | None = at_load.ttft_ms if check == "ttft" else at_load.itl_ms
         basis = f"~{planned_ms(estimate_ms or 0)} estimated at the observed {at_load.text()}"
     else:
         estimate_ms, basis = planned_estimate_ms, "the planned estimate (no observed load)"
-    short = "" if judged_p99 else f"; a p99 needs {P99_MIN_SAMPLES} {unit}"
-    if estimate_ms is None:
-        return Row(check, w.name, planned, observed, "ok" if judged_p99 else "insufficient", counted + short)
-    ratio = drift_ratio(median_ms, estimate_ms)
-    limit = ITL_MEDIAN_RATIO if check == "itl" else TTFT_MEDIAN_RATIO
-    off = f"median {ratio:.2f}x {basis}"
-    if ratio > limit or (check == "itl" and ratio < 1 / limit):
-        bounds = f"1/{limit:g}-{limit:g}x" if check == "itl" else f"at most {limit:g}x"
-        return Row(check, w.name, planned, observed, "drift", f"{off} (allowed {bounds}); {counted}")
-    if ratio < 1 / limit:
-        off += ": faster than estimated"
-    return Row(check, w.name, planned, observed, "ok" if judged_p99 else "insufficient", f"{off}; {counted}{short}")
+    n = measured.count or 0
+    verdict, observed, detail = judge_latency(
+        check,
+        None if measured.median_s is None else measured.median_s * 1000,
+        None if measured.p99_s is None else measured.p99_s * 1000,
+        n,
+        slo_ms,
+        estimate_ms,
+        basis,
+        f"{n:,.0f} {unit} in {window}",
+        unit,
+    )
+    return Row(check, w.name, planned, observed, verdict, detail)
 
 
 def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str, at_load: LoadEstimate | None) -> list[Row]:

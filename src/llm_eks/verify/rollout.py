@@ -218,55 +218,72 @@ def canary(
         )
         return 1
     start = live_weight(kube, p)
-    window = f"{p.hold_minutes}m"
-    for number, weight in enumerate([w for w in (steps or p.steps) if w > start], 1):
-        step: dict[str, Any] = {"workload": p.key, "step": number, "weight": weight, "window": window}
-        try:
-            set_weight(kube, p, weight)
-            hold = p.hold_minutes * 60
-            loaded: list[Row] = []
-            if load is None:
-                say(f"{p.key}: next version at {weight}%; holding {p.hold_minutes} min")
-                sleep(hold)
-            else:
-                say(f"{p.key}: next version at {weight}%; sending it the load, holding at least {p.hold_minutes} min")
-                loaded, seconds = load()
-                sleep(max(0.0, hold - seconds))
-                step["window"] = f"{max(p.hold_minutes, math.ceil(seconds / 60))}m"
-            report = check(step["window"])
-            report = replace(report, rows=(*report.rows, *loaded))
-        except BaseException as err:
-            reason = "interrupted by SIGINT" if isinstance(err, KeyboardInterrupt) else _one_line(err)
-            why = f"{reason} at step {weight}%"
-            after = _back_to_zero(kube, p, say, why)
-            outcome = "interrupted" if isinstance(err, Interrupted | KeyboardInterrupt) else "error"
-            journal.write("step", **step, outcome=outcome, weight_after=after, message=why)
-            raise
-        judged = rows_of(report.to_dict())
-        bad, thin = failing(report, p), unjudged(report, p)
-        if bad or thin:
-            if bad:
-                why = f"step {weight}% failed"
-            else:
-                why = (
-                    f"step {weight}% held {p.hold_minutes} min without enough evidence on the next version (run "
-                    "with --load to send it traffic, or hold longer: canary.hold_minutes)"
-                )
-            after = _back_to_zero(kube, p, say, why)
-            for row in bad or thin:
-                say(_row_line(row))
-            outcome = "failed" if bad else "insufficient data"
-            journal.write("step", **step, outcome=outcome, weight_after=after, message=why, **judged)
-            return 1
-        judged_ok = sum(1 for row in report.rows if row.workload == p.canary_name)
-        say(f"{p.key}: {weight}% held: the next version's {judged_ok} checks ok over {step['window']}")
-        journal.write("step", **step, outcome="held", weight_after=weight, message="held", **judged)
+    step: dict[str, Any] = {}
+    try:
+        for number, weight in enumerate([w for w in (steps or p.steps) if w > start], 1):
+            step = {"workload": p.key, "step": number, "weight": weight, "window": f"{p.hold_minutes}m"}
+            report = _hold(kube, p, step, check=check, sleep=sleep, say=say, load=load)
+            judged = rows_of(report.to_dict())
+            bad, thin = failing(report, p), unjudged(report, p)
+            if bad or thin:
+                if bad:
+                    why = f"step {weight}% failed"
+                else:
+                    why = (
+                        f"step {weight}% held {p.hold_minutes} min without enough evidence on the next version (run "
+                        "with --load to send it traffic, or hold longer: canary.hold_minutes)"
+                    )
+                after = _back_to_zero(kube, p, say, why)
+                for row in bad or thin:
+                    say(_row_line(row))
+                outcome = "failed" if bad else "insufficient data"
+                journal.write("step", **step, outcome=outcome, weight_after=after, message=why, **judged)
+                return 1
+            judged_ok = sum(1 for row in report.rows if row.workload == p.canary_name)
+            say(f"{p.key}: {weight}% held: the next version's {judged_ok} checks ok over {step['window']}")
+            journal.write("step", **step, outcome="held", weight_after=weight, message="held", **judged)
+            step = {}
+    except BaseException as err:
+        # Anywhere in the walk (a step's patch, hold or check, or between steps): back to 0, said and journaled.
+        reason = "interrupted by SIGINT" if isinstance(err, KeyboardInterrupt) else _one_line(err)
+        why = f"{reason} at step {step['weight']}%" if step else f"{reason} between steps"
+        after = _back_to_zero(kube, p, say, why)
+        outcome = "interrupted" if isinstance(err, Interrupted | KeyboardInterrupt) else "error"
+        journal.write("step", **step, outcome=outcome, weight_after=after, message=why)
+        raise
     say(
         f"{p.key}: the next version serves every request. Promote it in cdk.json (docs/how-to/promote.md): set "
         "canary.weight 100 and deploy, move the canary's changes into the workload and deploy, then remove canary "
         "and deploy"
     )
     return 0
+
+
+def _hold(
+    kube: Kube,
+    p: Pair,
+    step: dict[str, Any],
+    *,
+    check: Callable[[str], Report],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+    load: Callable[[], tuple[list[Row], float]] | None,
+) -> Report:
+    """One step: the weight set, the hold (with the load run during it, when given), the verification over it."""
+    weight = step["weight"]
+    set_weight(kube, p, weight)
+    hold = p.hold_minutes * 60
+    loaded: list[Row] = []
+    if load is None:
+        say(f"{p.key}: next version at {weight}%; holding {p.hold_minutes} min")
+        sleep(hold)
+    else:
+        say(f"{p.key}: next version at {weight}%; sending it the load, holding at least {p.hold_minutes} min")
+        loaded, seconds = load()
+        sleep(max(0.0, hold - seconds))
+        step["window"] = f"{max(p.hold_minutes, math.ceil(seconds / 60))}m"
+    report = check(step["window"])
+    return replace(report, rows=(*report.rows, *loaded))
 
 
 def rollback(kube: Kube, p: Pair, *, say: Callable[[str], None]) -> int:

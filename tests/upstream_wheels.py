@@ -8,7 +8,8 @@ its sha256 checked against the pin, then only the members the tests read extract
 which names the command to run when they are missing.
 
 vLLM's parser cannot be imported without torch and CUDA, so tests/test_vllm_flags.py reads its source instead: the
-files below are the ones that define `vllm serve`'s flags and the config fields behind them.
+files below are the ones that define `vllm serve`'s flags and the config fields behind them, and `vllm bench serve`'s
+(tests/test_verify_load.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ VLLM = Wheel(
         "vllm/config/model.py",
         "vllm/config/parallel.py",
         "vllm/config/multimodal.py",
+        # `vllm bench serve`'s flags (tests/vllm_bench_flags.py).
+        "vllm/benchmarks/serve.py",
+        "vllm/benchmarks/datasets/datasets.py",
     ),
 )
 WHEELS = (VLLM,)

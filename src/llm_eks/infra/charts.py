@@ -15,7 +15,8 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
-from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
+from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_name
+from llm_eks.manifests.benchmark import service_account as benchmark_service_account
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
 from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
@@ -25,7 +26,7 @@ from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
-from llm_eks.manifests.verifier import rbac_objects
+from llm_eks.manifests.verifier import load_rbac, rbac_objects, workload_rbac
 from llm_eks.manifests.vllm import PORT, VllmChart
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
 
@@ -126,7 +127,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
     if "neuron" in vendors:
         objects += netpol.neuron_namespace(netpol.NEURON_NAMESPACE)
-    # Cluster-wide too: the read-only RBAC of `llm-eks verify`.
+    # The read-only RBAC of `llm-eks verify`: cluster-wide, and in the monitoring namespace (the workloads' charts carry
+    # their namespaces' Roles).
     return objects + rbac_objects()
 
 
@@ -222,6 +224,8 @@ def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartP
     add_objects(
         ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name), direct_clients=workload.gateway is None)
     )
+    # What `llm-eks verify` reads in the namespace (group llm-eks-verify).
+    add_objects(ray, workload_rbac(r.namespace))
     return [
         ChartPlan(ray_id, ray, needs=("node-pools", *prerequisites(workload)), workload=workload),
         ChartPlan(
@@ -257,6 +261,10 @@ def _vllm_charts(
         direct_clients=workload.gateway is None or vllm.api_key_secret is not None,
     )
     add_objects(vllm_chart, policies)
+    # What `llm-eks verify` reads in the namespace (group llm-eks-verify), and the load Job `--load` runs (group
+    # llm-eks-load); the benchmark's ServiceAccount is applied with the workload, so that Job finds it.
+    load = [benchmark_service_account(vllm, bench), *load_rbac(vllm.namespace, [load_job_name(bench.name)])]
+    add_objects(vllm_chart, [*workload_rbac(vllm.namespace), *load])
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:
@@ -282,7 +290,7 @@ def _vllm_charts(
         ),
         ChartPlan(
             ids["benchmark"],
-            BenchmarkChart(app, ids["benchmark"], vllm, bench),
+            BenchmarkChart(app, ids["benchmark"], vllm, bench, with_service_account=False),
             needs=(own,),
             apply=False,
             workload=workload,

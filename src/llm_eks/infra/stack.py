@@ -35,7 +35,7 @@ from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.constructs.placement_groups import ClusterPlacementGroups
-from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps
+from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps, VerifyTrust
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, efa_node_classes, service_account, workload_secrets
@@ -67,12 +67,13 @@ class InferenceStack(cdk.Stack):
         plans: Plan | Sequence[Plan],
         workloads: Workload | Sequence[Workload] | None = None,
         *,
-        verifier_account: str | None = None,
+        verifier: VerifyTrust | None = None,
         **kwargs: Any,
     ) -> None:
         """`plans`: one per workload in `config.served` order (a single Plan for a one-workload environment);
         `workloads`: their chart props, built (and validated) from config and plans when not given;
-        `verifier_account`: the promotion pipeline's account, which may start `llm-eks verify` here (VerifyRunner)."""
+        `verifier`: the one role (the promotion pipeline's verify step) that may start `llm-eks verify` here
+        (VerifyRunner)."""
         self.plans: tuple[Plan, ...] = (plans,) if isinstance(plans, Plan) else tuple(plans)
         env = cdk.Environment(account=config.account, region=config.region) if config.account else None
         summary = "; ".join(p.summary_line() for p in self.plans)
@@ -116,15 +117,14 @@ class InferenceStack(cdk.Stack):
             )
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
-        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it).
-        self.cluster.add_manifest("VerifierRbac", *rbac_objects())
+        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it): cluster-wide,
+        # and a Role in the monitoring namespace, which comes with the observability stack.
+        self.cluster.add_manifest("VerifierRbac", *rbac_objects()).node.add_dependency(self.observability)
         self.verify_runner = (
             None
-            if verifier_account is None
+            if verifier is None
             else VerifyRunner(
-                self,
-                "Verifier",
-                VerifyRunnerProps(cluster=self.cluster, environment=config.name, trusted_account=verifier_account),
+                self, "Verifier", VerifyRunnerProps(cluster=self.cluster, environment=config.name, trusted=verifier)
             )
         )
         self.api_key = self._api_key(config)

@@ -45,6 +45,26 @@ def sources() -> dict[str, Source]:
     return rows
 
 
+@dataclass(frozen=True)
+class WrittenHere:
+    """One row of SOURCES.md's "Written here from documentation": a file of ours, written from the pages named."""
+
+    file: str
+    written_from: tuple[str, ...]
+    read: str
+    blob: str
+
+
+def written_here() -> dict[str, WrittenHere]:
+    """SOURCES.md's table of files written from documentation: file -> its row."""
+    rows = {}
+    for line in SOURCES.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and line.startswith("| ") and cells[0] != "file":
+            rows[cells[0]] = WrittenHere(cells[0], tuple(p.strip() for p in cells[1].split(",")), cells[2], cells[3])
+    return rows
+
+
 def git_blob_id(data: bytes) -> str:
     """What `git hash-object` prints for a file holding `data`."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

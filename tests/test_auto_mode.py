@@ -15,6 +15,7 @@ import pytest
 from llm_eks.catalog import auto_mode as catalog
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.constructs.compute_guard_handler import index as guard
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftwareOptions, gpu_options_for
 from llm_eks.errors import ConfigError
@@ -31,6 +32,7 @@ from llm_eks.planner import PlanRequest, plan
 from llm_eks.planner.compare import compare
 from llm_eks.planner.compute_mode import image_source_on, node_replacement
 from tests.chart_helpers import by_kind_and_name
+from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid, validation_errors
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -188,6 +190,22 @@ def test_a_pools_grace_period_lasts_one_replica_restart_on_auto_mode() -> None:
     assert gpu_disruption(slow, "karpenter", capacity_block=False) == GPU_DISRUPTION
     fast = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, compute="auto-mode"))
     assert gpu_disruption(fast, "auto-mode", capacity_block=False).termination_grace_period == "10m"
+
+
+def test_the_comparison_pages_figures_are_dev_plans_on_both_modes() -> None:
+    """docs/reference/compute-modes.md: dev's replica restarts a month and each restart's seconds, on both modes."""
+    body = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["environments"]["dev"]
+    auto_body = {key: value for key, value in body.items() if key != "system_nodes"} | {"compute": "auto-mode"}
+    ((karpenter,), (auto,)) = (plan_workloads(parse_environment("dev", b)) for b in (body, auto_body))
+    k, a = karpenter.node_replacement, auto.node_replacement
+    row = (
+        f"| **Replica restarts a month** (dev) | {k.restarts_per_replica_month:g}, each {k.restart_s:g} s (node launch"
+    )
+    page = (REPO_ROOT / "docs" / "reference" / "compute-modes.md").read_text()
+    assert row in page
+    assert f"| ~{a.restarts_per_replica_month:.1f}, each {a.restart_s:g} s (the cold start;" in page
+    in_use = [c.total_s for p in (karpenter, auto) for c in p.cold_start_paths if c.in_use]
+    assert f"| **Cold start on a new node** (dev, path in use) | {in_use[0]:g} s | {in_use[1]:g} s " in page
 
 
 # --- the environment's config ----------------------------------------------------------------------------------

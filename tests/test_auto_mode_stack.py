@@ -15,12 +15,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
+import cdk8s
 import pytest
 import yaml
+from aws_cdk.assertions import Template
+from constructs import Construct
 
 from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
+from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
+from llm_eks.constructs.gpu_devices import gpu_options_for
+from llm_eks.errors import ConfigError
 from llm_eks.infra.app import add_checks, build_app, new_app, write_review
+from llm_eks.manifests.disruption import AUTO_MODE_GPU_DISRUPTION
+from llm_eks.manifests.node_pools import GpuPoolSpec, NodePoolsChart, NodePoolsProps
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
 from tests.test_reserved_capacity import LARGEST
@@ -278,3 +287,80 @@ def test_side_by_side_auto_mode_adds_and_removes_these_resources(synth: Synth) -
         "PlatformClustermanifestNetworkPolicyController",
     }
     assert len(_ids(synth.template(KARPENTER)) - _ids(synth.template(AUTO))) == 43
+
+
+# --- the constructs alone, without llm-eks's config -------------------------------------------------------------
+
+
+class AutoModeComposed(cdk.Stack):
+    """Auto Mode from the constructs, as a user's own app composes them: the cluster, the NodeClasses' node role,
+    KEDA (on the system pool by default), the GPU device software and a node pools chart."""
+
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id, env=cdk.Environment(account="123456789012", region="us-west-2"))
+        self.platform = InferenceCluster(
+            self, "Platform", InferenceClusterProps(cluster_name="team-auto", auto_mode=True)
+        )
+        self.nodes = nodes = self.platform.add_auto_mode_nodes()
+        self.platform.add_keda()
+        charts = cdk8s.App()
+        pools = NodePoolsChart(
+            charts,
+            "node-pools",
+            NodePoolsProps(
+                cluster_name="team-auto",
+                node_role_name=nodes.node_role_name,
+                gpu_pools=(
+                    GpuPoolSpec(
+                        name="gpu-g6e",
+                        vendor="nvidia",
+                        instance_family="g6e",
+                        instance_types=("g6e.xlarge",),
+                        disruption=AUTO_MODE_GPU_DISRUPTION,
+                    ),
+                ),
+                cpu_pool=None,
+                compute="auto-mode",
+                security_group_ids=(self.platform.cluster.cluster_security_group_id,),
+            ),
+        )
+        self.pools = self.platform.add_chart("node-pools", pools, after=(nodes,))
+        self.platform.add_gpu_devices(gpu_options_for(pools.props))
+
+
+def test_the_constructs_compose_auto_mode_without_config_objects(tmp_path: Path) -> None:
+    app = new_app(context={}, outdir=str(tmp_path))
+    stack = AutoModeComposed(app, "TeamAuto")
+    add_checks(app)
+    app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    assert all(not plugin["violations"] for plugin in report["pluginReports"]), report
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::EKS::Cluster", {"ComputeConfig": {"Enabled": True, "NodePools": ["system"]}})
+    template.resource_count_is("AWS::EKS::Nodegroup", 0)
+    template.resource_count_is("AWS::EKS::Addon", 0)
+    keda = next(
+        r["Properties"]["Values"]
+        for r in template.find_resources("Custom::AWSCDK-EKS-HelmChart").values()
+        if r["Properties"]["Release"] == "keda"
+    )
+    assert json.loads(keda)["nodeSelector"]["karpenter.sh/nodepool"] == "system"
+    releases = {r["Properties"]["Release"] for r in template.find_resources("Custom::AWSCDK-EKS-HelmChart").values()}
+    assert "nvidia-device-plugin" not in releases and "dcgm-exporter" in releases
+    # The node pools wait for the NodeClasses' role and its access entry (deleted after them).
+    pools_id = stack.get_logical_id(stack.pools.node.default_child)
+    depends = template.to_json()["Resources"][pools_id]["DependsOn"]
+    for resource in (stack.nodes.node_access_entry, stack.nodes.node_role):
+        assert stack.get_logical_id(resource.node.default_child) in depends
+
+
+def test_karpenter_and_the_lb_controller_are_refused_on_an_auto_mode_cluster() -> None:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Refused")
+    platform = InferenceCluster(stack, "Platform", InferenceClusterProps(cluster_name="refused", auto_mode=True))
+    with pytest.raises(ConfigError, match=r"^add_karpenter: not allowed on an EKS Auto Mode cluster, which runs"):
+        platform.add_karpenter()
+    with pytest.raises(ConfigError, match=r"^add_load_balancer_controller: not allowed on an EKS Auto Mode cluster"):
+        platform.add_load_balancer_controller()
+    with pytest.raises(ConfigError, match=r"^system_min_size: 3 is not allowed with auto_mode; the controllers run"):
+        InferenceClusterProps(cluster_name="x", auto_mode=True, system_min_size=3).validate()

@@ -130,6 +130,15 @@ class InferenceClusterProps:
         check_statements("system_node_role_statements", self.system_node_role_statements)
         check_boundary("permissions_boundary", self.permissions_boundary)
         check_instance_type("system_instance_type", self.system_instance_type)
+        if self.auto_mode:
+            defaults = InferenceClusterProps(cluster_name=self.cluster_name)
+            for name in ("system_instance_type", "system_min_size", "system_desired_size", "system_max_size",
+                         "system_disk_gib", "system_node_role_statements"):  # fmt: skip
+                if getattr(self, name) != getattr(defaults, name):
+                    raise ConfigError(
+                        f"{name}: {getattr(self, name)!r} is not allowed with auto_mode; the controllers run on EKS "
+                        "Auto Mode's built-in system node pool, which takes no settings"
+                    )
         if self.vpc is not None and self.load_balancer_subnet_cidrs:
             raise ConfigError(
                 "load_balancer_subnet_cidrs: not allowed with an existing vpc; create the subnets in that VPC and "
@@ -149,15 +158,6 @@ class InferenceClusterProps:
             raise ConfigError(
                 f"system_disk_gib: {self.system_disk_gib} is not allowed; must be 20 (the AMI's own size) to 16384"
             )
-        if self.auto_mode:
-            defaults = InferenceClusterProps(cluster_name=self.cluster_name)
-            for name in ("system_instance_type", "system_min_size", "system_desired_size", "system_max_size",
-                         "system_disk_gib", "system_node_role_statements"):  # fmt: skip
-                if getattr(self, name) != getattr(defaults, name):
-                    raise ConfigError(
-                        f"{name}: {getattr(self, name)!r} is not allowed with auto_mode; the controllers run on EKS "
-                        "Auto Mode's built-in system node pool, which takes no settings"
-                    )
         if self.availability_zones and len(self.availability_zones) < 2:
             raise ConfigError(
                 f"availability_zones: {list(self.availability_zones)} is not allowed; list at least 2 zones"

@@ -6,9 +6,9 @@ validates against the pinned schemas (Auto Mode's NodeClass against the schema w
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -99,15 +99,11 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The three environments in one app, synthesized with cdk-nag and llm-eks's checks (synth fails on any finding),
     from the example's folder as `cdk synth` runs it."""
     outdir = tmp_path_factory.mktemp("auto-mode")
-    cwd = os.getcwd()
-    os.chdir(EXAMPLE)
-    try:
+    with contextlib.chdir(EXAMPLE):
         app = new_app(context=CONTEXT, outdir=str(outdir))
         stacks = build_app(app)
         add_checks(app)
         write_review(app, stacks, app.synth())
-    finally:
-        os.chdir(cwd)
     return Synth(outdir)
 
 

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from llm_eks.constructs import nag
-from llm_eks.constructs.log_encryption import encrypted_log_group
+from llm_eks.constructs.handler import python_handler
 from llm_eks.errors import fail, named_errors
 from llm_eks.planner.compute_mode import COMPUTE_MODES
 
@@ -65,18 +64,14 @@ class ComputeModeGuard(Construct):
         props.validate()
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
-        self.function = lambda_.Function(
+        # Outside the VPC: it calls the EKS API only, and must run before the cluster (and its VPC) exist.
+        self.function = python_handler(
             self,
-            "Handler",
             description=f"Refuses a deploy that would switch {props.cluster_name} between Karpenter and Auto Mode",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.on_event",
-            # Plain source, no bundling: boto3 ships with the runtime. Local bytecode must not change the asset hash.
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            source=HANDLER_DIR,
             timeout=cdk.Duration.minutes(1),
             memory_size=128,
-            log_group=encrypted_log_group(self, "HandlerLogs", props.log_retention),
-            # Outside the VPC: it calls the EKS API only, and must run before the cluster (and its VPC) exist.
+            log_retention=props.log_retention,
         )
         self.function.add_to_role_policy(
             iam.PolicyStatement(

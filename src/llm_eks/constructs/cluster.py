@@ -243,7 +243,7 @@ class InferenceCluster(ClusterComposition, Construct):
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             endpoint_access=endpoint,
             **capacity,
-            # Managed add-ons below replace the self-managed copies EKS would otherwise install unmanaged.
+            # Managed add-ons below (or on Auto Mode, its own) replace the copies EKS would otherwise install unmanaged.
             bootstrap_self_managed_addons=False,
             # Cluster admins come from config as access entries; the deploying role gets no standing access.
             bootstrap_cluster_creator_admin_permissions=False,

@@ -29,6 +29,7 @@ from llm_eks.manifests.serving_objects import add_objects
 from llm_eks.manifests.verifier import load_rbac, rbac_objects, workload_rbac
 from llm_eks.manifests.vllm import PORT, VllmChart
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
+from llm_eks.planner.compute_mode import AUTO_MODE
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,10 @@ class ChartPlan:
 
     id: str
     chart: cdk8s.Chart
-    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "lws", "secrets", "alb", "istio" (the
-    # Gateway API and InferencePool CRDs, and istiod), "weights" (this chart's workload's S3 read access), "staging"
-    # (its staging Job's write access), or the id of an earlier chart. The CDK stack maps each to a construct; a
-    # GitOps pipeline to a sync wave.
+    # Prerequisites by name: "karpenter" (on EKS Auto Mode "auto-mode-nodes": the node role), "observability", "keda",
+    # "kuberay", "lws", "secrets", "alb", "istio" (the Gateway API and InferencePool CRDs, and istiod), "weights" (this
+    # chart's workload's S3 read access), "staging" (its staging Job's write access), or the id of an earlier chart. The
+    # CDK stack maps each to a construct; a GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
     apply: bool = True
@@ -152,7 +153,8 @@ def build_charts(
     with a bucket the stack creates: apply it with the stack output's name). `cache_signing_key`: the ARN of the KMS
     key the compile caches are signed with, in the same ConfigMap. `cluster_oidc_issuer`: the cluster's OIDC
     issuer URL, for a gateway that trusts the cluster's own service-account tokens. `placement_groups`: the cluster
-    placement group id of each EFA node class (efa_node_classes), by node class name."""
+    placement group of each EFA node class (efa_node_classes), by node class name: its id for Karpenter, its name on
+    EKS Auto Mode."""
     v = config.vpc
     snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
@@ -166,12 +168,14 @@ def build_charts(
         image_snapshot_id=snapshots[0] if snapshots else None,
         tags=dict(config.tags),
         placement_groups=dict(placement_groups or {}),
+        compute=config.compute,
     )
     node_pools = NodePoolsChart(app, "node-pools", pools)
     if config.workloads and any(isinstance(w, VllmWorkload) and w.headroom is not None for w in workloads):
         # Several workloads: the placeholders' PriorityClass is nobody's; it goes with the capacity it reserves.
         add_objects(node_pools, [priority_class()])
-    charts = [ChartPlan("node-pools", node_pools, needs=("karpenter",))]
+    capacity = "auto-mode-nodes" if config.compute == AUTO_MODE else "karpenter"
+    charts = [ChartPlan("node-pools", node_pools, needs=(capacity,))]
     nvidia = [w for w in workloads if w.gpu_pool.vendor == "nvidia"]
     if config.workloads and nvidia:
         # Several workloads: the cluster's one DCGM ServiceMonitor is nobody's (build_workloads gave it to none).

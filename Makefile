@@ -16,7 +16,7 @@ export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: synth test check-fast lint format bench clean golden docs promtool
+.PHONY: synth test check-fast lint format bench clean golden docs promtool amtool
 
 $(VENV)/.stamp-deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,7 +44,11 @@ synth: setup
 promtool:
 	@command -v promtool >/dev/null || { echo "make: promtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus (Debian/Ubuntu; .ci/run does), brew install prometheus (macOS)" >&2; exit 1; }
 
-test: promtool setup $(CHECKOV_VENV)/.stamp-deps
+# The alert routing tests run Alertmanager's amtool (tests/amtool.py); a system package too.
+amtool:
+	@command -v amtool >/dev/null || { echo "make: amtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus-alertmanager (Debian/Ubuntu; .ci/run does), brew install alertmanager (macOS)" >&2; exit 1; }
+
+test: promtool amtool setup $(CHECKOV_VENV)/.stamp-deps
 	$(BIN)/ruff check src tests app.py examples benchmarks docgen
 	$(BIN)/ruff format --check src tests app.py examples benchmarks docgen
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.

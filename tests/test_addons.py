@@ -28,6 +28,7 @@ from llm_eks.constructs.observability import Observability, ObservabilityOptions
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
+from llm_eks.manifests.alerting import AlertRoutes, SecretReceiver
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
 from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
 
@@ -39,6 +40,16 @@ GPU_TAINTS = (
 )
 WORKLOAD_SA = ("inference", "vllm-llama-3-1-8b")
 KMS_KEY = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+ALERT_ROUTES = AlertRoutes(
+    receivers={
+        "pager": SecretReceiver("pagerduty", "llm-eks/prod/pagerduty"),
+        "chat": SecretReceiver("slack", "llm-eks/prod/slack", "#llm-alerts"),
+        "snitch": SecretReceiver("webhook", "llm-eks/prod/heartbeat-url"),
+    },
+    critical=("sns", "pager"),
+    warning=("chat",),
+    deadmans_switch="snitch",
+)
 # Helm waits per release in the worst case: main --wait plus one per hook Job.
 WAITS = {"kube-prometheus-stack": 3, "secrets-store-csi-driver": 3}
 
@@ -53,9 +64,14 @@ class Synth:
         stack = cdk.Stack(app, STACK, env=cdk.Environment(account="123456789012", region="us-west-2"))
         cluster = minimal_cluster(stack)
         Keda(stack, "Keda", KedaProps(cluster=cluster))
-        Observability(stack, "Observability", ObservabilityProps(cluster=cluster))
-        KubeRayOperator(stack, "KubeRay", KubeRayOperatorProps(cluster=cluster))
         secrets = SecretsStoreCsi(stack, "SecretsStoreCsi", SecretsStoreCsiProps(cluster=cluster))
+        # Pages to PagerDuty and the topic, warnings to Slack, the heartbeat to a webhook: every secret a file.
+        Observability(
+            stack,
+            "Observability",
+            ObservabilityProps(cluster=cluster, alert_routes=ALERT_ROUTES, secrets_store=secrets),
+        )
+        KubeRayOperator(stack, "KubeRay", KubeRayOperatorProps(cluster=cluster))
         self.reader = secrets.add_secret_reader(*WORKLOAD_SA, "llm-eks/hf-token")
         AwsLoadBalancerController(stack, "AwsLoadBalancerController", AwsLoadBalancerControllerProps(cluster=cluster))
         ModelWeightsAccess(
@@ -370,7 +386,11 @@ def _associations(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_pod_identity_associations(synth: Synth) -> None:
     associations = _associations(synth)
-    assert set(associations) == {WORKLOAD_SA, ("kube-system", "aws-load-balancer-controller")}
+    assert set(associations) == {
+        WORKLOAD_SA,
+        ("kube-system", "aws-load-balancer-controller"),
+        ("monitoring", "kube-prometheus-stack-alertmanager"),
+    }
     roles = synth.resources("AWS::IAM::Role")
     for (namespace, account), resource in associations.items():
         role_id = resource["Properties"]["RoleArn"]["Fn::GetAtt"][0]
@@ -415,6 +435,61 @@ def test_model_weights_read_only_on_the_prefix(synth: Synth) -> None:
     assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-west-2.amazonaws.com"}}
     every_action = {a for s in statements.values() for a in _list(s["Action"])}
     assert not any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in every_action)
+
+
+def test_alert_receivers_read_their_secrets_as_files(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
+    """PagerDuty, Slack and the heartbeat webhook: each secret by name from Secrets Manager, mounted into the
+    Alertmanager pods through the CSI driver with their own Pod Identity role, never a Helm value."""
+    prometheus = releases["kube-prometheus-stack"]
+    spec = prometheus["Values"]["alertmanager"]["alertmanagerSpec"]
+    assert spec["volumes"] == [
+        {
+            "name": "alerting-secrets",
+            "csi": {
+                "driver": "secrets-store.csi.k8s.io",
+                "readOnly": True,
+                "volumeAttributes": {"secretProviderClass": "alertmanager-receivers"},
+            },
+        }
+    ]
+    assert spec["volumeMounts"] == [
+        {"name": "alerting-secrets", "mountPath": "/etc/llm-eks/alerting", "readOnly": True}
+    ]
+    config = prometheus["Values"]["alertmanager"]["config"]
+    files = sorted(
+        value
+        for receiver in config["receivers"]
+        for key, integrations in receiver.items()
+        if key.endswith("_configs")
+        for integration in integrations
+        for name, value in integration.items()
+        if name.endswith("_file")
+    )
+    assert files == ["/etc/llm-eks/alerting/chat", "/etc/llm-eks/alerting/pager", "/etc/llm-eks/alerting/snitch"]
+    holder = synth.manifest_of("SecretProviderClass", "alertmanager-receivers")
+    # The class exists before the pods that mount it, and after the driver that defines its kind.
+    assert holder in prometheus["DependsOn"]
+    assert any(d.startswith("SecretsStoreCsiProviderAws") for d in synth.template["Resources"][holder]["DependsOn"])
+    role = _associations(synth)[("monitoring", "kube-prometheus-stack-alertmanager")]["Properties"]["RoleArn"]
+    statements = synth.role_statements(role["Fn::GetAtt"][0])
+    read = sorted(readable(s["Resource"]) for s in statements if "secretsmanager:GetSecretValue" in _list(s["Action"]))
+    assert [r.rsplit(":secret:", 1)[1] for r in read] == [
+        "llm-eks/prod/heartbeat-url-??????",
+        "llm-eks/prod/pagerduty-??????",
+        "llm-eks/prod/slack-??????",
+    ]
+
+
+def test_a_secret_receiver_needs_the_secrets_store(bare_cluster: eks.Cluster) -> None:
+    with pytest.raises(ConfigError) as err:
+        Observability(
+            bare_cluster.stack, "Observability", ObservabilityProps(cluster=bare_cluster, alert_routes=ALERT_ROUTES)
+        )
+    assert str(err.value) == (
+        "Bare/Observability: observability.secrets_store: None is not allowed with receivers that hold a secret "
+        "(pager, chat, snitch); pass the cluster's SecretsStoreCsi (InferenceCluster.add_secrets_store), which "
+        "mounts each secret into Alertmanager as a file"
+    )
 
 
 def test_load_balancer_controller(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:

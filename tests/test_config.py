@@ -113,8 +113,8 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: accepted_risks, account, "
-            "admin_role_arns, capacity_reservations, endpoint, gateway, kubernetes_version, production, region, "
-            "require_image_digests, rollout_role_arns, "
+            "admin_role_arns, alerting, capacity_reservations, endpoint, gateway, kubernetes_version, production, "
+            "region, require_image_digests, rollout_role_arns, "
             "system_nodes, tags, vpc, weights_bucket, workload, workloads",
         ),
         (

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks.catalog.models import ModelSpec
+from llm_eks.config.alerting import AlertingConfig
 from llm_eks.config.canary import OVERRIDES, CanaryConfig, canary_key
 from llm_eks.config.workload_options import (
     AutoscalingConfig,
@@ -440,6 +441,9 @@ class EnvironmentConfig:
     # Risks a production environment accepts, by id -> one line why (synth prints each): "images-by-tag" (images
     # without a locked digest), "revisions-by-name" (a branch or tag instead of a commit). Empty: none accepted.
     accepted_risks: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Where alerts go (below): by default every severity to the environment's SNS topic, and Alertmanager's
+    # heartbeat to a topic a CloudWatch alarm watches, so a silent pipeline alarms too.
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
 
     @property
     def served(self) -> tuple[ServedWorkload, ...]:

@@ -14,6 +14,13 @@ last-applied-annotation limit of client-side `kubectl apply` never applies.
 Contract for the workload charts: Prometheus is `prometheus-operated.monitoring.svc.cluster.local:9090`; it selects
 every ServiceMonitor, PodMonitor, Probe, ScrapeConfig and PrometheusRule in every namespace; Grafana's sidecar loads
 dashboards from ConfigMaps labelled `grafana_dashboard: "1"` in every namespace.
+
+Alerts reach people (llm_eks.manifests.alerting routes them): the chart's default `alertmanager.config` sends every
+alert, the Watchdog included, to its `null` receiver, so this construct always renders a routing tree, creates the
+topics it publishes to (AlertTopics: the alerts topic, the heartbeat topic a CloudWatch alarm watches) and gives
+the Alertmanager pods' service account (named here, `kube-prometheus-stack-alertmanager`) a Pod Identity role that
+may publish to them. Receivers with a secret (PagerDuty, Slack, webhooks) get it as a file from Secrets Manager
+through the Secrets Store CSI driver (`secrets_store`), never as a Kubernetes Secret or a Helm value.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from constructs import Construct
 from llm_eks.constructs.addons import (
     ChartSource,
     Placement,
+    PodIdentityRole,
     addon_namespace,
     check_cidrs,
     check_helm_values,
@@ -40,8 +48,18 @@ from llm_eks.constructs.addons import (
     requests_limits,
     with_helm_values,
 )
+from llm_eks.constructs.alerting import AlertTopics, AlertTopicsProps
+from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.alerting import (
+    AlertRoutes,
+    alertmanager_config,
+    receiver_secret_class,
+    secret_volume,
+    used_secret_receivers,
+    validate_routes,
+)
 from llm_eks.versions import KUBE_PROMETHEUS_STACK_CHART_VERSION, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
 
 PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
@@ -53,6 +71,16 @@ PROMETHEUS_OPERATOR_CRDS_CHART = ChartSource(
 )
 RELEASE = "kube-prometheus-stack"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")
+# The Alertmanager pods' service account, named here (not left to the chart's helper) so its Pod Identity
+# association names it exactly.
+ALERTMANAGER_SERVICE_ACCOUNT = f"{RELEASE}-alertmanager"
+# The SecretProviderClass mounting the alert receivers' secrets into the Alertmanager pods.
+ALERT_SECRETS_CLASS = "alertmanager-receivers"
+
+
+def _every_severity_to_sns() -> AlertRoutes:
+    return AlertRoutes(receivers=MappingProxyType({}))
+
 
 _PROM_DURATION = re.compile(r"^(\d+(y|w|d|h|m|s|ms))+$")
 
@@ -83,6 +111,18 @@ class ObservabilityOptions:
     crds_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(3))
     # Merged over our kube-prometheus-stack values (addons.with_helm_values), e.g. Grafana's ingress or remote write.
     helm_values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Who gets which alerts (llm_eks.manifests.alerting): every severity to the alerts topic, the Watchdog to the
+    # heartbeat topic a CloudWatch alarm watches.
+    alert_routes: AlertRoutes = field(default_factory=_every_severity_to_sns)
+    # Emails subscribed to the alerts topic (each confirms once); none: subscribe your on-call yourself.
+    alert_email: tuple[str, ...] = ()
+    # Topics `<prefix>-alerts` and `<prefix>-heartbeat`; None: the cluster's name (a deploy-time reference for a
+    # cluster whose name CloudFormation generates).
+    alert_topic_prefix: str | None = None
+    # Forward the stack's failed deploys and stuck rollbacks (CloudFormation events) to the alerts topic.
+    alert_stack_failures: bool = True
+    # The Secrets Store CSI driver: required when a receiver holds a secret (it is mounted as a file).
+    secrets_store: SecretsStoreCsi | None = None
 
     def validate(self) -> None:
         check_name("observability.namespace", self.namespace, label=True)
@@ -100,6 +140,13 @@ class ObservabilityOptions:
             )
         check_kms_key_arn("observability.kms_key_arn", self.kms_key_arn)
         check_helm_values("observability.helm_values", self.helm_values)
+        validate_routes("observability.alert_routes", self.alert_routes)
+        if used_secret_receivers(self.alert_routes) and self.secrets_store is None:
+            raise ConfigError(
+                "observability.secrets_store: None is not allowed with receivers that hold a secret "
+                f"({', '.join(used_secret_receivers(self.alert_routes))}); pass the cluster's SecretsStoreCsi "
+                "(InferenceCluster.add_secrets_store), which mounts each secret into Alertmanager as a file"
+            )
 
     @property
     def retention_size(self) -> str:
@@ -149,7 +196,46 @@ class Observability(Construct):
         self.objects: list[dict[str, Any]] = [storage_class(props)] if props.create_storage_class else []
         self.storage_class: eks.KubernetesManifest | None = None
         if self.objects:
-            self.storage_class = eks.KubernetesManifest(self, "StorageClass", cluster=cluster, manifest=self.objects)
+            self.storage_class = eks.KubernetesManifest(
+                self, "StorageClass", cluster=cluster, manifest=list(self.objects)
+            )
+        routes = props.alert_routes
+        self.alert_topics = AlertTopics(
+            self,
+            "AlertTopics",
+            AlertTopicsProps(
+                name_prefix=props.alert_topic_prefix or cluster.cluster_name,
+                email=props.alert_email,
+                heartbeat=routes.heartbeat_topic,
+                stack_failures=props.alert_stack_failures,
+            ),
+        )
+        # One role for the Alertmanager pods: it publishes to the topics and reads the receivers' secrets.
+        self.alertmanager_identity = PodIdentityRole.for_service_account(
+            cluster, props.namespace, ALERTMANAGER_SERVICE_ACCOUNT
+        )
+        self.alert_topics.grant_publish(self.alertmanager_identity.role)
+        secret_class = receiver_secret_class(routes, ALERT_SECRETS_CLASS, props.namespace, cdk.Stack.of(self).region)
+        self.receiver_secrets: eks.KubernetesManifest | None = None
+        if secret_class is not None:
+            assert props.secrets_store is not None  # validate() refuses it otherwise
+            for receiver in used_secret_receivers(routes).values():
+                props.secrets_store.add_secret_reader(props.namespace, ALERTMANAGER_SERVICE_ACCOUNT, receiver.secret)
+            self.objects.append(secret_class)
+            # Its kind comes with the driver's CRDs; the Alertmanager pods mount it.
+            self.receiver_secrets = eks.KubernetesManifest(
+                self, "ReceiverSecrets", cluster=cluster, manifest=[secret_class]
+            )
+            self.receiver_secrets.node.add_dependency(self.namespace_manifest, props.secrets_store)
+        alerting = alertmanager_config(
+            routes,
+            alerts_topic_arn=self.alert_topics.alerts.topic_arn,
+            heartbeat_topic_arn=None if self.alert_topics.heartbeat is None else self.alert_topics.heartbeat.topic_arn,
+            region=cdk.Stack.of(self).region,
+        )
+        values = kube_prometheus_stack_values(
+            props, alerting=alerting, alert_secrets=ALERT_SECRETS_CLASS if secret_class is not None else None
+        )
         self.chart = install_chart(
             self,
             "Chart",
@@ -157,14 +243,17 @@ class Observability(Construct):
             source=KUBE_PROMETHEUS_STACK_CHART,
             release=RELEASE,
             namespace=props.namespace,
-            values=with_helm_values(kube_prometheus_stack_values(props), props.helm_values),
+            values=with_helm_values(values, props.helm_values),
             timeout=props.timeout,
             waits=3,
             create_namespace=False,
         )
-        self.chart.node.add_dependency(self.crds, self.namespace_manifest)
+        # The association before the pods: the Pod Identity webhook hands out credentials at admission only.
+        self.chart.node.add_dependency(self.crds, self.namespace_manifest, self.alertmanager_identity)
         if self.storage_class is not None:
             self.chart.node.add_dependency(self.storage_class)
+        if self.receiver_secrets is not None:
+            self.chart.node.add_dependency(self.receiver_secrets)
 
 
 def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
@@ -186,11 +275,22 @@ def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
     }
 
 
-def kube_prometheus_stack_values(props: ObservabilityOptions) -> dict[str, Any]:
-    """Helm values for kube-prometheus-stack. No credential in here: Grafana generates its admin password."""
+def kube_prometheus_stack_values(
+    props: ObservabilityOptions, *, alerting: Mapping[str, Any], alert_secrets: str | None = None
+) -> dict[str, Any]:
+    """Helm values for kube-prometheus-stack, with `alerting` as Alertmanager's config (manifests.alerting) and the
+    receivers' secrets mounted from SecretProviderClass `alert_secrets`. No credential in here: Grafana generates
+    its admin password, the receivers' secrets are files."""
     selector = dict(props.placement.node_selector)
     tolerations = [dict(t) for t in props.placement.tolerations]
     on_system = {"nodeSelector": selector, "tolerations": tolerations}
+    alertmanager_spec: dict[str, Any] = {
+        **on_system,
+        "resources": requests_limits("50m", "64Mi", memory_limit="256Mi"),
+    }
+    if alert_secrets is not None:
+        volume, mount = secret_volume(alert_secrets)
+        alertmanager_spec |= {"volumes": [volume], "volumeMounts": [mount]}
     return {
         # The CRDs come from the prometheus-operator-crds release (see the module docstring).
         "crds": {"enabled": False},
@@ -239,7 +339,9 @@ def kube_prometheus_stack_values(props: ObservabilityOptions) -> dict[str, Any]:
             }
         },
         "alertmanager": {
-            "alertmanagerSpec": {**on_system, "resources": requests_limits("50m", "64Mi", memory_limit="256Mi")}
+            "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
+            "config": dict(alerting),
+            "alertmanagerSpec": alertmanager_spec,
         },
         "grafana": {
             **on_system,

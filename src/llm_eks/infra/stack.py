@@ -34,11 +34,13 @@ from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.constructs.placement_groups import ClusterPlacementGroups
+from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, efa_node_classes, service_account, workload_secrets
 from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
+from llm_eks.manifests.alerting import used_secret_receivers
 from llm_eks.manifests.benchmark import TOKENIZER_FILES
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
@@ -97,12 +99,25 @@ class InferenceStack(cdk.Stack):
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
         environment_addons = addons(self.workloads)
+        routes = config.alerting.routes()
+        # Receivers with a secret read it through the Secrets Store CSI driver: it goes in before Alertmanager.
+        self.secrets_store: SecretsStoreCsi | None = (
+            self.platform.add_secrets_store() if used_secret_receivers(routes) else None
+        )
         self.observability = self.platform.add_observability(
             ObservabilityOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
                 # Only KEDA's operator queries Prometheus from outside its namespace, and only where KEDA runs.
                 prometheus_clients=ObservabilityOptions.prometheus_clients if "keda" in environment_addons else (),
+                alert_routes=routes,
+                alert_email=config.alerting.email,
+                alert_topic_prefix=config.cluster_name,
+                secrets_store=self.secrets_store,
             )
+        )
+        topics = self.observability.alert_topics
+        cdk.CfnOutput(
+            self, "AlertsTopicArn", value=topics.alerts.topic_arn, description="SNS topic every alert routed to sns"
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
         # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it).
@@ -292,7 +307,8 @@ class InferenceStack(cdk.Stack):
             self._addon_namespaces += lws.namespace_objects
             construct = lws
         elif name == "secrets":
-            self.secrets_store = self.platform.add_secrets_store()
+            if self.secrets_store is None:
+                self.secrets_store = self.platform.add_secrets_store()
             # The pods mount the generated key at start: it must exist first.
             key = (self.api_key.secret,) if self.api_key is not None else ()
             return self.secrets_store, *key
@@ -312,6 +328,12 @@ class InferenceStack(cdk.Stack):
             raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
         return (construct,)
 
+    def _secrets(self) -> SecretsStoreCsi:
+        """The Secrets Store CSI driver, which `addons` adds wherever a workload reads a secret."""
+        if self.secrets_store is None:
+            raise ValueError("a workload reads a secret but the secrets add-on was not added")  # a bug in addons()
+        return self.secrets_store
+
     def _add_workload_access(self, workload: Workload) -> None:
         """The workload's own AWS access: its secrets (each by name) and its S3 weights, through its ServiceAccount's
         Pod Identity role.
@@ -322,7 +344,7 @@ class InferenceStack(cdk.Stack):
         namespace, account = service_account(workload)
         if workload.secrets:
             for secret_name in workload_secrets(workload):
-                self.secrets_store.add_secret_reader(namespace, account, secret_name)
+                self._secrets().add_secret_reader(namespace, account, secret_name)
             identity = PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account)
             self._workload_prerequisites[(workload.key, "secrets")] = (identity,)
         if isinstance(workload, VllmWorkload) and workload.staging is not None:
@@ -368,7 +390,7 @@ class InferenceStack(cdk.Stack):
                 self.weights_bucket.add_adapter_reader(namespace, writer_name(workload.vllm), adapter.prefix)
         for job in (staging, *(a for _, a in workload.adapter_stagings)):
             if job.hf_token_secret is not None:
-                self.secrets_store.add_secret_reader(namespace, job.name, job.hf_token_secret)
+                self._secrets().add_secret_reader(namespace, job.name, job.hf_token_secret)
         self._workload_prerequisites[(workload.key, "weights")] = readers
         self._workload_prerequisites[(workload.key, "staging")] = stagers
 
@@ -385,12 +407,12 @@ class InferenceStack(cdk.Stack):
         staged files, or through the Hub token from the Hub)."""
         namespace, account = workload.vllm.namespace, workload.benchmark.name
         if workload.api_key_secret is not None:
-            self.secrets_store.add_secret_reader(namespace, account, workload.api_key_secret)
+            self._secrets().add_secret_reader(namespace, account, workload.api_key_secret)
         prefix = workload.benchmark.tokenizer_prefix
         if prefix is not None and self.weights_bucket is not None:
             self.weights_bucket.add_object_reader(namespace, account, prefix, TOKENIZER_FILES)
         elif prefix is None and workload.vllm.hf_token_secret is not None:
-            self.secrets_store.add_secret_reader(namespace, account, workload.vllm.hf_token_secret)
+            self._secrets().add_secret_reader(namespace, account, workload.vllm.hf_token_secret)
 
     def _prerequisites_of(self, need: str, planned: ChartPlan) -> tuple[IConstruct, ...]:
         """What `need` of a chart stands for: an add-on or earlier chart, plus the chart's workload's own access."""

@@ -640,6 +640,69 @@ def test_replica_counts_are_bounded(bare_cluster: eks.Cluster) -> None:
     )
 
 
+def test_two_prometheus_and_alertmanager_replicas_one_per_zone(releases: dict[str, dict[str, Any]]) -> None:
+    values = releases["kube-prometheus-stack"]["Values"]
+    for spec, pdb in (
+        (values["prometheus"]["prometheusSpec"], values["prometheus"]["podDisruptionBudget"]),
+        (values["alertmanager"]["alertmanagerSpec"], values["alertmanager"]["podDisruptionBudget"]),
+    ):
+        assert (spec["replicas"], spec["podAntiAffinity"], spec["podAntiAffinityTopologyKey"]) == (
+            2,
+            "hard",
+            "topology.kubernetes.io/zone",
+        )
+        assert pdb == {"enabled": True, "minAvailable": 1}
+    # Each replica's series go to the querier through its Thanos sidecar, found through the discovery Service.
+    assert values["prometheus"]["prometheusSpec"]["thanos"]["image"] == versions.THANOS_IMAGE
+    assert values["prometheus"]["thanosService"] == {"enabled": True}
+    assert (
+        values["grafana"]["sidecar"]["datasources"]["url"] == "http://thanos-query.monitoring.svc.cluster.local:10902/"
+    )
+
+
+def test_one_query_endpoint_deduplicates_both_replicas(synth: Synth) -> None:
+    objects = synth.manifests()[synth.manifest_of("Deployment", "thanos-query")]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    spec = deployment["spec"]
+    (container,) = spec["template"]["spec"]["containers"]
+    assert spec["replicas"] == 2
+    assert container["image"] == versions.THANOS_IMAGE
+    assert container["args"][:4] == [
+        "query",
+        "--http-address=0.0.0.0:10902",
+        "--grpc-address=0.0.0.0:10901",
+        "--query.replica-label=prometheus_replica",
+    ]
+    sd = yaml.safe_load(container["args"][4].removeprefix("--endpoint.sd-config="))
+    assert sd == {
+        "endpoints": [
+            {"address": "dnssrv+_grpc._tcp.kube-prometheus-stack-thanos-discovery.monitoring.svc.cluster.local"}
+        ]
+    }
+    assert spec["template"]["spec"]["nodeSelector"] == SYSTEM
+    (pdb,) = [o for o in objects if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"] == "thanos-query"]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert_valid([o for o in objects if "${" not in json.dumps(o) and o["kind"] != "Namespace"])
+
+
+def test_replicas_beyond_the_zones_are_refused() -> None:
+    # An env-agnostic stack resolves two zones.
+    stack = cdk.Stack(cdk.App(), "TwoZones")
+    cluster = minimal_cluster(stack)
+    with pytest.raises(ConfigError) as err:
+        Observability(stack, "Observability", ObservabilityProps(cluster=cluster, prometheus_replicas=3))
+    assert str(err.value) == (
+        "TwoZones/Observability: observability.prometheus_replicas: 3 is not allowed; must be at most the cluster's 2 "
+        "availability zones (one replica per zone: another would stay Pending)"
+    )
+    with pytest.raises(ConfigError) as err:
+        ObservabilityOptions(query_replicas=1).validate()
+    assert str(err.value) == (
+        "observability.query_replicas: 1 is not allowed; must be 2 or 3 (KEDA's scaling and verify read through it: "
+        "one replica would be a single point of failure)"
+    )
+
+
 def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
     """Each add-on namespace is ours: its Pod Security level (with the reason below restricted), a default deny and
     the exact allows; the control plane's range defaults to the cluster's VPC CIDR."""
@@ -654,10 +717,12 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
             [
                 "default-deny-ingress",
                 "prometheus-scrapes",
-                "prometheus-queries",
+                "thanos-query",
+                "prometheus-sidecars-from-thanos-query",
+                "prometheus-from-grafana",
                 "alertmanager-from-grafana",
+                "alertmanager-cluster",
                 "prometheus-operator-webhook",
-                "prometheus-from-api-server",
             ],
         ),
     }
@@ -666,7 +731,7 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
         ns, *rest = objects
         assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level
         assert ("annotations" in ns["metadata"]) is (level != "restricted")
-        assert [o["metadata"]["name"] for o in rest] == policies
+        assert [o["metadata"]["name"] for o in rest if o["kind"] == "NetworkPolicy"] == policies
         assert {o["metadata"]["namespace"] for o in rest} == {namespace}
         assert_valid([o for o in objects if "${" not in json.dumps(o)])
     keda = synth.manifests()[synth.manifest_of("Namespace", "keda")]
@@ -683,8 +748,12 @@ def test_control_plane_cidrs_and_prometheus_clients_are_props() -> None:
     assert blocks == {"10.1.0.0/16"}
     props = ObservabilityProps(cluster=cluster, control_plane_cidrs=("10.1.0.0/16",), prometheus_clients=())
     alone = Observability(stack, "Observability", props).namespace_objects
-    (queries,) = [o for o in alone if o["metadata"]["name"] == "prometheus-queries"]
-    assert queries["spec"]["ingress"][0]["from"] == [
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}
+    (queries,) = [o for o in alone if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "thanos-query"]
+    assert queries["spec"]["ingress"] == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}],
+            "ports": [{"protocol": "TCP", "port": 10902}],
+        },
+        {"from": [{"ipBlock": {"cidr": "10.1.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 10902}]},
     ]
     assert_valid(keda + alone)

@@ -84,7 +84,7 @@ def test_trigger_queries_exactly(scaled_object: dict[str, Any]) -> None:
             "name": "waiting-requests",
             "metricType": "AverageValue",
             "metadata": {
-                "serverAddress": "http://prometheus-operated.monitoring.svc.cluster.local:9090",
+                "serverAddress": "http://thanos-query.monitoring.svc.cluster.local:10902",
                 "query": 'sum(vllm:num_requests_waiting{model_name="llama-3.1-8b"})',
                 "threshold": "4",
             },
@@ -94,13 +94,13 @@ def test_trigger_queries_exactly(scaled_object: dict[str, Any]) -> None:
             "name": "kv-cache-usage",
             "metricType": "Value",
             "metadata": {
-                "serverAddress": "http://prometheus-operated.monitoring.svc.cluster.local:9090",
+                "serverAddress": "http://thanos-query.monitoring.svc.cluster.local:10902",
                 "query": 'avg(vllm:kv_cache_usage_perc{model_name="llama-3.1-8b"})',
                 "threshold": "0.8",
             },
         },
     ]
-    assert PROMETHEUS_URL == "http://prometheus-operated.monitoring.svc.cluster.local:9090"
+    assert PROMETHEUS_URL == "http://thanos-query.monitoring.svc.cluster.local:10902"
 
 
 def test_every_query_returns_one_element_and_uses_current_metric_names(

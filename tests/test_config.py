@@ -48,7 +48,7 @@ def test_defaults_are_production_choices() -> None:
     config = parse_environment("x", {})
     assert config.kubernetes_version == "1.35"
     assert config.vpc.cidr == "10.0.0.0/16"
-    assert config.system_nodes.min_size == 2
+    assert config.system_nodes.min_size == 3
     assert config.workload.replicas.min == 1
     assert config.workload.autoscaling.scale_to_zero is None
     # The OpenAI endpoint needs a key unless the config turns it off; the stack generates it.
@@ -203,8 +203,8 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         ),
         (
             {"system_nodes": {"desired_size": 9}},
-            "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (2) and "
-            "max_size (4)",
+            "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (3) and "
+            "max_size (5)",
         ),
         (
             {

@@ -107,6 +107,8 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
         "vllm-llama",
         "payload-processor",
         "vllm-llama-epp",
+        # The query endpoint in front of both Prometheus replicas (applied with the monitoring namespace).
+        "thanos-query",
     ]
     assert [s["spec"]["scaleTargetRef"]["name"] for s in env_objects(synthesized, "staging", "ScaledObject")] == [
         "vllm-llama"
@@ -123,7 +125,8 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
         r for r in by_type(templates["prod"], HELM).values() if r["Properties"]["Release"] == "kuberay-operator"
     ]
     assert [d["metadata"]["name"] for d in env_objects(synthesized, "dev", "Deployment")] == [
-        "vllm-llama-3-1-8b-instruct"
+        "vllm-llama-3-1-8b-instruct",
+        "thanos-query",
     ]
     assert env_objects(synthesized, "prod", "Ingress")
     assert not env_objects(synthesized, "dev", "Ingress")
@@ -133,7 +136,11 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
 def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env: str) -> None:
     config = load_environments(CDK_JSON["context"])[env]
     plan = plan_environment(config)
-    (deployment,) = env_objects(synthesized, env, "Deployment")
+    (deployment,) = [
+        d
+        for d in env_objects(synthesized, env, "Deployment")
+        if d["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"
+    ]
     pod = deployment["spec"]["template"]["spec"]
     (container,) = [c for c in pod["containers"] if c["name"] == "vllm"]
     args = container["args"]

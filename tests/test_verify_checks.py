@@ -167,7 +167,7 @@ def test_the_cluster_role_grants_exactly_what_verify_reads() -> None:
     ]
     proxy = [r for r in role["rules"] if r["resources"] == ["services/proxy"]]
     assert proxy == [{"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"],
-                      "resourceNames": ["prometheus-operated:9090"]}]  # fmt: skip
+                      "resourceNames": ["thanos-query:10902"]}]  # fmt: skip
     # Read only: nothing that writes, execs, reads logs or secrets.
     verbs = {v for r in role["rules"] for v in r["verbs"]}
     assert verbs <= {"get", "list"}

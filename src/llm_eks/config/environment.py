@@ -86,12 +86,13 @@ class SystemNodesConfig:
     # 4 vCPU / 16 GiB holds Karpenter, KEDA, Prometheus and Grafana with headroom; Graviton is not used because
     # some operator images are amd64-only. Checked against EC2's instance types as the pinned botocore lists them.
     instance_type: str = "m7i.xlarge"
-    # Karpenter runs 2 replicas with one-per-host anti-affinity, so 2 nodes in 2 AZs is the floor.
-    min_size: int = 2
-    # Start at the floor; the controllers fit on two nodes.
-    desired_size: int = 2
+    # Three: Karpenter, KEDA, both Prometheus and Alertmanager replicas and the query endpoint still fit when one
+    # node (or its zone) is gone; 2 is the floor Karpenter's one-per-host replicas need.
+    min_size: int = 3
+    # Start at the minimum.
+    desired_size: int = 3
     # Room for two more nodes during a node group update or a controller's burst.
-    max_size: int = 4
+    max_size: int = 5
     # Enough for container images and logs of the controllers; encrypted by the launch template default.
     disk_gib: int = 50
 

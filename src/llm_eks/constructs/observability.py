@@ -11,9 +11,19 @@ to Helm. The CRD chart's templates (~4.5 MB) sit in a subchart, which keeps Helm
 under Kubernetes' 1 MiB limit; Helm 4 in the kubectl layer applies them server-side, so the 256 KiB
 last-applied-annotation limit of client-side `kubectl apply` never applies.
 
-Contract for the workload charts: Prometheus is `prometheus-operated.monitoring.svc.cluster.local:9090`; it selects
-every ServiceMonitor, PodMonitor, Probe, ScrapeConfig and PrometheusRule in every namespace; Grafana's sidecar loads
-dashboards from ConfigMaps labelled `grafana_dashboard: "1"` in every namespace.
+Contract for the workload charts: the metrics are queried at
+`thanos-query.monitoring.svc.cluster.local:10902` (manifests/query_endpoint.py: a Thanos Querier deduplicating the
+two Prometheus replicas, the same answer whichever is up); Prometheus selects every ServiceMonitor, PodMonitor,
+Probe, ScrapeConfig and PrometheusRule in every namespace; Grafana's sidecar loads dashboards from ConfigMaps
+labelled `grafana_dashboard: "1"` in every namespace.
+
+Survives a zone: two Prometheus replicas and two Alertmanagers, each pair with required anti-affinity on the zone
+(kube-prometheus-stack 88.3.0 `podAntiAffinity: hard`, templates/prometheus/prometheus.yaml and
+templates/alertmanager/alertmanager.yaml) and a PodDisruptionBudget; each Prometheus volume is created in its pod's
+zone (WaitForFirstConsumer), so a lost zone takes one replica and its volume, never both. A replica added to an
+existing environment starts empty and the querier fills its first weeks from the other. Prometheus drops its
+`prometheus_replica` label from alerts and the Alertmanagers gossip (the operator sets `--cluster.*` with more than
+one replica), so each alert is sent once.
 
 Alerts reach people (llm_eks.manifests.alerting routes them): the chart's default `alertmanager.config` sends every
 alert, the Watchdog included, to its `null` receiver, so this construct always renders a routing tree, creates the
@@ -33,6 +43,7 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from llm_eks.constructs.addons import (
@@ -40,10 +51,14 @@ from llm_eks.constructs.addons import (
     Placement,
     PodIdentityRole,
     addon_namespace,
+    check_boundary,
     check_cidrs,
     check_helm_values,
     check_kms_key_arn,
     check_name,
+    check_replicas,
+    context_pin,
+    harden_roles,
     install_chart,
     requests_limits,
     with_helm_values,
@@ -60,7 +75,12 @@ from llm_eks.manifests.alerting import (
     used_secret_receivers,
     validate_routes,
 )
-from llm_eks.versions import KUBE_PROMETHEUS_STACK_CHART_VERSION, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
+from llm_eks.manifests.query_endpoint import query_objects, query_url
+from llm_eks.versions import (
+    KUBE_PROMETHEUS_STACK_CHART_VERSION,
+    PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
+    THANOS_IMAGE,
+)
 
 PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = ChartSource(
@@ -70,6 +90,7 @@ PROMETHEUS_OPERATOR_CRDS_CHART = ChartSource(
     "prometheus-operator-crds", PROMETHEUS_COMMUNITY, PROMETHEUS_OPERATOR_CRDS_CHART_VERSION
 )
 RELEASE = "kube-prometheus-stack"
+ZONE = "topology.kubernetes.io/zone"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")
 # The Alertmanager pods' service account, named here (not left to the chart's helper) so its Pod Identity
 # association names it exactly.
@@ -92,7 +113,8 @@ class ObservabilityOptions:
     namespace: str = netpol.MONITORING_NAMESPACE
     # Where the EKS control plane's ENIs are (it calls the operator's webhook); empty: the cluster's VPC.
     control_plane_cidrs: tuple[str, ...] = ()
-    # Pods outside the namespace that query Prometheus, as (namespace, pod labels): KEDA's operator by default.
+    # Pods outside the namespace that query the metrics (the query endpoint), as (namespace, pod labels): KEDA's
+    # operator by default.
     prometheus_clients: tuple[tuple[str, Mapping[str, str]], ...] = ((netpol.KEDA_NAMESPACE, netpol.KEDA_OPERATOR_POD),)
     # Two weeks covers a release cycle's latency and cost comparisons; longer belongs in a remote store.
     retention: str = "15d"
@@ -123,6 +145,18 @@ class ObservabilityOptions:
     alert_stack_failures: bool = True
     # The Secrets Store CSI driver: required when a receiver holds a secret (it is mounted as a file).
     secrets_store: SecretsStoreCsi | None = None
+    # Two Prometheus replicas, one per zone (required anti-affinity; each volume is created in its pod's zone): a
+    # zone or node loss leaves one scraping and evaluating every rule. At most the cluster's zones.
+    prometheus_replicas: int = 2
+    # Two Alertmanagers, one per zone, gossiping so each alert is sent once and silences survive one restart.
+    alertmanager_replicas: int = 2
+    # The Thanos querier in front of both Prometheus replicas (manifests/query_endpoint.py): KEDA, Grafana and
+    # verify read it, so each gets the same answer whichever replica is up.
+    query_replicas: int = 2
+    # The querier's and the sidecars' image (one pinned release; locked by digest with `llm-eks images lock`).
+    query_image: str = THANOS_IMAGE
+    # Your organisation's permissions boundary on the Alertmanager pods' role; None: no boundary.
+    permissions_boundary: iam.IManagedPolicy | None = None
 
     def validate(self) -> None:
         check_name("observability.namespace", self.namespace, label=True)
@@ -140,6 +174,14 @@ class ObservabilityOptions:
             )
         check_kms_key_arn("observability.kms_key_arn", self.kms_key_arn)
         check_helm_values("observability.helm_values", self.helm_values)
+        check_boundary("observability.permissions_boundary", self.permissions_boundary)
+        for name in ("prometheus_replicas", "alertmanager_replicas", "query_replicas"):
+            check_replicas(f"observability.{name}", getattr(self, name))
+        if self.query_replicas < 2:
+            raise ConfigError(
+                f"observability.query_replicas: {self.query_replicas} is not allowed; must be 2 or 3 (KEDA's scaling "
+                "and verify read through it: one replica would be a single point of failure)"
+            )
         validate_routes("observability.alert_routes", self.alert_routes)
         if used_secret_receivers(self.alert_routes) and self.secrets_store is None:
             raise ConfigError(
@@ -174,11 +216,26 @@ class Observability(Construct):
         props.validate()
         super().__init__(scope, id)
         cluster = props.cluster
+        zones = len(cluster.vpc.availability_zones)
+        for name in ("prometheus_replicas", "alertmanager_replicas"):
+            if getattr(props, name) > zones:
+                raise ConfigError(
+                    f"observability.{name}: {getattr(props, name)} is not allowed; must be at most the cluster's "
+                    f"{zones} availability zones (one replica per zone: another would stay Pending)"
+                )
         self.namespace = props.namespace
+        self.query_image = context_pin(self, props.query_image)
+        # The namespace and its NetworkPolicies, and the query endpoint (plain objects: no CRD, so they go first).
         self.namespace_objects = netpol.monitoring_namespace(
             props.namespace,
             props.control_plane_cidrs or (cluster.vpc.vpc_cidr_block,),
             [netpol.pods(labels, namespace) for namespace, labels in props.prometheus_clients],
+        ) + query_objects(
+            props.namespace,
+            node_selector=props.placement.node_selector,
+            tolerations=props.placement.tolerations,
+            image=self.query_image,
+            replicas=props.query_replicas,
         )
         self.namespace_manifest = addon_namespace(self, "Namespace", cluster=cluster, objects=self.namespace_objects)
         self.crds = install_chart(
@@ -214,6 +271,7 @@ class Observability(Construct):
         self.alertmanager_identity = PodIdentityRole.for_service_account(
             cluster, props.namespace, ALERTMANAGER_SERVICE_ACCOUNT
         )
+        harden_roles(self.alertmanager_identity, props.permissions_boundary)
         self.alert_topics.grant_publish(self.alertmanager_identity.role)
         secret_class = receiver_secret_class(routes, ALERT_SECRETS_CLASS, props.namespace, cdk.Stack.of(self).region)
         self.receiver_secrets: eks.KubernetesManifest | None = None
@@ -234,7 +292,10 @@ class Observability(Construct):
             region=cdk.Stack.of(self).region,
         )
         values = kube_prometheus_stack_values(
-            props, alerting=alerting, alert_secrets=ALERT_SECRETS_CLASS if secret_class is not None else None
+            props,
+            alerting=alerting,
+            alert_secrets=ALERT_SECRETS_CLASS if secret_class is not None else None,
+            thanos_image=self.query_image,
         )
         self.chart = install_chart(
             self,
@@ -275,8 +336,24 @@ def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
     }
 
 
+def _one_per_zone(replicas: int) -> dict[str, Any]:
+    """The chart's anti-affinity values: required, one replica per zone (none for a single replica)."""
+    if replicas == 1:
+        return {"replicas": 1, "podAntiAffinity": ""}
+    return {"replicas": replicas, "podAntiAffinity": "hard", "podAntiAffinityTopologyKey": ZONE}
+
+
+def _pdb(replicas: int) -> dict[str, Any]:
+    """One replica may go at a time; a single replica gets none (it would block every node drain)."""
+    return {"enabled": replicas > 1, "minAvailable": 1}
+
+
 def kube_prometheus_stack_values(
-    props: ObservabilityOptions, *, alerting: Mapping[str, Any], alert_secrets: str | None = None
+    props: ObservabilityOptions,
+    *,
+    alerting: Mapping[str, Any],
+    alert_secrets: str | None = None,
+    thanos_image: str = THANOS_IMAGE,
 ) -> dict[str, Any]:
     """Helm values for kube-prometheus-stack, with `alerting` as Alertmanager's config (manifests.alerting) and the
     receivers' secrets mounted from SecretProviderClass `alert_secrets`. No credential in here: Grafana generates
@@ -286,6 +363,7 @@ def kube_prometheus_stack_values(
     on_system = {"nodeSelector": selector, "tolerations": tolerations}
     alertmanager_spec: dict[str, Any] = {
         **on_system,
+        **_one_per_zone(props.alertmanager_replicas),
         "resources": requests_limits("50m", "64Mi", memory_limit="256Mi"),
     }
     if alert_secrets is not None:
@@ -306,6 +384,9 @@ def kube_prometheus_stack_values(
             "admissionWebhooks": {"patch": {**on_system, "resources": requests_limits("50m", "64Mi")}},
         },
         "prometheus": {
+            "podDisruptionBudget": _pdb(props.prometheus_replicas),
+            # The headless <fullname>-thanos-discovery Service over the sidecars, which the querier resolves.
+            "thanosService": {"enabled": True},
             "prometheusSpec": {
                 **on_system,
                 # Select every monitor and rule in every namespace, not just the ones labelled with this release.
@@ -332,13 +413,21 @@ def kube_prometheus_stack_values(
                 },
                 # Delete the volume with the Prometheus object, so `cdk destroy` leaves no EBS volume behind.
                 "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+                **_one_per_zone(props.prometheus_replicas),
+                # The Thanos sidecar serves this replica's series to the querier (a non-empty map turns it on:
+                # templates/prometheus/prometheus.yaml `if .Values.prometheus.prometheusSpec.thanos`).
+                "thanos": {
+                    "image": thanos_image,
+                    "resources": requests_limits("50m", "128Mi", memory_limit="512Mi"),
+                },
                 # The config reloader signals Prometheus instead of POSTing /-/reload, so the operator leaves out
                 # --web.enable-lifecycle (prometheus-operator v0.93.0 promcfg.go): port 9090 admits the VPC CIDR
                 # for the API server's proxy (`llm-eks verify`), and no pod may then POST /-/quit through it.
                 "reloadStrategy": "ProcessSignal",
-            }
+            },
         },
         "alertmanager": {
+            "podDisruptionBudget": _pdb(props.alertmanager_replicas),
             "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
             "config": dict(alerting),
             "alertmanagerSpec": alertmanager_spec,
@@ -354,7 +443,9 @@ def kube_prometheus_stack_values(
                     "label": DASHBOARD_LABEL[0],
                     "labelValue": DASHBOARD_LABEL[1],
                     "searchNamespace": "ALL",
-                }
+                },
+                # The same answer whichever Prometheus replica is up (manifests/query_endpoint.py).
+                "datasources": {"url": f"{query_url(props.namespace)}/"},
             },
         },
         "kube-state-metrics": {**on_system, "resources": requests_limits("50m", "128Mi", memory_limit="512Mi")},

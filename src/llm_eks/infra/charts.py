@@ -18,10 +18,11 @@ from llm_eks.manifests.autoscaling import VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
 from llm_eks.manifests.headroom import headroom_objects, priority_class
-from llm_eks.manifests.labels import VLLM_APP, selector_labels
+from llm_eks.manifests.labels import SYSTEM_NODE_LABEL, VLLM_APP, selector_labels
 from llm_eks.manifests.monitoring import MonitoringChart
 from llm_eks.manifests.monitoring_model import GpuMonitoringChart
 from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
+from llm_eks.manifests.query_endpoint import query_objects
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
@@ -113,6 +114,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
     names = addons(workloads)
     keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
     objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
+    # The query endpoint in front of both Prometheus replicas (Observability applies it with the namespace).
+    objects += query_objects(netpol.MONITORING_NAMESPACE, node_selector=dict([SYSTEM_NODE_LABEL]))
     if "kuberay" in names:
         objects += netpol.kuberay_namespace(netpol.KUBERAY_NAMESPACE)
     if "lws" in names:

@@ -37,10 +37,12 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
+from llm_eks.manifests.query_endpoint import query_url
 from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, validate_vllm_props
 
-# The Prometheus Operator's governing Service: independent of the kube-prometheus-stack release name.
-PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc.cluster.local:9090"
+# The environment's one query endpoint (a Thanos Querier deduplicating both Prometheus replicas): the same answer
+# whichever replica is up (llm_eks.manifests.query_endpoint).
+PROMETHEUS_URL = query_url()
 
 _CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
 _CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")

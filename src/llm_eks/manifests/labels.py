@@ -14,6 +14,8 @@ from llm_eks.errors import ConfigError
 
 PART_OF = "llm-eks"
 VLLM_APP = "vllm"
+# The label of the system node group (InferenceCluster sets it): controllers select it, GPU/CPU workloads never do.
+SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

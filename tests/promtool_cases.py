@@ -451,8 +451,18 @@ def record_cases(s: Scene, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
-    """A promtool test of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value."""
+def _ready(s: Scene, value: int) -> dict[str, str]:
+    """kube-state-metrics' ready replicas of the scene's Deployment (its own labels; the ServiceMonitor of KSM keeps
+    them: honorLabels)."""
+    labels = {"namespace": s.namespace, "deployment": s.job, "job": "kube-state-metrics", "instance": "10.0.2.9:8080"}
+    return {"series": series_text("kube_deployment_status_replicas_ready", labels), "values": f"{value}x{SPAN}"}
+
+
+def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """promtool tests of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value: the
+    model's series add up (another model's do not count); with the series missing the query is empty while replicas
+    are ready (KEDA then errors and its fallback holds the count) and 0 while none is (a model starting or asleep);
+    a scale-to-zero workload's query reads 0 too when kube-state-metrics has no series for it."""
     inputs: dict[str, tuple[str, tuple[float, float], float]] = {
         # Waiting requests of the model's two pods add up; the other model's 100 do not count.
         "waiting-requests": ("vllm:num_requests_waiting", (3, 4), 7),
@@ -460,16 +470,30 @@ def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
         "kv-cache-usage": ("vllm:kv_cache_usage_perc", (0.25, 0.75), 0.5),
     }
     assert trigger["name"] in inputs, f"no promtool case for KEDA trigger {trigger['name']}"
+    assert trigger["metadata"]["ignoreNullValues"] == "false", "an empty result must be an error, not a 0"
     metric, (first, second), value = inputs[trigger["name"]]
-    series = [
-        s.series(metric, s.engine(0), f"{first}x{SPAN}"),
-        s.series(metric, s.engine(1), f"{second}x{SPAN}"),
-        s.series(metric, s.engine(9, model=OTHER_MODEL), f"100x{SPAN}"),
-    ]
+    other = s.series(metric, s.engine(9, model=OTHER_MODEL), f"100x{SPAN}")
+    series = [s.series(metric, s.engine(0), f"{first}x{SPAN}"), s.series(metric, s.engine(1), f"{second}x{SPAN}")]
     query = trigger["metadata"]["query"]
-    return {
-        "name": f"KEDA {trigger['name']}: {query}",
-        "interval": "1m",
-        "input_series": series,
-        "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]}],
-    }
+    asleep = "vector(0) unless" in query
+
+    def case(title: str, inputs: list[dict[str, str]], samples: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "name": f"KEDA {trigger['name']} ({title}): {query}",
+            "interval": "1m",
+            "input_series": inputs,
+            "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": samples}],
+        }
+
+    one = [{"labels": "{}", "value": value}]
+    zero = [{"labels": "{}", "value": 0}]
+    cases = [
+        case("two ready replicas", [*series, other, _ready(s, 2)], one),
+        case("series missing, a replica ready", [other, _ready(s, 1)], []),
+        case("no replica ready", [other, _ready(s, 0)], zero),
+        case("kube-state-metrics down, series present", [*series, other], one),
+    ]
+    # Without kube-state-metrics and without the series the query is empty (the fallback holds), except for a
+    # workload that sleeps on its schedule, which then reads 0 (it must not wake).
+    cases.append(case("kube-state-metrics down, series missing", [other], zero if asleep else []))
+    return cases

@@ -298,13 +298,19 @@ def test_controllers_run_on_system_nodes(releases: dict[str, dict[str, Any]]) ->
 def test_keda_high_availability(releases: dict[str, dict[str, Any]]) -> None:
     keda = releases["keda"]["Values"]
     assert keda["operator"]["replicaCount"] == 2
-    assert keda["metricsServer"]["replicaCount"] == 1  # only one can serve external.metrics.k8s.io
+    # One metrics server serves external.metrics.k8s.io at a time; the second shortens a failover.
+    assert keda["metricsServer"]["replicaCount"] == 2
     assert keda["podDisruptionBudget"]["operator"] == {"minAvailable": 1}
-    assert keda["podDisruptionBudget"]["metricServer"] == {}
+    assert keda["podDisruptionBudget"]["metricServer"] == {"minAvailable": 1}
     assert set(keda["resources"]) == {"operator", "metricServer", "webhooks"}
     assert keda["topologySpreadConstraints"]["operator"][0]["labelSelector"] == {
         "matchLabels": {"app": "keda-operator"}
     }
+    assert keda["topologySpreadConstraints"]["metricsServer"][0]["labelSelector"] == {
+        "matchLabels": {"app": "keda-operator-metrics-apiserver"}
+    }
+    # The operator's scaler metrics, scraped by the chart's PodMonitor (the scaler-error alert reads them).
+    assert keda["prometheus"] == {"operator": {"enabled": True, "podMonitor": {"enabled": True}}}
 
 
 def test_prometheus_selects_everything_and_grafana_loads_labelled_dashboards(
@@ -709,7 +715,13 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
     expected = {
         "keda": (
             "restricted",
-            ["default-deny-ingress", "keda-metrics-apiserver", "keda-admission-webhooks", "keda-operator"],
+            [
+                "default-deny-ingress",
+                "keda-metrics-apiserver",
+                "keda-admission-webhooks",
+                "keda-operator",
+                "keda-operator-metrics",
+            ],
         ),
         "kuberay-system": ("restricted", ["default-deny-ingress"]),
         "monitoring": (

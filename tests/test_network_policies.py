@@ -221,6 +221,8 @@ def _vllm_flows(objects: list[dict[str, Any]], alb: bool, direct: bool) -> list[
         ("EKS control plane", CONTROL_PLANE, KEDA_OPERATOR, 9666, False),
         ("address outside the VPC", OUTSIDE, KEDA_METRICS, 6443, False),
         ("KEDA operator", KEDA_OPERATOR, THANOS_QUERY, 10902, True),
+        ("Prometheus", PROMETHEUS, KEDA_OPERATOR, 8080, True),
+        ("pod in another namespace", STRANGER, KEDA_OPERATOR, 8080, False),
         ("KEDA operator", KEDA_OPERATOR, PROMETHEUS, 9090, False),
         ("KEDA metrics server", KEDA_METRICS, THANOS_QUERY, 10902, False),
     ]

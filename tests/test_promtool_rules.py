@@ -20,12 +20,14 @@ from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
 from llm_eks.infra.charts import build_charts
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
+from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.promql import MetricSource
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
 from tests.conftest import CDK_JSON
 from tests.promtool import run_rule_tests
 from tests.promtool_cases import Scene, alert_cases, keda_cases, record_cases
+from tests.test_vllm_chart import base_props
 
 SECURITY_GROUPS = ("sg-0123456789abcdef0",)
 ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
@@ -138,4 +140,22 @@ def test_every_prometheus_rule_alert_and_recording_rule_passes_promtool(shipped:
 
 def test_every_keda_query_passes_promtool(shipped: Shipped, tmp_path: Path) -> None:
     assert {t["name"] for _, t in shipped.triggers} == {"waiting-requests", "kv-cache-usage"}
-    run_rule_tests(tmp_path, "keda", [], [keda_cases(scene, trigger) for scene, trigger in shipped.triggers])
+    run_rule_tests(tmp_path, "keda", [], [c for scene, trigger in shipped.triggers for c in keda_cases(scene, trigger)])
+
+
+def test_a_scale_to_zero_query_reads_zero_while_asleep(shipped: Shipped, tmp_path: Path) -> None:
+    """A workload that sleeps on its schedule (no shipped environment does): its guard reads 0 even when
+    kube-state-metrics has no series for it, so an outage of it never wakes the model."""
+    scene, _ = shipped.triggers[0]
+    vllm = dataclasses.replace(base_props(), name=scene.job, namespace=scene.namespace, served_model_name=scene.model)
+    autoscaling = AutoscalingProps(
+        max_replicas=2,
+        waiting_requests_per_replica=4,
+        kv_cache_usage_target=0.8,
+        min_replicas=0,
+        scale_to_zero=ScaleToZeroSchedule("Europe/Paris", "30 6 * * 1-5", "0 20 * * 1-5", 1),
+    )
+    (scaled,) = VllmAutoscalingChart(cdk8s.App(), "a", dataclasses.replace(vllm, replicas=0), autoscaling).to_json()
+    triggers = [t for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
+    assert len(triggers) == 2
+    run_rule_tests(tmp_path, "keda-asleep", [], [c for t in triggers for c in keda_cases(scene, t)])

@@ -294,6 +294,8 @@ class InferenceStack(cdk.Stack):
         construct: IConstruct
         if name == "keda":
             keda = self.platform.add_keda(KedaOptions(control_plane_cidrs=self._control_plane_cidrs))
+            # Its chart's PodMonitor is a prometheus-operator kind.
+            keda.chart.node.add_dependency(self.observability.crds)
             self._addon_namespaces += keda.namespace_objects
             construct = keda
         elif name == "kuberay":

@@ -57,6 +57,8 @@ PROMETHEUS_OPERATOR_WEBHOOK_PORT = 10250
 # kedacore/keda 2.20.2: pod label `app` per component, their container ports.
 KEDA_OPERATOR_POD = {"app": "keda-operator"}
 KEDA_OPERATOR_GRPC_PORT = 9666
+# The operator's Prometheus metrics (chart value prometheus.operator.port).
+KEDA_OPERATOR_METRICS_PORT = 8080
 KEDA_METRICS_SERVER_POD = {"app": "keda-operator-metrics-apiserver"}
 KEDA_METRICS_SERVER_PORT = 6443
 KEDA_WEBHOOKS_POD = {"app": "keda-admission-webhooks"}
@@ -251,9 +253,24 @@ NVIDIA_POD_SECURITY = (
 NEURON_POD_SECURITY = ("privileged", "the Neuron device plugin registers through the kubelet's device-plugins hostPath")
 
 
-def keda_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+def keda_namespace(
+    ns: str, control_plane_cidrs: Sequence[str], *, monitoring_namespace: str | None = MONITORING_NAMESPACE
+) -> list[dict[str, Any]]:
     """The API server calls the external metrics API and the admission webhooks; the metrics server asks the
-    operator over gRPC. The operator itself only makes outgoing calls (Prometheus, the Kubernetes API)."""
+    operator over gRPC; Prometheus (in `monitoring_namespace`; None: not scraped) reads the operator's metrics. The
+    operator itself only makes outgoing calls (the query endpoint, the Kubernetes API)."""
+    scraped = (
+        []
+        if monitoring_namespace is None
+        else [
+            network_policy(
+                "keda-operator-metrics",
+                ns,
+                KEDA_OPERATOR_POD,
+                [rule([pods(PROMETHEUS_POD, monitoring_namespace)], tcp(KEDA_OPERATOR_METRICS_PORT))],
+            )
+        ]
+    )
     return [
         namespace(ns, *KEDA_POD_SECURITY),
         default_deny(ns),
@@ -275,6 +292,7 @@ def keda_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str
             KEDA_OPERATOR_POD,
             [rule([pods(KEDA_METRICS_SERVER_POD)], tcp(KEDA_OPERATOR_GRPC_PORT))],
         ),
+        *scraped,
     ]
 
 

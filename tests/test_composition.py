@@ -202,7 +202,8 @@ def test_extra_helm_values_merge_over_ours(examples: dict[str, Template]) -> Non
         "limits": {"cpu": "1", "memory": "2Gi"},
     }
     keda = t.values("keda")
-    assert keda["prometheus"] == {"operator": {"enabled": True}} and keda["crds"] == {"install": True}
+    assert keda["prometheus"] == {"operator": {"enabled": True, "podMonitor": {"enabled": True}}}
+    assert keda["crds"] == {"install": True}
     grafana = t.values("kube-prometheus-stack")["grafana"]
     assert grafana["defaultDashboardsTimezone"] == "utc" and grafana["persistence"] == {"enabled": False}
 

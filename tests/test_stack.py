@@ -148,7 +148,12 @@ def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env
     assert args[args.index("--max-model-len") + 1] == str(plan.max_model_len)
     assert container["resources"]["limits"]["nvidia.com/gpu"] == str(plan.gpus_per_pod)
     pool_name = f"gpu-{plan.instance.family}"
-    assert pod["nodeSelector"]["llm-eks.io/node-pool"] == pool_name
+    # On its pool by a node selector, or (with a fallback family) by a node affinity naming it first.
+    affinity = pod.get("affinity", {}).get("nodeAffinity", {})
+    terms = affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+    pools = [e["values"] for t in terms for e in t["matchExpressions"] if e["key"] == "llm-eks.io/node-pool"]
+    assert pod["nodeSelector"].get("llm-eks.io/node-pool", pool_name) == pool_name
+    assert not pools or pools[0][0] == pool_name
     (pool,) = [p for p in env_objects(synthesized, env, "NodePool") if p["metadata"]["name"] == pool_name]
     requirements = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
     sizes = requirements["node.kubernetes.io/instance-type"]["values"]

@@ -40,7 +40,7 @@ def test_the_plan_names_what_the_charts_create(plans: dict[str, Any]) -> None:
     dev = plans["dev"]
     (w,) = dev.workloads
     assert (w.name, w.namespace, w.owner_kind) == ("vllm-llama-3-1-8b-instruct", "inference", "Deployment")
-    assert w.pod_selector == {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": w.name}
+    assert w.pod_selector == {"app.kubernetes.io/instance": w.name}, "its KEDA-scaled and its on-demand floor pods"
     assert w.args["server"][:7] == (w.args["server"][0], "--host", "0.0.0.0", "--port", "8000",
                                     "--served-model-name", "meta-llama/Llama-3.1-8B-Instruct")  # fmt: skip
     staging = {w.name: w for w in plans["staging"].workloads}

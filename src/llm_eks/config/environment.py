@@ -192,8 +192,16 @@ class WorkloadConfig:
     typical_input_tokens: int = 1024
     # A paragraph out: with typical_input_tokens, the request size the KV cache and the latency are sized for.
     typical_output_tokens: int = 256
-    # Spot first (cheaper), on-demand as the fallback when Spot has no capacity.
+    # Spot first (cheaper), on-demand as the fallback when Spot has no capacity. Karpenter takes Spot whenever both
+    # are allowed and Spot is offered, whatever the order here; on_demand_floor is what keeps replicas on on-demand.
     capacity_types: tuple[str, ...] = ("spot", "on-demand")
+    # The minimum replicas run as a Deployment of their own (`<name>-floor`) on on-demand capacity, spread over
+    # zones (required), on a NodePool of their own weighted above the Spot one; the rest scale out from the Spot
+    # pool. None: on where the environment is production or capacity_types lists on-demand first.
+    on_demand_floor: bool | None = None
+    # An instance type of another GPU family for a lower-weight NodePool Karpenter falls back to when the planned
+    # family has no capacity; the planner sizes it with the same engine arguments and pod. None: the planned family.
+    fallback_accelerator: str | None = None
     # Replicas KEDA scales between (below).
     replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
     # Cap on accelerators this environment's node pool may launch; None: what max replicas need.

@@ -55,9 +55,8 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
-from llm_eks.manifests.promql import selector
 from llm_eks.manifests.query_endpoint import query_url
-from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, validate_vllm_props
+from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, floor_name, validate_vllm_props
 
 # The environment's one query endpoint (a Thanos Querier deduplicating both Prometheus replicas): the same answer
 # whichever replica is up (llm_eks.manifests.query_endpoint).
@@ -112,26 +111,29 @@ class AutoscalingProps:
     # More failed reads in a row than this and KEDA holds the count (fallback): 3 is under a minute at the default
     # polling, long enough not to act on one slow query.
     fallback_failure_threshold: int = 3
+    # Replicas of the workload's on-demand floor (VllmProps.floor_replicas), which always run: this ScaledObject
+    # then scales the Spot/on-demand Deployment from 0 above them, woken by the floor's own queue.
+    floor_replicas: int = 0
 
 
-def ready_replicas(vllm: VllmProps) -> str:
-    """kube-state-metrics' ready replicas of the workload: its Deployment, or the leader StatefulSet LeaderWorkerSet
-    names after itself (kubernetes-sigs/lws@v0.10.0 pkg/controllers/leaderworkerset_controller.go)."""
-    if vllm.nodes_per_replica > 1:
-        labels = {"namespace": vllm.namespace, "statefulset": vllm.name}
-        return f"sum(kube_statefulset_status_replicas_ready{selector(labels)})"
-    return (
-        f"sum(kube_deployment_status_replicas_ready{selector({'namespace': vllm.namespace, 'deployment': vllm.name})})"
-    )
+def ready_series(vllm: VllmProps) -> str:
+    """kube-state-metrics' ready replicas of the workload (its on-demand floor's too): its Deployments', or those of
+    the leader StatefulSets a LeaderWorkerSet names after itself (kubernetes-sigs/lws@v0.10.0
+    pkg/controllers/leaderworkerset_controller.go)."""
+    names = [vllm.name, floor_name(vllm)] if vllm.floor_replicas else [vllm.name]
+    kind = "statefulset" if vllm.nodes_per_replica > 1 else "deployment"
+    # Object names are DNS labels: nothing in them needs escaping in a regular expression.
+    owner = f'{kind}="{names[0]}"' if len(names) == 1 else f'{kind}=~"{"|".join(names)}"'
+    return f'kube_{kind}_status_replicas_ready{{namespace="{vllm.namespace}", {owner}}}'
 
 
 def guarded(query: str, vllm: VllmProps, scale_to_zero: bool) -> str:
     """`query`, or 0 while the workload has no ready replica; empty (a KEDA error, so the fallback) only when it has
     ready replicas and the series are missing (module docstring)."""
-    ready = ready_replicas(vllm)
-    out = f"{query} or on() ({ready} == 0)"
+    ready = ready_series(vllm)
+    out = f"{query} or on() (sum({ready}) == 0)"
     if scale_to_zero:
-        out += f" or on() (vector(0) unless on() count({ready.removeprefix('sum(')})"
+        out += f" or on() (vector(0) unless on() count({ready}))"
     return out
 
 
@@ -200,7 +202,12 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
         )
     if not a.prometheus_url.startswith(("http://", "https://")):
         raise ConfigError(f"autoscaling.prometheus_url: {a.prometheus_url!r} is not allowed; must be an http(s) URL")
-    if a.min_replicas == 0 and a.scale_to_zero is None:
+    if a.floor_replicas != vllm.floor_replicas:
+        raise ConfigError(
+            f"autoscaling.floor_replicas: {a.floor_replicas} is not allowed; must be the workload's "
+            f"floor_replicas ({vllm.floor_replicas})"
+        )
+    if a.min_replicas == 0 and a.scale_to_zero is None and not a.floor_replicas:
         raise ConfigError(
             "autoscaling.min_replicas: 0 is not allowed without scale_to_zero; vLLM's metrics vanish with its last "
             "pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron) or put a request-holding "
@@ -248,6 +255,12 @@ def _validate_schedule(s: ScaleToZeroSchedule, a: AutoscalingProps) -> None:
 class VllmAutoscalingChart(cdk8s.Chart):
     """The KEDA ScaledObject (keda.sh/v1alpha1) for one `VllmChart` Deployment."""
 
+    @staticmethod
+    def _activation(threshold: float, a: AutoscalingProps) -> dict[str, str]:
+        """Above an on-demand floor the Spot/on-demand Deployment sits at 0 until the floor's own load passes the
+        target (KEDA's activationThreshold: active only above it); elsewhere any value is activity."""
+        return {"activationThreshold": _number(threshold)} if a.floor_replicas else {}
+
     def __init__(self, scope: Construct, construct_id: str, vllm: VllmProps, autoscaling: AutoscalingProps) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         validate_vllm_props(vllm)
@@ -264,6 +277,7 @@ class VllmAutoscalingChart(cdk8s.Chart):
                     "query": guarded(waiting_query(vllm.served_model_name), vllm, asleep),
                     "threshold": _number(a.waiting_requests_per_replica),
                     "ignoreNullValues": "false",
+                    **self._activation(a.waiting_requests_per_replica, a),
                 },
             },
             {
@@ -275,6 +289,7 @@ class VllmAutoscalingChart(cdk8s.Chart):
                     "query": guarded(kv_cache_query(vllm.served_model_name), vllm, asleep),
                     "threshold": _number(a.kv_cache_usage_target),
                     "ignoreNullValues": "false",
+                    **self._activation(a.kv_cache_usage_target, a),
                 },
             },
         ]
@@ -330,6 +345,7 @@ class VllmAutoscalingChart(cdk8s.Chart):
             },
             "triggers": triggers,
         }
+        self.spec = spec
         plain_object(
             self,
             "scaled-object",

@@ -232,7 +232,8 @@ def ingress_props(config: EnvironmentConfig) -> IngressProps:
     )
 
 
-def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
+def autoscaling_props(s: ServedWorkload, plan: Plan, floor: int = 0) -> AutoscalingProps:
+    """KEDA's bounds and behaviour; above an on-demand floor of `floor` replicas, from 0 to replicas.max - floor."""
     w = s.config
     a = w.autoscaling
     schedule = None
@@ -244,10 +245,11 @@ def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
             replicas=max(w.replicas.min, 1),
         )
     return AutoscalingProps(
-        max_replicas=w.replicas.max,
+        max_replicas=w.replicas.max - floor,
         waiting_requests_per_replica=a.waiting_per_replica,
         kv_cache_usage_target=a.kv_cache_usage,
-        min_replicas=w.replicas.min,
+        min_replicas=0 if floor else w.replicas.min,
+        floor_replicas=floor,
         scale_to_zero=schedule,
         # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour).
         scale_down_stabilization_seconds=min(

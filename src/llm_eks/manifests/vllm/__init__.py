@@ -41,7 +41,7 @@ vllm/entrypoints/serve/instrumentator/health.py); /v1/models, the old readiness 
 
 from llm_eks.manifests.ingress import IngressProps
 from llm_eks.manifests.pods import HF_TOKEN_PATH, MAX_GRACE_SECONDS
-from llm_eks.manifests.vllm.chart import LWS_API_VERSION, VllmChart
+from llm_eks.manifests.vllm.chart import LWS_API_VERSION, VllmChart, floor_name
 from llm_eks.manifests.vllm.pod import container_args, container_command, container_env, pod_security_context
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
@@ -68,6 +68,7 @@ __all__ = [
     "container_args",
     "container_command",
     "container_env",
+    "floor_name",
     "pod_security_context",
     "probe_timing",
     "service_url",

@@ -48,7 +48,7 @@ from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.verifier import rbac_objects
 from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.vllm.compile_job import writer_name
-from llm_eks.manifests.weights_staging import WeightsStagingProps
+from llm_eks.manifests.weights_staging import WeightsStagingProps, staging_key
 from llm_eks.planner import Plan
 
 
@@ -368,28 +368,38 @@ class InferenceStack(cdk.Stack):
             self._workload_prerequisites[(workload.key, "weights")] = (weights, weights.identity)
 
     def _add_staging_access(self, workload: VllmWorkload, staging: WeightsStagingProps) -> None:
-        """Staged weights: the serving pods read the prefix, the staging Job's own ServiceAccount writes it (and
-        reads the Hub token)."""
+        """Staged weights: the serving pods read the prefix and their staging key's marker, the staging Job's own
+        ServiceAccount writes the prefix and its markers (and reads the Hub token)."""
         if self.weights_bucket is None:
             raise ValueError("staged weights without a weights bucket")  # config validation refuses it
+        bucket = self.weights_bucket
         namespace, account = service_account(workload)
-        reader = self.weights_bucket.add_reader(namespace, account, staging.prefix)
-        stager = self.weights_bucket.add_stager(namespace, staging.name, staging.prefix)
+        key = staging_key(staging)
+        reader = bucket.add_reader(namespace, account, staging.prefix)
+        bucket.add_marker_reader(namespace, account, staging.prefix, key)
+        stager = bucket.add_stager(namespace, staging.name, staging.prefix)
         readers: tuple[IConstruct, ...] = (reader,)
+        # Who waits for the weights: the serving pods, and the compile cache's writer (it runs the same server).
+        waiting = [account]
         if workload.vllm.compile_cache is not None:
             # Its one writer is the compile-cache Job's own ServiceAccount; the pods read and verify the cache.
             cache = workload.vllm.compile_cache
-            writer = self.weights_bucket.add_cache_writer(namespace, writer_name(workload.vllm), cache)
-            self.weights_bucket.add_cache_reader(namespace, account, cache)
+            writer = bucket.add_cache_writer(namespace, writer_name(workload.vllm), cache)
+            bucket.add_cache_reader(namespace, account, cache)
+            # It streams the staged weights as a replica does, once their marker is there.
+            bucket.add_reader(namespace, writer_name(workload.vllm), staging.prefix)
+            bucket.add_marker_reader(namespace, writer_name(workload.vllm), staging.prefix, key)
             readers = (reader, writer)
+            waiting.append(writer_name(workload.vllm))
         stagers: tuple[IConstruct, ...] = (stager,)
         for _, adapter in workload.adapter_stagings:
             # Each adapter's Job writes its own prefix; the pods (and the cache's writer, which runs the same
-            # server) read it and fetch it at start.
-            stagers += (self.weights_bucket.add_stager(namespace, adapter.name, adapter.prefix),)
-            readers += (self.weights_bucket.add_adapter_reader(namespace, account, adapter.prefix),)
-            if workload.vllm.compile_cache is not None:
-                self.weights_bucket.add_adapter_reader(namespace, writer_name(workload.vllm), adapter.prefix)
+            # server) read it and its marker, and fetch it at start.
+            stagers += (bucket.add_stager(namespace, adapter.name, adapter.prefix),)
+            for who in waiting:
+                read = bucket.add_adapter_reader(namespace, who, adapter.prefix)
+                bucket.add_marker_reader(namespace, who, adapter.prefix, staging_key(adapter))
+                readers += (read,) if who == account else ()
         for job in (staging, *(a for _, a in workload.adapter_stagings)):
             if job.hf_token_secret is not None:
                 self._secrets().add_secret_reader(namespace, job.name, job.hf_token_secret)

@@ -267,3 +267,24 @@ def test_a_changed_engine_argument_is_a_new_cache_key() -> None:
     other = replace(props, extra_engine_args=("--enforce-eager",))
     assert cache_key(props) != cache_key(other)
     assert cache_key(props) == cache_key(replace(props, replicas=3))
+
+
+def test_any_change_to_the_writer_jobs_pod_template_is_a_new_job() -> None:
+    """A Job's pod template is immutable: applying a changed template under the same name fails the deploy. The
+    writer is named after a digest of its template, so a new release's wait script (or a new key) is a new Job (the
+    stack's prune label removes the old one) and an unchanged template keeps its name."""
+    from dataclasses import replace
+
+    from llm_eks.manifests.vllm.compile_job import template_digest
+
+    props = _props()
+    timing = probe_timing(props)
+    _, job = writer_objects(props, timing)
+    assert job["metadata"]["name"] == f"{props.name}-cc-{template_digest(job['spec']['template'])}"
+    assert writer_objects(replace(props, replicas=3), timing)[1]["metadata"]["name"] == job["metadata"]["name"]
+    changed = writer_objects(replace(props, extra_engine_args=("--enforce-eager",)), timing)[1]
+    assert changed["metadata"]["name"] != job["metadata"]["name"]
+    # The same key with another template (here, an edited wait script) is another Job too.
+    edited = json.loads(json.dumps(job["spec"]["template"]))
+    edited["spec"]["initContainers"][0]["command"][-1] += "\n"
+    assert template_digest(edited) != template_digest(job["spec"]["template"])

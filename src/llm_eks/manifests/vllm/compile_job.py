@@ -3,10 +3,14 @@ pool, waits until it serves (it has compiled by then), and publishes the cache o
 compile_cache program). It has a ServiceAccount of its own (add-only on the cache prefix, the only identity that
 may sign with the cache's KMS key), no Hub token, no API key, and labels no Service, InferencePool or
 NetworkPolicy selects: no client ever reaches it. A changed image or engine argument is a new cache key, so a new
-Job (a Job's pod template is immutable) and a new cache; an unchanged one finds its cache signed and exits."""
+cache; the Job is named after a digest of its whole pod template (a Job's pod template is immutable), so any change
+to it, a new cache key or a new release's wait script alike, is a new Job rather than a failed apply, and an
+unchanged key finds its cache signed and exits."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +53,11 @@ def writer_name(p: VllmProps) -> str:
     return f"{p.name}-compile-cache"
 
 
+def template_digest(template: dict[str, Any]) -> str:
+    """10 hex characters over the Job's pod template (its cache key is in the command), as long as a cache key."""
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
 def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     """The writer's ServiceAccount and Job (vLLM's props as the Deployment has them)."""
     if p.compile_cache is None or p.staged_weights is None:
@@ -56,8 +65,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     if p.nodes_per_replica > 1:
         raise ConfigError("compile_cache: not for a replica that spans nodes (one writer pod compiles one server)")
     name, key = writer_name(p), cache_key(p)
-    job = f"{p.name}-cc-{key}"
-    if len(name) > 63 or len(job) > 63:
+    if len(name) > 63 or len(f"{p.name}-cc-{key}") > 63:
         raise ConfigError(f"compile_cache: {p.name!r} is too long for the writer's names (at most 48 characters)")
     # The server as the Deployment runs it, without what a client needs (key, Hub token) and without probes.
     # It compiles for the planned family: on node_selector's pool alone, never a fallback family's.
@@ -88,6 +96,8 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     pod["restartPolicy"] = "Never"
     # One writer per key, on a node of its own: it spreads against nothing.
     pod.pop("topologySpreadConstraints", None)
+    template = {"metadata": {"labels": labels, "annotations": dict(_DO_NOT_DISRUPT)}, "spec": pod}
+    job = f"{p.name}-cc-{template_digest(template)}"
     return [
         {
             "apiVersion": "v1",
@@ -110,7 +120,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
                 "activeDeadlineSeconds": p.provisioning_seconds + timing.startup_budget_seconds + PUBLISH_SECONDS,
                 # Gone a day after it ends; the cache it published stays, and an unchanged key finds it signed.
                 "ttlSecondsAfterFinished": 86400,
-                "template": {"metadata": {"labels": labels, "annotations": dict(_DO_NOT_DISRUPT)}, "spec": pod},
+                "template": template,
             },
         },
     ]

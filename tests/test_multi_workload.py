@@ -211,10 +211,12 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
     every = [o for objs in files.values() for o in objs]
     keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in every]
     assert len(keys) == len(set(keys)), "two objects with one name"
-    # The one DCGM ServiceMonitor belongs to no workload: adding or removing one never moves it.
+    # The one DCGM ServiceMonitor and the GPU rules that read it belong to no workload: adding or removing one never
+    # moves them.
     (dcgm,) = [o for o in every if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
-    assert dcgm["metadata"]["namespace"] == "monitoring"
-    assert files["02-gpu-monitoring.yaml"] == [dcgm]
+    (gpu,) = [o for o in every if o["kind"] == "PrometheusRule" and o["metadata"]["name"] == "dcgm-exporter-alerts"]
+    assert dcgm["metadata"]["namespace"] == gpu["metadata"]["namespace"] == "monitoring"
+    assert files["02-gpu-monitoring.yaml"] == [dcgm, gpu]
 
 
 def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) -> None:

@@ -26,7 +26,7 @@ from llm_eks.manifests.promql import MetricSource
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
 from tests.conftest import CDK_JSON
 from tests.promtool import run_rule_tests
-from tests.promtool_cases import Scene, alert_cases, keda_cases, record_cases
+from tests.promtool_cases import INFRASTRUCTURE_CASES, Scene, alert_cases, keda_cases, record_cases
 from tests.test_vllm_chart import base_props
 
 SECURITY_GROUPS = ("sg-0123456789abcdef0",)
@@ -51,6 +51,15 @@ def _scene(props: Props, rule: dict[str, Any]) -> Scene:
         planned_kv_cache_tokens=props.planned_kv_cache_tokens,
         planned_itl_seconds=props.planned_itl_seconds,
         planned_ttft_seconds=props.planned_ttft_seconds,
+        **(
+            {"deployment": props.deployment}
+            if isinstance(props, RayMonitoringProps)
+            else {
+                "replica_kind": props.replica_kind,
+                "replica_names": props.replica_names,
+                "scaled_object": props.scaled_object,
+            }
+        ),
     )
 
 
@@ -66,12 +75,15 @@ class Shipped:
     workloads: list[tuple[Props, Scene]]
     # (scene of the scaled workload, trigger) for every prometheus trigger of every ScaledObject.
     triggers: list[tuple[Scene, dict[str, Any]]]
+    # The PrometheusRules of no workload (the GPU rules, the gateway's, each endpoint picker's), by namespace/name.
+    others: dict[str, dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
 def shipped() -> Shipped:
     workloads: list[tuple[Props, Scene]] = []
     triggers: list[tuple[Scene, dict[str, Any]]] = []
+    others: dict[str, dict[str, Any]] = {}
     for env, body in CDK_JSON["context"]["environments"].items():
         config = parse_environment(env, body)
         built = build_workloads(config, plan_workloads(config))
@@ -90,13 +102,16 @@ def shipped() -> Shipped:
         }
         workloads += [(w.monitoring, scenes[w.monitoring.name]) for w in built]
         rules = {o["metadata"]["name"] for o in objects if o["kind"] == "PrometheusRule"}
-        assert rules == {f"{name}-alerts" for name in scenes}, f"{env}: a PrometheusRule this test has no scene for"
+        assert rules >= {f"{name}-alerts" for name in scenes}, f"{env}: a workload without its PrometheusRule"
+        for o in objects:
+            if o["kind"] == "PrometheusRule" and o["metadata"]["name"] not in {f"{n}-alerts" for n in scenes}:
+                others[f"{o['metadata']['namespace']}/{o['metadata']['name']}"] = o
         served = {w.vllm.name: w.vllm.served_model_name for w in built if isinstance(w, VllmWorkload)}
         for scaled in (o for o in objects if o["kind"] == "ScaledObject"):
             scene = scenes[scaled["metadata"]["name"]]
             assert scene.model == served[scaled["metadata"]["name"]]
             triggers += [(scene, t) for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
-    return Shipped(workloads, triggers)
+    return Shipped(workloads, triggers, others)
 
 
 def _every_figure(props: Props) -> Scene:
@@ -159,3 +174,22 @@ def test_a_scale_to_zero_query_reads_zero_while_asleep(shipped: Shipped, tmp_pat
     triggers = [t for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
     assert len(triggers) == 2
     run_rule_tests(tmp_path, "keda-asleep", [], [c for t in triggers for c in keda_cases(scene, t)])
+
+
+def test_the_gpu_and_gateway_alerts_pass_promtool(shipped: Shipped, tmp_path: Path) -> None:
+    """The PrometheusRules of no workload: the GPU rules (once per cluster, beside the DCGM ServiceMonitor), the
+    gateway's and each endpoint picker's. Every alert among them has cases (INFRASTRUCTURE_CASES)."""
+    names = {n.split("/")[1] for n in shipped.others}
+    assert "dcgm-exporter-alerts" in names and "inference-gateway-alerts" in names, names
+    assert any(n.endswith("-epp-alerts") for n in names), names
+    tested: set[str] = set()
+    for i, (where, rule) in enumerate(sorted(shipped.others.items())):
+        for group in rule["spec"]["groups"]:
+            tests = []
+            for r in group["rules"]:
+                if "alert" in r:
+                    assert r["alert"] in INFRASTRUCTURE_CASES, f"{where}: no promtool case for {r['alert']}"
+                    tests += INFRASTRUCTURE_CASES[r["alert"]](r, rule["metadata"]["namespace"])
+                    tested.add(r["alert"])
+            run_rule_tests(tmp_path, f"other-{i}-{group['name']}", [group], tests)
+    assert tested == set(INFRASTRUCTURE_CASES)

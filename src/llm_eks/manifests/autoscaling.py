@@ -55,6 +55,7 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
+from llm_eks.manifests.promql import ksm_workload
 from llm_eks.manifests.query_endpoint import query_url
 from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, floor_name, validate_vllm_props
 
@@ -120,11 +121,18 @@ def ready_series(vllm: VllmProps) -> str:
     """kube-state-metrics' ready replicas of the workload (its on-demand floor's too): its Deployments', or those of
     the leader StatefulSets a LeaderWorkerSet names after itself (kubernetes-sigs/lws@v0.10.0
     pkg/controllers/leaderworkerset_controller.go)."""
-    names = [vllm.name, floor_name(vllm)] if vllm.floor_replicas else [vllm.name]
-    kind = "statefulset" if vllm.nodes_per_replica > 1 else "deployment"
-    # Object names are DNS labels: nothing in them needs escaping in a regular expression.
-    owner = f'{kind}="{names[0]}"' if len(names) == 1 else f'{kind}=~"{"|".join(names)}"'
-    return f'kube_{kind}_status_replicas_ready{{namespace="{vllm.namespace}", {owner}}}'
+    return ksm_workload("status_replicas_ready", replica_kind(vllm), vllm.namespace, replica_names(vllm))
+
+
+def replica_kind(vllm: VllmProps) -> str:
+    """What holds the workload's replicas, as kube-state-metrics names it: a Deployment, or the leader StatefulSet a
+    LeaderWorkerSet names after itself."""
+    return "statefulset" if vllm.nodes_per_replica > 1 else "deployment"
+
+
+def replica_names(vllm: VllmProps) -> tuple[str, ...]:
+    """The objects holding the workload's replicas: its Deployment (or leader StatefulSet) and its floor's."""
+    return (vllm.name, floor_name(vllm)) if vllm.floor_replicas else (vllm.name,)
 
 
 def guarded(query: str, vllm: VllmProps, scale_to_zero: bool) -> str:

@@ -14,7 +14,13 @@ from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedW
 from llm_eks.config.capacity import replica_price
 from llm_eks.errors import fail
 from llm_eks.infra.workloads.pools import placement
-from llm_eks.manifests.autoscaling import MAX_STABILIZATION_SECONDS, AutoscalingProps, ScaleToZeroSchedule
+from llm_eks.manifests.autoscaling import (
+    MAX_STABILIZATION_SECONDS,
+    AutoscalingProps,
+    ScaleToZeroSchedule,
+    replica_kind,
+    replica_names,
+)
 from llm_eks.manifests.benchmark import BenchmarkProps
 from llm_eks.manifests.monitoring import MonitoringProps
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
@@ -264,6 +270,7 @@ def _monitoring_targets(
     *,
     dcgm_service_monitor: bool = True,
     reserved: CapacityReservationConfig | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
 ) -> MonitoringTargets:
     """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan; with
     `dcgm_service_monitor` this workload's chart carries the environment's one dcgm-exporter ServiceMonitor."""
@@ -277,6 +284,8 @@ def _monitoring_targets(
         queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
         dcgm=plan.instance.accelerator_vendor == "nvidia",
         dcgm_service_monitor=dcgm_service_monitor,
+        cold_start_seconds=plan.cold_start.scale_out_s,
+        gpu_resource=gpu_resource,
     )
 
 
@@ -301,7 +310,18 @@ def monitoring_props(
         name=vllm.name,
         namespace=vllm.namespace,
         served_model_name=vllm.served_model_name,
-        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
+        targets=_monitoring_targets(
+            s,
+            plan,
+            dcgm_service_monitor=dcgm_service_monitor,
+            reserved=reserved,
+            gpu_resource=vllm.accelerator_resource,
+        ),
+        replica_kind=replica_kind(vllm),
+        replica_names=replica_names(vllm),
+        # VllmAutoscalingChart names its ScaledObject after the Deployment it scales.
+        scaled_object=vllm.name,
+        scales_to_zero=s.config.autoscaling.scale_to_zero is not None,
         **_planned(plan),
     )
 
@@ -366,6 +386,8 @@ def ray_monitoring_props(
         name=ray.name,
         namespace=ray.namespace,
         model_id=ray.model_id,
-        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
+        targets=_monitoring_targets(
+            s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved, gpu_resource=ray.gpu_resource
+        ),
         **_planned(plan),
     )

@@ -172,11 +172,13 @@ def test_probes_startup_budget_arithmetic(container: dict[str, Any]) -> None:
     assert readiness["httpGet"] == {"path": "/health", "port": "http"}
     assert (readiness["periodSeconds"], readiness["failureThreshold"]) == (10, 3)
 
+    # /health and token progress (tests/test_liveness.py runs the script): a dead server is restarted after
+    # 2 x 30 s = 60 s as before, a stalled one within 120 s + 2 x 30 s; a reload costs minutes, so not sooner.
     liveness = container["livenessProbe"]
-    assert liveness["httpGet"] == {"path": "/health", "port": "http"}
-    # A wedged server is restarted after 6 x 10 s = 60 s; a reload costs minutes, so not sooner.
-    assert (liveness["periodSeconds"], liveness["failureThreshold"]) == (10, 6)
-    for probe in (startup, readiness, liveness):
+    command = liveness["exec"]["command"]
+    assert command[:2] == ["python3", "-c"] and command[3:] == ["--port", "8000", "--stall-seconds", "120"]
+    assert (liveness["periodSeconds"], liveness["failureThreshold"], liveness["timeoutSeconds"]) == (30, 2, 10)
+    for probe in (startup, readiness):
         assert probe["timeoutSeconds"] == 5
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any, Literal, TypeAlias
 
 from llm_eks.manifests import pods
@@ -11,6 +12,9 @@ from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
     LIVENESS_FAILURE_THRESHOLD,
+    LIVENESS_PERIOD_SECONDS,
+    LIVENESS_STALL_SECONDS,
+    LIVENESS_TIMEOUT_SECONDS,
     PORT,
     PORT_NAME,
     PROBE_PERIOD_SECONDS,
@@ -165,6 +169,19 @@ def _node_affinity(pools: tuple[str, ...], on_demand: bool) -> dict[str, Any]:
     }
 
 
+def liveness_script() -> str:
+    """liveness.py's text, run with `python3 -c` by the vLLM container's liveness probe."""
+    text = resources.files("llm_eks.manifests.vllm").joinpath("liveness.py").read_text(encoding="utf-8")
+    # The kubelet would expand `$(NAME)` in a probe's command: the script must hold none.
+    assert "$(" not in text
+    return text
+
+
+def liveness_command() -> list[str]:
+    """The exec probe: /health, then requests running without token progress for LIVENESS_STALL_SECONDS."""
+    return ["python3", "-c", liveness_script(), "--port", str(PORT), "--stall-seconds", str(LIVENESS_STALL_SECONDS)]
+
+
 def serving_pod_spec(
     p: VllmProps, timing: ProbeTiming, selector: dict[str, str], role: Role = "server", *, floor: bool = False
 ) -> dict[str, Any]:
@@ -231,9 +248,11 @@ def serving_pod_spec(
                     "periodSeconds": PROBE_PERIOD_SECONDS,
                     "failureThreshold": READINESS_FAILURE_THRESHOLD,
                 },
+                # /health and token progress (manifests/vllm/liveness.py): a wedged GPU keeps /health at 200.
                 "livenessProbe": {
-                    **http_probe("/health"),
-                    "periodSeconds": PROBE_PERIOD_SECONDS,
+                    "exec": {"command": liveness_command()},
+                    "periodSeconds": LIVENESS_PERIOD_SECONDS,
+                    "timeoutSeconds": LIVENESS_TIMEOUT_SECONDS,
                     "failureThreshold": LIVENESS_FAILURE_THRESHOLD,
                 },
             }

@@ -29,8 +29,16 @@ PROBE_PERIOD_SECONDS = 10
 # The API server's event loop shares the CPU with tokenization under load; 1 s (the default) flaps readiness.
 PROBE_TIMEOUT_SECONDS = 5
 READINESS_FAILURE_THRESHOLD = 3
-# A restart costs a full model reload (minutes): only restart after a minute of a wedged server.
-LIVENESS_FAILURE_THRESHOLD = 6
+# Liveness runs manifests/vllm/liveness.py every 30 s: /health (a dead engine) and token progress (a stalled one).
+# A restart costs a full model reload (minutes): only restart after two failures in a row, a minute of a dead server
+# (as the former /health probe, 6 x 10 s) or a stall of more than LIVENESS_STALL_SECONDS (restarted within 3 minutes).
+LIVENESS_PERIOD_SECONDS = 30
+LIVENESS_FAILURE_THRESHOLD = 2
+# The script's own requests time out after 4 s each; the kubelet kills it after this.
+LIVENESS_TIMEOUT_SECONDS = 10
+# Requests running and no token processed for this long is a stall. One scheduler step is at most
+# max-num-batched-tokens of prefill, well under a second on these GPUs: two orders of magnitude of margin.
+LIVENESS_STALL_SECONDS = 120
 
 # Flags the chart sets from typed props, or that would break its contracts: extra_engine_args must not hold them.
 _CHART_FLAGS = {

@@ -219,6 +219,18 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
     assert files["02-gpu-monitoring.yaml"] == [dcgm, gpu]
 
 
+def test_the_ray_head_runs_off_the_system_nodes_on_on_demand_capacity_it_keeps(synthesized: Synthesized) -> None:
+    """Losing a system node never restarts the Ray cluster, and the system nodes' capacity is the controllers': the
+    head runs on the CPU pool's on-demand capacity, never consolidated or drifted away (do-not-disrupt)."""
+    (service,) = [o for o in synthesized.manifests("staging")["03-qwen-ray-serve.yaml"] if o["kind"] == "RayService"]
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]
+    assert head["spec"]["nodeSelector"] == {"llm-eks.io/node-pool": "cpu", "karpenter.sh/capacity-type": "on-demand"}
+    assert head["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    (pools,) = [synthesized.manifests("staging")["01-node-pools.yaml"]]
+    cpu = [o for o in pools if o["kind"] == "NodePool" and o["metadata"]["name"] == "cpu"]
+    assert cpu, "the CPU pool the head runs on"
+
+
 def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) -> None:
     """In the cluster each model is reached through its own Service, whose selector picks that workload's pods
     only: the vLLM Service by its instance label, Ray Serve by its own (test_gateway checks the gateway's routes)."""

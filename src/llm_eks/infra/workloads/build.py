@@ -69,7 +69,7 @@ def _build_one(
     pool = gpu_pool(s, plan, reserved)
     cpu = CpuPoolSpec()
     if s.config.engine == "ray-serve":
-        ray = ray_props(s, plan, pool, region)
+        ray = ray_props(s, plan, pool, region, cpu)
         ray = replace(ray, image=lock.pin(ray.image))
         return RayServeWorkload(
             gpu_pool=pool,

@@ -343,10 +343,18 @@ def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec) -> BenchmarkProps:
     )
 
 
-def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None) -> RayServeProps:
+def ray_props(
+    s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None, cpu: CpuPoolSpec | None = None
+) -> RayServeProps:
+    """With `cpu`, the head runs on that pool's on-demand capacity (the chart then marks it do-not-disrupt): off the
+    system nodes, so losing one of those never restarts the Ray cluster, and their capacity is the controllers'."""
     w = s.config
     selector, tolerations = placement(w, pool)
     gpus = plan.tensor_parallel_size * plan.pipeline_parallel_size
+    head: dict[str, Any] = {}
+    if cpu is not None:
+        head_selector, head_tolerations = workload_placement(cpu, capacity_type="on-demand")
+        head = {"head_node_selector": head_selector, "head_tolerations": tuple(head_tolerations)}
     return RayServeProps(
         name=workload_name(s),
         namespace=workload_namespace(s),
@@ -371,6 +379,7 @@ def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | No
         gpu_resource=pool.resource,
         efa_interfaces=pool.efa_interfaces,
         image=w.image if w.image is not None else RAY_LLM_IMAGE,
+        **head,
     )
 
 

@@ -31,13 +31,15 @@ from typing import Any
 
 import yaml
 
+from llm_eks.config import resilience
+
 ENVIRONMENTS = ("dev", "staging", "prod")
 SYSTEM = {"llm-eks.io/node-role": "system"}
 NODE_POOL = "llm-eks.io/node-pool"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 ZONE = "topology.kubernetes.io/zone"
 REPAIR_SECONDS = 600
-UNREACHABLE_SECONDS = 340
+UNREACHABLE_SECONDS = resilience.UNREACHABLE_SECONDS
 STALL_DETECT_SECONDS = 180
 PICKER_TAKEOVER_SECONDS = 15
 DEADMAN_SECONDS = 600

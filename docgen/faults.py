@@ -703,7 +703,8 @@ def corrupt_cache(f: EnvFacts) -> Cell:
     return Cell(
         SURVIVES,
         "The restore checks the KMS signature and each file's sha256; on any mismatch it discards the cache and vLLM "
-        "compiles (tens of seconds more warm-up).",
+        "compiles (tens of seconds more warm-up). A signed cache that crashes vLLM would crash-loop every new "
+        "replica (KubePodCrashLooping pages): `compile_cache: false` on the workload retires it in one deploy.",
     )
 
 

@@ -26,7 +26,8 @@ from llm_eks.manifests.promql import MetricSource
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
 from tests.conftest import CDK_JSON
 from tests.promtool import run_rule_tests
-from tests.promtool_cases import INFRASTRUCTURE_CASES, Scene, alert_cases, keda_cases, record_cases
+from tests.promtool_cases import Scene, alert_cases, keda_cases, record_cases
+from tests.promtool_fault_cases import INFRASTRUCTURE_CASES
 from tests.test_vllm_chart import base_props
 
 SECURITY_GROUPS = ("sg-0123456789abcdef0",)

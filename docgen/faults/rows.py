@@ -64,6 +64,11 @@ def _judged(verdict: str, text: str, alerts: tuple[str, ...]) -> Cell:
     return Cell(verdict, text, () if verdict in (SURVIVES, NONE) else alerts)
 
 
+def _lost(w: Workload, outage: str, fewer: str) -> tuple[str, str]:
+    """A replica lost: an outage where it is the workload's only one, one fewer otherwise."""
+    return (FAILS, outage) if w.min_replicas == 1 else (DEGRADES, fewer)
+
+
 def spot_reclaim(f: EnvFacts) -> Cell:
     def judge(w: Workload) -> tuple[str, str]:
         if "spot" not in w.capacity_types and not w.floor:
@@ -73,9 +78,11 @@ def spot_reclaim(f: EnvFacts) -> Cell:
                 f"its {w.floor} minimum replicas run on on-demand capacity; a reclaimed burst replica is back after "
                 f"the cold start ({w.cold_start_s} s)."
             )
-        if w.min_replicas == 1:
-            return FAILS, f"its only replica may be on Spot: an outage of {w.cold_start_s} s (the cold start)."
-        return DEGRADES, f"one replica fewer for {w.cold_start_s} s (the cold start)."
+        return _lost(
+            w,
+            f"its only replica may be on Spot: an outage of {w.cold_start_s} s (the cold start).",
+            f"one replica fewer for {w.cold_start_s} s (the cold start).",
+        )
 
     verdict, text = _per_workload(f, judge)
     return _judged(verdict, text, _alerts(f, "VllmNoReadyReplica", "RayServeNoHealthyReplica"))
@@ -146,10 +153,8 @@ def xid_fatal(f: EnvFacts) -> Cell:
                 "node repair is off: the replica on the bad GPU fails until someone deletes its NodeClaim "
                 "(`kubectl delete nodeclaim`), then the cold start."
             )
-        bound = REPAIR_SECONDS + w.cold_start_s
-        if w.min_replicas == 1:
-            return FAILS, f"its only replica is lost until the node is repaired and replaced: {_minutes(bound)}."
-        return DEGRADES, f"one replica fewer until the node is repaired and replaced: {_minutes(bound)}."
+        until = f"until the node is repaired and replaced: {_minutes(REPAIR_SECONDS + w.cold_start_s)}."
+        return _lost(w, f"its only replica is lost {until}", f"one replica fewer {until}")
 
     verdict, text = _per_workload(f, judge)
     repair = (
@@ -168,16 +173,11 @@ def gpu_hang(f: EnvFacts) -> Cell:
                 "requests to the hung replica wait until the client's timeout; no probe sees it (Ray Serve's "
                 "health check calls the same engine check as /health): a person deletes the pod."
             )
-        bound = STALL_DETECT_SECONDS + w.startup_s
-        if w.min_replicas == 1:
-            return FAILS, (
-                f"the stall probe restarts it within {STALL_DETECT_SECONDS // 60} min, then it starts again on its "
-                f"node ({w.startup_s} s): {_minutes(bound)} of outage."
-            )
-        return DEGRADES, (
-            f"requests on the hung replica stall until the probe restarts it ({STALL_DETECT_SECONDS // 60} min) and "
-            f"it starts again ({w.startup_s} s): {_minutes(bound)}."
+        restart = (
+            f"the stall probe restarts it within {STALL_DETECT_SECONDS // 60} min and it starts again on its node "
+            f"({w.startup_s} s): {_minutes(STALL_DETECT_SECONDS + w.startup_s)}"
         )
+        return _lost(w, f"{restart} of outage.", f"requests on the hung replica stall until {restart}.")
 
     verdict, text = _per_workload(f, judge)
     return Cell(verdict, text, _alerts(f, "VllmEngineStalled", "RayVllmEngineStalled"))

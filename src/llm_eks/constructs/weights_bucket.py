@@ -238,26 +238,20 @@ class WeightsBucket(Construct):
         )
         # Add-only: under compile-cache/ an object is created once (If-None-Match), never replaced, by anyone; so is a
         # staging key's marker (its in-progress record, `.in-progress`, is rewritten while staging runs).
-        bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="DenyOverwritesOfTheCompileCache",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["s3:PutObject"],
-                resources=[bucket.arn_for_objects(f"{COMPILE_CACHE_ROOT}/*")],
-                conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+        for statement, objects in (
+            ("DenyOverwritesOfTheCompileCache", f"{COMPILE_CACHE_ROOT}/*"),
+            ("DenyOverwritesOfStagingMarkers", f"{MARKERS}*.json"),
+        ):
+            bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=statement,
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:PutObject"],
+                    resources=[bucket.arn_for_objects(objects)],
+                    conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+                )
             )
-        )
-        bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="DenyOverwritesOfStagingMarkers",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["s3:PutObject"],
-                resources=[bucket.arn_for_objects(f"{MARKERS}*.json")],
-                conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
-            )
-        )
         if props.vpc_endpoint_ids:
             self._deny_outside_endpoints(bucket, props)
         acknowledge(

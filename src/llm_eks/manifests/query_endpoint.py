@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_eks.manifests import network_policies as netpol
-from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
+from llm_eks.manifests.checkov import skip_annotations, with_image_skips
 from llm_eks.versions import THANOS_IMAGE
 
 MONITORING_NAMESPACE = netpol.MONITORING_NAMESPACE
@@ -59,10 +59,7 @@ def _endpoints(namespace: str) -> str:
 
 
 def _skips(image: str) -> dict[str, str]:
-    reasons = dict(QUERY_SKIPS)
-    if "@sha256:" not in image:
-        reasons.update(UNLOCKED_IMAGE_SKIP)
-    return reasons
+    return with_image_skips(QUERY_SKIPS, image)
 
 
 def query_objects(

@@ -32,6 +32,15 @@ ERROR_RATIO = 0.05
 MIN_RATE = 0.1
 
 
+def _replicas(namespace: str, deployment: str) -> tuple[str, str, str]:
+    """kube-state-metrics' ready, wanted and existing (ready or not) replicas of a Deployment, summed."""
+    ready, wanted, pods = (
+        f"sum({ksm_workload(metric, 'deployment', namespace, [deployment])})"
+        for metric in ("status_replicas_ready", "spec_replicas", "status_replicas")
+    )
+    return ready, wanted, pods
+
+
 def _rule(name: str, namespace: str, group: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
     problems = [p for r in rules for p in (*check_promql(r["expr"]), *infrastructure_problems(r["expr"]))]
     assert not problems, problems
@@ -49,8 +58,7 @@ def gateway_alerts(p: GatewayProps) -> dict[str, Any]:
     envoy = {"namespace": ns, "reporter": "source"}
     total = f"sum(rate(istio_requests_total{selector(envoy)}[5m]))"
     errors = f"sum(rate(istio_requests_total{selector(envoy, {'response_code': '5..'})}[5m]))"
-    ready = ksm_workload("status_replicas_ready", "deployment", ns, [IPP_NAME])
-    wanted = ksm_workload("spec_replicas", "deployment", ns, [IPP_NAME])
+    ready, wanted, _ = _replicas(ns, IPP_NAME)
     processor = f"kubectl -n {ns} get pods -l app.kubernetes.io/name={IPP_NAME} -o wide; kubectl logs"
     rules = [
         alert_rule(
@@ -67,7 +75,7 @@ def gateway_alerts(p: GatewayProps) -> dict[str, Any]:
         ),
         alert_rule(
             "GatewayPayloadProcessorDown",
-            f"sum({ready}) == 0",
+            f"{ready} == 0",
             "1m",
             "critical",
             "The gateway's payload processor has no ready replica: every model behind the gateway fails",
@@ -77,7 +85,7 @@ def gateway_alerts(p: GatewayProps) -> dict[str, Any]:
         ),
         alert_rule(
             "GatewayPayloadProcessorDegraded",
-            f"sum({ready}) < sum({wanted})",
+            f"{ready} < {wanted}",
             "15m",
             "warning",
             "The gateway's payload processor runs fewer replicas than wanted",
@@ -92,14 +100,12 @@ def gateway_alerts(p: GatewayProps) -> dict[str, Any]:
 def picker_alerts(r: ModelRoute) -> dict[str, Any]:
     """A vLLM route's PrometheusRule (in its namespace): its endpoint picker down, or its standby missing."""
     ns, picker = r.namespace, r.picker
-    ready = ksm_workload("status_replicas_ready", "deployment", ns, [picker])
-    wanted = ksm_workload("spec_replicas", "deployment", ns, [picker])
-    pods = ksm_workload("status_replicas", "deployment", ns, [picker])
+    ready, wanted, pods = _replicas(ns, picker)
     look = f"kubectl -n {ns} get pods -l app.kubernetes.io/instance={picker} -o wide; kubectl logs"
     rules = [
         alert_rule(
             "EndpointPickerDown",
-            f"sum({ready}) == 0 and sum({wanted}) > 0",
+            f"{ready} == 0 and {wanted} > 0",
             "2m",
             "warning",
             f"The endpoint picker of {r.name} has no ready replica",
@@ -113,7 +119,7 @@ def picker_alerts(r: ModelRoute) -> dict[str, Any]:
         rules.append(
             alert_rule(
                 "EndpointPickerStandbyMissing",
-                f"sum({pods}) < sum({wanted})",
+                f"{pods} < {wanted}",
                 "15m",
                 "warning",
                 f"The endpoint picker of {r.name} has no standby",

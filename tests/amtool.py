@@ -10,14 +10,15 @@ their names (`routing_only`), since routing does not depend on them.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from llm_eks.manifests.alerting import AlertRoutes, SecretReceiver
+from tests.promtool import system_tool
 
 INSTALL = (
     "amtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus-alertmanager "
@@ -27,10 +28,20 @@ INSTALL = (
 
 def amtool() -> str:
     """The amtool executable; the test fails with how to install it when there is none."""
-    found = shutil.which("amtool")
-    if found is None:
-        pytest.fail(INSTALL, pytrace=False)
-    return found
+    return system_tool("amtool", INSTALL)
+
+
+# Every kind of receiver a user can add, each given a severity or the dead-man's switch.
+EVERY_RECEIVER_KIND = AlertRoutes(
+    receivers={
+        "pager": SecretReceiver("pagerduty", "llm-eks/prod/pagerduty"),
+        "chat": SecretReceiver("slack", "llm-eks/prod/slack", "#llm-alerts"),
+        "snitch": SecretReceiver("webhook", "llm-eks/prod/heartbeat-url"),
+    },
+    critical=("sns", "pager"),
+    warning=("chat",),
+    deadmans_switch="snitch",
+)
 
 
 def write_config(folder: Path, name: str, config: Mapping[str, Any]) -> Path:

@@ -28,7 +28,7 @@ from llm_eks.constructs.observability import Observability, ObservabilityOptions
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
-from llm_eks.manifests.alerting import AlertRoutes, SecretReceiver
+from tests.amtool import EVERY_RECEIVER_KIND
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
 from tests.kube_schema import SCHEMAS, assert_valid, require_shared_schemas
 
@@ -40,16 +40,7 @@ GPU_TAINTS = (
 )
 WORKLOAD_SA = ("inference", "vllm-llama-3-1-8b")
 KMS_KEY = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-ALERT_ROUTES = AlertRoutes(
-    receivers={
-        "pager": SecretReceiver("pagerduty", "llm-eks/prod/pagerduty"),
-        "chat": SecretReceiver("slack", "llm-eks/prod/slack", "#llm-alerts"),
-        "snitch": SecretReceiver("webhook", "llm-eks/prod/heartbeat-url"),
-    },
-    critical=("sns", "pager"),
-    warning=("chat",),
-    deadmans_switch="snitch",
-)
+ALERT_ROUTES = EVERY_RECEIVER_KIND
 # Helm waits per release in the worst case: main --wait plus one per hook Job.
 WAITS = {"kube-prometheus-stack": 3, "secrets-store-csi-driver": 3}
 

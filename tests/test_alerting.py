@@ -17,7 +17,7 @@ from llm_eks.manifests.alerting import (
     alertmanager_config,
     receiver_secret_class,
 )
-from tests.amtool import check_config, routes_to, routing_only, write_config
+from tests.amtool import EVERY_RECEIVER_KIND, check_config, routes_to, routing_only, write_config
 from tests.conftest import ENVIRONMENTS, Synthesized
 
 TOPIC = "arn:aws:sns:us-west-2:123456789012:llm-eks-prod-alerts"
@@ -61,16 +61,7 @@ def test_every_shipped_environment_routes_every_severity_and_the_watchdog(
 
 
 def test_every_receiver_kind_routes_and_reads_its_secret_from_a_file(tmp_path: Path) -> None:
-    routes = AlertRoutes(
-        receivers={
-            "pager": SecretReceiver("pagerduty", "llm-eks/prod/pagerduty"),
-            "chat": SecretReceiver("slack", "llm-eks/prod/slack", "#llm-alerts"),
-            "snitch": SecretReceiver("webhook", "llm-eks/prod/heartbeat-url"),
-        },
-        critical=("sns", "pager"),
-        warning=("chat",),
-        deadmans_switch="snitch",
-    )
+    routes = EVERY_RECEIVER_KIND
     config = alertmanager_config(routes, alerts_topic_arn=TOPIC, heartbeat_topic_arn=None, region="us-west-2")
     path = write_config(tmp_path, "every-kind", routing_only(config))
     for labels, receiver in ROUTING:

@@ -137,8 +137,11 @@ def test_no_karpenter_interruption_queue_device_plugin_node_group_or_add_on(synt
         assert not {"karpenter", "karpenter-crd", "nvidia-device-plugin", "neuron-device-plugin"} & set(releases)
         assert not {"aws-load-balancer-controller"} & set(releases)
         types = synth.types(env)
-        for kind in ("AWS::SQS::Queue", "AWS::Events::Rule", "AWS::EKS::Nodegroup", "AWS::EKS::Addon"):
+        for kind in ("AWS::SQS::Queue", "AWS::EKS::Nodegroup", "AWS::EKS::Addon"):
             assert types[kind] == 0, (env, kind)
+        # The only EventBridge rule is the alerting's stack-failure rule: none feeds an interruption queue.
+        rules = synth.resources(env, "AWS::Events::Rule").values()
+        assert [r["Properties"]["EventPattern"]["source"] for r in rules] == [["aws.cloudformation"]], env
         assert not [o for o in synth.objects(env) if o["kind"] == "EC2NodeClass"]
     # What Auto Mode does not run stays: GPU metrics, and the EFA device plugin of the EFA pool.
     assert "dcgm-exporter" in synth.releases(AUTO)
@@ -179,7 +182,11 @@ def test_an_expiring_node_waits_for_the_replica_before_it_to_serve_again(synth: 
     assert pool["disruption"]["budgets"] == [{"nodes": "1"}]
     restart_minutes = math.ceil(plan.cold_start.scale_out_s / 60)
     assert pool["template"]["spec"]["terminationGracePeriod"] == f"{max(10, restart_minutes)}m"
-    (pdb,) = [o for o in synth.objects(AUTO) if o["kind"] == "PodDisruptionBudget"]
+    (pdb,) = [
+        o
+        for o in synth.objects(AUTO)
+        if o["kind"] == "PodDisruptionBudget" and o["metadata"]["namespace"] != "monitoring"
+    ]
     assert pdb["spec"]["maxUnavailable"] == 1
     # A Capacity Block drains within 8 minutes of its end whatever a restart takes.
     largest_pool = synth.named(LARGEST_AUTO, "NodePool", "gpu-p5-efa32")["spec"]["template"]["spec"]
@@ -251,7 +258,7 @@ def _ids(template: dict[str, Any]) -> set[str]:
 def test_side_by_side_auto_mode_adds_and_removes_these_resources(synth: Synth) -> None:
     """The example's environment on both compute modes: what Auto Mode takes off the template, and what it adds."""
     auto, karpenter = synth.types(AUTO), synth.types(KARPENTER)
-    assert (sum(karpenter.values()), sum(auto.values())) == (134, 96)
+    assert (sum(karpenter.values()), sum(auto.values())) == (144, 106)
     assert dict(karpenter - auto) == {
         # The system node group and its launch template; the managed add-ons (vpc-cni, CoreDNS, kube-proxy, Pod
         # Identity agent, EBS CSI, node monitoring agent) and the VPC CNI's and EBS CSI's Pod Identity roles.
@@ -358,5 +365,5 @@ def test_karpenter_and_the_lb_controller_are_refused_on_an_auto_mode_cluster() -
         platform.add_karpenter()
     with pytest.raises(ConfigError, match=r"^add_load_balancer_controller: not allowed on an EKS Auto Mode cluster"):
         platform.add_load_balancer_controller()
-    with pytest.raises(ConfigError, match=r"^system_min_size: 3 is not allowed with auto_mode; the controllers run"):
-        InferenceClusterProps(cluster_name="x", auto_mode=True, system_min_size=3).validate()
+    with pytest.raises(ConfigError, match=r"^system_min_size: 4 is not allowed with auto_mode; the controllers run"):
+        InferenceClusterProps(cluster_name="x", auto_mode=True, system_min_size=4).validate()

@@ -351,3 +351,22 @@ def test_a_changed_engine_argument_is_a_new_cache_key() -> None:
     other = replace(props, extra_engine_args=("--enforce-eager",))
     assert cache_key(props) != cache_key(other)
     assert cache_key(props) == cache_key(replace(props, replicas=3))
+
+
+def test_the_writer_job_keeps_its_name_until_its_pod_template_changes() -> None:
+    """The stack's prune label removes the old Job, so the name moves only with the template: a replica count
+    leaves it, an engine argument (a new key) or a new release's wait script (the same key) moves it."""
+    from dataclasses import replace
+
+    from llm_eks.manifests.vllm.compile_job import job_name
+
+    props = _props()
+    timing = probe_timing(props)
+    _, job = writer_objects(props, timing)
+    assert job["metadata"]["name"] == job_name(props, job["spec"]["template"])
+    assert writer_objects(replace(props, replicas=3), timing)[1]["metadata"]["name"] == job["metadata"]["name"]
+    changed = writer_objects(replace(props, extra_engine_args=("--enforce-eager",)), timing)[1]
+    assert changed["metadata"]["name"] != job["metadata"]["name"]
+    edited = json.loads(json.dumps(job["spec"]["template"]))
+    edited["spec"]["initContainers"][0]["command"][-1] += "\n"
+    assert job_name(props, edited) != job["metadata"]["name"]

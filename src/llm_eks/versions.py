@@ -56,6 +56,10 @@ KEDA_CHART_VERSION = "2.20.2"
 # the tests validate with (prometheus-community/helm-charts tag kube-prometheus-stack-88.3.0, 2026-08-11; 88.4.0+
 # move to v0.93.1).
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.3.0"
+# Thanos, the Prometheus replicas' sidecars and the querier that deduplicates them (manifests/query_endpoint.py):
+# v0.42.2 is prometheus-operator v0.93.0's default sidecar (pkg/operator/defaults.go DefaultThanosVersion), pinned
+# here so both run the same release.
+THANOS_IMAGE = "quay.io/thanos/thanos:v0.42.2"
 # prometheus-operator-crds: 31.0.0 carries the v0.93.0 CRDs as templates, so `helm upgrade` upgrades them
 # (prometheus-community/helm-charts tag prometheus-operator-crds-31.0.0, appVersion v0.93.0, 2026-07-28).
 PROMETHEUS_OPERATOR_CRDS_CHART_VERSION = "31.0.0"

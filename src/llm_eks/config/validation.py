@@ -12,6 +12,7 @@ from llm_eks import aws_ids
 from llm_eks.aws_regions import REGIONS
 from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.config import inputs
+from llm_eks.config.alerting import validate_alerting
 from llm_eks.config.canary_checks import validate_canaries
 from llm_eks.config.capacity import validate_capacity
 from llm_eks.config.compute_checks import validate_compute
@@ -102,6 +103,7 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
     validate_load_balancers(c, path)
     _validate_weights_bucket(c, path)
     validate_capacity(c, path)
+    validate_alerting(c.alerting, f"{path}.alerting")
 
 
 # A workload's short name: it names the workload's namespace (inference-<key>), objects and charts.

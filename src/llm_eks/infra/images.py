@@ -98,7 +98,9 @@ def workload_images(w: WorkloadConfig) -> list[str]:
 
 
 def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:
-    """Every image of the environment the lock covers: the workloads' own first, then the Helm releases'."""
+    """Every image of the environment the lock covers: the workloads' own first, then the Helm releases' (the
+    Thanos image among kube-prometheus-stack's: its sidecars, and the query endpoint Observability applies beside
+    them)."""
     own = [ref for s in config.served for ref in workload_images(s.config)]
     if config.gateway is not None:
         # The gateway's routers (manifests/gateway): on the system nodes, so not in a GPU node's image snapshot.

@@ -30,9 +30,11 @@ def skip_annotations(reasons: Mapping[str, str]) -> dict[str, str]:
     return annotations
 
 
+def with_image_skips(reasons: Mapping[str, str], image: str) -> dict[str, str]:
+    """`reasons`, and the digest one while `image` has no digest."""
+    return {**reasons, **({} if "@sha256:" in image else UNLOCKED_IMAGE_SKIP)}
+
+
 def serving_pod_annotations(image: str) -> dict[str, str]:
     """The suppressions of a GPU serving pod running `image`; the digest one only while `image` has no digest."""
-    reasons = dict(SERVING_POD_SKIPS)
-    if "@sha256:" not in image:
-        reasons.update(UNLOCKED_IMAGE_SKIP)
-    return skip_annotations(reasons)
+    return skip_annotations(with_image_skips(SERVING_POD_SKIPS, image))

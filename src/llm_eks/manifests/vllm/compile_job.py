@@ -79,7 +79,8 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     if len(name) > 63 or len(f"{p.name}-cc-{key}") > 63:
         raise ConfigError(f"compile_cache: {p.name!r} is too long for the writer's names (at most 48 characters)")
     # The server as the Deployment runs it, without what a client needs (key, Hub token) and without probes.
-    server = replace(p, api_key_secret=None, hf_token_secret=None)
+    # It compiles for the planned family: on node_selector's pool alone, never a fallback family's.
+    server = replace(p, api_key_secret=None, hf_token_secret=None, pools=(), floor_replicas=0, floor_pools=())
     labels = app_labels(COMPILE_CACHE_APP, name)
     pod = serving_pod_spec(server, timing, selector=labels)
     (container,) = pod["containers"]

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any, Literal, TypeAlias
 
 from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
+from llm_eks.manifests.node_pools.specs import CAPACITY_TYPE_LABEL, LABEL_NODE_POOL
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
     LIVENESS_FAILURE_THRESHOLD,
+    LIVENESS_PERIOD_SECONDS,
+    LIVENESS_STALL_SECONDS,
+    LIVENESS_TIMEOUT_SECONDS,
     PORT,
     PORT_NAME,
     PROBE_PERIOD_SECONDS,
@@ -36,6 +41,7 @@ Role: TypeAlias = Literal["server", "leader", "worker"]
 LWS_LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
 LWS_WORKER_INDEX = "LWS_WORKER_INDEX"
 RUNAI_STREAMER_CONCURRENCY = 32
+ZONE = "topology.kubernetes.io/zone"
 # Labels LeaderWorkerSet sets on a group's pods: its index within the group (0: the leader), and the group's key.
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
@@ -158,11 +164,35 @@ def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = 
     return containers
 
 
+def _node_affinity(pools: tuple[str, ...], on_demand: bool) -> dict[str, Any]:
+    """Required: one of `pools` (by their llm-eks.io/node-pool label), on-demand capacity only with `on_demand`."""
+    expressions = [{"key": LABEL_NODE_POOL, "operator": "In", "values": list(pools)}]
+    if on_demand:
+        expressions.append({"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]})
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+    }
+
+
+def liveness_script() -> str:
+    """liveness.py's text, run with `python3 -c` by the vLLM container's liveness probe."""
+    text = resources.files("llm_eks.manifests.vllm").joinpath("liveness.py").read_text(encoding="utf-8")
+    # The kubelet would expand `$(NAME)` in a probe's command: the script must hold none.
+    assert "$(" not in text
+    return text
+
+
+def liveness_command() -> list[str]:
+    """The exec probe: /health, then requests running without token progress for LIVENESS_STALL_SECONDS."""
+    return ["python3", "-c", liveness_script(), "--port", str(PORT), "--stall-seconds", str(LIVENESS_STALL_SECONDS)]
+
+
 def serving_pod_spec(
-    p: VllmProps, timing: ProbeTiming, selector: dict[str, str], role: Role = "server"
+    p: VllmProps, timing: ProbeTiming, selector: dict[str, str], role: Role = "server", *, floor: bool = False
 ) -> dict[str, Any]:
-    """The pod spec of a server, a group leader or a group worker. A worker serves no HTTP, so it has no probes;
-    the group is recreated when any of its pods fails (LeaderWorkerSet's RecreateGroupOnPodRestart)."""
+    """The pod spec of a server, a group leader or a group worker; with `floor`, of the on-demand floor's (its
+    pools, on-demand only, spread over zones as a requirement). A worker serves no HTTP, so it has no probes; the
+    group is recreated when any of its pods fails (LeaderWorkerSet's RecreateGroupOnPodRestart)."""
     accelerators = str(p.accelerators_per_pod)
     # Extended resources: the request equals the limit. The EFA devices of the node go to its one serving pod.
     devices = {
@@ -223,9 +253,11 @@ def serving_pod_spec(
                     "periodSeconds": PROBE_PERIOD_SECONDS,
                     "failureThreshold": READINESS_FAILURE_THRESHOLD,
                 },
+                # /health and token progress (manifests/vllm/liveness.py): a wedged GPU keeps /health at 200.
                 "livenessProbe": {
-                    **http_probe("/health"),
-                    "periodSeconds": PROBE_PERIOD_SECONDS,
+                    "exec": {"command": liveness_command()},
+                    "periodSeconds": LIVENESS_PERIOD_SECONDS,
+                    "timeoutSeconds": LIVENESS_TIMEOUT_SECONDS,
                     "failureThreshold": LIVENESS_FAILURE_THRESHOLD,
                 },
             }
@@ -245,35 +277,39 @@ def serving_pod_spec(
     }
     if p.staged_weights is not None:
         pod_spec["initContainers"] = staged_weights_init_containers(p, role)
-    pod_spec.update(placement(p.node_selector, p.tolerations))
+    pools = p.floor_pools if floor else p.pools
+    # With pools, the node affinity names them: the node selector keeps everything but the pool.
+    node_selector = {k: v for k, v in p.node_selector.items() if k != LABEL_NODE_POOL} if pools else p.node_selector
+    pod_spec.update(placement(node_selector, p.tolerations))
+    affinity: dict[str, Any] = {}
+    if pools:
+        affinity["nodeAffinity"] = _node_affinity(pools, on_demand=floor)
     if role != "server":
         # A group's pods exchange tensors every step: all of them in the leader's zone (never NCCL across AZs).
         # matchLabelKeys adds the pod's own group key to the selector (GA in Kubernetes 1.33).
-        pod_spec["affinity"] = {
-            "podAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": selector},
-                        "matchLabelKeys": [LWS_GROUP_KEY_LABEL],
-                        "topologyKey": "topology.kubernetes.io/zone",
-                    }
-                ]
-            }
+        affinity["podAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": selector},
+                    "matchLabelKeys": [LWS_GROUP_KEY_LABEL],
+                    "topologyKey": "topology.kubernetes.io/zone",
+                }
+            ]
         }
+    if affinity:
+        pod_spec["affinity"] = affinity
     if p.zone_spread:
         # ScheduleAnyway: GPU capacity is scarce per AZ; a skewed replica beats a Pending one. Karpenter
-        # still tries the emptier zone first. A group spreads its pods over hosts, and groups over zones.
+        # still tries the emptier zone first. A group spreads its pods over hosts, and groups over zones. The
+        # on-demand floor requires its zone spread (DoNotSchedule): the minimum replicas in every zone, so a zone's
+        # loss never takes them all (Karpenter launches in the zone the constraint asks for).
         pod_spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
                 "topologyKey": key,
-                "whenUnsatisfiable": "ScheduleAnyway",
+                "whenUnsatisfiable": "DoNotSchedule" if floor and key == ZONE else "ScheduleAnyway",
                 "labelSelector": {"matchLabels": selector},
             }
-            for key in (
-                ("kubernetes.io/hostname",)
-                if role == "worker"
-                else ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
-            )
+            for key in (("kubernetes.io/hostname",) if role == "worker" else (ZONE, "kubernetes.io/hostname"))
         ]
     return pod_spec

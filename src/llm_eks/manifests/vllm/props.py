@@ -29,8 +29,16 @@ PROBE_PERIOD_SECONDS = 10
 # The API server's event loop shares the CPU with tokenization under load; 1 s (the default) flaps readiness.
 PROBE_TIMEOUT_SECONDS = 5
 READINESS_FAILURE_THRESHOLD = 3
-# A restart costs a full model reload (minutes): only restart after a minute of a wedged server.
-LIVENESS_FAILURE_THRESHOLD = 6
+# Liveness runs manifests/vllm/liveness.py every 30 s: /health (a dead engine) and token progress (a stalled one).
+# A restart costs a full model reload (minutes): only restart after two failures in a row, a minute of a dead server
+# (as the former /health probe, 6 x 10 s) or a stall of more than LIVENESS_STALL_SECONDS (restarted within 3 minutes).
+LIVENESS_PERIOD_SECONDS = 30
+LIVENESS_FAILURE_THRESHOLD = 2
+# The script's own requests time out after 4 s each; the kubelet kills it after this.
+LIVENESS_TIMEOUT_SECONDS = 10
+# Requests running and no token processed for this long is a stall. One scheduler step is at most
+# max-num-batched-tokens of prefill, well under a second on these GPUs: two orders of magnitude of margin.
+LIVENESS_STALL_SECONDS = 120
 
 # Flags the chart sets from typed props, or that would break its contracts: extra_engine_args must not hold them.
 _CHART_FLAGS = {
@@ -145,6 +153,15 @@ class VllmProps:
     provisioning_seconds: int = 600
     # Spread replicas over zones (soft: an AZ without GPU capacity must not leave a replica Pending).
     zone_spread: bool = True
+    # Replicas of the on-demand floor (`<name>-floor`, a Deployment of its own, or a LeaderWorkerSet, with a fixed
+    # count): on on-demand capacity of `floor_pools`, one zone after the other (required spread). 0: none; KEDA
+    # then scales `<name>` alone.
+    floor_replicas: int = 0
+    # The NodePools (llm-eks.io/node-pool values) the floor may use, tried by their weight; with floor_replicas.
+    floor_pools: tuple[str, ...] = ()
+    # The NodePools the serving pods may use (a node affinity), the planned family's first, then a fallback
+    # family's; empty: node_selector alone decides. The compile cache's writer keeps to node_selector's pool.
+    pools: tuple[str, ...] = ()
     # One replica at a time may be voluntarily disrupted (consolidation, drift, node upgrades).
     pdb_max_unavailable: int = 1
     ingress: IngressProps | None = None
@@ -277,6 +294,12 @@ def validate_vllm_props(p: VllmProps) -> None:
     if p.run_as_user is not None:
         _at_least("run_as_user", p.run_as_user, 1)
     _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
+    _at_least("floor_replicas", p.floor_replicas, 0)
+    if bool(p.floor_replicas) != bool(p.floor_pools):
+        raise ConfigError(
+            f"floor_pools: {list(p.floor_pools)} is not allowed with floor_replicas {p.floor_replicas}; name the "
+            "NodePools the on-demand floor may use exactly when it has replicas"
+        )
     _validate_drain(p)
     validate_engine(p.engine, "engine")
     _validate_extra_engine_args(p)

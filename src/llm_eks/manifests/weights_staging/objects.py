@@ -269,10 +269,11 @@ def staging_objects(p: WeightsStagingProps) -> list[dict[str, Any]]:
 def wait_for_weights_init_container(
     bucket_env_name: str, prefix: str, key: str, image: str, region: str | None
 ) -> dict[str, Any]:
-    """An init container for a serving pod: it polls s3://$BUCKET/<prefix>_llm-eks-staged.json every 10 s, logs a
-    line a minute, and exits 0 once the marker records `key` (staging_key of the model's props). It runs with the
-    pod's ServiceAccount, whose role needs s3:GetObject on the prefix (and s3:ListBucket, so a missing marker reads
-    as missing rather than as access denied)."""
+    """An init container for a serving pod: it polls the marker of `key` (staging_key of the model's props),
+    s3://$BUCKET/staging-markers/<prefix><key>.json, every 10 s, logs a line a minute, and exits 0 once it is there;
+    without it and without a live staging of that key for 600 s it exits 1 with one line naming the staging Job
+    (wait.py). It runs with the pod's ServiceAccount, whose role needs s3:GetObject on the prefix and on that key's
+    marker (and s3:ListBucket, so a missing marker reads as missing rather than as access denied)."""
     _check_staged(prefix, key)
     return _script_container(
         WAIT_CONTAINER,

@@ -11,13 +11,13 @@ from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
 from llm_eks.cli.compare_chart import Point, write_chart
 from llm_eks.errors import ConfigError
 from llm_eks.planner import TIMES, PlanRequest, plan
-from llm_eks.planner.compare import COST_FORMULA, Comparison, compare
+from llm_eks.planner.compare import COST_FORMULA, Comparison, compare, neuron_refusals
 
 # Column title and width of the table, in order.
 COLUMNS = (
     ("instance type", 18),
     ("GPU", 17),
-    ("layout", 14),
+    ("layout", 16),
     ("nodes", 5),
     ("KV tokens", 10),
     ("seqs", 6),
@@ -40,10 +40,11 @@ def print_comparison(request: PlanRequest, *, as_json: bool, chart: str | None) 
         raise ConfigError("workload.model: no catalog instance type can serve this request")
     if chart is not None:
         write_comparison_chart(Path(chart), request, rows)
+    refused = neuron_refusals(request)
     if as_json:
-        print(json.dumps(comparison_dict(request, rows), indent=2, ensure_ascii=False))
+        print(json.dumps(comparison_dict(request, rows, refused), indent=2, ensure_ascii=False))
     else:
-        print(comparison_table(request, rows))
+        print(comparison_table(request, rows, refused))
         if chart is not None:
             print(f"Chart: {chart}")
     return 0
@@ -61,13 +62,16 @@ def describe(request: PlanRequest) -> str:
     )
 
 
-def comparison_dict(request: PlanRequest, rows: list[Comparison]) -> dict[str, Any]:
+def comparison_dict(
+    request: PlanRequest, rows: list[Comparison], refused: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
     return {
         "request": describe(request),
         "cost_formula": COST_FORMULA,
         "prices_read": PRICES_READ,
         "price_region": PRICE_REGION,
         "rows": [r.to_dict() for r in rows],
+        "not_served_on_neuron": [{"instance_type": name, "reason": why} for name, why in refused or []],
     }
 
 
@@ -75,7 +79,7 @@ def _money(v: float | None, digits: int) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
-def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
+def comparison_table(request: PlanRequest, rows: list[Comparison], refused: list[tuple[str, str]] | None = None) -> str:
     types = len({r.instance_type for r in rows})
     count = f"{types} instance types" if types == len(rows) else f"{len(rows)} layouts on {types} instance types"
     lines = [describe(request), f"{count} can serve it, best first:", ""]
@@ -116,9 +120,20 @@ def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
             if any(r.layout == "dp-ep" for r in rows)
             else []
         ),
+        *(
+            [
+                "TPn NxDI / TPn vllm-neuron: tensor parallelism over NeuronCores on that Neuron engine path (NxD "
+                "Inference on",
+                "vLLM 0.16 for inf2/trn1, vllm-neuron on vLLM 0.29 for trn2); seqs is the compiled batch.",
+            ]
+            if any(r.engine != "vllm" for r in rows)
+            else []
+        ),
         *textwrap.wrap(f"{COST_FORMULA}.", width=118),
         f"Prices: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}.",
     ]
+    if refused:
+        lines += ["", "Not served on Neuron:", *(f"  {name}: {why}" for name, why in refused)]
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -181,7 +181,7 @@ def neuron_refusal(spec: ModelSpec, inst: InstanceType, weight_format: str, kv_c
         return fail(
             "workload.weight_format",
             spec.quantization or weight_format,
-            f"{inst.instance_type} runs 16-bit weights here: {engine.name} quantizes through Neuron's own flow, never "
+            f"16-bit weights only on {inst.instance_type}: {engine.name} quantizes through Neuron's own flow, never "
             "vLLM's --quantization, and the planner sizes bf16 on Neuron; use auto with a 16-bit checkpoint, or a GPU "
             "instance type",
         )

@@ -133,8 +133,21 @@ def comparison_table(request: PlanRequest, rows: list[Comparison], refused: list
         f"Prices: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}.",
     ]
     if refused:
-        lines += ["", "Not served on Neuron:", *(f"  {name}: {why}" for name, why in refused)]
+        lines += ["", "Not served on Neuron:", *_refusal_lines(refused)]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _refusal_lines(refused: list[tuple[str, str]]) -> list[str]:
+    """One line per reason: instance types whose reasons differ only in their own name share a line."""
+    groups: dict[str, list[str]] = {}
+    for name, why in refused:
+        groups.setdefault(why.replace(name, "\0"), []).append(name)
+    return [
+        f"  {names[0]}: {key.replace(chr(0), names[0])}"
+        if len(names) == 1
+        else f"  {', '.join(names)}: {key.replace(chr(0), 'these types')}"
+        for key, names in groups.items()
+    ]
 
 
 def write_comparison_chart(path: Path, request: PlanRequest, rows: list[Comparison]) -> None:

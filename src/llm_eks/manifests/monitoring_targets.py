@@ -1,6 +1,6 @@
 """`MonitoringTargets`: what every workload's monitoring is held to (SLOs, price, alert thresholds) and how it is
-scraped (interval, the DCGM exporter), whichever engine serves the model. The dashboard and both engines' monitoring
-charts read the same object."""
+scraped (interval, the DCGM exporter or the Neuron monitor), whichever engine serves the model. The dashboard and both
+engines' monitoring charts read the same object."""
 
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ class MonitoringTargets:
     dcgm_namespace: str | None = None
     # The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl).
     dcgm_service_labels: Mapping[str, str] = field(default_factory=default_dcgm_service_labels)
+    # Neuron panels (NeuronCore utilization, Neuron runtime memory) from the cluster's Neuron monitor
+    # (manifests/neuron_monitor.py), on the nodes that run the workload's pods.
+    neuron: bool = False
 
 
 def validate_targets(prefix: str, targets: MonitoringTargets) -> None:

@@ -35,7 +35,7 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
 from llm_eks.manifests.vllm import VllmProps
 from llm_eks.manifests.weights_staging import WeightsStagingProps, compile_cache_prefix
 from llm_eks.planner import Plan
-from llm_eks.versions import PAUSE_IMAGE
+from llm_eks.versions import NEURON_MONITOR_IMAGE, PAUSE_IMAGE
 
 
 def build_workload(
@@ -73,7 +73,9 @@ def _build_one(
     vllm = vllm_props(config, s, plan, pool, region)
     vllm = replace(vllm, image=lock.pin(vllm.image))
     staging = None
-    benchmark = benchmark_props(s, cpu)
+    benchmark = benchmark_props(s, cpu, plan)
+    if benchmark.image is not None:
+        benchmark = replace(benchmark, image=lock.pin(benchmark.image))
     adapters: tuple[tuple[str, WeightsStagingProps], ...] = ()
     if s.config.weights == "staged":
         staging = weights_staging_props(s, plan, vllm, cpu)
@@ -98,6 +100,7 @@ def _build_one(
         staging=staging,
         adapter_stagings=adapters,
         key=s.key,
+        neuron_monitor_image=lock.pin(NEURON_MONITOR_IMAGE) if plan.neuron is not None else None,
     )
 
 

@@ -40,6 +40,9 @@ class VllmWorkload:
     key: str | None = None
     # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
     gateway: GatewayProps | None = None
+    # On Neuron: the Neuron monitor's image (a locked digest when the environment has one), which the cluster's one
+    # NeuronMonitorChart runs on every Neuron node; None: not on Neuron.
+    neuron_monitor_image: str | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:

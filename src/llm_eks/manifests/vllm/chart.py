@@ -46,7 +46,9 @@ class VllmChart(cdk8s.Chart):
                 "deployment",
                 api_version="apps/v1",
                 kind="Deployment",
-                metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
+                metadata=meta(
+                    props.name, annotations=serving_pod_annotations(props.image, neuron=props.neuron is not None)
+                ),
                 body={"spec": self._deployment_spec(props, labels, selector)},
                 source=__name__,
             )
@@ -56,7 +58,9 @@ class VllmChart(cdk8s.Chart):
                 "leader-worker-set",
                 api_version=LWS_API_VERSION,
                 kind="LeaderWorkerSet",
-                metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
+                metadata=meta(
+                    props.name, annotations=serving_pod_annotations(props.image, neuron=props.neuron is not None)
+                ),
                 body={"spec": self._leader_worker_set_spec(props, labels, selector)},
                 source=__name__,
             )

@@ -12,12 +12,16 @@ import functools
 import json
 import os
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from tests.prometheus_server import PrometheusServer
 
 # Apps the tests build with a plain `cdk.App()` skip aws-cdk-lib's built-in CloudFormation validation (~5 s CPU each,
 # and it only warns); cfn-lint checks every template instead, and test_app_checks covers turning it back on.
@@ -95,6 +99,16 @@ def templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
     return {env: synthesized.template(env) for env in ENVIRONMENTS}
 
 
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """A real Prometheus server for the session (tests/prometheus_server.py), stopped at its end."""
+    from tests.prometheus_server import PrometheusServer
+
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"))
+    yield server
+    server.stop()
+
+
 # Modules that take 8 s or more (`pytest --durations`), started first so the two xdist workers finish together
 # instead of one idling while the other runs a long module last.
 LONGEST_FIRST = (
@@ -125,7 +139,7 @@ _SLOW_MODULES = (
     "tests.moto_s3",
     "tests.promtool",
 )
-_SLOW_FIXTURES = {"synthesized", "templates"}
+_SLOW_FIXTURES = {"synthesized", "templates", "prometheus"}
 
 
 @functools.cache

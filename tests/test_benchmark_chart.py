@@ -24,6 +24,7 @@ from llm_eks.manifests.benchmark import (
 from llm_eks.versions import VLLM_IMAGE
 from tests.kube_schema import assert_valid
 from tests.test_vllm_chart import NAME, base_props
+from tests.vllm_bench_flags import parse
 
 PROPS = BenchmarkProps(
     name="bench-vllm-llama-3-1-8b",
@@ -111,6 +112,17 @@ def test_exact_bench_command(pod: dict[str, Any]) -> None:
         "--result-filename",
         "result.json",
     ]
+
+
+def test_vllm_033s_bench_parser_reads_every_argument(pod: dict[str, Any]) -> None:
+    """The arguments as `vllm bench serve` 0.33 parses them (flags pinned from its source: tests/vllm_bench_flags)."""
+    args = parse(pod["containers"][0]["args"])
+    assert (args.random_input_len, args.random_output_len, args.num_prompts, args.request_rate) == (1024, 256, 200, 4.0)
+    assert args.goodput == ["ttft:1000", "tpot:50"] and args.ignore_eos and args.save_result
+    burst = synth(BenchmarkProps(name="bench-burst", input_len=8, output_len=8, num_prompts=1, request_rate=None))
+    assert parse(burst["spec"]["template"]["spec"]["containers"][0]["args"]).request_rate == float("inf")
+    with pytest.raises(AssertionError, match="unrecognized arguments: --random-prefix-len"):
+        parse([*pod["containers"][0]["args"], "--random-prefix-len", "4"])
 
 
 def test_runs_on_cpu_capacity_with_an_identity_of_its_own(pod: dict[str, Any]) -> None:

@@ -113,7 +113,7 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: accepted_risks, account, "
-            "admin_role_arns, alpha_features, capacity_reservations, endpoint, gateway, kubernetes_version, "
+            "admin_role_arns, alpha_features, capacity_reservations, compute, endpoint, gateway, kubernetes_version, "
             "production, region, require_image_digests, rollout_role_arns, "
             "system_nodes, tags, vpc, weights_bucket, workload, workloads",
         ),

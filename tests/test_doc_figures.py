@@ -300,6 +300,29 @@ def test_largest_models_prose() -> None:
     )
 
 
+# -- docs/how-to/verify.md ----------------------------------------------------------------------------------------
+
+
+def test_verify_load_figures() -> None:
+    """The quiet MoE the estimate at the observed load is for, and the wave of requests the load Job avoids."""
+    from llm_eks.planner.at_load import ObservedLoad, estimate_at_load
+    from llm_eks.planner.latency import estimate
+    from llm_eks.planner.sizing import Context, evaluate
+
+    staging = dict(zip((s.key for s in environments()["staging"].served), plans("staging"), strict=True))
+    qwen = staging["qwen"]
+    quiet = estimate_at_load(qwen, ObservedLoad(running=1, prompt_tokens=1024, output_tokens=256))
+    (dev,) = plans("dev")
+    fit = evaluate(Context(dev.request), dev.instance, dev.tensor_parallel_size, dev.pipeline_parallel_size, 1)
+    wave = estimate(dataclasses.replace(fit.step, token_budget=dev.max_num_batched_tokens), synchronized=True)
+    quotes(
+        "docs/how-to/verify.md",
+        f"Qwen3-30B-A3B at {quiet.itl_ms:.1f} ms per token at one sequence against {qwen.itl_estimate_ms:.1f} ms "
+        f"planned at {qwen.target_concurrency}",
+        f"(the planner puts dev's at {wave.ttft_ms:,.0f} ms, above its {dev.request.max_ttft_ms:,.0f} ms SLO)",
+    )
+
+
 # -- smaller figures on other pages ---------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """The example apps a user copies (examples/): the two config-driven ones synthesized here from their own cdk.json,
 as `cdk synth` in their folder would, with cdk-nag and llm-eks's checks; the construct examples in
-test_composition.py. Every example folder is synthesized by one of the two."""
+test_composition.py, the pipeline in test_pipeline.py, EKS Auto Mode's in test_auto_mode_stack.py. Every example
+folder is synthesized by one of them."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ CONFIG_EXAMPLES = ("single_model", "multi_model", "inf2_model", "trn2_model")
 CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
 # Synthesized in test_pipeline.py.
 PIPELINE_EXAMPLE = "promotion_pipeline"
+# Synthesized in test_auto_mode_stack.py, beside its own environment on self-managed Karpenter.
+AUTO_MODE_EXAMPLE = "auto_mode"
 
 
 def test_every_example_is_synthesized_by_a_test() -> None:
     folders = {p.parent.name for p in EXAMPLES.glob("*/app.py")}
-    assert folders == {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, "own_app"}
+    assert folders == {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, AUTO_MODE_EXAMPLE, "own_app"}
     assert f'"{PIPELINE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_pipeline.py").read_text()
+    assert f'"{AUTO_MODE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_auto_mode_stack.py").read_text()
     # own_app (the construct guide's first example): test_package runs it against the installed wheel.
     assert "own_app" in (REPO_ROOT / "tests" / "test_package.py").read_text()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -267,3 +268,28 @@ def test_compare_has_neuron_rows_and_says_why_not_elsewhere() -> None:
     code, out = cli("plan", "--model", "mistralai/Mistral-7B-Instruct-v0.3", "--max-model-len", "8192", "--compare")
     assert code == 0
     assert "Not served on Neuron:" in out and "MistralForCausalLM is not served on these types" in out
+
+
+def test_on_auto_mode_a_neuron_pod_takes_one_chip_or_the_whole_node() -> None:
+    """EKS Auto Mode's nodes run their own Neuron device plugin, without the scheduler extension: no partial sets."""
+    request = PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", accelerator="inf2.24xlarge", max_model_len=8192)
+    karpenter = plan(request)
+    assert karpenter.neuron is not None and karpenter.neuron.scheduler_extension
+    assert karpenter.gpus_per_pod == 2
+    auto = plan(replace(request, compute="auto-mode"))
+    assert auto.neuron is not None and not auto.neuron.scheduler_extension
+    # Two chips no longer fit the node's allowed sets; the whole node (6 chips) does.
+    assert (auto.gpus_per_pod, auto.replicas_per_node) == (6, 1)
+    # Auto Mode's image path on inf2 is a plain pull (its parallel pull covers G, P and Trn), and the only one.
+    assert (karpenter.node_image_source, auto.node_image_source) == ("parallel-pull", "pull")
+    assert [(p.image_source, p.in_use) for p in auto.cold_start_paths] == [("pull", True), ("headroom", False)]
+    assert auto.cold_start.image_pull_s > karpenter.cold_start.image_pull_s
+    assert any(a.startswith("compute auto-mode: ") and a.endswith("not inf2") for a in auto.assumptions)
+    assert not any(a.startswith("compute auto-mode: ") for a in karpenter.assumptions)
+    with pytest.raises(ConfigError) as info:
+        plan(replace(request, compute="auto-mode", tensor_parallel_size=4))
+    assert str(info.value) == (
+        "workload.tensor_parallel_size: 4 is not allowed; on inf2.24xlarge a pod takes 1, 6 chip(s) of 2 NeuronCores "
+        "(EKS Auto Mode gives a pod one chip or the whole node: no Neuron scheduler extension for contiguous sets): "
+        "tensor_parallel_size 2, 12"
+    )

@@ -14,6 +14,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from llm_eks.constructs.verify_runner import OVERRIDE_KEYS, WRITE_KUBECONFIG
 from llm_eks.infra.app import add_checks, build_app, new_app, write_review
 from llm_eks.infra.pipeline import CDK_CLI_VERSION, PIPELINE_STACK_NAME, verify_stage_script
 from llm_eks.infra.report import describe
@@ -137,9 +138,15 @@ def test_synth_runs_the_tests_then_the_pinned_cli_on_python_311(synthesized: dic
     projects = _resources(synthesized["pipeline"], "AWS::CodeBuild::Project")
     synth = next(p["Properties"] for k, p in projects.items() if "BuildSynth" in k)
     spec = json.loads(synth["Source"]["BuildSpec"])
-    assert spec["phases"]["build"]["commands"] == ["./.ci/run", "make synth"]
+    # Then the wheelhouse the verify runners install from, an output of its own.
+    assert spec["phases"]["build"]["commands"] == [
+        "./.ci/run", "make synth", ".venv/bin/python -m llm_eks.infra.wheelhouse wheelhouse"
+    ]  # fmt: skip
+    assert spec["artifacts"]["secondary-artifacts"]["Synth_wheelhouse"] == {
+        "base-directory": "wheelhouse", "files": ["**/*"]
+    }  # fmt: skip
     assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.11", "nodejs": "24"}
-    assert spec["artifacts"]["base-directory"] == "cdk.out"
+    assert spec["artifacts"]["secondary-artifacts"]["Synth_Output"]["base-directory"] == "cdk.out"
     assert synth["Environment"]["ComputeType"] == "BUILD_GENERAL1_MEDIUM"
     assert synth["Environment"]["PrivilegedMode"] is False
     mutate = next(p["Properties"] for k, p in projects.items() if "SelfMutation" in k)
@@ -148,7 +155,8 @@ def test_synth_runs_the_tests_then_the_pinned_cli_on_python_311(synthesized: dic
 
 def test_every_codebuild_project_runs_on_the_image_with_node_24(synthesized: dict[str, Any]) -> None:
     """The pipeline's steps and each stage's VerifyRunner (verify starts jsii) on standard:8.0, whose runtimes hold
-    Node 24; the runner's build selects it, and installs llm-eks with the repository's exact pins."""
+    Node 24; the runner's build selects it, and installs llm-eks from the synth step's wheelhouse: the versions
+    `make setup` installed there from constraints.txt, each wheel's hash checked, no package index."""
     templates = [synthesized["pipeline"], *synthesized["templates"].values()]
     projects = [p["Properties"] for t in templates for p in _resources(t, "AWS::CodeBuild::Project").values()]
     assert len(projects) > len(synthesized["templates"])
@@ -157,7 +165,7 @@ def test_every_codebuild_project_runs_on_the_image_with_node_24(synthesized: dic
         (runner,) = [p for p in _resources(template, "AWS::CodeBuild::Project").values()]
         install = json.loads(runner["Properties"]["Source"]["BuildSpec"])["phases"]["install"]
         assert install["runtime-versions"] == {"python": "3.11", "nodejs": "24"}
-        assert "-c constraints.txt" in install["commands"][-1]
+        assert "--no-index --require-hashes --find-links wheelhouse" in install["commands"][-1]
 
 
 def test_the_cli_version_is_package_jsons_pin() -> None:
@@ -165,10 +173,11 @@ def test_the_cli_version_is_package_jsons_pin() -> None:
     assert pinned == CDK_CLI_VERSION
 
 
-def test_each_verify_step_reads_its_stage_outputs_and_may_assume_only_that_launcher(
+def test_each_verify_step_runs_as_its_own_role_with_the_wheelhouse_and_keeps_the_journal(
     synthesized: dict[str, Any],
 ) -> None:
     stages = _stages(synthesized)
+    resources = synthesized["pipeline"]["Resources"]
     policies = _resources(synthesized["pipeline"], "AWS::IAM::Policy")
     for name, account in ACCOUNTS.items():
         verify = stages[name][-1]
@@ -180,17 +189,34 @@ def test_each_verify_step_reads_its_stage_outputs_and_may_assume_only_that_launc
             "VERIFY_LOG_GROUP",
         }
         assert all(v.startswith("#{") and v.endswith("}") for v in variables.values())  # the stack's outputs
-        policy = next(p for k, p in policies.items() if f"{name}Verify{name}" in k.replace("-", ""))
-        assume = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole"]
-        (statement,) = assume
-        assert f':iam::{account}:role/llm-eks-{name}-verify-launcher"' in json.dumps(statement["Resource"])
+        # The checkout and the synth step's wheelhouse in; the runner's journal out.
+        assert [a["Name"] for a in verify["InputArtifacts"]] == ["acme_llm_platform_Source", "Synth_wheelhouse"]
+        assert [a["Name"] for a in verify["OutputArtifacts"]] == [f"Verify_{name}_Output"]
         project = _project(synthesized["pipeline"], verify["Configuration"]["ProjectName"]["Ref"])
         spec = json.loads(project["Source"]["BuildSpec"])
+        assert spec["artifacts"] == {"base-directory": "verify-output", "files": "**/*"}
+        assert {
+            "Name": "VERIFY_EXTERNAL_ID",
+            "Type": "PLAINTEXT",
+            "Value": f"llm-eks-verify-{name}-{PIPELINE_ACCOUNT}",
+        } in (project["Environment"]["EnvironmentVariables"])
         assert {"Name": "LLM_EKS_ENV", "Type": "PLAINTEXT", "Value": name} in project["Environment"][
             "EnvironmentVariables"
         ]
         (command,) = spec["phases"]["build"]["commands"]
         assert command == "bash -c " + shlex.quote(verify_stage_script())
+        # Its role, by the fixed name the environment's launcher role trusts, may assume only that launcher.
+        role_id = project["ServiceRole"]["Fn::GetAtt"][0]
+        assert resources[role_id]["Properties"]["RoleName"] == f"llm-eks-{name}-verify-step"
+        assume = [
+            statement
+            for p in policies.values()
+            if {"Ref": role_id} in p["Properties"]["Roles"]
+            for statement in p["Properties"]["PolicyDocument"]["Statement"]
+            if statement["Action"] == "sts:AssumeRole"
+        ]
+        (statement,) = assume
+        assert f':iam::{account}:role/llm-eks-{name}-verify-launcher"' in json.dumps(statement["Resource"])
 
 
 def test_each_environment_has_a_verify_runner_in_its_vpc_reading_through_the_verify_group(
@@ -205,8 +231,14 @@ def test_each_environment_has_a_verify_runner_in_its_vpc_reading_through_the_ver
         assert project["VpcConfig"]["Subnets"] and project["VpcConfig"]["SecurityGroupIds"]
         assert project["Environment"]["PrivilegedMode"] is False
         spec = json.loads(project["Source"]["BuildSpec"])
+        # Installed from the wheelhouse alone, every file's hash checked; verify waits for the deploy to settle.
+        assert spec["phases"]["install"]["commands"][-1] == (
+            ".venv/bin/pip install --quiet --no-index --require-hashes --find-links wheelhouse -r "
+            "wheelhouse/requirements.txt"
+        )
         assert spec["phases"]["build"]["commands"][-1] == (
-            '.venv/bin/llm-eks verify --env "$LLM_EKS_ENV" --record verify-record.json'
+            '.venv/bin/llm-eks verify --env "$LLM_EKS_ENV" --kubeconfig kubeconfig --wait-ready 30m --journal '
+            "verify-journal.jsonl --record verify-record.json"
         )
         variables = {v["Name"]: v["Value"] for v in project["Environment"]["EnvironmentVariables"]}
         assert variables["LLM_EKS_ENV"] == name
@@ -219,19 +251,110 @@ def test_each_environment_has_a_verify_runner_in_its_vpc_reading_through_the_ver
         assert entry["KubernetesGroups"] == ["llm-eks-verify"]
         assert entry["Type"] == "STANDARD"
         assert "AccessPolicies" not in entry  # no EKS access policy: the group's RBAC is all it reads
+        # The launcher trusts one role ARN of the pipeline's account, with its ExternalId; no account root.
         launcher = next(
             r["Properties"]
             for r in _resources(template, "AWS::IAM::Role").values()
             if r["Properties"].get("RoleName") == f"llm-eks-{name}-verify-launcher"
         )
         (trust,) = launcher["AssumeRolePolicyDocument"]["Statement"]
-        assert f":iam::{PIPELINE_ACCOUNT}:root" in json.dumps(trust["Principal"])
+        assert trust["Principal"] == {
+            "AWS": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
+                                      f":iam::{PIPELINE_ACCOUNT}:role/llm-eks-{name}-verify-step"]]}
+        }  # fmt: skip
+        assert trust["Condition"] == {"StringEquals": {"sts:ExternalId": f"llm-eks-verify-{name}-{PIPELINE_ACCOUNT}"}}
+        assert ":root" not in json.dumps(launcher)
         assert set(template["Outputs"]) >= {
             "VerifyProject",
             "VerifySourceBucket",
             "VerifyLauncherRoleArn",
             "VerifyLogGroup",
         }
+
+
+def test_the_launcher_may_start_the_one_project_and_override_nothing(synthesized: dict[str, Any]) -> None:
+    template = synthesized["templates"]["staging"]
+    launcher_id = next(
+        k for k, r in _resources(template, "AWS::IAM::Role").items()
+        if r["Properties"].get("RoleName") == "llm-eks-staging-verify-launcher"
+    )  # fmt: skip
+    statements = [
+        s
+        for p in _resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": launcher_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    (project_id,) = [
+        k for k, p in _resources(template, "AWS::CodeBuild::Project").items()
+        if "llm-eks verify" in p["Properties"]["Description"]
+    ]  # fmt: skip
+    project = {"Fn::GetAtt": [project_id, "Arn"]}
+    allowed = [s for s in statements if s["Effect"] == "Allow"]
+    assert [s["Action"] for s in allowed if "codebuild" in json.dumps(s["Action"])] == [
+        ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"]
+    ]
+    denied = [s for s in statements if s["Effect"] == "Deny"]
+    assert all(s["Resource"] == project for s in denied)
+    overrides = {key for s in denied if "Condition" in s for key in s["Condition"]["Null"]}
+    assert overrides == set(OVERRIDE_KEYS)
+    assert all(
+        s["Condition"] == {"Null": {next(iter(s["Condition"]["Null"])): "false"}} for s in denied if "Condition" in s
+    )
+    assert {"codebuild:source.buildspec", "codebuild:environment.environmentVariables", "codebuild:environment.image",
+            "codebuild:serviceRole", "codebuild:source.location"} <= overrides  # fmt: skip
+    (actions,) = [s["Action"] for s in denied if "Condition" not in s]
+    assert set(actions) == {"codebuild:StartBuildBatch", "codebuild:RetryBuild", "codebuild:RetryBuildBatch",
+                            "codebuild:UpdateProject", "codebuild:UpdateProjectVisibility"}  # fmt: skip
+
+
+def test_the_runner_reads_no_aws_api_and_sends_only_https(synthesized: dict[str, Any]) -> None:
+    template = synthesized["templates"]["staging"]
+    (group,) = [
+        g["Properties"]
+        for g in _resources(template, "AWS::EC2::SecurityGroup").values()
+        if "verify runner" in g["Properties"]["GroupDescription"]
+    ]
+    (egress,) = group["SecurityGroupEgress"]
+    assert (egress["IpProtocol"], egress["FromPort"], egress["ToPort"], egress["CidrIp"]) == (
+        "tcp",
+        443,
+        443,
+        "0.0.0.0/0",
+    )
+    project = next(
+        p["Properties"]
+        for p in _resources(template, "AWS::CodeBuild::Project").values()
+        if "llm-eks verify" in p["Properties"]["Description"]
+    )
+    role_id = project["ServiceRole"]["Fn::GetAtt"][0]
+    actions = {
+        action
+        for p in _resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    # No eks:DescribeCluster (the kubeconfig comes from the stack's values), nothing of STS.
+    assert not {a for a in actions if a.startswith(("eks:", "sts:"))}
+    variables = {v["Name"] for v in project["Environment"]["EnvironmentVariables"]}
+    assert variables == {"CLUSTER_NAME", "CLUSTER_ENDPOINT", "CLUSTER_CA", "LLM_EKS_ENV", "VERIFY_BUCKET"}
+
+
+def test_the_runner_writes_the_kubeconfig_from_the_stacks_values(tmp_path: Path) -> None:
+    """The buildspec's command, run: a kubeconfig of the cluster's endpoint and CA, `aws eks get-token` its user."""
+    import subprocess
+
+    from llm_eks.verify.kube import kubeconfig_contexts
+
+    env = {**os.environ, "CLUSTER_ENDPOINT": "https://ABC.gr7.us-west-2.eks.amazonaws.com", "CLUSTER_CA": "Q0E=",
+           "CLUSTER_NAME": "llm-eks-staging"}  # fmt: skip
+    subprocess.run(["bash", "-c", WRITE_KUBECONFIG], cwd=tmp_path, env=env, check=True)
+    config = json.loads((tmp_path / "kubeconfig").read_text())
+    assert kubeconfig_contexts("--kubeconfig", str(tmp_path / "kubeconfig")) == (["verify"], "verify")
+    (cluster,) = config["clusters"]
+    assert cluster["cluster"] == {"server": env["CLUSTER_ENDPOINT"], "certificate-authority-data": "Q0E="}
+    (user,) = config["users"]
+    assert user["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "llm-eks-staging", "--output", "json"]
 
 
 def test_the_runner_may_reach_the_api_endpoint(synthesized: dict[str, Any]) -> None:

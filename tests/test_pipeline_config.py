@@ -66,7 +66,11 @@ def _body(**changes: Any) -> dict[str, Any]:
         (
             _body(stage=["dev"]),
             "pipeline: unknown key 'stage'; did you mean 'stages'? allowed: account, approval, region, source, "
-            "stages, synth_commands, verify",
+            "stages, synth_commands, verify, wheelhouse_command",
+        ),
+        (
+            _body(wheelhouse_command=" "),
+            "pipeline.wheelhouse_command: ' ' is not allowed; must be a shell command",
         ),
     ],
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +17,15 @@ import pytest
 from docgen import examples
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
+from llm_eks.verify.derive import load_specs
 from tests.conftest import REPO_ROOT
+from tests.prometheus_server import PrometheusServer
 from tests.test_canary import BODY, _objects
 from tests.verify_cluster import StubCluster, healthy_cluster
-from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
+from tests.verify_load_results import bench_log, bench_result
+from tests.verify_metrics import series
+from tests.verify_stub import CONTEXT, Faults, StubApiServer, write_kubeconfig
 
 ROUTE = "/apis/gateway.networking.k8s.io/v1/namespaces/inference-chat/httproutes/vllm-chat"
 CURRENT = ("inference-chat", "vllm-chat")
@@ -32,18 +39,23 @@ def _body(weight: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def clusters() -> dict[int, StubCluster]:
+def clusters(prometheus: PrometheusServer) -> dict[int, StubCluster]:
     """The environment deployed with its next version at weight 0 and at 10."""
-    return {w: healthy_cluster(parse_environment("qa", _body(w))) for w in (0, 10)}
+    built = {w: healthy_cluster(parse_environment("qa", _body(w)), prometheus=prometheus) for w in (0, 10)}
+    quiet = _copy(built[0])
+    _no_traffic_to_the_next_version(quiet)
+    prometheus.load([*(series(c) for c in built.values()), series(quiet)])
+    return built
 
 
-def _rollout_roles(weight: int) -> dict[str, list[dict[str, Any]]]:
-    """The Roles the charts render for group llm-eks-rollout, by namespace."""
-    roles: dict[str, list[dict[str, Any]]] = {}
-    for o in _objects(_body(weight)):
-        if o["kind"] == "Role" and o["metadata"]["name"].endswith("-rollout"):
-            roles.setdefault(o["metadata"]["namespace"], []).append(o)
-    return roles
+def _copy(c: StubCluster) -> StubCluster:
+    return StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics), c.prometheus)
+
+
+def _no_traffic_to_the_next_version(cluster: StubCluster) -> None:
+    for (namespace, _), target in cluster.metrics.items():
+        if namespace == CANARY[0]:
+            target.load.ttft_s, target.load.itl_s = [], []
 
 
 def _route(cluster: StubCluster) -> dict[str, Any]:
@@ -64,6 +76,8 @@ class Result:
     server: StubApiServer
     slept: list[float]
     cluster: StubCluster
+    # The --journal file's lines.
+    journal: list[dict[str, Any]]
 
     def weights(self) -> list[dict[tuple[str, str], int]]:
         """The backends' weights of each patch sent, in order."""
@@ -80,25 +94,40 @@ def run(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Run:
-    """`run(weight, *argv, roles=True, change=None)`: the CLI against a copy of the cluster deployed at `weight`
-    (changed by `change` first), the caller holding verify's ClusterRole and, with `roles`, the rollout Roles."""
+    """`run(weight, *argv, roles=True, change=None, faults=None, sleep=None)`: the CLI against a copy of the cluster
+    deployed at `weight` (changed by `change` first), the caller holding verify's ClusterRole and, with `roles`, the
+    rollout Roles; canary writes its journal, and `sleep` (default: note the seconds) stands in for time.sleep."""
 
-    def go(weight: int, *args: str, roles: bool = True, change: Callable[[StubCluster], None] | None = None) -> Result:
-        c = clusters[weight]
-        cluster = StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics))
+    def go(
+        weight: int,
+        *args: str,
+        roles: bool = True,
+        change: Callable[[StubCluster], None] | None = None,
+        faults: Faults | None = None,
+        sleep: Callable[[float], None] | None = None,
+        groups: tuple[str, ...] = (),
+        insecure: bool = False,
+    ) -> Result:
+        cluster = _copy(clusters[weight])
         if change is not None:
             change(cluster)
         context_file = tmp_path / "cdk.json"
         context_file.write_text(json.dumps({"context": {"environments": {"qa": _body(weight)}}}))
         slept: list[float] = []
-        monkeypatch.setattr("llm_eks.cli.canary.time.sleep", slept.append)
-        server = StubApiServer(cluster, Faults(roles=_rollout_roles(0) if roles else {}))
+        monkeypatch.setattr("llm_eks.cli.canary.time.sleep", sleep or slept.append)
+        given = faults or Faults()
+        given.groups = frozenset({"llm-eks-verify", *(["llm-eks-rollout"] if roles else []), *groups})
+        server = StubApiServer(cluster, given)
+        journal = tmp_path / "journal.jsonl"
+        journal.unlink(missing_ok=True)
         with server.running():
-            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url, insecure=insecure)
             common = ["--env", "qa", "--context-file", str(context_file), "--kubeconfig", str(kubeconfig)]
-            code = main([args[0], *common, *args[1:]])
+            extra = ["--journal", str(journal)] if args[0] == "canary" else []
+            code = main([args[0], *common, *extra, *args[1:]])
         out, err = capsys.readouterr()
-        return Result(code, out, err, server, slept, cluster)
+        lines = [json.loads(line) for line in journal.read_text().splitlines()] if journal.exists() else []
+        return Result(code, out, err, server, slept, cluster, lines)
 
     return go
 
@@ -113,7 +142,7 @@ def test_canary_walks_every_step_and_verifies_each(run: Run) -> None:
     assert r.slept == [600.0] * 4  # canary.hold_minutes 10 at each step
     lines = r.out.splitlines()
     assert lines[0] == "chat: next version at 5%; holding 10 min"
-    assert lines[1] == "chat: 5% held: 14 checks ok, 0 unknown over 10m"
+    assert lines[1] == "chat: 5% held: the next version's 7 checks ok over 10m"
     assert lines[-1].startswith("chat: the next version serves every request. Promote it in cdk.json")
     # Each step's verification read Prometheus over the hold.
     assert any("[10m]" in q for q in r.server.queries)
@@ -144,9 +173,116 @@ def test_a_step_that_fails_its_checks_goes_back_to_zero(run: Run) -> None:
     assert r.slept == [600.0]
     pod = _canary_pod(r.cluster)["metadata"]["name"]
     assert r.out.splitlines()[1:] == [
-        "chat: step 5% failed; the next version is back at 0%:",
+        "chat: step 5% failed; the next version is back at 0%",
         f"  args vllm-chat-canary: drift: differ on 1 of 1 pod ({pod}: --max-num-seqs 32 (planned 16))",
     ]
+
+
+def test_each_step_is_a_journal_line_and_the_last_one_the_exit_status(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat")
+    assert [(line["event"], line.get("weight"), line.get("outcome")) for line in r.journal] == [
+        ("step", 5, "held"), ("step", 25, "held"), ("step", 50, "held"), ("step", 100, "held"), ("exit", 100, None)
+    ]  # fmt: skip
+    step = r.journal[0]
+    assert (step["command"], step["environment"], step["workload"], step["window"], step["weight_after"]) == (
+        "canary", "qa", "chat", "10m", 5
+    )  # fmt: skip
+    assert {row["workload"] for row in step["rows"]} >= {"vllm-chat", "vllm-chat-canary"}
+    assert r.journal[-1]["exit_status"] == 0 and r.journal[-1]["at"].endswith("Z")
+
+
+def test_a_canary_with_no_traffic_fails_when_its_hold_ends(run: Run) -> None:
+    """No request reached the next version over the hold: nothing to judge it on, so the step fails (after holding
+    its full time) and the weight goes back to 0."""
+    r = run(0, "canary", "--workload", "chat", change=_no_traffic_to_the_next_version)
+    assert (r.code, r.err) == (1, "")
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
+    assert r.slept == [600.0]
+    assert r.out.splitlines()[1:] == [
+        "chat: step 5% held 10 min without enough evidence on the next version (run with --load to send it traffic, "
+        "or hold longer: canary.hold_minutes); the next version is back at 0%",
+        "  ttft vllm-chat-canary: insufficient: insufficient data (0 requests in 10m: a median needs 10, a p99 500)",
+        "  itl vllm-chat-canary: insufficient: insufficient data (0 token gaps in 10m: a median needs 10, a p99 500)",
+    ]
+    step, end = r.journal
+    assert (step["outcome"], step["weight"], step["weight_after"], step["verdict"]) == (
+        "insufficient data", 5, 0, "insufficient"
+    )  # fmt: skip
+    assert (end["event"], end["exit_status"], end["weight"]) == ("exit", 1, 0)
+
+
+def test_an_error_mid_step_sets_the_weight_back_to_zero_and_says_so(run: Run) -> None:
+    """Prometheus cannot be reached when the first step is verified: the weight goes back to 0 before the command
+    exits 2 with the error."""
+    r = run(0, "canary", "--workload", "chat", faults=Faults(prometheus_unreachable=True))
+    assert r.code == 2
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
+    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    error = (
+        "prometheus: unreachable through the API server's service proxy (monitoring/prometheus-operated:9090): error "
+        "trying to reach service: dial tcp 10.0.3.17:9090: i/o timeout"
+    )
+    assert r.out.splitlines()[1] == f"chat: {error} at step 5%; the next version is back at 0%"
+    assert r.err == f"llm-eks: error: {error}\n"
+    step, end = r.journal
+    assert (step["outcome"], step["weight_after"], step["message"]) == ("error", 0, f"{error} at step 5%")
+    assert (end["exit_status"], end["weight"], end["message"]) == (2, 0, error)
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
+def test_a_signal_mid_step_sets_the_weight_back_to_zero_and_says_so(
+    run: Run, signum: signal.Signals, name: str
+) -> None:
+    """SIGTERM (a pipeline cancelled) or SIGINT (Ctrl-C) during the second step's hold: the weight goes back to 0,
+    and the command exits 128 + the signal's number."""
+    holds: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        holds.append(seconds)
+        if len(holds) == 2:
+            os.kill(os.getpid(), signum)
+
+    r = run(0, "canary", "--workload", "chat", sleep=sleep)
+    assert (r.code, r.err) == (128 + signum, "")
+    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 25, 0]
+    assert r.out.splitlines()[-1] == f"chat: interrupted by {name} at step 25%; the next version is back at 0%"
+    assert [(line["event"], line.get("outcome"), line.get("weight_after")) for line in r.journal] == [
+        ("step", "held", 5), ("step", "interrupted", 0), ("exit", None, None)
+    ]  # fmt: skip
+    assert r.journal[-1]["exit_status"] == 128 + signum and r.journal[-1]["weight"] == 0
+    # The handlers the command installed are gone with it.
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_canary_with_load_sends_the_next_version_the_benchmark_during_each_hold(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --load each step runs the next version's benchmark Job against it (its own Service: the plan's
+    concurrency on its one Ready replica), holds for the rest of hold_minutes, and judges the run's rows with the
+    rest."""
+    monkeypatch.setattr("llm_eks.verify.load.POLL_SECONDS", 0.0)
+    config = parse_environment("qa", _body(0))
+    (spec,) = load_specs(config, plan_workloads(config), {CANARY[1]: 1}, only={CANARY[1]})
+    log = bench_log(bench_result(spec))
+    faults = Faults(logs={spec.job_name: log})
+    r = run(0, "canary", "--workload", "chat", "--load", faults=faults, groups=("llm-eks-load",))
+    assert (r.code, r.err) == (0, "")
+    jobs = r.server.created
+    assert [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in jobs] == [(CANARY[0], spec.job_name)] * 4
+    args = jobs[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--base-url") + 1] == f"http://{CANARY[1]}.{CANARY[0]}.svc.cluster.local:8000"
+    assert args[args.index("--max-concurrency") + 1] == "16"
+    # The run took 347 s of the 600 s hold: the step holds the rest (the looks at the Job wait no time here).
+    assert [s for s in r.slept if s] == [pytest.approx(600 - 347.2)] * 4
+    assert r.out.splitlines()[:3] == [
+        "chat: next version at 5%; sending it the load, holding at least 10 min",
+        f"load: {CANARY[0]}/{spec.job_name}: 500 requests of 1,024 → 256 tokens, 16 at a time",
+        f"load: {CANARY[0]}/{spec.job_name} complete",
+    ]
+    step = r.journal[0]
+    assert {row["check"] for row in step["rows"] if row["workload"] == CANARY[1]} >= {"load", "load-itl"}
+    assert len(r.server.deleted) == 4
 
 
 def _not_ready(cluster: StubCluster) -> None:
@@ -190,6 +326,20 @@ def test_without_the_rollout_role_the_patch_is_a_one_line_403(run: Run) -> None:
     assert _weights(_route(r.cluster))[CANARY] == 10
 
 
+@pytest.mark.parametrize("command", ["canary", "rollback"])
+def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -> None:
+    r = run(10, command, "--workload", "chat", insecure=True)
+    assert (r.code, r.out) == (2, "") and r.server.patches == [] and r.server.requests == []
+    assert r.err == (
+        f"llm-eks: error: --context: {CONTEXT!r} is not allowed; sets insecure-skip-tls-verify: a command that "
+        "changes the cluster sends no credentials to an API server it cannot authenticate; give the cluster its "
+        "certificate-authority-data, or pass --allow-insecure-tls\n"
+    )
+    if command == "rollback":
+        allowed = run(10, command, "--workload", "chat", "--allow-insecure-tls", insecure=True)
+        assert allowed.code == 0 and _weights(_route(allowed.cluster)) == {CURRENT: 1}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -214,10 +364,29 @@ def test_bad_input_is_one_line(run: Run, args: tuple[str, ...], message: str) ->
 
 
 def test_the_promote_page_shows_what_canary_prints(run: Run) -> None:
-    """docs/how-to/promote.md's two canary runs (a healthy next version, then one running other arguments) are what
-    the command prints against the stand-in."""
+    """docs/how-to/promote.md's canary runs (a healthy next version, one no request reached, one running other
+    arguments, an error and a SIGTERM mid-walk) are what the command prints against the stand-in, and its journal
+    lines (the step's ok rows left out, times aside) what the no-traffic run writes."""
     page = REPO_ROOT / "docs" / "how-to" / "promote.md"
-    shown = [b.text.rstrip("\n") for b in examples.blocks(page) if b.lang == "text" and b.text.startswith("chat: ")]
+    texts = [b.text.rstrip("\n") for b in examples.blocks(page) if b.lang == "text"]
+    shown = [t for t in texts if t.startswith("chat: ")]
     healthy = run(0, "canary", "--workload", "chat")
+    quiet = run(0, "canary", "--workload", "chat", change=_no_traffic_to_the_next_version)
     failing = run(0, "canary", "--workload", "chat", change=_other_args)
-    assert shown == [healthy.out.rstrip("\n"), failing.out.rstrip("\n")]
+    error = run(0, "canary", "--workload", "chat", faults=Faults(prometheus_unreachable=True))
+    holds: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        holds.append(seconds)
+        if len(holds) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    stopped = run(0, "canary", "--workload", "chat", sleep=sleep)
+    assert shown == [r.out.rstrip("\n") for r in (healthy, quiet, failing, error, stopped)]
+    (journal,) = [t for t in texts if t.startswith('{"command": "canary"')]
+
+    def timeless(line: dict[str, Any]) -> dict[str, Any]:
+        rows = [row for row in line.get("rows", []) if row["verdict"] != "ok"]
+        return {k: v for k, v in line.items() if k != "at"} | ({"rows": rows} if "rows" in line else {})
+
+    assert [timeless(json.loads(line)) for line in journal.splitlines()] == [timeless(line) for line in quiet.journal]

@@ -3,6 +3,7 @@ traceback; and importing the command loads neither the CDK nor the kubernetes cl
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from llm_eks.cli import main
-from llm_eks.manifests.verifier.rbac import cluster_role
+from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster
 from tests.verify_run import CONTEXT_FILE, fresh, healthy_clusters
 from tests.verify_stub import CONTEXT, Faults, StubApiServer, write_kubeconfig
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.synth
 
 
 @pytest.fixture(scope="module")
-def clusters() -> dict[str, StubCluster]:
-    return healthy_clusters("dev")
+def clusters(prometheus: PrometheusServer) -> dict[str, StubCluster]:
+    return healthy_clusters(prometheus, "dev")
 
 
 def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
@@ -99,18 +100,35 @@ def test_prometheus_unreachable_through_the_proxy(
         )
 
 
+def test_an_error_is_the_journals_exit_line(
+    clusters: dict[str, StubCluster], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    journal = tmp_path / "verify.jsonl"
+    server = StubApiServer(fresh(clusters, "dev"), Faults(prometheus_unreachable=True))
+    with server.running():
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+        message = _error(capsys, ["--kubeconfig", str(kubeconfig), "--journal", str(journal)])
+    (end,) = (json.loads(line) for line in journal.read_text().splitlines())
+    assert (end["event"], end["exit_status"]) == ("exit", 2)
+    assert message == f"llm-eks: error: {end['message']}"
+    unwritable = str(tmp_path / "missing" / "verify.jsonl")
+    assert _error(capsys, ["--journal", unwritable]) == (
+        f"llm-eks: error: --journal: {unwritable!r} is not allowed; cannot be written (No such file or directory)"
+    )
+
+
 def test_a_verifier_without_the_proxy_grant(
     clusters: dict[str, StubCluster], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    role = cluster_role()
-    role["rules"] = [r for r in role["rules"] if r["resources"] != ["services/proxy"]]
-    server = StubApiServer(fresh(clusters, "dev"), Faults(role=role))
+    missing = frozenset({("Role", "monitoring", "llm-eks-verify")})
+    server = StubApiServer(fresh(clusters, "dev"), Faults(missing=missing))
     with server.running():
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
         assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
             "llm-eks: error: prometheus: 403 Forbidden through the service proxy (monitoring/prometheus-operated:9090)"
             ': services/proxy "prometheus-operated:9090" is forbidden: User "verifier" cannot get resource '
-            '"services/proxy" in API group ""; verify needs the llm-eks-verify ClusterRole (docs/how-to/verify.md)'
+            '"services/proxy" in API group ""; verify needs the llm-eks-verify group\'s ClusterRole and Roles '
+            "(docs/how-to/verify.md)"
         )
 
 

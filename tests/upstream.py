@@ -35,14 +35,37 @@ class Source:
     license: str
 
 
-def sources() -> dict[str, Source]:
-    """SOURCES.md's table: file (relative to tests/fixtures/upstream) -> its row."""
-    rows = {}
+def _rows(columns: int) -> list[list[str]]:
+    """The cells of SOURCES.md's table rows with `columns` columns (header rows left out)."""
+    rows = []
     for line in SOURCES.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and line.startswith("| ") and cells[0] != "file":
-            rows[cells[0]] = Source(*cells)
+        if len(cells) == columns and line.startswith("| ") and cells[0] != "file":
+            rows.append(cells)
     return rows
+
+
+def sources() -> dict[str, Source]:
+    """SOURCES.md's table of copies: file (relative to tests/fixtures/upstream) -> its row."""
+    return {cells[0]: Source(*cells) for cells in _rows(7)}
+
+
+@dataclass(frozen=True)
+class WrittenHere:
+    """One row of SOURCES.md's "Written here from documentation": a file of ours, written from the pages named."""
+
+    file: str
+    written_from: tuple[str, ...]
+    read: str
+    blob: str
+
+
+def written_here() -> dict[str, WrittenHere]:
+    """SOURCES.md's table of files written from documentation: file -> its row."""
+    return {
+        file: WrittenHere(file, tuple(page.strip() for page in pages.split(",")), read, blob)
+        for file, pages, read, blob in _rows(4)
+    }
 
 
 def git_blob_id(data: bytes) -> str:

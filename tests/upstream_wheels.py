@@ -8,11 +8,11 @@ its sha256 checked against the pin, then only the members the tests read extract
 which names the command to run when they are missing.
 
 vLLM's parser cannot be imported without torch and CUDA, so tests/test_vllm_flags.py reads its source instead: the
-files below are the ones that define `vllm serve`'s flags and the config fields behind them. The Neuron engines are
-built on older vLLM releases (NxD Inference's plugin on 0.16.0, vllm-neuron on 0.29.0, llm_eks/catalog/neuron.py):
-tests/test_neuron_flags.py reads those releases' parsers the same way, and their metric names (v1/metrics/
-loggers.py). The two add 508 MB and 316 MB to the one-time download (pip's cache keeps them; a few seconds each on
-PyPI's CDN here) and about 2 MB of extracted files.
+files below are the ones that define `vllm serve`'s flags and the config fields behind them, and `vllm bench serve`'s
+(tests/test_verify_load.py). The Neuron engines are built on older vLLM releases (NxD Inference's plugin on 0.16.0,
+vllm-neuron on 0.29.0, llm_eks/catalog/neuron.py): tests/test_neuron_flags.py reads those releases' parsers the same
+way, and their metric names (v1/metrics/loggers.py). The two add 508 MB and 316 MB to the one-time download (pip's
+cache keeps them; a few seconds each on PyPI's CDN here) and about 2 MB of extracted files.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ VLLM = Wheel(
         "vllm/config/model.py",
         "vllm/config/parallel.py",
         "vllm/config/multimodal.py",
+        # `vllm bench serve`'s flags (tests/vllm_bench_flags.py).
+        "vllm/benchmarks/serve.py",
+        "vllm/benchmarks/datasets/datasets.py",
     ),
 )
 # vLLM 0.16.0: NxD Inference's vLLM plugin (vllm-neuron 0.5.x) is built on it (its requirements/core.txt pins

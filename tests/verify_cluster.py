@@ -10,7 +10,7 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cdk8s
 
@@ -19,9 +19,13 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.config.plans import plan_workloads
 from llm_eks.infra.charts import build_charts
 from llm_eks.infra.workloads import build_workloads
+from llm_eks.manifests.verifier.rbac import rbac_objects
 from llm_eks.verify.derive import environment_plan
 from llm_eks.verify.expected import EnvironmentPlan, WorkloadPlan
 from tests.chart_helpers import placement_groups
+
+if TYPE_CHECKING:
+    from tests.prometheus_server import PrometheusServer
 
 OIDC_ISSUER = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
 GATEWAY_CONTROLLER = "istio.io/gateway-controller"
@@ -55,6 +59,8 @@ class StubCluster:
     now: datetime
     # Per serving pod (namespace, pod): the metrics of that server (tests/verify_metrics.py fills them).
     metrics: dict[tuple[str, str], Any] = field(default_factory=dict)
+    # The real Prometheus the stand-in API server proxies to (tests/prometheus_server.py); None: none.
+    prometheus: PrometheusServer | None = None
 
     def find(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         (found,) = [
@@ -209,22 +215,27 @@ def pod(
     }
 
 
+def rendered_objects(config: EnvironmentConfig) -> list[dict[str, Any]]:
+    """Every object the charts the stack applies render for `config` (as `build_charts` builds them in the stack)."""
+    plans = plan_workloads(config)
+    workloads = build_workloads(config, plans)
+    charts = build_charts(
+        cdk8s.App(),
+        config,
+        list(workloads),
+        node_role_name=f"KarpenterNodeRole-{config.name}",
+        security_group_ids=("sg-0123456789abcdef0",),
+        weights_bucket=f"llm-eks-{config.name}-weights",
+        cluster_oidc_issuer=OIDC_ISSUER,
+        placement_groups=placement_groups(workloads),
+    )
+    return [o for c in charts if c.apply for o in c.chart.to_json()]
+
+
 class _Builder:
     def __init__(self, config: EnvironmentConfig, now: datetime) -> None:
-        plans = plan_workloads(config)
-        workloads = build_workloads(config, plans)
-        self.plan = environment_plan(config, plans)
-        charts = build_charts(
-            cdk8s.App(),
-            config,
-            list(workloads),
-            node_role_name=f"KarpenterNodeRole-{config.name}",
-            security_group_ids=("sg-0123456789abcdef0",),
-            weights_bucket=f"llm-eks-{config.name}-weights",
-            cluster_oidc_issuer=OIDC_ISSUER,
-            placement_groups=placement_groups(workloads),
-        )
-        self.rendered = [o for c in charts if c.apply for o in c.chart.to_json()]
+        self.plan = environment_plan(config, plan_workloads(config))
+        self.rendered = rendered_objects(config)
         self.now = now
         self.deployed = now - AGE
         self.objects: list[dict[str, Any]] = []
@@ -234,6 +245,10 @@ class _Builder:
         return found
 
     def build(self) -> list[dict[str, Any]]:
+        # The RBAC the stack applies (verify's ClusterRole and monitoring Role) and the charts carry (each workload's
+        # Roles, a route's rollout Role), as the stand-in API server authorizes requests with.
+        rbac = [o for o in self.rendered if o["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+        self.objects += [_live(o, self.deployed) for o in [*rbac_objects(), *rbac]]
         for p in self.plan.pools:
             obj = self.rendered_one("NodePool", p.name)
             self.objects.append(
@@ -419,12 +434,15 @@ class _Builder:
             )
 
 
-def healthy_cluster(config: EnvironmentConfig, now: datetime | None = None) -> StubCluster:
-    """`config`'s environment deployed as planned, every pod Ready, with vLLM's metrics of a light, healthy load."""
+def healthy_cluster(
+    config: EnvironmentConfig, now: datetime | None = None, prometheus: PrometheusServer | None = None
+) -> StubCluster:
+    """`config`'s environment deployed as planned, every pod Ready, with vLLM's metrics of a light, healthy load
+    (held by `prometheus`, when given)."""
     from tests.verify_metrics import healthy_metrics
 
     at = (now or datetime.now(UTC)).replace(microsecond=0)
     builder = _Builder(config, at)
-    cluster = StubCluster(config.name, builder.plan, builder.build(), at)
+    cluster = StubCluster(config.name, builder.plan, builder.build(), at, prometheus=prometheus)
     healthy_metrics(cluster)
     return cluster

@@ -1,29 +1,32 @@
-"""What Prometheus holds for a StubCluster: each serving pod's vLLM 0.33 /metrics text (written with prometheus_client,
-as vLLM writes it, and read back with prometheus_client's parser), the labels the ServiceMonitor (or Ray's PodMonitor)
-adds, and a Prometheus that evaluates the PromQL verify sends over those samples (parsed with promql-parser).
+"""What Prometheus holds for a StubCluster: each serving pod's vLLM 0.33 /metrics text over the last hour (written with
+prometheus_client, as vLLM writes it, and read back with prometheus_client's parser) and the labels the
+ServiceMonitor (or Ray's PodMonitor) adds. tests/prometheus_server.py backfills those series into a real Prometheus,
+which evaluates the PromQL verify sends.
 
 Names, labels and buckets are vLLM 0.33's (vllm/v1/metrics/loggers.py PrometheusStatLogger: labelnames
 ["model_name", "engine"], request_success adds finished_reason; vllm/v1/metrics/buckets.py; vllm/config/cache.py
 CacheConfig, whose fields become vllm:cache_config_info's labels through metrics_info()). Ray Serve LLM re-exports
 them as ray_vllm_* (llm_eks.manifests.promql.ray_exported).
 
-Counters and histograms hold what the server counted during the query's window (it started at the window's start),
-so rate() is the value over the window's seconds and increase() the value.
+Counters and histograms hold what the server counted over the hour that ends at the scenario's time (steady
+traffic: a 10-minute window holds a sixth of it); gauges hold their value throughout.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+import bisect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import promql_parser
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
 
 from llm_eks.manifests.promql import ray_exported
+from llm_eks.verify.args_diff import flags
 from llm_eks.verify.expected import WorkloadPlan
+from tests.prometheus_server import SPAN, Series
 from tests.verify_cluster import StubCluster
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -42,22 +45,37 @@ CACHE_CONFIG_FIELDS = (
     "cache_hit_alignment_tokens", "kv_sharing_fast_prefill", "swa_bounded_replay", "kv_cache_memory_bytes",
     "kv_offloading_size", "kv_offloading_backend",
 )  # fmt: skip
+# vLLM 0.33's REQUEST_LATENCY_BUCKETS (the request phase histograms: e2e, queue, inference, prefill, decode).
+REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                           240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 BLOCK_SIZE = 16
-# Requests and token gaps each healthy server saw in the window (enough for a stable p99, few enough to be fast).
-REQUESTS = 600
-GAPS = 6000
+# Requests and token gaps each healthy server saw in the hour: steady enough that a 10-minute window (a canary
+# step's hold) still holds 600 requests, above the 500 a p99 needs (llm_eks.planner.drift.P99_MIN_SAMPLES).
+REQUESTS = 3600
+GAPS = 36000
+# The typical request of the plans (PlanRequest's defaults).
+PROMPT_TOKENS = 1024
+OUTPUT_TOKENS = 256
 
 
 @dataclass
 class ServerLoad:
-    """What one vLLM server measured over the window."""
+    """What one vLLM server measured over the hour."""
 
     kv_tokens: int
     ttft_s: list[float]
     itl_s: list[float]
+    # Requests in the RUNNING phase on average: the vllm:num_requests_running gauge, and (Little's law) the sum of
+    # vllm:request_inference_time_seconds over the hour / 3600.
     running: float
-    prompt_tokens: int
-    output_tokens: int
+    # Prompt and generated tokens of each request.
+    prompt_tokens: int = PROMPT_TOKENS
+    output_tokens: int = OUTPUT_TOKENS
+    # Requests waiting for a batch slot, and the KV cache's use (0..1): what the KEDA triggers read.
+    waiting: float = 0.0
+    kv_usage: float = 0.3
+    # vLLM sizes the request-token buckets up to max_model_len (1-2-5 series).
+    max_model_len: int = 8192
     # False: labels as a vLLM without kv_cache_size_tokens writes them (only num_gpu_blocks and block_size).
     group_aware: bool = True
 
@@ -91,9 +109,17 @@ def _ceiling(buckets: Sequence[float], slo_s: float) -> float:
     return max(b for b in buckets if b <= slo_s)
 
 
+def max_model_len(w: WorkloadPlan) -> int:
+    """The served context length: the vLLM argument, or the Ray Serve LLMConfig's engine_kwargs."""
+    if w.llm_config is not None:
+        return int((w.llm_config.get("engine_kwargs") or {}).get("max_model_len") or 8192)
+    (value,) = flags(w.args.get("server") or w.args["leader"])["--max-model-len"]
+    return int(value)
+
+
 def healthy_load(w: WorkloadPlan) -> ServerLoad:
-    """A light load inside the SLO: medians near the plan's estimates (below the highest bucket bound within the
-    SLO), the slowest 1.5 % at that bound."""
+    """Steady traffic at half the planned concurrency, inside the SLO: medians near the plan's estimates (below the
+    highest bucket bound within the SLO), the slowest 1.5 % at that bound."""
     ttft_cap, itl_cap = _ceiling(TTFT_BUCKETS, w.slo_ttft_p99_ms / 1000), _ceiling(ITL_BUCKETS, w.slo_itl_p99_ms / 1000)
     ttft = (w.ttft_estimate_ms if w.ttft_estimate_ms is not None else w.slo_ttft_p99_ms / 3) / 1000
     return ServerLoad(
@@ -101,40 +127,91 @@ def healthy_load(w: WorkloadPlan) -> ServerLoad:
         ttft_s=spread(min(ttft, ttft_cap / 1.1), REQUESTS, ttft_cap),
         itl_s=spread(min(w.itl_estimate_ms / 1000, itl_cap / 1.1), GAPS, itl_cap),
         running=w.target_concurrency / 2,
-        prompt_tokens=REQUESTS * 1024,
-        output_tokens=REQUESTS * 256,
+        max_model_len=max_model_len(w),
     )
 
 
+def request_token_buckets(max_len: int) -> list[int]:
+    """vLLM 0.33's request_tokens family: 1, 2, 5, 10, ... up to max_model_len (buckets.build_1_2_5_buckets)."""
+    out, scale = [], 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_len:
+                return out
+            out.append(m * scale)
+        scale *= 10
+
+
+def _histogram(
+    name: str, doc: str, labels: dict[str, str], buckets: Sequence[float], observed: Sequence[float]
+) -> HistogramMetricFamily:
+    """A classic histogram of `observed` (cumulative bucket counts, +Inf, sum), as vLLM's prometheus_client
+    Histogram would hold it after observing each value."""
+    ordered = sorted(observed)
+    family = HistogramMetricFamily(name, doc, labels=list(labels))
+    counts = [(floatToGoString(le), float(bisect.bisect_right(ordered, le))) for le in buckets]
+    family.add_metric(list(labels.values()), [*counts, ("+Inf", float(len(ordered)))], sum_value=sum(ordered))
+    return family
+
+
+class _Server:
+    """prometheus_client's collector of one vLLM server's families (its custom-collector API, which writes the same
+    text a registry of Gauge, Counter and Histogram objects does)."""
+
+    def __init__(self, model_name: str, load: ServerLoad) -> None:
+        self.model_name, self.load = model_name, load
+
+    def collect(self) -> Iterator[Metric]:
+        load = self.load
+        labels = {"model_name": self.model_name, "engine": "0"}
+        values = dict.fromkeys(CACHE_CONFIG_FIELDS, "None")
+        values.update(block_size=str(BLOCK_SIZE), gpu_memory_utilization="0.92", cache_dtype="auto",
+                      enable_prefix_caching="True", num_gpu_blocks=str(load.kv_tokens // BLOCK_SIZE))  # fmt: skip
+        if load.group_aware:
+            values["kv_cache_size_tokens"] = str(load.kv_tokens)
+        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                                 labels=[*CACHE_CONFIG_FIELDS, "engine"])  # fmt: skip
+        info.add_metric([*values.values(), "0"], 1)
+        yield info
+        for name, doc, value in (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", load.running),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", load.waiting),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", load.kv_usage),
+        ):
+            gauge = GaugeMetricFamily(name, doc, labels=list(labels))
+            gauge.add_metric(list(labels.values()), value)
+            yield gauge
+        n = load.requests
+        for name, doc, value in (
+            ("vllm:prompt_tokens", "Number of prefill tokens processed.", n * load.prompt_tokens),
+            ("vllm:generation_tokens", "Number of generation tokens processed.", n * load.output_tokens),
+        ):
+            counter = CounterMetricFamily(name, doc, labels=list(labels))
+            counter.add_metric(list(labels.values()), value)
+            yield counter
+        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+                                      labels=[*labels, "finished_reason"])  # fmt: skip
+        success.add_metric([*labels.values(), "length"], n)
+        yield success
+        tokens = request_token_buckets(load.max_model_len)
+        # Each request runs for running x SPAN / n seconds: their sum over the hour is `running` requests at a time.
+        inference = [load.running * SPAN / n] * n if n else []
+        yield _histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels,
+                         TTFT_BUCKETS, load.ttft_s)  # fmt: skip
+        yield _histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels,
+                         ITL_BUCKETS, load.itl_s)  # fmt: skip
+        yield _histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels, tokens,
+                         [load.prompt_tokens] * n)  # fmt: skip
+        yield _histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", labels, tokens,
+                         [load.output_tokens] * n)  # fmt: skip
+        yield _histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+                         labels, REQUEST_LATENCY_BUCKETS, inference)  # fmt: skip
+
+
 def exposition(model_name: str, load: ServerLoad) -> str:
-    """The server's /metrics text, as vLLM 0.33's PrometheusStatLogger registers and prometheus_client writes it."""
+    """The server's /metrics text: vLLM 0.33's PrometheusStatLogger families, written by prometheus_client."""
     registry = CollectorRegistry()
-    labels = {"model_name": model_name, "engine": "0"}
-    info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                 [*CACHE_CONFIG_FIELDS, "engine"], registry=registry)  # fmt: skip
-    values = dict.fromkeys(CACHE_CONFIG_FIELDS, "None")
-    values.update(block_size=str(BLOCK_SIZE), gpu_memory_utilization="0.92", cache_dtype="auto",
-                  enable_prefix_caching="True", num_gpu_blocks=str(load.kv_tokens // BLOCK_SIZE))  # fmt: skip
-    if load.group_aware:
-        values["kv_cache_size_tokens"] = str(load.kv_tokens)
-    info.labels(**values, engine="0").set(1)
-    Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", list(labels),
-          registry=registry).labels(**labels).set(load.running)  # fmt: skip
-    Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", list(labels),
-            registry=registry).labels(**labels).inc(load.prompt_tokens)  # fmt: skip
-    Counter("vllm:generation_tokens", "Number of generation tokens processed.", list(labels),
-            registry=registry).labels(**labels).inc(load.output_tokens)  # fmt: skip
-    success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                      [*labels, "finished_reason"], registry=registry)  # fmt: skip
-    success.labels(**labels, finished_reason="length").inc(load.requests)
-    for metric, doc, buckets, values_s in (
-        ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
-         load.ttft_s),
-        ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS, load.itl_s),
-    ):  # fmt: skip
-        h = Histogram(metric, doc, list(labels), buckets=buckets, registry=registry).labels(**labels)
-        for v in values_s:
-            h.observe(v)
+    registry.register(_Server(model_name, load))
     return generate_latest(registry).decode()
 
 
@@ -149,12 +226,13 @@ def healthy_metrics(cluster: StubCluster) -> None:
             cluster.metrics[key] = Target(w.metrics_job, w.served_model_name, healthy_load(w), w.engine == "ray-serve")
 
 
-Series = tuple[str, dict[str, str], float]
+# prometheus_client's family types whose samples only rise (rate() and increase() read them).
+_CUMULATIVE = {"counter", "histogram"}
 
 
 def series(cluster: StubCluster) -> list[Series]:
-    """Every sample Prometheus would hold: vLLM's text parsed back, renamed as Ray exports it where Ray Serve runs
-    vLLM, with the target labels the ServiceMonitor / PodMonitor add (namespace, pod, job, service, ...)."""
+    """Every series Prometheus holds for the hour: vLLM's text parsed back, renamed as Ray exports it where Ray Serve
+    runs vLLM, with the target labels the ServiceMonitor / PodMonitor add (namespace, pod, job, service, ...)."""
     out: list[Series] = []
     for (namespace, pod), target in cluster.metrics.items():
         text = exposition(target.model_name, target.load)
@@ -167,112 +245,5 @@ def series(cluster: StubCluster) -> list[Series]:
                 if s.name.endswith("_created"):
                     continue
                 name = ray_exported(s.name) if target.ray else s.name
-                out.append((name, {**s.labels, **added}, float(s.value)))
+                out.append((name, {**s.labels, **added}, float(s.value), family.type in _CUMULATIVE))
     return out
-
-
-def _matches(labels: dict[str, str], matchers: Any) -> bool:
-    import re
-
-    for m in matchers.matchers:
-        value, op = labels.get(m.name, ""), str(m.op)
-        ok = {
-            "MatchOp.Equal": value == m.value,
-            "MatchOp.NotEqual": value != m.value,
-            "MatchOp.Re": re.fullmatch(m.value, value) is not None,
-            "MatchOp.NotRe": re.fullmatch(m.value, value) is None,
-        }[op]
-        if not ok:
-            return False
-    return True
-
-
-Vector = list[tuple[dict[str, str], float]]
-
-
-def _select(store: Sequence[Series], vs: Any) -> Vector:
-    return [(dict(labels, __name__=name), v) for name, labels, v in store if name == vs.name
-            and _matches(labels, vs.matchers)]  # fmt: skip
-
-
-def _bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
-    """Prometheus's histogram_quantile on classic buckets (promql/quantile.go, bucketQuantile)."""
-    buckets.sort()
-    if not buckets or not math.isinf(buckets[-1][0]):
-        return math.nan
-    total = buckets[-1][1]
-    if total == 0:
-        return math.nan
-    rank = q * total
-    b = next((i for i, (_, c) in enumerate(buckets[:-1]) if c >= rank), len(buckets) - 1)
-    if b == len(buckets) - 1:
-        return buckets[-2][0]
-    start = 0.0 if b == 0 else buckets[b - 1][0]
-    below = 0.0 if b == 0 else buckets[b - 1][1]
-    return start + (buckets[b][0] - start) * ((rank - below) / (buckets[b][1] - below))
-
-
-def evaluate(store: Sequence[Series], expr: Any) -> Vector:
-    """The instant vector of the PromQL shapes verify sends (selectors, rate/increase/avg_over_time, sum/avg by,
-    histogram_quantile, a division of two aggregates)."""
-    kind = type(expr).__name__
-    if kind == "VectorSelector":
-        return _select(store, expr)
-    if kind == "ParenExpr":
-        return evaluate(store, expr.expr)
-    if kind == "Call":
-        name = expr.func.name
-        if name == "histogram_quantile":
-            q = float(expr.args[0].val)
-            groups: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
-            for labels, v in evaluate(store, expr.args[1]):
-                key = tuple(sorted((k, x) for k, x in labels.items() if k not in ("le", "__name__")))
-                groups.setdefault(key, []).append((float(labels["le"]), v))
-            return [(dict(key), _bucket_quantile(q, b)) for key, b in groups.items()]
-        matrix = expr.args[0]
-        seconds = matrix.range.total_seconds()
-        picked = [({k: x for k, x in labels.items() if k != "__name__"}, v)
-                  for labels, v in _select(store, matrix.vector_selector)]  # fmt: skip
-        per = {"rate": lambda v: v / seconds, "increase": lambda v: v, "avg_over_time": lambda v: v}[name]
-        return [(labels, per(v)) for labels, v in picked]
-    if kind == "AggregateExpr":
-        by = list(expr.modifier.labels) if expr.modifier is not None else []
-        grouped: dict[tuple[tuple[str, str], ...], list[float]] = {}
-        for labels, v in evaluate(store, expr.expr):
-            grouped.setdefault(tuple((k, labels.get(k, "")) for k in by), []).append(v)
-        op = str(expr.op)
-        agg = {"sum": sum, "avg": lambda vs: sum(vs) / len(vs)}[op]
-        return [(dict(key), agg(vs)) for key, vs in grouped.items()]
-    if kind == "BinaryExpr" and str(expr.op) == "/":
-        lhs, rhs = evaluate(store, expr.lhs), evaluate(store, expr.rhs)
-        right = {tuple(sorted(labels.items())): v for labels, v in rhs}
-        out = []
-        for labels, v in lhs:
-            d = right.get(tuple(sorted(labels.items())))
-            if d is not None:
-                out.append((labels, v / d if d else (math.nan if v == 0 else math.inf)))
-        return out
-    raise AssertionError(f"the stub Prometheus does not evaluate {kind}: {expr}")
-
-
-def value_text(v: float) -> str:
-    """A sample value as Prometheus's API writes it: a quoted string, NaN and +Inf spelled its way."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(v)
-
-
-def query(store: Sequence[Series], text: str, at: float) -> dict[str, Any]:
-    """Prometheus's /api/v1/query answer for `text` over `store` (the envelope, the vector, values as strings)."""
-    try:
-        expr = promql_parser.parse(text)
-    except ValueError as err:
-        return {"status": "error", "errorType": "bad_data", "error": f'invalid parameter "query": {err}'}
-    vector = evaluate(store, expr)
-    return {
-        "status": "success",
-        "data": {"resultType": "vector",
-                 "result": [{"metric": labels, "value": [at, value_text(v)]} for labels, v in vector]},
-    }  # fmt: skip

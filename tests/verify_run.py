@@ -6,27 +6,48 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from docgen import examples
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
 from tests.conftest import CDK_JSON, REPO_ROOT
+from tests.prometheus_server import PrometheusServer
 from tests.verify_cluster import StubCluster, healthy_cluster
+from tests.verify_metrics import series
 from tests.verify_stub import Faults, StubApiServer, write_kubeconfig
 
 CONTEXT_FILE = str(REPO_ROOT / "cdk.json")
+VERIFY_PAGE = REPO_ROOT / "docs" / "how-to" / "verify.md"
 # Qwen3-235B in FP8 spans two g6e.12xlarge nodes: a LeaderWorkerSet (as tests/test_multi_node.py).
 # Its SLO is loosened to what two PCIe-connected nodes can do (the plan's ITL estimate is above the default 50 ms).
 BIG = {"workload": {"model": "Qwen/Qwen3-235B-A22B-FP8", "accelerator": "g6e.12xlarge", "max_model_len": 8192,
                     "replicas": {"min": 1, "max": 2}, "slo": {"ttft_p99_ms": 5000, "itl_p99_ms": 200}}}  # fmt: skip
 
 
-def healthy_clusters(*names: str) -> dict[str, StubCluster]:
-    """The healthy stand-in of each named environment: the default ones of cdk.json, and "big" (BIG)."""
+def healthy_clusters(prometheus: PrometheusServer, *names: str) -> dict[str, StubCluster]:
+    """The healthy stand-in of each named environment (the default ones of cdk.json, and "big": BIG), their series
+    loaded into `prometheus`."""
     envs = {**CDK_JSON["context"]["environments"], "big": BIG}
-    return {env: healthy_cluster(parse_environment(env, envs[env])) for env in names}
+    clusters = {env: healthy_cluster(parse_environment(env, envs[env]), prometheus=prometheus) for env in names}
+    prometheus.load(series(c) for c in clusters.values())
+    return clusters
+
+
+def preload(clusters: dict[str, StubCluster], *changes: tuple[str, Callable[[StubCluster], None]]) -> None:
+    """Load into the clusters' Prometheus the series of each (environment, change to its metrics) a module's tests
+    make, so its server restarts once rather than once per test."""
+    variants = []
+    for env, change in changes:
+        cluster = fresh(clusters, env)
+        change(cluster)
+        variants.append(series(cluster))
+    server = next(iter(clusters.values())).prometheus
+    assert server is not None
+    server.load(variants)
 
 
 def fresh(clusters: dict[str, StubCluster], env: str) -> StubCluster:
@@ -76,3 +97,8 @@ def big_context_file(folder: Path) -> str:
     path.parent.mkdir()
     path.write_text(json.dumps({"context": {"environments": {"big": BIG}}}))
     return str(path)
+
+
+def shown_text(page: Path = VERIFY_PAGE) -> list[str]:
+    """The text blocks of a docs page (what it shows a command print), without their last newline."""
+    return [b.text.rstrip("\n") for b in examples.blocks(page) if b.lang == "text"]

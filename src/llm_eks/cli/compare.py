@@ -12,6 +12,7 @@ from llm_eks.cli.compare_chart import Point, write_chart
 from llm_eks.errors import ConfigError
 from llm_eks.planner import TIMES, PlanRequest, plan
 from llm_eks.planner.compare import COST_FORMULA, Comparison, compare, neuron_refusals
+from llm_eks.planner.compute_mode import AUTO_MODE
 
 # Column title and width of the table, in order.
 COLUMNS = (
@@ -55,10 +56,12 @@ def describe(request: PlanRequest) -> str:
     itl = "" if request.max_itl_ms is None else f", inter-token latency <= {request.max_itl_ms:g} ms"
     if request.max_ttft_ms is not None:
         itl += f", time to first token <= {request.max_ttft_ms:g} ms"
+    # On EKS Auto Mode its management fee comes on top of every $/h (unknown unless AWS's page was read).
+    fee = "" if request.compute != AUTO_MODE else "; EKS Auto Mode families only, each $/h + Auto Mode fee: unknown"
     return (
         f"{request.spec.id} at {request.resolved_weight_format} (KV cache {request.kv_cache_dtype}), max_model_len "
         f"{request.resolved_max_model_len}: target {request.target_concurrency} sequences of "
-        f"{request.typical_tokens} tokens per replica{itl}"
+        f"{request.typical_tokens} tokens per replica{itl}{fee}"
     )
 
 

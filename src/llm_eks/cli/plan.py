@@ -49,6 +49,7 @@ _REQUEST_OPTIONS = (
     "data_parallel_size",
     "enable_expert_parallel",
     "allow_without_efa",
+    "compute",
 )
 
 
@@ -169,6 +170,11 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         default=None,
         help="accept a replica spanning nodes without EFA (TCP between them); refused otherwise",
+    )
+    p.add_argument(
+        "--compute",
+        help=f"{_choices('compute')} (default {_default('compute')}): where the nodes come from; auto-mode plans EKS "
+        "Auto Mode's (its own image pull, no image snapshot, weekly node replacement, a management fee)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare = p.add_argument_group("compare before choosing")
@@ -325,6 +331,7 @@ def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[_
             )
 
     def maker(w: Any) -> Callable[[], Any]:
-        return lambda: dataclasses.replace(w.plan_request(), **overrides) if overrides else w.plan_request()
+        request = functools.partial(w.plan_request, config.compute)
+        return lambda: dataclasses.replace(request(), **overrides) if overrides else request()
 
     return [_Target(maker(s.config), s.path, s.key if config.workloads else None, s.setting) for s in served]

@@ -85,6 +85,8 @@ def table(p: Any) -> str:
     inst, cold, pod, r = p.instance, p.cold_start, p.pod_resources, p.request
     price = "no on-demand price" if inst.on_demand_usd_per_hour is None else f"${inst.on_demand_usd_per_hour:g}/h"
     cost = "n/a" if p.cost_per_replica_hour is None else f"${p.cost_per_replica_hour:.2f}/h"
+    # On EKS Auto Mode its fee per instance-hour goes beside every $/h (unknown unless AWS's page was read).
+    fee = "" if p.auto_mode_fee is None else f" + {p.auto_mode_fee}"
     budget = p.usable_bytes_per_gpu + p.reserve_bytes_per_gpu  # vLLM's requested memory (plan/memory.py)
     target = "met" if p.meets_target else "NOT met"
     link = "" if inst.interconnect == "none" else f", {inst.interconnect}"
@@ -99,7 +101,7 @@ def table(p: Any) -> str:
             "Instance",
             f"{inst.instance_type}: {inst.accelerators}{TIMES} {inst.accelerator_name} "
             f"({inst.accelerator_memory_gib:.1f} GiB{link}), {inst.vcpus} vCPU, "
-            f"{inst.memory_gib:g} GiB RAM, {inst.local_nvme_gb} GB NVMe, {price}",
+            f"{inst.memory_gib:g} GiB RAM, {inst.local_nvme_gb} GB NVMe, {price}{fee}",
         ),
         (
             "Parallelism",
@@ -132,11 +134,11 @@ def table(p: Any) -> str:
             f"~{p.itl_estimate_ms:g} ms, ~{p.tpot_estimate_ms:g} ms per output token with prefill, "
             f"{p.output_tokens_per_s:g} output tokens/s per replica",
         ),
-        ("Cost", f"{cost} per replica (on-demand)"),
+        ("Cost", f"{cost} per replica (on-demand){fee}"),
         (
             "Cold start",
-            f"image {cold.image_pull_s:g} s ({r.image_source}) + weights {cold.weights_s:g} s ({r.weights_source}) + "
-            "warm-up "
+            f"image {cold.image_pull_s:g} s ({p.node_image_source}) + weights {cold.weights_s:g} s "
+            f"({r.weights_source}) + warm-up "
             f"{cold.warmup_s:g} s = {cold.total_s:g} s; startup probe must allow {cold.startup_s:g} s; "
             f"+{cold.node_provision_s:g} s for a new node",
         ),
@@ -159,6 +161,9 @@ def table(p: Any) -> str:
                 + f"{cold.image_pull_s:g} s image pull",
             ),
         )
+    if p.auto_mode_fee is not None:
+        # On EKS Auto Mode nodes are replaced weekly: what that costs the replicas (planner/compute_mode.py).
+        rows.insert(-2, ("Node lifetime", p.node_replacement.line()))
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
     return _render(p, rows)
 

@@ -19,12 +19,15 @@ from llm_eks.config.workload_options import (
     ReplicasConfig,
     SloConfig,
 )
+from llm_eks.planner.compute_mode import COMPUTE_MODES, KARPENTER
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
 from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.result import WARN_NO_EFA
 from llm_eks.versions import KUBERNETES_VERSION
 
 ENGINES = ("vllm", "ray-serve")
+# Where an environment's nodes come from (planner/compute_mode.py).
+COMPUTE = COMPUTE_MODES
 # 64 addresses per AZ: an ALB needs at least a /27 with 8 free addresses and grows into more as it scales.
 LOAD_BALANCER_SUBNET_PREFIX = 26
 CAPACITY_TYPES = ("spot", "on-demand")
@@ -292,8 +295,8 @@ class WorkloadConfig:
             return "staged"
         return "s3" if self.weights in ("s3", "staged") else "nvme"
 
-    def plan_request(self) -> PlanRequest:
-        """The planner's input for this workload."""
+    def plan_request(self, compute: str = KARPENTER) -> PlanRequest:
+        """The planner's input for this workload, on the environment's `compute`."""
         from llm_eks.planner import LoraAdapters
 
         model: Any = self.model
@@ -314,6 +317,7 @@ class WorkloadConfig:
             weights_source=self.weights_source,
             # The node classes pull in parallel unless they restore an image snapshot (manifests/node_pools).
             image_source="snapshot" if self.image_snapshot_id is not None else "parallel-pull",
+            compute=compute,
             # The SLO's inter-token latency is a sizing input: auto skips instances too slow to meet it.
             max_itl_ms=self.slo.itl_p99_ms,
             # The SLO's time to first token too: auto skips instances whose estimate misses it.
@@ -414,6 +418,8 @@ class EnvironmentConfig:
     region: str | None = None
     # The one Kubernetes minor llm-eks pins (versions.py): the kubectl layer and the node AMIs move with it.
     kubernetes_version: str = KUBERNETES_VERSION
+    # karpenter keeps every cold-start path and no per-node fee; auto-mode: EKS Auto Mode runs nodes, AMIs and drivers.
+    compute: str = KARPENTER
     # A new VPC by default (below).
     vpc: VpcConfig = field(default_factory=VpcConfig)
     # Private by default (below).

@@ -54,6 +54,10 @@ class PipelineConfig:
     # What the synth step runs in a checkout of the repository: this repository's CI (tests gate every stage), then
     # the synth with the CDK CLI pinned in package.json. Its output must be cdk.out.
     synth_commands: tuple[str, ...] = ("./.ci/run", "make synth")
+    # Then (with verify) the wheelhouse the verify runners install llm-eks from, with every pinned dependency and its
+    # hash, into ./wheelhouse: built where the tests just ran, so verify runs what they tested, with no package
+    # index at verify time (llm_eks.infra.wheelhouse).
+    wheelhouse_command: str = ".venv/bin/python -m llm_eks.infra.wheelhouse wheelhouse"
 
     def stage_names(self, environments: Sequence[str]) -> tuple[str, ...]:
         return self.stages or tuple(environments)
@@ -88,6 +92,8 @@ def parse_pipeline(body: Any, environments: Mapping[str, EnvironmentConfig]) -> 
         raise fail(f"{path}.source.branch", s.branch, "must be a branch name")
     if not p.synth_commands or any(not c.strip() for c in p.synth_commands):
         raise fail(f"{path}.synth_commands", list(p.synth_commands), "must be non-empty shell commands")
+    if not p.wheelhouse_command.strip():
+        raise fail(f"{path}.wheelhouse_command", p.wheelhouse_command, "must be a shell command")
     names = list(environments)
     stages = p.stage_names(names)
     for i, name in enumerate(stages):

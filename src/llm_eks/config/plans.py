@@ -14,7 +14,7 @@ def plan_workloads(config: EnvironmentConfig) -> tuple[Plan, ...]:
     plans = []
     for s in config.served:
         try:
-            plans.append(plan(s.config.plan_request()))
+            plans.append(plan(s.config.plan_request(config.compute)))
         except ConfigError as err:
             # The changes that would fit, named as cdk.json sets them for this workload.
             message = err.render(s.setting) if isinstance(err, NoFitError) else str(err)

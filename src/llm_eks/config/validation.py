@@ -15,6 +15,7 @@ from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.config import inputs
 from llm_eks.config.canary_checks import validate_canaries
 from llm_eks.config.capacity import validate_capacity
+from llm_eks.config.compute_checks import validate_compute
 from llm_eks.config.environment import (
     ACCEPTED_RISKS,
     ALPHA_FEATURES,
@@ -79,6 +80,7 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
     _validate_vpc(c, f"{path}.vpc")
     _validate_accepted_risks(c, f"{path}.accepted_risks")
     _validate_alpha_features(c, f"{path}.alpha_features")
+    validate_compute(c, path)
     _validate_endpoint(c.endpoint, f"{path}.endpoint")
     _validate_system_nodes(c.system_nodes, f"{path}.system_nodes")
     listed = [("admin_role_arns", i, arn) for i, arn in enumerate(c.admin_role_arns)]

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, fail, named_errors
@@ -365,7 +365,9 @@ class PodIdentityRole(Construct):
             description=f"EKS Pod Identity role for service account {namespace}/{service_account}",
         )
         # The agent DaemonSet serves the credentials; anything depending on this role waits for it too.
-        self.association.node.add_dependency(cluster.eks_pod_identity_agent)
+        agent = pod_identity_agent(cluster)
+        if agent is not None:
+            self.association.node.add_dependency(agent)
 
     @staticmethod
     def for_service_account(cluster: eks.ICluster, namespace: str, service_account: str) -> PodIdentityRole:
@@ -378,6 +380,24 @@ class PodIdentityRole(Construct):
         if isinstance(existing, PodIdentityRole):
             return existing
         return PodIdentityRole(holder, child_id, PodIdentityRoleProps(cluster, namespace, service_account))
+
+
+def runs_auto_mode(cluster: eks.ICluster) -> bool:
+    """Whether `cluster` is an EKS Auto Mode cluster of this app (its AWS::EKS::Cluster enables ComputeConfig); an
+    imported cluster reads as not."""
+    resource = cluster.node.try_find_child("Resource")
+    config = getattr(resource, "compute_config", None) if isinstance(resource, eks.CfnCluster) else None
+    enabled = config.get("enabled") if isinstance(config, Mapping) else getattr(config, "enabled", None)
+    return enabled is True
+
+
+def pod_identity_agent(cluster: eks.ICluster) -> IConstruct | None:
+    """What serves Pod Identity credentials, for the associations to wait for: the EKS Pod Identity agent add-on
+    (created on first use), or None on EKS Auto Mode, whose nodes run the agent themselves ("You do not have to
+    install the EKS Pod Identity Agent on EKS Auto Mode clusters", EKS User Guide, automode)."""
+    if runs_auto_mode(cluster):
+        return None
+    return cluster.eks_pod_identity_agent
 
 
 def requests_limits(cpu: str, memory: str, cpu_limit: str = "1", memory_limit: str | None = None) -> dict[str, Any]:

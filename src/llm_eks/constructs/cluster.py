@@ -1,8 +1,10 @@
-"""`InferenceCluster`: the VPC, the EKS control plane, the system node group and the managed add-ons.
+"""`InferenceCluster`: the VPC, the EKS control plane, the system node group and the managed add-ons, or on EKS Auto
+Mode (`auto_mode`) the cluster with Auto Mode's compute, storage and load balancing and its built-in system pool
+(cluster_auto_mode.py). Either way a `ComputeModeGuard` refuses a deploy that would switch a deployed cluster's mode.
 
-GPU capacity is not here: Karpenter launches it. This construct only provides what every controller needs: a
-private network tagged for discovery, a cluster with every log type and envelope encryption, and a small managed
-node group that the controllers are pinned to (Karpenter must never run on nodes it manages).
+GPU capacity is not here: Karpenter (self-managed, or Auto Mode's) launches it. This construct only provides what every
+controller needs: a private network tagged for discovery, a cluster with every log type and envelope encryption, and a
+small managed node group that the controllers are pinned to (Karpenter must never run on nodes it manages).
 
 No pod on the system nodes can act as the node: their launch template keeps pods off IMDS (IMDSv2, hop limit 1),
 their role has no CNI permissions, and aws-node gets those through the vpc-cni add-on's Pod Identity association.
@@ -29,8 +31,11 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
 from llm_eks.catalog.ec2_instance_types import check_instance_type
-from llm_eks.constructs.addons import SYSTEM_NODE_LABEL, check_boundary, check_statements, harden_roles
+from llm_eks.constructs import cluster_auto_mode
+from llm_eks.constructs.addons import SYSTEM_NODE_LABEL, Placement, check_boundary, check_statements, harden_roles
+from llm_eks.constructs.auto_mode import SYSTEM_POOL_PLACEMENT
 from llm_eks.constructs.composition import ClusterComposition
+from llm_eks.constructs.compute_guard import ComputeModeGuard, ComputeModeGuardProps
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError, named_errors
@@ -38,6 +43,7 @@ from llm_eks.manifests.gateway.pool import ROLLOUT_GROUP
 from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
 from llm_eks.manifests.node_status_guard import node_status_guard
 from llm_eks.manifests.verifier import GROUP as VERIFY_GROUP
+from llm_eks.planner.compute_mode import AUTO_MODE, KARPENTER
 from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 
 # The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
@@ -108,11 +114,31 @@ class InferenceClusterProps:
     # Your organisation's permissions boundary on every role this construct creates (cluster, system nodes, VPC CNI,
     # EBS CSI, the kubectl provider's). None: no boundary.
     permissions_boundary: iam.IManagedPolicy | None = None
+    # EKS Auto Mode: AWS runs the nodes (its built-in `system` pool for the controllers), Karpenter, the GPU drivers
+    # and device plugins, load balancing and block storage; no node group or add-on of ours. False: a system node
+    # group and the managed add-ons, for self-managed Karpenter (which owns every node setting and has no fee).
+    auto_mode: bool = False
+    # Refuse, at deploy and before the cluster changes, a deploy that would switch a deployed cluster between the
+    # two (compute_guard.py says why a switch cannot be an update). Needs cluster_name as text, not a token.
+    compute_guard: bool = True
+
+    @property
+    def compute(self) -> str:
+        return AUTO_MODE if self.auto_mode else KARPENTER
 
     def validate(self) -> None:
         check_statements("system_node_role_statements", self.system_node_role_statements)
         check_boundary("permissions_boundary", self.permissions_boundary)
         check_instance_type("system_instance_type", self.system_instance_type)
+        if self.auto_mode:
+            defaults = InferenceClusterProps(cluster_name=self.cluster_name)
+            for name in ("system_instance_type", "system_min_size", "system_desired_size", "system_max_size",
+                         "system_disk_gib", "system_node_role_statements"):  # fmt: skip
+                if getattr(self, name) != getattr(defaults, name):
+                    raise ConfigError(
+                        f"{name}: {getattr(self, name)!r} is not allowed with auto_mode; the controllers run on EKS "
+                        "Auto Mode's built-in system node pool, which takes no settings"
+                    )
         if self.vpc is not None and self.load_balancer_subnet_cidrs:
             raise ConfigError(
                 "load_balancer_subnet_cidrs: not allowed with an existing vpc; create the subnets in that VPC and "
@@ -164,7 +190,8 @@ def _logical_id(stack: cdk.Stack, construct: IConstruct | None) -> str:
 
 
 class InferenceCluster(ClusterComposition, Construct):
-    """VPC + EKS (aws_eks_v2, node-group mode) + system node group + managed add-ons + access entries.
+    """VPC + EKS (aws_eks_v2) + access entries, with a system node group and managed add-ons (self-managed Karpenter)
+    or EKS Auto Mode's compute, storage and load balancing (`auto_mode`).
 
     Karpenter, the add-ons and your charts are added with the `add_*` methods (see `composition`), which order
     each after what it needs.
@@ -198,6 +225,15 @@ class InferenceCluster(ClusterComposition, Construct):
             if props.public_endpoint_cidrs
             else eks.EndpointAccess.PRIVATE
         )
+        self.auto_mode = props.auto_mode
+        capacity: dict[str, Any]
+        if props.auto_mode:
+            # Only the built-in system pool, on a role of ours with the minimal node policies (cluster_auto_mode.py).
+            self.system_node_role, compute = cluster_auto_mode.auto_mode_capacity(self, props.cluster_name)
+            capacity = {"default_capacity_type": eks.DefaultCapacityType.AUTOMODE, "compute": compute}
+        else:
+            # Node-group mode: EKS Auto Mode would compete with Karpenter for the same pods.
+            capacity = {"default_capacity_type": eks.DefaultCapacityType.NODEGROUP, "default_capacity": 0}
         self.cluster = eks.Cluster(
             self,
             "Cluster",
@@ -206,10 +242,8 @@ class InferenceCluster(ClusterComposition, Construct):
             vpc=self.vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             endpoint_access=endpoint,
-            # Node-group mode: EKS Auto Mode would compete with Karpenter for the same pods.
-            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-            default_capacity=0,
-            # Managed add-ons below replace the self-managed copies EKS would otherwise install unmanaged.
+            **capacity,
+            # Managed add-ons below (or on Auto Mode, its own) replace the copies EKS would otherwise install unmanaged.
             bootstrap_self_managed_addons=False,
             # Cluster admins come from config as access entries; the deploying role gets no standing access.
             bootstrap_cluster_creator_admin_permissions=False,
@@ -228,9 +262,28 @@ class InferenceCluster(ClusterComposition, Construct):
             ),
             tags=dict(props.tags),
         )
-        self.vpc_cni = self._vpc_cni_addon(props)
-        self.system_nodegroup = self._system_nodegroup(props)
-        self.addons = self._managed_addons()
+        self.compute_guard: ComputeModeGuard | None = None
+        if props.compute_guard:
+            self.compute_guard = ComputeModeGuard(
+                self, "ComputeModeGuard", ComputeModeGuardProps(cluster_name=props.cluster_name, compute=props.compute)
+            )
+            # Nothing of the cluster changes before the guard has passed.
+            cluster_auto_mode.cfn_cluster(self.cluster).node.add_dependency(self.compute_guard.resource)
+        self.vpc_cni: eks_l1.CfnAddon | None = None
+        self.system_nodegroup: eks.Nodegroup | None = None
+        self.addons: dict[str, IConstruct] = {}
+        self.node_status_guard: eks.KubernetesManifest | None = None
+        if props.auto_mode:
+            # Auto Mode launches nodes with the NodeClasses' tags; controllers wait for the NetworkPolicy controller.
+            self.auto_mode_tagging = cluster_auto_mode.tagging_policy(self, self.cluster)
+            self.system_capacity: IConstruct = cluster_auto_mode.network_policy_controller(
+                self.cluster, self.auto_mode_tagging
+            )
+        else:
+            self.vpc_cni = vpc_cni = self._vpc_cni_addon(props)
+            self.system_nodegroup = self._system_nodegroup(props, vpc_cni)
+            self.system_capacity = self.system_nodegroup
+            self.addons = self._managed_addons(vpc_cni)
         for i, arn in enumerate(props.admin_role_arns):
             self.add_cluster_admin(f"Admin{i}", arn)
         for i, arn in enumerate(props.rollout_role_arns):
@@ -266,8 +319,13 @@ class InferenceCluster(ClusterComposition, Construct):
 
     @property
     def system_node_selector(self) -> dict[str, str]:
-        """nodeSelector that pins a controller to the system node group."""
-        return {SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]}
+        """nodeSelector that pins a controller to the system node group (on Auto Mode, to the system pool)."""
+        return dict(self.system_placement.node_selector)
+
+    @property
+    def system_placement(self) -> Placement:
+        """Where the controllers run: the system node group, or Auto Mode's built-in system pool and its taint."""
+        return SYSTEM_POOL_PLACEMENT if self.auto_mode else Placement()
 
     def _new_vpc(self, props: InferenceClusterProps) -> ec2.Vpc:
         zones = list(props.availability_zones) or None
@@ -347,7 +405,7 @@ class InferenceCluster(ClusterComposition, Construct):
         for subnet in self.vpc.public_subnets:
             cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1")
 
-    def _system_nodegroup(self, props: InferenceClusterProps) -> eks.Nodegroup:
+    def _system_nodegroup(self, props: InferenceClusterProps, vpc_cni: eks_l1.CfnAddon) -> eks.Nodegroup:
         self.system_node_role = iam.Role(
             self,
             "SystemNodeRole",
@@ -398,7 +456,7 @@ class InferenceCluster(ClusterComposition, Construct):
             ),
             # Our own role: the one aws_eks_v2 creates always carries AmazonEKS_CNI_Policy.
             node_role=self.system_node_role,
-            labels=self.system_node_selector,
+            labels={SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]},
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             # Replace unhealthy controller nodes automatically instead of paging someone.
             enable_node_auto_repair=True,
@@ -407,7 +465,7 @@ class InferenceCluster(ClusterComposition, Construct):
         )
         # The first aws-node pods must be admitted after the add-on's Pod Identity association exists, or they
         # start without credentials (and the node role no longer has the CNI policy to fall back on).
-        nodegroup.node.add_dependency(self.vpc_cni)
+        nodegroup.node.add_dependency(vpc_cni)
         return nodegroup
 
     def _addon_role(self, id: str, service_account: str, policy: str, what: str) -> iam.Role:
@@ -466,8 +524,8 @@ class InferenceCluster(ClusterComposition, Construct):
         addon.node.add_dependency(self.cluster.eks_pod_identity_agent)
         return addon
 
-    def _managed_addons(self) -> dict[str, IConstruct]:
-        addons: dict[str, IConstruct] = {"vpc-cni": self.vpc_cni}
+    def _managed_addons(self, vpc_cni: eks_l1.CfnAddon) -> dict[str, IConstruct]:
+        addons: dict[str, IConstruct] = {"vpc-cni": vpc_cni}
         for name in CORE_ADDONS:
             addon = eks_l1.CfnAddon(
                 self,
@@ -484,7 +542,7 @@ class InferenceCluster(ClusterComposition, Construct):
         addons["eks-pod-identity-agent"] = _created(self.cluster.eks_pod_identity_agent, "Pod Identity agent add-on")
         addons["aws-ebs-csi-driver"] = self._ebs_csi_addon()
         # CoreDNS pods need a node to run on before the add-on reports ACTIVE.
-        addons["coredns"].node.add_dependency(self.system_nodegroup)
+        addons["coredns"].node.add_dependency(self.system_capacity)
         return addons
 
     def _node_monitoring_addon(self) -> eks_l1.CfnAddon:
@@ -501,7 +559,7 @@ class InferenceCluster(ClusterComposition, Construct):
             configuration_values=json.dumps({"dcgmAgent": {"tolerations": [gpu_taint]}}, sort_keys=True),
         )
         # Its pods need a node before the add-on reports ACTIVE.
-        addon.node.add_dependency(self.cluster, self.system_nodegroup)
+        addon.node.add_dependency(self.cluster, self.system_capacity)
         # Its ServiceAccount may patch any node's status (the add-on's ClusterRole): hold it to its own node's.
         self.node_status_guard = self.cluster.add_manifest("NodeStatusGuard", *node_status_guard())
         return addon
@@ -518,19 +576,12 @@ class InferenceCluster(ClusterComposition, Construct):
             EBS_CSI_SERVICE_ACCOUNT,
             {"controller": {"nodeSelector": self.system_node_selector}, "node": {"tolerateAllTaints": True}},
         )
-        addon.node.add_dependency(self.cluster.eks_pod_identity_agent, self.system_nodegroup)
+        addon.node.add_dependency(self.cluster.eks_pod_identity_agent, self.system_capacity)
         self.ebs_csi_role = role
         return addon
 
-    def private_subnet_ids(self) -> Sequence[str]:
-        return [s.subnet_id for s in self.vpc.private_subnets]
-
-    def _acknowledge_findings(self) -> None:
-        acknowledge(
-            self.cluster.role,
-            managed_policy("AmazonEKSClusterPolicy"),
-            "EKS requires this AWS managed policy on the cluster service role.",
-        )
+    def _acknowledge_add_on_roles(self) -> None:
+        """The managed policies of the system nodes' and the add-ons' roles (self-managed Karpenter mode)."""
         for policy in SYSTEM_NODE_MANAGED_POLICIES:
             acknowledge(
                 self.system_node_role,
@@ -547,6 +598,20 @@ class InferenceCluster(ClusterComposition, Construct):
             managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
             "AWS keeps the EBS CSI policy in step with the driver; it is tag-scoped to CSI-created volumes.",
         )
+
+    def private_subnet_ids(self) -> Sequence[str]:
+        return [s.subnet_id for s in self.vpc.private_subnets]
+
+    def _acknowledge_findings(self) -> None:
+        acknowledge(
+            self.cluster.role,
+            managed_policy("AmazonEKSClusterPolicy"),
+            "EKS requires this AWS managed policy on the cluster service role.",
+        )
+        if self.auto_mode:
+            cluster_auto_mode.acknowledge_cluster_role(self.cluster)
+        else:
+            self._acknowledge_add_on_roles()
         provider = _created(self.cluster.kubectl_provider, "kubectl provider")
         for policy in (
             "service-role/AWSLambdaBasicExecutionRole",

@@ -38,12 +38,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from llm_eks.constructs import nag
+from llm_eks.constructs.handler import python_handler
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import iam5_findings
 from llm_eks.errors import ConfigError, fail, named_errors
@@ -238,22 +238,17 @@ class PinnedCrds(Construct):
             description="PinnedCrds installer Lambda to the Kubernetes API",
         )
 
-        self.function = lambda_.Function(
+        self.function = python_handler(
             self,
-            "Handler",
             description="Installs pinned, sha256-checked CRDs into an EKS cluster (server-side apply)",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.on_event",
-            # Plain source, no bundling: boto3 ships with the Lambda runtime. Bytecode left by local test runs
-            # must not change the asset hash.
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            source=HANDLER_DIR,
             timeout=cdk.Duration.minutes(props.timeout_minutes),
             memory_size=256,
+            log_retention=props.log_retention,
             environment={"AWS_STS_REGIONAL_ENDPOINTS": "regional"},
             vpc=vpc,
             vpc_subnets=props.subnets,
             security_groups=[self.security_group],
-            log_group=encrypted_log_group(self, "HandlerLogs", props.log_retention),
         )
         role = self.function.role
         if role is None:  # always set for a Function created here without an imported role

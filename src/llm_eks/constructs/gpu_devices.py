@@ -12,6 +12,13 @@
   AL2023 and Bottlerocket AMIs carry EFA's host components but not the plugin ("you must install the device plugin
   on the cluster separately", EKS user guide, device-management-efa); without it a pod requesting EFA never runs.
 
+On EKS Auto Mode (`managed_device_plugins`) the nodes run the NVIDIA and Neuron device plugins themselves ("EKS
+Auto Mode includes the NVIDIA device plugin for Kubernetes. This plugin runs automatically and isn't visible as a
+daemon set", EKS User Guide, auto-accelerated; "You do not need to install the Neuron Device Plugin on EKS Auto Mode
+nodes", automode-learn-instances), so neither is installed; the DCGM exporter (metrics) and the EFA device plugin
+("EKS Compute: EKS Auto Mode, Karpenter, ...", device-management-efa) still are. The Neuron scheduler extension
+depends on the Neuron chart's device plugin and is refused there.
+
 Every DaemonSet selects the `llm-eks.io/accelerator` label the node pools put on their nodes and tolerates the
 pool's taint, so nothing lands on system or CPU nodes. Each release waits for readiness with a timeout well inside
 the kubectl Lambda's 15-minute life (a DaemonSet with no GPU node yet is ready at once).
@@ -49,6 +56,7 @@ from llm_eks.manifests.node_pools import (
     NVIDIA,
     NodePoolsProps,
 )
+from llm_eks.planner.compute_mode import AUTO_MODE
 from llm_eks.versions import (
     DCGM_EXPORTER_CHART_VERSION,
     EFA_DEVICE_PLUGIN_CHART_VERSION,
@@ -179,6 +187,9 @@ class GpuDeviceSoftwareOptions:
     neuron_scheduler: bool = False
     # The EFA device plugin, for pools whose nodes carry EFA interfaces (replicas that span nodes); off without them.
     efa: bool = False
+    # True on EKS Auto Mode: its nodes run the NVIDIA and Neuron device plugins (a second copy would double-advertise
+    # the devices), so neither is installed here. False: the nodes' AMIs decide (see ami_family).
+    managed_device_plugins: bool = False
     # Each Helm release must finish well inside the kubectl Lambda's 15 minutes; otherwise the Lambda dies before
     # Helm reports, and the deployment fails on a timeout instead of Helm's own error.
     helm_timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(10))
@@ -198,6 +209,14 @@ class GpuDeviceSoftwareOptions:
             check_helm_values(name, getattr(self, name))
         if not (self.nvidia or self.neuron):
             raise ConfigError("nvidia, neuron: both False is not allowed; enable the accelerators the pools use")
+        if self.managed_device_plugins and self.neuron_scheduler:
+            raise fail(
+                "neuron_scheduler",
+                True,
+                "the Neuron scheduler extension comes with the Neuron chart's device plugin, which EKS Auto Mode "
+                "nodes replace with their own (managed_device_plugins): give each pod one Neuron device or the whole "
+                "node",
+            )
         if self.ami_family not in AMI_FAMILIES:
             raise fail("ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
         minutes = self.helm_timeout.to_minutes(integral=False)
@@ -216,6 +235,7 @@ def gpu_options_for(pools: NodePoolsProps, **overrides: Any) -> GpuDeviceSoftwar
         neuron=NEURON in vendors,
         ami_family=pools.ami_family,
         efa=any(pool.efa_interfaces for pool in pools.gpu_pools),
+        managed_device_plugins=pools.compute == AUTO_MODE,
         **overrides,
     )
 
@@ -251,7 +271,7 @@ class GpuDeviceSoftware(Construct):
         if props.nvidia:
             # Privileged Pod Security (the reason is on the Namespace); only Prometheus gets in, to the exporter.
             self._namespace(NVIDIA_NAMESPACE, netpol.nvidia_namespace(NVIDIA_NAMESPACE))
-            if props.ami_family != BOTTLEROCKET:
+            if props.ami_family != BOTTLEROCKET and not props.managed_device_plugins:
                 self.nvidia_device_plugin = self._release(
                     "NvidiaDevicePlugin",
                     NVIDIA_DEVICE_PLUGIN_CHART,
@@ -268,7 +288,7 @@ class GpuDeviceSoftware(Construct):
                     dcgm_exporter_values(service_monitor=props.dcgm_service_monitor), props.dcgm_exporter_helm_values
                 ),
             )
-        if props.neuron:
+        if props.neuron and not props.managed_device_plugins:
             self._namespace(NEURON_NAMESPACE, netpol.neuron_namespace(NEURON_NAMESPACE))
             self.neuron_device_plugin = self._release(
                 "NeuronDevicePlugin",
@@ -281,6 +301,8 @@ class GpuDeviceSoftware(Construct):
             # Privileged with host network and /dev/infiniband: GPU node software, in the same namespace (Pod
             # Security privileged; a host-network pod is outside NetworkPolicy, and it takes no connections).
             namespace = NVIDIA_NAMESPACE if props.nvidia else NEURON_NAMESPACE
+            if namespace not in self._namespaces:
+                self._namespace(namespace, netpol.neuron_namespace(namespace))
             self.efa_device_plugin = self._release(
                 "EfaDevicePlugin",
                 EFA_DEVICE_PLUGIN_CHART,

@@ -56,6 +56,8 @@ RELEASE = "kube-prometheus-stack"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")
 
 _PROM_DURATION = re.compile(r"^(\d+(y|w|d|h|m|s|ms))+$")
+# The EBS CSI add-on's driver, and EKS Auto Mode's block storage (EKS User Guide, create-storage-class).
+STORAGE_PROVISIONERS = ("ebs.csi.aws.com", "ebs.csi.eks.amazonaws.com")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class ObservabilityOptions:
     storage_class_name: str = "gp3-encrypted"
     # None: EBS's AWS-managed key (aws/ebs); a customer key ARN for stricter key policies.
     kms_key_arn: str | None = None
+    # The EBS CSI driver the StorageClass names: the EBS CSI add-on's; on EKS Auto Mode its own block storage's
+    # (ebs.csi.eks.amazonaws.com, which InferenceCluster.add_observability sets there).
+    storage_provisioner: str = "ebs.csi.aws.com"
     placement: Placement = field(default_factory=Placement)
     # Worst case is 3 Helm waits (pre-install cert Job, main --wait, post-install webhook-patch Job): 3 x 4 min + 2
     # min setup = 14 min, inside the kubectl Lambda's 15. A normal install takes 2-3 minutes.
@@ -100,6 +105,11 @@ class ObservabilityOptions:
                 f"observability.volume_size_gib: {self.volume_size_gib} is not allowed; must be between 10 and 16384"
             )
         check_kms_key_arn("observability.kms_key_arn", self.kms_key_arn)
+        if self.storage_provisioner not in STORAGE_PROVISIONERS:
+            raise ConfigError(
+                f"observability.storage_provisioner: {self.storage_provisioner!r} is not allowed; must be one of "
+                f"{', '.join(STORAGE_PROVISIONERS)} (the EBS CSI add-on's, or EKS Auto Mode's)"
+            )
         check_helm_values("observability.helm_values", self.helm_values)
 
     @property
@@ -170,7 +180,7 @@ class Observability(Construct):
 
 @builds_objects
 def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
-    """Encrypted gp3 through the EBS CSI driver (installed by the cluster as a managed add-on)."""
+    """Encrypted gp3 through the EBS CSI driver (the cluster's managed add-on, or EKS Auto Mode's block storage)."""
     parameters = {"type": "gp3", "encrypted": "true"}
     if props.kms_key_arn:
         parameters["kmsKeyId"] = props.kms_key_arn
@@ -178,7 +188,7 @@ def storage_class(props: ObservabilityOptions) -> dict[str, Any]:
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": props.storage_class_name, "labels": {"app.kubernetes.io/part-of": "llm-eks"}},
-        "provisioner": "ebs.csi.aws.com",
+        "provisioner": props.storage_provisioner,
         "parameters": parameters,
         # The volume is created in the zone the pod lands in; an immediate one could strand Prometheus in another AZ.
         "volumeBindingMode": "WaitForFirstConsumer",

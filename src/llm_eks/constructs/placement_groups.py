@@ -4,7 +4,8 @@ A cluster placement group puts its instances "in a single AZ on the same network
 high-throughput networking (e.g., EFA workloads)" (Karpenter 1.14.1 website/content/en/docs/concepts/nodeclasses.md,
 spec.placementGroupSelector), and "Each EC2NodeClass maps to exactly one placement group". Karpenter only selects a
 group, it never creates one (designs/placement-groups-support.md, non-goals), so the stack does: AWS::EC2::
-PlacementGroup with strategy cluster. CloudFormation names it; the node class selects it by id (GroupId).
+PlacementGroup with strategy cluster. CloudFormation names it; Karpenter's EC2NodeClass selects it by id (GroupId),
+EKS Auto Mode's NodeClass by name (its Ref).
 Karpenter's IAM already allows it (ec2:DescribePlacementGroups and the placement-group/* resource of RunInstances
 and CreateFleet in its 1.14.1 CloudFormation).
 
@@ -47,3 +48,10 @@ class ClusterPlacementGroups(Construct):
     def ids(self) -> dict[str, str]:
         """Node class name -> placement group id (resolved at deploy), for EC2NodeClass placementGroupSelector."""
         return {name: group.attr_group_id for name, group in self.groups.items()}
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Node class name -> placement group name (its Ref: the resource's primary identifier is GroupName in the
+        AWS::EC2::PlacementGroup schema cfn-lint 1.58.0 ships), for EKS Auto Mode's NodeClass, whose
+        placementGroupSelector selects by name (EKS User Guide, device-management-efa)."""
+        return {name: group.ref for name, group in self.groups.items()}

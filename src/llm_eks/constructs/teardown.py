@@ -21,12 +21,12 @@ from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct, IDependable
 
 from llm_eks.constructs import nag
+from llm_eks.constructs.handler import python_handler
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import iam5_findings
 from llm_eks.errors import ConfigError, named_errors
@@ -71,19 +71,14 @@ class KarpenterTeardown(Construct):
         stack = cdk.Stack.of(self)
         name = props.cluster_name
 
-        self.function = lambda_.Function(
+        # Not in the VPC on purpose: a VPC-attached Lambda leaves ENIs that would themselves block the VPC delete.
+        self.function = python_handler(
             self,
-            "Handler",
             description=f"Deletes Karpenter's leftover instances, launch templates and instance profiles of {name}",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.on_event",
-            # Plain source, no bundling: boto3 ships with the Lambda runtime. Bytecode left by local test runs
-            # must not change the asset hash.
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            source=HANDLER_DIR,
             timeout=cdk.Duration.minutes(props.timeout_minutes),
             memory_size=256,
-            log_group=encrypted_log_group(self, "HandlerLogs", props.log_retention),
-            # Not in the VPC on purpose: a VPC-attached Lambda leaves ENIs that would themselves block the VPC delete.
+            log_retention=props.log_retention,
         )
         statements = self._statements(name, stack)
         for statement in statements:

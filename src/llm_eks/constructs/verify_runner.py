@@ -1,14 +1,31 @@
 """`VerifyRunner`: where a promotion pipeline runs `llm-eks verify` against an environment: a CodeBuild project in
 the cluster's own VPC (so a private API endpoint is reachable, from the cluster security group's view of port 443),
 whose role reads the cluster through an EKS access entry mapped to the read-only `llm-eks-verify` group
-(manifests/verifier: the RBAC grants exactly what verify reads), and a launcher role the pipeline's account may
-assume to hand it the app's source and start it.
+(manifests/verifier: the RBAC grants exactly what verify reads), and a launcher role that one role of the pipeline's
+account may assume (its verify step's role, `verify_step_role_name`, with an ExternalId) to hand the project the
+app's source and start it.
 
 Why not the pipeline's own step: CodeBuild reaches a private EKS endpoint only from inside its VPC, and a pipeline
 in another account (or created before this stack's VPC exists) cannot place its step there. The pipeline step
-therefore assumes the launcher role, uploads the repository to `source_bucket`, starts the project and waits
-(infra/verify_stage.sh); the project installs llm-eks from that source and runs verify, and its exit status is the
-stage's.
+therefore assumes the launcher role, uploads the repository with the synth step's wheelhouse to `source_bucket`,
+starts the project and waits (infra/verify_stage.sh). The project installs llm-eks and every pinned dependency from
+that wheelhouse (`pip install --no-index --require-hashes`: no package index at verify time), waits for the
+environment to settle and verifies it; its exit status is the stage's. It leaves its journal and calibration record
+under `journals/<build id>/` of the bucket, which the step keeps as the stage's artifact.
+
+The launcher may start the one project and nothing else of CodeBuild: a StartBuild that sets any of the project's
+override fields (buildspec, source, image, environment variables, service role, ...) is denied by a `Null: false`
+condition on that field's CodeBuild condition key (present in the request only when the field is set), and the
+actions that start or change builds otherwise (batch, retry, project updates) are denied outright. What is left: the
+launcher writes the source the project runs, so it decides what runs there; whoever may assume it can run code in
+this VPC with the verify group's read access. That is why exactly one role may, and only with the ExternalId.
+
+Network: the project's security group allows HTTPS out and nothing else: to the API endpoint's ENIs in this VPC, and
+through the NAT gateway (or the S3 gateway endpoint) to S3 for the source and the journal and to CloudWatch Logs for
+its log. verify itself calls no AWS API: the kubeconfig is written from the cluster's endpoint and CA (stack values)
+and `aws eks get-token` presigns its token locally, so the runner needs no STS or EKS endpoint (and no interface
+endpoints are created for it). A security group cannot name AWS's public endpoints, so the rule is "443 anywhere":
+what keeps a package index out is the --no-index install, not the network.
 
 The access entry is STANDARD with Kubernetes group `llm-eks-verify` and no access policy: EKS's own policies
 either miss nodes, custom resources and the service proxy (AmazonEKSViewPolicy) or include Secrets
@@ -17,7 +34,9 @@ either miss nodes, custom resources and the service proxy (AmazonEKSViewPolicy) 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
@@ -49,24 +68,84 @@ RUNTIMES = {"python": "3.11", "nodejs": "24"}
 SOURCE_KEY = "source.zip"
 # The policy CDK gives a CodeBuild project in a VPC (cdk-nag IAM5, checkov CKV_AWS_111): as CodeBuild documents it.
 VPC_POLICY_REASON = "CodeBuild's documented VPC policy: it creates and deletes its builds' network interfaces, on *."
+# Where the project leaves its journal and calibration record, under the build's id.
+JOURNALS = "journals"
+JOURNAL_FILE = "verify-journal.jsonl"
+RECORD_FILE = "verify-record.json"
+# The directory of the source llm-eks is installed from (the synth step's wheelhouse), and its hash-pinned list.
+WHEELHOUSE = "wheelhouse"
+REQUIREMENTS = f"{WHEELHOUSE}/requirements.txt"
+# How long verify waits for the deploy to settle before it verifies.
+WAIT_READY = "30m"
+# StartBuild request fields that override the project, by CodeBuild's condition keys (AWS CodeBuild user guide, "AWS
+# CodeBuild condition keys", and the Service Authorization Reference's CodeBuild keys): a key is in the request
+# context only when its field is set, so `Null: false` on it matches a request that sets it (codebuild:source.buildspec
+# supports only Null). One Deny statement per key: the keys of one statement's condition are ANDed.
+OVERRIDE_KEYS = (
+    "codebuild:source.buildspec",
+    "codebuild:source.location",
+    "codebuild:source.auth.type",
+    "codebuild:source.insecureSsl",
+    "codebuild:secondarySources",
+    "codebuild:artifacts",
+    "codebuild:secondaryArtifacts",
+    "codebuild:environment.image",
+    "codebuild:environment.type",
+    "codebuild:environment.computeType",
+    "codebuild:environment.certificate",
+    "codebuild:environment.privilegedMode",
+    "codebuild:environment.environmentVariables",
+    "codebuild:environment.registryCredential",
+    "codebuild:environment.imagePullCredentialsType",
+    "codebuild:serviceRole",
+    "codebuild:encryptionKey",
+    "codebuild:logsConfig",
+    "codebuild:cache",
+)
+# The actions that start or change a build of the project other than a plain StartBuild: denied outright.
+OVERRIDE_ACTIONS = (
+    "codebuild:StartBuildBatch",
+    "codebuild:RetryBuild",
+    "codebuild:RetryBuildBatch",
+    "codebuild:UpdateProject",
+    "codebuild:UpdateProjectVisibility",
+)
+# STS's ExternalId: 2-1,224 characters of these.
+_EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1224}$")
+
+
+@dataclass(frozen=True)
+class VerifyTrust:
+    """The one role that may assume the launcher role (its account and name), and the ExternalId it must give."""
+
+    account: str
+    role_name: str
+    external_id: str
+
+    @classmethod
+    def pipeline_step(cls, environment: str, pipeline_account: str) -> VerifyTrust:
+        """The promotion pipeline's verify step for `environment` (infra/pipeline.py creates its role)."""
+        return cls(
+            pipeline_account, verify_step_role_name(environment), verify_external_id(environment, pipeline_account)
+        )
 
 
 @dataclass(frozen=True)
 class VerifyRunnerProps:
-    """The environment to verify, and who may start its verification."""
+    """The environment to verify, and the one role that may start its verification."""
 
     cluster: eks.Cluster
     # The cdk.json environment name: `llm-eks verify --env <environment>`, and the launcher role's name.
     environment: str
-    # The account whose principals may assume the launcher role (the pipeline's).
-    trusted_account: str
-    # The subnets the project runs in: the cluster's private subnets (reaching the endpoint and, through NAT,
-    # PyPI for the install).
+    # Who may start it (the pipeline's verify step: VerifyTrust.pipeline_step).
+    trusted: VerifyTrust
+    # The subnets the project runs in: the cluster's private subnets (reaching the endpoint and, through the NAT
+    # gateway, S3 and CloudWatch Logs).
     subnets: ec2.SubnetSelection = field(
         default_factory=lambda: ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
     )
-    # Verify reads for a few seconds; the install takes about a minute. 20 minutes is a generous ceiling.
-    timeout_minutes: int = 20
+    # The install from the wheelhouse takes a minute, --wait-ready up to 30 (WAIT_READY), verify seconds: 45 minutes.
+    timeout_minutes: int = 45
     # A month of runs to look back on.
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
 
@@ -76,13 +155,82 @@ class VerifyRunnerProps:
             raise fail(
                 "verify_runner.timeout_minutes", self.timeout_minutes, "must be 5 to 480 minutes (verify takes a few)"
             )
-        if not aws_ids.ACCOUNT.match(self.trusted_account):
-            raise fail("verify_runner.trusted_account", self.trusted_account, "must be a 12-digit AWS account id")
+        t = self.trusted
+        if not aws_ids.ACCOUNT.match(t.account):
+            raise fail("verify_runner.trusted.account", t.account, "must be a 12-digit AWS account id")
+        if not aws_ids.ROLE_NAME.match(t.role_name):
+            raise fail("verify_runner.trusted.role_name", t.role_name, "must be an IAM role name (1-64 characters)")
+        if not _EXTERNAL_ID.match(t.external_id):
+            raise fail(
+                "verify_runner.trusted.external_id",
+                t.external_id,
+                "must be 2 to 1,224 letters, digits and + = , . @ : / - _ (STS's ExternalId)",
+            )
 
 
 def launcher_role_name(environment: str) -> str:
     """The launcher role's fixed name, so the pipeline (in its own stack) can name it in its step's policy."""
     return f"llm-eks-{environment}-verify-launcher"
+
+
+def verify_step_role_name(environment: str) -> str:
+    """The pipeline's verify step's role for `environment` (in the pipeline's account): the one the launcher trusts."""
+    return f"llm-eks-{environment}-verify-step"
+
+
+def verify_external_id(environment: str, pipeline_account: str) -> str:
+    """The ExternalId the verify step gives and the launcher requires. Not a secret: a second condition beside the
+    one principal, so a role that is told the launcher's ARN cannot use it without being the step that was meant to."""
+    return f"llm-eks-verify-{environment}-{pipeline_account}"
+
+
+# Writes the kubeconfig from the project's environment (JSON is YAML): the cluster's endpoint and CA, and `aws eks
+# get-token` as the user, which presigns its token locally (no AWS API call).
+_KUBECONFIG = (
+    '{"apiVersion": "v1", "kind": "Config", '
+    '"clusters": [{"name": "cluster", "cluster": {"server": e["CLUSTER_ENDPOINT"], '
+    '"certificate-authority-data": e["CLUSTER_CA"]}}], '
+    '"users": [{"name": "verifier", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", '
+    '"command": "aws", "args": ["eks", "get-token", "--cluster-name", e["CLUSTER_NAME"], "--output", "json"]}}}], '
+    '"contexts": [{"name": "verify", "context": {"cluster": "cluster", "user": "verifier"}}], '
+    '"current-context": "verify"}'
+)
+_WRITE = f'import json, os; e = os.environ; json.dump({_KUBECONFIG}, open("kubeconfig", "w"))'
+WRITE_KUBECONFIG = f"python3 -c '{_WRITE}'"
+
+
+def build_spec() -> dict[str, Any]:
+    """The project's buildspec: install from the wheelhouse (no index, every file's hash checked), write the
+    kubeconfig, wait for the environment to settle and verify it, and leave the journal and record for the step."""
+    return {
+        "version": "0.2",
+        "env": {"shell": "bash"},
+        "phases": {
+            "install": {
+                # verify starts jsii: the Node 24 LTS beside pyproject.toml's oldest Python (BUILD_IMAGE has both).
+                "runtime-versions": RUNTIMES,
+                "commands": [
+                    "python3 -m venv .venv",
+                    ".venv/bin/pip install --quiet --no-index --require-hashes --find-links "
+                    f"{WHEELHOUSE} -r {REQUIREMENTS}",
+                ],
+            },
+            "build": {
+                "commands": [
+                    WRITE_KUBECONFIG,
+                    '.venv/bin/llm-eks verify --env "$LLM_EKS_ENV" --kubeconfig kubeconfig '
+                    f"--wait-ready {WAIT_READY} --journal {JOURNAL_FILE} --record {RECORD_FILE}",
+                ]
+            },
+            "post_build": {
+                # Whatever the build did: the step reads the journal back and keeps it.
+                "commands": [
+                    f'for f in {JOURNAL_FILE} {RECORD_FILE}; do if [ -f "$f" ]; then aws s3 cp --quiet "$f" '
+                    f'"s3://$VERIFY_BUCKET/{JOURNALS}/$CODEBUILD_BUILD_ID/$f"; fi; done'
+                ]
+            },
+        },
+    }
 
 
 class VerifyRunner(Construct):
@@ -99,7 +247,7 @@ class VerifyRunner(Construct):
             self,
             "Source",
             encryption=s3.BucketEncryption.S3_MANAGED,
-            # A copy of the repository per run: nothing to keep once the run is over.
+            # A copy of the repository per run and its journal: nothing to keep once the run is over.
             lifecycle_rules=[
                 s3.LifecycleRule(expiration=cdk.Duration.days(7), noncurrent_version_expiration=cdk.Duration.days(1))
             ],
@@ -112,8 +260,13 @@ class VerifyRunner(Construct):
             self,
             "SecurityGroup",
             vpc=cluster.vpc,
-            description=f"llm-eks verify runner of {props.environment}: the EKS endpoint, PyPI and AWS APIs",
-            allow_all_outbound=True,
+            description=f"llm-eks verify runner of {props.environment}: HTTPS out only",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(443),
+            "HTTPS: the EKS API endpoint's ENIs in this VPC; S3 and CloudWatch Logs through the NAT or S3 gateway",
         )
         # The endpoint's ENIs carry the cluster's security groups. Rules of our own ids (allow_from names them by the
         # runner's path), so the stack a pipeline stage deploys is the stack `cdk deploy` deploys.
@@ -141,31 +294,12 @@ class VerifyRunner(Construct):
             ),
             environment_variables={
                 "CLUSTER_NAME": codebuild.BuildEnvironmentVariable(value=cluster.cluster_name),
+                "CLUSTER_ENDPOINT": codebuild.BuildEnvironmentVariable(value=cluster.cluster_endpoint),
+                "CLUSTER_CA": codebuild.BuildEnvironmentVariable(value=cluster.cluster_certificate_authority_data),
                 "LLM_EKS_ENV": codebuild.BuildEnvironmentVariable(value=props.environment),
+                "VERIFY_BUCKET": codebuild.BuildEnvironmentVariable(value=self.source_bucket.bucket_name),
             },
-            build_spec=codebuild.BuildSpec.from_object(
-                {
-                    "version": "0.2",
-                    "phases": {
-                        "install": {
-                            # verify starts jsii: the Node 24 LTS beside pyproject.toml's oldest Python.
-                            "runtime-versions": RUNTIMES,
-                            "commands": [
-                                "python3 -m venv .venv",
-                                # The exact pins of constraints.txt where the checkout has one (this repository).
-                                ".venv/bin/pip install --quiet"
-                                " $([ -f constraints.txt ] && echo -c constraints.txt) -e .",
-                            ],
-                        },
-                        "build": {
-                            "commands": [
-                                'aws eks update-kubeconfig --name "$CLUSTER_NAME"',
-                                '.venv/bin/llm-eks verify --env "$LLM_EKS_ENV" --record verify-record.json',
-                            ]
-                        },
-                    },
-                }
-            ),
+            build_spec=codebuild.BuildSpec.from_object(build_spec()),
             vpc=cluster.vpc,
             subnet_selection=props.subnets,
             security_groups=[self.security_group],
@@ -177,9 +311,9 @@ class VerifyRunner(Construct):
         role = self.project.role
         if role is None:
             raise TypeError("codebuild.Project created no role")
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
-        )
+        # Its journal and record, under the build's id; no other AWS API (verify reads the cluster only).
+        journals = self.source_bucket.arn_for_objects(f"{JOURNALS}/*")
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[journals]))
         eks_l1.CfnAccessEntry(
             self,
             "AccessEntry",
@@ -188,30 +322,21 @@ class VerifyRunner(Construct):
             kubernetes_groups=[GROUP],
             type="STANDARD",
         )
+        stack = cdk.Stack.of(self)
+        t = props.trusted
+        trusted = f"arn:{stack.partition}:iam::{t.account}:role/{t.role_name}"
         self.launcher = iam.Role(
             self,
             "Launcher",
             role_name=launcher_role_name(props.environment),
-            assumed_by=iam.AccountPrincipal(props.trusted_account),
+            # One role of the pipeline's account, with the ExternalId: not its account's root, not any role there.
+            assumed_by=iam.ArnPrincipal(trusted).with_conditions({"StringEquals": {"sts:ExternalId": t.external_id}}),
             description=f"The promotion pipeline starts llm-eks verify for {props.environment} through this role",
             max_session_duration=cdk.Duration.hours(1),
         )
-        # PutObject on the one key: the pipeline uploads the source there and starts the build at that version.
-        self.launcher.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.source_bucket.arn_for_objects(SOURCE_KEY)])
-        )
-        self.launcher.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"],
-                resources=[self.project.project_arn],
-            )
-        )
-        self.launcher.add_to_principal_policy(
-            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[f"{log_group.log_group_arn}:*"])
-        )
+        self._launcher_policy(log_group, journals)
         self._acknowledge(role)
         # Stack outputs (the pipeline's verify step reads them through env_from_cfn_outputs).
-        stack = cdk.Stack.of(self)
         self.outputs: dict[str, cdk.CfnOutput] = {
             "VERIFY_PROJECT": cdk.CfnOutput(stack, "VerifyProject", value=self.project.project_name),
             "VERIFY_SOURCE_BUCKET": cdk.CfnOutput(stack, "VerifySourceBucket", value=self.source_bucket.bucket_name),
@@ -219,15 +344,45 @@ class VerifyRunner(Construct):
             "VERIFY_LOG_GROUP": cdk.CfnOutput(stack, "VerifyLogGroup", value=log_group.log_group_name),
         }
 
+    def _launcher_policy(self, log_group: logs.ILogGroup, journals: str) -> None:
+        """Upload the source (the one key) and read the journals back; start, watch and stop the one project, with no
+        override; read its log."""
+        grants = [
+            (["s3:PutObject"], self.source_bucket.arn_for_objects(SOURCE_KEY)),
+            (["s3:GetObject"], journals),
+            (["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], self.project.project_arn),
+            (["logs:GetLogEvents"], f"{log_group.log_group_arn}:*"),
+        ]
+        for actions, resource in grants:
+            self.launcher.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[resource]))
+        for key in OVERRIDE_KEYS:
+            self.launcher.add_to_principal_policy(
+                iam.PolicyStatement(
+                    effect=iam.Effect.DENY,
+                    actions=["codebuild:StartBuild"],
+                    resources=[self.project.project_arn],
+                    conditions={"Null": {key: "false"}},
+                )
+            )
+        self.launcher.add_to_principal_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY, actions=list(OVERRIDE_ACTIONS), resources=[self.project.project_arn]
+            )
+        )
+
     def _acknowledge(self, project_role: iam.IRole) -> None:
         """Each wildcard the project's and the launcher's policies hold, by name, with why."""
         policies: list[tuple[IConstruct, str]] = [
             (
                 project_role,
                 "CodeBuild's grants to its own project: its log streams and report groups (named per build), the "
-                "source bucket's objects, and the VPC network interfaces it attaches in this VPC's subnets",
+                "source bucket's objects, the journals it writes per build, and the VPC network interfaces it "
+                "attaches in this VPC's subnets",
             ),
-            (self.launcher, "The verify runner's own log streams, named by CodeBuild per build."),
+            (
+                self.launcher,
+                "The verify runner's own log streams (named by CodeBuild per build) and the journals of its builds.",
+            ),
         ]
         vpc_policy = self.project.node.try_find_child("PolicyDocument")
         if vpc_policy is not None:

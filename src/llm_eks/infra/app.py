@@ -16,6 +16,7 @@ from llm_eks.config import EnvironmentConfig, load_environments, parse_environme
 from llm_eks.config.canary_capacity import canary_overlaps
 from llm_eks.config.pipeline import PIPELINE_CONTEXT, PipelineConfig, parse_pipeline
 from llm_eks.config.plans import plan_workloads
+from llm_eks.constructs.verify_runner import VerifyTrust
 from llm_eks.errors import ConfigError
 from llm_eks.hub.records import MODELS_DIR, MODELS_DIR_CONTEXT
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
@@ -98,8 +99,8 @@ def build_app(app: cdk.App, *, quiet: bool = True) -> list[InferenceStack]:
     stages: list[EnvironmentStage] = []
     for config, plans, workloads in planned:
         if pipeline is not None and config.name in staged:
-            verifier = pipeline.account if pipeline.verify else None
-            stages.append(EnvironmentStage(app, config, plans, workloads, verifier_account=verifier))
+            verifier = VerifyTrust.pipeline_step(config.name, pipeline.account) if pipeline.verify else None
+            stages.append(EnvironmentStage(app, config, plans, workloads, verifier=verifier))
             stacks.append(stages[-1].stack)
         else:
             stacks.append(InferenceStack(app, config, plans, workloads))

@@ -15,7 +15,8 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
-from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart
+from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_name
+from llm_eks.manifests.benchmark import service_account as benchmark_service_account
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
 from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import VLLM_APP, selector_labels
@@ -26,9 +27,10 @@ from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
-from llm_eks.manifests.verifier import rbac_objects
+from llm_eks.manifests.verifier import load_rbac, rbac_objects, workload_rbac
 from llm_eks.manifests.vllm import PORT, VllmChart
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
+from llm_eks.planner.compute_mode import AUTO_MODE
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,10 @@ class ChartPlan:
 
     id: str
     chart: cdk8s.Chart
-    # Prerequisites by name: "karpenter", "observability", "keda", "kuberay", "lws", "secrets", "alb", "istio" (the
-    # Gateway API and InferencePool CRDs, and istiod), "weights" (this chart's workload's S3 read access), "staging"
-    # (its staging Job's write access), or the id of an earlier chart. The CDK stack maps each to a construct; a
-    # GitOps pipeline to a sync wave.
+    # Prerequisites by name: "karpenter" (on EKS Auto Mode "auto-mode-nodes": the node role), "observability", "keda",
+    # "kuberay", "lws", "secrets", "alb", "istio" (the Gateway API and InferencePool CRDs, and istiod), "weights" (this
+    # chart's workload's S3 read access), "staging" (its staging Job's write access), or the id of an earlier chart. The
+    # CDK stack maps each to a construct; a GitOps pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
     apply: bool = True
@@ -127,7 +129,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
     if "neuron" in vendors:
         objects += netpol.neuron_namespace(netpol.NEURON_NAMESPACE)
-    # Cluster-wide too: the read-only RBAC of `llm-eks verify`.
+    # The read-only RBAC of `llm-eks verify`: cluster-wide, and in the monitoring namespace (the workloads' charts carry
+    # their namespaces' Roles).
     return objects + rbac_objects()
 
 
@@ -151,7 +154,8 @@ def build_charts(
     with a bucket the stack creates: apply it with the stack output's name). `cache_signing_key`: the ARN of the KMS
     key the compile caches are signed with, in the same ConfigMap. `cluster_oidc_issuer`: the cluster's OIDC
     issuer URL, for a gateway that trusts the cluster's own service-account tokens. `placement_groups`: the cluster
-    placement group id of each EFA node class (efa_node_classes), by node class name."""
+    placement group of each EFA node class (efa_node_classes), by node class name: its id for Karpenter, its name on
+    EKS Auto Mode."""
     v = config.vpc
     snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
@@ -165,12 +169,14 @@ def build_charts(
         image_snapshot_id=snapshots[0] if snapshots else None,
         tags=dict(config.tags),
         placement_groups=dict(placement_groups or {}),
+        compute=config.compute,
     )
     node_pools = NodePoolsChart(app, "node-pools", pools)
     if config.workloads and any(isinstance(w, VllmWorkload) and w.headroom is not None for w in workloads):
         # Several workloads: the placeholders' PriorityClass is nobody's; it goes with the capacity it reserves.
         add_objects(node_pools, [priority_class()])
-    charts = [ChartPlan("node-pools", node_pools, needs=("karpenter",))]
+    capacity = "auto-mode-nodes" if config.compute == AUTO_MODE else "karpenter"
+    charts = [ChartPlan("node-pools", node_pools, needs=(capacity,))]
     nvidia = [w for w in workloads if w.gpu_pool.vendor == "nvidia"]
     if config.workloads and nvidia:
         # Several workloads: the cluster's one DCGM ServiceMonitor is nobody's (build_workloads gave it to none).
@@ -240,6 +246,8 @@ def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartP
     add_objects(
         ray, netpol.ray_policies(r.namespace, r.name, pod_selector(r.name), direct_clients=workload.gateway is None)
     )
+    # What `llm-eks verify` reads in the namespace (group llm-eks-verify).
+    add_objects(ray, workload_rbac(r.namespace))
     return [
         ChartPlan(ray_id, ray, needs=("node-pools", *prerequisites(workload)), workload=workload),
         ChartPlan(
@@ -275,6 +283,10 @@ def _vllm_charts(
         direct_clients=workload.gateway is None or vllm.api_key_secret is not None,
     )
     add_objects(vllm_chart, policies)
+    # What `llm-eks verify` reads in the namespace (group llm-eks-verify), and the load Job `--load` runs (group
+    # llm-eks-load); the benchmark's ServiceAccount is applied with the workload, so that Job finds it.
+    load = [benchmark_service_account(vllm, bench), *load_rbac(vllm.namespace, [load_job_name(bench.name)])]
+    add_objects(vllm_chart, [*workload_rbac(vllm.namespace), *load])
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:
@@ -300,7 +312,7 @@ def _vllm_charts(
         ),
         ChartPlan(
             ids["benchmark"],
-            BenchmarkChart(app, ids["benchmark"], vllm, bench),
+            BenchmarkChart(app, ids["benchmark"], vllm, bench, with_service_account=False),
             needs=(own,),
             apply=False,
             workload=workload,

@@ -1,9 +1,14 @@
 """The promotion pipeline: one self-mutating CDK Pipeline (CodePipeline V2) that synthesizes the app from the
 repository, then deploys the environments in order (dev, staging, prod by default), each as a `cdk.Stage` holding
 its `InferenceStack` under the stack's own name (so an environment deployed by hand before is updated, not
-duplicated). Approved stages wait for a person first; every stage ends with `llm-eks verify` run inside that
-environment's VPC by its VerifyRunner (the verify step only starts it: verify_stage.sh), so a stage whose cluster
-breaches or drifts from its plan stops the promotion there.
+duplicated). Approved stages wait for a person first; every stage ends with `llm-eks verify --wait-ready` run inside
+that environment's VPC by its VerifyRunner (the verify step only starts it: verify_stage.sh), so a stage whose
+cluster breaches or drifts from its plan stops the promotion there.
+
+The synth step also builds the wheelhouse the runner installs from (`wheelhouse_command`: llm-eks and every pinned
+dependency, with their hashes; infra/wheelhouse.py); each verify step takes it with the checkout, runs as a role of
+its own (`verify_step_role_name`) that is the one principal its environment's launcher role trusts, with the
+ExternalId, and keeps the runner's journal as its output artifact.
 
 Cross-account: the artifact bucket has a KMS key (cross_account_keys, rotated), and each environment's account must
 be bootstrapped to trust the pipeline's (`cdk bootstrap --trust <pipeline account>`).
@@ -27,7 +32,15 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.config.pipeline import PipelineConfig
 from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.nag import acknowledge, iam5_findings, skip_checkov
-from llm_eks.constructs.verify_runner import BUILD_IMAGE, RUNTIMES, launcher_role_name
+from llm_eks.constructs.verify_runner import (
+    BUILD_IMAGE,
+    RUNTIMES,
+    WHEELHOUSE,
+    VerifyTrust,
+    launcher_role_name,
+    verify_external_id,
+    verify_step_role_name,
+)
 from llm_eks.infra.stack import InferenceStack
 from llm_eks.infra.workloads import Workload
 from llm_eks.planner import Plan
@@ -44,6 +57,8 @@ ASSET_ROLE_REASON = (
 )
 # The synth step runs the test suite and three synths: CodeBuild's 3 GB SMALL is too little for jsii and pytest -n 2.
 SYNTH_COMPUTE = codebuild.ComputeType.MEDIUM
+# The verify step's output directory (verify_stage.sh writes the journal into it).
+VERIFY_OUTPUT = "verify-output"
 
 
 def verify_stage_script() -> str:
@@ -61,13 +76,11 @@ class EnvironmentStage(cdk.Stage):
         plans: Sequence[Plan],
         workloads: Sequence[Workload],
         *,
-        verifier_account: str | None,
+        verifier: VerifyTrust | None,
     ) -> None:
         super().__init__(scope, config.name, env=cdk.Environment(account=config.account, region=config.region))
         self.config = config
-        self.stack = InferenceStack(
-            self, config, plans, workloads, stack_name=config.stack_name, verifier_account=verifier_account
-        )
+        self.stack = InferenceStack(self, config, plans, workloads, stack_name=config.stack_name, verifier=verifier)
 
 
 class PromotionPipelineStack(cdk.Stack):
@@ -84,14 +97,16 @@ class PromotionPipelineStack(cdk.Stack):
         self.source = pipelines.CodePipelineSource.connection(
             s.repository, s.branch, connection_arn=s.connection_arn, trigger_on_push=True
         )
+        commands = [*config.synth_commands, *([config.wheelhouse_command] if config.verify else [])]
+        synth = pipelines.ShellStep("Synth", input=self.source, commands=commands, primary_output_directory="cdk.out")
+        # What the verify runners install llm-eks from (no package index at verify time).
+        self.wheelhouse = synth.add_output_directory(WHEELHOUSE) if config.verify else None
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
             pipeline_name="llm-eks",
             pipeline_type=codepipeline.PipelineType.V2,
-            synth=pipelines.ShellStep(
-                "Synth", input=self.source, commands=list(config.synth_commands), primary_output_directory="cdk.out"
-            ),
+            synth=synth,
             # Every step (the self-mutation runs the CDK CLI on Node too) on the image with Node 24.
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE)
@@ -135,19 +150,32 @@ class PromotionPipelineStack(cdk.Stack):
 
     def _verify_step(self, stage: EnvironmentStage) -> pipelines.CodeBuildStep:
         runner = stage.stack.verify_runner
-        if runner is None:
+        if runner is None or self.wheelhouse is None:
             raise TypeError(f"stage {stage.config.name} has no VerifyRunner")
         config = stage.config
         launcher = f"arn:{cdk.Aws.PARTITION}:iam::{config.account}:role/{launcher_role_name(config.name)}"
+        # The one principal the environment's launcher role trusts (by this fixed name, from its own account).
+        role = iam.Role(
+            self,
+            f"VerifyRole-{config.name}",
+            role_name=verify_step_role_name(config.name),
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            description=f"The promotion pipeline's verify step for {config.name}: assumes its launcher role",
+        )
         step = pipelines.CodeBuildStep(
             f"Verify-{config.name}",
             input=self.source,
-            env={"LLM_EKS_ENV": config.name},
+            additional_inputs={WHEELHOUSE: self.wheelhouse},
+            env={"LLM_EKS_ENV": config.name, "VERIFY_EXTERNAL_ID": verify_external_id(config.name, self.account)},
             env_from_cfn_outputs=runner.outputs,
             commands=[f"bash -c {shlex.quote(verify_stage_script())}"],
+            role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[launcher])],
-            # The wait for the build (verify_stage.sh polls at most 30 minutes) plus the upload.
-            timeout=cdk.Duration.minutes(40),
+            # The runner's journal and the build's id and status: the stage's artifact.
+            primary_output_directory=VERIFY_OUTPUT,
+            # The wait for the build (verify_stage.sh polls at most 50 minutes: the runner's 45 and its queue) and
+            # the upload.
+            timeout=cdk.Duration.minutes(60),
         )
         self.verify_steps[config.name] = step
         return step
@@ -226,6 +254,11 @@ _GENERATED_POLICIES = (
     ("/Source/", "The source action writes the checkout to the artifact bucket with the artifact key."),
     ("/Build/Synth/", "The synth project: its own logs and report groups, the artifact objects and key."),
     ("/Verify-", "The verify step: its own logs and report groups, the checkout's artifact objects and key."),
+    (
+        "/VerifyRole-",
+        "The verify step's role: its own logs and report groups, the checkout's, wheelhouse's and journal's artifact "
+        "objects and key.",
+    ),
     ("/UpdatePipeline/SelfMutation/", "Self-mutation: cdk bootstrap roles only (by tag), stacks and artifacts."),
     ("/Assets/", "CDK Pipelines' asset publishing: one role for its publishing projects, bootstrap roles only."),
 )

@@ -1,16 +1,19 @@
 """`InferenceStack`: the composition root for one environment (`LlmEks-<env>`): config and plan in, constructs out.
 
-The order lives in the constructs (`InferenceCluster.add_*`, see constructs/composition.py), so a user's own app
-gets it too. On create: cluster and system nodes, then the controllers (each after the system node group, or
-`helm --wait` times out with nowhere to run), then node pools (after Karpenter's CRDs and controller), then
-workloads (after the operators whose CRDs and webhooks they need, by the names in each chart's `needs`). On delete
-CloudFormation walks the same graph backwards: workloads go first, node pools are deleted while Karpenter still runs
-(so it drains and terminates their nodes), and the teardown safety net sweeps what is left before the VPC goes.
+The order lives in the constructs (`InferenceCluster.add_*`, see constructs/composition.py), so a user's own app gets it
+too. With `compute: auto-mode` EKS Auto Mode takes Karpenter's place (its built-in system pool runs the controllers; the
+node pools wait for the node role of their NodeClasses instead of Karpenter's controller). On create: cluster and system
+nodes, then the controllers (each after the system node group, or `helm --wait` times out with nowhere to run), then
+node pools (after Karpenter's CRDs and controller), then workloads (after the operators whose CRDs and webhooks they
+need, by the names in each chart's `needs`). On delete CloudFormation walks the same graph backwards: workloads go
+first, node pools are deleted while Karpenter still runs (so it drains and terminates their nodes), and the teardown
+safety net sweeps what is left before the VPC goes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -24,18 +27,19 @@ from llm_eks.config.capacity import reservation_warnings
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.api_key import GeneratedApiKey, GeneratedApiKeyProps
 from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps, record_access_elsewhere
+from llm_eks.constructs.auto_mode import AutoModeNodes
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
 from llm_eks.constructs.crds import GATEWAY_API_CRDS, INFERENCE_POOL_CRD
 from llm_eks.constructs.gpu_devices import gpu_options_for
 from llm_eks.constructs.istio import IstioGatewayOptions
-from llm_eks.constructs.karpenter import KarpenterOptions
+from llm_eks.constructs.karpenter import Karpenter, KarpenterOptions
 from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.constructs.placement_groups import ClusterPlacementGroups
-from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps
+from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps, VerifyTrust
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, efa_node_classes, service_account, workload_secrets
@@ -49,6 +53,7 @@ from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.vllm.compile_job import writer_name
 from llm_eks.manifests.weights_staging import WeightsStagingProps
 from llm_eks.planner import Plan
+from llm_eks.planner.compute_mode import AUTO_MODE
 
 # Why a weights bucket without the stack's trail has no server access logs: the environment turned the trail off,
 # which its config allows only where an organisation trail records the bucket's data events.
@@ -67,12 +72,13 @@ class InferenceStack(cdk.Stack):
         plans: Plan | Sequence[Plan],
         workloads: Workload | Sequence[Workload] | None = None,
         *,
-        verifier_account: str | None = None,
+        verifier: VerifyTrust | None = None,
         **kwargs: Any,
     ) -> None:
         """`plans`: one per workload in `config.served` order (a single Plan for a one-workload environment);
         `workloads`: their chart props, built (and validated) from config and plans when not given;
-        `verifier_account`: the promotion pipeline's account, which may start `llm-eks verify` here (VerifyRunner)."""
+        `verifier`: the one role (the promotion pipeline's verify step) that may start `llm-eks verify` here
+        (VerifyRunner)."""
         self.plans: tuple[Plan, ...] = (plans,) if isinstance(plans, Plan) else tuple(plans)
         env = cdk.Environment(account=config.account, region=config.region) if config.account else None
         summary = "; ".join(p.summary_line() for p in self.plans)
@@ -100,11 +106,18 @@ class InferenceStack(cdk.Stack):
 
         self.platform = InferenceCluster(self, "Platform", self._cluster_props(config))
         self.cluster = self.platform.cluster
-        # The interruption queue and the controller, ordered after the system nodes and the Pod Identity agent. The
-        # teardown safety net is ordered before the VPC, node role and cluster by the construct itself.
-        self.karpenter = self.platform.add_karpenter(
-            KarpenterOptions(node_repair="node-repair" in config.alpha_features)
-        )
+        # What the node pools launch with: on EKS Auto Mode the node role of llm-eks's NodeClasses (Auto Mode runs
+        # Karpenter and handles Spot interruptions itself); else the interruption queue and the controller, ordered
+        # after the system nodes and the Pod Identity agent. The teardown safety net is ordered before the VPC, node
+        # role and cluster by the construct itself.
+        self.karpenter: Karpenter | None = None
+        self.node_capacity: Karpenter | AutoModeNodes
+        if config.compute == AUTO_MODE:
+            self.node_capacity = self.platform.add_auto_mode_nodes()
+        else:
+            self.karpenter = self.node_capacity = self.platform.add_karpenter(
+                KarpenterOptions(node_repair="node-repair" in config.alpha_features)
+            )
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
         environment_addons = addons(self.workloads)
@@ -116,21 +129,20 @@ class InferenceStack(cdk.Stack):
             )
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
-        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it).
-        self.cluster.add_manifest("VerifierRbac", *rbac_objects())
+        # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it): cluster-wide,
+        # and a Role in the monitoring namespace, which comes with the observability stack.
+        self.cluster.add_manifest("VerifierRbac", *rbac_objects()).node.add_dependency(self.observability)
         self.verify_runner = (
             None
-            if verifier_account is None
+            if verifier is None
             else VerifyRunner(
-                self,
-                "Verifier",
-                VerifyRunnerProps(cluster=self.cluster, environment=config.name, trusted_account=verifier_account),
+                self, "Verifier", VerifyRunnerProps(cluster=self.cluster, environment=config.name, trusted=verifier)
             )
         )
         self.api_key = self._api_key(config)
         # What a chart may need, by the names ChartPlan.needs uses (InferenceCluster.add_chart orders it after them).
         self._prerequisites: dict[str, tuple[IConstruct, ...]] = {
-            "karpenter": (self.karpenter,),
+            "karpenter" if self.karpenter is not None else "auto-mode-nodes": (self.node_capacity,),
             "observability": (self.observability,),
         }
         for name in environment_addons:
@@ -145,19 +157,21 @@ class InferenceStack(cdk.Stack):
         self.placement_groups = ClusterPlacementGroups(
             self, "PlacementGroups", node_classes=efa_node_classes(self.workloads)
         )
-        if self.karpenter.teardown is not None and self.placement_groups.groups:
-            self.karpenter.teardown.run_before_deleting(*self.placement_groups.groups.values())
+        teardown = self.karpenter.teardown if self.karpenter is not None else None
+        if teardown is not None and self.placement_groups.groups:
+            teardown.run_before_deleting(*self.placement_groups.groups.values())
         self.charts = build_charts(
             self.k8s_app,
             config,
             self.workloads,
-            node_role_name=self.karpenter.node_role_name,
+            node_role_name=self.node_capacity.node_role_name,
             # The EKS cluster security group lets nodes reach the control plane and each other.
             security_group_ids=(self.cluster.cluster_security_group_id,),
             weights_bucket=None if self.weights_bucket is None else self.weights_bucket.bucket_name,
             cache_signing_key=self._cache_signing_key(),
             cluster_oidc_issuer=self.cluster.cluster_open_id_connect_issuer_url,
-            placement_groups=self.placement_groups.ids,
+            # Karpenter's EC2NodeClass selects a placement group by id, Auto Mode's NodeClass by name.
+            placement_groups=self.placement_groups.names if self.karpenter is None else self.placement_groups.ids,
         )
         plans_by_key = {s.key: (s, p) for s, p in zip(config.served, self.plans, strict=True)}
         # Where the plans meet the environment's capacity reservations (a plan warning of its own id).
@@ -211,8 +225,7 @@ class InferenceStack(cdk.Stack):
     # -- composition --------------------------------------------------------------------------------------------
 
     def _cluster_props(self, config: EnvironmentConfig) -> InferenceClusterProps:
-        s = config.system_nodes
-        return InferenceClusterProps(
+        props = InferenceClusterProps(
             cluster_name=config.cluster_name,
             vpc=self._imported_vpc(config) if config.vpc.imported else None,
             vpc_cidr=config.vpc.cidr,
@@ -229,13 +242,20 @@ class InferenceStack(cdk.Stack):
                 and not config.vpc.imported
                 else ()
             ),
+            admin_role_arns=config.admin_role_arns,
+            rollout_role_arns=config.rollout_role_arns,
+            auto_mode=config.compute == AUTO_MODE,
+        )
+        if props.auto_mode:
+            return props  # Auto Mode's built-in system pool (config refuses system_nodes there)
+        s = config.system_nodes
+        return replace(
+            props,
             system_instance_type=s.instance_type,
             system_min_size=s.min_size,
             system_desired_size=s.desired_size,
             system_max_size=s.max_size,
             system_disk_gib=s.disk_gib,
-            admin_role_arns=config.admin_role_arns,
-            rollout_role_arns=config.rollout_role_arns,
         )
 
     def _imported_vpc(self, config: EnvironmentConfig) -> ec2.IVpc:
@@ -315,7 +335,12 @@ class InferenceStack(cdk.Stack):
             key = (self.api_key.secret,) if self.api_key is not None else ()
             return self.secrets_store, *key
         elif name == "alb":
-            construct = self.platform.add_load_balancer_controller()
+            # On EKS Auto Mode its own load balancing takes the Ingresses of class `alb`.
+            construct = (
+                self.platform.add_ingress_class()
+                if self.karpenter is None
+                else self.platform.add_load_balancer_controller()
+            )
         elif name == "istio":
             # The gateway's controller, and the Gateway API and InferencePool CRDs its objects need.
             crds = self.platform.add_pinned_crds((*GATEWAY_API_CRDS, INFERENCE_POOL_CRD), id="GatewayCrds")

@@ -1,7 +1,8 @@
 """`BenchmarkChart`: a one-shot Job that runs `vllm bench serve` against the vLLM Service and prints the result JSON.
 
 It runs on CPU capacity (llm-eks places it on the CPU node pool, never a GPU node) with the same pinned vLLM image,
-as a ServiceAccount of its own (named after the Job), whose Pod Identity role reads only what a client needs: the
+as a ServiceAccount of its own (named after the benchmark; llm-eks applies it with the workload, so the Job and
+`llm-eks verify --load` find it), whose Pod Identity role reads only what a client needs: the
 API key, and the model's tokenizer files. With staged weights an init container copies those few files from the
 weights bucket (no Hub token, no weights, no compile cache); otherwise the tokenizer comes from the Hub, with the
 Hub token for a gated model. It mounts the server's SecretProviderClass for the key (a SecretProviderClass names
@@ -11,8 +12,8 @@ _get_headers).
 Requests go to /v1/completions with random token prompts of exactly `input_len` tokens and `--ignore-eos`, so every
 request generates `output_len` tokens: the shape the capacity plan assumed.
 
-Run it after a deploy (a Job is immutable and meant to run on demand, so apply it yourself rather than with the
-stack):
+`llm-eks verify --load` runs it at the plan's load and judges its result. By hand, run it after a deploy (a Job is
+immutable and meant to run on demand, so apply it yourself rather than with the stack):
 
     kubectl -n inference rollout status deploy/<vllm name> --timeout=30m
     kubectl delete -f cdk.out/manifests/<env>/<benchmark file>.yaml --ignore-not-found
@@ -44,6 +45,7 @@ from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.vllm import VllmProps, pod_security_context, service_url, validate_vllm_props
 
 BENCHMARK_APP = "vllm-benchmark"
@@ -82,7 +84,11 @@ print(f"fetch-tokenizer: {got} file(s) from s3://{bucket}/{prefix}", flush=True)
 sys.exit(0 if got else 1)
 """
 RESULT_FILE = "result.json"
+# Job names are at most 63 characters (the pods' job-name label holds one).
+_JOB_NAME_MAX = 63
+LOAD_SUFFIX = "-load"
 RESULT_MARKER = "=== vllm bench serve result.json ==="
+CONTAINER = "vllm-bench"
 # Extended resources of accelerators: the benchmark must never tolerate their taints.
 _ACCELERATOR_KEYS = ("nvidia.com/gpu", "aws.amazon.com/neuron")
 
@@ -125,6 +131,12 @@ class BenchmarkProps:
     ttl_seconds_after_finished: int = 86400
     # A hung run ends after an hour (vLLM's own readiness wait is 10 minutes of it).
     active_deadline_seconds: int = 3600
+
+
+def load_job_name(benchmark_name: str) -> str:
+    """The Job `llm-eks verify --load` and `llm-eks canary --load` run for a benchmark: `<name>-load` (one at a time
+    per workload; its Role may get and delete only that name)."""
+    return benchmark_name[: _JOB_NAME_MAX - len(LOAD_SUFFIX)].rstrip("-") + LOAD_SUFFIX
 
 
 def _number(value: float) -> str:
@@ -237,10 +249,35 @@ def script(vllm: VllmProps) -> str:
     return SCRIPT if vllm.api_key_secret is None else SCRIPT_WITH_KEY
 
 
-class BenchmarkChart(cdk8s.Chart):
-    """The `vllm bench serve` Job for one `VllmChart` workload."""
+@builds_objects
+def service_account(vllm: VllmProps, benchmark: BenchmarkProps) -> dict[str, Any]:
+    """The benchmark's ServiceAccount (named after it; its Pod Identity role reads only what a client needs). The
+    stack applies it with the workload, so a Job `llm-eks verify --load` creates finds it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": benchmark.name,
+            "namespace": vllm.namespace,
+            "labels": app_labels(BENCHMARK_APP, benchmark.name),
+        },
+        "automountServiceAccountToken": False,
+    }
 
-    def __init__(self, scope: Construct, construct_id: str, vllm: VllmProps, benchmark: BenchmarkProps) -> None:
+
+class BenchmarkChart(cdk8s.Chart):
+    """The `vllm bench serve` Job for one `VllmChart` workload, and its ServiceAccount unless `with_service_account`
+    is False (the account is then applied elsewhere: `service_account`)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        vllm: VllmProps,
+        benchmark: BenchmarkProps,
+        *,
+        with_service_account: bool = True,
+    ) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         validate_vllm_props(vllm)
         validate_benchmark_props(benchmark)
@@ -264,7 +301,7 @@ class BenchmarkChart(cdk8s.Chart):
         if vllm.aws_region is not None:
             env.append({"name": "AWS_REGION", "value": vllm.aws_region})
         container = {
-            "name": "vllm-bench",
+            "name": CONTAINER,
             "image": b.image or vllm.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", script(vllm), "vllm-bench"],
@@ -289,15 +326,18 @@ class BenchmarkChart(cdk8s.Chart):
         if b.tokenizer_prefix is not None:
             pod_spec["initContainers"] = [_fetch_tokenizer(vllm, b)]
         pod_spec.update(placement(b.node_selector, b.tolerations))
-        plain_object(
-            self,
-            "service-account",
-            api_version="v1",
-            kind="ServiceAccount",
-            metadata={"name": b.name, "namespace": vllm.namespace, "labels": labels},
-            body={"automountServiceAccountToken": False},
-            source=__name__,
-        )
+        if with_service_account:
+            account = service_account(vllm, b)
+            body = {"automountServiceAccountToken": account["automountServiceAccountToken"]}
+            plain_object(
+                self,
+                "service-account",
+                api_version="v1",
+                kind="ServiceAccount",
+                metadata=account["metadata"],
+                body=body,
+                source=__name__,
+            )
         plain_object(
             self,
             "job",

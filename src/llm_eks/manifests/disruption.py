@@ -8,10 +8,11 @@ so they live together and are validated once. No aws_cdk import (GitOps users bu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_eks.errors import fail
+from llm_eks.planner.compute_mode import AUTO_MODE_EXPIRE_AFTER_HOURS
 
 # Patterns from the Karpenter v1.14 NodePool CRD, checked here so a typo fails at synth, not at `kubectl apply`.
 _DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
@@ -80,3 +81,8 @@ GPU_DISRUPTION = Disruption()
 # lets short benchmark jobs come and go without a node being replaced under the next one; one CPU node at a time, so
 # the Ray head and a benchmark run never lose their nodes together.
 CPU_DISRUPTION = Disruption(consolidation_policy="WhenEmptyOrUnderutilized", consolidate_after="5m")
+# EKS Auto Mode replaces every node at 21 days and drifts each one with its weekly AMI: the pools expire a day inside
+# that cap (planner/compute_mode.py), so their own expiry and grace period decide how an old node leaves. A GPU pool's
+# grace period is sized from its plan there (infra/workloads/pools.py): long enough for one replica to restart.
+AUTO_MODE_GPU_DISRUPTION = replace(GPU_DISRUPTION, expire_after=f"{AUTO_MODE_EXPIRE_AFTER_HOURS}h")
+AUTO_MODE_CPU_DISRUPTION = replace(CPU_DISRUPTION, expire_after=f"{AUTO_MODE_EXPIRE_AFTER_HOURS}h")

@@ -10,8 +10,10 @@ from llm_eks.planner.cold_start import (
     WARMUP_PER_EXTRA_NODE_S,
     WARMUP_PER_GPU_DOUBLING_S,
     image_assumption,
+    node_image_source,
     weights_assumption,
 )
+from llm_eks.planner.compute_mode import compute_assumptions
 from llm_eks.planner.kv_cache import BLOCK_TOKENS
 from llm_eks.planner.latency import FITTED, efa_link, link
 from llm_eks.planner.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES, batch_defaults
@@ -83,13 +85,14 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         else f"max_num_seqs {r.max_num_seqs} as given: vLLM's profiling run (the activation peak above) uses it",
         f"pod requests: node allocatable less {DAEMONSET_CPU_MILLICORES}m CPU and {DAEMONSET_MEMORY_MIB} MiB for "
         f"DaemonSets, split over {fit.replicas_per_node} pod(s) per node",
-        image_assumption(r.image_source),
+        image_assumption(node_image_source(ctx, fit)),
         weights_assumption(r.weights_source),
         f"warm-up: {WARMUP_BASE_S} s (start-up, torch.compile with a cold cache, CUDA graphs) + "
         f"{WARMUP_PER_GPU_DOUBLING_S} s per doubling of GPUs + {WARMUP_PER_EXTRA_NODE_S} s per extra node",
         f"node provisioning: {NODE_PROVISION_S} s from Karpenter launch to a Ready GPU node",
         _latency_assumption(fit),
         f"price: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}",
+        *compute_assumptions(r.compute, inst.family),
     ]
     if r.fixed_shape or r.data_parallel_size is not None or r.enable_expert_parallel is not None:
         fixed = [f"{name} {value}" for name, value in (("tensor_parallel_size", r.tensor_parallel_size),

@@ -34,15 +34,22 @@ class ObservedLoad:
 
 @dataclass(frozen=True)
 class LoadEstimate:
-    """The plan's latency estimates at one observed load (ms)."""
+    """The plan's latency estimates at one observed load (ms), and the load as estimated."""
 
     load: ObservedLoad
+    # What the step was estimated with: the replica's decode batch (at least 1, at most what its engines batch) and
+    # the request's lengths (whole tokens within max_model_len).
+    batch: int
+    prompt_tokens: int
+    output_tokens: int
     ttft_ms: float
     ttft_p99_ms: float
     itl_ms: float
     itl_p99_ms: float
     # Mean time per output token with the prompts' chunks mixed in.
     tpot_ms: float
+    # Output tokens per second of the replica at that load.
+    output_tokens_per_s: float
 
 
 def estimate_at_load(plan: Plan, load: ObservedLoad) -> LoadEstimate:
@@ -82,9 +89,13 @@ def estimate_at_load(plan: Plan, load: ObservedLoad) -> LoadEstimate:
     est = estimate(step, others=load.running / plan.data_parallel_size)
     return LoadEstimate(
         load=load,
+        batch=batch,
+        prompt_tokens=prompt,
+        output_tokens=output,
         ttft_ms=est.ttft_ms,
         ttft_p99_ms=est.ttft_p99_ms,
         itl_ms=est.itl_ms,
         itl_p99_ms=est.itl_p99_ms,
         tpot_ms=est.tpot_ms,
+        output_tokens_per_s=est.output_tokens_per_s,
     )

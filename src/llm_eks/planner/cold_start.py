@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from llm_eks.planner.compute_mode import AUTO_MODE, image_source_on
 from llm_eks.planner.request import IMAGE_SOURCES
 from llm_eks.planner.result import ColdStart, ColdStartPath
 
@@ -123,8 +124,14 @@ def warmup_seconds(fit: Fit, compile_cache: bool = False) -> float:
     )
 
 
+def node_image_source(ctx: Context, fit: Fit) -> str:
+    """The image path a new node of the plan takes (on EKS Auto Mode, Auto Mode's: planner/compute_mode.py)."""
+    r = ctx.request
+    return image_source_on(r.compute, r.image_source, fit.instance.family)
+
+
 def estimate_cold_start(ctx: Context, fit: Fit) -> ColdStart:
-    pull = image_seconds(ctx.request.image_source)
+    pull = image_seconds(node_image_source(ctx, fit))
     weights = weights_seconds(ctx, fit)
     warmup = warmup_seconds(fit, compile_cache=ctx.request.weights_source == "staged")
     total = pull + weights + warmup
@@ -143,15 +150,15 @@ def estimate_cold_start(ctx: Context, fit: Fit) -> ColdStart:
 def cold_start_paths(ctx: Context, fit: Fit) -> tuple[ColdStartPath, ...]:
     """Queue spike to a Ready replica for every path (weights from the Hub or S3; image pulled, pulled in parallel,
     or on a restored snapshot on a new node; on a warm node, the image its placeholder pulled), the request's own
-    first."""
-    mine = (ctx.request.weights_source, ctx.request.image_source, False)
+    first. On EKS Auto Mode a new node has one image path, Auto Mode's own (no snapshot, no choice of pull)."""
+    node_source = node_image_source(ctx, fit)
+    mine = (ctx.request.weights_source, node_source, False)
+    sources = (node_source,) if ctx.request.compute == AUTO_MODE else IMAGE_SOURCES
     rows = []
     for weights_source in ("nvme", "s3", "staged"):
         weights = weights_seconds(ctx, fit, weights_source)
         warmup = warmup_seconds(fit, compile_cache=weights_source == "staged")
-        images = {source: image_seconds(source) for source in IMAGE_SOURCES} | {
-            HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S
-        }
+        images = {source: image_seconds(source) for source in sources} | {HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S}
         for image_source, image in images.items():
             warm = image_source == HEADROOM_IMAGE_SOURCE
             node = 0 if warm else NODE_PROVISION_S

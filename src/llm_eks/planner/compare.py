@@ -14,9 +14,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.errors import ConfigError
+from llm_eks.planner.compute_mode import AUTO_MODE
 from llm_eks.planner.cost import COST_FORMULA, cost_per_million_output_tokens, per_million, replicas_for_target
 from llm_eks.planner.expert_parallel import evaluate_expert_parallel
 from llm_eks.planner.neuron import plan as neuron
@@ -105,6 +107,8 @@ def compare(request: PlanRequest) -> list[Comparison]:
             if fit is not None:
                 rows.append(neuron_row(ctx, fit))
             continue
+        if request.compute == AUTO_MODE and not auto_mode.launches(inst.family):
+            continue  # EKS Auto Mode does not launch this family
         for best in (best_fit(ctx, inst), best_expert_parallel_fit(ctx, inst)):
             if best is not None:
                 rows.append(row(ctx, best))

@@ -11,10 +11,16 @@ caller has one (at_load.py), else at the plan's target. Its thresholds, and why:
 - time to first token above 2x. TTFT buckets are coarser still (0.1, 0.25, 0.5, 0.75, 1, 2.5 s: up to 150 % wide), so
   a median at the plan can read ~60 % high; only twice the estimate is clearly the prefill being wrong rather than
   the histogram's resolution. Only above: a lighter load than the estimate's starts first tokens sooner.
+
+A percentile q is judged on at least 5 / (1 - q) observations, so that five of them lie above it: 10 for the median,
+500 for the p99 (`min_samples`). Fewer is "insufficient data", never a pass: a p99 of 100 observations is their
+slowest one, and a median of three is any of them. The alerts' 10-minute window holds thousands at any real load;
+`llm-eks verify` judges windows (and load runs) that may hold fewer.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -27,6 +33,19 @@ class DriftRatios:
 
 
 DRIFT_RATIOS = DriftRatios()
+# Observations that must lie above a percentile for it to be judged (see the module docstring).
+ABOVE_THE_PERCENTILE = 5
+
+
+def min_samples(quantile: float) -> int:
+    """The fewest observations a `quantile` (0.5, 0.99) is judged on: 5 / (1 - quantile), rounded up."""
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be between 0 and 1 (exclusive), not {quantile!r}")
+    return math.ceil(round(ABOVE_THE_PERCENTILE / (1 - quantile), 6))
+
+
+MEDIAN_MIN_SAMPLES = min_samples(0.5)
+P99_MIN_SAMPLES = min_samples(0.99)
 
 
 def drift_ratio(observed_ms: float, estimate_ms: float) -> float:

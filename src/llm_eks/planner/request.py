@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
+from llm_eks.planner.compute_mode import AUTO_MODE, COMPUTE_MODES
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
 from llm_eks.planner.tensor_split import attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
 
@@ -33,6 +35,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "kv_cache_dtype": KV_CACHE_DTYPES,
     "weights_source": WEIGHTS_SOURCES,
     "image_source": IMAGE_SOURCES,
+    "compute": COMPUTE_MODES,
 }
 
 MAX_TARGET_CONCURRENCY = 4096
@@ -92,6 +95,9 @@ class PlanRequest:
     # parallel-pull: what llm-eks's Bottlerocket GPU nodes do by default (SOCI parallel pull and unpack); pull:
     # containerd's default; snapshot: a data volume restored from an image snapshot (workload.image_snapshot_id).
     image_source: str = "parallel-pull"
+    # karpenter: llm-eks's self-managed Karpenter and node classes; auto-mode: EKS Auto Mode's nodes (no image
+    # snapshot, its own parallel pull, weekly node replacement, a management fee; planner/compute_mode.py).
+    compute: str = "karpenter"
     # A replica may span at most this many nodes (pipeline stages, or a MoE model's data-parallel ranks) when one
     # node cannot hold the model.
     max_nodes_per_replica: int = 2
@@ -190,6 +196,7 @@ def validate_request(r: PlanRequest) -> None:
         inst = INSTANCE_TYPES.get(r.accelerator) if isinstance(r.accelerator, str) else None
         if inst is None:
             raise unknown_name("workload.accelerator", r.accelerator, ["auto", *INSTANCE_TYPES])
+    _check_compute(r)
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
     _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
     _int_between("max_nodes_per_replica", r.max_nodes_per_replica, 1, MAX_NODES_PER_REPLICA)
@@ -206,6 +213,24 @@ def validate_request(r: PlanRequest) -> None:
     _validate_vllm_sizes(r, spec)
     _validate_lora(r.lora, spec)
     _validate_expert_parallel(r, spec)
+
+
+def _check_compute(r: PlanRequest) -> None:
+    """What Auto Mode cannot do: restore an image snapshot, or launch a family it does not list."""
+    if r.compute != AUTO_MODE:
+        return
+    if r.image_source == "snapshot":
+        raise fail(
+            "workload.image_source",
+            r.image_source,
+            "needs a node data volume restored from an EBS snapshot, which EKS Auto Mode cannot give (its NodeClass "
+            "takes no block device mappings or user data); Auto Mode nodes pull the image (compute auto-mode), or "
+            "use compute karpenter to keep the snapshot",
+        )
+    if r.accelerator != "auto" and isinstance(r.accelerator, str):
+        reason = auto_mode.unsupported_reason(auto_mode.family_of(r.accelerator))
+        if reason is not None:
+            raise fail("workload.accelerator", r.accelerator, f"{reason}; choose another instance type or auto")
 
 
 def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.models import ModelSpec
+from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from llm_eks.planner.neuron.engine import NeuronLayout, neuron_flags
 from llm_eks.planner.request import PlanRequest
@@ -222,6 +224,22 @@ class Plan:
         return round(self.request.warm_replicas * self.cost_per_replica_hour, 4)
 
     @property
+    def node_image_source(self) -> str:
+        """The image path a new node takes (on EKS Auto Mode, Auto Mode's own: planner/compute_mode.py)."""
+        return image_source_on(self.request.compute, self.request.image_source, self.instance.family)
+
+    @property
+    def node_replacement(self) -> NodeReplacement:
+        """How often the replicas' nodes are replaced, each a replica restart (planner/compute_mode.py)."""
+        cold = self.cold_start
+        return node_replacement(self.request.compute, self.nodes_per_replica, cold.total_s, cold.node_provision_s)
+
+    @property
+    def auto_mode_fee(self) -> str | None:
+        """Auto Mode's fee beside the instance's $/h, as the plan prints it; None with self-managed Karpenter."""
+        return auto_mode.fee_text(self.instance.instance_type) if self.request.compute == AUTO_MODE else None
+
+    @property
     def meets_target(self) -> bool:
         return self.max_concurrency_typical >= self.request.target_concurrency
 
@@ -293,9 +311,10 @@ class Plan:
             where = f"{inst.instance_type} ({inst.accelerators}{TIMES} {inst.accelerator_name}, {inst.cores} cores)"
             split = f"TP{self.tensor_parallel_size} on {self.gpus_per_pod} chip(s), {self.neuron.engine}"
             cost = "cost unknown" if self.cost_per_replica_hour is None else cost
+        fee = "" if self.auto_mode_fee is None else f" ({self.auto_mode_fee})"
         return (
             f"{self.model.short_name} on {where}: {split}, "
-            f"{placement}, KV {tokens_text(self.kv_cache_tokens)} tokens, {cost} per replica"
+            f"{placement}, KV {tokens_text(self.kv_cache_tokens)} tokens, {cost} per replica{fee}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -370,11 +389,23 @@ class Plan:
                 "warm_replicas": self.request.warm_replicas,
                 "warm_headroom_usd_per_hour": self.warm_headroom_usd_per_hour,
             },
+            "compute": {
+                "mode": self.request.compute,
+                "auto_mode_fee_usd_per_hour": (
+                    auto_mode.fee_usd_per_hour(inst.instance_type) if self.request.compute == AUTO_MODE else None
+                ),
+                "node_replacement": {
+                    "every_days": self.node_replacement.every_days,
+                    "restarts_per_replica_month": self.node_replacement.restarts_per_replica_month,
+                    "restart_s": self.node_replacement.restart_s,
+                    "why": self.node_replacement.why,
+                },
+            },
             "cold_start": {
                 "image_pull_s": self.cold_start.image_pull_s,
                 "weights_s": self.cold_start.weights_s,
                 "weights_source": self.request.weights_source,
-                "image_source": self.request.image_source,
+                "image_source": self.node_image_source,
                 "warmup_s": self.cold_start.warmup_s,
                 "total_s": self.cold_start.total_s,
                 "startup_s": self.cold_start.startup_s,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from llm_eks.planner.at_load import LoadEstimate
 from llm_eks.verify.checks_metrics import kv_row, latency_rows
 from llm_eks.verify.checks_nodes import node_rows
 from llm_eks.verify.checks_pods import args_row, serving_row, startup_row
@@ -21,13 +22,20 @@ def evaluate(
     metrics: Mapping[str, WorkloadMetrics],
     window: str,
     now: datetime,
+    at_load: Mapping[str, LoadEstimate | None] | None = None,
 ) -> list[Row]:
+    """`at_load`: per workload name, the planner's estimate at the load the window held (None: none observed)."""
     rows = node_rows(plan.pools, state.node_pools, state.nodes)
     nodes = {name(n): n for n in state.nodes}
     for w in plan.workloads:
         objs = state.workloads.get(w.name) or WorkloadObjects(owner=None)
         m = metrics.get(w.name, NO_METRICS)
-        rows += [serving_row(w, objs), args_row(w, objs), kv_row(w, m), *latency_rows(w, m, window)]
+        rows += [
+            serving_row(w, objs),
+            args_row(w, objs),
+            kv_row(w, m),
+            *latency_rows(w, m, window, (at_load or {}).get(w.name)),
+        ]
         route = route_row(w, objs)
         if route is not None:
             rows.append(route)

@@ -1,21 +1,23 @@
 """Checks 3 and 4, on what Prometheus measured: the KV cache each vLLM server sized against the plan's, and the
-window's TTFT and ITL against the SLO (p99) and the plan's estimates (median). No samples is `unknown`, never ok."""
+window's TTFT and ITL against the SLO (p99) and the planner's estimate at the load the window held (median). Too few
+observations for a percentile is `insufficient`, never ok. The estimate at a load is the planner's
+(llm_eks.planner.at_load); the drift ratios and the observations a percentile needs are planner/drift.py's."""
 
 from __future__ import annotations
 
-from llm_eks.planner.drift import DRIFT_RATIOS, drift_ratio, drifted
+from llm_eks.planner.at_load import LoadEstimate
+from llm_eks.planner.drift import DRIFT_RATIOS, MEDIAN_MIN_SAMPLES, P99_MIN_SAMPLES, drift_ratio, drifted
 from llm_eks.verify.expected import WorkloadPlan
 from llm_eks.verify.observed import Latency, WorkloadMetrics
-from llm_eks.verify.rows import Row
-from llm_eks.verify.text import count, ms, percent, planned_ms, tokens
+from llm_eks.verify.rows import Row, Verdict
+from llm_eks.verify.text import count, load_text, ms, percent, planned_ms, tokens
 
 # A server's KV cache further than this from the plan's is drift. The planner mirrors vLLM 0.33's memory accounting
 # and aims at 5 % (docs/reference/planner-accuracy.md); twice that means something sized the cache differently: the
 # GPU, gpu_memory_utilization, the dtype or max_model_len, or a term of the planner that is wrong for this model.
 KV_TOLERANCE = 0.10
-# Median ITL and TTFT against the plan's estimate: the drift ratio and its thresholds are planner/drift.py's, the
-# ones the drift alerts use too (manifests/monitoring_drift.py). ITL drifts either way, TTFT only above: the estimate
-# is at target_concurrency with chunked prefill sharing each step, and a lighter load starts first tokens sooner.
+# Median ITL and TTFT against the estimate: the drift ratio and its thresholds are planner/drift.py's, the ones the
+# drift alerts use too (manifests/monitoring_drift.py). ITL drifts either way, TTFT only above.
 ITL_MEDIAN_RATIO = DRIFT_RATIOS.itl
 TTFT_MEDIAN_RATIO = DRIFT_RATIOS.ttft
 
@@ -39,46 +41,100 @@ def kv_row(w: WorkloadPlan, m: WorkloadMetrics) -> Row:
     return Row("kv-cache", w.name, planned, observed, "ok", deviation)
 
 
+def judge_latency(
+    check: str,
+    median_ms: float | None,
+    p99_ms: float | None,
+    samples: float,
+    slo_ms: float,
+    estimate_ms: float | None,
+    basis: str,
+    counted: str,
+    unit: str,
+    p99_estimate_ms: float | None = None,
+) -> tuple[Verdict, str, str]:
+    """(verdict, observed, detail) of a TTFT or ITL measured on `samples` observations (`counted` says how many, and
+    where): a median or p99 above the SLO is a breach (a p99's detail names the planner's p99 at this load,
+    `p99_estimate_ms`, when there is one: above the SLO too, the load is more than the plan meets it at; below, the
+    deployment is slower than planned); a median off `estimate_ms` ("~X estimated at ...": `basis`) beyond its ratio
+    is drift; a percentile on fewer observations than it needs is not judged, and leaves the row insufficient rather
+    than ok."""
+    if samples < MEDIAN_MIN_SAMPLES or median_ms is None:
+        return (
+            "insufficient",
+            "insufficient data",
+            f"{counted}: a median needs {MEDIAN_MIN_SAMPLES}, a p99 {P99_MIN_SAMPLES}",
+        )
+    judged = samples >= P99_MIN_SAMPLES and p99_ms is not None
+    p99 = f"p99 {ms(p99_ms / 1000)}" if judged and p99_ms is not None else "p99 not judged"
+    observed = f"median {ms(median_ms / 1000)}, {p99}"
+    if median_ms > slo_ms:
+        return (
+            "breach",
+            observed,
+            f"the median is above the SLO's p99 {planned_ms(slo_ms)}: most {unit} miss it; {counted}",
+        )
+    if judged and p99_ms is not None and p99_ms > slo_ms:
+        expected = "" if p99_estimate_ms is None else f" (~{planned_ms(p99_estimate_ms)} estimated at this load)"
+        return "breach", observed, f"p99 above the SLO's {planned_ms(slo_ms)}{expected}; {counted}"
+    settled: Verdict = "ok" if judged else "insufficient"
+    short = "" if judged else f"; a p99 needs {P99_MIN_SAMPLES} {unit}"
+    if estimate_ms is None:
+        return settled, observed, counted + short
+    ratio = drift_ratio(median_ms, estimate_ms)
+    limit = ITL_MEDIAN_RATIO if check == "itl" else TTFT_MEDIAN_RATIO
+    off = f"median {ratio:.2f}x {basis}"
+    if drifted(check, ratio):
+        bounds = f"1/{limit:g}-{limit:g}x" if check == "itl" else f"at most {limit:g}x"
+        return "drift", observed, f"{off} (allowed {bounds}); {counted}"
+    if ratio < 1 / limit:
+        off += ": faster than estimated"
+    return settled, observed, f"{off}; {counted}{short}"
+
+
 def _latency_row(
     check: str,
     w: WorkloadPlan,
     measured: Latency,
-    estimate_ms: float | None,
+    planned_estimate_ms: float | None,
+    at_load: LoadEstimate | None,
     slo_ms: float,
     window: str,
     unit: str,
-    note: str = "",
 ) -> Row:
     planned = f"p99 ≤ {planned_ms(slo_ms)}, median " + (
-        f"~{planned_ms(estimate_ms)}" if estimate_ms is not None else "not planned"
+        f"~{planned_ms(planned_estimate_ms)} at {w.target_concurrency} running"
+        if planned_estimate_ms is not None
+        else "not planned"
     )
-    if not measured.measured:
-        return Row(check, w.name, planned, "no samples", "unknown", f"no {unit} in the last {window} (no traffic)")
-    assert measured.median_s is not None and measured.p99_s is not None and measured.count is not None
-    observed = f"median {ms(measured.median_s)}, p99 {ms(measured.p99_s)}"
-    detail = f"{measured.count:,.0f} {unit} in {window}" + note
-    if measured.p99_s * 1000 > slo_ms:
-        return Row(check, w.name, planned, observed, "breach", f"p99 above the SLO's {planned_ms(slo_ms)}; {detail}")
-    if estimate_ms is None:
-        return Row(check, w.name, planned, observed, "ok", detail)
-    ratio = drift_ratio(measured.median_s * 1000, estimate_ms)
-    limit = ITL_MEDIAN_RATIO if check == "itl" else TTFT_MEDIAN_RATIO
-    off = f"median {ratio:.2f}x the estimate"
-    if drifted(check, ratio):
-        bounds = f"1/{limit:g}-{limit:g}x" if check == "itl" else f"at most {limit:g}x"
-        return Row(check, w.name, planned, observed, "drift", f"{off} (allowed {bounds}); {detail}")
-    if ratio < 1 / limit:
-        detail = f"{off}: faster than planned (lighter load than target_concurrency?); {detail}"
-    return Row(check, w.name, planned, observed, "ok", detail)
+    p99_estimate_ms: float | None = None
+    if at_load is not None:
+        estimate_ms: float | None = at_load.ttft_ms if check == "ttft" else at_load.itl_ms
+        p99_estimate_ms = at_load.ttft_p99_ms if check == "ttft" else at_load.itl_p99_ms
+        basis = f"~{planned_ms(estimate_ms or 0)} estimated at the observed {load_text(at_load)}"
+    else:
+        estimate_ms, basis = planned_estimate_ms, "the planned estimate (no observed load)"
+    n = measured.count or 0
+    verdict, observed, detail = judge_latency(
+        check,
+        None if measured.median_s is None else measured.median_s * 1000,
+        None if measured.p99_s is None else measured.p99_s * 1000,
+        n,
+        slo_ms,
+        estimate_ms,
+        basis,
+        f"{n:,.0f} {unit} in {window}",
+        unit,
+        p99_estimate_ms,
+    )
+    return Row(check, w.name, planned, observed, verdict, detail)
 
 
-def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str) -> list[Row]:
-    """TTFT and ITL: p99 above the SLO is a breach; a median off the plan's estimate by more than its ratio is
-    drift; a TTFT the plan does not estimate is held against the SLO alone."""
-    load = ""
-    if m.running_mean is not None:
-        load = f"; {m.running_mean:.1f} running per server on average, planned at {w.target_concurrency}"
+def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str, at_load: LoadEstimate | None) -> list[Row]:
+    """TTFT and ITL: a p99 above the SLO (or a median above it) is a breach; a median off the planner's estimate at
+    the observed load (`at_load`; the planned estimate when there is none) by more than its ratio is drift; fewer
+    observations than a percentile needs leave that percentile unjudged and the row `insufficient`."""
     return [
-        _latency_row("ttft", w, m.ttft, w.ttft_estimate_ms, w.slo_ttft_p99_ms, window, "requests"),
-        _latency_row("itl", w, m.itl, w.itl_estimate_ms, w.slo_itl_p99_ms, window, "token gaps", load),
+        _latency_row("ttft", w, m.ttft, w.ttft_estimate_ms, at_load, w.slo_ttft_p99_ms, window, "requests"),
+        _latency_row("itl", w, m.itl, w.itl_estimate_ms, at_load, w.slo_itl_p99_ms, window, "token gaps"),
     ]

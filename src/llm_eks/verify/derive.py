@@ -1,7 +1,8 @@
 """The `EnvironmentPlan` of an environment, from its config and capacity plans through the props the charts are built
 from (`llm_eks.infra.workloads.build_workloads`) and the charts' own rendering functions: the vLLM arguments
 (`container_args`), the Ray Serve LLMConfig (`llm_config`), the HTTPRoute rules (`http_route`). Nothing here restates
-a chart's arithmetic, so a chart change moves what verify expects with it.
+a chart's arithmetic, so a chart change moves what verify expects with it. `load_specs` renders the `--load` Jobs
+from the environment's own benchmark chart the same way.
 
 This is the one verify module that loads cdk8s (through infra.workloads: the props modules live in the chart
 packages, whose `__init__` imports their charts); `llm_eks.verify` imports it only when a command runs.
@@ -9,15 +10,18 @@ packages, whose `__init__` imports their charts); `llm_eks.verify` imports it on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
+
+import cdk8s
 
 from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.config import EnvironmentConfig
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workloads
+from llm_eks.manifests.benchmark import BenchmarkChart, load_job_name
 from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.pool import http_route
 from llm_eks.manifests.gateway.props import MODEL_HEADER, ModelRoute, PoolBackend
@@ -26,6 +30,9 @@ from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
 from llm_eks.manifests.vllm.pod import Role
 from llm_eks.planner import Plan
+from llm_eks.planner.at_load import ObservedLoad, estimate_at_load
+from llm_eks.planner.drift import P99_MIN_SAMPLES
+from llm_eks.verify.checks_load import LoadSpec
 from llm_eks.verify.expected import EnvironmentPlan, PoolPlan, RoutePlan, WorkloadPlan
 
 # KubeRay 1.7.0 labels every Ray pod with its node type (ray-operator/controllers/ray/common/pod.go, labelPod; the
@@ -161,3 +168,75 @@ def _pools(
             workloads=(*have.workloads, s.name) if have else (s.name,),
         )
     return tuple(pools.values())
+
+
+# A load run's Job is deleted by the command that ran it; this only cleans up after one that was killed outright.
+LOAD_TTL_SECONDS = 600
+# Requests per load run: enough for a p99 (P99_MIN_SAMPLES), and each sequence slot used ten times over.
+LOAD_REQUESTS_PER_SEQUENCE = 10
+
+
+def load_tenant(config: EnvironmentConfig, w: VllmWorkload) -> None:
+    """TENANT HOOK. The load Job calls the workload's own Service with the server's API key, not the gateway, so no
+    tenant's rate or token limit applies to it today. Where the gateway authenticates tenants and the load goes
+    through it, the Job must call as a tenant of its own whose limits cannot throttle it (verify would otherwise
+    measure 429s and call them drift): return that tenant here and have `load_specs` give the Job its credential."""
+    return None
+
+
+def load_specs(
+    config: EnvironmentConfig,
+    plans: Sequence[Plan],
+    ready: Mapping[str, int],
+    images: ImageLock | None = None,
+    only: Collection[str] | None = None,
+) -> list[LoadSpec]:
+    """One load run per vLLM workload with a Ready replica (`ready`: Ready replicas by object name; `only`: these
+    object names): its benchmark Job sending the plan's typical request at the rate that keeps target_concurrency
+    of them in flight per Ready replica (Little's law over the plan's request time; Poisson arrivals, as production
+    traffic arrives, capped at that concurrency), and the planner's estimate at that load."""
+    specs = []
+    for w, plan in zip(build_workloads(config, plans, images=images), plans, strict=True):
+        if not isinstance(w, VllmWorkload) or (only is not None and w.vllm.name not in only):
+            continue
+        replicas = ready.get(w.vllm.name, 0)
+        if replicas < 1:
+            continue
+        load_tenant(config, w)
+        concurrency = plan.target_concurrency * replicas
+        r = plan.request
+        # A request takes its first token and then each output token's time: at `concurrency` in flight, requests
+        # arrive `concurrency` per request time.
+        request_s = (plan.ttft_estimate_ms + r.typical_output_tokens * plan.tpot_estimate_ms) / 1000
+        bench = replace(
+            w.benchmark,
+            input_len=r.typical_input_tokens,
+            output_len=r.typical_output_tokens,
+            num_prompts=max(P99_MIN_SAMPLES, LOAD_REQUESTS_PER_SEQUENCE * concurrency),
+            request_rate=float(f"{concurrency / request_s:.3g}"),
+            max_concurrency=concurrency,
+            ttl_seconds_after_finished=LOAD_TTL_SECONDS,
+        )
+        chart = BenchmarkChart(cdk8s.App(), "load", w.vllm, bench, with_service_account=False)
+        (job,) = chart.to_json()
+        name = load_job_name(bench.name)
+        job["metadata"]["name"] = name
+        specs.append(
+            LoadSpec(
+                workload=w.vllm.name,
+                namespace=w.vllm.namespace,
+                job_name=name,
+                job=job,
+                replicas=replicas,
+                concurrency=concurrency,
+                input_len=bench.input_len,
+                output_len=bench.output_len,
+                num_prompts=bench.num_prompts,
+                estimate=estimate_at_load(
+                    plan, ObservedLoad(plan.target_concurrency, bench.input_len, bench.output_len)
+                ),
+                slo_ttft_p99_ms=w.benchmark.slo_ttft_p99_ms or 0.0,
+                slo_itl_p99_ms=w.benchmark.slo_itl_p99_ms or 0.0,
+            )
+        )
+    return specs

@@ -82,7 +82,11 @@ def kubeconfig_path(given: str | None) -> tuple[str, str]:
 class Kube:
     """An API client for one kubeconfig context, and raw JSON GETs through it."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, *, allow_insecure: bool = True
+    ) -> None:
+        """`allow_insecure` False: refuse a context whose cluster sets insecure-skip-tls-verify (the commands that
+        change the cluster send their credentials only to a server they can authenticate)."""
         from kubernetes import client, config
 
         field, path = kubeconfig_path(kubeconfig)
@@ -99,6 +103,14 @@ class Kube:
             )
         except Exception as err:  # ConfigException, a failing exec plugin, a bad certificate path
             raise fail(field, path, f"context {self.context!r} cannot be used ({_one_line(err)})") from None
+        if not configuration.verify_ssl and not allow_insecure:
+            raise fail(
+                "--context",
+                self.context,
+                "sets insecure-skip-tls-verify: a command that changes the cluster sends no credentials to an API "
+                "server it cannot authenticate; give the cluster its certificate-authority-data, or pass "
+                "--allow-insecure-tls",
+            )
         configuration.retries = RETRIES
         self.server = str(configuration.host)
         self.api = client.ApiClient(configuration=configuration)
@@ -120,6 +132,29 @@ class Kube:
             return json.loads(answer)  # type: ignore[no-any-return]
         raise ClusterError(self._refused(path, status, answer, "PATCH"))
 
+    def create(self, path: str, body: Mapping[str, Any]) -> tuple[int, Object]:
+        """POST `body` to the collection at `path`: (201, the object stored) or (409, the Status) when an object of
+        that name exists. ClusterError when refused otherwise."""
+        status, answer = self.raw(path, method="POST", body=body)
+        if 200 <= status < 300 or status == 409:
+            return status, json.loads(answer)
+        raise ClusterError(self._refused(path, status, answer, "POST"))
+
+    def delete(self, path: str) -> None:
+        """Delete the object at `path` with its dependents in the background (a Job's pods); gone already is fine."""
+        status, answer = self.raw(path, method="DELETE", body={"propagationPolicy": "Background"})
+        if not (200 <= status < 300 or status == 404):
+            raise ClusterError(self._refused(path, status, answer, "DELETE"))
+
+    def text(self, path: str, query: Sequence[tuple[str, str]] = ()) -> str | None:
+        """The text at `path` (a pod's log; None on 404). ClusterError when refused."""
+        status, body = self.raw(path, query, accept="text/plain")
+        if status == 404:
+            return None
+        if 200 <= status < 300:
+            return body.decode(errors="replace")
+        raise ClusterError(self._refused(path, status, body))
+
     def raw(
         self,
         path: str,
@@ -127,15 +162,16 @@ class Kube:
         *,
         method: str = "GET",
         body: Mapping[str, Any] | None = None,
+        accept: str = "application/json",
     ) -> tuple[int, bytes]:
-        """(HTTP status, body) of a GET (or a merge PATCH with `body`); ClusterError only when the API server cannot
-        be reached at all."""
+        """(HTTP status, body) of a GET (or a merge PATCH, a POST or a DELETE with `body`); ClusterError only when
+        the API server cannot be reached at all."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
-            headers["Content-Type"] = "application/merge-patch+json"
+            headers["Content-Type"] = "application/merge-patch+json" if method == "PATCH" else "application/json"
         try:
             response = self.api.call_api(
                 path,
@@ -163,11 +199,13 @@ class Kube:
         if status == 401:
             return f"kubernetes API: {self.server} refused the credentials of context {self.context} (401 Unauthorized)"
         if status == 403:
-            needs = (
-                f"moving a route's weights needs the llm-eks-rollout group's Role ({ROLLOUT_HELP})"
-                if method == "PATCH"
-                else f"verify needs the llm-eks-verify ClusterRole ({HELP})"
-            )
+            needs = {
+                "PATCH": f"moving a route's weights needs the llm-eks-rollout group's Role ({ROLLOUT_HELP})",
+                "POST": f"--load needs the llm-eks-load group's Role ({HELP})",
+                "DELETE": f"--load needs the llm-eks-load group's Role ({HELP})",
+            }.get(method, f"verify needs the llm-eks-verify group's ClusterRole and Roles ({HELP})")
+            if path.endswith("/log"):
+                needs = f"--load needs the llm-eks-load group's Role ({HELP})"
             return f"kubernetes API: 403 Forbidden on {method} {path}: {message}; {needs}"
         return f"kubernetes API: {method} {path} answered {status}: {message}"
 

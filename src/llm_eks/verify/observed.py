@@ -72,9 +72,10 @@ class WorkloadMetrics:
     kv: tuple[KvSample, ...] = ()
     ttft: Latency = field(default_factory=Latency)
     itl: Latency = field(default_factory=Latency)
-    # Mean of vllm:num_requests_running summed over the workload's servers.
+    # Requests running per engine on average over the window (Little's law over vLLM's inference-time histogram).
     running_mean: float | None = None
-    # Prompt and generated tokens per finished request, and generated tokens per second.
+    # Prompt and generated tokens per finished request (vLLM's per-request histograms), and generated tokens per
+    # second.
     mean_input_tokens: float | None = None
     mean_output_tokens: float | None = None
     output_tokens_per_s: float | None = None

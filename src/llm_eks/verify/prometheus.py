@@ -38,19 +38,24 @@ class Transport(Protocol):
     def raw(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[int, bytes]: ...
 
 
-def window_seconds(window: str) -> float:
-    """Seconds of a Prometheus range duration (1h, 30m, 2h30m, 1d), read by the PromQL parser itself."""
+def duration_seconds(field: str, text: str) -> float:
+    """Seconds of a Prometheus duration (1h, 30m, 2h30m, 1d), read by the PromQL parser itself; at least a minute."""
     allowed = "a Prometheus duration such as 1h, 30m or 2h30m (at least 1m)"
-    if not _WINDOW_TEXT.match(window):
-        raise fail("--window", window, allowed)
+    if not _WINDOW_TEXT.match(text):
+        raise fail(field, text, allowed)
     try:
-        call: Any = promql_parser.parse(f"rate(up[{window}])")
+        call: Any = promql_parser.parse(f"rate(up[{text}])")
         seconds = float(call.args[0].range.total_seconds())
     except (ValueError, AttributeError, IndexError):
-        raise fail("--window", window, allowed) from None
+        raise fail(field, text, allowed) from None
     if seconds < 60:
-        raise fail("--window", window, allowed)
+        raise fail(field, text, allowed)
     return seconds
+
+
+def window_seconds(window: str) -> float:
+    """Seconds of the --window range."""
+    return duration_seconds("--window", window)
 
 
 def source(w: WorkloadPlan) -> MetricSource:
@@ -82,15 +87,18 @@ def count_query(w: WorkloadPlan, histogram: str, window: str) -> str:
 
 
 def running_query(w: WorkloadPlan, window: str) -> str:
-    """Mean requests running per server over the window (the batch one engine decodes)."""
-    return f"avg(avg_over_time({source(w).series('vllm:num_requests_running')}{_model(w)}[{window}]))"
+    """Requests running per engine on average over the window, by Little's law from vLLM's own histogram: the
+    seconds its finished requests spent in the RUNNING phase, per second of the window (vLLM 0.33 observes
+    last token - first scheduled per request in vllm:request_inference_time_seconds), averaged over the engines (a
+    server's, or each data-parallel rank's: the `engine` label)."""
+    return f"avg(rate({source(w).series('vllm:request_inference_time_seconds_sum')}{_model(w)}[{window}]))"
 
 
-def per_request_query(w: WorkloadPlan, counter: str, window: str) -> str:
-    """Tokens of `counter` per finished request over the window."""
+def per_request_query(w: WorkloadPlan, histogram: str, window: str) -> str:
+    """The mean of a per-request histogram (prompt or generated tokens) over the window: its sum over its count."""
     s = source(w)
-    finished = f"sum(rate({s.series('vllm:request_success_total')}{_model(w)}[{window}]))"
-    return f"sum(rate({s.series(counter)}{_model(w)}[{window}])) / {finished}"
+    count = f"sum(rate({s.series(f'{histogram}_count')}{_model(w)}[{window}]))"
+    return f"sum(rate({s.series(f'{histogram}_sum')}{_model(w)}[{window}])) / {count}"
 
 
 def rate_query(w: WorkloadPlan, counter: str, window: str) -> str:
@@ -112,8 +120,8 @@ def workload_queries(w: WorkloadPlan, window: str) -> dict[str, str]:
         "itl_p99": quantile_query(w, ITL, 0.99, window),
         "itl_count": count_query(w, ITL, window),
         "running": running_query(w, window),
-        "input_tokens": per_request_query(w, "vllm:prompt_tokens_total", window),
-        "output_tokens": per_request_query(w, "vllm:generation_tokens_total", window),
+        "input_tokens": per_request_query(w, "vllm:request_prompt_tokens", window),
+        "output_tokens": per_request_query(w, "vllm:request_generation_tokens", window),
         "output_rate": rate_query(w, "vllm:generation_tokens_total", window),
     }
 
@@ -138,7 +146,7 @@ class Prometheus:
             if status == 403:
                 raise ClusterError(
                     f"prometheus: 403 Forbidden through the service proxy ({where}): {status_message(body)}; verify "
-                    f"needs the llm-eks-verify ClusterRole ({HELP})"
+                    f"needs the llm-eks-verify group's ClusterRole and Roles ({HELP})"
                 )
             raise ClusterError(
                 f"prometheus: unreachable through the API server's service proxy ({where}): {status_message(body)}"

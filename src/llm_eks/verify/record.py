@@ -2,8 +2,9 @@
 latency fixture's entries (tests/fixtures/latency/published.json: id, source, gpu, gpus, vllm_version, model, ...,
 ttft_ms, itl_ms, tpot_ms, regime, and the `llm_eks` object saying how the planner reproduces the point), so a
 deployment joins the published measurements as a point of its own. Measured over the Prometheus window from
-production traffic, not a benchmark: `regime` is "observed", the concurrency is the mean of
-vllm:num_requests_running per server, and request sizes are means (no fixed input/output length). What verify could
+production traffic, not a benchmark: `regime` is "observed", the concurrency is the mean number of requests
+running per engine (Little's law over vLLM's inference-time histogram), and request sizes are the means of vLLM's
+per-request token histograms (no fixed input/output length). What verify could
 not observe is null."""
 
 from __future__ import annotations

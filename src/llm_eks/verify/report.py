@@ -3,8 +3,8 @@
 JSON (`llm-eks verify --json`):
 
     {"environment": str, "context": str, "server": str, "window": str, "observed_at": UTC ISO 8601,
-     "verdict": "ok" | "unknown" | "drift" | "breach"   (the worst row's),
-     "counts": {"ok": int, "unknown": int, "drift": int, "breach": int},
+     "verdict": "ok" | "unknown" | "insufficient" | "drift" | "breach"   (the worst row's),
+     "counts": {"ok": int, "unknown": int, "insufficient": int, "drift": int, "breach": int},
      "rows": [{"check", "workload", "planned", "observed", "verdict", "detail"}, ...]}
 
 Keys are only ever added, never renamed or removed; rows keep the table's order.

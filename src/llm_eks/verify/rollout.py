@@ -7,14 +7,23 @@ then verifies the environment over that window; a drift or breach of either vers
 weight back to 0 and stops. The weight a command sets stays until a deploy changes that HTTPRoute's manifest, so
 the config's `canary.weight` is the weight a deploy restores (docs/how-to/promote.md).
 
+A step passes only on evidence: every row of the next version ok over the hold (a row with too few samples, or none,
+fails the step when its hold ends), and no drift or breach of either version. Any exception or signal (SIGINT,
+SIGTERM) once the walk has begun sets the weight back to 0 before the command ends, and says so; each step is a line
+of the journal (llm_eks.verify.journal).
+
 The patch needs the route's `<route>-rollout` Role (Kubernetes group llm-eks-rollout); the readiness and the
 verification read what `llm-eks verify` reads (group llm-eks-verify).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from types import FrameType
 from typing import Any
 
 from llm_eks.config import EnvironmentConfig
@@ -25,6 +34,7 @@ from llm_eks.infra.workloads import VllmWorkload, build_workloads
 from llm_eks.manifests.gateway import GatewayProps, ModelRoute
 from llm_eks.manifests.gateway.pool import http_route
 from llm_eks.manifests.verifier import reads
+from llm_eks.verify.journal import Journal, rows_of
 from llm_eks.verify.kube import ClusterError, Kube
 from llm_eks.verify.report import Report
 from llm_eks.verify.rows import FAILING, Row
@@ -34,6 +44,7 @@ from llm_eks.verify.rows import FAILING, Row
 class Pair:
     """A workload and its next version, as the environment's gateway routes them."""
 
+    environment: str
     key: str
     gateway: GatewayProps
     # The current version's route, whose rules carry both pools.
@@ -80,6 +91,7 @@ def pair(config: EnvironmentConfig, key: str) -> Pair:
     served = next(w for w in workloads if w.key == canary_key(key))
     assert isinstance(served, VllmWorkload)  # a canary is for engine vllm (config validation)
     return Pair(
+        environment=config.name,
         key=key,
         gateway=gateway,
         route=by_key[key],
@@ -104,6 +116,7 @@ def live_weight(kube: Kube, p: Pair) -> int:
 
 
 def set_weight(kube: Kube, p: Pair, weight: int) -> None:
+    """The one place a weight is set: the next version's share of the route's requests, in percent."""
     kube.patch(p.route_path, {"spec": {"rules": p.rules(weight)}})
 
 
@@ -122,6 +135,64 @@ def failing(report: Report, p: Pair) -> list[Row]:
     return [row for row in report.rows if row.workload in p.workloads and row.verdict in FAILING]
 
 
+def unjudged(report: Report, p: Pair) -> list[Row]:
+    """The next version's rows that are neither ok nor failing: too few samples (no traffic reached it over the
+    hold) or nothing to compare. A step does not pass on them."""
+    return [row for row in report.rows if row.workload == p.canary_name and row.verdict not in {"ok", *FAILING}]
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived while a command that moves traffic ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextmanager
+def interrupts() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise Interrupted (in the main thread, where Python runs handlers), so
+    the command can set the weight back before it ends; the previous handlers come back after."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _back_to_zero(kube: Kube, p: Pair, say: Callable[[str], None], why: str) -> int | None:
+    """Set the next version's weight to 0 (a second signal meanwhile retries once); 0, or None when it failed."""
+    for _ in range(2):
+        try:
+            set_weight(kube, p, 0)
+        except Interrupted:
+            continue
+        except Exception as err:
+            say(
+                f"{p.key}: {why}; the next version could NOT be set back to 0% ({_one_line(err)}): run llm-eks "
+                f"rollback --env {p.environment} --workload {p.key}"
+            )
+            return None
+        say(f"{p.key}: {why}; the next version is back at 0%")
+        return 0
+    say(f"{p.key}: {why}; interrupted again while setting the next version back to 0%: run llm-eks rollback")
+    return None
+
+
+def _row_line(row: Row) -> str:
+    detail = f" ({row.detail})" if row.detail else ""
+    return f"  {row.check} {row.workload}: {row.verdict}: {row.observed}{detail}"
+
+
 def canary(
     kube: Kube,
     p: Pair,
@@ -130,9 +201,15 @@ def canary(
     sleep: Callable[[float], None],
     say: Callable[[str], None],
     steps: Sequence[int] | None = None,
+    journal: Journal | None = None,
+    load: Callable[[], tuple[list[Row], float]] | None = None,
 ) -> int:
     """Walk the next version through `steps` (default: the config's): 0 when it takes all of the traffic, 1 when a
-    step failed and the weight went back to 0. `check(window)` verifies the environment over that window."""
+    step failed or could not be judged and the weight went back to 0. `check(window)` verifies the environment over
+    that window. `load()` (--load) sends the next version the benchmark's load during each hold and returns its rows
+    and seconds; the hold lasts at least as long. An exception or Interrupted in a step sets the weight back to 0, is
+    journaled, and propagates."""
+    journal = journal or Journal(None, "canary", p.environment)
     ready = ready_replicas(kube, p)
     if ready < 1:
         say(
@@ -141,29 +218,72 @@ def canary(
         )
         return 1
     start = live_weight(kube, p)
-    window = f"{p.hold_minutes}m"
-    for weight in [w for w in (steps or p.steps) if w > start]:
-        set_weight(kube, p, weight)
-        say(f"{p.key}: next version at {weight}%; holding {p.hold_minutes} min")
-        sleep(p.hold_minutes * 60)
-        report = check(window)
-        bad = failing(report, p)
-        if bad:
-            set_weight(kube, p, 0)
-            say(f"{p.key}: step {weight}% failed; the next version is back at 0%:")
-            for row in bad:
-                detail = f" ({row.detail})" if row.detail else ""
-                say(f"  {row.check} {row.workload}: {row.verdict}: {row.observed}{detail}")
-            return 1
-        ok = sum(1 for row in report.rows if row.workload in p.workloads and row.verdict == "ok")
-        unknown = sum(1 for row in report.rows if row.workload in p.workloads and row.verdict == "unknown")
-        say(f"{p.key}: {weight}% held: {ok} checks ok, {unknown} unknown over {window}")
+    step: dict[str, Any] = {}
+    try:
+        for number, weight in enumerate([w for w in (steps or p.steps) if w > start], 1):
+            step = {"workload": p.key, "step": number, "weight": weight, "window": f"{p.hold_minutes}m"}
+            report = _hold(kube, p, step, check=check, sleep=sleep, say=say, load=load)
+            judged = rows_of(report.to_dict())
+            bad, thin = failing(report, p), unjudged(report, p)
+            if bad or thin:
+                if bad:
+                    why = f"step {weight}% failed"
+                else:
+                    why = (
+                        f"step {weight}% held {p.hold_minutes} min without enough evidence on the next version (run "
+                        "with --load to send it traffic, or hold longer: canary.hold_minutes)"
+                    )
+                after = _back_to_zero(kube, p, say, why)
+                for row in bad or thin:
+                    say(_row_line(row))
+                outcome = "failed" if bad else "insufficient data"
+                journal.write("step", **step, outcome=outcome, weight_after=after, message=why, **judged)
+                return 1
+            judged_ok = sum(1 for row in report.rows if row.workload == p.canary_name)
+            say(f"{p.key}: {weight}% held: the next version's {judged_ok} checks ok over {step['window']}")
+            journal.write("step", **step, outcome="held", weight_after=weight, message="held", **judged)
+            step = {}
+    except BaseException as err:
+        # Anywhere in the walk (a step's patch, hold or check, or between steps): back to 0, said and journaled.
+        reason = "interrupted by SIGINT" if isinstance(err, KeyboardInterrupt) else _one_line(err)
+        why = f"{reason} at step {step['weight']}%" if step else f"{reason} between steps"
+        after = _back_to_zero(kube, p, say, why)
+        outcome = "interrupted" if isinstance(err, Interrupted | KeyboardInterrupt) else "error"
+        journal.write("step", **step, outcome=outcome, weight_after=after, message=why)
+        raise
     say(
         f"{p.key}: the next version serves every request. Promote it in cdk.json (docs/how-to/promote.md): set "
         "canary.weight 100 and deploy, move the canary's changes into the workload and deploy, then remove canary "
         "and deploy"
     )
     return 0
+
+
+def _hold(
+    kube: Kube,
+    p: Pair,
+    step: dict[str, Any],
+    *,
+    check: Callable[[str], Report],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+    load: Callable[[], tuple[list[Row], float]] | None,
+) -> Report:
+    """One step: the weight set, the hold (with the load run during it, when given), the verification over it."""
+    weight = step["weight"]
+    set_weight(kube, p, weight)
+    hold = p.hold_minutes * 60
+    loaded: list[Row] = []
+    if load is None:
+        say(f"{p.key}: next version at {weight}%; holding {p.hold_minutes} min")
+        sleep(hold)
+    else:
+        say(f"{p.key}: next version at {weight}%; sending it the load, holding at least {p.hold_minutes} min")
+        loaded, seconds = load()
+        sleep(max(0.0, hold - seconds))
+        step["window"] = f"{max(p.hold_minutes, math.ceil(seconds / 60))}m"
+    report = check(step["window"])
+    return replace(report, rows=(*report.rows, *loaded))
 
 
 def rollback(kube: Kube, p: Pair, *, say: Callable[[str], None]) -> int:

@@ -6,10 +6,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-# ok: as planned; unknown: nothing to compare (no traffic, no pod yet), never a pass in disguise; drift: it runs,
-# but not as planned; breach: an SLO is broken or something planned is missing or refused.
-Verdict: TypeAlias = Literal["ok", "unknown", "drift", "breach"]
-VERDICTS: tuple[Verdict, ...] = ("ok", "unknown", "drift", "breach")
+# ok: as planned; unknown: nothing to compare (no pod yet, no series), never a pass in disguise; insufficient: too
+# few observations in the window to judge a percentile (llm_eks.planner.drift.min_samples), never ok either; drift:
+# it runs, but not as planned; breach: an SLO is broken or something planned is missing or refused.
+Verdict: TypeAlias = Literal["ok", "unknown", "insufficient", "drift", "breach"]
+VERDICTS: tuple[Verdict, ...] = ("ok", "unknown", "insufficient", "drift", "breach")
 # The verdicts that make `llm-eks verify` exit 1.
 FAILING: frozenset[Verdict] = frozenset({"drift", "breach"})
 
@@ -43,5 +44,5 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
 
 
 def exit_code(rows: Iterable[Row]) -> int:
-    """0 when every row is ok or unknown, 1 on any drift or breach."""
+    """0 when every row is ok, unknown or insufficient, 1 on any drift or breach."""
     return 1 if any(row.verdict in FAILING for row in rows) else 0

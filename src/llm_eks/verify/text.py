@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from llm_eks.planner.at_load import LoadEstimate
+
 # The multiplication sign of "2x g5.xlarge", as an escape so linters do not mistake it for an x.
 TIMES = "\N{MULTIPLICATION SIGN}"
 
@@ -36,6 +38,13 @@ def percent(ratio: float) -> str:
 
 def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def load_text(estimate: LoadEstimate) -> str:
+    """The load an estimate was made at: `8 running, 1,024 -> 256 tokens` (a replica's sequences)."""
+    return (
+        f"{estimate.batch} running, {estimate.prompt_tokens:,} \N{RIGHTWARDS ARROW} {estimate.output_tokens:,} tokens"
+    )
 
 
 def joined(items: Iterable[str]) -> str:

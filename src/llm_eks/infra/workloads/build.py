@@ -14,7 +14,7 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.infra.images import require_locked
 from llm_eks.infra.workloads.gateway import gateway_props
 from llm_eks.infra.workloads.pinning import require_pinned_revisions
-from llm_eks.infra.workloads.pools import gpu_pool, merge_pools
+from llm_eks.infra.workloads.pools import cpu_pool, gpu_pool, merge_pools
 from llm_eks.infra.workloads.props import (
     adapter_staging_props,
     autoscaling_props,
@@ -31,10 +31,12 @@ from llm_eks.manifests.dashboard import ExtraPanel
 from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.panels import gateway_panels
 from llm_eks.manifests.headroom import HeadroomProps
-from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec
+from llm_eks.manifests.node_pools import GpuPoolSpec
+from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_POOL_TOLERATIONS
 from llm_eks.manifests.vllm import VllmProps
 from llm_eks.manifests.weights_staging import WeightsStagingProps, compile_cache_prefix
 from llm_eks.planner import Plan
+from llm_eks.planner.compute_mode import AUTO_MODE
 from llm_eks.versions import NEURON_MONITOR_IMAGE, PAUSE_IMAGE
 
 
@@ -58,11 +60,14 @@ def _build_one(
     one dcgm-exporter ServiceMonitor."""
     reserved = reservation(config, plan)
     replica_price(s, plan, reserved)
-    pool = gpu_pool(s, plan, reserved)
-    cpu = CpuPoolSpec()
+    pool = gpu_pool(s, plan, reserved, config.compute)
+    cpu = cpu_pool(config.compute)
     if s.config.engine == "ray-serve":
         ray = ray_props(s, plan, pool, region)
         ray = replace(ray, image=lock.pin(ray.image))
+        if config.compute == AUTO_MODE:
+            # The head runs where the controllers do: on EKS Auto Mode its built-in system pool.
+            ray = replace(ray, head_node_selector=dict(SYSTEM_POOL_SELECTOR), head_tolerations=SYSTEM_POOL_TOLERATIONS)
         return RayServeWorkload(
             gpu_pool=pool,
             cpu_pool=cpu,

@@ -1,6 +1,6 @@
 """GPU node pools from plans: one per family (or per workload, dedicated), sized in whole nodes, merged across the
-environment's workloads; EFA pools for replicas that span nodes, capacity reservations per family; and how a
-workload's pods land on its pool."""
+environment's workloads; EFA pools for replicas that span nodes, capacity reservations per family; when nodes go
+(self-managed Karpenter's, or EKS Auto Mode's 20-day pools); and how a workload's pods land on its pool."""
 
 from __future__ import annotations
 
@@ -11,19 +11,27 @@ from llm_eks.catalog.accelerators import FAMILIES, INSTANCE_TYPES
 from llm_eks.config import CapacityReservationConfig, ServedWorkload, WorkloadConfig
 from llm_eks.config.capacity import compile_writer, efa_interfaces, nodes_at_max, replica_nodes
 from llm_eks.errors import fail
-from llm_eks.manifests.disruption import GPU_DISRUPTION
+from llm_eks.manifests.disruption import AUTO_MODE_CPU_DISRUPTION, AUTO_MODE_GPU_DISRUPTION, GPU_DISRUPTION, Disruption
 from llm_eks.manifests.node_pools import (
     CAPACITY_BLOCK_DRAIN,
     POOL_CAPACITY_TYPES,
     RESERVED,
+    CpuPoolSpec,
     GpuPoolSpec,
     ReservedCapacity,
     workload_placement,
 )
+from llm_eks.manifests.node_pools.reserved import duration_seconds
 from llm_eks.planner import Plan
+from llm_eks.planner.compute_mode import AUTO_MODE, KARPENTER
 
 
-def gpu_pool(s: ServedWorkload, plan: Plan, reservation: CapacityReservationConfig | None = None) -> GpuPoolSpec:
+def gpu_pool(
+    s: ServedWorkload,
+    plan: Plan,
+    reservation: CapacityReservationConfig | None = None,
+    compute: str = KARPENTER,
+) -> GpuPoolSpec:
     """The NodePool for the planned family, sized for this workload's max replicas in whole nodes (unless config
     caps it). Workloads on the same family share it (merge_pools sums their limits) unless one is dedicated. A
     replica spanning nodes gets an EFA pool of the family (`gpu-<family>-efa<count>`, its own node class and
@@ -64,13 +72,34 @@ def gpu_pool(s: ServedWorkload, plan: Plan, reservation: CapacityReservationConf
         accelerator_limit=limit,
         efa_interfaces=efa,
         reservation=reserved,
-        # A Capacity Block's nodes drain 40 minutes before its end and EC2 takes them 10 minutes later.
-        disruption=(
-            replace(GPU_DISRUPTION, termination_grace_period=CAPACITY_BLOCK_DRAIN)
-            if reserved is not None and reserved.capacity_block
-            else GPU_DISRUPTION
-        ),
+        disruption=gpu_disruption(plan, compute, capacity_block=reserved is not None and reserved.capacity_block),
     )
+
+
+def gpu_disruption(plan: Plan, compute: str, *, capacity_block: bool) -> Disruption:
+    """When a GPU pool's nodes go. A Capacity Block's nodes drain 40 minutes before its end and EC2 takes them 10
+    minutes later, so their grace period is CAPACITY_BLOCK_DRAIN. On EKS Auto Mode nodes expire at 20 days, and
+    expiry is forceful (disruption budgets do not hold it, Karpenter's concepts/disruption.md): the grace period then
+    lasts at least one replica's restart on a new node (the plan's scale-out), so the PodDisruptionBudget holds a
+    second expiring node's replica until the first one serves again, instead of both going at once."""
+    if capacity_block:
+        base = GPU_DISRUPTION if compute != AUTO_MODE else AUTO_MODE_GPU_DISRUPTION
+        return replace(base, termination_grace_period=CAPACITY_BLOCK_DRAIN)
+    if compute != AUTO_MODE:
+        return GPU_DISRUPTION
+    restart = -(-int(plan.cold_start.scale_out_s) // 60)
+    minutes = max(duration_minutes(AUTO_MODE_GPU_DISRUPTION.termination_grace_period), restart)
+    return replace(AUTO_MODE_GPU_DISRUPTION, termination_grace_period=f"{minutes}m")
+
+
+def duration_minutes(text: str) -> int:
+    """Minutes of a Karpenter duration (whole minutes, rounded up)."""
+    return -(-duration_seconds(text) // 60)
+
+
+def cpu_pool(compute: str) -> CpuPoolSpec:
+    """The CPU pool: Karpenter's 30-day expiry, or on EKS Auto Mode the 20-day one."""
+    return CpuPoolSpec(disruption=AUTO_MODE_CPU_DISRUPTION) if compute == AUTO_MODE else CpuPoolSpec()
 
 
 def pool_capacity_types(w: WorkloadConfig, reservation: CapacityReservationConfig | None) -> tuple[str, ...]:

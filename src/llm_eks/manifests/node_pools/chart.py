@@ -1,4 +1,5 @@
-"""The chart: EC2NodeClasses and NodePools (Karpenter v1 API) built from NodePoolsProps (specs.py)."""
+"""The chart: node classes and NodePools (Karpenter v1 API) built from NodePoolsProps (specs.py): EC2NodeClasses for
+self-managed Karpenter, or EKS Auto Mode's NodeClasses (auto_mode.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from constructs import Construct
 
 from llm_eks.manifests.disruption import Disruption
 from llm_eks.manifests.labels import plain_object
+from llm_eks.manifests.node_pools import auto_mode
 from llm_eks.manifests.node_pools.efa import LABEL_EFA, network_interfaces
 from llm_eks.manifests.node_pools.specs import (
     AL2023,
@@ -24,6 +26,7 @@ from llm_eks.manifests.node_pools.specs import (
     GpuPoolSpec,
     NodePoolsProps,
 )
+from llm_eks.planner.compute_mode import AUTO_MODE
 
 # Bottlerocket's OS volume: Karpenter's own default for the family; it holds only the read-only OS image.
 _BOTTLEROCKET_OS_VOLUME = "4Gi"
@@ -126,10 +129,13 @@ def _bottlerocket_user_data(*, neuron: bool, bind_instance_store: bool, parallel
 
 
 class NodePoolsChart(cdk8s.Chart):
-    """EC2NodeClasses and NodePools for the planned GPU families plus the CPU pool; objects keyed by name."""
+    """Node classes and NodePools for the planned GPU families plus the CPU pool; objects keyed by name."""
 
     def __init__(self, scope: Construct, id: str, props: NodePoolsProps) -> None:
         props.validate()
+        self.auto_mode = props.compute == AUTO_MODE
+        if self.auto_mode:
+            auto_mode.validate_auto_mode(props)
         super().__init__(scope, id, disable_resource_name_hashes=True)
         self.props = props
         self.node_classes: dict[str, cdk8s.ApiObject] = {}
@@ -137,17 +143,38 @@ class NodePoolsChart(cdk8s.Chart):
         # One node class per vendor, and one of its own for each family with EFA (per EFA count) or reservations.
         for node_class in sorted({pool.node_class for pool in props.gpu_pools}):
             pools = [pool for pool in props.gpu_pools if pool.node_class == node_class]
-            self._add("EC2NodeClass", node_class, self._gpu_node_class(node_class, pools))
+            spec = (
+                auto_mode.gpu_node_class(props, node_class, pools)
+                if self.auto_mode
+                else self._gpu_node_class(node_class, pools)
+            )
+            self._add_node_class(node_class, spec)
         if props.cpu_pool is not None:
-            self._add("EC2NodeClass", CPU_NODE_CLASS, self._cpu_node_class(props.cpu_pool))
+            cpu = props.cpu_pool
+            spec = auto_mode.cpu_node_class(props, cpu) if self.auto_mode else self._cpu_node_class(cpu)
+            self._add_node_class(self.cpu_node_class, spec)
         for pool in props.gpu_pools:
-            self._add("NodePool", pool.name, self._gpu_node_pool(pool))
+            self._add_node_pool(pool.name, self._gpu_node_pool(pool))
         if props.cpu_pool is not None:
-            self._add("NodePool", props.cpu_pool.name, self._cpu_node_pool(props.cpu_pool))
+            self._add_node_pool(props.cpu_pool.name, self._cpu_node_pool(props.cpu_pool))
 
-    def _add(self, kind: str, name: str, spec: dict[str, Any]) -> None:
-        api_version = "karpenter.k8s.aws/v1" if kind == "EC2NodeClass" else "karpenter.sh/v1"
-        obj = plain_object(
+    @property
+    def cpu_node_class(self) -> str:
+        """The CPU pool's node class: `default` for Karpenter; on Auto Mode that name is its built-in one's."""
+        return auto_mode.CPU_NODE_CLASS if self.auto_mode else CPU_NODE_CLASS
+
+    def _add_node_class(self, name: str, spec: dict[str, Any]) -> None:
+        if self.auto_mode:
+            kind, api_version = auto_mode.NODE_CLASS_KIND, auto_mode.NODE_CLASS_API_VERSION
+        else:
+            kind, api_version = "EC2NodeClass", "karpenter.k8s.aws/v1"
+        self.node_classes[name] = self._object(kind, api_version, name, spec)
+
+    def _add_node_pool(self, name: str, spec: dict[str, Any]) -> None:
+        self.node_pools[name] = self._object("NodePool", "karpenter.sh/v1", name, spec)
+
+    def _object(self, kind: str, api_version: str, name: str, spec: dict[str, Any]) -> cdk8s.ApiObject:
+        return plain_object(
             self,
             f"{kind}-{name}",
             api_version=api_version,
@@ -156,7 +183,6 @@ class NodePoolsChart(cdk8s.Chart):
             body={"spec": spec},
             source=__name__,
         )
-        (self.node_classes if kind == "EC2NodeClass" else self.node_pools)[name] = obj
 
     def _node_class_base(self, name: str) -> dict[str, Any]:
         p = self.props
@@ -218,19 +244,26 @@ class NodePoolsChart(cdk8s.Chart):
         self, node_class: str, labels: dict[str, str], requirements: list[dict[str, Any]], disruption: Disruption
     ) -> dict[str, Any]:
         p = self.props
+        requirements = [*requirements, _requirement("kubernetes.io/arch", "In", ["amd64"])]
+        if self.auto_mode:
+            # Auto Mode runs Linux only and does not accept kubernetes.io/os as a requirement (create-node-pool).
+            ref = auto_mode.node_class_ref(node_class)
+        else:
+            ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class}
+            requirements.append(_requirement("kubernetes.io/os", "In", ["linux"]))
         return {
             "metadata": {"labels": {**labels, LABEL_AMI_FAMILY: p.ami_family}},
             "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
-                "requirements": [
-                    *requirements,
-                    _requirement("kubernetes.io/arch", "In", ["amd64"]),
-                    _requirement("kubernetes.io/os", "In", ["linux"]),
-                ],
+                "nodeClassRef": ref,
+                "requirements": requirements,
                 "expireAfter": disruption.expire_after,
                 "terminationGracePeriod": disruption.termination_grace_period,
             },
         }
+
+    def _label(self, name: str) -> str:
+        """An instance label (`instance-family`, ...): Karpenter's karpenter.k8s.aws/ or Auto Mode's own prefix."""
+        return f"{auto_mode.NODE_CLASS_GROUP if self.auto_mode else 'karpenter.k8s.aws'}/{name}"
 
     def _gpu_node_pool(self, pool: GpuPoolSpec) -> dict[str, Any]:
         labels = {LABEL_NODE_POOL: pool.name, LABEL_ACCELERATOR: pool.vendor}
@@ -241,7 +274,7 @@ class NodePoolsChart(cdk8s.Chart):
             pool.node_class,
             labels,
             [
-                _requirement("karpenter.k8s.aws/instance-family", "In", [pool.instance_family]),
+                _requirement(self._label("instance-family"), "In", [pool.instance_family]),
                 _requirement("node.kubernetes.io/instance-type", "In", list(pool.instance_types)),
                 # Spot and on-demand: Karpenter launches Spot first and falls back to on-demand within milliseconds
                 # when EC2 reports no Spot capacity for every planned size in every zone. With "reserved" it tries
@@ -260,11 +293,11 @@ class NodePoolsChart(cdk8s.Chart):
 
     def _cpu_node_pool(self, cpu: CpuPoolSpec) -> dict[str, Any]:
         template = self._template(
-            CPU_NODE_CLASS,
+            self.cpu_node_class,
             {LABEL_NODE_POOL: cpu.name},
             [
-                _requirement("karpenter.k8s.aws/instance-category", "In", list(cpu.instance_categories)),
-                _requirement("karpenter.k8s.aws/instance-generation", "Gt", [str(cpu.min_generation - 1)]),
+                _requirement(self._label("instance-category"), "In", list(cpu.instance_categories)),
+                _requirement(self._label("instance-generation"), "Gt", [str(cpu.min_generation - 1)]),
                 _requirement(CAPACITY_TYPE_LABEL, "In", list(cpu.capacity_types)),
             ],
             cpu.disruption,

@@ -19,6 +19,7 @@ from llm_eks.manifests.node_pools.reserved import (
     ReservedCapacity,
     duration_seconds,
 )
+from llm_eks.planner.compute_mode import COMPUTE_MODES, KARPENTER
 from llm_eks.versions import AL2023_AMI_VERSION, BOTTLEROCKET_AMI_VERSION
 
 # Labels every pool puts on its nodes; workloads and DaemonSets select on them (never on instance types).
@@ -294,11 +295,15 @@ class NodePoolsProps:
 
     # May be CDK tokens (e.g. the cluster's and node role's names): copied as text, resolved at deploy time.
     cluster_name: str
-    # The IAM role NAME (not ARN) Karpenter builds instance profiles for; it needs an EC2_LINUX access entry.
+    # The IAM role NAME (not ARN) the nodes get: Karpenter builds instance profiles for it (it needs an EC2_LINUX
+    # access entry); on EKS Auto Mode the NodeClasses name it (an EC2 access entry with AmazonEKSAutoNodePolicy).
     node_role_name: str
     gpu_pools: tuple[GpuPoolSpec, ...]
     # None: no CPU pool (non-GPU workloads then need somewhere else to run).
     cpu_pool: CpuPoolSpec | None = field(default_factory=CpuPoolSpec)
+    # karpenter: EC2NodeClasses for self-managed Karpenter; auto-mode: EKS Auto Mode's NodeClasses (eks.amazonaws.com),
+    # which pick no AMI and take no user data (node_pools/auto_mode.py says what that refuses).
+    compute: str = KARPENTER
     # Bottlerocket: snapshot-restored image volume, device plugin built in (see the module docstring).
     ami_family: str = DEFAULT_AMI_FAMILY
     # None: the release pinned in llm_eks.versions for the family. Never "latest" (every AWS release would drift
@@ -324,8 +329,9 @@ class NodePoolsProps:
     subnet_ids: tuple[str, ...] = ()
     # Extra EC2 tags for every node Karpenter launches (cost allocation); Karpenter adds its own ownership tags.
     tags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # The cluster placement group (its id, pg-..., or a CDK token for one) of each EFA node class, by node class
-    # name (GpuPoolSpec.node_class): every EFA pool's nodes in one AZ and network segment. The stack creates them.
+    # The cluster placement group of each EFA node class, by node class name (GpuPoolSpec.node_class): every EFA
+    # pool's nodes in one AZ and network segment. Its id (pg-...) for Karpenter, its name for EKS Auto Mode (what
+    # each selects by), or a CDK token for either. The stack creates them.
     placement_groups: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
@@ -344,6 +350,8 @@ class NodePoolsProps:
     def validate(self) -> None:
         if not self.cluster_name:
             raise fail("cluster_name", self.cluster_name, "must be the EKS cluster name (or a CDK token for it)")
+        if self.compute not in COMPUTE_MODES:
+            raise fail("compute", self.compute, f"must be one of {', '.join(COMPUTE_MODES)}")
         if not self.node_role_name or self.node_role_name.startswith("arn:"):
             raise fail("node_role_name", self.node_role_name, "must be the node IAM role's NAME, not its ARN")
         if not self.gpu_pools:
@@ -408,7 +416,8 @@ class NodePoolsProps:
                     dict(self.placement_groups),
                     f"must name the cluster placement group (pg-...) of EFA node class {node_class}",
                 )
-            if not _is_token(group) and not aws_ids.PLACEMENT_GROUP_ID.match(group):
+            # Karpenter selects the group by id; Auto Mode's NodeClass by name (node_pools/auto_mode.py).
+            if self.compute == KARPENTER and not _is_token(group) and not aws_ids.PLACEMENT_GROUP_ID.match(group):
                 raise fail(
                     f"placement_groups.{node_class}", group, "must be a placement group id like pg-0123456789abcdef0"
                 )

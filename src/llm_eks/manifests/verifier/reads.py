@@ -1,9 +1,10 @@
-"""Every API resource verify reads, with its verbs: the one list the reader (`kube`) and the RBAC it needs (`rbac`)
-are both written from, so the ClusterRole grants exactly what verify reads."""
+"""Every API resource verify reads, with its verbs and where: the one list the reader (`kube`) and the RBAC it needs
+(`rbac`) are both written from, so the ClusterRole and the Roles grant exactly what verify reads."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 # The Prometheus of kube-prometheus-stack: the operator's governing Service `prometheus-operated` in `monitoring`,
 # port 9090 (named "web"; prometheus-operator v0.93.0 pkg/prometheus/common.go BuildStatefulSetService), which
@@ -28,6 +29,13 @@ class Read:
     verbs: tuple[str, ...]
     # Only these objects (services/proxy: the Prometheus proxy name); empty: any.
     resource_names: tuple[str, ...] = ()
+    # Where it is read: cluster-scoped, in each workload's namespace, or in the monitoring namespace.
+    where: Literal["workload", "monitoring"] = "workload"
+
+    @property
+    def scope(self) -> Literal["cluster", "workload", "monitoring"]:
+        """The RBAC object that grants it: the ClusterRole, or the Role of a workload's or the monitoring namespace."""
+        return self.where if self.namespaced else "cluster"
 
     @property
     def prefix(self) -> str:
@@ -49,7 +57,13 @@ HTTP_ROUTES = Read("gateway.networking.k8s.io", "v1", "httproutes", namespaced=T
 INFERENCE_POOLS = Read("inference.networking.k8s.io", "v1", "inferencepools", namespaced=True, verbs=("get",))
 # GET through the service proxy is verb `get` on the subresource (the API server maps a proxied GET to get).
 PROMETHEUS_PROXY = Read(
-    "", "v1", "services/proxy", namespaced=True, verbs=("get",), resource_names=(PROMETHEUS_PROXY_NAME,)
+    "",
+    "v1",
+    "services/proxy",
+    namespaced=True,
+    verbs=("get",),
+    resource_names=(PROMETHEUS_PROXY_NAME,),
+    where="monitoring",
 )
 
 READS = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
 from llm_eks.planner.cold_start import IMAGE_COMPRESSED_BYTES, NODE_PROVISION_S, WARMUP_INIT_S
+from llm_eks.planner.compute_mode import compute_assumptions
 from llm_eks.planner.neuron.cold_start import COMPILE_S_PER_GB, NEURON_WEIGHTS_SOURCE
 from llm_eks.planner.neuron.engine import NeuronLayout
 from llm_eks.planner.neuron.latency import FITTED
@@ -69,6 +70,7 @@ def neuron_assumptions(ctx: Context, fit: NeuronFit, details: NeuronLayout) -> l
             if inst.on_demand_usd_per_hour is not None
             else f"price: cost unknown: {inst.note}"
         ),
+        *compute_assumptions(r.compute, inst.family),
     ]
     note = weights_note(ctx)
     if note is not None:

@@ -76,11 +76,14 @@ def neuron_cold_start(inst: InstanceType, engine: str, checkpoint_bytes: int, im
     )
 
 
-def neuron_cold_start_paths(inst: InstanceType, checkpoint_bytes: int, image_source: str) -> tuple[ColdStartPath, ...]:
+def neuron_cold_start_paths(
+    inst: InstanceType, checkpoint_bytes: int, image_source: str, *, auto_mode: bool = False
+) -> tuple[ColdStartPath, ...]:
     """Queue spike to a Ready replica by image source and warm node (the weights always staged), the request's own
-    first."""
+    first. On EKS Auto Mode a new node has one image path, Auto Mode's own (`image_source`, planner/compute_mode.py)."""
     weights = round(fetch_seconds(inst, checkpoint_bytes))
-    images = {source: image_seconds(source) for source in IMAGE_SOURCES} | {HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S}
+    sources = (image_source,) if auto_mode else IMAGE_SOURCES
+    images = {source: image_seconds(source) for source in sources} | {HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S}
     rows = []
     for source, image in images.items():
         warm = source == HEADROOM_IMAGE_SOURCE

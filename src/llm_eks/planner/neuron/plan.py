@@ -8,6 +8,7 @@ from collections.abc import Callable
 from llm_eks.catalog.accelerators import CATALOG, InstanceType
 from llm_eks.catalog.neuron import NeuronEngine, neuron_engine, neuron_refusal
 from llm_eks.errors import ConfigError, fail
+from llm_eks.planner.compute_mode import AUTO_MODE, image_source_on
 from llm_eks.planner.neuron.assumptions import neuron_assumptions
 from llm_eks.planner.neuron.cold_start import (
     compile_seconds,
@@ -37,9 +38,18 @@ from llm_eks.planner.sizing import Context
 GIB = 1024**3
 
 
+def allowed_chip_counts(ctx: Context, inst: InstanceType) -> tuple[int, ...]:
+    """The chips a pod may take on `inst` under the request's compute: on EKS Auto Mode one or all of them (its nodes
+    run their own Neuron device plugin, without the scheduler extension that hands out contiguous partial sets)."""
+    counts = pod_chip_counts(inst)
+    if ctx.request.compute == AUTO_MODE:
+        return tuple(c for c in counts if not needs_scheduler_extension(inst, c))
+    return counts
+
+
 def chip_counts(ctx: Context, inst: InstanceType) -> tuple[int, ...]:
     """The chips per pod to try on `inst`: those the request's tensor_parallel_size names (in cores), else all."""
-    counts = pod_chip_counts(inst)
+    counts = allowed_chip_counts(ctx, inst)
     tp = ctx.request.tensor_parallel_size
     if tp is None:
         return counts
@@ -112,12 +122,18 @@ def best_on(ctx: Context, inst: InstanceType) -> NeuronFit:
 
 def not_a_size(ctx: Context, inst: InstanceType) -> ConfigError:
     r = ctx.request
-    sizes = [c * inst.cores_per_accelerator for c in pod_chip_counts(inst)]
+    counts = allowed_chip_counts(ctx, inst)
+    sizes = [c * inst.cores_per_accelerator for c in counts]
+    auto = (
+        " (EKS Auto Mode gives a pod one chip or the whole node: no Neuron scheduler extension for contiguous sets)"
+        if r.compute == AUTO_MODE and counts != pod_chip_counts(inst)
+        else ""
+    )
     return fail(
         "workload.tensor_parallel_size",
         r.tensor_parallel_size,
-        f"on {inst.instance_type} a pod takes {', '.join(map(str, pod_chip_counts(inst)))} chip(s) of "
-        f"{inst.cores_per_accelerator} NeuronCores: tensor_parallel_size {', '.join(map(str, sizes))}",
+        f"on {inst.instance_type} a pod takes {', '.join(map(str, counts))} chip(s) of "
+        f"{inst.cores_per_accelerator} NeuronCores{auto}: tensor_parallel_size {', '.join(map(str, sizes))}",
     )
 
 
@@ -256,6 +272,8 @@ def build(ctx: Context, fit: NeuronFit) -> Plan:
         warnings.append(PlanWarning(WARN_NO_PRICE, f"{inst.instance_type}: cost unknown: {inst.note}"))
     details = layout(ctx, fit, fit.engine)
     shape = fit.shape
+    # On EKS Auto Mode the node's image path is Auto Mode's own (its parallel pull on Trn, a plain pull on Inf).
+    image_source = image_source_on(r.compute, r.image_source, inst.family)
     return Plan(
         request=r,
         model=spec,
@@ -290,8 +308,10 @@ def build(ctx: Context, fit: NeuronFit) -> Plan:
         ttft_estimate_ms=fit.latency.ttft_ms,
         output_tokens_per_s=fit.latency.output_tokens_per_s,
         cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
-        cold_start=neuron_cold_start(inst, fit.engine.name, ctx.checkpoint_bytes, r.image_source),
-        cold_start_paths=neuron_cold_start_paths(inst, ctx.checkpoint_bytes, r.image_source),
+        cold_start=neuron_cold_start(inst, fit.engine.name, ctx.checkpoint_bytes, image_source),
+        cold_start_paths=neuron_cold_start_paths(
+            inst, ctx.checkpoint_bytes, image_source, auto_mode=r.compute == AUTO_MODE
+        ),
         pod_resources=fit.pod,
         assumptions=tuple(neuron_assumptions(ctx, fit, details)),
         warnings=tuple(warnings),

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from llm_eks.planner import LoraAdapters, PlanRequest, plan
+from llm_eks.planner.disaggregation import kv_transfer_config
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from tests.upstream_wheels import VLLM, extracted, missing_reason
 
@@ -46,6 +47,7 @@ VLLM_FLAGS: dict[str, tuple[str, int, bool]] = {
     "--max-lora-rank": ("engine/arg_utils.py", 1615, True),
     "--max-num-batched-tokens": ("engine/arg_utils.py", 1740, True),
     "--max-num-seqs": ("engine/arg_utils.py", 1754, True),
+    "--kv-transfer-config": ("engine/arg_utils.py", 1881, True),  # a JSON KVTransferConfig
     "--headless": ("entrypoints/common/cli_args.py", 445, False),  # action="store_true"
     # Generated from the field name (BaseFrontendArgs.lora_modules, get_kwargs) with nargs "+" (LoRAParserAction).
     "--lora-modules": ("entrypoints/common/cli_args.py", 81, True),
@@ -105,6 +107,12 @@ def test_every_flag_of_a_plan_is_vllms(request_: PlanRequest) -> None:
     _check(p.engine_args)
     for node in range(p.nodes_per_replica):
         _check(p.pod_engine_args(node, "leader.example"))
+
+
+def test_the_kv_transfer_configs_are_vllm_flags() -> None:
+    for role in ("prefill", "decode"):
+        for efa in (True, False):
+            _check(["--kv-transfer-config", kv_transfer_config(role, efa)])
 
 
 def test_every_flag_the_engine_module_renders_is_vllms() -> None:

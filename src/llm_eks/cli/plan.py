@@ -50,6 +50,8 @@ _REQUEST_OPTIONS = (
     "enable_expert_parallel",
     "allow_without_efa",
     "compute",
+    "disaggregation",
+    "prefill_replicas",
 )
 
 
@@ -175,6 +177,17 @@ def add_parser(commands: Any) -> None:
         "--compute",
         help=f"{_choices('compute')} (default {_default('compute')}): where the nodes come from; auto-mode plans EKS "
         "Auto Mode's (its own image pull, no image snapshot, weekly node replacement, a management fee)",
+    )
+    p.add_argument(
+        "--disaggregation",
+        help=f"{_choices('disaggregation')} (default {_default('disaggregation')}: separate prefill and decode "
+        "pools only where they cost less per million output tokens at the targets, or meet targets one pool misses)",
+    )
+    p.add_argument(
+        "--prefill-replicas",
+        type=int,
+        metavar="N",
+        help="prefill replicas of a disaggregated plan (default: the fewest that meet the TTFT target)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare = p.add_argument_group("compare before choosing")

@@ -97,6 +97,8 @@ def table(p: Any) -> str:
     if p.auto_mode_fee is not None:
         # On EKS Auto Mode nodes are replaced weekly: what that costs the replicas (planner/compute_mode.py).
         rows.insert(-2, ("Node lifetime", p.node_replacement.line()))
+    if p.disaggregation is not None:
+        rows += [("Prefill/decode", line) for line in decision_lines(p.disaggregation)]
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
     width = max(len(label) for label, _ in rows)
     lines = [p.summary_line(), ""]
@@ -104,6 +106,34 @@ def table(p: Any) -> str:
     lines += ["", *_paths_table(p)]
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in p.assumptions]
     return "\n".join(lines)
+
+
+def _mode(m: Any) -> str:
+    cost = "no price" if m.usd_per_million_output_tokens is None else f"${m.usd_per_million_output_tokens:.3f}"
+    pools = " + ".join(f"{pool.replicas}{TIMES} {pool.role} {pool.split}" for pool in m.pools)
+    met = "meets" if m.meets_targets else "misses"
+    return f"{pools}: TTFT ~{m.ttft_ms:g} ms, ~{m.tpot_ms:g} ms per output token, {cost} per 1M output tokens ({met})"
+
+
+def decision_lines(d: Any) -> list[str]:
+    """The prefill/decode decision as the plan table and `plan --compare` print it: both modes, then the choice."""
+    lines = [f"aggregated     {_mode(d.aggregated)}"]
+    if d.disaggregated is not None and d.phase is not None:
+        ph = d.phase
+        bound = " (upper bound)" if ph.transfer.upper_bound else ""
+        lines.append(f"disaggregated  {_mode(d.disaggregated)}")
+        lines.append(
+            f"  TTFT parts: prefill {ph.prefill_ms:g} ms, queue {ph.queue_ms:g} ms (prefill pool "
+            f"{ph.prefill_utilization:.0%} busy), KV {ph.kv_bytes_per_request / 2**20:,.0f} MiB over "
+            f"{ph.transfer.transport.upper()} at {ph.transfer.gb_per_s:g} GB/s{bound} = {ph.transfer_ms:g} ms, decode "
+            f"{ph.decode_wait_ms:g} ms; transfer rate published, not measured here: {ph.transfer.source}"
+        )
+    ratio = f" ({d.ratio} prefill:decode)" if d.recommended == "disaggregated" else ""
+    lines.append(
+        f"{d.setting}: {d.recommended}{ratio}: {d.why}"
+        + ("; planned only: llm-eks serves every workload aggregated today" if d.recommended == "disaggregated" else "")
+    )
+    return lines
 
 
 # How each source reads in the path table.

@@ -295,6 +295,15 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
                     "engine 'ray-serve' serves tensor x pipeline parallelism only; data and expert parallelism "
                     "need engine 'vllm'",
                 )
+        # vLLM's NIXL prefill/decode pools are planned for the vLLM engine; Ray Serve workloads stay aggregated.
+        for name, value in (("disaggregation", w.disaggregation), ("prefill_replicas", w.prefill_replicas)):
+            if value == "on" or (name == "prefill_replicas" and value is not None):
+                raise fail(
+                    f"{path}.{name}",
+                    value,
+                    "prefill/decode pools are planned for engine 'vllm' only (vLLM's NixlConnector behind the "
+                    "endpoint picker); use disaggregation auto or off with ray-serve",
+                )
     inputs.validate_model_spec(w, path)
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(

@@ -21,11 +21,14 @@ constructs and charts use.
     search        choosing among candidates, and the one-line error when none fits
     fixes         when none fits: the changes that would, each planned, cheapest first
     assumptions   what a plan assumed, with its numbers
+    disaggregation whether separate prefill and decode pools pay, their sizes, and the NIXL KV-transfer config
     engine        the vLLM engine settings a plan carries, and their `vllm serve` flags and Ray engine_kwargs
     result        Plan and what it carries
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from llm_eks.planner.memory import GIB
 from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
@@ -72,4 +75,8 @@ __all__ = [
 def plan(request: PlanRequest) -> Plan:
     """The deployment plan for `request`; ConfigError (one line) when nothing fits: a NoFitError (planner/fixes.py)
     lists the changes that would, cheapest first."""
-    return planned(Context(request))
+    planned_ = planned(Context(request))
+    # The prefill/decode decision on the chosen layout (ConfigError when a forced one cannot meet the targets).
+    from llm_eks.planner.disaggregation import decide
+
+    return dataclasses.replace(planned_, disaggregation=decide(planned_))

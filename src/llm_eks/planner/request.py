@@ -15,6 +15,13 @@ from llm_eks.planner.compute_mode import AUTO_MODE, COMPUTE_MODES
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
 from llm_eks.planner.tensor_split import attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
 
+# auto: the planner recommends separate prefill and decode pools where they cost less at the targets (planner/
+# disaggregation.py); on: always plan them; off: never.
+DISAGGREGATION_MODES = ("auto", "on", "off")
+
+# Prefill replicas a request may fix: the most one model's prefill pool reasonably needs.
+MAX_PREFILL_REPLICAS = 256
+
 # Warm headroom beyond this is a second deployment, not headroom.
 MAX_WARM_REPLICAS = 64
 # auto: the checkpoint's own format; the others are llm_eks.catalog.formats (what vLLM 0.33 does with each per GPU).
@@ -36,6 +43,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "weights_source": WEIGHTS_SOURCES,
     "image_source": IMAGE_SOURCES,
     "compute": COMPUTE_MODES,
+    "disaggregation": DISAGGREGATION_MODES,
 }
 
 MAX_TARGET_CONCURRENCY = 4096
@@ -123,6 +131,11 @@ class PlanRequest:
     # A replica may span nodes of an instance type without EFA (activations then cross nodes over TCP). False: such
     # a plan is refused with a one-line error (config: acknowledged_warnings llm-eks:plan-no-efa sets it).
     allow_without_efa: bool = False
+    # Separate prefill and decode pools (vLLM's NixlConnector): auto recommends them only where they cost less per
+    # million output tokens at the targets (or meet targets one pool misses); on plans them always; off never.
+    disaggregation: str = "auto"
+    # Prefill replicas of a disaggregated plan; None: the fewest that meet max_ttft_ms (the planner sizes it).
+    prefill_replicas: int | None = None
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -217,6 +230,14 @@ def validate_request(r: PlanRequest) -> None:
             )
     if not isinstance(r.allow_without_efa, bool):
         raise fail("workload.allow_without_efa", r.allow_without_efa, "must be true or false")
+    if r.prefill_replicas is not None:
+        _int_between("prefill_replicas", r.prefill_replicas, 1, MAX_PREFILL_REPLICAS)
+        if r.disaggregation == "off":
+            raise fail(
+                "workload.prefill_replicas",
+                r.prefill_replicas,
+                "sizes a prefill pool, and disaggregation is off: set disaggregation on or auto, or leave it out",
+            )
     _validate_vllm_sizes(r, spec)
     _validate_lora(r.lora, spec)
     _validate_expert_parallel(r, spec)

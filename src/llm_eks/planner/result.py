@@ -4,7 +4,7 @@ cold start, warnings and pod requests."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
@@ -12,6 +12,9 @@ from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from llm_eks.planner.request import PlanRequest
+
+if TYPE_CHECKING:
+    from llm_eks.planner.disaggregation import Decision
 
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
 TIMES = "\N{MULTIPLICATION SIGN}"
@@ -165,6 +168,9 @@ class Plan:
     data_parallel_size_local: int = 1
     # The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs (--enable-expert-parallel).
     expert_parallel: bool = False
+    # Whether separate prefill and decode pools pay for this request (planner/disaggregation.py); None only on a
+    # plan made without it (the search's candidates).
+    disaggregation: Decision | None = None
 
     @property
     def instance_type(self) -> str:
@@ -406,6 +412,7 @@ class Plan:
                 **({EFA_RESOURCE: self.efa_interfaces_per_pod} if self.efa_interfaces_per_pod else {}),
             },
             "engine_args": list(self.engine_args),
+            "disaggregation": None if self.disaggregation is None else self.disaggregation.to_dict(),
             "assumptions": list(self.assumptions),
             "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
         }

@@ -130,10 +130,10 @@ def test_plan_prints_both_modes_and_json_carries_the_decision(capsys: pytest.Cap
             "--max-model-len", "16384", "--target-concurrency", "32", "--max-itl-ms", "30"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    lines = [line for line in out.splitlines() if line.startswith("Prefill/decode")]
-    assert lines[0].startswith("Prefill/decode  aggregated     1\N{MULTIPLICATION SIGN} aggregated TP8 PP1: TTFT")
+    lines = out.split("\nPrefill/decode:\n", 1)[1].splitlines()
+    assert lines[0].startswith("  aggregated     1\N{MULTIPLICATION SIGN} aggregated TP8 PP1: TTFT")
     assert "5\N{MULTIPLICATION SIGN} prefill TP8 PP1 + 1\N{MULTIPLICATION SIGN} decode TP8 PP1" in lines[1]
-    assert lines[-1].startswith("Prefill/decode  auto: disaggregated (5:1 prefill:decode): aggregated misses")
+    assert lines[-1].startswith("  auto: disaggregated (5:1 prefill:decode): aggregated misses")
     assert lines[-1].endswith("; planned only: llm-eks serves every workload aggregated today")
     assert main([*argv, "--json"]) == 0
     body = json.loads(capsys.readouterr().out)["disaggregation"]

@@ -97,14 +97,14 @@ def table(p: Any) -> str:
     if p.auto_mode_fee is not None:
         # On EKS Auto Mode nodes are replaced weekly: what that costs the replicas (planner/compute_mode.py).
         rows.insert(-2, ("Node lifetime", p.node_replacement.line()))
-    if p.disaggregation is not None:
-        rows += [("Prefill/decode", line) for line in decision_lines(p.disaggregation)]
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
     width = max(len(label) for label, _ in rows)
     lines = [p.summary_line(), ""]
     lines += [f"{label:<{width}}  {value}" for label, value in rows]
     lines += ["", *_paths_table(p)]
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in p.assumptions]
+    if p.disaggregation is not None:
+        lines += ["", "Prefill/decode:"] + [f"  {line}" for line in decision_lines(p.disaggregation)]
     return "\n".join(lines)
 
 

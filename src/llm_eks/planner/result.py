@@ -4,7 +4,7 @@ cold start, warnings and pod requests."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
@@ -12,9 +12,6 @@ from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from llm_eks.planner.request import PlanRequest
-
-if TYPE_CHECKING:
-    from llm_eks.planner.disaggregation import Decision
 
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
 TIMES = "\N{MULTIPLICATION SIGN}"
@@ -168,9 +165,9 @@ class Plan:
     data_parallel_size_local: int = 1
     # The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs (--enable-expert-parallel).
     expert_parallel: bool = False
-    # Whether separate prefill and decode pools pay for this request (planner/disaggregation.py); None only on a
-    # plan made without it (the search's candidates).
-    disaggregation: Decision | None = None
+    # Whether separate prefill and decode pools pay for this request: a planner.disaggregation.Decision (typed Any:
+    # that module imports this one); None only on a plan made without it (the search's candidates).
+    disaggregation: Any = None
 
     @property
     def instance_type(self) -> str:

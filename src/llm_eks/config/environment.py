@@ -282,6 +282,14 @@ class WorkloadConfig:
     disaggregation: str = "auto"
     # Prefill replicas of a disaggregated plan; None: the fewest that meet the TTFT target.
     prefill_replicas: int | None = None
+    # A CPU tier for the KV cache (vLLM --kv-offloading-size, native backend): a size in GiB per engine, "auto" (what
+    # the pod's memory share holds beyond vLLM's needs) or null. Off by default: it pays only where prompts share
+    # prefixes the GPU cache evicts (multi-turn chat, agents), and pins host memory. engine vllm only.
+    kv_offload: float | str | None = None
+    # Turns per conversation of this workload's traffic; above 1 `llm-eks plan` estimates their prefix reuse.
+    conversation_turns: int = 1
+    # Mean seconds between an answer and the next message of a conversation (the reuse estimate's assumption).
+    think_time_s: float = 30.0
     # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
@@ -344,6 +352,9 @@ class WorkloadConfig:
             # Ray Serve's chart renders no prefill/decode pools: its workloads are planned aggregated.
             disaggregation="off" if self.engine == "ray-serve" else self.disaggregation,
             prefill_replicas=self.prefill_replicas,
+            kv_offload=self.kv_offload,
+            conversation_turns=self.conversation_turns,
+            think_time_s=self.think_time_s,
             lora=(
                 LoraAdapters(tuple((name, repo) for name, repo, _ in self.adapters), self.max_lora_rank)
                 if self.lora_adapters

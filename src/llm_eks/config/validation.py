@@ -304,6 +304,13 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
                     "prefill/decode pools are planned for engine 'vllm' only (vLLM's NixlConnector behind the "
                     "endpoint picker); use disaggregation auto or off with ray-serve",
                 )
+        if w.kv_offload is not None:
+            raise fail(
+                f"{path}.kv_offload",
+                w.kv_offload,
+                "the CPU KV tier is planned for engine 'vllm' only (vLLM keeps it in /dev/shm, where a Ray worker "
+                "also keeps its object store); leave it out with ray-serve",
+            )
     inputs.validate_model_spec(w, path)
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(

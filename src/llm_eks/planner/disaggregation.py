@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.cost import cost_per_million_output_tokens, replicas_for_target
+from llm_eks.planner.kv_offload import multi_connector_config
 from llm_eks.planner.latency import FITTED, step_time
 from llm_eks.planner.latency.model import TTFT_WAIT_STEPS
 from llm_eks.planner.request import DISAGGREGATION_MODES, PlanRequest
@@ -98,14 +99,18 @@ def transfer_rate(inst: InstanceType, gpus_per_replica: int) -> TransferRate:
     )
 
 
-def kv_transfer_config(role: str, efa: bool) -> str:
+def kv_transfer_config(role: str, efa: bool, offload_gib: float | None = None) -> str:
     """vLLM 0.33's `--kv-transfer-config` for a prefill ("prefill": kv_producer) or decode ("decode": kv_consumer)
-    pod: NixlConnector, over NIXL's libfabric backend on EFA, its default UCX (TCP) elsewhere."""
+    pod: NixlConnector, over NIXL's libfabric backend on EFA, its default UCX (TCP) elsewhere. With a CPU KV tier
+    (`offload_gib` per engine) a MultiConnector of both, passed instead of --kv-offloading-size, which would replace
+    the NIXL connector (planner/kv_offload.py)."""
     body = {
         "kv_connector": "NixlConnector",
         "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
         "kv_connector_extra_config": {"backends": ["LIBFABRIC" if efa else "UCX"]},
     }
+    if offload_gib is not None:
+        return multi_connector_config(body, offload_gib)
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -162,6 +167,8 @@ class Decision:
     # None: disaggregation not modelled for this plan (the reason is `why`).
     disaggregated: Mode | None = None
     phase: PrefillPhase | None = None
+    # The plan's CPU KV tier per engine (GiB): each pool's connector config carries it; None: off.
+    kv_offload_gib: float | None = None
 
     @property
     def ratio(self) -> str | None:
@@ -176,7 +183,7 @@ class Decision:
         if self.recommended != DISAGGREGATED or self.phase is None:
             return None
         efa = self.phase.transfer.transport == "efa"
-        return {role: kv_transfer_config(role, efa) for role in ("prefill", "decode")}
+        return {role: kv_transfer_config(role, efa, self.kv_offload_gib) for role in ("prefill", "decode")}
 
     def to_dict(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)
@@ -206,12 +213,13 @@ def decide(plan: Plan) -> Decision:
     fit = evaluate(ctx, plan.instance, plan.tensor_parallel_size, plan.pipeline_parallel_size, 1)
     ttft_target = r.max_ttft_ms if r.max_ttft_ms is not None else aggregated.ttft_ms
     disaggregated, phase = _disaggregated(ctx, plan, fit, ttft_target)
+    offload = plan.kv_offload_gib
     if setting == "off":
-        return Decision(setting, AGGREGATED, "disaggregation off", aggregated, disaggregated, phase)
+        return Decision(setting, AGGREGATED, "disaggregation off", aggregated, disaggregated, phase, offload)
     if setting == "on":
-        return Decision(setting, DISAGGREGATED, "disaggregation on", aggregated, disaggregated, phase)
+        return Decision(setting, DISAGGREGATED, "disaggregation on", aggregated, disaggregated, phase, offload)
     why = _choose(aggregated, disaggregated, phase, ttft_target, r.max_itl_ms)
-    return Decision(setting, *why, aggregated, disaggregated, phase)
+    return Decision(setting, *why, aggregated, disaggregated, phase, offload)
 
 
 def _choose(

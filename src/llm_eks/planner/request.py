@@ -13,6 +13,8 @@ from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
 from llm_eks.planner.compute_mode import AUTO_MODE, COMPUTE_MODES
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
+from llm_eks.planner.kv_offload import THINK_TIME_S, max_turns
+from llm_eks.planner.kv_offload import validate as validate_offload
 from llm_eks.planner.tensor_split import attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
 
 # auto: the planner recommends separate prefill and decode pools where they cost less at the targets (planner/
@@ -136,6 +138,14 @@ class PlanRequest:
     disaggregation: str = "auto"
     # Prefill replicas of a disaggregated plan; None: the fewest that meet max_ttft_ms (the planner sizes it).
     prefill_replicas: int | None = None
+    # A CPU tier for the KV cache (vLLM --kv-offloading-size, GiB per engine; "auto": what the pod's memory share
+    # holds beyond vLLM's needs). None (off): it only pays where prompts share prefixes the GPU cache evicts
+    # (multi-turn chat, agents), and it takes host memory and start-up time (planner/kv_offload.py).
+    kv_offload: float | str | None = None
+    # Turns per conversation: above 1 the plan estimates the prefix reuse of multi-turn traffic (kv_offload.reuse).
+    conversation_turns: int = 1
+    # Mean seconds between an answer and the conversation's next message (an assumption the reuse estimate uses).
+    think_time_s: float = THINK_TIME_S
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -241,6 +251,20 @@ def validate_request(r: PlanRequest) -> None:
     _validate_vllm_sizes(r, spec)
     _validate_lora(r.lora, spec)
     _validate_expert_parallel(r, spec)
+    _validate_offload(r)
+
+
+def _validate_offload(r: PlanRequest) -> None:
+    """kv_offload and the multi-turn traffic the reuse estimate reads (planner/kv_offload.py)."""
+    validate_offload(r.kv_offload, r.conversation_turns, r.think_time_s)
+    most = max_turns(r.typical_input_tokens, r.typical_output_tokens)
+    if r.conversation_turns > most:
+        raise fail(
+            "workload.conversation_turns",
+            r.conversation_turns,
+            f"turns of {r.typical_output_tokens} output tokens cannot average {r.typical_input_tokens} prompt "
+            f"tokens (each prompt carries every earlier turn): at most {most}; raise typical_input_tokens",
+        )
 
 
 def _check_compute(r: PlanRequest) -> None:

@@ -314,5 +314,8 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
             reason = f"the chart sets it from engine.{VLLM_FLAG_FIELDS[flag]}"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
+        if flag == "--kv-transfer-config" and p.engine.kv_offloading_size is not None:
+            # vLLM 0.33 replaces its connector with the CPU tier's (config/vllm.py _post_init_kv_transfer_config).
+            reason = "--kv-offloading-size (engine.kv_offloading_size) replaces its connector; pass one or the other"
         if reason:
             raise ConfigError(f"extra_engine_args: {flag!r} is not allowed; {reason}")

@@ -19,7 +19,7 @@ export NO_MKDOCS_2_WARNING := 1
 # Let Python cache our modules' bytecode (__pycache__/, git-ignored): compiling src/ again costs ~0.2 s per synth.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup synth test check-fast lint format bench clean golden docs promtool dist upstream reference
+.PHONY: setup synth test check-fast lint format bench clean golden docs promtool amtool dist upstream reference
 
 # pyproject.toml declares compatible ranges; constraints.txt holds the exact versions the app, CI and the docs build use.
 $(VENV)/.stamp-deps: pyproject.toml constraints.txt
@@ -53,14 +53,19 @@ synth: setup
 promtool:
 	@command -v promtool >/dev/null || { echo "make: promtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus (Debian/Ubuntu; .ci/run does), brew install prometheus (macOS)" >&2; exit 1; }
 
-# The upstream wheels whose source tests read (tests/upstream_wheels.py): vLLM 0.33.0's, 336 MB, downloaded once with
-# `pip download --no-deps` into .cache/wheels (git-ignored), sha256-checked, and only the files the tests read
-# extracted into .cache/upstream; a no-op once done.
+# The alert routing tests run Alertmanager's amtool (tests/amtool.py); a system package too.
+amtool:
+	@command -v amtool >/dev/null || { echo "make: amtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus-alertmanager (Debian/Ubuntu; .ci/run does), brew install alertmanager (macOS)" >&2; exit 1; }
+
+# The upstream wheels whose source tests read (tests/upstream_wheels.py): vLLM 0.33.0's (336 MB) and the 0.29.0 and
+# 0.16.0 ones the Neuron engines are built on (316 MB, 508 MB), downloaded once with `pip download --no-deps` into
+# .cache/wheels (git-ignored), sha256-checked, and only the files the tests read extracted into .cache/upstream; a
+# no-op once done.
 upstream: setup
 	$(BIN)/python -m tests.upstream_wheels
 
 # --strict-skips: a skipped test fails unless tests/skip_policy.py allows it (so does CI=true with plain pytest).
-test: promtool setup upstream $(CHECKOV_VENV)/.stamp-deps
+test: promtool amtool setup upstream $(CHECKOV_VENV)/.stamp-deps
 	$(BIN)/ruff check src tests app.py examples benchmarks docgen
 	$(BIN)/ruff format --check src tests app.py examples benchmarks docgen
 	# Strict type check of src/ ([tool.mypy] in pyproject.toml): ~1-3 s with the .mypy_cache, minutes cold.

@@ -14,12 +14,13 @@ from docgen.comments import field_comments
 from docgen.markdown import cell, escape_placeholders
 from llm_eks.aws_ids import RESERVATION_TYPES
 from llm_eks.catalog.formats import FORMATS
-from llm_eks.config import canary, workload_options
+from llm_eks.config import alerting, canary, workload_options
 from llm_eks.config import environment as env
+from llm_eks.manifests.alerting import RECEIVER_KINDS
 from llm_eks.planner import KV_CACHE_DTYPES, WARNING_IDS
 
 # The modules whose fields the reference lists (their comments are the reasons).
-SOURCES = tuple(Path(m.__file__) for m in (env, workload_options, canary))
+SOURCES = tuple(Path(m.__file__) for m in (env, workload_options, canary, alerting))
 
 # Where a key takes one of a fixed set of values, the set the code checks against.
 ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
@@ -31,6 +32,7 @@ ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
     ("WorkloadConfig", "acknowledged_warnings"): WARNING_IDS,
     ("EndpointConfig", "access"): ("private", "public"),
     ("CapacityReservationConfig", "reservation_type"): RESERVATION_TYPES,
+    ("AlertReceiverConfig", "type"): RECEIVER_KINDS,
 }
 
 # The sections, in the order a reader meets them: (cdk.json path, dataclass).
@@ -42,6 +44,8 @@ SECTIONS: tuple[tuple[str, type[Any]], ...] = (
     ("environments.<env>.weights_bucket", env.WeightsBucketConfig),
     ("environments.<env>.gateway", env.GatewayConfig),
     ("environments.<env>.capacity_reservations.<family>", env.CapacityReservationConfig),
+    ("environments.<env>.alerting", alerting.AlertingConfig),
+    ("environments.<env>.alerting.receivers.<name>", alerting.AlertReceiverConfig),
     ("environments.<env>.workload, environments.<env>.workloads.<name>", env.WorkloadConfig),
     ("….canary", canary.CanaryConfig),
     ("….replicas", workload_options.ReplicasConfig),

@@ -57,6 +57,12 @@ class Synthesized:
         folder = self.outdir / "manifests" / env
         return {p.name: [d for d in yaml.safe_load_all(p.read_text()) if d] for p in sorted(folder.glob("*.yaml"))}
 
+    def release_values(self, env: str, release: str) -> dict[str, Any]:
+        """The Helm values of one release, as helm-releases.yaml lists them (references shown as ${Ref:...})."""
+        (found,) = [r["values"] for r in self.manifests(env)["helm-releases.yaml"] if r["release"] == release]
+        values: dict[str, Any] = found
+        return values
+
     def objects(self, env: str) -> list[dict[str, Any]]:
         """Every Kubernetes object applied by the app (helm-releases.yaml is a listing, not objects)."""
         return [o for name, objs in self.manifests(env).items() if name != "helm-releases.yaml" for o in objs]

@@ -1,6 +1,7 @@
 """What the default app synthesizes, as the golden files under tests/golden/ hold it: one template and one folder of
 review YAML per environment. A refactoring must leave them unchanged; a change of output updates them on purpose
-(`make golden`), so the reviewer of that change reads the difference in the golden files' diff.
+(`make golden`), so the reviewer of that change reads the difference in the golden files' diff. It rewrites the
+fault matrix of docs/concepts/faults.md from the same output (docgen/faults.py).
 
 Run as a module to rewrite them: `python -m tests.golden_output`.
 """
@@ -28,13 +29,16 @@ def collect(outdir: Path, environments: tuple[str, ...]) -> dict[str, str]:
 
 
 def main() -> None:
-    from tests.conftest import ENVIRONMENTS, _synth
+    from docgen import faults
+    from tests.conftest import CDK_JSON, ENVIRONMENTS, _synth
 
     with tempfile.TemporaryDirectory() as tmp:
         error = _synth(Path(tmp) / "out")
         if error is not None:
             sys.exit(error)
         files = collect(Path(tmp) / "out", ENVIRONMENTS)
+        # The fault matrix page's generated block follows the same objects (tests/test_fault_matrix.py).
+        faults.write(Path(tmp) / "out", CDK_JSON["context"])
     shutil.rmtree(GOLDEN, ignore_errors=True)
     for name, text in files.items():
         (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)

@@ -21,12 +21,17 @@ INSTALL = (
 )
 
 
+def system_tool(name: str, install: str) -> str:
+    """The executable `name` on PATH; the test fails with `install` (how to install it) when there is none."""
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(install, pytrace=False)
+    return found
+
+
 def promtool() -> str:
     """The promtool executable; the test fails with how to install it when there is none."""
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail(INSTALL, pytrace=False)
-    return found
+    return system_tool("promtool", INSTALL)
 
 
 class _NoAliases(yaml.SafeDumper):

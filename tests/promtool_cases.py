@@ -52,6 +52,12 @@ class Scene:
     planned_kv_cache_tokens: int | None
     planned_itl_seconds: float | None
     planned_ttft_seconds: float | None
+    # What holds the replicas (kube-state-metrics' kind and names) and the ScaledObject, for vLLM; the Serve
+    # deployment for Ray Serve.
+    replica_kind: str = "deployment"
+    replica_names: tuple[str, ...] = ()
+    scaled_object: str | None = None
+    deployment: str = ""
 
     @property
     def prefix(self) -> str:
@@ -62,7 +68,13 @@ class Scene:
         return "RayServeTargetDown" if self.source is MetricSource.RAY else "VllmTargetDown"
 
     def pod(self, n: int = 0) -> str:
-        return f"{self.job}-{'raycluster-gpu-worker' if self.source is MetricSource.RAY else '6b7f9c8d4'}-x2x{n}q"
+        """A serving pod: a Ray GPU worker (KubeRay 1.7.0: `<cluster>-gpu-worker-<5>`, the cluster `<job>-<5>`), a
+        LeaderWorkerSet's leader, or a pod of the Deployment."""
+        if self.source is MetricSource.RAY:
+            return f"{self.job}-k8x2p-gpu-worker-x2x{n}q"
+        if self.replica_kind == "statefulset":
+            return f"{self.job}-{n}"
+        return f"{self.job}-6b7f9c8d4-x2x{n}q"
 
     def target(self, n: int = 0, job: str | None = None, namespace: str | None = None) -> dict[str, str]:
         """The labels Prometheus gives every series of pod `n` (ServiceMonitor or PodMonitor target labels)."""
@@ -73,7 +85,7 @@ class Scene:
             "instance": f"10.0.1.{20 + n}:{8080 if self.source is MetricSource.RAY else 8000}",
         }
         if self.source is MetricSource.RAY:
-            labels |= {"ray_io_cluster": f"{self.job}-raycluster-k8x2p", "ray_io_node_type": "worker"}
+            labels |= {"ray_io_cluster": f"{self.job}-k8x2p", "ray_io_node_type": "worker"}
         else:
             labels |= {"service": job or self.job, "container": "vllm", "endpoint": "http"}
         return labels
@@ -183,7 +195,14 @@ def alert_test(
 ) -> dict[str, Any]:
     """A promtool test of alert `name`: with `fired` = [(labels, value)], nothing just before `for` has passed and
     exactly those alerts three minutes after it; with None, nothing at either time nor ten minutes later."""
-    rule = scene.rule(name)
+    return rule_alert_test(scene.rule(name), title, inputs, fired)
+
+
+def rule_alert_test(
+    rule: Mapping[str, Any], title: str, inputs: list[dict], fired: list[tuple[dict[str, str], float]] | None
+) -> dict[str, Any]:
+    """alert_test for a rule of any PrometheusRule (not only a workload's)."""
+    name = rule["alert"]
     wait = minutes(rule["for"])
     checks: list[dict[str, Any]] = [{"eval_time": f"{max(wait - 2, 0)}m", "alertname": name, "exp_alerts": []}]
     expected = [
@@ -386,6 +405,33 @@ def kv_cache_below_plan(s: Scene, name: str) -> list[dict[str, Any]]:
     ]
 
 
+def engine_stalled(s: Scene, name: str) -> list[dict[str, Any]]:
+    running, generated, prompted = (
+        "vllm:num_requests_running",
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+    )
+
+    def engine(n: int, requests: int, tokens: str, model: str | None = None) -> list[dict[str, str]]:
+        labels = s.engine(n, model=model)
+        return [
+            s.series(running, labels, f"{requests}x{SPAN}"),
+            s.series(generated, labels, tokens),
+            s.series(prompted, labels, "500x60"),
+        ]
+
+    decoy = engine(9, 3, f"1000x{SPAN}", model=OTHER_MODEL)
+    by = [label.strip() for label in re.findall(r"max by \(([^)]*)\)", s.rule(name)["expr"])[0].split(",")]
+    stalled = {k: v for k, v in s.engine(0).items() if k in by}
+    return [
+        alert_test(s, name, "requests running and no token for two minutes fires",
+                   [*engine(0, 3, f"1000x{SPAN}"), *engine(1, 2, f"0+600x{SPAN}"), *decoy], [(stalled, 3.0)]),
+        alert_test(s, name, "requests running with tokens flowing stay quiet",
+                   [*engine(0, 3, f"0+600x{SPAN}"), *decoy], None),
+        alert_test(s, name, "an idle engine stays quiet", [*engine(0, 0, f"1000x{SPAN}"), *decoy], None),
+    ]  # fmt: skip
+
+
 ALERT_CASES: dict[str, Callable[[Scene, str], list[dict[str, Any]]]] = {
     "KvCacheNearlyFull": kv_cache_nearly_full,
     "WaitingQueueGrowing": waiting_queue_growing,
@@ -395,13 +441,19 @@ ALERT_CASES: dict[str, Callable[[Scene, str], list[dict[str, Any]]]] = {
     "InterTokenLatencyAbovePlan": itl_above_plan,
     "TimeToFirstTokenAbovePlan": ttft_above_plan,
     "KvCacheBelowPlan": kv_cache_below_plan,
+    "EngineStalled": engine_stalled,
 }
+# The workload alerts named for what they watch rather than the engine.
 
 
 def alert_cases(s: Scene, name: str) -> list[dict[str, Any]]:
     """The promtool tests of alert `name` of scene `s`; an alert without cases fails here."""
     if name == s.target_down:
         return target_down(s, name)
+    from tests.promtool_fault_cases import WORKLOAD_CASES  # it builds on this module
+
+    if name in WORKLOAD_CASES:
+        return WORKLOAD_CASES[name](s, name)
     assert name.startswith(s.prefix) and name.removeprefix(s.prefix) in ALERT_CASES, f"no promtool case for {name}"
     return ALERT_CASES[name.removeprefix(s.prefix)](s, name)
 
@@ -451,8 +503,18 @@ def record_cases(s: Scene, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
-    """A promtool test of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value."""
+def _ready(s: Scene, value: int) -> dict[str, str]:
+    """kube-state-metrics' ready replicas of the scene's Deployment (its own labels; the ServiceMonitor of KSM keeps
+    them: honorLabels)."""
+    labels = {"namespace": s.namespace, "deployment": s.job, "job": "kube-state-metrics", "instance": "10.0.2.9:8080"}
+    return {"series": series_text("kube_deployment_status_replicas_ready", labels), "values": f"{value}x{SPAN}"}
+
+
+def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """promtool tests of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value: the
+    model's series add up (another model's do not count); with the series missing the query is empty while replicas
+    are ready (KEDA then errors and its fallback holds the count) and 0 while none is (a model starting or asleep);
+    a scale-to-zero workload's query reads 0 too when kube-state-metrics has no series for it."""
     inputs: dict[str, tuple[str, tuple[float, float], float]] = {
         # Waiting requests of the model's two pods add up; the other model's 100 do not count.
         "waiting-requests": ("vllm:num_requests_waiting", (3, 4), 7),
@@ -460,16 +522,30 @@ def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
         "kv-cache-usage": ("vllm:kv_cache_usage_perc", (0.25, 0.75), 0.5),
     }
     assert trigger["name"] in inputs, f"no promtool case for KEDA trigger {trigger['name']}"
+    assert trigger["metadata"]["ignoreNullValues"] == "false", "an empty result must be an error, not a 0"
     metric, (first, second), value = inputs[trigger["name"]]
-    series = [
-        s.series(metric, s.engine(0), f"{first}x{SPAN}"),
-        s.series(metric, s.engine(1), f"{second}x{SPAN}"),
-        s.series(metric, s.engine(9, model=OTHER_MODEL), f"100x{SPAN}"),
-    ]
+    other = s.series(metric, s.engine(9, model=OTHER_MODEL), f"100x{SPAN}")
+    series = [s.series(metric, s.engine(0), f"{first}x{SPAN}"), s.series(metric, s.engine(1), f"{second}x{SPAN}")]
     query = trigger["metadata"]["query"]
-    return {
-        "name": f"KEDA {trigger['name']}: {query}",
-        "interval": "1m",
-        "input_series": series,
-        "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]}],
-    }
+    asleep = "vector(0) unless" in query
+
+    def case(title: str, inputs: list[dict[str, str]], samples: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "name": f"KEDA {trigger['name']} ({title}): {query}",
+            "interval": "1m",
+            "input_series": inputs,
+            "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": samples}],
+        }
+
+    one = [{"labels": "{}", "value": value}]
+    zero = [{"labels": "{}", "value": 0}]
+    cases = [
+        case("two ready replicas", [*series, other, _ready(s, 2)], one),
+        case("series missing, a replica ready", [other, _ready(s, 1)], []),
+        case("no replica ready", [other, _ready(s, 0)], zero),
+        case("kube-state-metrics down, series present", [*series, other], one),
+    ]
+    # Without kube-state-metrics and without the series the query is empty (the fallback holds), except for a
+    # workload that sleeps on its schedule, which then reads 0 (it must not wake).
+    cases.append(case("kube-state-metrics down, series missing", [other], zero if asleep else []))
+    return cases

@@ -29,6 +29,7 @@ from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from llm_eks.manifests import network_policies as netpol
+from tests.amtool import EVERY_RECEIVER_KIND
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
 from tests.kube_schema import assert_valid
 from tests.upstream import CRDS, sources
@@ -41,6 +42,7 @@ GPU_TAINTS = (
 )
 WORKLOAD_SA = ("inference", "vllm-llama-3-1-8b")
 KMS_KEY = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+ALERT_ROUTES = EVERY_RECEIVER_KIND
 # Helm waits per release in the worst case: main --wait plus one per hook Job.
 WAITS = {"kube-prometheus-stack": 3, "secrets-store-csi-driver": 3}
 
@@ -55,9 +57,14 @@ class Synth:
         stack = cdk.Stack(app, STACK, env=cdk.Environment(account="123456789012", region="us-west-2"))
         cluster = minimal_cluster(stack)
         Keda(stack, "Keda", KedaProps(cluster=cluster))
-        Observability(stack, "Observability", ObservabilityProps(cluster=cluster))
-        KubeRayOperator(stack, "KubeRay", KubeRayOperatorProps(cluster=cluster))
         secrets = SecretsStoreCsi(stack, "SecretsStoreCsi", SecretsStoreCsiProps(cluster=cluster))
+        # Pages to PagerDuty and the topic, warnings to Slack, the heartbeat to a webhook: every secret a file.
+        Observability(
+            stack,
+            "Observability",
+            ObservabilityProps(cluster=cluster, alert_routes=ALERT_ROUTES, secrets_store=secrets),
+        )
+        KubeRayOperator(stack, "KubeRay", KubeRayOperatorProps(cluster=cluster))
         self.reader = secrets.add_secret_reader(*WORKLOAD_SA, "llm-eks/hf-token")
         AwsLoadBalancerController(stack, "AwsLoadBalancerController", AwsLoadBalancerControllerProps(cluster=cluster))
         ModelWeightsAccess(
@@ -281,13 +288,19 @@ def test_controllers_run_on_system_nodes(releases: dict[str, dict[str, Any]]) ->
 def test_keda_high_availability(releases: dict[str, dict[str, Any]]) -> None:
     keda = releases["keda"]["Values"]
     assert keda["operator"]["replicaCount"] == 2
-    assert keda["metricsServer"]["replicaCount"] == 1  # only one can serve external.metrics.k8s.io
+    # One metrics server serves external.metrics.k8s.io at a time; the second shortens a failover.
+    assert keda["metricsServer"]["replicaCount"] == 2
     assert keda["podDisruptionBudget"]["operator"] == {"minAvailable": 1}
-    assert keda["podDisruptionBudget"]["metricServer"] == {}
+    assert keda["podDisruptionBudget"]["metricServer"] == {"minAvailable": 1}
     assert set(keda["resources"]) == {"operator", "metricServer", "webhooks"}
     assert keda["topologySpreadConstraints"]["operator"][0]["labelSelector"] == {
         "matchLabels": {"app": "keda-operator"}
     }
+    assert keda["topologySpreadConstraints"]["metricsServer"][0]["labelSelector"] == {
+        "matchLabels": {"app": "keda-operator-metrics-apiserver"}
+    }
+    # The operator's scaler metrics, scraped by the chart's PodMonitor (the scaler-error alert reads them).
+    assert keda["prometheus"] == {"operator": {"enabled": True, "podMonitor": {"enabled": True}}}
 
 
 def test_prometheus_selects_everything_and_grafana_loads_labelled_dashboards(
@@ -369,7 +382,11 @@ def _associations(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_pod_identity_associations(synth: Synth) -> None:
     associations = _associations(synth)
-    assert set(associations) == {WORKLOAD_SA, ("kube-system", "aws-load-balancer-controller")}
+    assert set(associations) == {
+        WORKLOAD_SA,
+        ("kube-system", "aws-load-balancer-controller"),
+        ("monitoring", "kube-prometheus-stack-alertmanager"),
+    }
     roles = synth.resources("AWS::IAM::Role")
     for (namespace, account), resource in associations.items():
         role_id = resource["Properties"]["RoleArn"]["Fn::GetAtt"][0]
@@ -414,6 +431,61 @@ def test_model_weights_read_only_on_the_prefix(synth: Synth) -> None:
     assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-west-2.amazonaws.com"}}
     every_action = {a for s in statements.values() for a in _list(s["Action"])}
     assert not any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in every_action)
+
+
+def test_alert_receivers_read_their_secrets_as_files(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
+    """PagerDuty, Slack and the heartbeat webhook: each secret by name from Secrets Manager, mounted into the
+    Alertmanager pods through the CSI driver with their own Pod Identity role, never a Helm value."""
+    prometheus = releases["kube-prometheus-stack"]
+    spec = prometheus["Values"]["alertmanager"]["alertmanagerSpec"]
+    assert spec["volumes"] == [
+        {
+            "name": "alerting-secrets",
+            "csi": {
+                "driver": "secrets-store.csi.k8s.io",
+                "readOnly": True,
+                "volumeAttributes": {"secretProviderClass": "alertmanager-receivers"},
+            },
+        }
+    ]
+    assert spec["volumeMounts"] == [
+        {"name": "alerting-secrets", "mountPath": "/etc/llm-eks/alerting", "readOnly": True}
+    ]
+    config = prometheus["Values"]["alertmanager"]["config"]
+    files = sorted(
+        value
+        for receiver in config["receivers"]
+        for key, integrations in receiver.items()
+        if key.endswith("_configs")
+        for integration in integrations
+        for name, value in integration.items()
+        if name.endswith("_file")
+    )
+    assert files == ["/etc/llm-eks/alerting/chat", "/etc/llm-eks/alerting/pager", "/etc/llm-eks/alerting/snitch"]
+    holder = synth.manifest_of("SecretProviderClass", "alertmanager-receivers")
+    # The class exists before the pods that mount it, and after the driver that defines its kind.
+    assert holder in prometheus["DependsOn"]
+    assert any(d.startswith("SecretsStoreCsiProviderAws") for d in synth.template["Resources"][holder]["DependsOn"])
+    role = _associations(synth)[("monitoring", "kube-prometheus-stack-alertmanager")]["Properties"]["RoleArn"]
+    statements = synth.role_statements(role["Fn::GetAtt"][0])
+    read = sorted(readable(s["Resource"]) for s in statements if "secretsmanager:GetSecretValue" in _list(s["Action"]))
+    assert [r.rsplit(":secret:", 1)[1] for r in read] == [
+        "llm-eks/prod/heartbeat-url-??????",
+        "llm-eks/prod/pagerduty-??????",
+        "llm-eks/prod/slack-??????",
+    ]
+
+
+def test_a_secret_receiver_needs_the_secrets_store(bare_cluster: eks.Cluster) -> None:
+    with pytest.raises(ConfigError) as err:
+        Observability(
+            bare_cluster.stack, "Observability", ObservabilityProps(cluster=bare_cluster, alert_routes=ALERT_ROUTES)
+        )
+    assert str(err.value) == (
+        "Bare/Observability: observability.secrets_store: None is not allowed with receivers that hold a secret "
+        "(pager, chat, snitch); pass the cluster's SecretsStoreCsi (InferenceCluster.add_secrets_store), which "
+        "mounts each secret into Alertmanager as a file"
+    )
 
 
 def test_load_balancer_controller(synth: Synth, releases: dict[str, dict[str, Any]]) -> None:
@@ -564,13 +636,82 @@ def test_replica_counts_are_bounded(bare_cluster: eks.Cluster) -> None:
     )
 
 
+def test_two_prometheus_and_alertmanager_replicas_one_per_zone(releases: dict[str, dict[str, Any]]) -> None:
+    values = releases["kube-prometheus-stack"]["Values"]
+    for spec, pdb in (
+        (values["prometheus"]["prometheusSpec"], values["prometheus"]["podDisruptionBudget"]),
+        (values["alertmanager"]["alertmanagerSpec"], values["alertmanager"]["podDisruptionBudget"]),
+    ):
+        assert (spec["replicas"], spec["podAntiAffinity"], spec["podAntiAffinityTopologyKey"]) == (
+            2,
+            "hard",
+            "topology.kubernetes.io/zone",
+        )
+        assert pdb == {"enabled": True, "minAvailable": 1}
+    # Each replica's series go to the querier through its Thanos sidecar, found through the discovery Service.
+    assert values["prometheus"]["prometheusSpec"]["thanos"]["image"] == versions.THANOS_IMAGE
+    assert values["prometheus"]["thanosService"] == {"enabled": True}
+    assert (
+        values["grafana"]["sidecar"]["datasources"]["url"] == "http://thanos-query.monitoring.svc.cluster.local:10902/"
+    )
+
+
+def test_one_query_endpoint_deduplicates_both_replicas(synth: Synth) -> None:
+    objects = synth.manifests()[synth.manifest_of("Deployment", "thanos-query")]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    spec = deployment["spec"]
+    (container,) = spec["template"]["spec"]["containers"]
+    assert spec["replicas"] == 2
+    assert container["image"] == versions.THANOS_IMAGE
+    assert container["args"][:4] == [
+        "query",
+        "--http-address=0.0.0.0:10902",
+        "--grpc-address=0.0.0.0:10901",
+        "--query.replica-label=prometheus_replica",
+    ]
+    sd = yaml.safe_load(container["args"][4].removeprefix("--endpoint.sd-config="))
+    assert sd == {
+        "endpoints": [
+            {"address": "dnssrv+_grpc._tcp.kube-prometheus-stack-thanos-discovery.monitoring.svc.cluster.local"}
+        ]
+    }
+    assert spec["template"]["spec"]["nodeSelector"] == SYSTEM
+    (pdb,) = [o for o in objects if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"] == "thanos-query"]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert_valid([o for o in objects if "${" not in json.dumps(o) and o["kind"] != "Namespace"])
+
+
+def test_replicas_beyond_the_zones_are_refused() -> None:
+    # An env-agnostic stack resolves two zones.
+    stack = cdk.Stack(cdk.App(), "TwoZones")
+    cluster = minimal_cluster(stack)
+    with pytest.raises(ConfigError) as err:
+        Observability(stack, "Observability", ObservabilityProps(cluster=cluster, prometheus_replicas=3))
+    assert str(err.value) == (
+        "TwoZones/Observability: observability.prometheus_replicas: 3 is not allowed; must be at most the cluster's 2 "
+        "availability zones (one replica per zone: another would stay Pending)"
+    )
+    with pytest.raises(ConfigError) as err:
+        ObservabilityOptions(query_replicas=1).validate()
+    assert str(err.value) == (
+        "observability.query_replicas: 1 is not allowed; must be 2 or 3 (KEDA's scaling and verify read through it: "
+        "one replica would be a single point of failure)"
+    )
+
+
 def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
     """Each add-on namespace is ours: its Pod Security level (with the reason below restricted), a default deny and
     the exact allows; the control plane's range defaults to the cluster's VPC CIDR."""
     expected = {
         "keda": (
             "restricted",
-            ["default-deny-ingress", "keda-metrics-apiserver", "keda-admission-webhooks", "keda-operator"],
+            [
+                "default-deny-ingress",
+                "keda-metrics-apiserver",
+                "keda-admission-webhooks",
+                "keda-operator",
+                "keda-operator-metrics",
+            ],
         ),
         "kuberay-system": ("restricted", ["default-deny-ingress"]),
         "monitoring": (
@@ -578,10 +719,12 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
             [
                 "default-deny-ingress",
                 "prometheus-scrapes",
-                "prometheus-queries",
+                "thanos-query",
+                "prometheus-sidecars-from-thanos-query",
+                "prometheus-from-grafana",
                 "alertmanager-from-grafana",
+                "alertmanager-cluster",
                 "prometheus-operator-webhook",
-                "prometheus-from-api-server",
             ],
         ),
     }
@@ -590,7 +733,7 @@ def test_addon_namespaces_pod_security_and_policies(synth: Synth) -> None:
         ns, *rest = objects
         assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level
         assert (netpol.REASON_ANNOTATION in ns["metadata"].get("annotations", {})) is (level != "restricted")
-        assert [o["metadata"]["name"] for o in rest] == policies
+        assert [o["metadata"]["name"] for o in rest if o["kind"] == "NetworkPolicy"] == policies
         assert {o["metadata"]["namespace"] for o in rest} == {namespace}
         assert_valid([o for o in objects if "${" not in json.dumps(o)])
     keda = synth.manifests()[synth.manifest_of("Namespace", "keda")]
@@ -607,8 +750,12 @@ def test_control_plane_cidrs_and_prometheus_clients_are_props() -> None:
     assert blocks == {"10.1.0.0/16"}
     props = ObservabilityProps(cluster=cluster, control_plane_cidrs=("10.1.0.0/16",), prometheus_clients=())
     alone = Observability(stack, "Observability", props).namespace_objects
-    (queries,) = [o for o in alone if o["metadata"]["name"] == "prometheus-queries"]
-    assert queries["spec"]["ingress"][0]["from"] == [
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}
+    (queries,) = [o for o in alone if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "thanos-query"]
+    assert queries["spec"]["ingress"] == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}],
+            "ports": [{"protocol": "TCP", "port": 10902}],
+        },
+        {"from": [{"ipBlock": {"cidr": "10.1.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 10902}]},
     ]
     assert_valid(keda + alone)

@@ -224,7 +224,7 @@ def test_the_comparison_pages_figures_are_dev_plans_on_both_modes() -> None:
             "volume restored from the snapshot, which EKS Auto Mode cannot give",
         ),
         (
-            {"compute": "auto-mode", "system_nodes": {"min_size": 3, "desired_size": 3}},
+            {"compute": "auto-mode", "system_nodes": {"min_size": 4, "desired_size": 4}},
             "environments.e.system_nodes: ",
         ),
         (

@@ -15,6 +15,7 @@ from llm_eks.manifests.autoscaling import (
     VllmAutoscalingChart,
     validate_autoscaling_props,
 )
+from llm_eks.manifests.checks import check_objects
 from tests.chart_helpers import DESIGN_VLLM_METRICS
 from tests.kube_schema import assert_valid
 from tests.test_vllm_chart import NAME, base_props
@@ -84,9 +85,12 @@ def test_trigger_queries_exactly(scaled_object: dict[str, Any]) -> None:
             "name": "waiting-requests",
             "metricType": "AverageValue",
             "metadata": {
-                "serverAddress": "http://prometheus-operated.monitoring.svc.cluster.local:9090",
-                "query": 'sum(vllm:num_requests_waiting{model_name="llama-3.1-8b"})',
+                "serverAddress": "http://thanos-query.monitoring.svc.cluster.local:10902",
+                "query": 'sum(vllm:num_requests_waiting{model_name="llama-3.1-8b"}) '
+                'or on() (sum(kube_deployment_status_replicas_ready{namespace="inference", '
+                f'deployment="{NAME}"}}) == 0)',
                 "threshold": "4",
+                "ignoreNullValues": "false",
             },
         },
         {
@@ -94,13 +98,16 @@ def test_trigger_queries_exactly(scaled_object: dict[str, Any]) -> None:
             "name": "kv-cache-usage",
             "metricType": "Value",
             "metadata": {
-                "serverAddress": "http://prometheus-operated.monitoring.svc.cluster.local:9090",
-                "query": 'avg(vllm:kv_cache_usage_perc{model_name="llama-3.1-8b"})',
+                "serverAddress": "http://thanos-query.monitoring.svc.cluster.local:10902",
+                "query": 'avg(vllm:kv_cache_usage_perc{model_name="llama-3.1-8b"}) '
+                'or on() (sum(kube_deployment_status_replicas_ready{namespace="inference", '
+                f'deployment="{NAME}"}}) == 0)',
                 "threshold": "0.8",
+                "ignoreNullValues": "false",
             },
         },
     ]
-    assert PROMETHEUS_URL == "http://prometheus-operated.monitoring.svc.cluster.local:9090"
+    assert PROMETHEUS_URL == "http://thanos-query.monitoring.svc.cluster.local:10902"
 
 
 def test_every_query_returns_one_element_and_uses_current_metric_names(
@@ -114,11 +121,49 @@ def test_every_query_returns_one_element_and_uses_current_metric_names(
     ]
     assert len(queries) == 4
     for query in queries:
-        # One aggregation around the whole selector: a single-element vector, whatever the pod count.
-        assert re.fullmatch(r'(sum|avg)\(vllm:[a-z_]+\{model_name="[^"]+"\}\)', query), query
+        # One aggregation around the whole selector (a single-element vector, whatever the pod count), or a 0 that
+        # holds only while no replica is ready.
+        assert re.match(r'(sum|avg)\(vllm:[a-z_]+\{model_name="[^"]+"\}\) or on\(\) \(sum\(kube_', query), query
+        assert not check_objects([obj for obj in (scaled_object, scheduled)]), query
         assert set(re.findall(r"vllm:\w+", query)) <= CURRENT_METRICS
         for pattern in REMOVED_METRIC_PATTERNS:
             assert not re.search(pattern, query), (pattern, query)
+
+
+def test_fallback_holds_the_current_count_never_below_the_minimum(
+    scaled_object: dict[str, Any], scheduled: dict[str, Any]
+) -> None:
+    assert scaled_object["spec"]["fallback"] == {
+        "failureThreshold": 3,
+        "replicas": 1,
+        "behavior": "currentReplicasIfHigher",
+    }
+    assert scheduled["spec"]["fallback"]["replicas"] == 0
+
+
+def test_a_sleeping_model_reads_zero_even_without_kube_state_metrics(scheduled: dict[str, Any]) -> None:
+    (waiting, _, _) = scheduled["spec"]["triggers"]
+    assert waiting["metadata"]["query"].endswith(
+        f' or on() (vector(0) unless on() count(kube_deployment_status_replicas_ready{{namespace="inference", '
+        f'deployment="{NAME}"}}))'
+    )
+
+
+def test_a_replica_spanning_nodes_is_guarded_by_its_leader_statefulset() -> None:
+    obj = synth(
+        PROPS,
+        nodes_per_replica=2,
+        accelerators_per_node=4,
+        tensor_parallel_size=4,
+        pipeline_parallel_size=2,
+        accelerators_per_pod=4,
+        ingress=None,
+    )
+    for trigger in obj["spec"]["triggers"]:
+        assert (
+            f'kube_statefulset_status_replicas_ready{{namespace="inference", statefulset="{NAME}"}}'
+            in (trigger["metadata"]["query"])
+        )
 
 
 def test_behavior_fast_up_slow_down(scaled_object: dict[str, Any]) -> None:

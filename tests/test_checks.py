@@ -181,7 +181,7 @@ def scaled_object(target: str, *, max_replicas: int | None = 6, queries: dict[st
                 "type": "prometheus",
                 "name": name,
                 "metadata": {
-                    "serverAddress": "http://prometheus-operated.monitoring.svc.cluster.local:9090",
+                    "serverAddress": "http://thanos-query.monitoring.svc.cluster.local:10902",
                     "query": query,
                     "threshold": "4",
                 },

@@ -153,7 +153,9 @@ def test_add_chart_orders_charts_after_what_they_name(examples: dict[str, Templa
 
 def test_own_node_role_and_queue_create_neither(examples: dict[str, Template]) -> None:
     t = examples["hatches"]
-    assert not t.of_type("AWS::SQS::Queue") and not t.of_type("AWS::Events::Rule")
+    # No queue and no interruption rule (the one rule left forwards the stack's failed deploys to the alerts topic).
+    rules = [r["Properties"]["EventPattern"]["source"] for r in t.of_type("AWS::Events::Rule").values()]
+    assert not t.of_type("AWS::SQS::Queue") and rules == [["aws.cloudformation"]]
     descriptions = [r["Properties"].get("Description", "") for r in t.of_type("AWS::IAM::Role").values()]
     assert not [d for d in descriptions if d.startswith("Nodes Karpenter launches")]
     _, entry = t.one("AWS::EKS::AccessEntry", "KarpenterNodeAccessEntry")
@@ -200,7 +202,8 @@ def test_extra_helm_values_merge_over_ours(examples: dict[str, Template]) -> Non
         "limits": {"cpu": "1", "memory": "2Gi"},
     }
     keda = t.values("keda")
-    assert keda["prometheus"] == {"operator": {"enabled": True}} and keda["crds"] == {"install": True}
+    assert keda["prometheus"] == {"operator": {"enabled": True, "podMonitor": {"enabled": True}}}
+    assert keda["crds"] == {"install": True}
     grafana = t.values("kube-prometheus-stack")["grafana"]
     assert grafana["defaultDashboardsTimezone"] == "utc" and grafana["persistence"] == {"enabled": False}
 

@@ -48,7 +48,7 @@ def test_defaults_are_production_choices() -> None:
     config = parse_environment("x", {})
     assert config.kubernetes_version == "1.35"
     assert config.vpc.cidr == "10.0.0.0/16"
-    assert config.system_nodes.min_size == 2
+    assert config.system_nodes.min_size == 3
     assert config.workload.replicas.min == 1
     assert config.workload.autoscaling.scale_to_zero is None
     # The OpenAI endpoint needs a key unless the config turns it off; the stack generates it.
@@ -113,8 +113,8 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         (
             {"acount": "123456789012"},
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: accepted_risks, account, "
-            "admin_role_arns, alpha_features, capacity_reservations, compute, endpoint, gateway, kubernetes_version, "
-            "production, region, require_image_digests, rollout_role_arns, "
+            "admin_role_arns, alerting, alpha_features, capacity_reservations, compute, endpoint, gateway, "
+            "kubernetes_version, production, region, require_image_digests, rollout_role_arns, "
             "system_nodes, tags, vpc, weights_bucket, workload, workloads",
         ),
         (
@@ -123,12 +123,13 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "accelerator_limit, acknowledged_warnings, api_key, api_key_secret, autoscaling, benchmark, canary, "
             "capacity_types, compile_cache, conversation_turns, data_parallel_size, dedicated_pool, disaggregation, "
             "efa, enable_expert_parallel, engine, "
-            "gpu_memory_utilization, hf_token_secret, image, image_snapshot_id, internal_alb, kv_cache_dtype, "
-            "kv_offload, load_balancer, lora_adapters, max_lora_rank, "
+            "fallback_accelerator, gpu_memory_utilization, hf_token_secret, image, image_snapshot_id, internal_alb, "
+            "kv_cache_dtype, kv_offload, "
+            "load_balancer, lora_adapters, max_lora_rank, "
             "max_model_len, max_num_seqs, "
-            "model, model_spec, pipeline_parallel_size, prefill_replicas, replicas, revision, slo, target_concurrency, "
-            "tensor_parallel_size, think_time_s, trust_remote_code, typical_input_tokens, typical_output_tokens, "
-            "warm_replicas, weight_format, weights, weights_s3_uri",
+            "model, model_spec, on_demand_floor, pipeline_parallel_size, prefill_replicas, replicas, revision, slo, "
+            "target_concurrency, tensor_parallel_size, think_time_s, trust_remote_code, typical_input_tokens, "
+            "typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri",
         ),
         (
             {"account": "1234"},
@@ -204,8 +205,8 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
         ),
         (
             {"system_nodes": {"desired_size": 9}},
-            "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (2) and "
-            "max_size (4)",
+            "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (3) and "
+            "max_size (5)",
         ),
         (
             {

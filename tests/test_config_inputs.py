@@ -79,7 +79,8 @@ def test_model_spec_is_planned_and_its_charts_synthesize(capsys: pytest.CaptureF
     assert (code, err) == (0, "")
     objects = [o for p in sorted(out_dir.glob("*.yaml")) for o in yaml.safe_load_all(p.read_text()) if o]
     assert_valid(objects)
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    # The workload's Deployment (the monitoring namespace's query endpoint is one too).
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("vllm-")]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["args"][0] == "acme/llama-clone-8b"
     assert container["args"][container["args"].index("--served-model-name") + 1] == "acme/llama-clone-8b"

@@ -164,7 +164,7 @@ def test_workloads_probes_drain_and_scale_out() -> None:
         f"startup `GET /health` every {startup['periodSeconds']} s with failureThreshold = ⌈1.5 {TIMES} planned "
         f"start-up / {startup['periodSeconds']}⌉ (dev: start-up {dev.cold_start.startup_s:g} s → {budget} s budget → "
         f"{startup['failureThreshold']})",
-        f"liveness `GET /health`, {liveness['failureThreshold']} {TIMES} {liveness['periodSeconds']} s",
+        f"liveness every {liveness['periodSeconds']} s, restart after {liveness['failureThreshold']} failures",
         f"preStop sleep {pre_stop} s + `--shutdown-timeout {shutdown}` = {pre_stop + shutdown} s < "
         f"`terminationGracePeriodSeconds` {grace} s",
         f"Ray Serve workers: preStop {worker['containers'][0]['lifecycle']['preStop']['sleep']['seconds']} s",

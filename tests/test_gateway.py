@@ -258,6 +258,44 @@ def test_a_picker_serves_its_own_pool_with_load_kv_and_prefix_scorers(objects: l
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
 
+def test_a_picker_has_a_standby_on_another_node_and_no_budget_that_would_pin_its_leader(
+    objects: list[dict[str, Any]],
+) -> None:
+    """Two replicas elect a leader; only the leader is Ready (llm-d-router v0.10.0 cmd/epp/runner/health.go). So the
+    Deployment recreates on update (a rolling update would wait for the standby to be Ready, which it never is) and no
+    PodDisruptionBudget covers it (with one Ready pod it would refuse every eviction of the leader, so a drain of its
+    node would never end); the standby is spread to another node and zone."""
+    deployment = _one(objects, "Deployment", "vllm-chat-epp")
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--ha-enable-leader-election" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert [(c["topologyKey"], c["whenUnsatisfiable"]) for c in spread] == [
+        ("topology.kubernetes.io/zone", "ScheduleAnyway"),
+        ("kubernetes.io/hostname", "ScheduleAnyway"),
+    ]
+    budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    picker = deployment["spec"]["template"]["metadata"]["labels"]
+    assert not [b for b in budgets if _labels_match(b["spec"]["selector"]["matchLabels"], picker)]
+
+
+def test_the_gateway_and_each_picker_alert(objects: list[dict[str, Any]]) -> None:
+    """Their rules live with the gateway (llm_eks.manifests.gateway.alerts; promtool runs them in
+    test_promtool_rules)."""
+    rules = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): [
+            r["alert"] for g in o["spec"]["groups"] for r in g["rules"] if "alert" in r
+        ]
+        for o in objects
+        if o["kind"] == "PrometheusRule"
+    }
+    assert rules[("inference-gateway", "inference-gateway-alerts")] == [
+        "GatewayErrorRatioHigh",
+        "GatewayPayloadProcessorDown",
+        "GatewayPayloadProcessorDegraded",
+    ]
+    assert rules[("inference-chat", "vllm-chat-epp-alerts")] == ["EndpointPickerDown", "EndpointPickerStandbyMissing"]
+
+
 def test_a_model_spanning_nodes_routes_to_its_leaders_only() -> None:
     big = {
         "model": "Qwen/Qwen3-235B-A22B-FP8",

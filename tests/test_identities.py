@@ -12,6 +12,7 @@ import pytest
 
 from llm_eks.infra.review import readable
 from llm_eks.manifests.benchmark import TOKENIZER_FILES
+from llm_eks.manifests.weights_staging import MARKERS
 
 # An object ARN in the weights bucket, as the bucket's own construct or an imported one (by name) writes it.
 _IN_BUCKET = re.compile(
@@ -63,27 +64,32 @@ TOKENIZER = {f"{LLAMA_8B}{name}" for name in TOKENIZER_FILES}
 def test_dev_identities_read_only_what_their_job_needs(templates: dict[str, Any]) -> None:
     access = _access(templates["dev"])
     serving = "inference/vllm-llama-3-1-8b-instruct"
+    # The one staging key's marker and in-progress record (staging-markers/<prefix><key>*).
+    (marker,) = (k for k in access[serving]["read"] if k.startswith(MARKERS))
+    assert re.fullmatch(rf"{MARKERS}{re.escape(LLAMA_8B)}[0-9a-f]{{10}}\*", marker), marker
     assert access == {
-        # The serving pods stream the staged weights and read the API key: no Hub token (staging downloaded), and
-        # the compile cache is theirs to read and verify, never to write or sign.
+        # The serving pods stream the staged weights once their key's marker is there, and read the API key: no
+        # Hub token (staging downloaded), and the compile cache is theirs to read and verify, never to write or
+        # sign.
         serving: {
             "secrets": {"llm-eks/dev/api-key"},
-            "read": {f"{LLAMA_8B}*", f"{CACHE}*"},
+            "read": {f"{LLAMA_8B}*", marker, f"{CACHE}*"},
             "write": set(),
             "sign": set(),
         },
-        # The compile-cache Job: serves nothing, holds no secret, adds to the cache and signs its manifest.
+        # The compile-cache Job: serves nothing, holds no secret, streams the staged weights as a replica does,
+        # adds to the cache and signs its manifest.
         f"{serving}-compile-cache": {
             "secrets": set(),
-            "read": {f"{CACHE}*"},
+            "read": {f"{LLAMA_8B}*", marker, f"{CACHE}*"},
             "write": {f"{CACHE}*"},
             "sign": {"cache-signing-key"},
         },
-        # The staging Job: the Hub token and the model's prefix, nothing served.
+        # The staging Job: the Hub token, the model's prefix and its markers, nothing served.
         "inference/stage-llama-3-1-8b-instruct": {
             "secrets": {"llm-eks/dev/hf-token"},
-            "read": {f"{LLAMA_8B}*"},
-            "write": {f"{LLAMA_8B}*"},
+            "read": {f"{LLAMA_8B}*", f"{MARKERS}{LLAMA_8B}*"},
+            "write": {f"{LLAMA_8B}*", f"{MARKERS}{LLAMA_8B}*"},
             "sign": set(),
         },
         # The benchmark: the API key and the tokenizer files only.

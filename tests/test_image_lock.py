@@ -158,7 +158,7 @@ def test_require_image_digests_refuses_the_first_unlocked_image() -> None:
         _workload(body, lock_of(VLLM))
     assert str(info.value) == (
         "environments.dev.require_image_digests: true is not allowed while public.ecr.aws/karpenter/controller:1.14.1 "
-        "and 18 more have no digest in images.lock.json; run `llm-eks images lock --env dev` where the registries are "
+        "and 19 more have no digest in images.lock.json; run `llm-eks images lock --env dev` where the registries are "
         "reachable, review and commit the file, or set require_image_digests to false"
     )
     config = parse_environment("dev", body)

@@ -25,6 +25,7 @@ from tests.kube_schema import assert_valid
 NAME = "vllm-llama-3-1-8b"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SEL = f'{{namespace="inference", model_name="{MODEL}"}}'
+READY = f'kube_deployment_status_replicas_ready{{namespace="inference", deployment="{NAME}"}}'
 
 
 def base_props(**overrides: Any) -> MonitoringProps:
@@ -35,10 +36,11 @@ def base_props(**overrides: Any) -> MonitoringProps:
         cost_per_hour_per_replica=1.861,
         queue_waiting_threshold=8,
         dcgm_namespace=DCGM_NAMESPACE,
+        cold_start_seconds=273.0,
     )
     target_fields = {f.name for f in dataclasses.fields(MonitoringTargets)}
     targets = dataclasses.replace(targets, **{k: v for k, v in overrides.items() if k in target_fields})
-    props = MonitoringProps(name=NAME, served_model_name=MODEL, targets=targets)
+    props = MonitoringProps(name=NAME, served_model_name=MODEL, targets=targets, scaled_object=NAME)
     return dataclasses.replace(props, **{k: v for k, v in overrides.items() if k not in target_fields})
 
 
@@ -72,6 +74,8 @@ def dashboard(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
 def test_every_object_is_valid(objects: dict[tuple[str, str], dict[str, Any]]) -> None:
     assert sorted(objects) == [
         ("ConfigMap", f"{NAME}-dashboard"),
+        # The GPU rules go with the one DCGM ServiceMonitor (llm_eks.manifests.monitoring_model.gpu_rules).
+        ("PrometheusRule", "dcgm-exporter-alerts"),
         ("PrometheusRule", f"{NAME}-alerts"),
         ("ServiceMonitor", "dcgm-exporter"),
         ("ServiceMonitor", NAME),
@@ -111,8 +115,48 @@ def test_alert_expressions_exactly(rules: dict[str, dict[str, Any]]) -> None:
             f"(rate(vllm:inter_token_latency_seconds_bucket{SEL}[5m]))) > 0.05"
         ),
         "VllmPreemptionsRising": f"{by} (rate(vllm:num_preemptions_total{SEL}[5m])) > 0",
+        "VllmEngineStalled": (
+            f"max by (namespace, pod, engine) (vllm:num_requests_running{SEL}) > 0 and on (namespace, pod, engine) "
+            f"(sum by (namespace, pod, engine) (increase(vllm:generation_tokens_total{SEL}[2m])) + "
+            f"sum by (namespace, pod, engine) (increase(vllm:prompt_tokens_total{SEL}[2m]))) == 0"
+        ),
+        "VllmNoReadyReplica": (
+            f"sum by (namespace) ({READY}) == 0 and on (namespace) "
+            f'sum by (namespace) (kube_deployment_spec_replicas{{namespace="inference", deployment="{NAME}"}}) > 0 '
+            "and on (namespace) (time() - min by (namespace) "
+            f'(kube_deployment_created{{namespace="inference", deployment="{NAME}"}})) > 273'
+        ),
+        "VllmSeriesAbsent": (
+            f"sum by (namespace) ({READY}) > 0 unless on (namespace) count by (namespace) "
+            f"(vllm:num_requests_waiting{SEL})"
+        ),
+        "KedaScalerErrors": (
+            "sum by (scaledObject) (rate(keda_scaler_detail_errors_total"
+            f'{{exported_namespace="inference", scaledObject="{NAME}"}}[5m])) > 0 and on () sum({READY}) > 0'
+        ),
+        "GpuPodsPendingTooLong": (
+            "max by (namespace, pod) (kube_pod_status_phase"
+            f'{{namespace="inference", phase="Pending", pod=~"{NAME}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"}}) == 1 '
+            "and on (namespace, pod) max by (namespace, pod) (kube_pod_container_resource_requests"
+            f'{{namespace="inference", resource="nvidia_com_gpu", pod=~"{NAME}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"}}) > 0'
+        ),
         "VllmTargetDown": f'up{{job="{NAME}", namespace="inference"}} == 0',
     }
+
+
+def test_a_floor_and_a_leader_worker_set_count_their_own_objects() -> None:
+    """An on-demand floor's Deployment counts with the burst one; a LeaderWorkerSet's replicas are its leader
+    StatefulSet's (kube_statefulset_replicas for the wanted count), its pods `<name>-<group>[-<worker>]`."""
+    from llm_eks.manifests.monitoring import alert_rules
+
+    floor = {r["alert"]: r["expr"] for r in alert_rules(base_props(replica_names=(NAME, f"{NAME}-floor")))}
+    assert f'deployment=~"{NAME}|{NAME}-floor"' in floor["VllmNoReadyReplica"]
+    assert f'pod=~"({NAME}|{NAME}-floor)-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"' in floor["GpuPodsPendingTooLong"]
+    lws = {r["alert"]: r["expr"] for r in alert_rules(base_props(replica_kind="statefulset"))}
+    assert f'kube_statefulset_replicas{{namespace="inference", statefulset="{NAME}"}}' in lws["VllmNoReadyReplica"]
+    assert f'pod=~"{NAME}-[0-9]+(-[0-9]+)?"' in lws["GpuPodsPendingTooLong"]
+    asleep = {r["alert"]: r["for"] for r in alert_rules(base_props(scales_to_zero=True))}
+    assert asleep["VllmNoReadyReplica"] == "5m"  # waking takes the cold start (273 s)
 
 
 def test_alert_durations_severities_and_annotations(rules: dict[str, dict[str, Any]]) -> None:
@@ -122,6 +166,12 @@ def test_alert_durations_severities_and_annotations(rules: dict[str, dict[str, A
         "VllmTimeToFirstTokenAboveSlo": ("10m", "critical"),
         "VllmInterTokenLatencyAboveSlo": ("10m", "critical"),
         "VllmPreemptionsRising": ("15m", "warning"),
+        "VllmEngineStalled": ("2m", "critical"),
+        "VllmNoReadyReplica": ("1m", "critical"),
+        "VllmSeriesAbsent": ("3m", "critical"),
+        "KedaScalerErrors": ("5m", "warning"),
+        # The planned cold start, 273 s, rounded up.
+        "GpuPodsPendingTooLong": ("5m", "warning"),
         "VllmTargetDown": ("5m", "critical"),
     }
     for rule in rules.values():
@@ -282,6 +332,24 @@ def test_dcgm_found_in_any_namespace_when_none_is_given() -> None:
         (
             {"dcgm_service_labels": {}},
             "monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+        ),
+        (
+            {"cold_start_seconds": 0},
+            "monitoring.targets.cold_start_seconds: 0 is not allowed; must be a positive number of seconds, at most "
+            "7200",
+        ),
+        (
+            {"gpu_resource": "gpu"},
+            "monitoring.targets.gpu_resource: 'gpu' is not allowed; must be an extended resource name (vendor.com/x)",
+        ),
+        (
+            {"replica_kind": "leaderworkerset"},
+            "monitoring.replica_kind: 'leaderworkerset' is not allowed; must be 'deployment' or 'statefulset'",
+        ),
+        (
+            {"replica_names": ("vllm-floor", NAME)},
+            "monitoring.replica_names: ['vllm-floor', 'vllm-llama-3-1-8b'] is not allowed; must start with the "
+            "workload 'vllm-llama-3-1-8b'",
         ),
     ],
 )

@@ -30,7 +30,11 @@ def _groups(props: MonitoringProps) -> dict[str, list[dict[str, Any]]]:
 
     from llm_eks.manifests.monitoring import MonitoringChart
 
-    (rule,) = [o for o in MonitoringChart(cdk8s.App(), "m", props).to_json() if o["kind"] == "PrometheusRule"]
+    (rule,) = [
+        o
+        for o in MonitoringChart(cdk8s.App(), "m", props).to_json()
+        if o["kind"] == "PrometheusRule" and o["metadata"]["name"] == f"{props.name}-alerts"
+    ]
     return {g["name"]: g["rules"] for g in rule["spec"]["groups"]}
 
 

@@ -211,10 +211,24 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
     every = [o for objs in files.values() for o in objs]
     keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in every]
     assert len(keys) == len(set(keys)), "two objects with one name"
-    # The one DCGM ServiceMonitor belongs to no workload: adding or removing one never moves it.
+    # The one DCGM ServiceMonitor and the GPU rules that read it belong to no workload: adding or removing one never
+    # moves them.
     (dcgm,) = [o for o in every if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
-    assert dcgm["metadata"]["namespace"] == "monitoring"
-    assert files["02-gpu-monitoring.yaml"] == [dcgm]
+    (gpu,) = [o for o in every if o["kind"] == "PrometheusRule" and o["metadata"]["name"] == "dcgm-exporter-alerts"]
+    assert dcgm["metadata"]["namespace"] == gpu["metadata"]["namespace"] == "monitoring"
+    assert files["02-gpu-monitoring.yaml"] == [dcgm, gpu]
+
+
+def test_the_ray_head_runs_off_the_system_nodes_on_on_demand_capacity_it_keeps(synthesized: Synthesized) -> None:
+    """Losing a system node never restarts the Ray cluster, and the system nodes' capacity is the controllers': the
+    head runs on the CPU pool's on-demand capacity, never consolidated or drifted away (do-not-disrupt)."""
+    (service,) = [o for o in synthesized.manifests("staging")["03-qwen-ray-serve.yaml"] if o["kind"] == "RayService"]
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]
+    assert head["spec"]["nodeSelector"] == {"llm-eks.io/node-pool": "cpu", "karpenter.sh/capacity-type": "on-demand"}
+    assert head["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    (pools,) = [synthesized.manifests("staging")["01-node-pools.yaml"]]
+    cpu = [o for o in pools if o["kind"] == "NodePool" and o["metadata"]["name"] == "cpu"]
+    assert cpu, "the CPU pool the head runs on"
 
 
 def test_each_served_name_reaches_only_its_own_pods(synthesized: Synthesized) -> None:

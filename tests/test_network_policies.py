@@ -114,6 +114,7 @@ GRAFANA = Pod(
     "monitoring", {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}
 )
 ALERTMANAGER = Pod("monitoring", {"app.kubernetes.io/name": "alertmanager"})
+THANOS_QUERY = Pod("monitoring", {"app.kubernetes.io/name": "thanos-query", "app.kubernetes.io/part-of": "llm-eks"})
 KSM = Pod("monitoring", {"app.kubernetes.io/name": "kube-state-metrics"})
 PROM_OPERATOR = Pod(
     "monitoring",
@@ -220,27 +221,40 @@ def _vllm_flows(objects: list[dict[str, Any]], alb: bool, direct: bool) -> list[
         ("pod in another namespace", STRANGER, KEDA_METRICS, 6443, False),
         ("EKS control plane", CONTROL_PLANE, KEDA_OPERATOR, 9666, False),
         ("address outside the VPC", OUTSIDE, KEDA_METRICS, 6443, False),
-        ("KEDA operator", KEDA_OPERATOR, PROMETHEUS, 9090, True),
-        ("KEDA metrics server", KEDA_METRICS, PROMETHEUS, 9090, False),
+        ("KEDA operator", KEDA_OPERATOR, THANOS_QUERY, 10902, True),
+        ("Prometheus", PROMETHEUS, KEDA_OPERATOR, 8080, True),
+        ("pod in another namespace", STRANGER, KEDA_OPERATOR, 8080, False),
+        ("KEDA operator", KEDA_OPERATOR, PROMETHEUS, 9090, False),
+        ("KEDA metrics server", KEDA_METRICS, THANOS_QUERY, 10902, False),
     ]
     return flows
 
 
 def _monitoring_flows() -> list[tuple[str, Any, Pod, int, bool]]:
     return [
+        ("Grafana", GRAFANA, THANOS_QUERY, 10902, True),
         ("Grafana", GRAFANA, PROMETHEUS, 9090, True),
         ("Grafana", GRAFANA, ALERTMANAGER, 9093, True),
+        # Both Prometheus replicas' sidecars serve the querier; Alertmanagers gossip with each other.
+        ("Thanos querier", THANOS_QUERY, PROMETHEUS, 10901, True),
+        ("Thanos querier", THANOS_QUERY, PROMETHEUS, 9090, False),
+        ("Alertmanager", ALERTMANAGER, ALERTMANAGER, 9094, True),
+        ("Grafana", GRAFANA, ALERTMANAGER, 9094, False),
+        ("Prometheus", PROMETHEUS, THANOS_QUERY, 10902, True),
         ("Prometheus (self-scrape)", PROMETHEUS, PROMETHEUS, 9090, True),
         ("Prometheus", PROMETHEUS, ALERTMANAGER, 9093, True),
         ("Prometheus", PROMETHEUS, KSM, 8080, True),
         ("Prometheus", PROMETHEUS, GRAFANA, 3000, True),
         ("Prometheus", PROMETHEUS, DCGM, 9400, True),
         ("EKS control plane", CONTROL_PLANE, PROM_OPERATOR, 10250, True),
-        # `llm-eks verify` queries Prometheus through the API server's service proxy, which connects from the control
-        # plane's ENIs in the VPC: the VPC CIDR is admitted on 9090, so a pod holding a VPC address is too (by
-        # address; docs/concepts/security.md says why that is accepted).
-        ("EKS control plane", CONTROL_PLANE, PROMETHEUS, 9090, True),
-        ("pod with a VPC address, in another namespace", Pod("team-a", {}, ip=VPC_POD_IP), PROMETHEUS, 9090, True),
+        # `llm-eks verify` queries the query endpoint through the API server's service proxy, which connects from the
+        # control plane's ENIs in the VPC: the VPC CIDR is admitted on 10902, so a pod holding a VPC address is too
+        # (by address; docs/concepts/security.md says why that is accepted). Prometheus itself no longer is.
+        ("EKS control plane", CONTROL_PLANE, THANOS_QUERY, 10902, True),
+        ("pod with a VPC address, in another namespace", Pod("team-a", {}, ip=VPC_POD_IP), THANOS_QUERY, 10902, True),
+        ("EKS control plane", CONTROL_PLANE, PROMETHEUS, 9090, False),
+        ("pod with a VPC address, in another namespace", Pod("team-a", {}, ip=VPC_POD_IP), PROMETHEUS, 9090, False),
+        ("pod in another namespace", STRANGER, THANOS_QUERY, 10902, False),
         ("EKS control plane", CONTROL_PLANE, PROMETHEUS, 8080, False),
         ("EKS control plane", CONTROL_PLANE, ALERTMANAGER, 9093, False),
         ("EKS control plane", CONTROL_PLANE, GRAFANA, 3000, False),
@@ -284,7 +298,9 @@ def _ray_flows(objects: list[dict[str, Any]], keda: bool, direct: bool) -> list[
     ]
     if not keda:
         # No KEDA in a Ray Serve-only environment, so nothing outside `monitoring` may query Prometheus.
-        flows.append(("pod labelled as KEDA's operator in a `keda` namespace", KEDA_OPERATOR, PROMETHEUS, 9090, False))
+        flows.append(
+            ("pod labelled as KEDA's operator in a `keda` namespace", KEDA_OPERATOR, THANOS_QUERY, 10902, False)
+        )
     for port in (8265, 6379, 10001, 8000, 52365):
         flows.append(("pod in another namespace", STRANGER, head, port, False))
         flows.append(("unlabelled pod in the workload namespace", stray, head, port, False))

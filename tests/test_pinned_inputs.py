@@ -149,7 +149,7 @@ def test_production_refuses_images_by_tag_until_they_are_locked() -> None:
     body = {**_without_risk("images-by-tag"), "workload": {**PROD["workload"], "revision": COMMIT}}
     message = _error(body)
     assert message.startswith(
-        "environments.qa.production: true refuses images by tag, and vllm/vllm-openai:v0.33.0 and 20 more "
+        "environments.qa.production: true refuses images by tag, and vllm/vllm-openai:v0.33.0 and 21 more "
     )
     assert message.endswith(
         "have no digest in images.lock.json; run `llm-eks images lock --env qa` where the registries are reachable, "

@@ -169,3 +169,18 @@ def test_grafana_variables_are_read_as_grafana_sends_them(expr: str) -> None:
         "vllm:time_per_output_token_seconds_bucket was removed from vLLM; use vllm:inter_token_latency_seconds "
         "(or vllm:request_time_per_output_token_seconds per request)"
     ]
+
+
+def test_other_exporters_names_are_held_to_the_table_the_library_reads() -> None:
+    """The library's own rules read kube-state-metrics, KEDA, DCGM, Istio and picker series by the names
+    INFRASTRUCTURE_METRICS lists (each read at its pinned version); a misspelt one is reported, other names are not
+    this check's business."""
+    from llm_eks.manifests.promql import infrastructure_problems, ksm_workload
+
+    ready = ksm_workload("status_replicas_ready", "deployment", "inference", ["vllm-x", "vllm-x-floor"])
+    assert ready == 'kube_deployment_status_replicas_ready{namespace="inference", deployment=~"vllm-x|vllm-x-floor"}'
+    assert infrastructure_problems(f"sum({ready}) == 0 and DCGM_FI_DEV_XID_ERRORS > 0") == []
+    assert infrastructure_problems("kube_deployment_ready_replicas > 0 or node_load1 > 1 or llm_eks:x") == [
+        "kube_deployment_ready_replicas is not a series llm-eks knows (see "
+        "llm_eks.manifests.promql.INFRASTRUCTURE_METRICS)"
+    ]

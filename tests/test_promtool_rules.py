@@ -20,12 +20,15 @@ from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
 from llm_eks.infra.charts import build_charts
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
+from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule, VllmAutoscalingChart
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.promql import MetricSource
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
 from tests.conftest import CDK_JSON
 from tests.promtool import run_rule_tests
 from tests.promtool_cases import Scene, alert_cases, keda_cases, record_cases
+from tests.promtool_fault_cases import INFRASTRUCTURE_CASES
+from tests.test_vllm_chart import base_props
 
 SECURITY_GROUPS = ("sg-0123456789abcdef0",)
 ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
@@ -49,6 +52,15 @@ def _scene(props: Props, rule: dict[str, Any]) -> Scene:
         planned_kv_cache_tokens=props.planned_kv_cache_tokens,
         planned_itl_seconds=props.planned_itl_seconds,
         planned_ttft_seconds=props.planned_ttft_seconds,
+        **(
+            {"deployment": props.deployment}
+            if isinstance(props, RayMonitoringProps)
+            else {
+                "replica_kind": props.replica_kind,
+                "replica_names": props.replica_names,
+                "scaled_object": props.scaled_object,
+            }
+        ),
     )
 
 
@@ -64,12 +76,15 @@ class Shipped:
     workloads: list[tuple[Props, Scene]]
     # (scene of the scaled workload, trigger) for every prometheus trigger of every ScaledObject.
     triggers: list[tuple[Scene, dict[str, Any]]]
+    # The PrometheusRules of no workload (the GPU rules, the gateway's, each endpoint picker's), by namespace/name.
+    others: dict[str, dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
 def shipped() -> Shipped:
     workloads: list[tuple[Props, Scene]] = []
     triggers: list[tuple[Scene, dict[str, Any]]] = []
+    others: dict[str, dict[str, Any]] = {}
     for env, body in CDK_JSON["context"]["environments"].items():
         config = parse_environment(env, body)
         built = build_workloads(config, plan_workloads(config))
@@ -88,13 +103,16 @@ def shipped() -> Shipped:
         }
         workloads += [(w.monitoring, scenes[w.monitoring.name]) for w in built]
         rules = {o["metadata"]["name"] for o in objects if o["kind"] == "PrometheusRule"}
-        assert rules == {f"{name}-alerts" for name in scenes}, f"{env}: a PrometheusRule this test has no scene for"
+        assert rules >= {f"{name}-alerts" for name in scenes}, f"{env}: a workload without its PrometheusRule"
+        for o in objects:
+            if o["kind"] == "PrometheusRule" and o["metadata"]["name"] not in {f"{n}-alerts" for n in scenes}:
+                others[f"{o['metadata']['namespace']}/{o['metadata']['name']}"] = o
         served = {w.vllm.name: w.vllm.served_model_name for w in built if isinstance(w, VllmWorkload)}
         for scaled in (o for o in objects if o["kind"] == "ScaledObject"):
             scene = scenes[scaled["metadata"]["name"]]
             assert scene.model == served[scaled["metadata"]["name"]]
             triggers += [(scene, t) for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
-    return Shipped(workloads, triggers)
+    return Shipped(workloads, triggers, others)
 
 
 def _every_figure(props: Props) -> Scene:
@@ -138,4 +156,41 @@ def test_every_prometheus_rule_alert_and_recording_rule_passes_promtool(shipped:
 
 def test_every_keda_query_passes_promtool(shipped: Shipped, tmp_path: Path) -> None:
     assert {t["name"] for _, t in shipped.triggers} == {"waiting-requests", "kv-cache-usage"}
-    run_rule_tests(tmp_path, "keda", [], [keda_cases(scene, trigger) for scene, trigger in shipped.triggers])
+    run_rule_tests(tmp_path, "keda", [], [c for scene, trigger in shipped.triggers for c in keda_cases(scene, trigger)])
+
+
+def test_a_scale_to_zero_query_reads_zero_while_asleep(shipped: Shipped, tmp_path: Path) -> None:
+    """A workload that sleeps on its schedule (no shipped environment does): its guard reads 0 even when
+    kube-state-metrics has no series for it, so an outage of it never wakes the model."""
+    scene, _ = shipped.triggers[0]
+    vllm = dataclasses.replace(base_props(), name=scene.job, namespace=scene.namespace, served_model_name=scene.model)
+    autoscaling = AutoscalingProps(
+        max_replicas=2,
+        waiting_requests_per_replica=4,
+        kv_cache_usage_target=0.8,
+        min_replicas=0,
+        scale_to_zero=ScaleToZeroSchedule("Europe/Paris", "30 6 * * 1-5", "0 20 * * 1-5", 1),
+    )
+    (scaled,) = VllmAutoscalingChart(cdk8s.App(), "a", dataclasses.replace(vllm, replicas=0), autoscaling).to_json()
+    triggers = [t for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
+    assert len(triggers) == 2
+    run_rule_tests(tmp_path, "keda-asleep", [], [c for t in triggers for c in keda_cases(scene, t)])
+
+
+def test_the_gpu_and_gateway_alerts_pass_promtool(shipped: Shipped, tmp_path: Path) -> None:
+    """The PrometheusRules of no workload: the GPU rules (once per cluster, beside the DCGM ServiceMonitor), the
+    gateway's and each endpoint picker's. Every alert among them has cases (INFRASTRUCTURE_CASES)."""
+    names = {n.split("/")[1] for n in shipped.others}
+    assert "dcgm-exporter-alerts" in names and "inference-gateway-alerts" in names, names
+    assert any(n.endswith("-epp-alerts") for n in names), names
+    tested: set[str] = set()
+    for i, (where, rule) in enumerate(sorted(shipped.others.items())):
+        for group in rule["spec"]["groups"]:
+            tests = []
+            for r in group["rules"]:
+                if "alert" in r:
+                    assert r["alert"] in INFRASTRUCTURE_CASES, f"{where}: no promtool case for {r['alert']}"
+                    tests += INFRASTRUCTURE_CASES[r["alert"]](r, rule["metadata"]["namespace"])
+                    tested.add(r["alert"])
+            run_rule_tests(tmp_path, f"other-{i}-{group['name']}", [group], tests)
+    assert tested == set(INFRASTRUCTURE_CASES)

@@ -37,6 +37,14 @@ NAME = "ray-llama-3-1-8b"
 MODEL = "llama-3.1-8b"
 SEL = f'{{namespace="inference", model_name="{MODEL}"}}'
 JOB = f'{{namespace="inference", job="{NAME}"}}'
+ENGINE = "namespace, pod, engine, ReplicaId"
+# The model's Serve deployment (llm_deployment_name) in the "llm" application.
+HEALTHY = (
+    'sum(ray_serve_deployment_replica_healthy{namespace="inference", job="ray-llama-3-1-8b", application="llm", '
+    'deployment="LLMServer:llama-3_1-8b"})'
+)
+# KubeRay 1.7.0: RayCluster <name>-<5>, workers <cluster>-gpu-worker-<5>.
+WORKERS = f"{NAME}-[a-z0-9]{{5}}-gpu-worker-[a-z0-9]{{5}}"
 APP = f'{{namespace="inference", job="{NAME}", application="llm"}}'
 DEPLOYMENT = f'{{namespace="inference", job="{NAME}", application="llm", deployment="LLMServer:llama-3_1-8b"}}'
 RATE = "[$__rate_interval]"
@@ -50,6 +58,7 @@ def base_props(**overrides: Any) -> RayMonitoringProps:
         cost_per_hour_per_replica=1.861,
         queue_waiting_threshold=8,
         dcgm_namespace=DCGM_NAMESPACE,
+        cold_start_seconds=596.0,
     )
     target_fields = {f.name for f in dataclasses.fields(MonitoringTargets)}
     targets = dataclasses.replace(targets, **{k: v for k, v in overrides.items() if k in target_fields})
@@ -84,6 +93,7 @@ def test_every_object_is_valid(objects: dict[tuple[str, str], dict[str, Any]]) -
     assert sorted(objects) == [
         ("ConfigMap", f"{NAME}-dashboard"),
         ("PodMonitor", NAME),
+        ("PrometheusRule", "dcgm-exporter-alerts"),
         ("PrometheusRule", f"{NAME}-alerts"),
         ("ServiceMonitor", "dcgm-exporter"),
     ]
@@ -130,7 +140,21 @@ def test_alert_expressions_exactly(rules: dict[str, dict[str, Any]]) -> None:
             f"(rate(ray_vllm_inter_token_latency_seconds_bucket{SEL}[5m]))) > 0.05"
         ),
         "RayVllmPreemptionsRising": f"{by} (rate(ray_vllm_num_preemptions_total{SEL}[5m])) > 0",
+        "RayVllmEngineStalled": (
+            f"max by ({ENGINE}) (ray_vllm_num_requests_running{SEL}) > 0 and on ({ENGINE}) "
+            f"(sum by ({ENGINE}) (increase(ray_vllm_generation_tokens_total{SEL}[2m])) + "
+            f"sum by ({ENGINE}) (increase(ray_vllm_prompt_tokens_total{SEL}[2m]))) == 0"
+        ),
         "RayServeTargetDown": f"up{JOB} == 0",
+        "RayServeNoHealthyReplica": (
+            f"({HEALTHY} or on () vector(0)) == 0 and on () max_over_time({HEALTHY}[1d:10m]) > 0"
+        ),
+        "GpuPodsPendingTooLong": (
+            "max by (namespace, pod) (kube_pod_status_phase"
+            f'{{namespace="inference", phase="Pending", pod=~"{WORKERS}"}}) == 1 '
+            "and on (namespace, pod) max by (namespace, pod) (kube_pod_container_resource_requests"
+            f'{{namespace="inference", resource="nvidia_com_gpu", pod=~"{WORKERS}"}}) > 0'
+        ),
     }
 
 
@@ -141,7 +165,11 @@ def test_alert_durations_severities_and_annotations(rules: dict[str, dict[str, A
         "RayVllmTimeToFirstTokenAboveSlo": ("10m", "critical"),
         "RayVllmInterTokenLatencyAboveSlo": ("10m", "critical"),
         "RayVllmPreemptionsRising": ("15m", "warning"),
+        "RayVllmEngineStalled": ("2m", "critical"),
         "RayServeTargetDown": ("5m", "critical"),
+        "RayServeNoHealthyReplica": ("1m", "critical"),
+        # The planned cold start, 596 s, rounded up.
+        "GpuPodsPendingTooLong": ("10m", "warning"),
     }
     for rule in rules.values():
         assert set(rule["annotations"]) == {"summary", "description", "runbook"}
@@ -396,6 +424,12 @@ def test_the_five_engine_alerts_are_the_vllm_charts_in_rays_names() -> None:
         assert twin["expr"] == re.sub(r"vllm:(\w+)", lambda m: "ray_vllm_" + m.group(1), rule["expr"])
         assert (twin["for"], twin["labels"]) == (rule["for"], rule["labels"])
         assert twin["annotations"]["summary"] == rule["annotations"]["summary"] + " (Ray Serve)"
+    # The stall alert too, told apart per Serve replica as well (several may share a pod).
+    stalled = next(r for r in vllm_alert_rules(vllm) if r["alert"] == "VllmEngineStalled")
+    twin = ray_rules["RayVllmEngineStalled"]
+    assert twin["expr"] == re.sub(r"vllm:(\w+)", lambda m: "ray_vllm_" + m.group(1), stalled["expr"]).replace(
+        "namespace, pod, engine", "namespace, pod, engine, ReplicaId"
+    )
 
 
 def test_targets_must_be_a_monitoring_targets() -> None:

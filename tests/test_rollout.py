@@ -219,8 +219,8 @@ def test_an_error_mid_step_sets_the_weight_back_to_zero_and_says_so(run: Run) ->
     assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
     assert _weights(_route(r.cluster)) == {CURRENT: 1}
     error = (
-        "prometheus: unreachable through the API server's service proxy (monitoring/prometheus-operated:9090): error "
-        "trying to reach service: dial tcp 10.0.3.17:9090: i/o timeout"
+        "prometheus: unreachable through the API server's service proxy (monitoring/thanos-query:10902): error "
+        "trying to reach service: dial tcp 10.0.3.17:10902: i/o timeout"
     )
     assert r.out.splitlines()[1] == f"chat: {error} at step 5%; the next version is back at 0%"
     assert r.err == f"llm-eks: error: {error}\n"

@@ -107,6 +107,8 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
         "vllm-llama",
         "payload-processor",
         "vllm-llama-epp",
+        # The query endpoint in front of both Prometheus replicas (applied with the monitoring namespace).
+        "thanos-query",
     ]
     assert [s["spec"]["scaleTargetRef"]["name"] for s in env_objects(synthesized, "staging", "ScaledObject")] == [
         "vllm-llama"
@@ -123,7 +125,8 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
         r for r in by_type(templates["prod"], HELM).values() if r["Properties"]["Release"] == "kuberay-operator"
     ]
     assert [d["metadata"]["name"] for d in env_objects(synthesized, "dev", "Deployment")] == [
-        "vllm-llama-3-1-8b-instruct"
+        "vllm-llama-3-1-8b-instruct",
+        "thanos-query",
     ]
     assert env_objects(synthesized, "prod", "Ingress")
     assert not env_objects(synthesized, "dev", "Ingress")
@@ -133,7 +136,11 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
 def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env: str) -> None:
     config = load_environments(CDK_JSON["context"])[env]
     plan = plan_environment(config)
-    (deployment,) = env_objects(synthesized, env, "Deployment")
+    (deployment,) = [
+        d
+        for d in env_objects(synthesized, env, "Deployment")
+        if d["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"
+    ]
     pod = deployment["spec"]["template"]["spec"]
     (container,) = [c for c in pod["containers"] if c["name"] == "vllm"]
     args = container["args"]
@@ -141,7 +148,12 @@ def test_plan_reaches_the_deployment_and_node_pool(synthesized: Synthesized, env
     assert args[args.index("--max-model-len") + 1] == str(plan.max_model_len)
     assert container["resources"]["limits"]["nvidia.com/gpu"] == str(plan.gpus_per_pod)
     pool_name = f"gpu-{plan.instance.family}"
-    assert pod["nodeSelector"]["llm-eks.io/node-pool"] == pool_name
+    # On its pool by a node selector, or (with a fallback family) by a node affinity naming it first.
+    affinity = pod.get("affinity", {}).get("nodeAffinity", {})
+    terms = affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+    pools = [e["values"] for t in terms for e in t["matchExpressions"] if e["key"] == "llm-eks.io/node-pool"]
+    assert pod["nodeSelector"].get("llm-eks.io/node-pool", pool_name) == pool_name
+    assert not pools or pools[0][0] == pool_name
     (pool,) = [p for p in env_objects(synthesized, env, "NodePool") if p["metadata"]["name"] == pool_name]
     requirements = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
     sizes = requirements["node.kubernetes.io/instance-type"]["values"]

@@ -44,7 +44,7 @@ def test_the_plan_names_what_the_charts_create(plans: dict[str, Any]) -> None:
     dev = plans["dev"]
     (w,) = dev.workloads
     assert (w.name, w.namespace, w.owner_kind) == ("vllm-llama-3-1-8b-instruct", "inference", "Deployment")
-    assert w.pod_selector == {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": w.name}
+    assert w.pod_selector == {"app.kubernetes.io/instance": w.name}, "its KEDA-scaled and its on-demand floor pods"
     assert w.args["server"][:7] == (w.args["server"][0], "--host", "0.0.0.0", "--port", "8000",
                                     "--served-model-name", "meta-llama/Llama-3.1-8B-Instruct")  # fmt: skip
     staging = {w.name: w for w in plans["staging"].workloads}
@@ -218,10 +218,10 @@ def test_the_rbac_grants_exactly_what_verify_reads_where_it_reads_it() -> None:
     assert (cluster["kind"], rules(cluster)) == (
         "ClusterRole", [("", "nodes", ("list",)), ("karpenter.sh", "nodepools", ("get",))]
     )  # fmt: skip
-    # In monitoring: the Prometheus service proxy by its exact name, nothing else.
+    # In monitoring: the query endpoint's service proxy by its exact name, nothing else.
     assert (monitoring["kind"], monitoring["metadata"]["namespace"]) == ("Role", "monitoring")
     assert monitoring["rules"] == [{"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"],
-                                    "resourceNames": ["prometheus-operated:9090"]}]  # fmt: skip
+                                    "resourceNames": ["thanos-query:10902"]}]  # fmt: skip
     # In a workload's namespace: its pods, owners, route and pool.
     assert (workload["kind"], workload["metadata"]["namespace"]) == ("Role", "inference-chat")
     assert rules(workload) == [

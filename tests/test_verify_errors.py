@@ -96,7 +96,7 @@ def test_prometheus_unreachable_through_the_proxy(
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
         assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
             "llm-eks: error: prometheus: unreachable through the API server's service proxy "
-            "(monitoring/prometheus-operated:9090): error trying to reach service: dial tcp 10.0.3.17:9090: i/o timeout"
+            "(monitoring/thanos-query:10902): error trying to reach service: dial tcp 10.0.3.17:10902: i/o timeout"
         )
 
 
@@ -125,8 +125,8 @@ def test_a_verifier_without_the_proxy_grant(
     with server.running():
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
         assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
-            "llm-eks: error: prometheus: 403 Forbidden through the service proxy (monitoring/prometheus-operated:9090)"
-            ': services/proxy "prometheus-operated:9090" is forbidden: User "verifier" cannot get resource '
+            "llm-eks: error: prometheus: 403 Forbidden through the service proxy (monitoring/thanos-query:10902)"
+            ': services/proxy "thanos-query:10902" is forbidden: User "verifier" cannot get resource '
             '"services/proxy" in API group ""; verify needs the llm-eks-verify group\'s ClusterRole and Roles '
             "(docs/how-to/verify.md)"
         )

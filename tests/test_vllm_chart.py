@@ -171,11 +171,13 @@ def test_probes_startup_budget_arithmetic(container: dict[str, Any]) -> None:
     assert readiness["httpGet"] == {"path": "/health", "port": "http"}
     assert (readiness["periodSeconds"], readiness["failureThreshold"]) == (10, 3)
 
+    # /health and token progress (tests/test_liveness.py runs the script): a dead server is restarted after
+    # 2 x 30 s = 60 s as before, a stalled one within 120 s + 2 x 30 s; a reload costs minutes, so not sooner.
     liveness = container["livenessProbe"]
-    assert liveness["httpGet"] == {"path": "/health", "port": "http"}
-    # A wedged server is restarted after 6 x 10 s = 60 s; a reload costs minutes, so not sooner.
-    assert (liveness["periodSeconds"], liveness["failureThreshold"]) == (10, 6)
-    for probe in (startup, readiness, liveness):
+    command = liveness["exec"]["command"]
+    assert command[:2] == ["python3", "-c"] and command[3:] == ["--port", "8000", "--stall-seconds", "120"]
+    assert (liveness["periodSeconds"], liveness["failureThreshold"], liveness["timeoutSeconds"]) == (30, 2, 10)
+    for probe in (startup, readiness):
         assert probe["timeoutSeconds"] == 5
 
 
@@ -275,7 +277,59 @@ def test_service_and_pdb_select_the_deployment_pods(objects: dict[str, dict[str,
     assert pdb["apiVersion"] == "policy/v1"
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
-    assert pdb["spec"]["selector"]["matchLabels"] == objects["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    # Both select by the workload's instance label alone: the pods of a first release match as well as those of
+    # an on-demand floor (whose own `name` label keeps the Deployments' selectors apart).
+    assert service["selector"] == pdb["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/instance": NAME}
+
+
+def test_an_on_demand_floor_is_a_deployment_of_its_own() -> None:
+    """The minimum replicas on on-demand capacity: `<name>-floor`, its selector disjoint from the KEDA-scaled
+    Deployment's (both immutable), its pods in the same Service and PDB, spread over zones as a requirement."""
+    props = base_props(floor_replicas=2, floor_pools=("gpu-l40s-floor", "gpu-l40s"), pools=("gpu-l40s",))
+    import cdk8s
+
+    chart = VllmChart(cdk8s.App(), "vllm", props).to_json()
+    deployments = {o["metadata"]["name"]: o for o in chart if o["kind"] == "Deployment"}
+    burst, floor = deployments[NAME], deployments[f"{NAME}-floor"]
+    assert floor["spec"]["replicas"] == 2
+    assert floor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "vllm-floor",
+        "app.kubernetes.io/instance": NAME,
+    }
+    burst_selector = burst["spec"]["selector"]["matchLabels"]
+    floor_labels = floor["spec"]["template"]["metadata"]["labels"]
+    assert not burst_selector.items() <= floor_labels.items(), "the burst Deployment must not select floor pods"
+    assert (
+        not floor["spec"]["selector"]["matchLabels"].items() <= burst["spec"]["template"]["metadata"]["labels"].items()
+    )
+    (service,) = [o for o in chart if o["kind"] == "Service"]
+    assert service["spec"]["selector"].items() <= floor_labels.items()
+    spec = floor["spec"]["template"]["spec"]
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": "llm-eks.io/node-pool", "operator": "In", "values": ["gpu-l40s-floor", "gpu-l40s"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]
+    assert spec["nodeSelector"] == {"karpenter.sh/nodepool": "gpu-l40s"}, "base_props' own selector, kept"
+    zone, host = spec["topologySpreadConstraints"]
+    assert (zone["topologyKey"], zone["whenUnsatisfiable"]) == ("topology.kubernetes.io/zone", "DoNotSchedule")
+    assert zone["labelSelector"] == {"matchLabels": floor["spec"]["selector"]["matchLabels"]}
+    assert host["whenUnsatisfiable"] == "ScheduleAnyway"
+    # The KEDA-scaled pods keep a soft spread, on their pools (the planned family's, then a fallback's).
+    burst_spec = burst["spec"]["template"]["spec"]
+    assert burst_spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert "llm-eks.io/node-pool" not in burst_spec["nodeSelector"]
+    assert_valid(list(deployments.values()))
+
+
+def test_a_floor_needs_its_pools() -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_vllm_props(base_props(floor_replicas=2))
+    assert str(err.value) == (
+        "floor_pools: [] is not allowed with floor_replicas 2; name the NodePools the on-demand floor may use "
+        "exactly when it has replicas"
+    )
 
 
 def test_secret_provider_class_shape_by_hand(objects: dict[str, dict[str, Any]], pod: dict[str, Any]) -> None:

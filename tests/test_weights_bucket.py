@@ -174,6 +174,15 @@ def test_bucket_policy_denies_plain_http_old_tls_cache_overwrites_and_requests_f
             "Resource": f"{arn}/compile-cache/*",
             "Condition": {"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
         },
+        # One marker per staging key, written once: a new key never replaces the running one's.
+        {
+            "Sid": "DenyOverwritesOfStagingMarkers",
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+            "Action": "s3:PutObject",
+            "Resource": f"{arn}/staging-markers/*.json",
+            "Condition": {"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+        },
         {
             "Sid": "DenyObjectAccessOutsideTheVpc",
             "Effect": "Deny",
@@ -269,6 +278,29 @@ def test_stager_adds_under_its_prefix_and_never_deletes(synth: Synth) -> None:
             "Resource": f"${{GetAtt:{synth.key_id}.Arn}}",
             "Condition": VIA_S3,
         },
+        # Its staging markers: one per key, beside the other keys' of the same prefix.
+        {
+            "Sid": "StageModelWeightsStagingMarkersModels",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            "Resource": f"{bucket}/staging-markers/{STAGE_PREFIX}*",
+        },
+        {
+            "Sid": "ListStagedModelWeightsStagingMarkersModels",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": bucket,
+            "Condition": {
+                "StringLike": {"s3:prefix": [f"staging-markers/{STAGE_PREFIX}", f"staging-markers/{STAGE_PREFIX}*"]}
+            },
+        },
+        {
+            "Sid": "EncryptStagedModelWeightsStagingMarkersModels",
+            "Effect": "Allow",
+            "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+            "Resource": f"${{GetAtt:{synth.key_id}.Arn}}",
+            "Condition": VIA_S3,
+        },
     ]
 
 
@@ -346,7 +378,7 @@ def test_one_stager_may_stage_several_prefixes(bare: tuple[eks.Cluster, WeightsB
     assert weights.add_stager("inference", "stage-two", "models/b/") is first
     policy = cast(iam.Policy, first.role.node.find_child("DefaultPolicy"))
     sids = [s["Sid"] for s in first.role.stack.resolve(policy.document)["Statement"]]
-    assert len(sids) == len(set(sids)) == 6
+    assert len(sids) == len(set(sids)) == 12  # each prefix's objects and its markers
     with pytest.raises(ConfigError) as err:
         weights.add_stager("inference", "stage-two", "models/a-/")  # the same letters and digits as models/a/
     assert str(err.value) == (
@@ -426,7 +458,7 @@ def test_an_existing_bucket_gets_the_same_grants_and_nothing_is_created(key_arn:
     for identity in (reader, stager):
         statements = _statements(stack, identity)
         kms = [s for s in statements if any(a.startswith("kms:") for a in _as_list(s["Action"]))]
-        assert [s["Resource"] for s in kms] == ([] if key_arn is None else [key_arn])
+        assert {s["Resource"] for s in kms} == (set() if key_arn is None else {key_arn})
         s3_resources = json.dumps([s["Resource"] for s in statements if s not in kms])
         assert "acme-llm-weights" in s3_resources
 
@@ -436,4 +468,24 @@ def test_an_existing_key_without_an_existing_bucket_is_refused() -> None:
         WeightsBucketOptions(existing_kms_key_arn=EXISTING_KEY).validate()
     assert str(info.value) == (
         "weights_bucket.existing_kms_key_arn: only allowed with existing_bucket_name (a created bucket has its own key)"
+    )
+
+
+def test_a_marker_reader_reads_one_staging_keys_marker_only() -> None:
+    """The pod waiting for staging key K reads `staging-markers/<prefix>K*` (its marker and in-progress record):
+    never another key's, never the weights themselves through this grant."""
+    stack = cdk.Stack(cdk.App(), "Markers")
+    weights = WeightsBucket(stack, "Weights", WeightsBucketProps(cluster=minimal_cluster(stack)))
+    reader = weights.add_marker_reader("inference", "vllm-x", "models/x/", "0123abcd")
+    statements = _statements(stack, reader)
+    gets = [s for s in statements if s["Action"] == "s3:GetObject"]
+    assert len(gets) == 1 and json.dumps(gets[0]["Resource"]).endswith('"/staging-markers/models/x/0123abcd*"]]}')
+    lists = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert [s["Condition"] for s in lists] == [
+        {"StringLike": {"s3:prefix": ["staging-markers/models/x/0123abcd", "staging-markers/models/x/0123abcd*"]}}
+    ]
+    with pytest.raises(ConfigError) as err:
+        weights.add_marker_reader("inference", "vllm-x", "models/x/", "*")
+    assert str(err.value) == (
+        "Markers/Weights: weights_bucket.marker_reader.key: '*' is not allowed; must be a staging key"
     )

@@ -9,7 +9,7 @@ import hashlib
 import json
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,12 @@ from llm_eks.manifests.weights_staging import (
     BUCKET_ENV,
     BUCKET_KEY,
     MARKER,
+    MARKERS,
     STAGING_KEY_LABEL,
     WeightsStagingProps,
     bucket_env,
+    in_progress_key,
+    marker_key,
     s3_model_uri,
     stage_script,
     staging_job_name,
@@ -274,9 +277,16 @@ def objects(s3: Any) -> dict[str, dict[str, Any]]:
     return {k: s3.head_object(Bucket=BUCKET, Key=k) for k in keys}
 
 
-def marker(s3: Any, prefix: str = PREFIX) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(s3.get_object(Bucket=BUCKET, Key=prefix + MARKER)["Body"].read())
+def marker(s3: Any, props: WeightsStagingProps = PROPS) -> dict[str, Any]:
+    """The marker of `props`' staging key (one per key, outside the prefix)."""
+    body = s3.get_object(Bucket=BUCKET, Key=marker_key(props.prefix, staging_key(props)))["Body"].read()
+    data: dict[str, Any] = json.loads(body)
     return data
+
+
+def markers(s3: Any) -> dict[str, dict[str, Any]]:
+    """Every object under staging-markers/: key -> HEAD."""
+    return {k: h for k, h in objects(s3).items() if k.startswith(MARKERS)}
 
 
 # --- stage.py --------------------------------------------------------------------------------------------------
@@ -288,7 +298,13 @@ def test_first_run_uploads_every_allowed_file_with_its_hashes_and_writes_the_mar
     assert run_stage(tmp_path) == 0
     files = commit_1().files
     found = objects(s3)
-    assert sorted(found) == sorted([PREFIX + n for n in STAGED_1] + [PREFIX + MARKER])
+    key = staging_key(PROPS)
+    # The files under the prefix; the key's marker and its in-progress record outside it (never under the prefix,
+    # where vLLM's S3 loader pulls every non-weight object).
+    assert sorted(found) == sorted(
+        [PREFIX + n for n in STAGED_1] + [marker_key(PREFIX, key), in_progress_key(PREFIX, key)]
+    )
+    assert marker_key(PREFIX, key) == f"staging-markers/{PREFIX}{key}.json"
     for name in STAGED_1:
         head = found[PREFIX + name]
         assert head["ContentLength"] == len(files[name])
@@ -310,7 +326,7 @@ def test_first_run_uploads_every_allowed_file_with_its_hashes_and_writes_the_mar
     assert hub.downloads() == STAGED_1
     out = capsys.readouterr().out
     assert f"stage: {REPO}@main is commit {COMMIT_1}: 8 files" in out
-    assert "8 uploaded, 0 already present; marker written" in out
+    assert f"8 uploaded, 0 already present; marker staging-markers/{PREFIX}{key}.json written" in out
     # Nothing is left on the scratch volume but huggingface_hub's bookkeeping.
     assert not [p for p in (tmp_path / "scratch").rglob("*") if p.is_file() and ".cache" not in p.parts]
 
@@ -319,13 +335,14 @@ def test_a_second_run_uploads_nothing(
     hub: FakeHub, s3: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run_stage(tmp_path) == 0
-    before = {k: h["LastModified"] for k, h in objects(s3).items() if not k.endswith(MARKER)}
+    before = {k: h["LastModified"] for k, h in objects(s3).items() if not k.endswith(".in-progress")}
     hub.requests.clear()
     capsys.readouterr()
     assert run_stage(tmp_path) == 0
     assert hub.downloads() == []
-    assert {k: h["LastModified"] for k, h in objects(s3).items() if not k.endswith(MARKER)} == before
-    assert "0 uploaded, 8 already present; marker written" in capsys.readouterr().out
+    # The marker too is untouched: written once, never replaced.
+    assert {k: h["LastModified"] for k, h in objects(s3).items() if not k.endswith(".in-progress")} == before
+    assert "0 uploaded, 8 already present; marker " in capsys.readouterr().out
     assert marker(s3)["key"] == staging_key(PROPS)
 
 
@@ -370,10 +387,13 @@ def test_a_new_revision_at_the_same_prefix_restages_only_changed_files(hub: Fake
     props = dataclasses.replace(PROPS, revision=COMMIT_2)
     assert staging_key(props) != staging_key(PROPS)
     hub.requests.clear()
+    # The first staging's marker is gone (a revision that moved would replace files its pods stream: refused
+    # below); with it gone the prefix is the new commit's.
+    s3.delete_object(Bucket=BUCKET, Key=marker_key(PREFIX, staging_key(PROPS)))
     assert run_stage(tmp_path, props) == 0
     assert hub.downloads() == ["config.json"]
     assert {PREFIX + "notes.txt", nested} <= set(objects(s3))
-    assert (marker(s3)["key"], marker(s3)["commit"]) == (staging_key(props), COMMIT_2)
+    assert (marker(s3, props)["key"], marker(s3, props)["commit"]) == (staging_key(props), COMMIT_2)
     assert s3.head_object(Bucket=BUCKET, Key=PREFIX + "config.json")["Metadata"]["commit"] == COMMIT_2
 
 
@@ -395,22 +415,59 @@ def test_files_an_earlier_staging_left_fail_the_run_before_anything_changes(
     assert marker(s3)["key"] == staging_key(PROPS)  # the old model's pods still start
 
 
-def test_a_marker_of_another_key_is_replaced_by_an_in_progress_one_first(
+def test_a_new_key_stages_beside_the_running_one_whose_pods_keep_starting(
     hub: FakeHub, s3: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A new staging key for the same files (a vLLM bump, a locked image digest) writes a marker of its own; the
+    running key's marker never changes, so its pods start at once during the new staging, even when it fails."""
     assert run_stage(tmp_path) == 0
-    hub.commits[COMMIT_2] = commit_2()
-    hub.corrupt["config.json"] = b"{}"  # the run fails half way
-    props = dataclasses.replace(PROPS, revision=COMMIT_2)
+    old = marker(s3)
+    props = dataclasses.replace(PROPS, image=f"{VLLM_IMAGE}@sha256:{'a' * 64}")
+    assert staging_key(props) != staging_key(PROPS)
+    # The new run has a file to fetch again, and the download is corrupt: it fails half way.
+    s3.delete_object(Bucket=BUCKET, Key=PREFIX + "model-00002-of-00002.safetensors")
+    hub.corrupt["model-00002-of-00002.safetensors"] = b"\x09" * 4096
     assert run_stage(tmp_path, props) == 1
-    # Pods of the old key wait again instead of streaming a prefix that is changing under them.
-    assert marker(s3) == {"key": None, "in_progress": staging_key(props), "replaces": staging_key(PROPS)}
-    capsys.readouterr()
-    assert not wait_module.wait(s3, BUCKET, PREFIX, staging_key(PROPS), poll_seconds=0.01, timeout_seconds=0.01)
-    assert f"staging key {staging_key(props)!r} is in progress" in capsys.readouterr().out
+    assert marker(s3) == old
+    assert marker_key(PREFIX, staging_key(props)) not in objects(s3)
+    assert wait_module.wait(s3, BUCKET, PREFIX, staging_key(PROPS), poll_seconds=0.01, timeout_seconds=0.01)
     hub.corrupt.clear()
     assert run_stage(tmp_path, props) == 0
-    assert wait_module.wait(s3, BUCKET, PREFIX, staging_key(props), poll_seconds=0.01, timeout_seconds=0.01)
+    assert (marker(s3), marker(s3, props)["key"]) == (old, staging_key(props))
+    for key in (staging_key(PROPS), staging_key(props)):
+        assert wait_module.wait(s3, BUCKET, PREFIX, key, poll_seconds=0.01, timeout_seconds=0.01)
+
+
+def test_a_moved_revision_that_would_replace_a_running_keys_files_fails_before_anything_changes(
+    hub: FakeHub, s3: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`main` moved (revisions by name): staging it to the same prefix would overwrite files the running key's
+    pods stream; it fails with one line instead, and the running key's marker and files stay."""
+    assert run_stage(tmp_path) == 0
+    hub.commits[COMMIT_2] = commit_2()
+    props = dataclasses.replace(PROPS, revision=COMMIT_2)
+    hub.requests.clear()
+    capsys.readouterr()
+    assert run_stage(tmp_path, props) == 1
+    assert capsys.readouterr().err == (
+        f"stage: failed: commit {COMMIT_2} changes 1 files that another staging key still lists under "
+        f"s3://{BUCKET}/{PREFIX} (config.json (staging key {staging_key(PROPS)})), which its pods stream: pin a "
+        "commit with `llm-eks models add` (its own prefix), or stage to a new prefix\n"
+    )
+    assert hub.downloads() == []
+    assert s3.get_object(Bucket=BUCKET, Key=PREFIX + "config.json")["Body"].read() == commit_1().files["config.json"]
+
+
+def test_the_marker_is_written_once_and_s3_refuses_to_replace_it(hub: FakeHub, s3: Any, tmp_path: Path) -> None:
+    assert run_stage(tmp_path) == 0
+    key = marker_key(PREFIX, staging_key(PROPS))
+    with pytest.raises(Exception) as err:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"{}", IfNoneMatch="*")
+    assert stage_module.error_code(err.value) in ("PreconditionFailed", "412")
+    # A second staging of the same key finds it and leaves it as it is.
+    request = stage_module.parse_args(job_args(PROPS, tmp_path / "scratch"))
+    stage_module.write_marker(s3, request, {"key": staging_key(PROPS)})
+    assert marker(s3)["files"]
 
 
 @pytest.mark.parametrize(
@@ -446,7 +503,7 @@ def test_failures_exit_1_with_one_line(
     err = capsys.readouterr().err
     assert err.startswith(message), err
     assert err.count("\n") == 1
-    assert PREFIX + MARKER not in objects(s3)
+    assert marker_key(PREFIX, staging_key(dataclasses.replace(PROPS, **change))) not in objects(s3)
 
 
 def test_a_file_larger_than_the_scratch_volume_fails_before_any_download(
@@ -481,33 +538,86 @@ def test_part_size_keeps_any_file_within_the_part_limit() -> None:
 
 
 def put_marker(s3: Any, key: str) -> None:
-    s3.put_object(Bucket=BUCKET, Key=PREFIX + MARKER, Body=json.dumps({"key": key}).encode())
+    """The marker staging key `key` writes (its own, outside the prefix)."""
+    s3.put_object(Bucket=BUCKET, Key=marker_key(PREFIX, key), Body=json.dumps({"key": key}).encode())
 
 
-def test_wait_returns_once_the_marker_holds_the_key(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    put_marker(s3, "0123456789")
-    assert wait_module.wait(s3, BUCKET, PREFIX, "0123456789", poll_seconds=0.01) is True
-    assert "weights ready" in capsys.readouterr().out
+OLD_KEY, NEW_KEY, OTHER_KEY = "0123456789", "abcdef0123", "ffffffffff"
 
 
-def test_wait_keeps_waiting_while_the_marker_holds_another_key_or_none(
+def test_wait_proceeds_for_a_staged_key_and_times_out_with_one_line_for_one_never_staged(
     s3: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert wait_module.wait(s3, BUCKET, PREFIX, "0123456789", poll_seconds=0.01, timeout_seconds=0.1) is False
-    assert "no marker yet" in capsys.readouterr().out
-    put_marker(s3, "aaaaaaaaaa")
-    assert wait_module.wait(s3, BUCKET, PREFIX, "0123456789", poll_seconds=0.01, timeout_seconds=0.1) is False
-    assert "the marker records staging key 'aaaaaaaaaa', not '0123456789'" in capsys.readouterr().out
-    done: list[bool] = []
-    waiter = threading.Thread(
-        target=lambda: done.append(wait_module.wait(s3, BUCKET, PREFIX, "0123456789", poll_seconds=0.01))
+    """Two keys staged side by side (the running version's and the next one's): each proceeds at once; a key whose
+    marker never appears, with no staging running, ends with the timeout line after --timeout-seconds."""
+    put_marker(s3, OLD_KEY)
+    put_marker(s3, NEW_KEY)
+    for key in (OLD_KEY, NEW_KEY):
+        assert wait_module.wait(s3, BUCKET, PREFIX, key, poll_seconds=0.01, timeout_seconds=0.05) is True
+    assert f"s3://{BUCKET}/staging-markers/{PREFIX}{OLD_KEY}.json is there: weights ready" in capsys.readouterr().out
+    assert wait_module.wait(s3, BUCKET, PREFIX, OTHER_KEY, poll_seconds=0.01, timeout_seconds=0.05) is False
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("wait-for-weights: gave up after ")
+    assert last.endswith(
+        f"s: no marker and no staging in progress for key {OTHER_KEY} under s3://{BUCKET}/{PREFIX} (no marker yet); "
+        "the staging Job has not run (cdk deploy creates it) or failed: kubectl get jobs -A -l "
+        f"llm-eks.io/staging-key={OTHER_KEY}, then its logs"
     )
-    waiter.start()
-    waiter.join(0.2)
-    assert waiter.is_alive()
-    put_marker(s3, "0123456789")
-    waiter.join(10)
-    assert done == [True]
+
+
+def test_wait_main_against_the_s3_stub_exits_0_for_the_old_key_and_1_with_the_timeout_line(
+    s3: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The init container's own command line (`wait.py` with the container's arguments) against moto's S3."""
+    put_marker(s3, OLD_KEY)
+    put_marker(s3, NEW_KEY)
+    container = wait_for_weights_init_container(BUCKET_ENV, PREFIX, OLD_KEY, VLLM_IMAGE, "eu-west-1")
+    args = [a.replace(f"$({BUCKET_ENV})", BUCKET) for a in container["args"]]
+    assert wait_module.main(args) == 0
+    capsys.readouterr()
+    never = [a.replace(OLD_KEY, OTHER_KEY) for a in args]
+    assert wait_module.main([*never, "--poll-seconds", "0.01", "--timeout-seconds", "0.05"]) == 1
+    assert f"gave up after 0 s: no marker and no staging in progress for key {OTHER_KEY}" in capsys.readouterr().out
+
+
+def test_wait_waits_as_long_as_the_staging_is_alive(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh in-progress record keeps the wait going past the timeout (staging a large model takes an hour); one
+    the staging stopped refreshing does not."""
+    in_progress = in_progress_key(PREFIX, NEW_KEY)
+    s3.put_object(Bucket=BUCKET, Key=in_progress, Body=b"{}")
+    modified = s3.head_object(Bucket=BUCKET, Key=in_progress)["LastModified"].timestamp()
+    now = [0.0]
+
+    def run(wall: Callable[[], float]) -> bool:
+        now[0] = 0.0
+        return wait_module.wait(
+            s3,
+            BUCKET,
+            PREFIX,
+            NEW_KEY,
+            timeout_seconds=600,
+            clock=lambda: now[0],
+            wall=wall,
+            sleep=lambda s: now.__setitem__(0, now[0] + s) if now[0] < 2000 else put_marker(s3, NEW_KEY),
+        )
+
+    # Refreshed every minute (the record is always seconds old): the wait outlives the 600 s timeout until the
+    # marker arrives, at 2000 s.
+    assert run(lambda: modified + now[0] % 60) is True
+    assert "staging is running (alive 0 s ago)" in capsys.readouterr().out
+    s3.delete_object(Bucket=BUCKET, Key=marker_key(PREFIX, NEW_KEY))
+    # Stale from the start (its last refresh an hour ago): the timeout applies.
+    assert run(lambda: modified + 3600) is False
+    out = capsys.readouterr().out
+    assert "the staging stopped refreshing its record 3600 s ago" in out
+    assert "gave up after 600 s" in out
+
+
+def test_an_earlier_releases_marker_counts_for_the_key_it_records(s3: Any) -> None:
+    """Pods of an environment staged before per-key markers start without a new staging (the Job of that key ran)."""
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + MARKER, Body=json.dumps({"key": OLD_KEY}).encode())
+    assert wait_module.wait(s3, BUCKET, PREFIX, OLD_KEY, poll_seconds=0.01, timeout_seconds=0.05) is True
+    assert wait_module.wait(s3, BUCKET, PREFIX, NEW_KEY, poll_seconds=0.01, timeout_seconds=0.05) is False
 
 
 def test_wait_logs_one_line_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -522,7 +632,7 @@ def test_wait_logs_one_line_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
         Failing(),
         BUCKET,
         PREFIX,
-        "0123456789",
+        OLD_KEY,
         timeout_seconds=300,
         clock=lambda: now[0],
         sleep=lambda s: now.__setitem__(0, now[0] + s),
@@ -530,19 +640,13 @@ def test_wait_logs_one_line_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ready is False
     # Polls every 10 s for 300 s; a line at 0, 60, ..., 300 s plus the one giving up.
     assert len(lines) == 7
-    assert lines[1] == f"waiting for s3://{BUCKET}/{PREFIX}{MARKER} (60 s): Exception: boom"
+    assert lines[1] == f"waiting for s3://{BUCKET}/{MARKERS}{PREFIX}{OLD_KEY}.json (60 s): Exception: boom"
 
 
-def test_wait_main_exits_0_when_ready(s3: Any) -> None:
-    put_marker(s3, staging_key(PROPS))
-    container = wait_for_weights_init_container(BUCKET_ENV, PREFIX, staging_key(PROPS), VLLM_IMAGE, "eu-west-1")
-    args = [a.replace(f"$({BUCKET_ENV})", BUCKET) for a in container["args"]]
-    assert wait_module.main(args) == 0
-    assert wait_module.main([*args[:-1], "ffffffffff", "--poll-seconds", "0.01", "--timeout-seconds", "0.05"]) == 1
-
-
-def test_the_scripts_agree_on_the_marker_name() -> None:
+def test_the_scripts_agree_on_the_marker_names() -> None:
     assert MARKER == stage_module.MARKER == wait_module.MARKER == "_llm-eks-staged.json"
+    assert MARKERS == stage_module.MARKERS == wait_module.MARKERS == "staging-markers/"
+    assert stage_module.IN_PROGRESS == wait_module.IN_PROGRESS
 
 
 # --- Kubernetes objects ----------------------------------------------------------------------------------------
@@ -828,7 +932,7 @@ def test_a_file_replaced_after_staging_is_refused(hub: FakeHub, s3: Any, tmp_pat
 
 def test_a_marker_naming_a_file_outside_the_folder_is_refused(hub: FakeHub, s3: Any, tmp_path: Path) -> None:
     body = {"key": staging_key(PROPS), "files": [{"name": "../../etc/profile", "size": 1, "sha256": "0" * 64}]}
-    s3.put_object(Bucket=BUCKET, Key=PREFIX + MARKER, Body=json.dumps(body).encode())
+    s3.put_object(Bucket=BUCKET, Key=marker_key(PREFIX, staging_key(PROPS)), Body=json.dumps(body).encode())
     (problem,) = wait_module.fetch(s3, BUCKET, PREFIX, staging_key(PROPS), str(tmp_path / "lora"))
     assert problem.startswith("the marker lists a file that is not a relative name with size and sha256")
     assert not (tmp_path / "etc").exists()

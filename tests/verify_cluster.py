@@ -263,7 +263,7 @@ class _Builder:
                 self._route(w)
         return self.objects
 
-    def _place(self, w: WorkloadPlan, index: int, tag: str) -> tuple[str, datetime, datetime]:
+    def _place(self, w: WorkloadPlan, index: int, tag: str, pool: str | None = None) -> tuple[str, datetime, datetime]:
         """(node, pod created, pod Ready): even pods on a node that was up (warm), odd ones wait for a new node."""
         created = self.deployed + timedelta(minutes=5 + 10 * index)
         name = f"ip-10-0-{index + 1}-{int(_suffix(w.name, tag), 16) % 250}.ec2.internal"
@@ -272,43 +272,52 @@ class _Builder:
         else:
             node_at = created + timedelta(seconds=NODE_JOIN_S)
             ready = created + timedelta(seconds=HEALTHY_START * w.start_new_node_s)
-        self.objects.append(node(name, w.pool, w.instance_type, node_at))
+        self.objects.append(node(name, pool or w.pool, w.instance_type, node_at))
         return name, created, ready
+
+    def _deployment(self, w: WorkloadPlan, name: str, first: int = 0, pool: str | None = None) -> None:
+        """Deployment `name` made live, with its ready pods (numbered from `first`, on nodes of `pool`)."""
+        obj = self.rendered_one("Deployment", name)
+        replicas = int(obj["spec"]["replicas"])
+        template = obj["spec"]["template"]
+        self.objects.append(
+            _live(
+                obj,
+                self.deployed,
+                observedGeneration=1,
+                replicas=replicas,
+                readyReplicas=replicas,
+                availableReplicas=replicas,
+                updatedReplicas=replicas,
+                conditions=[_condition("Available", self.deployed, reason="MinimumReplicasAvailable")],
+            )
+        )
+        hash_ = _suffix(name, "template")[:4] + "5d9f"
+        for i in range(first, first + replicas):
+            node_name, created, ready = self._place(w, i, f"pod{i}", pool)
+            labels = {**template["metadata"]["labels"], "pod-template-hash": hash_}
+            pod_name = f"{name}-{hash_}-{_suffix(name, str(i))}"
+            self.objects.append(
+                pod(
+                    pod_name,
+                    w.namespace,
+                    labels,
+                    template["spec"],
+                    node_name,
+                    created,
+                    ready,
+                    ("apps/v1", "ReplicaSet", f"{name}-{hash_}"),
+                )
+            )
 
     def _vllm(self, w: WorkloadPlan) -> None:
         obj = self.rendered_one(w.owner_kind, w.name)
         replicas = int(obj["spec"]["replicas"])
         if w.owner_kind == "Deployment":
-            template = obj["spec"]["template"]
-            self.objects.append(
-                _live(
-                    obj,
-                    self.deployed,
-                    observedGeneration=1,
-                    replicas=replicas,
-                    readyReplicas=replicas,
-                    availableReplicas=replicas,
-                    updatedReplicas=replicas,
-                    conditions=[_condition("Available", self.deployed, reason="MinimumReplicasAvailable")],
-                )
-            )
-            hash_ = _suffix(w.name, "template")[:4] + "5d9f"
-            for i in range(replicas):
-                node_name, created, ready = self._place(w, i, f"pod{i}")
-                labels = {**template["metadata"]["labels"], "pod-template-hash": hash_}
-                name = f"{w.name}-{hash_}-{_suffix(w.name, str(i))}"
-                self.objects.append(
-                    pod(
-                        name,
-                        w.namespace,
-                        labels,
-                        template["spec"],
-                        node_name,
-                        created,
-                        ready,
-                        ("apps/v1", "ReplicaSet", f"{w.name}-{hash_}"),
-                    )
-                )
+            self._deployment(w, w.name)
+            if w.floor_replicas:
+                # The on-demand floor: a Deployment of its own, on its own pool's nodes.
+                self._deployment(w, f"{w.name}-floor", first=replicas, pool=f"{w.pool}-floor")
             return
         lws = obj["spec"]["leaderWorkerTemplate"]
         self.objects.append(

@@ -31,7 +31,7 @@ from tests.verify_metrics import series
 TOKEN = "verify-test-token"
 # A context named as `aws eks update-kubeconfig` names one (the cluster ARN), of a cluster that is a stand-in.
 CONTEXT = "arn:aws:eks:us-east-1:111122223333:cluster/llm-eks-stub"
-PROXY = "/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy"
+PROXY = "/api/v1/namespaces/monitoring/services/thanos-query:10902/proxy"
 # resource -> kind, for the paths verify reads.
 KINDS = {
     "nodes": "Node",
@@ -272,7 +272,7 @@ class StubApiServer:
         if path.startswith(PROXY):
             if self.faults.prometheus_unreachable or self.prometheus is None:
                 return 503, status(503, "ServiceUnavailable", "error trying to reach service: dial tcp "
-                                   "10.0.3.17:9090: i/o timeout")  # fmt: skip
+                                   "10.0.3.17:10902: i/o timeout")  # fmt: skip
             if path != PROXY + "/api/v1/query":
                 return 404, {"status": "error", "errorType": "not_found", "error": "404 page not found"}
             self.queries.append(qs["query"][0])

@@ -66,7 +66,11 @@ class EscapeHatchStack(cdk.Stack):
             )
         )
         platform.add_keda(KedaOptions(helm_values={"prometheus": {"operator": {"enabled": True}}}))
-        platform.add_observability(ObservabilityOptions(helm_values={"grafana": {"defaultDashboardsTimezone": "utc"}}))
+        platform.add_observability(
+            ObservabilityOptions(
+                helm_values={"grafana": {"defaultDashboardsTimezone": "utc"}}, permissions_boundary=boundary
+            )
+        )
 
 
 def build(app: cdk.App) -> EscapeHatchStack:

@@ -279,11 +279,14 @@ def plan_command(args: argparse.Namespace) -> int:
             raise _named(err, target, overrides) from None
     keys = [target.key for target in targets]
     overlaps = _canary_overlaps(args, keys, results) if args.env is not None else {}
+    survives = _resilience(args, keys, results) if args.env is not None else {}
     if args.json:
         dicts = [result.to_dict() for result in results]
         for key, plan_body in zip(keys, dicts, strict=True):
             if key in overlaps:
                 plan_body["canary_overlap"] = overlaps[key].to_dict()
+            if key in survives:
+                plan_body["resilience"] = survives[key].to_dict()
         # One plan (one workload, or --workload) prints as itself; several as {workload: plan}.
         body: Any = dicts[0] if len(dicts) == 1 else dict(zip(keys, dicts, strict=True))
         print(json.dumps(body, indent=2, ensure_ascii=False))
@@ -294,6 +297,8 @@ def plan_command(args: argparse.Namespace) -> int:
         print(table(result))
         if key in overlaps:
             print(overlaps[key].line())
+        if key in survives:
+            print(survives[key].line())
     return 0
 
 
@@ -343,6 +348,15 @@ def _canary_overlaps(args: argparse.Namespace, keys: list[str | None], results: 
         for key, result in zip(keys, results, strict=True)
         if key is not None and served[key].canary_of is not None
     }
+
+
+def _resilience(args: argparse.Namespace, keys: list[str | None], results: list[Any]) -> dict[str | None, Any]:
+    """What each planned workload of --env survives at its minimum replicas (llm_eks.config.resilience)."""
+    from llm_eks.config.resilience import resilience
+
+    config = environment(args)
+    served = {s.key: s for s in config.served}
+    return {key: resilience(config, served[key], result) for key, result in zip(keys, results, strict=True)}
 
 
 def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:

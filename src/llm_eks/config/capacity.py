@@ -20,7 +20,7 @@ from llm_eks.config.environment import (
     ServedWorkload,
     WorkloadConfig,
 )
-from llm_eks.errors import fail
+from llm_eks.errors import did_you_mean, fail
 from llm_eks.images.reference import parse_ref
 from llm_eks.planner import WARN_NO_EFA, WARN_RESERVATION, PlanWarning
 from llm_eks.planner.kv_cache import cdiv
@@ -29,10 +29,15 @@ if TYPE_CHECKING:
     from llm_eks.planner import Plan
 
 
+ON_DEMAND = "on-demand"
+
+
 def validate_capacity(c: EnvironmentConfig, path: str) -> None:
-    """Each workload's `efa` and `image`, and each capacity reservation, before anything is planned."""
+    """Each workload's `efa`, `image`, on-demand floor and fallback accelerator, and each capacity reservation,
+    before anything is planned."""
     for served in c.served:
         _validate_workload(served.config, served.path)
+        _validate_floor(served.config, served.path)
     families = sorted(FAMILIES)
     for family, reservation in c.capacity_reservations.items():
         if family not in families:
@@ -49,6 +54,58 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
             parse_ref(w.image)
         except ValueError as err:
             raise fail(f"{path}.image", w.image, str(err)) from None
+
+
+def _validate_floor(w: WorkloadConfig, path: str) -> None:
+    if w.on_demand_floor:
+        if w.engine != "vllm":
+            raise fail(
+                f"{path}.on_demand_floor",
+                True,
+                "needs engine vllm (Ray Serve scales its own workers inside one RayCluster)",
+            )
+        if w.replicas.min < 1:
+            raise fail(
+                f"{path}.on_demand_floor",
+                True,
+                "needs replicas.min of at least 1: the floor is the minimum replicas, kept on on-demand capacity",
+            )
+        if ON_DEMAND not in w.capacity_types:
+            raise fail(f"{path}.on_demand_floor", True, "needs 'on-demand' among capacity_types")
+        if w.replicas.max <= w.replicas.min:
+            raise fail(
+                f"{path}.on_demand_floor",
+                True,
+                f"needs replicas.max above replicas.min ({w.replicas.min}): the replicas above the floor scale out "
+                "from the Spot pool",
+            )
+    if w.fallback_accelerator is not None:
+        if w.engine != "vllm":
+            raise fail(f"{path}.fallback_accelerator", w.fallback_accelerator, "needs engine vllm")
+        if w.fallback_accelerator not in INSTANCE_TYPES:
+            raise fail(
+                f"{path}.fallback_accelerator",
+                w.fallback_accelerator,
+                f"{did_you_mean(w.fallback_accelerator, INSTANCE_TYPES)}must be a GPU instance type of the catalog "
+                "(llm_eks.catalog.accelerators), such as p5.48xlarge",
+            )
+
+
+def floor_replicas(c: EnvironmentConfig, s: ServedWorkload) -> int:
+    """The replicas of workload `s`'s on-demand floor: replicas.min where on_demand_floor is on (by default in a
+    production environment, or where capacity_types lists on-demand first), else 0. A workload's next version
+    (canary) gets none: it runs on the Spot pool until it replaces the current version. Ray Serve, a workload
+    without a minimum, without room above it or without on-demand, and an environment with capacity reservations
+    (they are its floor) get none unless asked (which validate_capacity refuses where it cannot work)."""
+    w = s.config
+    if s.canary_of is not None or w.on_demand_floor is False:
+        return 0
+    if w.on_demand_floor is None:
+        wanted = c.production or (bool(w.capacity_types) and w.capacity_types[0] == ON_DEMAND)
+        possible = w.engine == "vllm" and 1 <= w.replicas.min < w.replicas.max and ON_DEMAND in w.capacity_types
+        if not (wanted and possible) or c.capacity_reservations:
+            return 0
+    return w.replicas.min
 
 
 def _no_efa(instance_type: str, family: str) -> str:

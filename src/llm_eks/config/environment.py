@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks.catalog.models import ModelSpec
+from llm_eks.config.alerting import AlertingConfig
 from llm_eks.config.canary import OVERRIDES, CanaryConfig, canary_key
 from llm_eks.config.workload_options import (
     AutoscalingConfig,
@@ -88,12 +89,13 @@ class SystemNodesConfig:
     # 4 vCPU / 16 GiB holds Karpenter, KEDA, Prometheus and Grafana with headroom; Graviton is not used because
     # some operator images are amd64-only. Checked against EC2's instance types as the pinned botocore lists them.
     instance_type: str = "m7i.xlarge"
-    # Karpenter runs 2 replicas with one-per-host anti-affinity, so 2 nodes in 2 AZs is the floor.
-    min_size: int = 2
-    # Start at the floor; the controllers fit on two nodes.
-    desired_size: int = 2
+    # Three: Karpenter, KEDA, both Prometheus and Alertmanager replicas and the query endpoint still fit when one
+    # node (or its zone) is gone; 2 is the floor Karpenter's one-per-host replicas need.
+    min_size: int = 3
+    # Start at the minimum.
+    desired_size: int = 3
     # Room for two more nodes during a node group update or a controller's burst.
-    max_size: int = 4
+    max_size: int = 5
     # Enough for container images and logs of the controllers; encrypted by the launch template default.
     disk_gib: int = 50
 
@@ -200,8 +202,16 @@ class WorkloadConfig:
     typical_input_tokens: int = 1024
     # A paragraph out: with typical_input_tokens, the request size the KV cache and the latency are sized for.
     typical_output_tokens: int = 256
-    # Spot first (cheaper), on-demand as the fallback when Spot has no capacity.
+    # Spot first (cheaper), on-demand as the fallback when Spot has no capacity. Karpenter takes Spot whenever both
+    # are allowed and Spot is offered, whatever the order here; on_demand_floor is what keeps replicas on on-demand.
     capacity_types: tuple[str, ...] = ("spot", "on-demand")
+    # The minimum replicas run as a Deployment of their own (`<name>-floor`) on on-demand capacity, spread over
+    # zones (required), on a NodePool of their own weighted above the Spot one; the rest scale out from the Spot
+    # pool. None: on where the environment is production or capacity_types lists on-demand first.
+    on_demand_floor: bool | None = None
+    # An instance type of another GPU family for a lower-weight NodePool Karpenter falls back to when the planned
+    # family has no capacity; the planner sizes it with the same engine arguments and pod. None: the planned family.
+    fallback_accelerator: str | None = None
     # Replicas KEDA scales between (below).
     replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
     # Cap on accelerators this environment's node pool may launch; None: what max replicas need.
@@ -478,6 +488,9 @@ class EnvironmentConfig:
     # (Karpenter replaces a node whose GPU, kernel, storage or network the EKS node monitoring agent reports broken).
     # Empty: every Alpha gate stays off, as upstream ships them.
     alpha_features: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Where alerts go (below): by default every severity to the environment's SNS topic, and Alertmanager's
+    # heartbeat to a topic a CloudWatch alarm watches, so a silent pipeline alarms too.
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
 
     @property
     def served(self) -> tuple[ServedWorkload, ...]:

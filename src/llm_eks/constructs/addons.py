@@ -25,11 +25,10 @@ from constructs import Construct, IConstruct
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT, digest_values, merge_values
-from llm_eks.images.lock import check_digests
+from llm_eks.images.lock import check_digests, pin
+from llm_eks.manifests.labels import SYSTEM_NODE_LABEL
 
-# Label on the system node group; controllers select it, GPU/CPU workloads never do. (Here, not in cluster.py: the
-# cluster module builds on the add-ons, so the add-ons must not import it.)
-SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
+# Label on the system node group (manifests.labels, which the charts read too); controllers select it.
 SYSTEM_NODE_SELECTOR: Mapping[str, str] = MappingProxyType({SYSTEM_NODE_LABEL[0]: SYSTEM_NODE_LABEL[1]})
 
 # The kubectl provider Lambda's hard limit (aws_eks_v2 sets the handler timeout to 15 minutes).
@@ -214,6 +213,13 @@ def install_chart(
         values=None if values is None else dict(values),
         skip_crds=skip_crds,
     )
+
+
+def context_pin(scope: Construct, ref: str) -> str:
+    """`ref@sha256:...` when the app's locked digests (CDK context IMAGE_DIGESTS_CONTEXT) hold `ref`, else `ref`: for
+    images of objects a construct applies itself, as install_chart does for the charts' values."""
+    digests = scope.node.try_get_context(IMAGE_DIGESTS_CONTEXT)
+    return pin(ref, check_digests(digests, IMAGE_DIGESTS_CONTEXT)) if digests else ref
 
 
 def addon_namespace(

@@ -32,7 +32,7 @@ from constructs import Construct, IConstruct
 
 from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.constructs import cluster_auto_mode
-from llm_eks.constructs.addons import SYSTEM_NODE_LABEL, Placement, check_boundary, check_statements, harden_roles
+from llm_eks.constructs.addons import Placement, check_boundary, check_statements, harden_roles
 from llm_eks.constructs.auto_mode import SYSTEM_POOL_PLACEMENT
 from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.compute_guard import ComputeModeGuard, ComputeModeGuardProps
@@ -40,6 +40,7 @@ from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests.gateway.pool import ROLLOUT_GROUP
+from llm_eks.manifests.labels import SYSTEM_NODE_LABEL
 from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
 from llm_eks.manifests.node_status_guard import node_status_guard
 from llm_eks.manifests.verifier import GROUP as VERIFY_GROUP
@@ -89,11 +90,12 @@ class InferenceClusterProps:
     load_balancer_subnet_cidrs: tuple[str, ...] = ()
     # 4 vCPU / 16 GiB per node fits Karpenter, KEDA, Prometheus, Grafana and the operators.
     system_instance_type: str = "m7i.xlarge"
-    # Karpenter's 2 replicas use one-per-host anti-affinity: at least 2 nodes, spread over 2 AZs.
-    system_min_size: int = 2
-    system_desired_size: int = 2
+    # Three: every controller (two Karpenter, two Prometheus and Alertmanager, the query endpoint) still fits when one
+    # node or its zone is gone; Karpenter's one-per-host replicas need at least 2.
+    system_min_size: int = 3
+    system_desired_size: int = 3
     # Room for a node replacement or a heavier monitoring load without touching GPU capacity.
-    system_max_size: int = 4
+    system_max_size: int = 5
     # Controller images and logs only; model weights never land on system nodes. Encrypted gp3 root volume.
     system_disk_gib: int = 50
     # Roles given cluster-admin through access entries; none by default (no standing human access).

@@ -2,6 +2,15 @@
 
 KEDA needs no AWS permissions here: the vLLM ScaledObjects use the Prometheus trigger against the in-cluster
 Prometheus. The chart ships its CRDs as templates, so `helm upgrade` to a new pinned version upgrades them too.
+
+Two metrics server replicas with a PodDisruptionBudget: the chart's own note (kedacore/charts@v2.20.2
+keda/values.yaml `metricsServer.replicaCount`) says only one instance serves at a time and more "could only reduce
+downtime during a failover", which is the point here: with one, the HPAs of every workload freeze while it restarts
+or its node is replaced. The operator exposes its scaler metrics (`keda_scaler_detail_errors_total` and the rest,
+kedacore/keda@v2.20.2 pkg/metricscollector/prommetrics.go) on port 8080 and the chart's PodMonitor scrapes them
+(`prometheus.operator.podMonitor`); the PodMonitor is a prometheus-operator kind, so this release goes in after the
+monitoring CRDs (`prometheus_pod_monitor`). The scraped `namespace` label (the ScaledObject's) is renamed
+`exported_namespace`, as Prometheus does for a label the target also sets.
 """
 
 from __future__ import annotations
@@ -43,6 +52,12 @@ class KedaOptions:
     operator_replicas: int = 2
     # Admission webhooks are stateless; 2 keep ScaledObject validation up while a system node drains.
     webhook_replicas: int = 2
+    # One serves external.metrics.k8s.io at a time; a second shortens a failover (module docstring).
+    metrics_server_replicas: int = 2
+    # Scrape the operator's scaler metrics with the chart's PodMonitor (needs the prometheus-operator CRDs first).
+    prometheus_pod_monitor: bool = True
+    # Where Prometheus runs, which scrapes the operator's metrics port.
+    monitoring_namespace: str = netpol.MONITORING_NAMESPACE
     placement: Placement = field(default_factory=Placement)
     # Three small Deployments and the CRDs: well inside 5 minutes; no hook Jobs, so one Helm wait.
     timeout: cdk.Duration = field(default_factory=lambda: cdk.Duration.minutes(5))
@@ -54,6 +69,8 @@ class KedaOptions:
         check_cidrs("keda.control_plane_cidrs", self.control_plane_cidrs)
         check_replicas("keda.operator_replicas", self.operator_replicas)
         check_replicas("keda.webhook_replicas", self.webhook_replicas)
+        check_replicas("keda.metrics_server_replicas", self.metrics_server_replicas)
+        check_name("keda.monitoring_namespace", self.monitoring_namespace, label=True)
         check_helm_values("keda.helm_values", self.helm_values)
 
 
@@ -79,7 +96,9 @@ class Keda(SingleChartAddon):
             values=keda_values,
             # Restricted Pod Security, and the API server's calls to the metrics API and webhooks only.
             namespace_objects=netpol.keda_namespace(
-                props.namespace, props.control_plane_cidrs or (props.cluster.vpc.vpc_cidr_block,)
+                props.namespace,
+                props.control_plane_cidrs or (props.cluster.vpc.vpc_cidr_block,),
+                monitoring_namespace=props.monitoring_namespace if props.prometheus_pod_monitor else None,
             ),
         )
 
@@ -104,10 +123,15 @@ def keda_values(props: KedaProps) -> dict[str, Any]:
         **placement,
         "crds": {"install": True},
         "operator": {"replicaCount": props.operator_replicas},
-        # Only one metrics server can serve external.metrics.k8s.io (KEDA's HA guide); more replicas only help with
-        # kube-apiserver --enable-aggregator-routing, which EKS does not let us set.
-        "metricsServer": {"replicaCount": 1},
+        "metricsServer": {"replicaCount": props.metrics_server_replicas},
         "webhooks": {"replicaCount": props.webhook_replicas},
+        # The operator's scaler metrics (errors per trigger, empty answers, latency), for the scaler-error alert.
+        "prometheus": {
+            "operator": {
+                "enabled": props.prometheus_pod_monitor,
+                "podMonitor": {"enabled": props.prometheus_pod_monitor},
+            }
+        },
         "resources": {
             "operator": requests_limits("100m", "128Mi", memory_limit="512Mi"),
             "metricServer": requests_limits("100m", "128Mi", memory_limit="512Mi"),
@@ -115,13 +139,13 @@ def keda_values(props: KedaProps) -> dict[str, Any]:
         },
         "topologySpreadConstraints": {
             "operator": _spread("keda-operator"),
-            "metricsServer": [],
+            "metricsServer": _spread("keda-operator-metrics-apiserver"),
             "webhooks": _spread("keda-admission-webhooks"),
         },
         # A PDB on a single-replica Deployment would block node drains, so only the replicated parts get one.
         "podDisruptionBudget": {
             "operator": {"minAvailable": 1} if props.operator_replicas > 1 else {},
-            "metricServer": {},
+            "metricServer": {"minAvailable": 1} if props.metrics_server_replicas > 1 else {},
             "webhooks": {"minAvailable": 1} if props.webhook_replicas > 1 else {},
         },
     }

@@ -11,7 +11,8 @@ The bucket:
 - keeps versions, and lets a replaced or deleted object's old version expire after `noncurrent_version_days`: an
   overwrite (by the staging Job, or by hand) can be undone for that long, and nothing else writes twice;
 - refuses, for every principal, a write under `compile-cache/` without `If-None-Match` (the S3 condition keys
-  `s3:if-none-match` and `s3:ObjectCreationOperation`): each object there is written once, never replaced;
+  `s3:if-none-match` and `s3:ObjectCreationOperation`): each object there is written once, never replaced; so is
+  each staging key's marker under `staging-markers/` (one per key: a new key never replaces the running one's);
 - aborts multipart uploads left behind by a failed staging Job after `abort_incomplete_upload_days`, since S3 bills
   their parts until then and nothing else lists them;
 - with `vpc_endpoint_ids`, refuses object requests and listings from anywhere but those S3 endpoints (and the
@@ -61,7 +62,7 @@ from llm_eks.constructs.weights_grants import (
     sid,
 )
 from llm_eks.errors import ConfigError, errors_at, named_errors
-from llm_eks.manifests.weights_staging import COMPILE_CACHE_ROOT
+from llm_eks.manifests.weights_staging import COMPILE_CACHE_ROOT, MARKERS
 
 # S3 has no snapshots; the other policies are what CloudFormation offers for a bucket.
 _REMOVAL_POLICIES = (cdk.RemovalPolicy.RETAIN, cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE, cdk.RemovalPolicy.DESTROY)
@@ -236,17 +237,22 @@ class WeightsBucket(Construct):
             ],
             removal_policy=props.removal_policy,
         )
-        # Add-only: under compile-cache/ an object is created once (If-None-Match), never replaced, by anyone.
-        bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="DenyOverwritesOfTheCompileCache",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["s3:PutObject"],
-                resources=[bucket.arn_for_objects(f"{COMPILE_CACHE_ROOT}/*")],
-                conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+        # Add-only: under compile-cache/ an object is created once (If-None-Match), never replaced, by anyone; so is a
+        # staging key's marker (its in-progress record, `.in-progress`, is rewritten while staging runs).
+        for statement, objects in (
+            ("DenyOverwritesOfTheCompileCache", f"{COMPILE_CACHE_ROOT}/*"),
+            ("DenyOverwritesOfStagingMarkers", f"{MARKERS}*.json"),
+        ):
+            bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=statement,
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:PutObject"],
+                    resources=[bucket.arn_for_objects(objects)],
+                    conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+                )
             )
-        )
         if props.vpc_endpoint_ids:
             self._deny_outside_endpoints(bucket, props)
         # No server access logs: ObjectAccessTrail records its object access and acknowledges them (cdk-nag S1,
@@ -329,7 +335,23 @@ class WeightsBucket(Construct):
         identity = self._identity(namespace, service_account)
         stage = grant_stager(identity.role, self.bucket, self.key, prefix)
         self._acknowledge_prefix(identity, stage, "Object-level staging of one model's files")
+        # Its markers and in-progress records, one per staging key, beside the other keys' (which it reads).
+        markers = grant_stager(identity.role, self.bucket, self.key, f"{MARKERS}{prefix}")
+        self._acknowledge_prefix(identity, markers, "The staging markers of one model's prefix")
         self._stagers[(namespace, service_account, prefix)] = identity
+        return identity
+
+    def add_marker_reader(self, namespace: str, service_account: str, prefix: str, key: str) -> PodIdentityRole:
+        """What a pod waiting for staging key `key` of `prefix` reads: its marker and in-progress record
+        (`staging-markers/<prefix><key>*`: s3:GetObject, s3:ListBucket so a missing one is a 404, kms:Decrypt
+        through S3), no other key's. Returns the service account's Pod Identity role."""
+        with errors_at(self.node.path):
+            self._check_grantee("weights_bucket.marker_reader", namespace, service_account, prefix)
+            if not re.fullmatch(r"[0-9a-f]{6,64}", key):
+                raise ConfigError(f"weights_bucket.marker_reader.key: {key!r} is not allowed; must be a staging key")
+        identity = self._identity(namespace, service_account)
+        read = grant_prefix_reader(identity.role, self.bucket, self.key, f"{MARKERS}{prefix}{key}", "StagingMarker")
+        self._acknowledge_prefix(identity, read, "Reads of one staging key's marker")
         return identity
 
     def add_object_reader(

@@ -33,7 +33,7 @@ Not covered, and why:
   which answers AWS-signed requests only; the lock asks registries anonymously, so the plugin stays on its tag
   (EFA environments only).
 - Images the charts run only in optional parts llm-eks leaves off (kube-prometheus-stack's admission-webhook
-  Deployment and Thanos, Grafana's init-chown, image renderer and test pod, kube-rbac-proxy sidecars).
+  Deployment and Thanos Ruler, Grafana's init-chown, image renderer and test pod, kube-rbac-proxy sidecars).
 A chart installed at another version than the pinned one gets no digest values (its images differ).
 """
 
@@ -55,6 +55,7 @@ from llm_eks.versions import (
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
     SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
+    THANOS_IMAGE,
 )
 
 # CDK context key holding {reference: digest}; llm-eks's app sets it from the lock file, your app may set it too.
@@ -116,6 +117,8 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
             ),
             _img("quay.io/prometheus/prometheus:v3.13.2-distroless", "prometheus.prometheusSpec.image.sha", "sha"),
             _img("quay.io/prometheus/alertmanager:v0.33.1", "alertmanager.alertmanagerSpec.image.sha", "sha"),
+            # The Thanos sidecar (llm-eks turns it on): the operator takes a whole reference in `thanos.image`.
+            _img(THANOS_IMAGE, "prometheus.prometheusSpec.thanos.image", "ref"),
             _img("docker.io/grafana/grafana:13.1.3", "grafana.image.sha", "sha"),
             _img("quay.io/kiwigrid/k8s-sidecar:2.10.1", "grafana.sidecar.image.sha", "sha"),
             _img(

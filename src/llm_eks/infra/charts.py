@@ -19,10 +19,12 @@ from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_
 from llm_eks.manifests.benchmark import service_account as benchmark_service_account
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
 from llm_eks.manifests.headroom import headroom_objects, priority_class
-from llm_eks.manifests.labels import VLLM_APP, selector_labels
+from llm_eks.manifests.labels import SYSTEM_NODE_LABEL, selector_labels, serving_selector
 from llm_eks.manifests.monitoring import MonitoringChart
 from llm_eks.manifests.monitoring_model import GpuMonitoringChart
+from llm_eks.manifests.neuron_monitor import NeuronMonitorChart
 from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
+from llm_eks.manifests.query_endpoint import query_objects
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
@@ -103,7 +105,7 @@ def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
 
 def efa_node_classes(workloads: Sequence[Workload]) -> tuple[str, ...]:
     """The EC2NodeClasses of the environment's EFA pools, each of which needs a cluster placement group."""
-    return tuple(sorted({w.gpu_pool.node_class for w in workloads if w.gpu_pool.efa_interfaces}))
+    return tuple(sorted({p.node_class for w in workloads for p in w.pools if p.efa_interfaces}))
 
 
 def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -> list[dict[str, Any]]:
@@ -115,6 +117,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
     names = addons(workloads)
     keda = [netpol.pods(netpol.KEDA_OPERATOR_POD, netpol.KEDA_NAMESPACE)] if "keda" in names else []
     objects = netpol.monitoring_namespace(netpol.MONITORING_NAMESPACE, cidrs, keda)
+    # The query endpoint in front of both Prometheus replicas (Observability applies it with the namespace).
+    objects += query_objects(netpol.MONITORING_NAMESPACE, node_selector=dict([SYSTEM_NODE_LABEL]))
     if "kuberay" in names:
         objects += netpol.kuberay_namespace(netpol.KUBERAY_NAMESPACE)
     if "lws" in names:
@@ -123,7 +127,7 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
         objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
     if "istio" in names:
         objects += netpol.istio_namespace(netpol.ISTIO_NAMESPACE, cidrs, gateway_namespaces=(GATEWAY_NAMESPACE,))
-    vendors = {w.gpu_pool.vendor for w in workloads}
+    vendors = {p.vendor for w in workloads for p in w.pools}
     if "nvidia" in vendors:
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
     if "neuron" in vendors:
@@ -161,7 +165,7 @@ def build_charts(
         cluster_name=config.cluster_name,
         node_role_name=node_role_name,
         # Workloads sharing a family share its pool (build_workloads merged them): one spec per pool name.
-        gpu_pools=tuple({w.gpu_pool.name: w.gpu_pool for w in workloads}.values()),
+        gpu_pools=tuple({p.name: p for w in workloads for p in w.pools}.values()),
         cpu_pool=workloads[0].cpu_pool,
         security_group_ids=security_group_ids,
         subnet_ids=v.private_subnet_ids if v.imported else (),
@@ -184,6 +188,23 @@ def build_charts(
             ChartPlan(
                 "gpu-monitoring",
                 GpuMonitoringChart(app, "gpu-monitoring", targets, netpol.MONITORING_NAMESPACE),
+                needs=("observability",),
+            )
+        )
+    neuron = [w for w in workloads if isinstance(w, VllmWorkload) and w.neuron_monitor_image is not None]
+    if neuron:
+        # The cluster's one Neuron monitor, whichever workloads run on Neuron (manifests/neuron_monitor.py).
+        assert neuron[0].neuron_monitor_image is not None
+        charts.append(
+            ChartPlan(
+                "neuron-monitoring",
+                NeuronMonitorChart(
+                    app,
+                    "neuron-monitoring",
+                    image=neuron[0].neuron_monitor_image,
+                    namespace=netpol.MONITORING_NAMESPACE,
+                    scrape_interval=neuron[0].monitoring.targets.scrape_interval,
+                ),
                 needs=("observability",),
             )
         )
@@ -255,7 +276,8 @@ def _vllm_charts(
     policies = netpol.vllm_policies(
         vllm.namespace,
         vllm.name,
-        selector_labels(VLLM_APP, vllm.name),
+        # Both Deployments' pods (the on-demand floor's too).
+        serving_selector(vllm.name),
         PORT,
         benchmark=selector_labels(BENCHMARK_APP, bench.name),
         # Target type ip: the internal ALB's ENIs connect to the pods directly, from its own subnets (no pod's).

@@ -38,12 +38,14 @@ from llm_eks.manifests.checks import (
     check_objects,
     object_ref,
 )
+from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL, builtin_system_pool
 
 PLUGIN_NAME = "llm-eks"
 # A manifest whose objects could not be read: reported as a warning (synth goes on), since nothing in it was checked.
 UNREADABLE = "UNREADABLE_MANIFEST"
 MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"
+CLUSTER_TYPE = "AWS::EKS::Cluster"
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
 
@@ -144,6 +146,18 @@ def static_node_groups(template: Mapping[str, Any]) -> list[StaticNodeGroup]:
     return groups
 
 
+def builtin_node_pools(template: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The NodePools EKS Auto Mode creates itself (an AWS::EKS::Cluster's ComputeConfig.NodePools) that pods are placed
+    on: only `system` is enabled by llm-eks."""
+    names = {
+        name
+        for resource in (template.get("Resources") or {}).values()
+        if resource.get("Type") == CLUSTER_TYPE
+        for name in ((resource.get("Properties") or {}).get("ComputeConfig") or {}).get("NodePools") or []
+    }
+    return [builtin_system_pool()] if SYSTEM_POOL in names else []
+
+
 def kubernetes_objects(template: Mapping[str, Any]) -> list[tuple[dict[str, Any], _Source]]:
     """Every Kubernetes object a template applies, with the resource it comes from."""
     return _read_manifests(template)[0]
@@ -201,7 +215,11 @@ class LlmEksChecks:
         """One violation per finding, pointing at the manifest resource (and the object's index in it)."""
         pairs, unreadable = _read_manifests(template)
         objects = [obj for obj, _ in pairs]
-        findings = check_objects(objects, instance_resources=self._lookup, static_nodes=static_node_groups(template))
+        findings = check_objects(
+            [*objects, *builtin_node_pools(template)],
+            instance_resources=self._lookup,
+            static_nodes=static_node_groups(template),
+        )
         violations = [self._violation(f, self._sources(f, pairs), template_path) for f in findings]
         for logical_id, why in unreadable.items():
             resource = cdk.PolicyViolatingResource(

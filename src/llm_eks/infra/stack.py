@@ -39,11 +39,13 @@ from llm_eks.constructs.lws import LeaderWorkerSetOptions
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.observability import ObservabilityOptions
 from llm_eks.constructs.placement_groups import ClusterPlacementGroups
+from llm_eks.constructs.secrets import SecretsStoreCsi
 from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps, VerifyTrust
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, efa_node_classes, service_account, workload_secrets
 from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
+from llm_eks.manifests.alerting import used_secret_receivers
 from llm_eks.manifests.benchmark import TOKENIZER_FILES
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.node_pools import NodePoolsChart
@@ -51,7 +53,7 @@ from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.verifier import rbac_objects
 from llm_eks.manifests.vllm import VllmChart
 from llm_eks.manifests.vllm.compile_job import writer_name
-from llm_eks.manifests.weights_staging import WeightsStagingProps
+from llm_eks.manifests.weights_staging import WeightsStagingProps, staging_key
 from llm_eks.planner import Plan
 from llm_eks.planner.compute_mode import AUTO_MODE
 
@@ -121,12 +123,25 @@ class InferenceStack(cdk.Stack):
         # The control plane calls webhooks and the external metrics API from its ENIs in the VPC's subnets.
         self._control_plane_cidrs = (config.vpc.cidr,)
         environment_addons = addons(self.workloads)
+        routes = config.alerting.routes()
+        # Receivers with a secret read it through the Secrets Store CSI driver: it goes in before Alertmanager.
+        self.secrets_store: SecretsStoreCsi | None = (
+            self.platform.add_secrets_store() if used_secret_receivers(routes) else None
+        )
         self.observability = self.platform.add_observability(
             ObservabilityOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
                 # Only KEDA's operator queries Prometheus from outside its namespace, and only where KEDA runs.
                 prometheus_clients=ObservabilityOptions.prometheus_clients if "keda" in environment_addons else (),
+                alert_routes=routes,
+                alert_email=config.alerting.email,
+                alert_topic_prefix=config.cluster_name,
+                secrets_store=self.secrets_store,
             )
+        )
+        topics = self.observability.alert_topics
+        cdk.CfnOutput(
+            self, "AlertsTopicArn", value=topics.alerts.topic_arn, description="SNS topic every alert routed to sns"
         )
         self._addon_namespaces: list[dict[str, Any]] = list(self.observability.namespace_objects)
         # Read-only RBAC for `llm-eks verify` (group llm-eks-verify; an access entry maps a role to it): cluster-wide,
@@ -197,7 +212,9 @@ class InferenceStack(cdk.Stack):
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
         if not isinstance(node_pools, NodePoolsChart):
             raise TypeError(f"the node-pools chart is a {type(node_pools).__name__}, not a NodePoolsChart")
-        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))
+        # The Neuron scheduler extension only where a pod takes some but not all Neuron chips of its node.
+        contiguous = any(isinstance(w, VllmWorkload) and w.vllm.scheduler_name is not None for w in self.workloads)
+        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props, neuron_scheduler=contiguous))
         for objects in self.gpu_devices.namespace_objects.values():
             self._addon_namespaces += objects
         # Reviewed with the add-ons' cluster objects, last, as charts.addon_namespaces (which GitOps applies) has it.
@@ -315,6 +332,8 @@ class InferenceStack(cdk.Stack):
         construct: IConstruct
         if name == "keda":
             keda = self.platform.add_keda(KedaOptions(control_plane_cidrs=self._control_plane_cidrs))
+            # Its chart's PodMonitor is a prometheus-operator kind.
+            keda.chart.node.add_dependency(self.observability.crds)
             self._addon_namespaces += keda.namespace_objects
             construct = keda
         elif name == "kuberay":
@@ -328,7 +347,8 @@ class InferenceStack(cdk.Stack):
             self._addon_namespaces += lws.namespace_objects
             construct = lws
         elif name == "secrets":
-            self.secrets_store = self.platform.add_secrets_store()
+            if self.secrets_store is None:
+                self.secrets_store = self.platform.add_secrets_store()
             # The pods mount the generated key at start: it must exist first.
             key = (self.api_key.secret,) if self.api_key is not None else ()
             return self.secrets_store, *key
@@ -353,6 +373,12 @@ class InferenceStack(cdk.Stack):
             raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
         return (construct,)
 
+    def _secrets(self) -> SecretsStoreCsi:
+        """The Secrets Store CSI driver, which `addons` adds wherever a workload reads a secret."""
+        if self.secrets_store is None:
+            raise ValueError("a workload reads a secret but the secrets add-on was not added")  # a bug in addons()
+        return self.secrets_store
+
     def _add_workload_access(self, workload: Workload) -> None:
         """The workload's own AWS access: its secrets (each by name) and its S3 weights, through its ServiceAccount's
         Pod Identity role.
@@ -363,7 +389,7 @@ class InferenceStack(cdk.Stack):
         namespace, account = service_account(workload)
         if workload.secrets:
             for secret_name in workload_secrets(workload):
-                self.secrets_store.add_secret_reader(namespace, account, secret_name)
+                self._secrets().add_secret_reader(namespace, account, secret_name)
             identity = PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account)
             self._workload_prerequisites[(workload.key, "secrets")] = (identity,)
         if isinstance(workload, VllmWorkload) and workload.staging is not None:
@@ -385,31 +411,41 @@ class InferenceStack(cdk.Stack):
             self._workload_prerequisites[(workload.key, "weights")] = (weights, weights.identity)
 
     def _add_staging_access(self, workload: VllmWorkload, staging: WeightsStagingProps) -> None:
-        """Staged weights: the serving pods read the prefix, the staging Job's own ServiceAccount writes it (and
-        reads the Hub token)."""
+        """Staged weights: the serving pods read the prefix and their staging key's marker, the staging Job's own
+        ServiceAccount writes the prefix and its markers (and reads the Hub token)."""
         if self.weights_bucket is None:
             raise ValueError("staged weights without a weights bucket")  # config validation refuses it
+        bucket = self.weights_bucket
         namespace, account = service_account(workload)
-        reader = self.weights_bucket.add_reader(namespace, account, staging.prefix)
-        stager = self.weights_bucket.add_stager(namespace, staging.name, staging.prefix)
+        key = staging_key(staging)
+        reader = bucket.add_reader(namespace, account, staging.prefix)
+        bucket.add_marker_reader(namespace, account, staging.prefix, key)
+        stager = bucket.add_stager(namespace, staging.name, staging.prefix)
         readers: tuple[IConstruct, ...] = (reader,)
+        # Who waits for the weights: the serving pods, and the compile cache's writer (it runs the same server).
+        waiting = [account]
         if workload.vllm.compile_cache is not None:
             # Its one writer is the compile-cache Job's own ServiceAccount; the pods read and verify the cache.
             cache = workload.vllm.compile_cache
-            writer = self.weights_bucket.add_cache_writer(namespace, writer_name(workload.vllm), cache)
-            self.weights_bucket.add_cache_reader(namespace, account, cache)
+            writer = bucket.add_cache_writer(namespace, writer_name(workload.vllm), cache)
+            bucket.add_cache_reader(namespace, account, cache)
+            # It streams the staged weights as a replica does, once their marker is there.
+            bucket.add_reader(namespace, writer_name(workload.vllm), staging.prefix)
+            bucket.add_marker_reader(namespace, writer_name(workload.vllm), staging.prefix, key)
             readers = (reader, writer)
+            waiting.append(writer_name(workload.vllm))
         stagers: tuple[IConstruct, ...] = (stager,)
         for _, adapter in workload.adapter_stagings:
             # Each adapter's Job writes its own prefix; the pods (and the cache's writer, which runs the same
-            # server) read it and fetch it at start.
-            stagers += (self.weights_bucket.add_stager(namespace, adapter.name, adapter.prefix),)
-            readers += (self.weights_bucket.add_adapter_reader(namespace, account, adapter.prefix),)
-            if workload.vllm.compile_cache is not None:
-                self.weights_bucket.add_adapter_reader(namespace, writer_name(workload.vllm), adapter.prefix)
+            # server) read it and its marker, and fetch it at start.
+            stagers += (bucket.add_stager(namespace, adapter.name, adapter.prefix),)
+            for who in waiting:
+                read = bucket.add_adapter_reader(namespace, who, adapter.prefix)
+                bucket.add_marker_reader(namespace, who, adapter.prefix, staging_key(adapter))
+                readers += (read,) if who == account else ()
         for job in (staging, *(a for _, a in workload.adapter_stagings)):
             if job.hf_token_secret is not None:
-                self.secrets_store.add_secret_reader(namespace, job.name, job.hf_token_secret)
+                self._secrets().add_secret_reader(namespace, job.name, job.hf_token_secret)
         self._workload_prerequisites[(workload.key, "weights")] = readers
         self._workload_prerequisites[(workload.key, "staging")] = stagers
 
@@ -426,12 +462,12 @@ class InferenceStack(cdk.Stack):
         staged files, or through the Hub token from the Hub)."""
         namespace, account = workload.vllm.namespace, workload.benchmark.name
         if workload.api_key_secret is not None:
-            self.secrets_store.add_secret_reader(namespace, account, workload.api_key_secret)
+            self._secrets().add_secret_reader(namespace, account, workload.api_key_secret)
         prefix = workload.benchmark.tokenizer_prefix
         if prefix is not None and self.weights_bucket is not None:
             self.weights_bucket.add_object_reader(namespace, account, prefix, TOKENIZER_FILES)
         elif prefix is None and workload.vllm.hf_token_secret is not None:
-            self.secrets_store.add_secret_reader(namespace, account, workload.vllm.hf_token_secret)
+            self._secrets().add_secret_reader(namespace, account, workload.vllm.hf_token_secret)
 
     def _prerequisites_of(self, need: str, planned: ChartPlan) -> tuple[IConstruct, ...]:
         """What `need` of a chart stands for: an add-on or earlier chart, plus the chart's workload's own access."""

@@ -11,6 +11,24 @@ Triggers (Prometheus, each query wrapped so it returns exactly one element):
   filled by a few long contexts is not relieved by adding replicas (its requests stay where they are), the fleet
   average is what new replicas lower. AverageValue would divide a ratio by the replica count again.
 
+Failing safe (KEDA 2.20.2, read in kedacore/keda@v2.20.2):
+- `fallback` on every ScaledObject: after more than `failureThreshold` consecutive failed reads of a trigger
+  (pkg/fallback/fallback.go GetMetricsWithFallback, `NumberOfFailures > FailureThreshold`), KEDA answers the HPA
+  with the metric that holds `max(current replicas, minimum)` (`currentReplicasIfHigher`, doFallback): a Prometheus
+  or querier outage freezes the count where it is instead of letting the HPA act on nothing. (For a `Value` trigger
+  the fallback divides by the ready pods, and with none it fails; the waiting-requests trigger, AverageValue, still
+  holds the count then. Fallback also marks the scaler active, so a workload asleep at zero wakes one replica during
+  an outage of its metrics: the safe direction.)
+- `ignoreNullValues: "false"` on both vLLM triggers: KEDA's Prometheus scaler reads an empty result as 0 by default
+  (pkg/scalers/prometheus_scaler.go, `default=true`), so vLLM's series going missing under load (a NetworkPolicy or
+  ServiceMonitor change, a renamed metric) would scale the workload down to its minimum. Here an empty result is an
+  error, and so reaches the fallback. Each query is guarded so it is empty only when it must be: while the workload
+  has no ready replica it reads 0 (`... or on() (sum(kube_deployment_status_replicas_ready{...}) == 0)`, the
+  kube-state-metrics v2.19.1 series), so a model that is starting, or asleep on its schedule, is no error; an
+  absent kube-state-metrics also gives an empty guard, so the fallback holds then too. A scale-to-zero workload's
+  guard also reads 0 when kube-state-metrics has no series for it at all, so its outage never wakes a sleeping
+  model.
+
 Behavior: up fast (no stabilization; +100 % or +N pods a minute, whichever is more), because a GPU replica needs
 minutes before it helps; down slowly (a long stabilization window, then one pod per period), because removing a
 replica that is needed again within its start-up time costs a full cold start, so the window must be at least the
@@ -37,10 +55,13 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
-from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, validate_vllm_props
+from llm_eks.manifests.promql import ksm_workload
+from llm_eks.manifests.query_endpoint import query_url
+from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, floor_name, validate_vllm_props
 
-# The Prometheus Operator's governing Service: independent of the kube-prometheus-stack release name.
-PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc.cluster.local:9090"
+# The environment's one query endpoint (a Thanos Querier deduplicating both Prometheus replicas): the same answer
+# whichever replica is up (llm_eks.manifests.query_endpoint).
+PROMETHEUS_URL = query_url()
 
 _CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
 _CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
@@ -48,6 +69,8 @@ _CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
 
 # The HPA's longest stabilization window (autoscaling/v2 HPAScalingRules: at most one hour).
 MAX_STABILIZATION_SECONDS = 3600
+# KEDA's fallback: hold the current count (never below the minimum) once a trigger fails this many reads in a row.
+FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,40 @@ class AutoscalingProps:
     # Only for the last replica (1 -> 0): idle this long first.
     cooldown_seconds: int = 900
     prometheus_url: str = PROMETHEUS_URL
+    # More failed reads in a row than this and KEDA holds the count (fallback): 3 is under a minute at the default
+    # polling, long enough not to act on one slow query.
+    fallback_failure_threshold: int = 3
+    # Replicas of the workload's on-demand floor (VllmProps.floor_replicas), which always run: this ScaledObject
+    # then scales the Spot/on-demand Deployment from 0 above them, woken by the floor's own queue.
+    floor_replicas: int = 0
+
+
+def ready_series(vllm: VllmProps) -> str:
+    """kube-state-metrics' ready replicas of the workload (its on-demand floor's too): its Deployments', or those of
+    the leader StatefulSets a LeaderWorkerSet names after itself (kubernetes-sigs/lws@v0.10.0
+    pkg/controllers/leaderworkerset_controller.go)."""
+    return ksm_workload("status_replicas_ready", replica_kind(vllm), vllm.namespace, replica_names(vllm))
+
+
+def replica_kind(vllm: VllmProps) -> str:
+    """What holds the workload's replicas, as kube-state-metrics names it: a Deployment, or the leader StatefulSet a
+    LeaderWorkerSet names after itself."""
+    return "statefulset" if vllm.nodes_per_replica > 1 else "deployment"
+
+
+def replica_names(vllm: VllmProps) -> tuple[str, ...]:
+    """The objects holding the workload's replicas: its Deployment (or leader StatefulSet) and its floor's."""
+    return (vllm.name, floor_name(vllm)) if vllm.floor_replicas else (vllm.name,)
+
+
+def guarded(query: str, vllm: VllmProps, scale_to_zero: bool) -> str:
+    """`query`, or 0 while the workload has no ready replica; empty (a KEDA error, so the fallback) only when it has
+    ready replicas and the series are missing (module docstring)."""
+    ready = ready_series(vllm)
+    out = f"{query} or on() (sum({ready}) == 0)"
+    if scale_to_zero:
+        out += f" or on() (vector(0) unless on() count({ready}))"
+    return out
 
 
 def waiting_query(served_model_name: str) -> str:
@@ -122,6 +179,7 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
             "at most 1 (vllm:kv_cache_usage_perc is a fraction)"
         )
     for name, value, minimum in (
+        ("fallback_failure_threshold", a.fallback_failure_threshold, 1),
         ("scale_up_pods", a.scale_up_pods, 1),
         ("scale_down_period_seconds", a.scale_down_period_seconds, 1),
         ("polling_interval_seconds", a.polling_interval_seconds, 1),
@@ -152,7 +210,12 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
         )
     if not a.prometheus_url.startswith(("http://", "https://")):
         raise ConfigError(f"autoscaling.prometheus_url: {a.prometheus_url!r} is not allowed; must be an http(s) URL")
-    if a.min_replicas == 0 and a.scale_to_zero is None:
+    if a.floor_replicas != vllm.floor_replicas:
+        raise ConfigError(
+            f"autoscaling.floor_replicas: {a.floor_replicas} is not allowed; must be the workload's "
+            f"floor_replicas ({vllm.floor_replicas})"
+        )
+    if a.min_replicas == 0 and a.scale_to_zero is None and not a.floor_replicas:
         raise ConfigError(
             "autoscaling.min_replicas: 0 is not allowed without scale_to_zero; vLLM's metrics vanish with its last "
             "pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron) or put a request-holding "
@@ -200,11 +263,18 @@ def _validate_schedule(s: ScaleToZeroSchedule, a: AutoscalingProps) -> None:
 class VllmAutoscalingChart(cdk8s.Chart):
     """The KEDA ScaledObject (keda.sh/v1alpha1) for one `VllmChart` Deployment."""
 
+    @staticmethod
+    def _activation(threshold: float, a: AutoscalingProps) -> dict[str, str]:
+        """Above an on-demand floor the Spot/on-demand Deployment sits at 0 until the floor's own load passes the
+        target (KEDA's activationThreshold: active only above it); elsewhere any value is activity."""
+        return {"activationThreshold": _number(threshold)} if a.floor_replicas else {}
+
     def __init__(self, scope: Construct, construct_id: str, vllm: VllmProps, autoscaling: AutoscalingProps) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         validate_vllm_props(vllm)
         validate_autoscaling_props(autoscaling, vllm)
         a = autoscaling
+        asleep = a.scale_to_zero is not None
         triggers = [
             {
                 "type": "prometheus",
@@ -212,8 +282,10 @@ class VllmAutoscalingChart(cdk8s.Chart):
                 "metricType": "AverageValue",
                 "metadata": {
                     "serverAddress": a.prometheus_url,
-                    "query": waiting_query(vllm.served_model_name),
+                    "query": guarded(waiting_query(vllm.served_model_name), vllm, asleep),
                     "threshold": _number(a.waiting_requests_per_replica),
+                    "ignoreNullValues": "false",
+                    **self._activation(a.waiting_requests_per_replica, a),
                 },
             },
             {
@@ -222,8 +294,10 @@ class VllmAutoscalingChart(cdk8s.Chart):
                 "metricType": "Value",
                 "metadata": {
                     "serverAddress": a.prometheus_url,
-                    "query": kv_cache_query(vllm.served_model_name),
+                    "query": guarded(kv_cache_query(vllm.served_model_name), vllm, asleep),
                     "threshold": _number(a.kv_cache_usage_target),
+                    "ignoreNullValues": "false",
+                    **self._activation(a.kv_cache_usage_target, a),
                 },
             },
         ]
@@ -250,6 +324,11 @@ class VllmAutoscalingChart(cdk8s.Chart):
             ),
             "minReplicaCount": a.min_replicas,
             "maxReplicaCount": a.max_replicas,
+            "fallback": {
+                "failureThreshold": a.fallback_failure_threshold,
+                "replicas": a.min_replicas,
+                "behavior": FALLBACK_BEHAVIOR,
+            },
             "pollingInterval": a.polling_interval_seconds,
             "cooldownPeriod": a.cooldown_seconds,
             "advanced": {
@@ -274,6 +353,7 @@ class VllmAutoscalingChart(cdk8s.Chart):
             },
             "triggers": triggers,
         }
+        self.spec = spec
         plain_object(
             self,
             "scaled-object",

@@ -16,14 +16,29 @@ from llm_eks.manifests.source import SOURCE_ANNOTATION, metadata_reaches_pods, s
 
 PART_OF = "llm-eks"
 VLLM_APP = "vllm"
+# The label of the system node group (InferenceCluster sets it): controllers select it, GPU/CPU workloads never do.
+SYSTEM_NODE_LABEL = ("llm-eks.io/node-role", "system")
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+# The pods of a vLLM workload's on-demand floor (`<name>-floor`): their own `name`, so neither Deployment's selector
+# matches the other's pods, and the workload's `instance`, which the Service, PDB and pools select both by.
+FLOOR_APP = "vllm-floor"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+
+
 def selector_labels(app: str, instance: str) -> dict[str, str]:
     """The immutable subset used in selectors (a Deployment's selector can never change)."""
-    return {"app.kubernetes.io/name": app, "app.kubernetes.io/instance": instance}
+    return {"app.kubernetes.io/name": app, INSTANCE_LABEL: instance}
+
+
+def serving_selector(instance: str) -> dict[str, str]:
+    """Every serving pod of one workload, its Spot/on-demand replicas and its on-demand floor alike: what its
+    Service, PodDisruptionBudget, NetworkPolicies and InferencePool select (all mutable selectors; a pod of the
+    first release, labelled before the floor existed, matches too)."""
+    return {INSTANCE_LABEL: instance}
 
 
 def app_labels(app: str, instance: str) -> dict[str, str]:

@@ -18,8 +18,9 @@ from typing import Any
 
 from constructs import Construct
 
+from llm_eks.errors import fail
 from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
-from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
+from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, require_dns1123, selector_labels
 from llm_eks.manifests.monitoring_drift import DriftInputs, drift_rules, validate_planned
 from llm_eks.manifests.monitoring_model import (
     EngineAlerts,
@@ -27,10 +28,11 @@ from llm_eks.manifests.monitoring_model import (
     alert_rule,
     dashboard_uid,
     engine_alert_rules,
+    gpu_pods_pending,
     validate_monitoring,
 )
-from llm_eks.manifests.monitoring_targets import MonitoringTargets
-from llm_eks.manifests.promql import MetricSource, selector
+from llm_eks.manifests.monitoring_targets import MonitoringTargets, cold_start_minutes
+from llm_eks.manifests.promql import MetricSource, ksm_workload, selector
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,15 @@ class MonitoringProps:
     planned_itl_seconds: float | None = None
     # Median time-to-first-token estimate at target_concurrency, seconds (Plan.ttft_estimate_ms / 1000).
     planned_ttft_seconds: float | None = None
+    # What holds the replicas, as kube-state-metrics names it: "deployment", or "statefulset" for the leader
+    # StatefulSet of a LeaderWorkerSet (llm_eks.manifests.autoscaling.replica_kind) ...
+    replica_kind: str = "deployment"
+    # ... and their names: the Deployment and its on-demand floor's (autoscaling.replica_names); () is (name,).
+    replica_names: tuple[str, ...] = ()
+    # The ScaledObject that scales it (KEDA's scaler errors alert), None without one.
+    scaled_object: str | None = None
+    # It may sit at 0 replicas on its schedule: waking it takes the cold start, so "no ready replica" waits as long.
+    scales_to_zero: bool = False
 
     @property
     def dashboard_uid(self) -> str:
@@ -77,6 +88,10 @@ VLLM_ALERTS = EngineAlerts(
     "show as ITL spikes (lower max-num-batched-tokens).",
     preemption_runbook="Scale out, lower max-num-seqs, or give the KV cache more room (gpu-memory-utilization, an fp8 "
     "KV cache, a larger GPU) through the capacity plan.",
+    stall_runbook="The liveness probe (token progress) restarts the vLLM container about three minutes into a stall; "
+    "until then /health, and so readiness, still passes and the pod keeps receiving requests. If the same pod stalls "
+    "again after restarts its GPU is bad: kubectl delete nodeclaim on its node's NodeClaim (Karpenter drains and "
+    "replaces the node).",
 )
 
 
@@ -85,6 +100,16 @@ def validate(props: MonitoringProps) -> None:
     validate_monitoring(
         "monitoring", props.name, props.namespace, "served_model_name", props.served_model_name, props.targets
     )
+    if props.replica_kind not in ("deployment", "statefulset"):
+        raise fail("monitoring.replica_kind", props.replica_kind, "must be 'deployment' or 'statefulset'")
+    for i, owner in enumerate(props.replica_names):
+        require_dns1123(f"monitoring.replica_names[{i}]", owner)
+    if props.replica_names and props.replica_names[0] != props.name:
+        raise fail(
+            "monitoring.replica_names", list(props.replica_names), f"must start with the workload {props.name!r}"
+        )
+    if props.scaled_object is not None:
+        require_dns1123("monitoring.scaled_object", props.scaled_object)
     validate_planned("monitoring", props.planned_kv_cache_tokens, props.planned_itl_seconds, props.planned_ttft_seconds)
 
 
@@ -101,10 +126,88 @@ def drift_inputs(props: MonitoringProps) -> DriftInputs:
     )
 
 
+def _replicas(props: MonitoringProps, metric: str) -> str:
+    """kube-state-metrics' `metric` of the workload's replica objects."""
+    kind = props.replica_kind
+    if metric == "spec_replicas" and kind == "statefulset":
+        metric = "replicas"  # kube_statefulset_replicas
+    return ksm_workload(metric, kind, props.namespace, props.replica_names or (props.name,))
+
+
+def _pod_pattern(props: MonitoringProps) -> str:
+    """The names of the workload's serving pods (RE2, anchored): `<deployment>-<pod-template-hash>-<suffix>` of each
+    Deployment, or a LeaderWorkerSet's `<name>-<group>` leaders and `<name>-<group>-<worker>` workers
+    (kubernetes-sigs/lws@v0.10.0 leader and worker StatefulSets)."""
+    names = props.replica_names or (props.name,)
+    if props.replica_kind == "statefulset":
+        return f"{props.name}-[0-9]+(-[0-9]+)?"
+    owners = names[0] if len(names) == 1 else f"({'|'.join(names)})"
+    return f"{owners}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"
+
+
+def health_rules(props: MonitoringProps) -> list[dict[str, Any]]:
+    """Alerts on the workload as Kubernetes and KEDA see it: no ready replica, vLLM's series absent while replicas are
+    ready, KEDA's scaler failing while replicas are ready, a GPU pod pending past the planned cold start. The absent
+    and scaler alerts hold only while a replica is ready, so a model asleep on its schedule pages nobody."""
+    ns, name, targets = props.namespace, props.name, props.targets
+    ready = _replicas(props, "status_replicas_ready")
+    cold = round(targets.cold_start_seconds)
+    waiting = f"vllm:num_requests_waiting{selector({'namespace': ns, 'model_name': props.served_model_name})}"
+    what = f"{props.replica_kind} {'/'.join(props.replica_names or (name,))}"
+    rules = [
+        alert_rule(
+            "VllmNoReadyReplica",
+            f"sum by (namespace) ({ready}) == 0 and on (namespace) "
+            f"sum by (namespace) ({_replicas(props, 'spec_replicas')}) > 0 and on (namespace) "
+            f"(time() - min by (namespace) ({_replicas(props, 'created')})) > {cold}",
+            f"{cold_start_minutes(targets)}m" if props.scales_to_zero else "1m",
+            "critical",
+            f"{name} has no ready replica: {props.served_model_name} is down",
+            f"No replica of {what} in {ns} is ready while some are wanted, and the workload is older than its "
+            f"planned cold start ({cold} s): every request to {props.served_model_name} fails.",
+            f"kubectl -n {ns} get pods -l app.kubernetes.io/instance={name} -o wide: Pending means capacity (see "
+            "GpuPodsPendingTooLong), CrashLoopBackOff or Init means a start that fails (kubectl logs, previous "
+            "container). A Spot reclaim or a node repair recovers on its own within the planned cold start.",
+        ),
+        alert_rule(
+            "VllmSeriesAbsent",
+            f"sum by (namespace) ({ready}) > 0 unless on (namespace) count by (namespace) ({waiting})",
+            "3m",
+            "critical",
+            f"{name} serves but Prometheus has none of its vLLM series",
+            f"{what} in {ns} has ready replicas and Prometheus has no vllm:num_requests_waiting for "
+            f"{props.served_model_name}: autoscaling holds its count (KEDA's fallback) and the SLO alerts are blind.",
+            f"Check the ServiceMonitor {name} (Prometheus targets page), the NetworkPolicy admitting Prometheus to "
+            "port 8000, and vLLM's metric names (a vLLM upgrade may rename them; llm-eks check reports stale names).",
+        ),
+    ]
+    if props.scaled_object is not None:
+        errors = "keda_scaler_detail_errors_total" + selector(
+            {"exported_namespace": ns, "scaledObject": props.scaled_object}
+        )
+        rules.append(
+            alert_rule(
+                "KedaScalerErrors",
+                # KEDA's own `namespace` label is exported_namespace: the chart's PodMonitor keeps the target's.
+                f"sum by (scaledObject) (rate({errors}[5m])) > 0 and on () sum({ready}) > 0",
+                "5m",
+                "warning",
+                f"KEDA cannot read the metrics that scale {name}",
+                f"The ScaledObject {ns}/{{{{ $labels.scaledObject }}}} fails {{{{ $value | humanize }}}} reads a "
+                "second while replicas are ready: KEDA holds the current count (fallback) and cannot scale out.",
+                f"kubectl -n {ns} describe scaledobject {props.scaled_object} (KEDAScalerFailed events say why); "
+                "kubectl -n monitoring get pods -l app.kubernetes.io/name=thanos-query: the query endpoint KEDA reads.",
+            )
+        )
+    rules.append(gpu_pods_pending(ns, _pod_pattern(props), targets, name))
+    return rules
+
+
 def alert_rules(props: MonitoringProps) -> list[dict[str, Any]]:
     """The alerting rules, each with severity, summary, description and a runbook hint."""
     return [
         *engine_alert_rules(VLLM_ALERTS, props.namespace, props.served_model_name, props.targets),
+        *health_rules(props),
         alert_rule(
             "VllmTargetDown",
             f"up{selector({'job': props.name, 'namespace': props.namespace})} == 0",

@@ -18,8 +18,13 @@ from constructs import Construct
 
 from llm_eks.manifests.dashboard import UID_MAX_LENGTH, panel_queries
 from llm_eks.manifests.labels import PART_OF, plain_object, require_dns1035, require_dns1123
-from llm_eks.manifests.monitoring_targets import MonitoringTargets, validate_targets
-from llm_eks.manifests.promql import MetricSource, check_promql, promql_number, selector
+from llm_eks.manifests.monitoring_targets import (
+    MonitoringTargets,
+    cold_start_minutes,
+    ksm_resource,
+    validate_targets,
+)
+from llm_eks.manifests.promql import MetricSource, check_promql, infrastructure_problems, promql_number, selector
 from llm_eks.validation import require_model_name
 
 # Series of one served model in one namespace (what the alerts aggregate by).
@@ -76,13 +81,17 @@ class EngineAlerts:
     ttft_runbook: str
     itl_runbook: str
     preemption_runbook: str
+    # What restarts a stalled engine and what to do when it stalls again.
+    stall_runbook: str = ""
+    # The labels that tell one engine from another (vLLM's `engine` index within a pod; Ray adds ReplicaId).
+    engine_labels: str = "namespace, pod, engine"
 
 
 def engine_alert_rules(
     engine: EngineAlerts, namespace: str, model: str, targets: MonitoringTargets
 ) -> list[dict[str, Any]]:
-    """The five vLLM engine alerts (KV cache, growing queue, TTFT and ITL above the SLO, preemptions) on the model's
-    series in the engine's names."""
+    """The six vLLM engine alerts (KV cache, growing queue, TTFT and ITL above the SLO, preemptions, a stalled
+    engine) on the model's series in the engine's names."""
     vllm = selector({"namespace": namespace, "model_name": model})
 
     def series(vllm_name: str) -> str:
@@ -145,7 +154,71 @@ def engine_alert_rules(
             "for the running batch, and preempted work is recomputed.",
             engine.preemption_runbook,
         ),
+        engine_stalled(engine, namespace, model),
     ]
+
+
+# How long an engine may hold running requests without processing a token before it counts as stalled. One
+# scheduler step is at most max-num-batched-tokens of prefill (well under a second on these GPUs): two minutes is two
+# orders of magnitude above the longest legitimate gap.
+STALL_WINDOW = "2m"
+
+
+def engine_stalled(engine: EngineAlerts, namespace: str, model: str) -> dict[str, Any]:
+    """Requests running and no prompt or output token processed for STALL_WINDOW: a hung engine. `/health` only
+    reports a dead engine (vLLM's check_health raises only once the engine core is gone), so a wedged GPU kernel
+    keeps it at 200 while /metrics, served by the API process, still answers with the gauges frozen. Blind spot: a
+    hang on the first step after idle leaves `running` at its last published value, 0, until a later update."""
+    vllm = selector({"namespace": namespace, "model_name": model})
+    by = engine.engine_labels
+
+    def series(vllm_name: str) -> str:
+        return f"{engine.metrics.series(vllm_name)}{vllm}"
+
+    progress = " + ".join(
+        f"sum by ({by}) (increase({series(name)}[{STALL_WINDOW}]))"
+        for name in ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
+    )
+    return alert_rule(
+        f"{engine.prefix}EngineStalled",
+        f"max by ({by}) ({series('vllm:num_requests_running')}) > 0 and on ({by}) ({progress}) == 0",
+        STALL_WINDOW,
+        "critical",
+        f"vLLM engine stalled: requests running, no token processed{engine.summary_suffix}",
+        f"{{{{ $value }}}} requests are running on {engine.kv_holder} ({model}) and it has processed no prompt or "
+        f"output token for {minutes_text(STALL_WINDOW)}: the engine is hung (a wedged GPU keeps /health at 200).",
+        engine.stall_runbook,
+    )
+
+
+def minutes_text(duration: str) -> str:
+    """'2m' -> '2 minutes' (alert texts)."""
+    n = int(duration.removesuffix("m"))
+    return f"{n} minute" + ("" if n == 1 else "s")
+
+
+def gpu_pods_pending(namespace: str, pod_pattern: str, targets: MonitoringTargets, what: str) -> dict[str, Any]:
+    """A pod of the workload that requests its accelerator and is still Pending after the planned cold start: no
+    capacity (Karpenter cannot launch the GPU node: Spot and on-demand short, the pool's limit, a quota), or an init
+    container that never ends (the wait for staged weights, a compile-cache restore, a Secrets Manager mount). A pod
+    is Pending until every init container has run, so this covers S3 and Secrets Manager outages at start too."""
+    pods = {"pod": pod_pattern}
+    pending = selector({"namespace": namespace, "phase": "Pending"}, pods)
+    gpus = selector({"namespace": namespace, "resource": ksm_resource(targets.gpu_resource)}, pods)
+    wait = cold_start_minutes(targets)
+    return alert_rule(
+        "GpuPodsPendingTooLong",
+        f"max by (namespace, pod) (kube_pod_status_phase{pending}) == 1 and on (namespace, pod) "
+        f"max by (namespace, pod) (kube_pod_container_resource_requests{gpus}) > 0",
+        f"{wait}m",
+        "warning",
+        f"A GPU pod of {what} has been pending longer than the planned cold start",
+        f"{{{{ $labels.pod }}}} requests {targets.gpu_resource} and has been Pending for {minutes_text(f'{wait}m')} "
+        f"(the plan's cold start on a new node is {targets.cold_start_seconds:.0f} s).",
+        f"kubectl -n {namespace} describe pod {{{{ $labels.pod }}}}: 'FailedScheduling' or no node means capacity "
+        "(kubectl get nodeclaims; Karpenter's logs name the shortage, the pool's limit or a quota); 'Init' means an "
+        "init container waits (kubectl logs -c wait-for-weights: its last line says which staging Job to look at).",
+    )
 
 
 class WorkloadMonitoringChart(cdk8s.Chart):
@@ -167,7 +240,11 @@ class WorkloadMonitoringChart(cdk8s.Chart):
         # group of their own: a group evaluates in order, so its alerts read the series it has just recorded.
         self.drift_rules = drift_rules or []
         self.dashboard = dashboard
-        problems = [f"{where}: {p}" for where, expr in self.promql() for p in check_promql(expr)]
+        problems = [
+            f"{where}: {p}"
+            for where, expr in self.promql()
+            for p in (*check_promql(expr), *infrastructure_problems(expr))
+        ]
         if problems:  # a bug here, not bad input: every expression is built from the names in promql.py
             raise AssertionError(f"stale {metric_names}:\n" + "\n".join(problems))
 
@@ -210,7 +287,8 @@ class WorkloadMonitoringChart(cdk8s.Chart):
 
 
 def dcgm_service_monitor(scope: Construct, targets: MonitoringTargets, namespace: str | None = None) -> None:
-    """The one ServiceMonitor of the cluster's DCGM exporter (its chart's own stays off, see MonitoringTargets)."""
+    """The one ServiceMonitor of the cluster's DCGM exporter (its chart's own stays off, see MonitoringTargets), and
+    the GPU rules that read it (gpu_rules), once per cluster too."""
     selector = {"matchNames": [targets.dcgm_namespace]} if targets.dcgm_namespace else {"any": True}
     metadata: dict[str, Any] = {"name": "dcgm-exporter", "labels": {"app.kubernetes.io/part-of": PART_OF}}
     if namespace is not None:
@@ -239,6 +317,72 @@ def dcgm_service_monitor(scope: Construct, targets: MonitoringTargets, namespace
         },
         source=__name__,
     )
+    rule_metadata: dict[str, Any] = {"name": GPU_ALERTS, "labels": {"app.kubernetes.io/part-of": PART_OF}}
+    if namespace is not None:
+        rule_metadata["namespace"] = namespace
+    plain_object(
+        scope,
+        "GpuAlerts",
+        api_version="monitoring.coreos.com/v1",
+        kind="PrometheusRule",
+        metadata=rule_metadata,
+        body={"spec": {"groups": [{"name": "gpu.xid", "rules": gpu_rules()}]}},
+        source=__name__,
+    )
+
+
+# The Xid codes the EKS node monitoring agent treats as fatal (aws/eks-node-monitoring-agent@v1.7.0
+# monitors/nvidia/dcgm/dcgm_policies.go, WellKnownXidCodes): it marks the node AcceleratedHardwareReady=False, and
+# Karpenter 1.14.1 (node repair on) replaces it after 10 minutes (aws/karpenter-provider-aws@v1.14.1
+# pkg/cloudprovider/cloudprovider.go, RepairPolicies). Any other code is a Kubernetes event only.
+FATAL_XIDS = (46, 48, 54, 62, 63, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 142, 143, 151, 155, 156, 158)
+# DCGM's Xid field holds the last code a GPU reported, not a count: the recording rule turns it into a label.
+LAST_XID = "llm_eks:gpu_last_xid"
+GPU_ALERTS = "dcgm-exporter-alerts"
+
+
+def gpu_rules() -> list[dict[str, Any]]:
+    """The GPU rules of the cluster (one group, next to the one DCGM ServiceMonitor): the last Xid as a label, a fatal
+    one (critical: the node is being repaired, or must be), any other new one (warning)."""
+    fatal = selector({}, {"xid": "|".join(str(x) for x in FATAL_XIDS)})
+    gpu = "GPU {{ $labels.gpu }} ({{ $labels.modelName }}) of {{ $labels.Hostname }}"
+    rules = [
+        {
+            "record": LAST_XID,
+            "expr": 'count_values by (Hostname, UUID, gpu, modelName, namespace, pod) ("xid", DCGM_FI_DEV_XID_ERRORS)',
+        },
+        alert_rule(
+            "GpuXidFatal",
+            f"{LAST_XID}{fatal}",
+            "0m",
+            "critical",
+            "A GPU reported a fatal Xid: its node is out of service",
+            f"{gpu} reported Xid {{{{ $labels.xid }}}}, which the EKS node monitoring agent treats as fatal: it sets "
+            "AcceleratedHardwareReady=False on the node, and Karpenter replaces the node 10 minutes later when its "
+            "node repair is on.",
+            "kubectl get nodeclaims: with node repair on, the node is replaced about 10 minutes after the Xid and the "
+            "replica starts again on the new one (the planned cold start). With node repair off, or if the node "
+            "stays: kubectl delete nodeclaim on that node's NodeClaim (Karpenter drains and replaces it); the "
+            "serving pod on that GPU fails until then.",
+        ),
+        alert_rule(
+            "GpuXidError",
+            # The value is the code (the left operand's); changes() finds a new one within 15 minutes.
+            f"DCGM_FI_DEV_XID_ERRORS > 0 and changes(DCGM_FI_DEV_XID_ERRORS[15m]) > 0 "
+            f"unless on (Hostname, UUID) {LAST_XID}{fatal}",
+            "0m",
+            "warning",
+            "A GPU reported an Xid error",
+            f"{gpu} reported Xid {{{{ $value }}}} in the last 15 minutes (not one the node monitoring agent treats "
+            "as fatal: no node repair follows).",
+            "Application Xids (13, 31, 43) come with a CUDA error in the serving pod's log (kubectl logs, previous "
+            "container) and end with its restart; repeated ones on one GPU mean bad hardware: kubectl delete "
+            "nodeclaim on its node's NodeClaim.",
+        ),
+    ]
+    problems = [p for r in rules for p in infrastructure_problems(r["expr"])]
+    assert not problems, problems
+    return rules
 
 
 class GpuMonitoringChart(cdk8s.Chart):

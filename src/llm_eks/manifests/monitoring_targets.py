@@ -1,9 +1,10 @@
 """`MonitoringTargets`: what every workload's monitoring is held to (SLOs, price, alert thresholds) and how it is
-scraped (interval, the DCGM exporter), whichever engine serves the model. The dashboard and both engines' monitoring
-charts read the same object."""
+scraped (interval, the DCGM exporter or the Neuron monitor), whichever engine serves the model. The dashboard and both
+engines' monitoring charts read the same object."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,21 @@ from llm_eks.validation import positive_number, whole_number
 _DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
 # A p99 above ten minutes is a misconfiguration, not an SLO.
 _MAX_SLO_SECONDS = 600.0
+# The planner's slowest path (Hub download of the largest models on a new node) stays well under two hours.
+_MAX_COLD_START_SECONDS = 7200.0
+# An extended resource name: a domain, '/', a name (nvidia.com/gpu, aws.amazon.com/neuron).
+_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def cold_start_minutes(targets: MonitoringTargets) -> int:
+    """The planned cold start in whole minutes, rounded up (an alert's `for`)."""
+    return max(1, math.ceil(targets.cold_start_seconds / 60))
+
+
+def ksm_resource(resource: str) -> str:
+    """The `resource` label kube-state-metrics gives a request of `resource`: every character outside [a-zA-Z0-9_]
+    becomes "_" (kube-state-metrics v2.19.1 internal/store/utils.go, SanitizeLabelName): nvidia_com_gpu."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
 
 
 def default_dcgm_service_labels() -> Mapping[str, str]:
@@ -52,6 +68,14 @@ class MonitoringTargets:
     dcgm_namespace: str | None = None
     # The dcgm-exporter chart's Service labels (selectorLabels in deployment/templates/_helpers.tpl).
     dcgm_service_labels: Mapping[str, str] = field(default_factory=default_dcgm_service_labels)
+    # The plan's cold start of a replica on a new node (Plan.cold_start.scale_out_s): a GPU pod pending longer than
+    # this (rounded up to whole minutes) alerts, and a workload younger than it is starting, not down.
+    cold_start_seconds: float = 600.0
+    # The accelerator resource a replica's pod requests (the GPU pool's), as the pod spec spells it.
+    gpu_resource: str = "nvidia.com/gpu"
+    # Neuron panels (NeuronCore utilization, Neuron runtime memory) from the cluster's Neuron monitor
+    # (manifests/neuron_monitor.py), on the nodes that run the workload's pods.
+    neuron: bool = False
 
 
 def validate_targets(prefix: str, targets: MonitoringTargets) -> None:
@@ -79,6 +103,14 @@ def validate_targets(prefix: str, targets: MonitoringTargets) -> None:
     interval = targets.scrape_interval
     if not isinstance(interval, str) or not interval or not _DURATION.match(interval):
         raise fail(f"{prefix}.scrape_interval", interval, "must be a Prometheus duration such as 15s or 1m")
+    if not positive_number(targets.cold_start_seconds) or targets.cold_start_seconds > _MAX_COLD_START_SECONDS:
+        raise fail(
+            f"{prefix}.cold_start_seconds",
+            targets.cold_start_seconds,
+            f"must be a positive number of seconds, at most {_MAX_COLD_START_SECONDS:g}",
+        )
+    if not isinstance(targets.gpu_resource, str) or not _RESOURCE.match(targets.gpu_resource):
+        raise fail(f"{prefix}.gpu_resource", targets.gpu_resource, "must be an extended resource name (vendor.com/x)")
     if targets.dcgm:
         if targets.dcgm_namespace is not None:
             require_dns1123(f"{prefix}.dcgm_namespace", targets.dcgm_namespace)

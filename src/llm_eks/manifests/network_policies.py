@@ -45,12 +45,22 @@ PROMETHEUS_PORT = 9090
 GRAFANA_POD = {"app.kubernetes.io/name": "grafana"}
 ALERTMANAGER_POD = {"app.kubernetes.io/name": "alertmanager"}
 ALERTMANAGER_PORT = 9093
+# Alertmanager replicas gossip silences and the notification log on 9094, TCP and UDP (prometheus-operator v0.93.0
+# pkg/alertmanager/statefulset.go: --cluster.listen-address=[$(POD_IP)]:9094 with more than one replica).
+ALERTMANAGER_CLUSTER_PORT = 9094
+# The Prometheus pods' Thanos sidecar serves the StoreAPI on gRPC 10901 (kube-prometheus-stack 88.3.0 thanosService).
+THANOS_SIDECAR_GRPC_PORT = 10901
+# The one query endpoint (manifests/query_endpoint.py): its pods and HTTP port.
+THANOS_QUERY_POD = {"app.kubernetes.io/name": "thanos-query"}
+THANOS_QUERY_PORT = 10902
 # prometheus-operator's admission webhook: container port `https` = prometheusOperator.tls.internalPort (10250).
 PROMETHEUS_OPERATOR_POD = {"app.kubernetes.io/name": "kube-prometheus-stack-prometheus-operator"}
 PROMETHEUS_OPERATOR_WEBHOOK_PORT = 10250
 # kedacore/keda 2.20.2: pod label `app` per component, their container ports.
 KEDA_OPERATOR_POD = {"app": "keda-operator"}
 KEDA_OPERATOR_GRPC_PORT = 9666
+# The operator's Prometheus metrics (chart value prometheus.operator.port).
+KEDA_OPERATOR_METRICS_PORT = 8080
 KEDA_METRICS_SERVER_POD = {"app": "keda-operator-metrics-apiserver"}
 KEDA_METRICS_SERVER_PORT = 6443
 KEDA_WEBHOOKS_POD = {"app": "keda-admission-webhooks"}
@@ -247,9 +257,24 @@ NVIDIA_POD_SECURITY = (
 NEURON_POD_SECURITY = ("privileged", "the Neuron device plugin registers through the kubelet's device-plugins hostPath")
 
 
-def keda_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+def keda_namespace(
+    ns: str, control_plane_cidrs: Sequence[str], *, monitoring_namespace: str | None = MONITORING_NAMESPACE
+) -> list[dict[str, Any]]:
     """The API server calls the external metrics API and the admission webhooks; the metrics server asks the
-    operator over gRPC. The operator itself only makes outgoing calls (Prometheus, the Kubernetes API)."""
+    operator over gRPC; Prometheus (in `monitoring_namespace`; None: not scraped) reads the operator's metrics. The
+    operator itself only makes outgoing calls (the query endpoint, the Kubernetes API)."""
+    scraped = (
+        []
+        if monitoring_namespace is None
+        else [
+            network_policy(
+                "keda-operator-metrics",
+                ns,
+                KEDA_OPERATOR_POD,
+                [rule([pods(PROMETHEUS_POD, monitoring_namespace)], tcp(KEDA_OPERATOR_METRICS_PORT))],
+            )
+        ]
+    )
     return [
         namespace(ns, *KEDA_POD_SECURITY),
         default_deny(ns),
@@ -271,6 +296,7 @@ def keda_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str
             KEDA_OPERATOR_POD,
             [rule([pods(KEDA_METRICS_SERVER_POD)], tcp(KEDA_OPERATOR_GRPC_PORT))],
         ),
+        *scraped,
     ]
 
 
@@ -278,34 +304,55 @@ def monitoring_namespace(
     ns: str, control_plane_cidrs: Sequence[str], prometheus_clients: Sequence[Mapping[str, Any]] = ()
 ) -> list[dict[str, Any]]:
     """Prometheus scrapes every pod of its namespace (itself, Alertmanager, Grafana, kube-state-metrics, the
-    operator) on whatever port its ServiceMonitors name; Grafana queries Prometheus and Alertmanager;
-    `prometheus_clients` (the KEDA operator) query Prometheus; the API server calls the operator's webhook, and
-    queries Prometheus for `llm-eks verify` through its service proxy (from the control plane's ENIs in the VPC, as
-    the webhook call). node-exporter runs on the host network, where pod policies do not apply."""
+    operator, the querier) on whatever port its ServiceMonitors name, and sends alerts to Alertmanager; the Thanos
+    querier reads both Prometheus replicas through their sidecars; Grafana, `prometheus_clients` (the KEDA operator)
+    and the API server (for `llm-eks verify`, through its service proxy, from the control plane's ENIs in the VPC)
+    query the querier; Grafana reads Alertmanager; Alertmanager replicas gossip with each other; the API server
+    calls the operator's webhook. node-exporter runs on the host network, where pod policies do not apply."""
     return [
         namespace(ns, *MONITORING_POD_SECURITY),
         default_deny(ns),
         network_policy("prometheus-scrapes", ns, {}, [rule([pods(PROMETHEUS_POD)])]),
         network_policy(
-            "prometheus-queries",
+            "thanos-query",
+            ns,
+            THANOS_QUERY_POD,
+            [
+                rule([pods(GRAFANA_POD), *prometheus_clients], tcp(THANOS_QUERY_PORT)),
+                rule(cidrs(control_plane_cidrs), tcp(THANOS_QUERY_PORT)),
+            ],
+        ),
+        network_policy(
+            "prometheus-sidecars-from-thanos-query",
             ns,
             PROMETHEUS_POD,
-            [rule([pods(GRAFANA_POD), *prometheus_clients], tcp(PROMETHEUS_PORT))],
+            [rule([pods(THANOS_QUERY_POD)], tcp(THANOS_SIDECAR_GRPC_PORT))],
+        ),
+        network_policy(
+            "prometheus-from-grafana", ns, PROMETHEUS_POD, [rule([pods(GRAFANA_POD)], tcp(PROMETHEUS_PORT))]
         ),
         network_policy(
             "alertmanager-from-grafana", ns, ALERTMANAGER_POD, [rule([pods(GRAFANA_POD)], tcp(ALERTMANAGER_PORT))]
+        ),
+        network_policy(
+            "alertmanager-cluster",
+            ns,
+            ALERTMANAGER_POD,
+            [
+                rule(
+                    [pods(ALERTMANAGER_POD)],
+                    [
+                        {"protocol": "TCP", "port": ALERTMANAGER_CLUSTER_PORT},
+                        {"protocol": "UDP", "port": ALERTMANAGER_CLUSTER_PORT},
+                    ],
+                )
+            ],
         ),
         network_policy(
             "prometheus-operator-webhook",
             ns,
             PROMETHEUS_OPERATOR_POD,
             [rule(cidrs(control_plane_cidrs), tcp(PROMETHEUS_OPERATOR_WEBHOOK_PORT))],
-        ),
-        network_policy(
-            "prometheus-from-api-server",
-            ns,
-            PROMETHEUS_POD,
-            [rule(cidrs(control_plane_cidrs), tcp(PROMETHEUS_PORT))],
         ),
     ]
 

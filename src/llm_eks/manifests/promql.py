@@ -142,6 +142,41 @@ RAY_SERVE_METRICS: Mapping[str, str] = MappingProxyType(
     }
 )
 
+# Other exporters' series the library's rules, queries and panels read, by their exposed name, each with where it was
+# read at the pinned version. `infrastructure_problems` holds the library's own expressions to this table, so a
+# misspelt name fails at synth instead of leaving an alert that can never fire. (User objects are not held to it.)
+_KSM = "kube-state-metrics v2.19.1 docs/metrics"
+INFRASTRUCTURE_METRICS: Mapping[str, str] = MappingProxyType(
+    {
+        "up": "Prometheus: one per scrape target",
+        "kube_deployment_spec_replicas": f"{_KSM}/workload/deployment-metrics.md",
+        "kube_deployment_status_replicas": f"{_KSM}/workload/deployment-metrics.md",
+        "kube_deployment_status_replicas_ready": f"{_KSM}/workload/deployment-metrics.md",
+        "kube_deployment_created": f"{_KSM}/workload/deployment-metrics.md",
+        "kube_statefulset_replicas": f"{_KSM}/workload/statefulset-metrics.md",
+        "kube_statefulset_status_replicas_ready": f"{_KSM}/workload/statefulset-metrics.md",
+        "kube_statefulset_created": f"{_KSM}/workload/statefulset-metrics.md",
+        "kube_pod_info": f"{_KSM}/workload/pod-metrics.md",
+        "kube_pod_status_phase": f"{_KSM}/workload/pod-metrics.md",
+        # resource = the resource name with every character outside [a-zA-Z0-9_] as "_" (internal/store/pod.go,
+        # SanitizeLabelName): nvidia.com/gpu is nvidia_com_gpu.
+        "kube_pod_container_resource_requests": f"{_KSM}/workload/pod-metrics.md",
+        # Labels namespace, metric, scaledObject, scaler, triggerIndex, type (metricLabels).
+        "keda_scaler_detail_errors_total": "KEDA v2.20.2 pkg/metricscollector/prommetrics.go (scalerErrors)",
+        "DCGM_FI_DEV_GPU_UTIL": "dcgm-exporter 4.5.3-4.8.2 etc/default-counters.csv",
+        "DCGM_FI_DEV_FB_USED": "dcgm-exporter 4.5.3-4.8.2 etc/default-counters.csv",
+        # "Value of the last XID error encountered": the last code, held, not a count.
+        "DCGM_FI_DEV_XID_ERRORS": "dcgm-exporter 4.5.3-4.8.2 etc/default-counters.csv",
+        "istio_requests_total": "Istio 1.30.3 standard metrics (a gateway reports them with reporter=source)",
+        "istio_request_duration_milliseconds_bucket": "Istio 1.30.3 standard metrics",
+        "llm_d_epp_request_total": "llm-d-router v0.10.0 pkg/epp/metrics/llm_d_router_metrics.go",
+        "llm_d_epp_request_error_total": "llm-d-router v0.10.0 pkg/epp/metrics/llm_d_router_metrics.go",
+        "llm_d_epp_request_duration_seconds_bucket": "llm-d-router v0.10.0 pkg/epp/metrics/llm_d_router_metrics.go",
+    }
+)
+# The exporters whose names INFRASTRUCTURE_METRICS lists (other names, recording rules among them, are not checked).
+_INFRASTRUCTURE_NAME = re.compile(r"^(?:kube_|keda_|DCGM_|istio_|llm_d_epp_|up$)")
+
 _SUFFIXES = {GAUGE: ("",), COUNTER: ("_total",), HISTOGRAM: ("_bucket", "_sum", "_count")}
 
 # vllm:* names (vLLM's own); the problem texts name them, and the Ray form rewrites them.
@@ -281,6 +316,31 @@ def check_promql(expr: str) -> list[str]:
     return name_problems(names)
 
 
+def infrastructure_problems(expr: str) -> list[str]:
+    """The kube-state-metrics, KEDA, DCGM, Istio and endpoint-picker names `expr` selects that
+    INFRASTRUCTURE_METRICS does not list, one line each (or the parse error)."""
+    try:
+        names = selector_names(parse_promql(expr))
+    except PromQLError as err:
+        return [unparsable(err)]
+    return [
+        f"{name} is not a series llm-eks knows (see llm_eks.manifests.promql.INFRASTRUCTURE_METRICS)"
+        for name in dict.fromkeys(names)
+        if _INFRASTRUCTURE_NAME.match(name) and name not in INFRASTRUCTURE_METRICS
+    ]
+
+
+def ksm_workload(metric: str, kind: str, namespace: str, names: Iterable[str]) -> str:
+    """kube-state-metrics' `kube_<kind>_<metric>` of the objects `names` (Deployments or StatefulSets) in
+    `namespace`: `kube_deployment_status_replicas_ready{namespace="inference", deployment="vllm-x"}`, or a regular
+    expression over several names (object names are DNS labels: nothing in them needs escaping)."""
+    if kind not in ("deployment", "statefulset"):
+        raise ValueError(f"kind: {kind!r} is not deployment or statefulset")
+    names = list(names)
+    owner = f'{kind}="{names[0]}"' if len(names) == 1 else f'{kind}=~"{"|".join(names)}"'
+    return f'kube_{kind}_{metric}{{namespace="{namespace}", {owner}}}'
+
+
 def unparsable(err: PromQLError) -> str:
     """The problem line for text that is not PromQL."""
     return f"cannot be parsed as PromQL ({err})"
@@ -290,6 +350,9 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def selector(labels: Mapping[str, str]) -> str:
-    """A PromQL label selector, `{k="v", ...}`, values escaped as PromQL double-quoted strings."""
-    return "{" + ", ".join(f"{key}={_quote(value)}" for key, value in labels.items()) + "}"
+def selector(labels: Mapping[str, str], matching: Mapping[str, str] | None = None) -> str:
+    """A PromQL label selector, `{k="v", ...}`, then `{..., k=~"regex"}` for each of `matching`, values escaped as
+    PromQL double-quoted strings."""
+    equal = [f"{key}={_quote(value)}" for key, value in labels.items()]
+    regex = [f"{key}=~{_quote(value)}" for key, value in (matching or {}).items()]
+    return "{" + ", ".join(equal + regex) + "}"

@@ -41,6 +41,7 @@ from llm_eks.manifests.monitoring_model import (
     alert_rule,
     dashboard_uid,
     engine_alert_rules,
+    gpu_pods_pending,
     validate_monitoring,
 )
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
@@ -49,6 +50,7 @@ from llm_eks.manifests.ray_serve import (
     APPLICATION_NAME,
     METRICS_PORT_NAME,
     RAY_SERVE_APP,
+    WORKER_GROUP,
     llm_deployment_name,
 )
 
@@ -166,7 +168,21 @@ RAY_ALERTS = EngineAlerts(
     "show as ITL spikes (lower max_num_batched_tokens).",
     preemption_runbook="Scale out, lower max_num_seqs, or give the KV cache more room (gpu_memory_utilization, an fp8 "
     "KV cache, a larger GPU) through the capacity plan.",
+    stall_runbook="Ray Serve's replica health check calls the same engine check as /health and does not see a stall: "
+    "delete the worker pod (kubectl delete pod) so Serve starts the replica again; if it stalls again on the same "
+    "node its GPU is bad: kubectl delete nodeclaim on that node's NodeClaim.",
+    engine_labels="namespace, pod, engine, ReplicaId",
 )
+
+# How far back RayServeNoHealthyReplica looks for a healthy replica: a deployment that never had one is starting
+# (GpuPodsPendingTooLong covers a start that never ends), one that had one in the last day is down.
+_SERVED_LOOKBACK = "1d:10m"
+
+
+def worker_pod_pattern(name: str) -> str:
+    """The GPU worker pods of RayService `name` (RE2, anchored): KubeRay 1.7.0 names the RayCluster `<name>-<5>`
+    (GenerateRayClusterName) and a worker `<cluster>-<group>-worker-<5>` (PodName)."""
+    return f"{name}-[a-z0-9]{{5}}-{WORKER_GROUP}-worker-[a-z0-9]{{5}}"
 
 
 def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
@@ -184,7 +200,27 @@ def alert_rules(props: RayMonitoringProps) -> list[dict[str, Any]]:
             f"kubectl -n {props.namespace} describe pod {{{{ $labels.pod }}}}: look for OOMKilled or a failing "
             "readiness probe; on the head, `ray status` and the dashboard (port 8265) show the cluster's state.",
         ),
+        no_healthy_replica(props),
+        gpu_pods_pending(props.namespace, worker_pod_pattern(props.name), props.targets, props.name),
     ]
+
+
+def no_healthy_replica(props: RayMonitoringProps) -> dict[str, Any]:
+    """No healthy replica of the model's Serve deployment (or no Serve controller reporting any: the head is gone),
+    where one was healthy within the last day."""
+    healthy = f"sum(ray_serve_deployment_replica_healthy{_Selectors(props).deployment})"
+    return alert_rule(
+        "RayServeNoHealthyReplica",
+        f"({healthy} or on () vector(0)) == 0 and on () max_over_time({healthy}[{_SERVED_LOOKBACK}]) > 0",
+        "1m",
+        "critical",
+        f"{props.name} has no healthy Serve replica: {props.model_id} is down",
+        f"No replica of the Serve deployment {props.deployment} is healthy (or the Serve controller on the head "
+        f"reports none), though one was within the last day: every request to {props.model_id} fails.",
+        f"kubectl -n {props.namespace} get rayservice {props.name} and its pods: a lost head restarts the whole Ray "
+        "cluster (no GCS fault tolerance here: the head is a single point of failure), which takes the planned cold "
+        f"start ({props.targets.cold_start_seconds:.0f} s); Pending workers mean capacity (GpuPodsPendingTooLong).",
+    )
 
 
 def serve_panels(props: RayMonitoringProps) -> tuple[ExtraPanel, ...]:

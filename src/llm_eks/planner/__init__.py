@@ -87,7 +87,8 @@ def plan(request: PlanRequest) -> Plan:
 
 def _reuse(p: Plan) -> Reuse | None:
     """The multi-turn prefix reuse estimate on the plan's own layout (its step re-evaluated)."""
-    if p.request.conversation_turns == 1:
+    if p.request.conversation_turns == 1 or p.neuron is not None:
+        # Neuron's engine paths are planned by their own latency model (planner/neuron): no reuse estimate there.
         return None
     ctx = Context(p.request, suggest=False)
     if p.expert_parallel:

@@ -200,6 +200,16 @@ def decide(plan: Plan) -> Decision:
     r = plan.request
     aggregated = _aggregated(plan)
     setting = r.disaggregation
+    if plan.neuron is not None:
+        # Neuron's engine paths run their own vLLM lines, compiled ahead of time: no NIXL pools are modelled there.
+        if setting == "on" or r.prefill_replicas is not None:
+            raise fail(
+                "workload.disaggregation",
+                setting,
+                f"the planner models prefill/decode pools on NVIDIA GPUs only; {plan.instance_type} runs Neuron's "
+                "engine path: use auto or off",
+            )
+        return Decision(setting, AGGREGATED, "not modelled on Neuron instance types", aggregated)
     if plan.expert_parallel or plan.nodes_per_replica > 1:
         if setting == "on" or r.prefill_replicas is not None:
             raise fail(

@@ -62,14 +62,16 @@ def _not_ready(pods: Sequence[Object]) -> str:
 def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """The owner exists, its pods are Ready, and the replica count is within replicas.min..max."""
     unit = "groups" if w.owner_kind == "LeaderWorkerSet" else "replicas"
-    planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} {unit}"
+    floor = f" ({w.floor_replicas} on the on-demand floor)" if w.floor_replicas else ""
+    planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} {unit}{floor}"
     if objs.owner is None:
         return Row("pods", w.name, planned, "not found", "breach", f"no {_owner_ref(w)}")
     pods = _live(objs.pods)
     ready = [p for p in pods if is_true(p, "Ready")]
     if w.owner_kind == "RayService":
         return _ray_serving_row(w, objs.owner, pods, ready, planned)
-    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0)
+    # The on-demand floor's replicas are fixed: the plan's, beside what KEDA asks of the owner.
+    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + w.floor_replicas
     if w.owner_kind == "LeaderWorkerSet":
         ready_units = int(status(objs.owner).get("readyReplicas") or 0)
         observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"

@@ -25,7 +25,7 @@ from llm_eks.manifests.benchmark import BenchmarkChart, load_job_name
 from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.pool import http_route
 from llm_eks.manifests.gateway.props import MODEL_HEADER, ModelRoute, PoolBackend
-from llm_eks.manifests.labels import VLLM_APP, selector_labels
+from llm_eks.manifests.labels import serving_selector
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
 from llm_eks.manifests.vllm.pod import Role
@@ -110,13 +110,15 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
         namespace=p.namespace,
         engine="vllm",
         owner_kind="Deployment" if p.nodes_per_replica == 1 else "LeaderWorkerSet",
-        pod_selector=MappingProxyType(selector_labels(VLLM_APP, p.name)),
+        # Both Deployments' pods: KEDA's and the on-demand floor's.
+        pod_selector=MappingProxyType(serving_selector(p.name)),
         image=p.image,
         args=MappingProxyType({role: tuple(container_args(p, role)) for role in roles}),
         metrics_job=p.name,
-        # KEDA's bounds (0 with scale_to_zero).
-        replicas_min=w.autoscaling.min_replicas,
-        replicas_max=w.autoscaling.max_replicas,
+        # KEDA's bounds (0 with scale_to_zero) above the on-demand floor.
+        replicas_min=p.floor_replicas + w.autoscaling.min_replicas,
+        replicas_max=p.floor_replicas + w.autoscaling.max_replicas,
+        floor_replicas=p.floor_replicas,
         **common,
     )
 
@@ -155,18 +157,20 @@ def _pools(
 ) -> tuple[PoolPlan, ...]:
     pools: dict[str, PoolPlan] = {}
     for w, plan, s in zip(workloads, plans, served, strict=True):
-        pool = w.gpu_pool  # merged: the environment's sizes and the sum of the limits
-        have = pools.get(pool.name)
-        planned = (*have.planned_types, plan.instance_type) if have else (plan.instance_type,)
-        pools[pool.name] = PoolPlan(
-            name=pool.name,
-            instance_types=pool.instance_types,
-            planned_types=tuple(dict.fromkeys(planned)),
-            resource=pool.resource,
-            accelerator_limit=pool.accelerator_limit,
-            accelerators=MappingProxyType({t: INSTANCE_TYPES[t].accelerators for t in pool.instance_types}),
-            workloads=(*have.workloads, s.name) if have else (s.name,),
-        )
+        # Merged: the environment's sizes and the sum of the limits; the floor's and a fallback family's too.
+        for pool in w.pools:
+            have = pools.get(pool.name)
+            types = tuple(t for t in pool.instance_types if t == plan.instance_type) or pool.instance_types[:1]
+            planned = (*have.planned_types, *types) if have else types
+            pools[pool.name] = PoolPlan(
+                name=pool.name,
+                instance_types=pool.instance_types,
+                planned_types=tuple(dict.fromkeys(planned)),
+                resource=pool.resource,
+                accelerator_limit=pool.accelerator_limit,
+                accelerators=MappingProxyType({t: INSTANCE_TYPES[t].accelerators for t in pool.instance_types}),
+                workloads=(*have.workloads, s.name) if have else (s.name,),
+            )
     return tuple(pools.values())
 
 

@@ -73,8 +73,9 @@ class WorkloadPlan:
     owner_kind: OwnerKind
     # The `model` clients send, and the `model_name` label of its vLLM metrics.
     served_model_name: str
-    # Labels that select its serving pods (for Ray Serve: its GPU worker pods).
+    # Labels that select its serving pods (for Ray Serve: its GPU worker pods), its on-demand floor's too.
     pod_selector: Mapping[str, str]
+    # The replica bounds, the on-demand floor included.
     replicas_min: int
     replicas_max: int
     nodes_per_replica: int
@@ -82,6 +83,8 @@ class WorkloadPlan:
     image: str
     # vLLM: the `vllm serve` arguments by pod role (server, or leader and worker of a LeaderWorkerSet group).
     args: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    # vLLM: the replicas of `<name>-floor`, the on-demand floor beside the owner KEDA scales (0: none).
+    floor_replicas: int = 0
     # Ray Serve: the LLMConfig serveConfigV2 must carry.
     llm_config: Mapping[str, Any] | None = None
     # The GPU NodePool and the planned instance type.

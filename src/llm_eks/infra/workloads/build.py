@@ -8,13 +8,22 @@ from dataclasses import replace
 
 from llm_eks.config import EnvironmentConfig, ServedWorkload
 from llm_eks.config.canary_capacity import check_canary_capacity
-from llm_eks.config.capacity import check_reservations, replica_price, reservation
+from llm_eks.config.capacity import check_reservations, floor_replicas, replica_price, reservation
+from llm_eks.config.plans import fallback_plan
 from llm_eks.errors import fail
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.images import require_locked
 from llm_eks.infra.workloads.gateway import gateway_props
 from llm_eks.infra.workloads.pinning import require_pinned_revisions
-from llm_eks.infra.workloads.pools import cpu_pool, gpu_pool, merge_pools
+from llm_eks.infra.workloads.pools import (
+    FALLBACK_WEIGHT,
+    PRIMARY_WEIGHT,
+    cpu_pool,
+    fallback_pool,
+    floor_pool,
+    gpu_pool,
+    merge_pools,
+)
 from llm_eks.infra.workloads.props import (
     adapter_staging_props,
     autoscaling_props,
@@ -32,12 +41,10 @@ from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.panels import gateway_panels
 from llm_eks.manifests.headroom import HeadroomProps
 from llm_eks.manifests.node_pools import GpuPoolSpec
-from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_POOL_TOLERATIONS
 from llm_eks.manifests.vllm import VllmProps
 from llm_eks.manifests.weights_staging import WeightsStagingProps, compile_cache_prefix
 from llm_eks.planner import Plan
-from llm_eks.planner.compute_mode import AUTO_MODE
-from llm_eks.versions import PAUSE_IMAGE
+from llm_eks.versions import NEURON_MONITOR_IMAGE, PAUSE_IMAGE
 
 
 def build_workload(
@@ -63,11 +70,8 @@ def _build_one(
     pool = gpu_pool(s, plan, reserved, config.compute)
     cpu = cpu_pool(config.compute)
     if s.config.engine == "ray-serve":
-        ray = ray_props(s, plan, pool, region)
+        ray = ray_props(s, plan, pool, region, cpu)
         ray = replace(ray, image=lock.pin(ray.image))
-        if config.compute == AUTO_MODE:
-            # The head runs where the controllers do: on EKS Auto Mode its built-in system pool.
-            ray = replace(ray, head_node_selector=dict(SYSTEM_POOL_SELECTOR), head_tolerations=SYSTEM_POOL_TOLERATIONS)
         return RayServeWorkload(
             gpu_pool=pool,
             cpu_pool=cpu,
@@ -75,10 +79,28 @@ def _build_one(
             monitoring=ray_monitoring_props(s, plan, ray, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
             key=s.key,
         )
+    floor = floor_replicas(config, s)
+    fallback = fallback_plan(s, plan, config.compute)
+    extra = (
+        *((floor_pool(pool, plan, floor, config.compute),) if floor else ()),
+        *((fallback_pool(s, fallback, config.compute),) if fallback else ()),
+    )
+    if extra:
+        # Weighted against them: the floor above, a fallback family below.
+        pool = replace(pool, weight=PRIMARY_WEIGHT)
+    pools = (pool.name, *(p.name for p in extra if p.weight == FALLBACK_WEIGHT))
     vllm = vllm_props(config, s, plan, pool, region)
-    vllm = replace(vllm, image=lock.pin(vllm.image))
+    vllm = replace(
+        vllm,
+        image=lock.pin(vllm.image),
+        floor_replicas=floor,
+        floor_pools=(f"{pool.name}-floor", *pools) if floor else (),
+        pools=pools if fallback else (),
+    )
     staging = None
-    benchmark = benchmark_props(s, cpu)
+    benchmark = benchmark_props(s, cpu, plan)
+    if benchmark.image is not None:
+        benchmark = replace(benchmark, image=lock.pin(benchmark.image))
     adapters: tuple[tuple[str, WeightsStagingProps], ...] = ()
     if s.config.weights == "staged":
         staging = weights_staging_props(s, plan, vllm, cpu)
@@ -96,13 +118,15 @@ def _build_one(
         gpu_pool=pool,
         cpu_pool=cpu,
         vllm=vllm,
-        autoscaling=autoscaling_props(s, plan),
+        autoscaling=autoscaling_props(s, plan, floor),
         monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
         benchmark=benchmark,
         headroom=warm_headroom(s, plan, pool, vllm, lock),
         staging=staging,
         adapter_stagings=adapters,
         key=s.key,
+        extra_pools=extra,
+        neuron_monitor_image=lock.pin(NEURON_MONITOR_IMAGE) if plan.neuron is not None else None,
     )
 
 
@@ -136,9 +160,10 @@ def build_workloads(
             workload = replace(workload, headroom=replace(workload.headroom, priority_class=headroom_class))
             headroom_class = False
         built.append(workload)
-    pools = merge_pools(_canary_shares(config, built))
+    extras = [p for w in built if isinstance(w, VllmWorkload) for p in w.extra_pools]
+    pools = merge_pools([*_canary_shares(config, built), *extras])
     # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
-    merged = tuple(replace(w, gpu_pool=pools[w.gpu_pool.name]) for w in built)
+    merged = tuple(_with_pools(w, pools) for w in built)
     gateway = gateway_props(config, merged, lock)
     if gateway is None:
         return merged
@@ -146,6 +171,13 @@ def build_workloads(
     return tuple(
         _behind(w, gateway, gateway_panels(gateway, route)) for w, route in zip(merged, gateway.routes, strict=True)
     )
+
+
+def _with_pools(w: Workload, pools: dict[str, GpuPoolSpec]) -> Workload:
+    """`w` with its pools as merged (the environment's sizes, the sum of the limits)."""
+    if isinstance(w, VllmWorkload):
+        return replace(w, gpu_pool=pools[w.gpu_pool.name], extra_pools=tuple(pools[p.name] for p in w.extra_pools))
+    return replace(w, gpu_pool=pools[w.gpu_pool.name])
 
 
 def _behind(workload: Workload, gateway: GatewayProps, panels: tuple[ExtraPanel, ...]) -> Workload:

@@ -21,7 +21,7 @@ from llm_eks.manifests.gateway import (
     PoolBackend,
     ServiceBackend,
 )
-from llm_eks.manifests.labels import VLLM_APP, selector_labels
+from llm_eks.manifests.labels import serving_selector
 from llm_eks.manifests.ray_monitoring import pod_selector
 from llm_eks.manifests.vllm import PORT
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL
@@ -31,7 +31,8 @@ def model_route(workload: Workload, lock: ImageLock) -> ModelRoute:
     """What the gateway needs of one workload: where its pods are and every name they answer."""
     if isinstance(workload, VllmWorkload):
         v = workload.vllm
-        selector = selector_labels(VLLM_APP, v.name)
+        # Every serving pod of the workload, its on-demand floor's too.
+        selector = serving_selector(v.name)
         if v.nodes_per_replica > 1:
             # A LeaderWorkerSet group serves from its leader only; the workers are headless.
             selector[LWS_WORKER_INDEX_LABEL] = "0"

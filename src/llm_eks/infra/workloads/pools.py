@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from llm_eks.catalog.accelerators import FAMILIES, INSTANCE_TYPES
 from llm_eks.config import CapacityReservationConfig, ServedWorkload, WorkloadConfig
-from llm_eks.config.capacity import compile_writer, efa_interfaces, nodes_at_max, replica_nodes
+from llm_eks.config.capacity import ON_DEMAND, compile_writer, efa_interfaces, nodes_at_max, replica_nodes
 from llm_eks.errors import fail
 from llm_eks.manifests.disruption import AUTO_MODE_CPU_DISRUPTION, AUTO_MODE_GPU_DISRUPTION, GPU_DISRUPTION, Disruption
 from llm_eks.manifests.node_pools import (
@@ -102,6 +102,49 @@ def cpu_pool(compute: str) -> CpuPoolSpec:
     return CpuPoolSpec(disruption=AUTO_MODE_CPU_DISRUPTION) if compute == AUTO_MODE else CpuPoolSpec()
 
 
+# Karpenter NodePool weights (a higher weight is tried first, kubernetes-sigs/karpenter@v1.14.1
+# pkg/apis/v1/nodepool.go): the on-demand floor above the planned family's Spot/on-demand pool, above a fallback
+# family's.
+FLOOR_WEIGHT = 100
+PRIMARY_WEIGHT = 50
+FALLBACK_WEIGHT = 10
+
+
+def floor_pool(pool: GpuPoolSpec, plan: Plan, replicas: int, compute: str = KARPENTER) -> GpuPoolSpec:
+    """The on-demand NodePool of a workload's floor (`<pool>-floor`): the planned family's sizes, on-demand only,
+    weighted above `pool`, its limit exactly the floor's replicas in whole nodes. A floor pod that does not fit it
+    (a rolling update's surge, a replacement while the old node drains) lands on `pool` as on-demand: the floor's
+    pods require on-demand, not this pool."""
+    return replace(
+        pool,
+        name=f"{pool.name}-floor",
+        capacity_types=(ON_DEMAND,),
+        accelerator_limit=replica_nodes(plan, replicas) * plan.instance.accelerators,
+        reservation=None,
+        # Never a Capacity Block's drain: the floor launches no reservation.
+        disruption=gpu_disruption(plan, compute, capacity_block=False),
+        weight=FLOOR_WEIGHT,
+    )
+
+
+def fallback_pool(s: ServedWorkload, fallback: Plan, compute: str = KARPENTER) -> GpuPoolSpec:
+    """The NodePool of a workload's fallback family (`gpu-<family>-fallback`), weighted below the planned family's:
+    Karpenter launches it only when the planned family has no capacity; its limit holds replicas.max there."""
+    w = s.config
+    family = fallback.instance.family
+    return GpuPoolSpec(
+        name=f"gpu-{family}-fallback" + (f"-{s.key}" if w.dedicated_pool and s.key is not None else ""),
+        vendor=fallback.instance.accelerator_vendor,
+        instance_family=family,
+        instance_types=pool_sizes(fallback),
+        capacity_types=w.capacity_types,
+        accelerator_limit=replica_nodes(fallback, w.replicas.max) * fallback.instance.accelerators,
+        efa_interfaces=efa_interfaces(s, fallback),
+        disruption=gpu_disruption(fallback, compute, capacity_block=False),
+        weight=FALLBACK_WEIGHT,
+    )
+
+
 def pool_capacity_types(w: WorkloadConfig, reservation: CapacityReservationConfig | None) -> tuple[str, ...]:
     """The workload's capacity types; with reservations `reserved` first (Karpenter prefers it anyway), alone unless
     the reservation allows a fallback."""
@@ -170,5 +213,6 @@ def merge_pools(pools: Sequence[GpuPoolSpec]) -> dict[str, GpuPoolSpec]:
             instance_types=tuple(dict.fromkeys((*have.instance_types, *pool.instance_types))),
             capacity_types=tuple(t for t in POOL_CAPACITY_TYPES if t in (*have.capacity_types, *pool.capacity_types)),
             accelerator_limit=have.accelerator_limit + pool.accelerator_limit,
+            weight=have.weight or pool.weight,
         )
     return merged

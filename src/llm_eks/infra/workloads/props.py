@@ -14,7 +14,13 @@ from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedW
 from llm_eks.config.capacity import replica_price
 from llm_eks.errors import fail
 from llm_eks.infra.workloads.pools import placement
-from llm_eks.manifests.autoscaling import MAX_STABILIZATION_SECONDS, AutoscalingProps, ScaleToZeroSchedule
+from llm_eks.manifests.autoscaling import (
+    MAX_STABILIZATION_SECONDS,
+    AutoscalingProps,
+    ScaleToZeroSchedule,
+    replica_kind,
+    replica_names,
+)
 from llm_eks.manifests.benchmark import BenchmarkProps
 from llm_eks.manifests.monitoring import MonitoringProps
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
@@ -22,6 +28,7 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_plac
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
+from llm_eks.manifests.vllm.neuron import NEURON_SCHEDULER_NAME
 from llm_eks.manifests.vllm.pod import adapter_dir
 from llm_eks.manifests.weights_staging import (
     ADAPTER_ALLOW_PATTERNS,
@@ -112,6 +119,10 @@ def vllm_props(
     selector, tolerations = placement(w, pool)
     # Config validation allows exactly these two.
     weights: Literal["hf", "s3"] = "s3" if w.weights == "s3" else "hf"
+    # On Neuron: the engine path's container and compiled shape; pods of some but not all of a node's chips name the
+    # Neuron scheduler extension's scheduler (contiguous chips).
+    n = plan.neuron
+    default_image = n.image if n is not None else VLLM_IMAGE
     return VllmProps(
         name=workload_name(s),
         namespace=workload_namespace(s),
@@ -141,8 +152,12 @@ def vllm_props(
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
         ingress=ingress_props(config) if w.internal_alb else None,
-        # workload.image (e.g. vLLM with the EFA userspace), else the pinned release.
-        image=w.image if w.image is not None else VLLM_IMAGE,
+        # workload.image (e.g. vLLM with the EFA userspace), else the pinned release (a Neuron plan's: its path's).
+        image=w.image if w.image is not None else default_image,
+        neuron=n.serving if n is not None else None,
+        cores_per_accelerator=plan.instance.cores_per_accelerator if n is not None else 1,
+        compile_seconds=n.compile_seconds if n is not None else 0,
+        scheduler_name=NEURON_SCHEDULER_NAME if n is not None and n.scheduler_extension else None,
     )
 
 
@@ -237,7 +252,8 @@ def ingress_props(config: EnvironmentConfig) -> IngressProps:
     )
 
 
-def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
+def autoscaling_props(s: ServedWorkload, plan: Plan, floor: int = 0) -> AutoscalingProps:
+    """KEDA's bounds and behaviour; above an on-demand floor of `floor` replicas, from 0 to replicas.max - floor."""
     w = s.config
     a = w.autoscaling
     schedule = None
@@ -249,14 +265,17 @@ def autoscaling_props(s: ServedWorkload, plan: Plan) -> AutoscalingProps:
             replicas=max(w.replicas.min, 1),
         )
     return AutoscalingProps(
-        max_replicas=w.replicas.max,
+        max_replicas=w.replicas.max - floor,
         waiting_requests_per_replica=a.waiting_per_replica,
         kv_cache_usage_target=a.kv_cache_usage,
-        min_replicas=w.replicas.min,
+        min_replicas=0 if floor else w.replicas.min,
+        floor_replicas=floor,
         scale_to_zero=schedule,
-        # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour).
+        # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour); the
+        # startup probe's allowance too, which on NxD Inference covers a compile when the restore found nothing.
         scale_down_stabilization_seconds=min(
-            max(600, math.ceil(plan.cold_start.scale_out_s)), MAX_STABILIZATION_SECONDS
+            max(600, math.ceil(plan.cold_start.scale_out_s), math.ceil(plan.cold_start.startup_s)),
+            MAX_STABILIZATION_SECONDS,
         ),
     )
 
@@ -267,6 +286,7 @@ def _monitoring_targets(
     *,
     dcgm_service_monitor: bool = True,
     reserved: CapacityReservationConfig | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
 ) -> MonitoringTargets:
     """What both engines' monitoring charts take from the SLO, the autoscaling config and the plan; with
     `dcgm_service_monitor` this workload's chart carries the environment's one dcgm-exporter ServiceMonitor."""
@@ -280,6 +300,9 @@ def _monitoring_targets(
         queue_waiting_threshold=w.autoscaling.waiting_per_replica * w.replicas.max,
         dcgm=plan.instance.accelerator_vendor == "nvidia",
         dcgm_service_monitor=dcgm_service_monitor,
+        cold_start_seconds=plan.cold_start.scale_out_s,
+        gpu_resource=gpu_resource,
+        neuron=plan.neuron is not None,
     )
 
 
@@ -304,15 +327,29 @@ def monitoring_props(
         name=vllm.name,
         namespace=vllm.namespace,
         served_model_name=vllm.served_model_name,
-        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
+        targets=_monitoring_targets(
+            s,
+            plan,
+            dcgm_service_monitor=dcgm_service_monitor,
+            reserved=reserved,
+            gpu_resource=vllm.accelerator_resource,
+        ),
+        replica_kind=replica_kind(vllm),
+        replica_names=replica_names(vllm),
+        # VllmAutoscalingChart names its ScaledObject after the Deployment it scales.
+        scaled_object=vllm.name,
+        scales_to_zero=s.config.autoscaling.scale_to_zero is not None,
         **_planned(plan),
     )
 
 
-def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec) -> BenchmarkProps:
+def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec, plan: Plan | None = None) -> BenchmarkProps:
+    """The benchmark Job's props; a Neuron server is measured with the pinned vLLM image's client (its own container
+    carries an older vLLM whose `vllm bench serve` flags nothing here checks)."""
     w = s.config
     selector, tolerations = workload_placement(cpu)
     return BenchmarkProps(
+        image=VLLM_IMAGE if plan is not None and plan.neuron is not None else None,
         name=f"bench-{slug(w.model) if s.key is None else s.key}",
         input_len=w.typical_input_tokens,
         output_len=w.typical_output_tokens,
@@ -326,10 +363,18 @@ def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec) -> BenchmarkProps:
     )
 
 
-def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None) -> RayServeProps:
+def ray_props(
+    s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None, cpu: CpuPoolSpec | None = None
+) -> RayServeProps:
+    """With `cpu`, the head runs on that pool's on-demand capacity (the chart then marks it do-not-disrupt): off the
+    system nodes, so losing one of those never restarts the Ray cluster, and their capacity is the controllers'."""
     w = s.config
     selector, tolerations = placement(w, pool)
     gpus = plan.tensor_parallel_size * plan.pipeline_parallel_size
+    head: dict[str, Any] = {}
+    if cpu is not None:
+        head_selector, head_tolerations = workload_placement(cpu, capacity_type="on-demand")
+        head = {"head_node_selector": head_selector, "head_tolerations": tuple(head_tolerations)}
     return RayServeProps(
         name=workload_name(s),
         namespace=workload_namespace(s),
@@ -354,6 +399,7 @@ def ray_props(s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | No
         gpu_resource=pool.resource,
         efa_interfaces=pool.efa_interfaces,
         image=w.image if w.image is not None else RAY_LLM_IMAGE,
+        **head,
     )
 
 
@@ -369,6 +415,8 @@ def ray_monitoring_props(
         name=ray.name,
         namespace=ray.namespace,
         model_id=ray.model_id,
-        targets=_monitoring_targets(s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
+        targets=_monitoring_targets(
+            s, plan, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved, gpu_resource=ray.gpu_resource
+        ),
         **_planned(plan),
     )

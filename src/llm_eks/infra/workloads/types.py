@@ -40,6 +40,17 @@ class VllmWorkload:
     key: str | None = None
     # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
     gateway: GatewayProps | None = None
+    # Its other GPU pools: the on-demand floor's, a fallback family's; none by default.
+    extra_pools: tuple[GpuPoolSpec, ...] = ()
+
+    @property
+    def pools(self) -> tuple[GpuPoolSpec, ...]:
+        """Every GPU NodePool the workload's pods may use: the planned family's first."""
+        return (self.gpu_pool, *self.extra_pools)
+
+    # On Neuron: the Neuron monitor's image (a locked digest when the environment has one), which the cluster's one
+    # NeuronMonitorChart runs on every Neuron node; None: not on Neuron.
+    neuron_monitor_image: str | None = None
 
     @property
     def service_account(self) -> tuple[str, str]:
@@ -75,6 +86,11 @@ class RayServeWorkload:
     key: str | None = None
     # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
     gateway: GatewayProps | None = None
+
+    @property
+    def pools(self) -> tuple[GpuPoolSpec, ...]:
+        """Every GPU NodePool the workload's pods may use."""
+        return (self.gpu_pool,)
 
     @property
     def service_account(self) -> tuple[str, str]:

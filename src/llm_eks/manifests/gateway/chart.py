@@ -7,6 +7,7 @@ from constructs import Construct
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.gateway.alerts import gateway_alerts
 from llm_eks.manifests.gateway.guard import access_log, gateway_options, jwt_policies, route_policy, service_policy
 from llm_eks.manifests.gateway.pool import route_objects
 from llm_eks.manifests.gateway.props import CLUSTER_ISSUER, GatewayProps, ModelRoute
@@ -39,6 +40,7 @@ class GatewayChart(cdk8s.Chart):
                 access_log(props),
                 *gateway_policies(props),
                 gateway_pod_monitor(props),
+                gateway_alerts(props),
                 *route_policy(props),
                 *service_policy(props),
             ],

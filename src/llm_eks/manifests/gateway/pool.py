@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.gateway.alerts import picker_alerts
 from llm_eks.manifests.gateway.common import (
     grpc_probe,
     meta,
@@ -173,7 +174,10 @@ def endpoint_picker(r: ModelRoute) -> list[dict[str, Any]]:
         "metadata": router_meta(name, ns, labels, r.picker_image),
         "spec": {
             "replicas": r.picker_replicas,
-            # Upstream: one active replica; Recreate lets a new one take over at once.
+            # Upstream: one active replica; Recreate lets a new one take over at once. With leader election only the
+            # leader is Ready, so a rolling update could never replace it (llm-d-router v0.10.0
+            # config/charts/routerlib/templates/_deployment.yaml says the same), and a PodDisruptionBudget would
+            # block every drain of the leader's node: neither is set. A rollout is a few seconds of FailOpen.
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": labels},
             "template": {
@@ -182,6 +186,17 @@ def endpoint_picker(r: ModelRoute) -> list[dict[str, Any]]:
                     "serviceAccountName": name,
                     "securityContext": pod_sc,
                     "nodeSelector": dict(r.node_selector),
+                    # The standby on another node, in another zone where there is one: a node or zone loss leaves
+                    # one to take the lease.
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": key,
+                            "whenUnsatisfiable": "ScheduleAnyway",
+                            "labelSelector": {"matchLabels": labels},
+                        }
+                        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+                    ],
                     # The chart's: mirror the longest grace period of the pool's pods.
                     "terminationGracePeriodSeconds": 130,
                     "containers": [
@@ -339,7 +354,7 @@ def route_objects(p: GatewayProps, r: ModelRoute) -> list[dict[str, Any]]:
     if r.next_version is not None:
         objects += rollout_role(r)
     if isinstance(r.backend, PoolBackend):
-        objects += [inference_pool(r, r.backend), *endpoint_picker(r)]
+        objects += [inference_pool(r, r.backend), *endpoint_picker(r), picker_alerts(r)]
     return objects + route_policies(p, r, p.monitoring_namespace)
 
 

@@ -87,8 +87,11 @@ class ModelRoute:
         default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
     )
     # The picker's state (prefix-cache index) is per process: upstream's pattern is one active replica, Recreate on
-    # update, and `failureMode: FailOpen` on the pool so a picker restart degrades to plain load balancing.
-    picker_replicas: int = 1
+    # update, and `failureMode: FailOpen` on the pool so a picker restart degrades to plain load balancing. Two
+    # replicas elect a leader (the only one Ready); the standby keeps its datastore and takes the lease within about
+    # 15 s when the leader's pod or node is lost (llm-d-router v0.10.0 cmd/epp/runner/health.go and
+    # pkg/epp/server/controller_config.go), instead of the minutes a new pod on a new node takes.
+    picker_replicas: int = 2
     # The pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
     picker_image: str = EPP_IMAGE
     # The next version this route also sends to (the current version of a canary pair).

@@ -76,6 +76,30 @@ def node_class_ref(name: str) -> dict[str, str]:
     return {"group": NODE_CLASS_GROUP, "kind": NODE_CLASS_KIND, "name": name}
 
 
+def builtin_system_pool() -> dict[str, Any]:
+    """Auto Mode's built-in `system` NodePool as the synth-time checks see it (AWS creates and owns it; llm-eks never
+    applies it): on-demand amd64/arm64 Linux nodes of the `default` NodeClass with the CriticalAddonsOnly taint
+    (set-builtin-node-pools.adoc@01c16ed8)."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": SYSTEM_POOL},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": node_class_ref("default"),
+                    "requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    ],
+                    "taints": [{"key": "CriticalAddonsOnly", "effect": "NoSchedule"}],
+                }
+            }
+        },
+    }
+
+
 def _base(p: NodePoolsProps, name: str) -> dict[str, Any]:
     discovery = {DISCOVERY_TAG: p.cluster_name}
     return {

@@ -285,11 +285,15 @@ class NodePoolsChart(cdk8s.Chart):
         )
         # Only pods that tolerate the accelerator taint (workload_placement) land here; nothing else wastes a GPU.
         template["spec"]["taints"] = [{"key": pool.resource, "value": "true", "effect": "NoSchedule"}]
-        return {
+        spec: dict[str, Any] = {
             "template": template,
             "disruption": pool.disruption.spec(),
             "limits": {pool.resource: pool.accelerator_limit},
         }
+        if pool.weight is not None:
+            # kubernetes-sigs/karpenter@v1.14.1 pkg/apis/v1/nodepool.go: a higher weight is ordered ahead.
+            spec["weight"] = pool.weight
+        return spec
 
     def _cpu_node_pool(self, cpu: CpuPoolSpec) -> dict[str, Any]:
         template = self._template(

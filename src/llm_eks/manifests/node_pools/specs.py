@@ -136,6 +136,9 @@ class GpuPoolSpec:
     # Capacity reservations the pool launches into first; "reserved" must then be among capacity_types (alone: the
     # pool launches nothing else). None: Spot and on-demand only.
     reservation: ReservedCapacity | None = None
+    # Karpenter's NodePool weight (1-100): among the pools a pod may use, the heavier is tried first (an on-demand
+    # floor above the Spot pool, above a fallback family's). None: unweighted.
+    weight: int | None = None
 
     @property
     def resource(self) -> str:
@@ -202,6 +205,8 @@ class GpuPoolSpec:
                 f"must be {largest}, the accelerators of the largest planned size (or None)",
             )
         _check_capacity_types(f"{path}.capacity_types", self.capacity_types, reserved=self.reservation is not None)
+        if self.weight is not None and not 1 <= self.weight <= 100:
+            raise fail(f"{path}.weight", self.weight, "must be 1 to 100 (Karpenter's NodePool weight) or None")
         self._validate_reservation(path)
         self._validate_efa(path)
         if self.accelerator_limit < largest:

@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# The Prometheus of kube-prometheus-stack: the operator's governing Service `prometheus-operated` in `monitoring`,
-# port 9090 (named "web"; prometheus-operator v0.93.0 pkg/prometheus/common.go BuildStatefulSetService), which
-# llm_eks.constructs.observability promises the workload charts.
-PROMETHEUS_NAMESPACE = "monitoring"
-PROMETHEUS_SERVICE = "prometheus-operated"
-PROMETHEUS_PORT = 9090
+from llm_eks.manifests import query_endpoint
+
+# The environment's one query endpoint: the Thanos Querier in front of both Prometheus replicas, Service
+# `thanos-query` in `monitoring`, port 10902 (llm_eks.manifests.query_endpoint), the same Prometheus HTTP API
+# whichever replica is up.
+PROMETHEUS_NAMESPACE = query_endpoint.MONITORING_NAMESPACE
+PROMETHEUS_SERVICE = query_endpoint.NAME
+PROMETHEUS_PORT = query_endpoint.HTTP_PORT
 # The service-proxy name segment `<service>:<port>` (kubernetes/website access-cluster-services.md: "You can also use
 # the port number in place of the port_name"). The API server authorizes the request as `get` on `services/proxy`
 # with this exact string as the resource name, so RBAC's resourceNames must list it as written here.

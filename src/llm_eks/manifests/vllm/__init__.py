@@ -11,6 +11,8 @@ Every number comes from the props (the planner and the config fill them); the ch
 - startup probe: failureThreshold = ceil(ceil(startup_seconds x startup_margin) / 10 s period). The kubelet runs no
   liveness or readiness probe until it passes, so a model still loading is never killed. Node launch and image pull
   happen before the container starts and do not count against it.
+- liveness: `liveness.py` run in the container every 30 s, 2 failures: `/health` (a dead engine) and token progress
+  (requests running with no token processed for 120 s: a stalled engine, which `/health` does not see).
 - drain (Spot gives 120 s notice): preStop sleep, then SIGTERM, then vLLM drains for up to --shutdown-timeout, all
   inside terminationGracePeriodSeconds: pre_stop + shutdown_timeout < grace <= 110 s (120 s minus the time
   Karpenter needs to notice the interruption and evict). Defaults 15 + 90 = 105 < 110. The kubelet stops liveness
@@ -41,7 +43,7 @@ vllm/entrypoints/serve/instrumentator/health.py); /v1/models, the old readiness 
 
 from llm_eks.manifests.ingress import IngressProps
 from llm_eks.manifests.pods import HF_TOKEN_PATH, MAX_GRACE_SECONDS
-from llm_eks.manifests.vllm.chart import LWS_API_VERSION, VllmChart
+from llm_eks.manifests.vllm.chart import LWS_API_VERSION, VllmChart, floor_name
 from llm_eks.manifests.vllm.pod import container_args, container_command, container_env, pod_security_context
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
@@ -68,6 +70,7 @@ __all__ = [
     "container_args",
     "container_command",
     "container_env",
+    "floor_name",
     "pod_security_context",
     "probe_timing",
     "service_url",

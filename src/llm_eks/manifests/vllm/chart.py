@@ -10,13 +10,26 @@ from constructs import Construct
 from llm_eks.manifests.api_key import api_key_secret_provider_class
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.ingress import IngressProps, ingress_annotations, ingress_rule
-from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
+from llm_eks.manifests.labels import (
+    FLOOR_APP,
+    PART_OF,
+    VLLM_APP,
+    app_labels,
+    plain_object,
+    selector_labels,
+    serving_selector,
+)
 from llm_eks.manifests.serving_objects import add_objects, workload_identity, workload_namespace
 from llm_eks.manifests.vllm.compile_job import writer_objects
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
 from llm_eks.manifests.vllm.props import PORT, PORT_NAME, VllmProps, probe_timing, validate_vllm_props
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+
+
+def floor_name(p: VllmProps) -> str:
+    """The on-demand floor's Deployment (or LeaderWorkerSet): `<name>-floor`."""
+    return f"{p.name}-floor"
 
 
 class VllmChart(cdk8s.Chart):
@@ -29,6 +42,8 @@ class VllmChart(cdk8s.Chart):
         self.timing = probe_timing(props)
         labels = app_labels(VLLM_APP, props.name)
         selector = selector_labels(VLLM_APP, props.name)
+        # Both Deployments' pods (the Spot/on-demand one and the on-demand floor): what the Service and PDB select.
+        serving = serving_selector(props.name)
 
         def meta(name: str, **extra: Any) -> dict[str, Any]:
             return {"name": name, "namespace": props.namespace, "labels": labels, **extra}
@@ -40,26 +55,13 @@ class VllmChart(cdk8s.Chart):
         workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
         if props.api_key_secret is not None:
             api_key_secret_provider_class(self, meta, props.name, props.api_key_secret, props.aws_region)
-        if props.nodes_per_replica == 1:
-            plain_object(
-                self,
-                "deployment",
-                api_version="apps/v1",
-                kind="Deployment",
-                metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
-                body={"spec": self._deployment_spec(props, labels, selector)},
-                source=__name__,
-            )
-        else:
-            plain_object(
-                self,
-                "leader-worker-set",
-                api_version=LWS_API_VERSION,
-                kind="LeaderWorkerSet",
-                metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
-                body={"spec": self._leader_worker_set_spec(props, labels, selector)},
-                source=__name__,
-            )
+        self._serving(props, props.name, props.replicas, labels, selector, meta, floor=False)
+        if props.floor_replicas:
+            floor = floor_name(props)
+            # Its own `name` label: neither Deployment's selector (immutable) matches the other's pods.
+            floor_labels = {**selector_labels(FLOOR_APP, props.name), "app.kubernetes.io/part-of": PART_OF}
+            floor_selector = selector_labels(FLOOR_APP, props.name)
+            self._serving(props, floor, props.floor_replicas, floor_labels, floor_selector, meta, floor=True)
         plain_object(
             self,
             "service",
@@ -70,7 +72,7 @@ class VllmChart(cdk8s.Chart):
                 "spec": {
                     "type": "ClusterIP",
                     # Only a group's leader serves (its workers run --headless).
-                    "selector": selector if props.nodes_per_replica == 1 else {**selector, LWS_WORKER_INDEX_LABEL: "0"},
+                    "selector": serving if props.nodes_per_replica == 1 else {**serving, LWS_WORKER_INDEX_LABEL: "0"},
                     "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
                 }
             },
@@ -85,7 +87,7 @@ class VllmChart(cdk8s.Chart):
             body={
                 "spec": {
                     "maxUnavailable": props.pdb_max_unavailable,
-                    "selector": {"matchLabels": selector},
+                    "selector": {"matchLabels": serving},
                     # A replica that never became Ready (stuck loading) must not block a drain.
                     "unhealthyPodEvictionPolicy": "AlwaysAllow",
                 }
@@ -97,19 +99,63 @@ class VllmChart(cdk8s.Chart):
         if props.compile_cache is not None:
             add_objects(self, writer_objects(props, self.timing))
 
-    def _deployment_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+    def _serving(
+        self,
+        p: VllmProps,
+        name: str,
+        replicas: int,
+        labels: dict[str, str],
+        selector: dict[str, str],
+        meta: Any,
+        *,
+        floor: bool,
+    ) -> None:
+        """The Deployment (or LeaderWorkerSet) `name` of `replicas` serving pods; `floor`: the on-demand floor's."""
+        suffix = "-floor" if floor else ""
+        metadata = {**meta(name, annotations=serving_pod_annotations(p.image)), "labels": labels}
+        if p.nodes_per_replica == 1:
+            spec = self._deployment_spec(p, replicas, labels, selector, floor)
+            plain_object(
+                self,
+                f"deployment{suffix}",
+                api_version="apps/v1",
+                kind="Deployment",
+                metadata=metadata,
+                body={"spec": spec},
+                source=__name__,
+            )
+        else:
+            spec = self._leader_worker_set_spec(p, replicas, labels, selector, floor)
+            plain_object(
+                self,
+                f"leader-worker-set{suffix}",
+                api_version=LWS_API_VERSION,
+                kind="LeaderWorkerSet",
+                metadata=metadata,
+                body={"spec": spec},
+                source=__name__,
+            )
+
+    def _deployment_spec(
+        self, p: VllmProps, replicas: int, labels: dict[str, str], selector: dict[str, str], floor: bool
+    ) -> dict[str, Any]:
         return {
-            "replicas": p.replicas,
+            "replicas": replicas,
             "selector": {"matchLabels": selector},
             # Surge one new replica before removing an old one: capacity never dips during a rollout.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "progressDeadlineSeconds": p.provisioning_seconds + self.timing.startup_budget_seconds,
-            "template": {"metadata": {"labels": labels}, "spec": serving_pod_spec(p, self.timing, selector)},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": serving_pod_spec(p, self.timing, selector, floor=floor),
+            },
         }
 
-    def _leader_worker_set_spec(self, p: VllmProps, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+    def _leader_worker_set_spec(
+        self, p: VllmProps, replicas: int, labels: dict[str, str], selector: dict[str, str], floor: bool
+    ) -> dict[str, Any]:
         return {
-            "replicas": p.replicas,
+            "replicas": replicas,
             # Workers are created with the leader, so the group's pods schedule (and Karpenter launches) together.
             "startupPolicy": "LeaderCreated",
             # As the Deployment: one new group before an old one goes, so capacity never dips during a rollout.
@@ -123,11 +169,11 @@ class VllmChart(cdk8s.Chart):
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {
                     "metadata": {"labels": labels},
-                    "spec": serving_pod_spec(p, self.timing, selector, "leader"),
+                    "spec": serving_pod_spec(p, self.timing, selector, "leader", floor=floor),
                 },
                 "workerTemplate": {
                     "metadata": {"labels": labels},
-                    "spec": serving_pod_spec(p, self.timing, selector, "worker"),
+                    "spec": serving_pod_spec(p, self.timing, selector, "worker", floor=floor),
                 },
             },
         }

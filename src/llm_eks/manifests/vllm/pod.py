@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any, Literal, TypeAlias
 
 from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
+from llm_eks.manifests.node_pools.specs import CAPACITY_TYPE_LABEL, LABEL_NODE_POOL
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
+from llm_eks.manifests.vllm import neuron
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
     LIVENESS_FAILURE_THRESHOLD,
+    LIVENESS_PERIOD_SECONDS,
+    LIVENESS_STALL_SECONDS,
+    LIVENESS_TIMEOUT_SECONDS,
     PORT,
     PORT_NAME,
     PROBE_PERIOD_SECONDS,
@@ -25,9 +31,11 @@ from llm_eks.manifests.weights_staging import (
     compile_cache_key,
     compile_cache_restore_container,
     fetch_adapter_init_container,
+    fetch_weights_init_container,
     wait_for_weights_init_container,
 )
 from llm_eks.planner.engine import parallel_flags, vllm_flags
+from llm_eks.planner.neuron.engine import neuron_flags
 from llm_eks.planner.result import EFA_RESOURCE
 
 # "server": the one pod of a single-node replica; "leader"/"worker": the pods of a LeaderWorkerSet group.
@@ -36,6 +44,7 @@ Role: TypeAlias = Literal["server", "leader", "worker"]
 LWS_LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
 LWS_WORKER_INDEX = "LWS_WORKER_INDEX"
 RUNAI_STREAMER_CONCURRENCY = 32
+ZONE = "topology.kubernetes.io/zone"
 # Labels LeaderWorkerSet sets on a group's pods: its index within the group (0: the leader), and the group's key.
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
@@ -61,7 +70,13 @@ def container_args(p: VllmProps, role: Role = "server", *, host: str = ALL_INTER
     the leader serves ranks 0 to local - 1, each worker runs its ranks --headless from the start rank its command
     computes (container_command). `host`: where the API server listens (vLLM 0.33 FrontendArgs.host): every
     interface of the pod for a server that serves, the loopback for one that serves nobody (the compile-cache
-    writer)."""
+    writer). A Neuron server (p.neuron) gets its engine path's flags instead (planner/neuron/engine.py) and the local
+    directory its staged checkpoint was copied to."""
+    if p.neuron is not None:
+        model = neuron.MODEL_DIR if p.staged_weights is not None else p.model
+        args = [model, "--host", host, "--port", str(PORT), "--served-model-name", p.served_model_name]
+        args += ["--tensor-parallel-size", str(p.tensor_parallel_size), *neuron.drain_flags(p)]
+        return args + neuron_flags(p.neuron, p.engine) + list(p.extra_engine_args)
     local = data_parallel_size_local(p)
     args = [p.model, "--host", host, "--port", str(PORT), "--served-model-name", p.served_model_name]
     args += parallel_flags(
@@ -98,7 +113,16 @@ def container_command(p: VllmProps, role: Role = "server") -> list[str]:
     return ["/bin/sh", "-c", "; ".join([*steps, serve]), "vllm"]
 
 
-def container_env(p: VllmProps) -> list[dict[str, str]]:
+def container_env(p: VllmProps, *, writer: bool = False) -> list[dict[str, str]]:
+    """The vLLM container's environment; `writer`: the compile cache's writer Job's (it may compile on Neuron)."""
+    if p.neuron is not None:
+        env = neuron.neuron_env(p, writer=writer)
+        if p.aws_region is not None:
+            env.append({"name": "AWS_REGION", "value": p.aws_region})
+        if writer:
+            # The bucket the writer publishes the compiled artefacts to.
+            env.append(bucket_env())
+        return env
     env = [
         # Weights and the torch.compile cache on the cache volume: a container restart reuses both.
         {"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},
@@ -144,7 +168,13 @@ def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = 
     restores the signed compile cache its writer Job published (compile_job)."""
     assert p.staged_weights is not None
     prefix, key = p.staged_weights
-    containers = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
+    if p.neuron is not None:
+        # The Neuron engines load a local directory: the checkpoint is copied onto the node (after staging ends).
+        fetch = fetch_weights_init_container(prefix, key, neuron.MODEL_DIR, p.image, p.aws_region)
+        fetch["volumeMounts"] = [{"name": "cache", "mountPath": CACHE_DIR}]
+        containers = [fetch]
+    else:
+        containers = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
     for i, (name, adapter_prefix, adapter_key) in enumerate(p.staged_adapters):
         container = fetch_adapter_init_container(
             str(i), adapter_prefix, adapter_key, adapter_dir(name), p.image, p.aws_region
@@ -154,15 +184,43 @@ def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = 
     if p.compile_cache is not None and role == "server" and restore:
         cache_key = compile_cache_key(p.image, container_args(p, "server"))
         cache = f"{p.compile_cache}{cache_key}/"
-        containers.append(compile_cache_restore_container(cache, cache_key, p.image, p.aws_region, CACHE_DIR, "cache"))
+        containers.append(
+            compile_cache_restore_container(
+                cache, cache_key, p.image, p.aws_region, CACHE_DIR, "cache", **neuron.restore_options(p)
+            )
+        )
     return containers
 
 
+def _node_affinity(pools: tuple[str, ...], on_demand: bool) -> dict[str, Any]:
+    """Required: one of `pools` (by their llm-eks.io/node-pool label), on-demand capacity only with `on_demand`."""
+    expressions = [{"key": LABEL_NODE_POOL, "operator": "In", "values": list(pools)}]
+    if on_demand:
+        expressions.append({"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]})
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+    }
+
+
+def liveness_script() -> str:
+    """liveness.py's text, run with `python3 -c` by the vLLM container's liveness probe."""
+    text = resources.files("llm_eks.manifests.vllm").joinpath("liveness.py").read_text(encoding="utf-8")
+    # The kubelet would expand `$(NAME)` in a probe's command: the script must hold none.
+    assert "$(" not in text
+    return text
+
+
+def liveness_command() -> list[str]:
+    """The exec probe: /health, then requests running without token progress for LIVENESS_STALL_SECONDS."""
+    return ["python3", "-c", liveness_script(), "--port", str(PORT), "--stall-seconds", str(LIVENESS_STALL_SECONDS)]
+
+
 def serving_pod_spec(
-    p: VllmProps, timing: ProbeTiming, selector: dict[str, str], role: Role = "server"
+    p: VllmProps, timing: ProbeTiming, selector: dict[str, str], role: Role = "server", *, floor: bool = False
 ) -> dict[str, Any]:
-    """The pod spec of a server, a group leader or a group worker. A worker serves no HTTP, so it has no probes;
-    the group is recreated when any of its pods fails (LeaderWorkerSet's RecreateGroupOnPodRestart)."""
+    """The pod spec of a server, a group leader or a group worker; with `floor`, of the on-demand floor's (its
+    pools, on-demand only, spread over zones as a requirement). A worker serves no HTTP, so it has no probes; the
+    group is recreated when any of its pods fails (LeaderWorkerSet's RecreateGroupOnPodRestart)."""
     accelerators = str(p.accelerators_per_pod)
     # Extended resources: the request equals the limit. The EFA devices of the node go to its one serving pod.
     devices = {
@@ -223,14 +281,16 @@ def serving_pod_spec(
                     "periodSeconds": PROBE_PERIOD_SECONDS,
                     "failureThreshold": READINESS_FAILURE_THRESHOLD,
                 },
+                # /health and token progress (manifests/vllm/liveness.py): a wedged GPU keeps /health at 200.
                 "livenessProbe": {
-                    **http_probe("/health"),
-                    "periodSeconds": PROBE_PERIOD_SECONDS,
+                    "exec": {"command": liveness_command()},
+                    "periodSeconds": LIVENESS_PERIOD_SECONDS,
+                    "timeoutSeconds": LIVENESS_TIMEOUT_SECONDS,
                     "failureThreshold": LIVENESS_FAILURE_THRESHOLD,
                 },
             }
         )
-    container["lifecycle"] = {"preStop": {"sleep": {"seconds": p.pre_stop_seconds}}}
+    container["lifecycle"] = {"preStop": {"sleep": {"seconds": neuron.pre_stop_seconds(p)}}}
     container["securityContext"] = container_security_context()
     pod_spec: dict[str, Any] = {
         "serviceAccountName": p.name,
@@ -245,35 +305,40 @@ def serving_pod_spec(
     }
     if p.staged_weights is not None:
         pod_spec["initContainers"] = staged_weights_init_containers(p, role)
-    pod_spec.update(placement(p.node_selector, p.tolerations))
+    pools = p.floor_pools if floor else p.pools
+    # With pools, the node affinity names them: the node selector keeps everything but the pool.
+    node_selector = {k: v for k, v in p.node_selector.items() if k != LABEL_NODE_POOL} if pools else p.node_selector
+    pod_spec.update(placement(node_selector, p.tolerations))
+    pod_spec.update(neuron.scheduler(p))
+    affinity: dict[str, Any] = {}
+    if pools:
+        affinity["nodeAffinity"] = _node_affinity(pools, on_demand=floor)
     if role != "server":
         # A group's pods exchange tensors every step: all of them in the leader's zone (never NCCL across AZs).
         # matchLabelKeys adds the pod's own group key to the selector (GA in Kubernetes 1.33).
-        pod_spec["affinity"] = {
-            "podAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": selector},
-                        "matchLabelKeys": [LWS_GROUP_KEY_LABEL],
-                        "topologyKey": "topology.kubernetes.io/zone",
-                    }
-                ]
-            }
+        affinity["podAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": selector},
+                    "matchLabelKeys": [LWS_GROUP_KEY_LABEL],
+                    "topologyKey": "topology.kubernetes.io/zone",
+                }
+            ]
         }
+    if affinity:
+        pod_spec["affinity"] = affinity
     if p.zone_spread:
         # ScheduleAnyway: GPU capacity is scarce per AZ; a skewed replica beats a Pending one. Karpenter
-        # still tries the emptier zone first. A group spreads its pods over hosts, and groups over zones.
+        # still tries the emptier zone first. A group spreads its pods over hosts, and groups over zones. The
+        # on-demand floor requires its zone spread (DoNotSchedule): the minimum replicas in every zone, so a zone's
+        # loss never takes them all (Karpenter launches in the zone the constraint asks for).
         pod_spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
                 "topologyKey": key,
-                "whenUnsatisfiable": "ScheduleAnyway",
+                "whenUnsatisfiable": "DoNotSchedule" if floor and key == ZONE else "ScheduleAnyway",
                 "labelSelector": {"matchLabels": selector},
             }
-            for key in (
-                ("kubernetes.io/hostname",)
-                if role == "worker"
-                else ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
-            )
+            for key in (("kubernetes.io/hostname",) if role == "worker" else (ZONE, "kubernetes.io/hostname"))
         ]
     return pod_spec

@@ -17,6 +17,7 @@ from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 from llm_eks.manifests.quantities import parse_quantity
 from llm_eks.planner.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
+from llm_eks.planner.neuron.engine import NeuronServing
 from llm_eks.validation import HF_REPO
 from llm_eks.versions import VLLM_IMAGE
 
@@ -29,8 +30,16 @@ PROBE_PERIOD_SECONDS = 10
 # The API server's event loop shares the CPU with tokenization under load; 1 s (the default) flaps readiness.
 PROBE_TIMEOUT_SECONDS = 5
 READINESS_FAILURE_THRESHOLD = 3
-# A restart costs a full model reload (minutes): only restart after a minute of a wedged server.
-LIVENESS_FAILURE_THRESHOLD = 6
+# Liveness runs manifests/vllm/liveness.py every 30 s: /health (a dead engine) and token progress (a stalled one).
+# A restart costs a full model reload (minutes): only restart after two failures in a row, a minute of a dead server
+# (as the former /health probe, 6 x 10 s) or a stall of more than LIVENESS_STALL_SECONDS (restarted within 3 minutes).
+LIVENESS_PERIOD_SECONDS = 30
+LIVENESS_FAILURE_THRESHOLD = 2
+# The script's own requests time out after 4 s each; the kubelet kills it after this.
+LIVENESS_TIMEOUT_SECONDS = 10
+# Requests running and no token processed for this long is a stall. One scheduler step is at most
+# max-num-batched-tokens of prefill, well under a second on these GPUs: two orders of magnitude of margin.
+LIVENESS_STALL_SECONDS = 120
 
 # Flags the chart sets from typed props, or that would break its contracts: extra_engine_args must not hold them.
 _CHART_FLAGS = {
@@ -58,6 +67,24 @@ _CHART_FLAGS = {
     "--data-parallel-rpc-port": "the chart sets it on a replica whose data-parallel ranks span nodes",
     "--enable-expert-parallel": "the chart sets it from expert_parallel",
     "-ep": "the chart sets it from expert_parallel",
+}
+# What a Neuron server's flags set from its compiled shape, or what does not apply on Neuron (planner/neuron/engine.py).
+_NEURON_FLAGS = {
+    "--max-num-seqs": "the chart sets it from the compiled shape (neuron)",
+    "--max-num-batched-tokens": "the chart sets it from the compiled shape (neuron)",
+    "--num-gpu-blocks-override": "the chart sets it from the compiled shape (neuron)",
+    "--block-size": "the chart sets it from the compiled shape (neuron)",
+    "--enable-prefix-caching": "the chart sets it from the compiled shape (neuron)",
+    "--no-enable-prefix-caching": "the chart sets it from the compiled shape (neuron)",
+    "--additional-config": "the chart sets the Neuron settings from the compiled shape (neuron)",
+    "--dtype": "the Neuron engines compile bfloat16 (the chart sets it)",
+    "--quantization": "Neuron quantizes through its own flow, never vLLM's --quantization",
+    "-q": "Neuron quantizes through its own flow, never vLLM's --quantization",
+    "--kv-cache-dtype": "on Neuron the KV cache dtype follows the checkpoint",
+    "--gpu-memory-utilization": "the Neuron engines size the KV cache from --num-gpu-blocks-override",
+    "--enable-chunked-prefill": "the Neuron engines decide prefill from the compiled buckets",
+    "--device": "not a flag of the vLLM releases the Neuron engines are built on",
+    "--override-neuron-config": "not a flag of the vLLM releases the Neuron engines are built on (use the settings)",
 }
 # Switches of the removed V0 engine, or defaults the V1 engine already has (DESIGN.md).
 _STALE_FLAGS = {
@@ -145,6 +172,15 @@ class VllmProps:
     provisioning_seconds: int = 600
     # Spread replicas over zones (soft: an AZ without GPU capacity must not leave a replica Pending).
     zone_spread: bool = True
+    # Replicas of the on-demand floor (`<name>-floor`, a Deployment of its own, or a LeaderWorkerSet, with a fixed
+    # count): on on-demand capacity of `floor_pools`, one zone after the other (required spread). 0: none; KEDA
+    # then scales `<name>` alone.
+    floor_replicas: int = 0
+    # The NodePools (llm-eks.io/node-pool values) the floor may use, tried by their weight; with floor_replicas.
+    floor_pools: tuple[str, ...] = ()
+    # The NodePools the serving pods may use (a node affinity), the planned family's first, then a fallback
+    # family's; empty: node_selector alone decides. The compile cache's writer keeps to node_selector's pool.
+    pools: tuple[str, ...] = ()
     # One replica at a time may be voluntarily disrupted (consolidation, drift, node upgrades).
     pdb_max_unavailable: int = 1
     ingress: IngressProps | None = None
@@ -160,6 +196,17 @@ class VllmProps:
     staged_adapters: tuple[tuple[str, str, str], ...] = ()
     # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
     extra_engine_args: tuple[str, ...] = ()
+    # Serving on AWS Neuron (planner/neuron): the engine path and the compiled shape, rendered instead of the GPU
+    # flags, with `image` that path's container. It compiles ahead of time in the compile cache's writer and its
+    # pods restore the result, so it needs staged weights and compile_cache. None: vLLM on NVIDIA GPUs.
+    neuron: NeuronServing | None = None
+    # Cores each accelerator offers to tensor parallelism (NeuronCores per Neuron chip); 1 for GPUs.
+    cores_per_accelerator: int = 1
+    # Neuron's ahead-of-time compile in the compile cache's writer Job (seconds), added to the writer's deadline.
+    compile_seconds: int = 0
+    # The pods' scheduler: None is Kubernetes' default; the Neuron scheduler extension's second scheduler
+    # (neuron.NEURON_SCHEDULER_NAME) for pods that take some but not all Neuron chips of a node (contiguous ones).
+    scheduler_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +268,8 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"{p.pipeline_parallel_size}; data-parallel ranks here are tensor-parallel only (use 1 for either)"
         )
     _at_least("accelerators_per_node", p.accelerators_per_node, 1)
+    _at_least("cores_per_accelerator", p.cores_per_accelerator, 1)
+    _at_least("compile_seconds", p.compile_seconds, 0)
     _at_least("nodes_per_replica", p.nodes_per_replica, 1)
     _at_least("efa_interfaces", p.efa_interfaces, 0)
     if p.efa_interfaces and p.nodes_per_replica == 1:
@@ -228,17 +277,20 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"efa_interfaces: {p.efa_interfaces} is not allowed with nodes_per_replica 1; EFA carries the traffic "
             "between the nodes of a replica (use 0)"
         )
-    if p.tensor_parallel_size > p.accelerators_per_node:
+    cores = p.cores_per_accelerator
+    if p.tensor_parallel_size > p.accelerators_per_node * cores:
         raise ConfigError(
             f"tensor_parallel_size: {p.tensor_parallel_size} is not allowed; must be at most "
-            f"{p.accelerators_per_node} (accelerators per node)"
+            f"{p.accelerators_per_node * cores} (accelerators per node"
+            + (f" x {cores} cores each)" if cores > 1 else ")")
         )
     world = p.tensor_parallel_size * p.pipeline_parallel_size * p.data_parallel_size
-    if p.accelerators_per_pod * p.nodes_per_replica != world:
+    if p.accelerators_per_pod * p.nodes_per_replica * cores != world:
+        per = f" / {cores} cores per accelerator" if cores > 1 else ""
         raise ConfigError(
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must equal tensor_parallel_size x "
-            f"pipeline_parallel_size x data_parallel_size / nodes_per_replica ({world} / {p.nodes_per_replica}), "
-            "a whole number (vLLM splits the ranks evenly over the nodes)"
+            f"pipeline_parallel_size x data_parallel_size / nodes_per_replica{per} ({world} / {p.nodes_per_replica}"
+            f"{f' / {cores}' if cores > 1 else ''}), a whole number (vLLM splits the ranks evenly over the nodes)"
         )
     if p.data_parallel_size > 1 and p.accelerators_per_pod % p.tensor_parallel_size:
         raise ConfigError(
@@ -277,8 +329,15 @@ def validate_vllm_props(p: VllmProps) -> None:
     if p.run_as_user is not None:
         _at_least("run_as_user", p.run_as_user, 1)
     _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
+    _at_least("floor_replicas", p.floor_replicas, 0)
+    if bool(p.floor_replicas) != bool(p.floor_pools):
+        raise ConfigError(
+            f"floor_pools: {list(p.floor_pools)} is not allowed with floor_replicas {p.floor_replicas}; name the "
+            "NodePools the on-demand floor may use exactly when it has replicas"
+        )
     _validate_drain(p)
     validate_engine(p.engine, "engine")
+    _validate_neuron(p)
     _validate_extra_engine_args(p)
     if p.ingress is not None:
         validate_ingress(p.ingress)
@@ -302,6 +361,38 @@ def _validate_drain(p: VllmProps) -> None:
         )
 
 
+def _validate_neuron(p: VllmProps) -> None:
+    """A Neuron server: one pod of tensor parallelism, compiled ahead of time by the compile cache's writer."""
+    if p.neuron is None:
+        if p.cores_per_accelerator != 1:
+            raise ConfigError(
+                f"cores_per_accelerator: {p.cores_per_accelerator} is not allowed without neuron; a GPU is one core"
+            )
+        return
+    if p.neuron.shape.max_model_len != p.engine.max_model_len:
+        raise ConfigError(
+            f"engine.max_model_len: {p.engine.max_model_len} is not allowed; must equal the compiled shape's "
+            f"max_model_len ({p.neuron.shape.max_model_len}): a Neuron engine serves the length it compiled"
+        )
+    for name, value in (
+        ("pipeline_parallel_size", p.pipeline_parallel_size),
+        ("data_parallel_size", p.data_parallel_size),
+        ("nodes_per_replica", p.nodes_per_replica),
+    ):
+        if value != 1:
+            raise ConfigError(
+                f"{name}: {value} is not allowed with neuron; a Neuron replica is one pod of tensor-parallel "
+                "NeuronCores (use 1)"
+            )
+    if p.expert_parallel or p.engine.lora_modules:
+        raise ConfigError("neuron: expert parallelism and LoRA adapters are not served on Neuron here")
+    if p.staged_weights is None or p.compile_cache is None:
+        raise ConfigError(
+            "neuron: needs staged_weights and compile_cache: a Neuron engine compiles ahead of time in the compile "
+            "cache's writer Job (from the staged weights) and its serving pods restore what it published"
+        )
+
+
 def _validate_extra_engine_args(p: VllmProps) -> None:
     for token in p.extra_engine_args:
         if not isinstance(token, str):
@@ -312,6 +403,10 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
         reason = _CHART_FLAGS.get(flag) or _STALE_FLAGS.get(flag)
         if flag in VLLM_FLAG_FIELDS:
             reason = f"the chart sets it from engine.{VLLM_FLAG_FIELDS[flag]}"
+        if p.neuron is not None and flag in _NEURON_FLAGS:
+            reason = _NEURON_FLAGS[flag]
+        if p.neuron is not None and flag == "--shutdown-timeout" and not p.neuron.shutdown_timeout:
+            reason = "the Neuron engine's vLLM 0.16 has no such flag (the chart drains in preStop)"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
         if flag == "--kv-transfer-config" and p.engine.kv_offloading_size is not None:

@@ -14,11 +14,14 @@ The staging key (staging_key) is a hash of the repo, revision, prefix, file patt
 `<name>-<key>`: a Job's pod template is immutable, so a changed model gets a new Job rather than a failed apply, and
 it re-stages. The Job's program is idempotent and resumable (stage.py): files already in S3 with the same size and
 hash are left alone, so a rerun after a failure, a lost Spot node or a TTL-deleted Job re-applied costs one HEAD per
-file. It ends by writing the marker `<prefix>_llm-eks-staged.json` recording the key; the serving pods' init
-container (wait_for_weights_init_container) exits once the marker holds their key, so the first replica of a new
-model starts after staging and never streams a half-written prefix. The Job never deletes an object: a revision
-that drops files of an earlier staging to the same prefix fails before changing anything (one prefix per revision,
-as in the example prefix, never meets that).
+file. It ends by writing its key's marker `staging-markers/<prefix><key>.json`, once and never overwritten; the
+serving pods' init container (wait_for_weights_init_container) exits once their key's marker is there, so the first
+replica of a new model starts after staging and never streams a half-written prefix, and a new key (a vLLM bump, a
+locked image digest) stages beside the running one instead of holding its pods back. Without a marker and without
+a staging alive (its in-progress record) the init container gives up after 10 minutes with one line. The Job never
+deletes an object: a revision that drops files of an earlier staging to the same prefix, or replaces files another
+key's marker lists, fails before changing anything (one prefix per revision, as in the example prefix, never meets
+that).
 
 What the AWS side provides (WeightsBucket.add_stager and add_reader grant exactly this):
 - the ConfigMap above, in the workload namespace;
@@ -28,7 +31,9 @@ What the AWS side provides (WeightsBucket.add_stager and add_reader grant exactl
   S3 for a customer managed key; with hf_token_secret, secretsmanager:GetSecretValue on that secret, which the
   Secrets Store CSI driver reads with the pod's identity as it does for the serving pods;
 - for the serving ServiceAccount: s3:GetObject on `<prefix>*` and s3:ListBucket on the prefix, which the streamer
-  needs anyway and which the init container uses to tell "no marker yet" from "access denied";
+  needs anyway, and the same on its own key's markers `staging-markers/<prefix><key>*`, which the init container
+  reads (the listing tells "no marker yet" from "access denied"); the staging Job also writes under
+  `staging-markers/<prefix>`;
 - an AbortIncompleteMultipartUpload lifecycle rule on the bucket: a pod killed mid-upload leaves parts behind.
 Egress from the workload namespace stays open (network_policies), which the Job needs for the Hub and S3.
 
@@ -56,6 +61,7 @@ from llm_eks.manifests.weights_staging.objects import (
     compile_cache_restore_container,
     compile_cache_script,
     fetch_adapter_init_container,
+    fetch_weights_init_container,
     s3_model_uri,
     script_config_map_name,
     stage_script,
@@ -83,7 +89,7 @@ from llm_eks.manifests.weights_staging.props import (
     staging_key,
     validate_weights_staging_props,
 )
-from llm_eks.manifests.weights_staging.stage import MARKER
+from llm_eks.manifests.weights_staging.stage import MARKER, MARKERS, in_progress_key, marker_key
 
 __all__ = [
     "ADAPTER_ALLOW_PATTERNS",
@@ -97,6 +103,7 @@ __all__ = [
     "DEFAULT_IGNORE_PATTERNS",
     "KEY_LENGTH",
     "MARKER",
+    "MARKERS",
     "REMOTE_CODE_PATTERNS",
     "RESTORE_COMPILE_CACHE_CONTAINER",
     "SIGNING_KEY_ENV",
@@ -115,6 +122,9 @@ __all__ = [
     "compile_cache_restore_container",
     "compile_cache_script",
     "fetch_adapter_init_container",
+    "fetch_weights_init_container",
+    "in_progress_key",
+    "marker_key",
     "s3_model_uri",
     "script_config_map_name",
     "stage_script",

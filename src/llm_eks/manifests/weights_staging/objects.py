@@ -47,6 +47,12 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 WAIT_CPU_REQUEST = "50m"
 WAIT_CPU_LIMIT = "500m"
 WAIT_MEMORY = "128Mi"
+# Copying a whole checkpoint onto the node (a Neuron server loads a local directory): boto3's threaded download and
+# a sha256 of every file, one after another, want more than the waits' share.
+FETCH_WEIGHTS_CONTAINER = "fetch-weights"
+FETCH_CPU_REQUEST = "1"
+FETCH_CPU_LIMIT = "4"
+FETCH_MEMORY = "1Gi"
 RESTORE_COMPILE_CACHE_CONTAINER = "restore-compile-cache"
 # The restore container: boto3 reading one object at a time, hashing as it goes.
 COMPILE_CACHE_CPU_REQUEST = "100m"
@@ -269,10 +275,11 @@ def staging_objects(p: WeightsStagingProps) -> list[dict[str, Any]]:
 def wait_for_weights_init_container(
     bucket_env_name: str, prefix: str, key: str, image: str, region: str | None
 ) -> dict[str, Any]:
-    """An init container for a serving pod: it polls s3://$BUCKET/<prefix>_llm-eks-staged.json every 10 s, logs a
-    line a minute, and exits 0 once the marker records `key` (staging_key of the model's props). It runs with the
-    pod's ServiceAccount, whose role needs s3:GetObject on the prefix (and s3:ListBucket, so a missing marker reads
-    as missing rather than as access denied)."""
+    """An init container for a serving pod: it polls the marker of `key` (staging_key of the model's props),
+    s3://$BUCKET/staging-markers/<prefix><key>.json, every 10 s, logs a line a minute, and exits 0 once it is there;
+    without it and without a live staging of that key for 600 s it exits 1 with one line naming the staging Job
+    (wait.py). It runs with the pod's ServiceAccount, whose role needs s3:GetObject on the prefix and on that key's
+    marker (and s3:ListBucket, so a missing marker reads as missing rather than as access denied)."""
     _check_staged(prefix, key)
     return _script_container(
         WAIT_CONTAINER,
@@ -304,6 +311,26 @@ def fetch_adapter_init_container(
         BUCKET_ENV,
         region,
         (WAIT_CPU_REQUEST, WAIT_CPU_LIMIT, WAIT_MEMORY),
+        no_bytecode=True,
+    )
+
+
+def fetch_weights_init_container(prefix: str, key: str, dest: str, image: str, region: str | None) -> dict[str, Any]:
+    """An init container that waits for the model's staging (as wait-for-weights does) and then copies every file
+    its marker lists into `dest` on the pod's cache volume, each checked against the recorded size and sha256 (a file
+    that differs fails the container): for engines that load a local checkpoint directory, the Neuron ones. A file
+    already there and matching (a restarted pod) is kept."""
+    _check_staged(prefix, key)
+    if not dest.startswith("/") or "$" in dest:
+        raise ValueError(f"dest: {dest!r} must be an absolute path without '$'")
+    return _script_container(
+        FETCH_WEIGHTS_CONTAINER,
+        image,
+        wait_script(),
+        ["--bucket", f"$({BUCKET_ENV})", "--prefix", prefix, "--key", key, "--fetch-to", dest],
+        BUCKET_ENV,
+        region,
+        (FETCH_CPU_REQUEST, FETCH_CPU_LIMIT, FETCH_MEMORY),
         no_bytecode=True,
     )
 
@@ -355,9 +382,12 @@ def cache_signing_key_env(name: str = SIGNING_KEY_ENV) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": SIGNING_KEY_KEY}}}
 
 
-def compile_cache_dir(cache_dir: str) -> str:
-    """Where vLLM keeps its torch.compile cache in a container whose VLLM_CACHE_ROOT is `<cache_dir>/vllm`."""
-    return f"{cache_dir.rstrip('/')}/{COMPILE_CACHE_SUBDIR}"
+def compile_cache_dir(cache_dir: str, subdir: str = COMPILE_CACHE_SUBDIR) -> str:
+    """Where the engine keeps its compiled artefacts below `cache_dir`: vLLM's torch.compile cache in a container
+    whose VLLM_CACHE_ROOT is `<cache_dir>/vllm` by default, another engine's (Neuron's) when `subdir` says."""
+    if not subdir or subdir.startswith("/") or ".." in subdir.split("/") or "$" in subdir:
+        raise ValueError(f"subdir: {subdir!r} must be a relative path below the cache folder")
+    return f"{cache_dir.rstrip('/')}/{subdir}"
 
 
 def _check_cache_args(prefix: str, cache_key: str, cache_dir: str) -> None:
@@ -370,14 +400,24 @@ def _check_cache_args(prefix: str, cache_key: str, cache_dir: str) -> None:
 
 
 def compile_cache_restore_container(
-    prefix: str, cache_key: str, image: str, region: str | None, cache_dir: str, volume: str
+    prefix: str,
+    cache_key: str,
+    image: str,
+    region: str | None,
+    cache_dir: str,
+    volume: str,
+    subdir: str = COMPILE_CACHE_SUBDIR,
+    deadline_seconds: int | None = None,
+    required: bool = False,
 ) -> dict[str, Any]:
     """An init container for a serving pod, after wait-for-weights: it reads the signed manifest under
     s3://$BUCKET/<prefix> (see compile_cache_prefix), has KMS verify its signature, and downloads exactly the files
-    it lists, each checked against its sha256, into <cache_dir>/vllm/torch_compile_cache on the cache volume
-    `volume`. It always exits 0: no cache yet, a bad signature, a tampered file or a network error cost a compile,
-    never the replica. The pod's ServiceAccount needs s3:ListBucket on the prefix, s3:GetObject on `<prefix>*`
-    (kms:Decrypt through S3 with a customer managed key) and kms:Verify on the signing key."""
+    it lists, each checked against its sha256, into <cache_dir>/vllm/torch_compile_cache (or <cache_dir>/`subdir`)
+    on the cache volume `volume`. It always exits 0: no cache yet, a bad signature, a tampered file or a network
+    error cost a compile, never the replica; unless `required` (an engine that must not compile), where it waits for
+    the signed cache and fails without it, and the pod stays in Init. The pod's ServiceAccount needs s3:ListBucket
+    on the prefix, s3:GetObject on `<prefix>*` (kms:Decrypt through S3 with a customer managed key) and kms:Verify
+    on the signing key."""
     _check_cache_args(prefix, cache_key, cache_dir)
     if not _DNS_LABEL.fullmatch(volume):
         raise ValueError(f"volume: {volume!r} must be a volume name (a DNS-1123 label)")
@@ -396,7 +436,9 @@ def compile_cache_restore_container(
             "--signing-key",
             f"$({SIGNING_KEY_ENV})",
             "--dest",
-            compile_cache_dir(cache_dir),
+            compile_cache_dir(cache_dir, subdir),
+            *(["--deadline-seconds", str(deadline_seconds)] if deadline_seconds is not None else []),
+            *(["--required"] if required else []),
         ],
         BUCKET_ENV,
         region,
@@ -409,7 +451,14 @@ def compile_cache_restore_container(
     return container
 
 
-def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, port: int = VLLM_PORT) -> str:
+def compile_cache_publish_command(
+    prefix: str,
+    cache_key: str,
+    cache_dir: str,
+    port: int = VLLM_PORT,
+    subdir: str = COMPILE_CACHE_SUBDIR,
+    max_file_bytes: int | None = None,
+) -> str:
     """The writer Job's shell: vLLM in the background (listening on the pod's loopback only), this package's
     `publish` in the foreground once vLLM answers there, then vLLM stopped; the Job ends with publish's status. The
     script comes in through the environment (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the
@@ -418,7 +467,9 @@ def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, p
     return (
         'vllm serve "$@" & server=$! ; '
         f'python3 -c "${COMPILE_CACHE_SCRIPT_ENV}" publish --bucket "${BUCKET_ENV}" --prefix {prefix} '
-        f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir)} '
-        f"--health http://{LOOPBACK}:{port}/health ; status=$? ; "
+        f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir, subdir)} '
+        f"--health http://{LOOPBACK}:{port}/health "
+        + (f"--max-bytes {max_file_bytes} " if max_file_bytes is not None else "")
+        + "; status=$? ; "
         'kill -TERM "$server" ; wait "$server" ; exit "$status"'
     )

@@ -10,14 +10,24 @@ What it does:
 2. fails before changing anything when the prefix holds files that an earlier staging of the same repo to the same
    prefix wrote and this commit lacks: the streamer loads every *.safetensors under the prefix, and this script never
    deletes an object (the stack grants the Job add-only access). A new revision belongs under a new prefix;
-3. replaces a marker that records another staging key with an in-progress one: pods of the old model wait again
-   rather than stream a prefix that is changing under them;
-4. for each file: leaves the object in place when it already has the file's size and hash (S3 metadata `sha256` for
+3. fails before changing anything when this commit would replace a file another staging key's marker still lists
+   (a revision that is a branch or tag name moved): the running version streams those files. Pin a commit (its own
+   prefix) or stage to a new prefix;
+4. writes its in-progress record `staging-markers/<prefix><key>.in-progress` and rewrites it every minute while it
+   runs, so the pods waiting for this key know staging is alive;
+5. for each file: leaves the object in place when it already has the file's size and hash (S3 metadata `sha256` for
    LFS files, `git-oid` for the small git-stored ones), else downloads the file into the scratch folder, checks its
    size and hash, uploads it (multipart, with that metadata), and deletes the local copy. Only one file is on disk
    at a time, and a rerun (or the Job's next attempt) starts where the last one stopped;
-5. writes the marker `<prefix>_llm-eks-staged.json`: {key, repo_id, revision, commit, files: [{name, size, sha256}]}.
-   The serving pods' init container (wait.py) waits for a marker holding their key.
+6. writes this key's marker `staging-markers/<prefix><key>.json` once (If-None-Match: S3 refuses to replace it, and
+   the bucket llm-eks creates refuses a write there without the header): {key, repo_id, revision, commit, files:
+   [{name, size, sha256}]}. One marker per staging key, never overwritten: a new key (a vLLM bump, an image digest
+   locked) stages beside the old one, whose pods keep starting at once, and a rollback needs no Hub. The serving
+   pods' init container (wait.py) waits for their key's marker.
+
+Markers live outside the weights prefix: vLLM's S3 loader pulls every non-weight object under the model prefix.
+The marker of earlier releases, `<prefix>_llm-eks-staged.json`, is never written or changed; wait.py still accepts
+it for the key it records.
 
 Exit status 0 when the prefix is complete; 1 with one line on stderr otherwise.
 """
@@ -36,7 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The marker of earlier releases, inside the prefix (wait.py still reads it; nothing writes it any more).
 MARKER = "_llm-eks-staged.json"
+# Per staging key, outside the weights prefix: `<MARKERS><prefix><key>.json` and `.in-progress`.
+MARKERS = "staging-markers/"
+IN_PROGRESS = ".in-progress"
+# The in-progress record is rewritten this often while staging runs.
+HEARTBEAT_SECONDS = 60.0
 # S3 user metadata (x-amz-meta-*) on every object this script writes.
 META_SHA256 = "sha256"
 META_GIT_OID = "git-oid"
@@ -197,6 +213,100 @@ def read_marker(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else {}
 
 
+def marker_key(prefix: str, key: str) -> str:
+    """The marker of staging key `key` of `prefix`: written once when the prefix holds that key's files."""
+    return f"{MARKERS}{prefix}{key}.json"
+
+
+def in_progress_key(prefix: str, key: str) -> str:
+    """The record a running staging of `key` rewrites every HEARTBEAT_SECONDS."""
+    return f"{MARKERS}{prefix}{key}{IN_PROGRESS}"
+
+
+def live_markers(s3: Any, bucket: str, prefix: str, key: str) -> dict[str, dict[str, Any]]:
+    """The markers of the prefix's other staging keys: key -> marker."""
+    out: dict[str, dict[str, Any]] = {}
+    root = f"{MARKERS}{prefix}"
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=root):
+        for obj in page.get("Contents", []):
+            name = obj["Key"][len(root) :]
+            if "/" in name or not name.endswith(".json") or name == f"{key}.json":
+                continue
+            marker = read_marker(s3, bucket, obj["Key"])
+            if marker:
+                out[name.removesuffix(".json")] = marker
+    return out
+
+
+def replaced_files(s3: Any, request: Request, files: list[RepoFile]) -> list[str]:
+    """Files this commit would upload over an object another live marker lists: what the running version streams."""
+    listed = {
+        entry.get("name"): other
+        for other, marker in live_markers(s3, request.bucket, request.prefix, request.key).items()
+        for entry in marker.get("files") or []
+        if isinstance(entry, dict)
+    }
+    return [
+        f"{f.name} (staging key {listed[f.name]})"
+        for f in files
+        if f.name in listed
+        and head(s3, request.bucket, request.prefix + f.name) is not None
+        and staged_sha256(s3, request.bucket, request.prefix + f.name, f) is None
+    ]
+
+
+class Heartbeat:
+    """Rewrites the in-progress record every HEARTBEAT_SECONDS in a thread while staging runs."""
+
+    def __init__(self, s3: Any, request: Request, interval: float = HEARTBEAT_SECONDS) -> None:
+        import threading
+
+        self._s3, self._request, self._interval = s3, request, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stage-heartbeat", daemon=True)
+        self.started = time.time()
+
+    def beat(self) -> None:
+        r = self._request
+        body = {"key": r.key, "repo_id": r.repo_id, "revision": r.revision, "started": self.started, "at": time.time()}
+        self._s3.put_object(Bucket=r.bucket, Key=in_progress_key(r.prefix, r.key), Body=json.dumps(body).encode())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.beat()
+            except Exception as err:  # a missed beat is retried next interval; the staging itself goes on
+                log(f"could not refresh the in-progress record: {one_line(err)}")
+
+    def __enter__(self) -> Heartbeat:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def write_marker(s3: Any, request: Request, body: dict[str, Any]) -> None:
+    """This key's marker, once: S3 answers 412 when it exists (another attempt wrote it: it must hold this key)."""
+    marker = marker_key(request.prefix, request.key)
+    try:
+        s3.put_object(
+            Bucket=request.bucket,
+            Key=marker,
+            Body=json.dumps(body, indent=1).encode(),
+            ContentType="application/json",
+            IfNoneMatch="*",
+        )
+    except Exception as err:
+        if error_code(err) not in ("PreconditionFailed", "412"):
+            raise
+        existing = read_marker(s3, request.bucket, marker) or {}
+        if existing.get("key") != request.key:
+            raise StageError(f"s3://{request.bucket}/{marker} exists and records {existing.get('key')!r}") from None
+
+
 def stale_objects(s3: Any, bucket: str, prefix: str, keep: set[str], repo_id: str) -> list[str]:
     """Objects under `prefix` that an earlier staging of this repo to this prefix wrote and the current file list
     lacks. Anything else (another repo's files, a staging to a longer prefix inside this one, objects written by
@@ -258,9 +368,7 @@ def check_scratch(request: Request, files: list[RepoFile]) -> None:
 
 
 def stage(s3: Any, request: Request) -> Summary:
-    """Make s3://bucket/prefix hold the revision's selected files and the marker; return what it did."""
-    from huggingface_hub import hf_hub_download
-
+    """Make s3://bucket/prefix hold the revision's selected files and this key's marker; return what it did."""
     commit, files = resolve(request)
     total = sum(f.size for f in files)
     log(f"{request.repo_id}@{request.revision} is commit {commit}: {len(files)} files, {human(total)}")
@@ -272,12 +380,23 @@ def stage(s3: Any, request: Request) -> Summary:
             f"s3://{request.bucket}/{request.prefix} holds {len(stale)} files of an earlier staging that commit "
             f"{commit} lacks ({names}) and the streamer would load them too: stage to a new prefix, or delete them"
         )
-    marker_key = request.prefix + MARKER
-    marker = read_marker(s3, request.bucket, marker_key)
-    if marker is not None and request.key not in (marker.get("key"), marker.get("in_progress")):
-        in_progress = {"key": None, "in_progress": request.key, "replaces": marker.get("key")}
-        s3.put_object(Bucket=request.bucket, Key=marker_key, Body=json.dumps(in_progress).encode())
-        log(f"marked the prefix in progress: it held staging key {marker.get('key')!r}, this run stages {request.key}")
+    replaced = replaced_files(s3, request, files)
+    if replaced:
+        names = ", ".join(replaced[:3]) + (", ..." if len(replaced) > 3 else "")
+        raise StageError(
+            f"commit {commit} changes {len(replaced)} files that another staging key still lists under "
+            f"s3://{request.bucket}/{request.prefix} ({names}), which its pods stream: pin a commit with "
+            "`llm-eks models add` (its own prefix), or stage to a new prefix"
+        )
+    with Heartbeat(s3, request):
+        summary = _upload(s3, request, commit, files)
+    return summary
+
+
+def _upload(s3: Any, request: Request, commit: str, files: list[RepoFile]) -> Summary:
+    """Each file staged (or found staged), then this key's marker."""
+    from huggingface_hub import hf_hub_download
+
     summary = Summary(commit)
     entries = []
     downloads = request.scratch / "download"
@@ -319,15 +438,10 @@ def stage(s3: Any, request: Request) -> Summary:
         "commit": commit,
         "files": entries,
     }
-    s3.put_object(
-        Bucket=request.bucket,
-        Key=marker_key,
-        Body=json.dumps(body, indent=1).encode(),
-        ContentType="application/json",
-    )
+    write_marker(s3, request, body)
     log(
         f"staged s3://{request.bucket}/{request.prefix}: {len(summary.uploaded)} uploaded, "
-        f"{len(summary.present)} already present; marker written (key {request.key})"
+        f"{len(summary.present)} already present; marker {marker_key(request.prefix, request.key)} written"
     )
     return summary
 

@@ -1,19 +1,28 @@
-"""Wait until s3://<bucket>/<prefix>_llm-eks-staged.json records this staging key: the serving pod's init container.
+"""Wait until this staging key's marker is in the weights bucket: the serving pod's init container.
 
 llm-eks passes this file's text to `python3 -c` in the vLLM image (so the serving pod needs no extra volume); it
-uses the standard library and boto3 only, imported when it runs. It reads the marker every poll interval, logs one
-line a minute while it waits, and exits 0 once the marker holds the key. Missing marker, another key, access
-denied and network errors all mean "not yet": the pod stays in Init and its log says why. (No `$` followed by `(`
-appears in this file: the kubelet would expand it as a variable reference in the container command.)
+uses the standard library and boto3 only, imported when it runs. Every poll interval it reads the key's own marker,
+`s3://<bucket>/staging-markers/<prefix><key>.json`, which the staging Job writes once and nobody overwrites (the
+marker of earlier releases, `<prefix>_llm-eks-staged.json`, counts too when it records this key). It logs one line
+a minute while it waits and exits 0 once the marker is there.
 
-With `--fetch-to DIR` (a LoRA adapter) it then copies the files the marker lists into DIR, each checked against the
-size and sha256 the staging Job recorded, and exits 1 if any differs: the adapter vLLM loads is byte for byte the
-commit that was staged, and a file the marker does not list is never fetched.
+It waits as long as staging is alive: the staging Job rewrites `staging-markers/<prefix><key>.in-progress` every
+minute. Without a marker and without a fresh in-progress record for `--timeout-seconds`, it gives up with one line
+saying so and exits 1; the kubelet restarts it with back-off (the pod shows Init:CrashLoopBackOff with that line in
+its log) and an alert on GPU pods pending pages. Access denied and network errors are "not yet" too, and the line
+says which. (No `$` followed by `(` appears in this file: the kubelet would expand it as a variable reference in the
+container command.)
+
+With `--fetch-to DIR` (a LoRA adapter, or a whole checkpoint for a Neuron engine, which loads a local directory) it
+then copies the files the marker lists into DIR, each checked against the size and sha256 the staging Job recorded,
+and exits 1 if any differs: what the engine loads is byte for byte the commit that was staged, and a file the marker
+does not list is never fetched.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -21,37 +30,65 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# The marker of earlier releases, inside the prefix; the per-key ones outside it (stage.py writes them).
 MARKER = "_llm-eks-staged.json"
+MARKERS = "staging-markers/"
+IN_PROGRESS = ".in-progress"
 POLL_SECONDS = 10.0
 LOG_SECONDS = 60.0
+# A staging that has not refreshed its in-progress record for this long is gone (it refreshes every minute).
+STALE_SECONDS = 300.0
+# Without a marker or a live staging for this long, give up: a staging Job's pod is on a CPU node within minutes.
+TIMEOUT_SECONDS = 600.0
 
 
 def log(message: str) -> None:
     print(f"wait-for-weights: {message}", flush=True)
 
 
-def marker_problem(s3: Any, bucket: str, marker: str, key: str) -> str | None:
-    """Why the marker does not (yet) say the weights of `key` are staged; None when it does."""
+def _code(err: Exception) -> str:
+    response = getattr(err, "response", None)
+    return response.get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
+
+
+def _why(err: Exception) -> str:
+    code = _code(err)
+    if code in ("AccessDenied", "403"):
+        return "access denied: the marker is missing and the role may not list it, or may not read it"
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+
+
+def _missing(err: Exception) -> bool:
+    return _code(err) in ("NoSuchKey", "404", "NotFound")
+
+
+def read_marker(s3: Any, bucket: str, prefix: str, key: str) -> dict[str, Any] | None:
+    """This key's marker (its own, or an earlier release's in-prefix one that records this key); None when there is
+    none yet. Errors other than a missing object propagate."""
+    for marker in (f"{MARKERS}{prefix}{key}.json", prefix + MARKER):
+        try:
+            content = json.loads(s3.get_object(Bucket=bucket, Key=marker)["Body"].read())
+        except Exception as err:
+            if _missing(err):
+                continue
+            raise
+        if isinstance(content, dict) and content.get("key") == key:
+            return content
+    return None
+
+
+def staging_age(s3: Any, bucket: str, prefix: str, key: str, now: float) -> float | None:
+    """Seconds since the staging of `key` last refreshed its in-progress record; None when it has none."""
     try:
-        body = s3.get_object(Bucket=bucket, Key=marker)["Body"].read()
+        head = s3.head_object(Bucket=bucket, Key=f"{MARKERS}{prefix}{key}{IN_PROGRESS}")
     except Exception as err:
-        response = getattr(err, "response", None)
-        code = response.get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
-        if code in ("NoSuchKey", "404", "NotFound"):
-            return "no marker yet (the staging Job has not finished)"
-        if code in ("AccessDenied", "403"):
-            return "access denied: the marker is missing and the role may not list the bucket, or may not read it"
-        return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
-    try:
-        content = json.loads(body)
-        staged, in_progress = content.get("key"), content.get("in_progress")
-    except (ValueError, AttributeError):
-        return "the marker is not a JSON object"
-    if staged == key:
+        if _missing(err):
+            return None
+        raise
+    modified = head.get("LastModified")
+    if not isinstance(modified, datetime.datetime):
         return None
-    if in_progress is not None:
-        return f"staging key {in_progress!r} is in progress; waiting for {key!r}"
-    return f"the marker records staging key {staged!r}, not {key!r} (a staging Job is due or running)"
+    return max(now - modified.timestamp(), 0.0)
 
 
 def wait(
@@ -62,25 +99,41 @@ def wait(
     *,
     poll_seconds: float = POLL_SECONDS,
     log_seconds: float = LOG_SECONDS,
-    timeout_seconds: float | None = None,
+    timeout_seconds: float = TIMEOUT_SECONDS,
+    stale_seconds: float = STALE_SECONDS,
     clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
-    """Poll until the marker holds `key` (True), or until `timeout_seconds` pass (False; None: never)."""
-    marker = prefix + MARKER
-    started = clock()
+    """Poll until the key's marker is there (True); False once neither it nor a live staging has been seen for
+    `timeout_seconds`."""
+    where = f"s3://{bucket}/{MARKERS}{prefix}{key}.json"
+    started = last_alive = clock()
     last_log: float | None = None
     while True:
-        problem = marker_problem(s3, bucket, marker, key)
         now = clock()
-        if problem is None:
-            log(f"s3://{bucket}/{marker} records key {key}: weights ready after {now - started:.0f} s")
+        try:
+            ready = read_marker(s3, bucket, prefix, key) is not None
+            age = None if ready else staging_age(s3, bucket, prefix, key, wall())
+            problem = "no marker yet" if age is None else f"staging is running (alive {age:.0f} s ago)"
+            if age is not None and age <= stale_seconds:
+                last_alive = now
+            elif age is not None:
+                problem = f"the staging stopped refreshing its record {age:.0f} s ago"
+        except Exception as err:
+            ready, problem = False, _why(err)
+        if ready:
+            log(f"{where} is there: weights ready after {now - started:.0f} s")
             return True
         if last_log is None or now - last_log >= log_seconds:
-            log(f"waiting for s3://{bucket}/{marker} ({now - started:.0f} s): {problem}")
+            log(f"waiting for {where} ({now - started:.0f} s): {problem}")
             last_log = now
-        if timeout_seconds is not None and now - started >= timeout_seconds:
-            log(f"gave up after {now - started:.0f} s: {problem}")
+        if now - last_alive >= timeout_seconds:
+            log(
+                f"gave up after {now - started:.0f} s: no marker and no staging in progress for key {key} under "
+                f"s3://{bucket}/{prefix} ({problem}); the staging Job has not run (cdk deploy creates it) or failed: "
+                f"kubectl get jobs -A -l llm-eks.io/staging-key={key}, then its logs"
+            )
             return False
         sleep(poll_seconds)
 
@@ -104,9 +157,9 @@ def _sha256_of(path: str) -> str:
 
 def fetch(s3: Any, bucket: str, prefix: str, key: str, dest: str) -> list[str]:
     """Copy every file the marker of `key` lists into `dest`, verified; return the problems (empty: all good)."""
-    content = json.loads(s3.get_object(Bucket=bucket, Key=prefix + MARKER)["Body"].read())
-    if content.get("key") != key:
-        return [f"the marker records staging key {content.get('key')!r}, not {key!r}"]
+    content = read_marker(s3, bucket, prefix, key)
+    if content is None:
+        return [f"no marker records staging key {key!r}"]
     files = content.get("files")
     if not isinstance(files, list) or not files:
         return ["the marker lists no files"]
@@ -145,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--key", required=True)
     parser.add_argument("--poll-seconds", type=float, default=POLL_SECONDS)
-    parser.add_argument("--timeout-seconds", type=float, default=None)
+    parser.add_argument("--timeout-seconds", type=float, default=TIMEOUT_SECONDS)
     parser.add_argument("--fetch-to", default=None, help="copy the staged files here, verified, once ready")
     args = parser.parse_args(argv)
     if not args.bucket:

@@ -32,6 +32,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                "AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION")),
     ("Gateway (Istio, Gateway API, Inference Extension, routers)",
      ("ISTIO_CHART_VERSION", "GATEWAY_API_VERSION", "GAIE_VERSION", "EPP_IMAGE", "IPP_IMAGE")),
+    ("Envoy Gateway and Envoy AI Gateway (the data plane, its rate-limit service and counters)",
+     ("ENVOY_GATEWAY_VERSION", "ENVOY_PROXY_IMAGE", "RATELIMIT_IMAGE", "VALKEY_IMAGE", "AI_GATEWAY_VERSION",
+      "LLMD_VERSION")),
+    ("Secrets sync", ("EXTERNAL_SECRETS_CHART_VERSION",)),
 )  # fmt: skip
 # The Python packages whose pins follow the Kubernetes minor or define the CDK (pyproject.toml).
 PACKAGES = ("aws-cdk-lib", "cdk8s", "aws-cdk.lambda-layer-kubectl-v", "cdk-nag")

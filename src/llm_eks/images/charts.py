@@ -20,6 +20,15 @@ Each entry was read in the chart's own values.yaml and templates at the pinned v
   llm-eks's Bottlerocket stacks never run it).
 - istiod 1.30.3: pilot (`image`) and the gateways' Envoy (`global.proxy.image`), each as a whole `repo:tag@sha256:...`
   reference (the templates use the value as is when it holds a "/").
+- gateway-helm v1.9.0 (Envoy Gateway): the controller (`global.images.envoyGateway.image`, also the Envoy pods'
+  shutdown-manager through the chart's envoy-gateway-config) and the rate-limit service
+  (`global.images.ratelimit.image`), each a whole reference: templates/_helpers.tpl splits it at the first "/" and
+  the first ":" and prints `registry/repository:rest`, so `tag@sha256:...` survives. The data plane's Envoy image is
+  set by llm-eks's own EnvoyProxy object, not the chart (manifests/gateway).
+- ai-gateway-helm v1.1.0: the controller and the external processor it injects into Envoy pods:
+  `controller.image.tag` and `extProc.image.tag` (`repository:tag` in templates/deployment.yaml, the extproc one
+  passed as `--extProcImage`).
+- external-secrets 2.9.0: `image.tag` (templates/_helpers.tpl `external-secrets.image`: `repository:tag`).
 
 `tag@digest` in a tag value is used only where the chart renders that value solely as `repository:tag` in image
 fields (checked in each chart's templates: no label or selector reads it), so the pod gets a valid
@@ -44,8 +53,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llm_eks.versions import (
+    AI_GATEWAY_VERSION,
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
+    ENVOY_GATEWAY_VERSION,
+    EXTERNAL_SECRETS_CHART_VERSION,
     ISTIO_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,
@@ -53,6 +65,7 @@ from llm_eks.versions import (
     KUBERAY_OPERATOR_CHART_VERSION,
     LWS_CHART_VERSION,
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+    RATELIMIT_IMAGE,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
     SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
 )
@@ -195,6 +208,24 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
             _img(f"docker.io/istio/pilot:{ISTIO_CHART_VERSION}", "image", "ref"),
             _img(f"docker.io/istio/proxyv2:{ISTIO_CHART_VERSION}", "global.proxy.image", "ref"),
         ),
+    ),
+    "gateway-helm": ChartImages(
+        ENVOY_GATEWAY_VERSION,
+        (
+            _img(f"docker.io/envoyproxy/gateway:{ENVOY_GATEWAY_VERSION}", "global.images.envoyGateway.image", "ref"),
+            _img(RATELIMIT_IMAGE, "global.images.ratelimit.image", "ref"),
+        ),
+    ),
+    "ai-gateway-helm": ChartImages(
+        AI_GATEWAY_VERSION,
+        (
+            _img(f"docker.io/envoyproxy/ai-gateway-controller:{AI_GATEWAY_VERSION}", "controller.image.tag", "tag"),
+            _img(f"docker.io/envoyproxy/ai-gateway-extproc:{AI_GATEWAY_VERSION}", "extProc.image.tag", "tag"),
+        ),
+    ),
+    "external-secrets": ChartImages(
+        EXTERNAL_SECRETS_CHART_VERSION,
+        (_img(f"ghcr.io/external-secrets/external-secrets:v{EXTERNAL_SECRETS_CHART_VERSION}", "image.tag", "tag"),),
     ),
     "dcgm-exporter": ChartImages(
         DCGM_EXPORTER_CHART_VERSION,

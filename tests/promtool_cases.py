@@ -451,8 +451,46 @@ def record_cases(s: Scene, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
-    """A promtool test of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value."""
+def held_request_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The held-requests trigger (workloads behind the gateway) in its three states: the picker holds requests (their
+    sum for this pool, another pool's not counted), the picker is scraped and holds none (its gauge has no series
+    yet: 0, no error), and no picker is scraped (empty: an error to KEDA, so its fallback, never a scale-in)."""
+    query = trigger["metadata"]["query"]
+    picker = {"namespace": s.namespace, "job": f"{s.job}-epp", "instance": "10.0.2.7:9090"}
+    queue = "llm_d_epp_flow_control_queue_size"
+
+    def held(fairness: str, pool: str, value: int) -> dict[str, str]:
+        labels = {**picker, "fairness_id": fairness, "priority": "0", "inference_pool": pool}
+        return {"series": series_text(queue, labels), "values": f"{value}x{SPAN}"}
+
+    up = {"series": series_text("up", picker), "values": f"1x{SPAN}"}
+    down = {"series": series_text("up", picker), "values": f"0x{SPAN}"}
+    cases = [
+        ("holding", [up, held("team-a", s.job, 2), held("team-b", s.job, 3), held("team-a", "other", 100)], 5),
+        ("scraped, holding none", [up], 0),
+        ("not scraped", [down], None),
+    ]
+    return [
+        {
+            "name": f"KEDA {trigger['name']} ({state}): {query}",
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [
+                {
+                    "expr": query,
+                    "eval_time": "5m",
+                    "exp_samples": [] if value is None else [{"labels": "{}", "value": value}],
+                }
+            ],
+        }
+        for state, series, value in cases
+    ]
+
+
+def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The promtool tests of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value."""
+    if trigger["name"] == "held-requests":
+        return held_request_cases(s, trigger)
     inputs: dict[str, tuple[str, tuple[float, float], float]] = {
         # Waiting requests of the model's two pods add up; the other model's 100 do not count.
         "waiting-requests": ("vllm:num_requests_waiting", (3, 4), 7),
@@ -467,9 +505,11 @@ def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> dict[str, Any]:
         s.series(metric, s.engine(9, model=OTHER_MODEL), f"100x{SPAN}"),
     ]
     query = trigger["metadata"]["query"]
-    return {
-        "name": f"KEDA {trigger['name']}: {query}",
-        "interval": "1m",
-        "input_series": series,
-        "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]}],
-    }
+    return [
+        {
+            "name": f"KEDA {trigger['name']}: {query}",
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]}],
+        }
+    ]

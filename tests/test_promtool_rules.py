@@ -80,6 +80,7 @@ def shipped() -> Shipped:
             node_role_name="r",
             security_group_ids=SECURITY_GROUPS,
             cluster_oidc_issuer=ISSUER,
+            region="us-west-2",
         )
         objects = [o for c in charts for o in c.chart.to_json()]
         scenes = {
@@ -87,7 +88,12 @@ def shipped() -> Shipped:
             for w in built
         }
         workloads += [(w.monitoring, scenes[w.monitoring.name]) for w in built]
-        rules = {o["metadata"]["name"] for o in objects if o["kind"] == "PrometheusRule"}
+        # The gateway's own rules have a promtool test of their own (tests/test_gateway_observability.py).
+        rules = {
+            o["metadata"]["name"]
+            for o in objects
+            if o["kind"] == "PrometheusRule" and o["metadata"]["namespace"] != "inference-gateway"
+        }
         assert rules == {f"{name}-alerts" for name in scenes}, f"{env}: a PrometheusRule this test has no scene for"
         served = {w.vllm.name: w.vllm.served_model_name for w in built if isinstance(w, VllmWorkload)}
         for scaled in (o for o in objects if o["kind"] == "ScaledObject"):
@@ -137,5 +143,6 @@ def test_every_prometheus_rule_alert_and_recording_rule_passes_promtool(shipped:
 
 
 def test_every_keda_query_passes_promtool(shipped: Shipped, tmp_path: Path) -> None:
-    assert {t["name"] for _, t in shipped.triggers} == {"waiting-requests", "kv-cache-usage"}
-    run_rule_tests(tmp_path, "keda", [], [keda_cases(scene, trigger) for scene, trigger in shipped.triggers])
+    assert {t["name"] for _, t in shipped.triggers} == {"waiting-requests", "kv-cache-usage", "held-requests"}
+    tests = [case for scene, trigger in shipped.triggers for case in keda_cases(scene, trigger)]
+    run_rule_tests(tmp_path, "keda", [], tests)

@@ -76,8 +76,6 @@ SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION = "3.1.1"
 # aws-load-balancer-controller: chart 3.5.0 = controller v3.5.0 (aws/eks-charts stable/aws-load-balancer-controller
 # at 5239609, 2026-08-03; kubernetes-sigs/aws-load-balancer-controller tag v3.5.0 is the newest release tag).
 AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION = "3.5.0"
-# Istio base + istiod charts, one version (istio/istio@1.30.3 manifests/charts/README.md: istio-release repository).
-ISTIO_CHART_VERSION = "1.30.3"
 # Envoy Gateway (oci://docker.io/envoyproxy/gateway-helm): v1.9.0 = envoyproxy/gateway tag v1.9.0 (39763b1, VERSION
 # file); its release workflow pushes the chart as both `v1.9.0` and `1.9.0`, the controller image
 # docker.io/envoyproxy/gateway:v1.9.0 (.github/workflows/release.yaml "Build and Push EG Release Helm Chart").
@@ -116,5 +114,3 @@ GAIE_VERSION = "v1.6.0"
 # .github/workflows/ci-release.yaml builds it from the tag).
 LLMD_VERSION = "v0.10.0"
 EPP_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLMD_VERSION}"
-# llm-d/llm-d-inference-payload-processor v0.1.0, the body-based router (llm-d/llm-d PR #2075 pins this tag).
-IPP_IMAGE = "ghcr.io/llm-d/llm-d-inference-payload-processor:v0.1.0"

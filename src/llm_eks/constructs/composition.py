@@ -25,7 +25,6 @@ from llm_eks.constructs.envoy_gateway import EnvoyGateway, EnvoyGatewayOptions, 
 from llm_eks.constructs.external_secrets import ExternalSecrets, ExternalSecretsOptions, ExternalSecretsProps
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareOptions, GpuDeviceSoftwareProps
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
-from llm_eks.constructs.istio import IstioGateway, IstioGatewayOptions, IstioGatewayProps
 from llm_eks.constructs.karpenter import Karpenter, KarpenterOptions, KarpenterProps
 from llm_eks.constructs.keda import Keda, KedaOptions, KedaProps
 from llm_eks.constructs.kuberay import KubeRayOperator, KubeRayOperatorOptions, KubeRayOperatorProps
@@ -152,15 +151,6 @@ class ClusterComposition:
         options = options or AwsLoadBalancerControllerOptions()
         props = with_cluster(AwsLoadBalancerControllerProps, options, as_icluster(self.cluster))
         return self.add_addon(AwsLoadBalancerController(self._beside(scope), id, props))
-
-    def add_istio_gateway(
-        self, options: IstioGatewayOptions, *, id: str = "Istio", scope: Construct | None = None
-    ) -> IstioGateway:
-        """Istio as the Gateway API controller (istiod and its CRDs; no sidecars), after the system nodes (options
-        name the control plane's CIDRs). Charts with Gateways, routes or InferencePools also need those CRDs
-        (`add_pinned_crds`): istiod waits for them on its own, so the order between the two does not matter."""
-        props = with_cluster(IstioGatewayProps, options, as_icluster(self.cluster))
-        return self.add_addon(IstioGateway(self._beside(scope), id, props))
 
     def add_envoy_gateway(
         self, options: EnvoyGatewayOptions, *, id: str = "EnvoyGateway", scope: Construct | None = None

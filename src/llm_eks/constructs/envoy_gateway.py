@@ -51,9 +51,11 @@ from llm_eks.constructs.addons import (
     with_helm_values,
 )
 from llm_eks.errors import fail, named_errors
+from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
+from llm_eks.images.lock import check_digests, pin
 from llm_eks.manifests.gateway import platform
 from llm_eks.manifests.labels import PART_OF
-from llm_eks.versions import AI_GATEWAY_VERSION, ENVOY_GATEWAY_VERSION
+from llm_eks.versions import AI_GATEWAY_VERSION, ENVOY_GATEWAY_VERSION, VALKEY_IMAGE
 
 ENVOY_GATEWAY_CHART = ChartSource("gateway-helm", "oci://docker.io/envoyproxy/gateway-helm", ENVOY_GATEWAY_VERSION)
 AI_GATEWAY_CHART = ChartSource("ai-gateway-helm", "oci://docker.io/envoyproxy/ai-gateway-helm", AI_GATEWAY_VERSION)
@@ -154,6 +156,8 @@ class EnvoyGateway(Construct):
             ),
             *platform.counter_store(
                 props.namespace,
+                # Pinned by digest where the app's lock holds one (the context install_chart reads too).
+                image=pin(VALKEY_IMAGE, check_digests(self.node.try_get_context(IMAGE_DIGESTS_CONTEXT) or {}, "")),
                 max_memory_mib=props.counter_store_mib,
                 node_selector=props.placement.node_selector,
             ),

@@ -18,8 +18,6 @@ Each entry was read in the chart's own values.yaml and templates at the pinned v
   secrets-store-csi-driver-provider-aws 3.1.1, aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its
   distroless tag), nvidia-device-plugin 0.20.0 (installed by GpuDeviceSoftware for AL2023 nodes only, so
   llm-eks's Bottlerocket stacks never run it).
-- istiod 1.30.3: pilot (`image`) and the gateways' Envoy (`global.proxy.image`), each as a whole `repo:tag@sha256:...`
-  reference (the templates use the value as is when it holds a "/").
 - gateway-helm v1.9.0 (Envoy Gateway): the controller (`global.images.envoyGateway.image`, also the Envoy pods'
   shutdown-manager through the chart's envoy-gateway-config) and the rate-limit service
   (`global.images.ratelimit.image`), each a whole reference: templates/_helpers.tpl splits it at the first "/" and
@@ -58,7 +56,6 @@ from llm_eks.versions import (
     DCGM_EXPORTER_CHART_VERSION,
     ENVOY_GATEWAY_VERSION,
     EXTERNAL_SECRETS_CHART_VERSION,
-    ISTIO_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
@@ -200,15 +197,6 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
             ),
         ),
     ),
-    # istiod uses `image` (and the gateways' Envoy `global.proxy.image`) as the whole reference when it holds a "/"
-    # (templates/deployment.yaml and files/kube-gateway.yaml at 1.30.3); hub and tag are shared, so no tag@digest.
-    "istiod": ChartImages(
-        ISTIO_CHART_VERSION,
-        (
-            _img(f"docker.io/istio/pilot:{ISTIO_CHART_VERSION}", "image", "ref"),
-            _img(f"docker.io/istio/proxyv2:{ISTIO_CHART_VERSION}", "global.proxy.image", "ref"),
-        ),
-    ),
     "gateway-helm": ChartImages(
         ENVOY_GATEWAY_VERSION,
         (
@@ -242,7 +230,6 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
 NOT_COVERED: Mapping[str, str] = {
     "karpenter-crd": "CRDs only, no images",
     "prometheus-operator-crds": "CRDs only, no images",
-    "base": "Istio's CRDs, a webhook configuration and a ServiceAccount; no images",
     "neuron-helm-chart": "values at the pinned version not verified; the device plugin stays on the chart's tag",
     # Its image is in EKS's own ECR (602401143452.dkr.ecr.us-west-2.amazonaws.com), which answers only AWS-signed
     # requests; `llm-eks images lock` asks registries anonymously.

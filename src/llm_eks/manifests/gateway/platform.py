@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.labels import PART_OF
 from llm_eks.manifests.source import builds_objects
 from llm_eks.versions import VALKEY_IMAGE
@@ -68,7 +69,9 @@ EXTERNAL_SECRETS_METRICS_PORT = 8080
 VALKEY = "valkey"
 VALKEY_POD = {"app.kubernetes.io/name": VALKEY, "app.kubernetes.io/instance": "ratelimit-counters"}
 VALKEY_PORT = 6379
-VALKEY_UID = 1000
+# Any non-root UID runs valkey-server (it needs no passwd entry; /data is an emptyDir owned through fsGroup): a high
+# one, apart from the node's own users.
+VALKEY_UID = 10001
 
 
 def envoy_pods(gateway_namespaces: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -208,10 +211,15 @@ def counter_store(
         "--protected-mode",
         "no",
     ]
+    reasons = {
+        "CKV_K8S_11": "No CPU limit on purpose: every rate-limited request waits on a counter update here.",
+        "CKV_K8S_15": "IfNotPresent: a registry outage must not block a restart of the counters.",
+        **({} if "@sha256:" in image else UNLOCKED_IMAGE_SKIP),
+    }
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(VALKEY, namespace, VALKEY_POD),
+        "metadata": {**_meta(VALKEY, namespace, VALKEY_POD), "annotations": skip_annotations(reasons)},
         "spec": {
             "replicas": 1,
             # One pod at a time: two would split the counters between them.

@@ -10,11 +10,11 @@ from constructs import Construct
 from llm_eks.manifests.api_key import api_key_secret_provider_class
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.ingress import IngressProps, ingress_annotations, ingress_rule
-from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, selector_labels
+from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
 from llm_eks.manifests.serving_objects import add_objects, workload_identity, workload_namespace
 from llm_eks.manifests.vllm.compile_job import writer_objects
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
-from llm_eks.manifests.vllm.props import PORT, PORT_NAME, VllmProps, probe_timing, validate_vllm_props
+from llm_eks.manifests.vllm.props import PORT, PORT_NAME, VllmProps, pod_selector, probe_timing, validate_vllm_props
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 
@@ -28,7 +28,8 @@ class VllmChart(cdk8s.Chart):
         self.props = props
         self.timing = probe_timing(props)
         labels = app_labels(VLLM_APP, props.name)
-        selector = selector_labels(VLLM_APP, props.name)
+        selector = pod_selector(props)
+        pod_labels = {**selector, "app.kubernetes.io/part-of": labels["app.kubernetes.io/part-of"]}
 
         def meta(name: str, **extra: Any) -> dict[str, Any]:
             return {"name": name, "namespace": props.namespace, "labels": labels, **extra}
@@ -47,7 +48,7 @@ class VllmChart(cdk8s.Chart):
                 api_version="apps/v1",
                 kind="Deployment",
                 metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
-                body={"spec": self._deployment_spec(props, labels, selector)},
+                body={"spec": self._deployment_spec(props, pod_labels, selector)},
                 source=__name__,
             )
         else:
@@ -57,7 +58,7 @@ class VllmChart(cdk8s.Chart):
                 api_version=LWS_API_VERSION,
                 kind="LeaderWorkerSet",
                 metadata=meta(props.name, annotations=serving_pod_annotations(props.image)),
-                body={"spec": self._leader_worker_set_spec(props, labels, selector)},
+                body={"spec": self._leader_worker_set_spec(props, pod_labels, selector)},
                 source=__name__,
             )
         plain_object(

@@ -57,9 +57,10 @@ promtool:
 amtool:
 	@command -v amtool >/dev/null || { echo "make: amtool not found on PATH; install it: apt-get install -y --no-install-recommends prometheus-alertmanager (Debian/Ubuntu; .ci/run does), brew install alertmanager (macOS)" >&2; exit 1; }
 
-# The upstream wheels whose source tests read (tests/upstream_wheels.py): vLLM 0.33.0's, 336 MB, downloaded once with
-# `pip download --no-deps` into .cache/wheels (git-ignored), sha256-checked, and only the files the tests read
-# extracted into .cache/upstream; a no-op once done.
+# The upstream wheels whose source tests read (tests/upstream_wheels.py): vLLM 0.33.0's (336 MB) and the 0.29.0 and
+# 0.16.0 ones the Neuron engines are built on (316 MB, 508 MB), downloaded once with `pip download --no-deps` into
+# .cache/wheels (git-ignored), sha256-checked, and only the files the tests read extracted into .cache/upstream; a
+# no-op once done.
 upstream: setup
 	$(BIN)/python -m tests.upstream_wheels
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from llm_eks.planner.latency import LatencyConstants
+# The constants fitted: the GPU model's LatencyConstants, or the Neuron model's (planner/neuron/latency.py).
+C = TypeVar("C")
 
 # What is fitted, with the bounds a physical reading allows (fractions of a peak; costs that cannot be negative).
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -36,7 +38,7 @@ class Target:
     source: str
     kind: str
     measured: float
-    estimate: Callable[[LatencyConstants], float]
+    estimate: Callable[[Any], float]
 
 
 def _weights(targets: Sequence[Target]) -> list[float]:
@@ -66,17 +68,22 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
 
 
 def fit(
-    targets: Sequence[Target], start: LatencyConstants, names: Sequence[str] = tuple(BOUNDS), iterations: int = 200
-) -> LatencyConstants:
-    """The constants `names` that minimize the soft-L1 loss of the weighted log errors of `targets`, from `start`
-    (the others stay as in `start`), rounded to DECIMALS."""
-    lows = [BOUNDS[n][0] for n in names]
-    spans = [BOUNDS[n][1] - BOUNDS[n][0] for n in names]
+    targets: Sequence[Target],
+    start: C,
+    names: Sequence[str] | None = None,
+    iterations: int = 200,
+    bounds: Mapping[str, tuple[float, float]] = BOUNDS,
+) -> C:
+    """The constants `names` (default: every one `bounds` bounds) that minimize the soft-L1 loss of the weighted log
+    errors of `targets`, from `start` (the others stay as in `start`), rounded to DECIMALS."""
+    names = tuple(bounds) if names is None else names
+    lows = [bounds[n][0] for n in names]
+    spans = [bounds[n][1] - bounds[n][0] for n in names]
     weights = _weights(targets)
 
-    def constants(u: Sequence[float]) -> LatencyConstants:
+    def constants(u: Sequence[float]) -> C:
         values = {n: lows[i] + spans[i] * min(1.0, max(0.0, u[i])) for i, n in enumerate(names)}
-        return dataclasses.replace(start, **values)
+        return dataclasses.replace(start, **values)  # type: ignore[type-var]
 
     def residuals(u: Sequence[float]) -> list[float]:
         c = constants(u)
@@ -121,4 +128,4 @@ def fit(
         if not improved:
             break
     fitted = constants(u)
-    return dataclasses.replace(fitted, **{n: round(getattr(fitted, n), DECIMALS) for n in names})
+    return dataclasses.replace(fitted, **{n: round(getattr(fitted, n), DECIMALS) for n in names})  # type: ignore[type-var]

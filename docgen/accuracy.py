@@ -145,3 +145,41 @@ def latency_accuracy_table() -> str:
                 group = "all" if g.group == "all" else _source(g.group)
                 out.append(f"| {name} | {group} | {g.points} | {_pct(g.median)} | {_pct(g.worst)} |")
     return "\n".join(out)
+
+
+def neuron_latency_accuracy() -> str:
+    """The Neuron latency model's summary and its table, each run scored by the constants fitted without its source
+    (benchmarks/neuron_latency.py)."""
+    from benchmarks import neuron_latency as neuron
+    from llm_eks.planner.neuron.latency import FITTED as NEURON_FITTED
+    from llm_eks.planner.neuron.latency import FIXTURE_SHA256 as NEURON_FIXTURE_SHA256
+
+    result = neuron.scores()
+    table = result.rows
+    figures = neuron.summary(table)
+    constants = ", ".join(f"`{f.name}` {getattr(NEURON_FITTED, f.name):g}" for f in dataclasses.fields(NEURON_FITTED))
+    instances = sorted({r.instance_type for r in table})
+    lines = [
+        f"{len(table)} runs from {len(result.folds)} sources on {', '.join(instances)}. The "
+        f"{len(dataclasses.fields(NEURON_FITTED))} constants (`planner/neuron/latency.py`, fitted on every run; the "
+        f"fixture's sha256 `{NEURON_FIXTURE_SHA256[:12]}...` beside them): {constants}.",
+        "",
+        "| on sources left out of the fit | median \\|error\\| | worst |",
+        "|---|---|---|",
+    ]
+    names = {"decode": "decode step", "ttft": "TTFT", "bandwidth-only decode": "decode, weights over bandwidth alone"}
+    for key, (median, worst) in figures.items():
+        lines.append(f"| {names[key]} | {_pct(median)} | {_pct(worst)} |")
+    lines += [
+        "",
+        "| run | source | instance | model, setting | decode ms | estimated (left out) | error | TTFT ms | estimated "
+        "| error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        lines.append(
+            f"| {cell(r.id)} | {cell(r.source)} | {r.instance_type} | {cell(r.setting)} | {r.decode_measured:g} | "
+            f"{r.decode_held_out:.2f} | {_signed(r.decode_error)} | {r.ttft_measured:,.0f} | {r.ttft_held_out:,.0f} | "
+            f"{_signed(r.ttft_error)} |"
+        )
+    return "\n".join(lines)

@@ -24,6 +24,7 @@ from docgen.accuracy import (  # noqa: E402
     latency_accuracy_table,
     latency_rules,
     latency_summary,
+    neuron_latency_accuracy,
 )
 from docgen.cli_reference import cli_reference  # noqa: E402
 from docgen.cold_start import cold_start_table  # noqa: E402
@@ -53,6 +54,7 @@ def generators() -> dict[str, Callable[[], str]]:
         "latency-accuracy": latency_accuracy_table,
         "latency-rules": latency_rules,
         "latency-summary": latency_summary,
+        "neuron-latency-accuracy": neuron_latency_accuracy,
     }
 
 

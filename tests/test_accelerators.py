@@ -27,7 +27,7 @@ RAY_CONSTANTS = {
 
 def test_catalog_covers_the_llm_inference_families() -> None:
     expected = {"g5", "g6", "gr6", "g6e", "g7", "g7e", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300"}
-    assert expected | {"inf2"} == set(FAMILIES)
+    assert expected | {"inf2", "trn1", "trn1n", "trn2"} == set(FAMILIES)
     assert len(INSTANCE_TYPES) == len(CATALOG), "instance types are unique"
 
 
@@ -74,7 +74,7 @@ def test_compute_capability_per_gpu() -> None:
     assert by_gpu == {
         ("A10G", (8, 6)), ("L4", (8, 9)), ("L40S", (8, 9)), ("RTX-PRO-4500", (12, 0)), ("RTX-PRO-6000", (12, 0)),
         ("A100-40G", (8, 0)), ("A100-80G", (8, 0)), ("H100", (9, 0)), ("H200", (9, 0)), ("B200", (10, 0)),
-        ("B300", (10, 3)), ("Inferentia2", None),
+        ("B300", (10, 3)), ("Inferentia2", None), ("Trainium", None), ("Trainium2", None),
     }  # fmt: skip
 
 
@@ -131,5 +131,34 @@ def test_unknown_family_lists_the_families() -> None:
         family("p5x")
     assert str(err.value) == (
         "workload.accelerator_family: 'p5x' is not allowed; did you mean 'p5'? "
-        "allowed: g5, g6, gr6, g6e, g7, g7e, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, inf2"
+        "allowed: g5, g6, gr6, g6e, g7, g7e, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, inf2, trn1, trn1n, trn2"
     )
+
+
+def test_neuron_rows_as_karpenter_the_price_list_and_the_neuron_sdk_state_them() -> None:
+    # Karpenter reference v1.14 (instance-cpu, instance-memory, NVMe, network, EBS, neuron, efa; allocatable cpu and
+    # memory) and the AWS Price List of 2026-07-20; cores and HBM from the Neuron SDK's hardware pages.
+    shape = ("accelerators", "vcpus", "memory_gib", "local_nvme_gb", "efa_interfaces", "network_gbps",
+             "ebs_bandwidth_mbps", "allocatable_cpu", "allocatable_memory", "on_demand_usd_per_hour")  # fmt: skip
+    rows = {
+        "trn1.2xlarge": [1, 8, 32, 474, 0, 3.125, 20000, 7910, 29317, 1.34375],
+        "trn1.32xlarge": [16, 128, 512, 7600, 8, 800, 80000, 127610, 481894, 21.5],
+        "trn1n.32xlarge": [16, 128, 512, 7600, 16, 1600, 80000, 127610, 481894, 24.78],
+        "trn2.48xlarge": [16, 192, 2048, 7600, 16, 3200, 80000, 191450, 1938410, None],
+    }
+    for name, expected in rows.items():
+        assert [getattr(instance_type(name), f) for f in shape] == expected, name
+    inf2, trn1, trn2 = instance_type("inf2.48xlarge"), instance_type("trn1.32xlarge"), instance_type("trn2.48xlarge")
+    # NeuronCore-v2: 2 per chip and 16 GiB each; Trainium2 at LNC=2: 4 logical NeuronCore-v3 of 24 GiB per chip.
+    assert (inf2.neuron_core, inf2.cores_per_accelerator, inf2.logical_core_config, inf2.cores) == (
+        "NeuronCore-v2",
+        2,
+        1,
+        24,
+    )
+    assert (trn1.neuron_core, trn1.cores, trn1.memory_per_core_bytes) == ("NeuronCore-v2", 32, 16 * 1024**3)
+    assert (trn2.neuron_core, trn2.cores_per_accelerator, trn2.logical_core_config) == ("NeuronCore-v3", 4, 2)
+    assert (trn2.cores, trn2.memory_per_core_bytes, trn2.memory_bandwidth_gbps) == (64, 24 * 1024**3, 2900)
+    assert trn2.karpenter_name == "trainium2" and trn1.karpenter_name == "trainium"
+    assert "no on-demand price for trn2.48xlarge in us-east-1" in trn2.note
+    assert all(row.neuron_core is None for row in CATALOG if row.accelerator_vendor == "nvidia")

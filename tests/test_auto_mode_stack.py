@@ -1,7 +1,8 @@
 """`compute: auto-mode` synthesized whole: examples/auto_mode (one model behind an internal ALB), the largest model
-(two p5.48xlarge over EFA in a Capacity Block) on Auto Mode, and the example's own environment on self-managed
-Karpenter for the side-by-side. Each stack passes cdk-nag, llm-eks's checks and cfn-lint; every Kubernetes object
-validates against the pinned schemas (Auto Mode's NodeClass against the schema written from the EKS User Guide)."""
+(two p5.48xlarge over EFA in a Capacity Block) on Auto Mode, the Inferentia2 example on Auto Mode, and the Auto Mode
+example's own environment on self-managed Karpenter for the side-by-side. Each stack passes cdk-nag, llm-eks's checks
+and cfn-lint; every Kubernetes object validates against the pinned schemas (Auto Mode's NodeClass against the schema
+written from the EKS User Guide)."""
 
 from __future__ import annotations
 
@@ -50,11 +51,22 @@ LARGEST_BODY = {
         "acknowledged_warnings": {"llm-eks:plan-reservation": "the second replica waits for a second block"},
     },
 }
+# The Inferentia2 example on Auto Mode, on inf2.24xlarge at 16 concurrent requests: with self-managed Karpenter its
+# pods take 2 of the 6 chips (the Neuron scheduler extension's contiguous sets); Auto Mode's own device plugin hands
+# out one chip or all of them.
+INF2_BODY = json.loads((REPO_ROOT / "examples" / "inf2_model" / "cdk.json").read_text())["context"]["environments"]
+NEURON_AUTO = "inf2-auto"
+NEURON_AUTO_BODY = {
+    **INF2_BODY["inf2"],
+    "compute": "auto-mode",
+    "workload": {**INF2_BODY["inf2"]["workload"], "accelerator": "inf2.24xlarge", "target_concurrency": 16},
+}
 CONTEXT = {
     "environments": {
         AUTO: EXAMPLE_BODY,
         KARPENTER: {key: value for key, value in EXAMPLE_BODY.items() if key != "compute"},
         LARGEST_AUTO: LARGEST_BODY,
+        NEURON_AUTO: NEURON_AUTO_BODY,
     }
 }
 
@@ -96,7 +108,7 @@ class Synth:
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The three environments in one app, synthesized with cdk-nag and llm-eks's checks (synth fails on any finding),
+    """The four environments in one app, synthesized with cdk-nag and llm-eks's checks (synth fails on any finding),
     from the example's folder as `cdk synth` runs it."""
     outdir = tmp_path_factory.mktemp("auto-mode")
     with contextlib.chdir(EXAMPLE):
@@ -132,7 +144,7 @@ def test_the_cluster_runs_auto_modes_compute_storage_and_load_balancing(synth: S
 
 
 def test_no_karpenter_interruption_queue_device_plugin_node_group_or_add_on(synth: Synth) -> None:
-    for env in (AUTO, LARGEST_AUTO):
+    for env in (AUTO, LARGEST_AUTO, NEURON_AUTO):
         releases = synth.releases(env)
         assert not {"karpenter", "karpenter-crd", "nvidia-device-plugin", "neuron-device-plugin"} & set(releases)
         assert not {"aws-load-balancer-controller"} & set(releases)
@@ -157,6 +169,29 @@ def test_gpu_node_pools_reference_auto_modes_node_class(synth: Synth) -> None:
     assert node_class["role"] == f"${{Ref:{role_id}}}"
     for env in (AUTO, LARGEST_AUTO):
         assert_valid(synth.objects(env))
+
+
+def test_neuron_on_auto_mode_takes_the_whole_node_from_auto_modes_device_plugin(synth: Synth) -> None:
+    """No Neuron chart (device plugin or scheduler extension) and no second scheduler: the pod takes all six chips of
+    its inf2.24xlarge from the plugin Auto Mode's nodes run; the Neuron monitor still runs on the node."""
+    on_karpenter = {key: value for key, value in NEURON_AUTO_BODY.items() if key != "compute"}
+    (karpenter_plan,) = plan_workloads(parse_environment(KARPENTER, on_karpenter))
+    assert karpenter_plan.neuron is not None and karpenter_plan.neuron.scheduler_extension
+    assert karpenter_plan.gpus_per_pod == 2
+    objects = synth.objects(NEURON_AUTO)
+    assert not [o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == "aws-neuron"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["namespace"] == "inference"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert "schedulerName" not in pod
+    assert pod["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"] == "6"
+    assert not [o for o in objects if o.get("spec", {}).get("template", {}).get("spec", {}).get("schedulerName")]
+    pool = synth.named(NEURON_AUTO, "NodePool", "gpu-inf2")["spec"]["template"]["spec"]
+    assert pool["nodeClassRef"] == {"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "neuron"}
+    assert {"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": ["inf2"]} in pool["requirements"]
+    assert not [r for r in pool["requirements"] if r["key"].startswith("karpenter.k8s.aws/")]
+    monitor = [o["kind"] for o in objects if o["metadata"]["name"] == "neuron-monitor"]
+    assert sorted(monitor) == ["DaemonSet", "Service", "ServiceMonitor"]
+    assert_valid(objects)
 
 
 def test_efa_placement_group_and_capacity_block_go_through_the_node_class(synth: Synth) -> None:

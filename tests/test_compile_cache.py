@@ -370,3 +370,54 @@ def test_the_writer_job_keeps_its_name_until_its_pod_template_changes() -> None:
     edited = json.loads(json.dumps(job["spec"]["template"]))
     edited["spec"]["initContainers"][0]["command"][-1] += "\n"
     assert job_name(props, edited) != job["metadata"]["name"]
+
+
+# --- a Neuron engine that must not compile (restore --required) ----------------------------------------------------
+
+
+def test_a_required_restore_waits_for_the_writer_and_then_restores(
+    s3: Any, kms: tuple[Any, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:  # the writer Job publishes while the serving pod waits in Init
+            published(s3, kms, tmp_path)
+
+    code = cc.run_restore_required(
+        s3, kms[0], BUCKET, PREFIX, CACHE_KEY, kms[1], tmp_path / "dest", deadline_seconds=600, sleep=sleep
+    )
+    assert (code, len(naps)) == (0, 2)
+    assert tree(tmp_path / "dest") == CACHE_FILES
+    assert "waiting for the writer Job to publish" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["never-published", "unsigned"])
+def test_a_required_restore_fails_the_init_container_without_a_trusted_cache(
+    s3: Any, kms: tuple[Any, str, str], tmp_path: Path, case: str
+) -> None:
+    if case == "unsigned":
+        published(s3, kms, tmp_path)
+        s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}manifest.sig")
+    ticks = iter(range(0, 100_000, 100))
+    code = cc.run_restore_required(
+        s3, kms[0], BUCKET, PREFIX, CACHE_KEY, kms[1], tmp_path / "dest", deadline_seconds=1800,
+        clock=lambda: float(next(ticks)), sleep=lambda _: None,
+    )  # fmt: skip
+    assert code == 1
+    assert not any(p.is_file() for p in (tmp_path / "dest").rglob("*"))
+
+
+def test_required_is_a_flag_of_the_restore_mode_only() -> None:
+    args = cc.parser().parse_args(["restore", *_ARGS, "--dest", "/d", "--required", "--deadline-seconds", "1800"])
+    assert (args.required, args.deadline_seconds) == (True, 1800.0)
+    assert not cc.parser().parse_args(["restore", *_ARGS, "--dest", "/d"]).required
+    with pytest.raises(SystemExit):
+        cc.parser().parse_args(["publish", *_ARGS, "--src", "/s", "--health", "http://x", "--required"])
+    # No bucket (the ConfigMap lacks it): a required restore fails instead of letting the engine start without it.
+    assert cc.main(["restore", "--bucket", "", *_ARGS[2:], "--dest", "/d", "--required"]) == 1
+    assert cc.main(["restore", "--bucket", "", *_ARGS[2:], "--dest", "/d"]) == 0
+
+
+_ARGS = ["--bucket", BUCKET, "--prefix", PREFIX, "--cache-key", CACHE_KEY, "--signing-key", "arn:aws:kms:k"]

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from llm_eks.infra.app import add_checks, build_app, new_app
+from llm_eks.versions import NEURON_NXDI_IMAGE, NEURON_VLLM_IMAGE
 from tests.conftest import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "examples"
-CONFIG_EXAMPLES = ("single_model", "multi_model")
+CONFIG_EXAMPLES = ("single_model", "multi_model", "inf2_model", "trn2_model")
 # Synthesized together in test_composition.py.
 CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
 # Synthesized in test_pipeline.py.
@@ -84,3 +85,26 @@ def test_the_multi_model_example_routes_both_models_through_one_gateway(
         for h in m.get("headers", [])
     }
     assert names == {"Qwen/Qwen3-32B", "Qwen/Qwen3-8B"}
+
+
+@pytest.mark.parametrize(
+    ("name", "image", "resources"),
+    [
+        ("inf2_model", NEURON_NXDI_IMAGE, {"aws.amazon.com/neuron": "1"}),
+        ("trn2_model", NEURON_VLLM_IMAGE, {"aws.amazon.com/neuron": "16"}),
+    ],
+)
+def test_the_neuron_examples_serve_from_the_neuron_image_with_the_monitor(
+    synthesized: dict[str, list[dict[str, Any]]], name: str, image: str, resources: dict[str, str]
+) -> None:
+    """Each synthesized (cdk-nag and the synth-time checks included) above; its server is the engine path's container
+    on whole Neuron chips, its compile cache's writer compiles ahead of time, and the cluster's Neuron monitor runs."""
+    objects = synthesized[name]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["namespace"] == "inference"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == image
+    assert {k: v for k, v in container["resources"]["limits"].items() if k != "memory"} == resources
+    writers = [o for o in objects if o["kind"] == "Job" and "-cc-" in o["metadata"]["name"]]
+    assert len(writers) == 1
+    monitor = [o for o in objects if o["metadata"]["name"] == "neuron-monitor"]
+    assert sorted(o["kind"] for o in monitor) == ["DaemonSet", "Service", "ServiceMonitor"]

@@ -425,8 +425,8 @@ def pool(**changes: Any) -> NodePoolsProps:
 
 BAD_INPUT = [
     (
-        pool(instance_family="trn1", instance_types=("trn1.2xlarge",)),
-        "gpu_pools[0].instance_family: 'trn1' is not allowed; must be a catalog family: "
+        pool(instance_family="trn3", instance_types=("trn3.3xlarge",)),
+        "gpu_pools[0].instance_family: 'trn3' is not allowed; must be a catalog family: "
         + ", ".join(supported_families()),
     ),
     (

@@ -358,10 +358,13 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
             "workload.max_nodes_per_replica: 0 is not allowed; must be an integer from 1 to 16",
         ),
         (
-            {"accelerator": "inf2.xlarge"},
-            "workload.accelerator: 'inf2.xlarge' is not allowed; the planner models vLLM on NVIDIA GPUs only "
-            "(Inferentia2 serving compiles the model ahead of time for fixed batch and sequence buckets, which this "
-            "memory model does not describe); choose an NVIDIA instance type or auto",
+            {"model": "mistralai/Mistral-7B-Instruct-v0.3", "accelerator": "inf2.8xlarge"},
+            "workload.model: 'mistralai/Mistral-7B-Instruct-v0.3' is not allowed; MistralForCausalLM is not served on "
+            "inf2.8xlarge: its engine path is nxd-inference (vllm-neuron 0.5.3 with NxD Inference 0.10.18399 on vLLM "
+            "0.16.0, Neuron SDK 2.31.1), which serves Llama 2/3.1/3.3 (LlamaForCausalLM), Llama 4 "
+            "(Llama4ForConditionalGeneration), Qwen 2.5 (Qwen2ForCausalLM), Qwen 3 (Qwen3ForCausalLM), Qwen2-VL "
+            "(Qwen2VLForConditionalGeneration), Qwen3-VL (Qwen3VLForConditionalGeneration), Pixtral "
+            "(LlavaForConditionalGeneration); GPU instance types (accelerator auto) can serve it",
         ),
         (
             {"model": "meta-llama/Llama-3.1-8B"},
@@ -571,9 +574,9 @@ def test_new_architecture_kinds_are_read_from_config_json() -> None:
 
 def test_hf_config_reader_matches_the_catalog() -> None:
     qwen = {
-        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
-        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "max_position_embeddings": 32768,
-        "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
     }  # fmt: skip
     assert ModelSpec.from_hf_config(qwen, id=QWEN_7B) == dataclasses.replace(MODELS[QWEN_7B], awq_checkpoint=None)
     mixtral = {

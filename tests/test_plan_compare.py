@@ -15,7 +15,7 @@ from llm_eks.catalog.accelerators import CATALOG as INSTANCES
 from llm_eks.cli import main
 from llm_eks.cli.compare_chart import CHAR_PX, LABEL_PX, Point, axis, render_svg
 from llm_eks.planner import PlanRequest, plan
-from llm_eks.planner.compare import COST_FORMULA, compare, cost_per_million_output_tokens
+from llm_eks.planner.compare import COST_FORMULA, compare, cost_per_million_output_tokens, neuron_refusals
 
 X = "\N{MULTIPLICATION SIGN}"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -69,8 +69,12 @@ def test_every_nvidia_instance_type_that_can_serve_is_listed_once() -> None:
     rows = compare(SMALL)
     names = [r.instance_type for r in rows]
     assert len(names) == len(set(names))
-    # Llama 8B bf16 at 8k fits every NVIDIA instance type of the catalog; Inferentia2 is never planned.
-    assert set(names) == {i.instance_type for i in INSTANCES if i.accelerator_vendor == "nvidia"}
+    # Llama 8B bf16 at 8k fits every NVIDIA instance type of the catalog, and every Neuron one whose host memory can
+    # compile it (not inf2.xlarge's 16 GiB nor trn1.2xlarge's 32 GiB): neuron_refusals says why for those.
+    neuron = {i.instance_type for i in INSTANCES if i.accelerator_vendor == "neuron"}
+    refused = {name for name, _ in neuron_refusals(SMALL)}
+    assert refused == {"inf2.xlarge", "trn1.2xlarge"}
+    assert set(names) == {i.instance_type for i in INSTANCES if i.accelerator_vendor == "nvidia"} | neuron - refused
 
 
 # Llama 8B everywhere on one node; Llama 70B fp8 across 2 nodes on small ones; Qwen 7B's 28 heads cap TP at 4, so an
@@ -118,7 +122,8 @@ def test_heads_that_cap_tp_fill_the_node_with_stages() -> None:
 def test_a_fixed_split_is_compared_on_the_nodes_it_fills() -> None:
     rows = compare(dataclasses.replace(SMALL, tensor_parallel_size=4))
     assert rows and all(r.tensor_parallel_size == 4 for r in rows)
-    # TP4 fills a 4-GPU node alone, an 8-GPU one with two pipeline stages.
+    # TP4 fills a 4-GPU node alone, an 8-GPU one with two pipeline stages; on Neuron, with no pipeline stages, 4
+    # NeuronCores fill no node (2 chips of inf2, 1 of trn2 are partial), so no Neuron row.
     assert {(r.gpus_per_node, r.pipeline_parallel_size) for r in rows} == {(4, 1), (8, 2)}
 
 

@@ -164,7 +164,8 @@ BAD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "gpu_memory_utilization": st.one_of(
         st.floats().filter(lambda v: not 0 < v <= 1), st.text(), st.booleans(), st.integers(min_value=2)
     ),
-    "accelerator": st.one_of(JUNK.filter(lambda v: v != "auto"), st.sampled_from(["inf2.xlarge", "inf2.48xlarge"])),
+    # inf2.xlarge: 16 GiB of host memory compiles no 8B checkpoint (planner/neuron/sizing.py).
+    "accelerator": st.one_of(JUNK.filter(lambda v: v != "auto"), st.just("inf2.xlarge")),
     "target_concurrency": st.one_of(st.integers(max_value=0), st.integers(min_value=4097), st.floats(), st.booleans()),
     "typical_input_tokens": st.one_of(st.integers(max_value=0), st.floats(), st.text()),
     "typical_output_tokens": st.one_of(st.integers(max_value=0), st.floats(), st.none()),

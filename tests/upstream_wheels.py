@@ -9,7 +9,10 @@ which names the command to run when they are missing.
 
 vLLM's parser cannot be imported without torch and CUDA, so tests/test_vllm_flags.py reads its source instead: the
 files below are the ones that define `vllm serve`'s flags and the config fields behind them, and `vllm bench serve`'s
-(tests/test_verify_load.py).
+(tests/test_verify_load.py). The Neuron engines are built on older vLLM releases (NxD Inference's plugin on 0.16.0,
+vllm-neuron on 0.29.0, llm_eks/catalog/neuron.py): tests/test_neuron_flags.py reads those releases' parsers the same
+way, and their metric names (v1/metrics/loggers.py). The two add 508 MB and 316 MB to the one-time download (pip's
+cache keeps them; a few seconds each on PyPI's CDN here) and about 2 MB of extracted files.
 """
 
 from __future__ import annotations
@@ -63,7 +66,41 @@ VLLM = Wheel(
         "vllm/benchmarks/datasets/datasets.py",
     ),
 )
-WHEELS = (VLLM,)
+# vLLM 0.16.0: NxD Inference's vLLM plugin (vllm-neuron 0.5.x) is built on it (its requirements/core.txt pins
+# vllm==0.16.0). PyPI's manylinux_2_31 build is the one file for x86_64.
+VLLM_0_16 = Wheel(
+    name="vllm",
+    version="0.16.0",
+    filename="vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl",
+    sha256="f066b2a2f8597a4a3ada8fbbfd122b59086864b2260ca42dc81bf9fb57af0c42",
+    platform="manylinux_2_31_x86_64",
+    members=(
+        "vllm/_version.py",
+        "vllm/engine/arg_utils.py",
+        "vllm/config/cache.py",
+        "vllm/config/model.py",
+        "vllm/entrypoints/launcher.py",
+        "vllm/entrypoints/openai/cli_args.py",
+        "vllm/v1/metrics/loggers.py",
+    ),
+)
+# vLLM 0.29.0: vllm-neuron 0.29.0.1.2.0 is `<vLLM>.<plugin>`, plugin 1.2.0 on it.
+VLLM_0_29 = Wheel(
+    name="vllm",
+    version="0.29.0",
+    filename="vllm-0.29.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+    sha256="09d48617fc2be9c6cdcd5db480651ab0d84817b257204f2cc2e3ecbb70bbb635",
+    platform="manylinux_2_28_x86_64",
+    members=(
+        "vllm/_version.py",
+        "vllm/engine/arg_utils.py",
+        "vllm/config/cache.py",
+        "vllm/config/model.py",
+        "vllm/entrypoints/launchers/cli_args.py",
+        "vllm/v1/metrics/loggers.py",
+    ),
+)
+WHEELS = (VLLM, VLLM_0_16, VLLM_0_29)
 
 
 def extracted(wheel: Wheel) -> Path | None:

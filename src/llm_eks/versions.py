@@ -20,6 +20,21 @@ KARPENTER_VERSION = "1.14.1"
 # pinned by tag. v0.33.0 is the newest vllm release on PyPI (`pip index versions vllm`, 2026-11-29); the image is
 # published as vllm/vllm-openai:v<version> (docker/Dockerfile target vllm-openai).
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
+# The Neuron engines' images: AWS's Neuron Deep Learning Containers for vLLM (public.ecr.aws/neuron/
+# pytorch-inference-vllm-neuronx), one per Neuron engine path (llm_eks/catalog/neuron.py), pinned by tag.
+# Inferentia2 and Trainium: vLLM 0.16.0 with vllm-neuron 0.5.3 and NxD Inference 0.10.18399, Neuron SDK 2.31.1
+# (aws-neuron/deep-learning-containers README.md and vllm/inference/0.16.0/Dockerfile.neuronx at 2be9ed1d, 2026-08-17:
+# trn1, trn2, trn3, inf2).
+NEURON_NXDI_IMAGE = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+# Trainium2: vllm-neuron 0.29.0.1.2.0 (vLLM 0.29.0 with plugin 1.2.0), Neuron SDK 2.33.0 (the 2.33.0 component
+# release notes). The tag follows the README's naming of the 0.21.0.1.0.0 and 0.24.0.1.1.0 images; no listing read
+# here names it (docs: What is not verified), so `llm-eks images lock` resolving it is the first check.
+NEURON_VLLM_IMAGE = (
+    "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.29.0.1.2.0-neuronx-py313-sdk2.33.0-ubuntu24.04"
+)
+# The Neuron monitor's Prometheus exporter, as the Neuron SDK's Kubernetes manifest runs it
+# (aws-neuron/aws-neuron-sdk src/k8/k8s-neuron-monitor-daemonset.yml at 81ce03ae: port 8000, privileged).
+NEURON_MONITOR_IMAGE = "public.ecr.aws/neuron/neuron-monitor:1.3.0"
 # The pause image of Kubernetes 1.35 (kubeadm's image list for v1.35): the placeholder pods of warm headroom run it.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 

@@ -17,6 +17,11 @@ Where the numbers come from (each family block below repeats its own source):
 - Not in the catalog: p6e-gb200, which Karpenter 1.14.1 neither lists in that reference nor prices
   (zz_generated.pricing_aws.go); only its bandwidth table (zz_generated.bandwidth.go) names it.
 - Memory bandwidth per accelerator: the vendor's datasheet (cited per family).
+- Neuron chips (inf2, trn1, trn1n, trn2): NeuronCores per chip, their generation, HBM and its bandwidth from the Neuron
+  SDK's hardware pages (aws-neuron/aws-neuron-sdk about-neuron/arch/neuron-hardware/{inferentia2,trainium,trainium2,
+  trn2-arch}.rst and about-neuron/arch/neuron-features/logical-neuroncore-config.rst at commit 81ce03ae, the 2.32.0
+  documentation sync, read 2026-12-03); shapes, allocatable figures and prices as for the GPU rows (the Karpenter
+  reference's v1.14.1 copy, commit 1d927085, lists the same trn rows as v1.14.0's).
 - CUDA compute capability per GPU: NVIDIA's "CUDA GPU Compute Capability" table (developer.nvidia.com/cuda-gpus,
   read 2026-11-30): A10 (the A10G is AWS's A10) 8.6, L4 and L40S 8.9, H100 and H200 9.0, B200 10.0, B300 10.3,
   RTX PRO 4500 and 6000 Blackwell Server Edition 12.0. A100 8.0: the stored copy of that page is cut before its
@@ -28,6 +33,7 @@ Pure Python: the `llm-eks plan` CLI imports this and must start in well under a 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +89,9 @@ class InstanceType:
     # What the kubelet offers to pods (Karpenter's Resources table); None: derived with Karpenter's formula.
     allocatable_cpu_millicores: int | None = None
     allocatable_memory_mib: int | None = None
-    # NeuronCores per Inferentia2 chip; 1 for GPUs.
+    # The cores one accelerator offers to the engine's tensor parallelism: NeuronCores per Neuron chip as the runtime
+    # presents them (logical cores: 4 per Trainium2 chip at the default LNC=2, 2 per Inferentia2/Trainium chip); 1
+    # for GPUs.
     cores_per_accelerator: int = 1
     # Anything about this row's price or facts a reader should know.
     note: str = ""
@@ -92,6 +100,11 @@ class InstanceType:
     compute_capability: tuple[int, int] | None = None
     # EFA interfaces the instance takes (Karpenter's `vpc.amazonaws.com/efa` capacity); 0: no EFA.
     efa_interfaces: int = 0
+    # Neuron chips: the NeuronCore generation ("NeuronCore-v2" on Inferentia2 and Trainium, "NeuronCore-v3" on
+    # Trainium2), and the logical NeuronCore configuration (physical cores per logical core: 2 on Trainium2 by
+    # default, 1 where the chip has no such setting). None and 1 for GPUs.
+    neuron_core: str | None = None
+    logical_core_config: int = 1
 
     @property
     def accelerator_memory_gib(self) -> float:
@@ -100,6 +113,16 @@ class InstanceType:
     @property
     def accelerator_memory_bytes(self) -> int:
         return self.accelerator_memory_mib * 1024 * 1024
+
+    @property
+    def memory_per_core_bytes(self) -> int:
+        """Accelerator memory one core (a logical NeuronCore on Neuron, the GPU itself otherwise) addresses."""
+        return self.accelerator_memory_bytes // self.cores_per_accelerator
+
+    @property
+    def cores(self) -> int:
+        """Cores of the whole instance as the engine's tensor parallelism counts them."""
+        return self.accelerators * self.cores_per_accelerator
 
     @property
     def extended_resource(self) -> str:
@@ -138,6 +161,8 @@ class _Family:
     ray_accelerator_type: str | None
     cores_per_accelerator: int = 1
     compute_capability: tuple[int, int] | None = None
+    neuron_core: str | None = None
+    logical_core_config: int = 1
 
 
 def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
@@ -173,6 +198,8 @@ def _sizes(f: _Family, *rows: tuple[Any, ...]) -> tuple[InstanceType, ...]:
                 cores_per_accelerator=f.cores_per_accelerator,
                 note=note,
                 compute_capability=f.compute_capability,
+                neuron_core=f.neuron_core,
+                logical_core_config=f.logical_core_config,
             )
         )
     return tuple(out)
@@ -221,10 +248,37 @@ _P6_B200 = _Family(
 _P6_B300 = _Family(
     "p6-b300", "B300", "nvidia", 275040, 8000, "NVSwitch 1800 GB/s", "b300", None, compute_capability=(10, 3)
 )
-# Inf2: AWS Inferentia2, 32 GB HBM per chip, 2 NeuronCores-v2 per chip, 820 GB/s per chip (AWS Inf2 page: 9.8 TB/s
-# across the 12 chips of inf2.48xlarge); chips linked by NeuronLink. The device plugin advertises chips as
-# aws.amazon.com/neuron. Ray's constant is per NeuronCore ("aws-neuron-core").
-_INF2 = _Family("inf2", "Inferentia2", "neuron", 32768, 820, "NeuronLink", "inferentia2", "aws-neuron-core", 2)
+# Inf2: AWS Inferentia2, 32 GiB HBM per chip with 820 GB/s, 2 NeuronCore-v2 per chip (inferentia2.rst: "32GiB of
+# high-bandwidth device memory ... with 820 GiB/sec of bandwidth"; the Inf2 page's 9.8 TB/s is 12 chips' 820); chips
+# linked by NeuronLink-v2 in a ring (inf2-arch.rst). The device plugin advertises chips as aws.amazon.com/neuron.
+# Ray's constant is per NeuronCore ("aws-neuron-core").
+_INF2 = _Family(
+    "inf2", "Inferentia2", "neuron", 32768, 820, "NeuronLink-v2 ring", "inferentia2", "aws-neuron-core", 2,
+    neuron_core="NeuronCore-v2",
+)  # fmt: skip
+# Trn1 and Trn1n: AWS Trainium, 2 NeuronCore-v2 per chip, 32 GiB with 820 GiB/s per chip (trainium.rst), NeuronLink-v2
+# in a 2D torus on the 32xlarge sizes (trn1-arch.rst). Trn1n differs in network only (1,600 Gbps, 16 EFA).
+_TRN1 = _Family(
+    "trn1", "Trainium", "neuron", 32768, 820, "NeuronLink-v2 2D torus", "trainium", "aws-neuron-core", 2,
+    neuron_core="NeuronCore-v2",
+)  # fmt: skip
+_TRN1N = dataclasses.replace(_TRN1, family="trn1n")
+# Trn2: AWS Trainium2, 8 NeuronCore-v3 per chip, 96 GiB of HBM with 2.9 TB/s per chip, 667 dense BF16 TFLOPS
+# (trainium2.rst); logical NeuronCore configuration 2 by default, so the runtime presents 4 logical cores of 24 GiB
+# per chip (logical-neuroncore-config.rst: "With LNC=2 (default), these are grouped into 4 Logical NeuronCores").
+# Changing LNC needs node-level runtime configuration llm-eks does not make, so the catalog states LNC=2. 16 chips
+# on NeuronLink-v3, 46.4 TB/s for the instance (trn2-arch.rst).
+_TRN2 = _Family(
+    "trn2", "Trainium2", "neuron", 98304, 2900, "NeuronLink-v3 4x4 torus", "trainium2", "aws-neuron-core", 4,
+    neuron_core="NeuronCore-v3", logical_core_config=2,
+)  # fmt: skip
+# Not in the catalog: trn2.3xlarge (absent from Karpenter v1.14's instance-types reference, so no allocatable figures
+# and no price), trn2u.48xlarge (UltraServer capacity, bought as a unit of four), trn3 (neither in that reference nor
+# in the pinned price list), inf1 (NeuronCore-v1, no vLLM path).
+_TRN2_NO_PRICE = (
+    "no on-demand price for trn2.48xlarge in us-east-1 in the AWS Price List data of 2026-07-20 (Karpenter's "
+    "zz_generated.pricing_aws.go lists none); EC2 sells it through Capacity Blocks for ML in US East (Ohio)"
+)
 
 CATALOG: tuple[InstanceType, ...] = (
     # name, accelerators, vCPU, RAM GiB, NVMe GB, EFA interfaces, network Gbps, EBS Mbps, $/h, alloc millicores,
@@ -326,6 +380,21 @@ CATALOG: tuple[InstanceType, ...] = (
         ("inf2.24xlarge", 6, 96, 384, 0, 0, 50, 30000, 6.49063, 95690, 355262),
         ("inf2.48xlarge", 12, 192, 768, 0, 0, 100, 60000, 12.98127, 191450, 718987),
     ),
+    # Karpenter reference (v1.14.1 copy, 1d927085): trn1.2xlarge instance-cpu 8, instance-memory 32,768 MiB,
+    # local-nvme 474, network 3,125 Mbps, EBS 20,000, neuron 1, neuroncore 2, no vpc.amazonaws.com/efa; Resources
+    # cpu 7910m, memory 29317Mi. trn1.32xlarge: 128 vCPU, 524,288 MiB, NVMe 7,600, network 800,000 Mbps, EBS 80,000,
+    # neuron 16, neuroncore 32, efa 8; cpu 127610m, memory 481894Mi. Prices: us-east-1 1.343750 and 21.500000 in the
+    # 2026-07-20 Price List snapshot.
+    *_sizes(
+        _TRN1,
+        ("trn1.2xlarge", 1, 8, 32, 474, 0, 3.125, 20000, 1.34375, 7910, 29317),
+        ("trn1.32xlarge", 16, 128, 512, 7600, 8, 800, 80000, 21.5, 127610, 481894),
+    ),
+    # trn1n.32xlarge: as trn1.32xlarge with network 1,600,000 Mbps and efa 16; us-east-1 24.780000.
+    *_sizes(_TRN1N, ("trn1n.32xlarge", 16, 128, 512, 7600, 16, 1600, 80000, 24.78, 127610, 481894)),
+    # trn2.48xlarge: 192 vCPU, 2,097,152 MiB, NVMe 7,600, network 3,200,000 Mbps, EBS 80,000, neuron 16, neuroncore
+    # 128 (physical cores), efa 16; cpu 191450m, memory 1938410Mi. No us-east-1 price (see _TRN2_NO_PRICE).
+    *_sizes(_TRN2, ("trn2.48xlarge", 16, 192, 2048, 7600, 16, 3200, 80000, None, 191450, 1938410, _TRN2_NO_PRICE)),
 )
 
 INSTANCE_TYPES: dict[str, InstanceType] = {row.instance_type: row for row in CATALOG}

@@ -8,6 +8,7 @@ Pure Python: no aws_cdk import (the `llm-eks plan` CLI must start fast).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -19,6 +20,8 @@ from llm_eks.catalog.hf_config import estimate_parameters as hf_estimate_paramet
 from llm_eks.catalog.vision import deepstack_levels, vision_parameters
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
+# A Python class name, as config.json's `architectures` holds them.
+_ARCHITECTURE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")
 # The checkpoint's own dtype; 16-bit ones run as stored, float32 ones are served in 16 bits by vLLM's dtype "auto".
 DTYPES = ("bfloat16", "float16", "float32")
 # A checkpoint that is already quantized: its weights load as stored and vLLM detects the method itself.
@@ -77,6 +80,9 @@ class ModelSpec:
     # A multimodal checkpoint served text-only (vLLM --language-model-only skips its vision tower, so it is neither
     # loaded nor counted here); False for a text model, or one whose vision encoder loads (vision_parameters).
     language_model_only: bool = False
+    # The Hugging Face architecture (config.json `architectures[0]`, e.g. LlamaForCausalLM): which engines can run the
+    # model (the Neuron engines serve a fixed list, catalog/neuron.py). None: not stated (a model described by hand).
+    architecture: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -198,6 +204,14 @@ class ModelSpec:
                 True,
                 "a model served text-only loads no vision encoder: leave vision_parameters and deepstack_levels at 0",
             )
+        if self.architecture is not None and (
+            not isinstance(self.architecture, str) or not _ARCHITECTURE.fullmatch(self.architecture)
+        ):
+            raise fail(
+                f"{path}.architecture",
+                self.architecture,
+                "must be null or a Hugging Face architecture class name such as LlamaForCausalLM",
+            )
         floor = self.embedding_parameters + self.layers * self.hidden_size + self.vision_parameters
         if self.parameters <= floor:
             raise fail(
@@ -282,6 +296,9 @@ class ModelSpec:
         top = _read_config(source, path)
         config, decoder_path = decoder_config(top, path)
         values: dict[str, Any] = {"id": id, **architecture_fields(config, decoder_path)}
+        architectures = top.get("architectures")
+        if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+            values["architecture"] = architectures[0]
         if "tie_word_embeddings" not in config and "tie_word_embeddings" in top:  # Qwen3-VL keeps it at the top
             values["tie_word_embeddings"] = bool(top["tie_word_embeddings"])
         if language_model_only:

@@ -4,6 +4,7 @@
 Catalog numbers are copied from each model's config.json on the Hugging Face Hub (cited per row). Parameter counts
 are the published totals; `estimate_parameters` reproduces every one of them exactly from the architecture (a
 Llama-style decoder: grouped-query attention, a gated MLP of three matrices, RMSNorm), which cross-checks the rows.
+`architecture` is the same config.json's `architectures[0]` (which engine paths serve the model: catalog/neuron.py).
 
 Pure Python: no aws_cdk import (the `llm-eks plan` CLI must start fast).
 """
@@ -34,6 +35,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # 8,030,261,248 parameters (the model card's safetensors total).
     ModelSpec(
         id="meta-llama/Llama-3.1-8B-Instruct",
+        architecture="LlamaForCausalLM",
         parameters=8_030_261_248,
         layers=32,
         hidden_size=4096,
@@ -50,6 +52,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # 70,553,706,496 parameters.
     ModelSpec(
         id="meta-llama/Llama-3.3-70B-Instruct",
+        architecture="LlamaForCausalLM",
         parameters=70_553_706_496,
         layers=80,
         hidden_size=8192,
@@ -66,6 +69,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # untied; q/k/v biases); 7,615,616,512 parameters. Longer contexts need YaRN rope scaling, not modelled here.
     ModelSpec(
         id="Qwen/Qwen2.5-7B-Instruct",
+        architecture="Qwen2ForCausalLM",
         parameters=7_615_616_512,
         layers=28,
         hidden_size=3584,
@@ -82,6 +86,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # 72,706,203,648 parameters.
     ModelSpec(
         id="Qwen/Qwen2.5-72B-Instruct",
+        architecture="Qwen2ForCausalLM",
         parameters=72_706_203_648,
         layers=80,
         hidden_size=8192,
@@ -98,6 +103,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # window, bfloat16); 7,248,023,552 parameters.
     ModelSpec(
         id="mistralai/Mistral-7B-Instruct-v0.3",
+        architecture="MistralForCausalLM",
         parameters=7_248_023_552,
         layers=32,
         hidden_size=4096,
@@ -113,6 +119,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # 32768 positions, bfloat16); 46,702,792,704 parameters, 12,879,925,248 active per token.
     ModelSpec(
         id="mistralai/Mixtral-8x7B-Instruct-v0.1",
+        architecture="MixtralForCausalLM",
         parameters=46_702_792_704,
         layers=32,
         hidden_size=4096,
@@ -131,6 +138,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # positions, bfloat16); 8,030,261,248 parameters.
     ModelSpec(
         id="deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        architecture="LlamaForCausalLM",
         parameters=8_030_261_248,
         layers=32,
         hidden_size=4096,
@@ -146,6 +154,7 @@ CATALOG: tuple[ModelSpec, ...] = (
     # 131072 positions, bfloat16); 32,763,876,352 parameters.
     ModelSpec(
         id="deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+        architecture="Qwen2ForCausalLM",
         parameters=32_763_876_352,
         layers=64,
         hidden_size=5120,

@@ -11,14 +11,14 @@ from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
 from llm_eks.cli.compare_chart import Point, write_chart
 from llm_eks.errors import ConfigError
 from llm_eks.planner import TIMES, PlanRequest, plan
-from llm_eks.planner.compare import COST_FORMULA, Comparison, compare
+from llm_eks.planner.compare import COST_FORMULA, Comparison, compare, neuron_refusals
 from llm_eks.planner.compute_mode import AUTO_MODE
 
 # Column title and width of the table, in order.
 COLUMNS = (
     ("instance type", 18),
     ("GPU", 17),
-    ("layout", 14),
+    ("layout", 16),
     ("nodes", 5),
     ("KV tokens", 10),
     ("seqs", 6),
@@ -41,10 +41,11 @@ def print_comparison(request: PlanRequest, *, as_json: bool, chart: str | None) 
         raise ConfigError("workload.model: no catalog instance type can serve this request")
     if chart is not None:
         write_comparison_chart(Path(chart), request, rows)
+    refused = neuron_refusals(request)
     if as_json:
-        print(json.dumps(comparison_dict(request, rows), indent=2, ensure_ascii=False))
+        print(json.dumps(comparison_dict(request, rows, refused), indent=2, ensure_ascii=False))
     else:
-        print(comparison_table(request, rows))
+        print(comparison_table(request, rows, refused))
         if chart is not None:
             print(f"Chart: {chart}")
     return 0
@@ -64,13 +65,16 @@ def describe(request: PlanRequest) -> str:
     )
 
 
-def comparison_dict(request: PlanRequest, rows: list[Comparison]) -> dict[str, Any]:
+def comparison_dict(
+    request: PlanRequest, rows: list[Comparison], refused: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
     return {
         "request": describe(request),
         "cost_formula": COST_FORMULA,
         "prices_read": PRICES_READ,
         "price_region": PRICE_REGION,
         "rows": [r.to_dict() for r in rows],
+        "not_served_on_neuron": [{"instance_type": name, "reason": why} for name, why in refused or []],
     }
 
 
@@ -78,7 +82,7 @@ def _money(v: float | None, digits: int) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
-def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
+def comparison_table(request: PlanRequest, rows: list[Comparison], refused: list[tuple[str, str]] | None = None) -> str:
     types = len({r.instance_type for r in rows})
     count = f"{types} instance types" if types == len(rows) else f"{len(rows)} layouts on {types} instance types"
     lines = [describe(request), f"{count} can serve it, best first:", ""]
@@ -119,10 +123,34 @@ def comparison_table(request: PlanRequest, rows: list[Comparison]) -> str:
             if any(r.layout == "dp-ep" for r in rows)
             else []
         ),
+        *(
+            [
+                "TPn NxDI / TPn vllm-neuron: tensor parallelism over NeuronCores on that Neuron engine path (NxD "
+                "Inference on",
+                "vLLM 0.16 for inf2/trn1, vllm-neuron on vLLM 0.29 for trn2); seqs is the compiled batch.",
+            ]
+            if any(r.engine != "vllm" for r in rows)
+            else []
+        ),
         *textwrap.wrap(f"{COST_FORMULA}.", width=118),
         f"Prices: on-demand {PRICE_REGION}, AWS Price List of {PRICES_READ}.",
     ]
+    if refused:
+        lines += ["", "Not served on Neuron:", *_refusal_lines(refused)]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _refusal_lines(refused: list[tuple[str, str]]) -> list[str]:
+    """One line per reason: instance types whose reasons differ only in their own name share a line."""
+    groups: dict[str, list[str]] = {}
+    for name, why in refused:
+        groups.setdefault(why.replace(name, "\0"), []).append(name)
+    return [
+        f"  {names[0]}: {key.replace(chr(0), names[0])}"
+        if len(names) == 1
+        else f"  {', '.join(names)}: {key.replace(chr(0), 'these types')}"
+        for key, names in groups.items()
+    ]
 
 
 def write_comparison_chart(path: Path, request: PlanRequest, rows: list[Comparison]) -> None:

@@ -14,7 +14,74 @@ def _gib(n: float) -> str:
     return f"{n / 1024**3:.2f} GiB"
 
 
+def _neuron_rows(p: Any) -> list[tuple[str, str]]:
+    """The rows of a plan on a Neuron instance type: cores for GPUs, the engine path, the compiled shape."""
+    inst, n, cold, pod, r = p.instance, p.neuron, p.cold_start, p.pod_resources, p.request
+    shape = n.serving.shape
+    price = "no on-demand price" if inst.on_demand_usd_per_hour is None else f"${inst.on_demand_usd_per_hour:g}/h"
+    cost = (
+        f"cost unknown: {inst.note}"
+        if p.cost_per_replica_hour is None
+        else f"${p.cost_per_replica_hour:.2f}/h per replica (on-demand)"
+    )
+    per_pod = f"{p.gpus_per_pod} of {inst.accelerators} chip(s) per pod, {p.replicas_per_node} pod(s) per node"
+    if n.scheduler_extension:
+        per_pod += " (contiguous chips: the Neuron scheduler extension)"
+    return [
+        ("Model", f"{p.model.id} ({p.model.parameters / 1e9:.2f}B parameters, {p.model.architecture})"),
+        ("Checkpoint", f"{p.checkpoint}, bf16 weights {p.weight_bytes / 1e9:.1f} GB, max_model_len {p.max_model_len}"),
+        (
+            "Instance",
+            f"{inst.instance_type}: {inst.accelerators}{TIMES} {inst.accelerator_name} = {inst.cores} {n.neuron_core}s "
+            f"(logical NeuronCore configuration {n.logical_core_config}, {_gib(n.memory_per_core_bytes)} HBM each), "
+            f"{inst.vcpus} vCPU, {inst.memory_gib:g} GiB RAM, {price}",
+        ),
+        ("Engine", f"{n.engine_label}, image {n.image}"),
+        ("Parallelism", f"TP {p.tensor_parallel_size} over {p.tensor_parallel_size} NeuronCores, {per_pod}"),
+        ("Compiled shape", shape.summary()),
+        (
+            "Memory / core",
+            f"{_gib(p.gpu_memory_bytes)} {TIMES} {p.gpu_memory_utilization:g} = {_gib(p.usable_bytes_per_gpu)}; "
+            f"weights {_gib(p.weight_bytes_per_gpu)}, KV cache {_gib(p.kv_cache_bytes_per_gpu)} "
+            f"({p.kv_bytes_per_token_per_gpu:,} B per token per core)",
+        ),
+        (
+            "KV cache",
+            f"{p.kv_cache_tokens:,} tokens per replica (max_num_seqs {shape.max_num_seqs} x {shape.max_model_len})",
+        ),
+        (
+            "Concurrency",
+            f"{p.max_num_seqs} sequences compiled (target {r.target_concurrency}: "
+            f"{'met' if p.meets_target else 'NOT met'})",
+        ),
+        (
+            "Latency",
+            f"at {min(r.target_concurrency, p.max_num_seqs)} sequences (Neuron model estimates): TTFT "
+            f"~{p.ttft_estimate_ms:g} ms, inter-token ~{p.itl_estimate_ms:g} ms, ~{p.tpot_estimate_ms:g} ms per "
+            "output token with prefill, "
+            f"{p.output_tokens_per_s:g} output tokens/s per replica",
+        ),
+        ("Cost", cost),
+        (
+            "Cold start",
+            f"image {cold.image_pull_s:g} s ({r.image_source}) + staged weights onto the node {cold.weights_s:g} s + "
+            f"engine start {cold.warmup_s:g} s = {cold.total_s:g} s; startup probe must allow {cold.startup_s:g} s; "
+            f"+{cold.node_provision_s:g} s for a new node; ahead-of-time compile ~{n.compile_seconds} s in the compile "
+            "cache's writer Job",
+        ),
+        (
+            "Pod requests",
+            f"cpu {pod.cpu}, memory {pod.memory} (above the {n.host_memory_needed_bytes / 1024**3:.1f} GiB compile "
+            f"floor), {p.extended_resource} {p.gpus_per_pod}",
+        ),
+        ("Engine args", " ".join(p.engine_args)),
+    ]
+
+
 def table(p: Any) -> str:
+    if p.neuron is not None:
+        rows = _neuron_rows(p) + [("Warning", str(w)) for w in p.warnings]
+        return _render(p, rows)
     inst, cold, pod, r = p.instance, p.cold_start, p.pod_resources, p.request
     price = "no on-demand price" if inst.on_demand_usd_per_hour is None else f"${inst.on_demand_usd_per_hour:g}/h"
     cost = "n/a" if p.cost_per_replica_hour is None else f"${p.cost_per_replica_hour:.2f}/h"
@@ -98,6 +165,10 @@ def table(p: Any) -> str:
         # On EKS Auto Mode nodes are replaced weekly: what that costs the replicas (planner/compute_mode.py).
         rows.insert(-2, ("Node lifetime", p.node_replacement.line()))
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
+    return _render(p, rows)
+
+
+def _render(p: Any, rows: list[tuple[str, str]]) -> str:
     width = max(len(label) for label, _ in rows)
     lines = [p.summary_line(), ""]
     lines += [f"{label:<{width}}  {value}" for label, value in rows]

@@ -10,6 +10,7 @@ from typing import Any
 
 from llm_eks import aws_ids
 from llm_eks.aws_regions import REGIONS
+from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.config import inputs
 from llm_eks.config.alerting import validate_alerting
@@ -362,6 +363,7 @@ def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None
     if w.revision is not None:
         _validate_revision(f"{path}.revision", w.revision)
     _validate_lora(w, path)
+    _validate_neuron(w, path)
     inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
     b = w.benchmark
     if b.request_rate <= 0:
@@ -405,6 +407,24 @@ def _validate_revision(field_path: str, revision: str) -> None:
             field_path,
             revision,
             "must be a Hub commit (40 hex), or a branch or tag: up to 255 letters, digits and ._-/+ without '..'",
+        )
+
+
+def _validate_neuron(w: WorkloadConfig, path: str) -> None:
+    """A workload on a Neuron instance type (Inferentia, Trainium): engine vllm on staged weights with the compile
+    cache, where the writer Job compiles the model ahead of time and serving pods restore it (manifests/vllm/neuron)."""
+    inst = INSTANCE_TYPES.get(w.accelerator)
+    if inst is None or inst.accelerator_vendor != "neuron":
+        return
+    where = f"on {w.accelerator} (AWS Neuron)"
+    if w.engine != "vllm":
+        raise fail(f"{path}.engine", w.engine, f"{where} needs engine vllm (the Neuron vLLM container)")
+    if w.weights != "staged" or not w.compile_cache:
+        raise fail(
+            f"{path}.weights",
+            w.weights if w.weights != "staged" else "staged without compile_cache",
+            f'{where} needs weights "staged" with compile_cache: the model is compiled ahead of time in the compile '
+            "cache's writer Job from the staged checkpoint, and serving pods restore it",
         )
 
 

@@ -22,6 +22,7 @@ from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import SYSTEM_NODE_LABEL, selector_labels, serving_selector
 from llm_eks.manifests.monitoring import MonitoringChart
 from llm_eks.manifests.monitoring_model import GpuMonitoringChart
+from llm_eks.manifests.neuron_monitor import NeuronMonitorChart
 from llm_eks.manifests.node_pools import NodePoolsChart, NodePoolsProps
 from llm_eks.manifests.query_endpoint import query_objects
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
@@ -201,6 +202,23 @@ def build_charts(
             ChartPlan(
                 "gpu-monitoring",
                 GpuMonitoringChart(app, "gpu-monitoring", targets, netpol.MONITORING_NAMESPACE),
+                needs=("observability",),
+            )
+        )
+    neuron = [w for w in workloads if isinstance(w, VllmWorkload) and w.neuron_monitor_image is not None]
+    if neuron:
+        # The cluster's one Neuron monitor, whichever workloads run on Neuron (manifests/neuron_monitor.py).
+        assert neuron[0].neuron_monitor_image is not None
+        charts.append(
+            ChartPlan(
+                "neuron-monitoring",
+                NeuronMonitorChart(
+                    app,
+                    "neuron-monitoring",
+                    image=neuron[0].neuron_monitor_image,
+                    namespace=netpol.MONITORING_NAMESPACE,
+                    scrape_interval=neuron[0].monitoring.targets.scrape_interval,
+                ),
                 needs=("observability",),
             )
         )

@@ -36,6 +36,7 @@ from llm_eks.versions import (
     KUBERAY_OPERATOR_CHART_VERSION,
     LWS_CHART_VERSION,
     NEURON_HELM_CHART_VERSION,
+    NEURON_MONITOR_IMAGE,
     PAUSE_IMAGE,
     PROMETHEUS_OPERATOR_CRDS_CHART_VERSION,
     RAY_LLM_IMAGE,
@@ -94,18 +95,24 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
     return charts
 
 
-def workload_images(w: WorkloadConfig) -> list[str]:
-    """One workload's own images: its serving image (workload.image, else the pinned release), and the warm
-    headroom's pause image."""
-    serving = w.image if w.image is not None else VLLM_IMAGE if w.engine == "vllm" else RAY_LLM_IMAGE
-    return [serving, *([PAUSE_IMAGE] if w.warm_replicas else [])]
+def workload_images(w: WorkloadConfig, plan: Plan | None = None) -> list[str]:
+    """One workload's own images: its serving image (workload.image, else the pinned release: on Neuron its engine
+    path's container, with the pinned vLLM image as the benchmark's client), and the warm headroom's pause image."""
+    if plan is not None and plan.neuron is not None:
+        serving = [w.image if w.image is not None else plan.neuron.image, VLLM_IMAGE]
+    else:
+        serving = [w.image if w.image is not None else VLLM_IMAGE if w.engine == "vllm" else RAY_LLM_IMAGE]
+    return [*serving, *([PAUSE_IMAGE] if w.warm_replicas else [])]
 
 
 def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:
     """Every image of the environment the lock covers: the workloads' own first, then the Helm releases' (the
     Thanos image among kube-prometheus-stack's: its sidecars, and the query endpoint Observability applies beside
     them)."""
-    own = [ref for s in config.served for ref in workload_images(s.config)]
+    own = [ref for s, plan in zip(config.served, plans, strict=True) for ref in workload_images(s.config, plan)]
+    if any(plan.neuron is not None for plan in plans):
+        # The Neuron monitor's exporter on the Neuron nodes (constructs/gpu_devices.py).
+        own.append(NEURON_MONITOR_IMAGE)
     if config.gateway is not None:
         # The gateway's data plane, endpoint pickers and counter store (manifests/gateway): on the system nodes, so
         # not in a GPU node's image snapshot.
@@ -158,7 +165,9 @@ def gpu_node_images(config: EnvironmentConfig, plans: Sequence[Plan], lock: Imag
     image), and the DCGM exporter on NVIDIA nodes; locked ones by digest."""
     refs: list[str] = []
     for served, plan in zip(config.served, plans, strict=True):
-        refs += workload_images(served.config)
+        refs += workload_images(served.config, plan)
+        if plan.neuron is not None:
+            refs.append(NEURON_MONITOR_IMAGE)
         if plan.instance.accelerator_vendor == "nvidia":
             refs += [image.ref for image in chart_images("dcgm-exporter", DCGM_EXPORTER_CHART_VERSION)]
     lock = lock or ImageLock()

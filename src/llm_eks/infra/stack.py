@@ -225,7 +225,9 @@ class InferenceStack(cdk.Stack):
         node_pools = next(c.chart for c in self.charts if c.id == "node-pools")
         if not isinstance(node_pools, NodePoolsChart):
             raise TypeError(f"the node-pools chart is a {type(node_pools).__name__}, not a NodePoolsChart")
-        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props))
+        # The Neuron scheduler extension only where a pod takes some but not all Neuron chips of its node.
+        contiguous = any(isinstance(w, VllmWorkload) and w.vllm.scheduler_name is not None for w in self.workloads)
+        self.gpu_devices = self.platform.add_gpu_devices(gpu_options_for(node_pools.props, neuron_scheduler=contiguous))
         for objects in self.gpu_devices.namespace_objects.values():
             self._addon_namespaces += objects
         # Reviewed with the add-ons' cluster objects, last, as charts.addon_namespaces (which GitOps applies) has it.

@@ -112,6 +112,9 @@ class BenchmarkProps:
     slo_itl_p99_ms: float | None = None
     # Tokenizer to count tokens with; None: the served model's own (its HF repo, or the staged copy below).
     tokenizer: str | None = None
+    # The client's image; None: the server's (vLLM's own image holds `vllm bench serve`). A Neuron server's container
+    # carries an older vLLM, so its benchmark runs the pinned vLLM image's client, whose flags the tests check.
+    image: str | None = None
     # With staged weights: the key prefix of the model in the weights bucket, whose tokenizer files (TOKENIZER_FILES)
     # an init container copies; None: the tokenizer comes from the Hub.
     tokenizer_prefix: str | None = None
@@ -299,7 +302,7 @@ class BenchmarkChart(cdk8s.Chart):
             env.append({"name": "AWS_REGION", "value": vllm.aws_region})
         container = {
             "name": CONTAINER,
-            "image": vllm.image,
+            "image": b.image or vllm.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", script(vllm), "vllm-bench"],
             "args": bench_args(b, vllm),
@@ -345,7 +348,7 @@ class BenchmarkChart(cdk8s.Chart):
                 "namespace": vllm.namespace,
                 "labels": labels,
                 # It runs the vLLM image as the server does, so the same checkov findings apply for the same reasons.
-                "annotations": serving_pod_annotations(vllm.image),
+                "annotations": serving_pod_annotations(b.image or vllm.image),
             },
             body={
                 "spec": {
@@ -370,7 +373,7 @@ def _fetch_tokenizer(vllm: VllmProps, b: BenchmarkProps) -> dict[str, Any]:
         env.append({"name": "AWS_REGION", "value": vllm.aws_region})
     return {
         "name": "fetch-tokenizer",
-        "image": vllm.image,
+        "image": b.image or vllm.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["python3", "-c", FETCH_TOKENIZER, b.tokenizer_prefix, TOKENIZER_DIR, *TOKENIZER_FILES],
         "env": env,

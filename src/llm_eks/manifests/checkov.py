@@ -35,6 +35,12 @@ def with_image_skips(reasons: Mapping[str, str], image: str) -> dict[str, str]:
     return {**reasons, **({} if "@sha256:" in image else UNLOCKED_IMAGE_SKIP)}
 
 
-def serving_pod_annotations(image: str) -> dict[str, str]:
-    """The suppressions of a GPU serving pod running `image`; the digest one only while `image` has no digest."""
-    return skip_annotations(with_image_skips(SERVING_POD_SKIPS, image))
+# A Neuron server runs AWS's Neuron container, which has no user of its own for the pod: the same fixed UID.
+NEURON_RUN_AS = "Runs as a fixed non-root UID (2000) with GID 0; its caches are on the pod's writable volumes."
+
+
+def serving_pod_annotations(image: str, *, neuron: bool = False) -> dict[str, str]:
+    """The suppressions of a serving pod running `image` (a GPU one, or with `neuron` a Neuron one); the digest one
+    only while `image` has no digest."""
+    reasons = {**SERVING_POD_SKIPS, **({"CKV_K8S_40": NEURON_RUN_AS} if neuron else {})}
+    return skip_annotations(with_image_skips(reasons, image))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
+from llm_eks.manifests.neuron_monitor import on_workload_nodes
 from llm_eks.manifests.promql import MetricSource, promql_number, selector
 
 # Grafana's newest dashboard schema (apps/dashboard/pkg/migration/schemaversion/v43.go in grafana/grafana, 2026);
@@ -306,6 +307,37 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
                 "DCGM_FI_DEV_FB_USED (framebuffer MiB in use: weights, KV cache, activations) per node and GPU.",
                 "mbytes",
                 _targets((f"max by (Hostname, gpu) (DCGM_FI_DEV_FB_USED{q.gpu})", "{{Hostname}} GPU {{gpu}}")),
+            ),
+        ]
+    if spec.targets.neuron:
+        on_nodes = f"namespace {spec.namespace}'s pods"
+        panels += [
+            _timeseries(
+                "NeuronCore utilization",
+                f"neuroncore_utilization_ratio (Neuron monitor) of every NeuronCore on the nodes that run {on_nodes}, "
+                "per node and core.",
+                "percentunit",
+                _targets(
+                    (
+                        on_workload_nodes("avg by (node, neuroncore) (neuroncore_utilization_ratio)", spec.namespace),
+                        "{{node}} core {{neuroncore}}",
+                    )
+                ),
+                max_value=1,
+            ),
+            _timeseries(
+                "Neuron runtime memory used",
+                "neuron_runtime_memory_used_bytes (Neuron monitor: weights, KV cache and buffers the Neuron runtime "
+                f"holds) per node and memory location, on the nodes that run {on_nodes}.",
+                "bytes",
+                _targets(
+                    (
+                        on_workload_nodes(
+                            "sum by (node, memory_location) (neuron_runtime_memory_used_bytes)", spec.namespace
+                        ),
+                        "{{node}} {{memory_location}}",
+                    )
+                ),
             ),
         ]
     return panels

@@ -112,6 +112,9 @@ def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
                         }
                     ],
                     **placement(s.node_selector, s.tolerations),
+                    # As the replica's: a pod of some of a node's Neuron chips takes contiguous ones from the Neuron
+                    # scheduler extension's scheduler.
+                    **({"schedulerName": s.scheduler_name} if s.scheduler_name is not None else {}),
                 },
             },
         },

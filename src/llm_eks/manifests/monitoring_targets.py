@@ -1,6 +1,6 @@
 """`MonitoringTargets`: what every workload's monitoring is held to (SLOs, price, alert thresholds) and how it is
-scraped (interval, the DCGM exporter), whichever engine serves the model. The dashboard and both engines' monitoring
-charts read the same object."""
+scraped (interval, the DCGM exporter or the Neuron monitor), whichever engine serves the model. The dashboard and both
+engines' monitoring charts read the same object."""
 
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ class MonitoringTargets:
     cold_start_seconds: float = 600.0
     # The accelerator resource a replica's pod requests (the GPU pool's), as the pod spec spells it.
     gpu_resource: str = "nvidia.com/gpu"
+    # Neuron panels (NeuronCore utilization, Neuron runtime memory) from the cluster's Neuron monitor
+    # (manifests/neuron_monitor.py), on the nodes that run the workload's pods.
+    neuron: bool = False
 
 
 def validate_targets(prefix: str, targets: MonitoringTargets) -> None:

@@ -156,6 +156,7 @@ INFRASTRUCTURE_METRICS: Mapping[str, str] = MappingProxyType(
         "kube_statefulset_replicas": f"{_KSM}/workload/statefulset-metrics.md",
         "kube_statefulset_status_replicas_ready": f"{_KSM}/workload/statefulset-metrics.md",
         "kube_statefulset_created": f"{_KSM}/workload/statefulset-metrics.md",
+        "kube_pod_info": f"{_KSM}/workload/pod-metrics.md",
         "kube_pod_status_phase": f"{_KSM}/workload/pod-metrics.md",
         # resource = the resource name with every character outside [a-zA-Z0-9_] as "_" (internal/store/pod.go,
         # SanitizeLabelName): nvidia.com/gpu is nvidia_com_gpu.

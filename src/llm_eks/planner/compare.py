@@ -17,9 +17,12 @@ from typing import Any
 from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.errors import ConfigError
 from llm_eks.planner.compute_mode import AUTO_MODE
 from llm_eks.planner.cost import COST_FORMULA, cost_per_million_output_tokens, per_million, replicas_for_target
 from llm_eks.planner.expert_parallel import evaluate_expert_parallel
+from llm_eks.planner.neuron import plan as neuron
+from llm_eks.planner.neuron.sizing import NeuronFit
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
 from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.result import layout_text
@@ -33,10 +36,15 @@ __all__ = [
     "best_fit",
     "compare",
     "cost_per_million_output_tokens",
+    "neuron_refusals",
     "rank",
     "replicas_for_target",
     "row",
 ]
+
+
+# How the table names each Neuron engine path.
+NEURON_SHORT = {"nxd-inference": "NxDI", "vllm-neuron": "vllm-neuron"}
 
 
 @dataclass(frozen=True)
@@ -69,26 +77,35 @@ class Comparison:
     # Data-parallel ranks and the expert-parallel size (1 and 1 for TP x PP).
     data_parallel_size: int = 1
     expert_parallel_size: int = 1
+    # The engine: vLLM (NVIDIA), or a Neuron engine path (nxd-inference, vllm-neuron), whose TP counts NeuronCores.
+    engine: str = "vllm"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @property
     def shape(self) -> str:
-        """The split as the table shows it: "TP8 PP2" or "DP16 TP1 EP16"."""
+        """The split as the table shows it: "TP8 PP2", "DP16 TP1 EP16", or on Neuron "TP2 NxDI" / "TP64 vllm-neuron"
+        (TP over NeuronCores, and the engine path)."""
+        if self.engine != "vllm":
+            return f"TP{self.tensor_parallel_size} {NEURON_SHORT.get(self.engine, self.engine)}"
         return layout_text(
             self.tensor_parallel_size, self.pipeline_parallel_size, self.data_parallel_size, self.layout == "dp-ep"
         )
 
 
 def compare(request: PlanRequest) -> list[Comparison]:
-    """Every NVIDIA catalog instance type that can serve `request` (its accelerator is ignored), best first: those
-    that meet the targets, then by cost per million output tokens (unpriced last), then by $/h. A MoE model gets a
-    second row per instance type for its best DP x EP layout where one fits."""
+    """Every catalog instance type that can serve `request` (its accelerator is ignored), best first: those that
+    meet the targets, then by cost per million output tokens (unpriced last), then by $/h. A MoE model gets a second
+    row per GPU instance type for its best DP x EP layout where one fits; a Neuron instance type its best fit on its
+    engine path where that path serves the model (`neuron_refusals` says why not elsewhere)."""
     ctx = Context(request)
     rows = []
     for inst in INSTANCE_CATALOG:
         if inst.accelerator_vendor != "nvidia":
+            fit = best_neuron_fit(ctx, inst)
+            if fit is not None:
+                rows.append(neuron_row(ctx, fit))
             continue
         if request.compute == AUTO_MODE and not auto_mode.launches(inst.family):
             continue  # EKS Auto Mode does not launch this family
@@ -96,6 +113,73 @@ def compare(request: PlanRequest) -> list[Comparison]:
             if best is not None:
                 rows.append(row(ctx, best))
     return sorted(rows, key=rank)
+
+
+def _neuron_fits(ctx: Context, inst: InstanceType) -> tuple[list[NeuronFit], ConfigError | None]:
+    """The usable fits on a Neuron instance type, or the one-line reason there are none."""
+    try:
+        neuron.refuse_if_unserved(ctx, inst)
+    except ConfigError as err:
+        return [], err
+    fits = neuron.candidates(ctx, inst)
+    good = [f for f in fits if neuron.usable(f)]
+    if not fits:
+        return [], neuron.not_a_size(ctx, inst)
+    return good, None if good else neuron.no_fit(ctx, inst, fits, suggest=False)
+
+
+def _neuron_per_million(ctx: Context, fit: NeuronFit) -> float | None:
+    if fit.cost is None:
+        return None
+    replicas = math.ceil(ctx.request.target_concurrency / fit.shape.max_num_seqs)
+    return cost_per_million_output_tokens(replicas, fit.cost, ctx.request.target_concurrency, fit.latency.tpot_ms)
+
+
+def best_neuron_fit(ctx: Context, inst: InstanceType) -> NeuronFit | None:
+    """The Neuron fit a row shows: as for GPUs, a replica fills its node (all its chips), so the price per replica
+    holds without assuming other pods pack in; None when that does not fit (or the path refuses the request)."""
+    fits, _ = _neuron_fits(ctx, inst)
+    fits = [f for f in fits if f.chips == inst.accelerators]
+    if not fits:
+        return None
+    return min(fits, key=lambda f: (not neuron.meets(ctx, f), _neuron_per_million(ctx, f) or math.inf, f.chips))
+
+
+def neuron_refusals(request: PlanRequest) -> list[tuple[str, str]]:
+    """(instance type, why) for every Neuron instance type that cannot serve `request`: the engine path's reason
+    (the model, its format, what the path runs) or why nothing fits (host memory, HBM)."""
+    ctx = Context(request, suggest=False)
+    out = []
+    for inst in INSTANCE_CATALOG:
+        if inst.accelerator_vendor == "neuron":
+            _, err = _neuron_fits(ctx, inst)
+            if err is not None:
+                out.append((inst.instance_type, str(err).split(" is not allowed; ", 1)[-1]))
+    return out
+
+
+def neuron_row(ctx: Context, fit: NeuronFit) -> Comparison:
+    inst, shape = fit.instance, fit.shape
+    cost = _neuron_per_million(ctx, fit)
+    return Comparison(
+        instance_type=inst.instance_type,
+        accelerator_name=inst.accelerator_name,
+        gpus_per_node=inst.accelerators,
+        tensor_parallel_size=fit.tp,
+        pipeline_parallel_size=1,
+        nodes_per_replica=1,
+        kv_cache_tokens=shape.max_num_seqs * shape.max_model_len,
+        concurrency_typical=shape.max_num_seqs,
+        itl_ms=fit.latency.itl_ms,
+        tpot_ms=fit.latency.tpot_ms,
+        ttft_ms=fit.latency.ttft_ms,
+        output_tokens_per_s=fit.latency.output_tokens_per_s,
+        usd_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
+        replicas=math.ceil(ctx.request.target_concurrency / shape.max_num_seqs),
+        usd_per_million_output_tokens=None if cost is None else round(cost, 4),
+        meets_targets=neuron.meets(ctx, fit),
+        engine=fit.engine.name,
+    )
 
 
 def _cheapest(ctx: Context, fits: list[Fit]) -> Fit:

@@ -82,7 +82,8 @@ class PlanRequest:
     max_model_len: int | None = None
     # vLLM 0.33's own default (engine.GPU_MEMORY_UTILIZATION); the rest holds the CUDA context, NCCL and cuBLAS.
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-    # "auto" (the cheapest instance that meets the targets) or a catalog instance type.
+    # "auto" (the cheapest GPU instance type that meets the targets) or a catalog instance type; a Neuron one (inf2,
+    # trn1, trn1n, trn2) is planned on its engine path (planner/neuron), never chosen by auto.
     accelerator: str = "auto"
     # Concurrent sequences per replica at the typical request size.
     target_concurrency: int = 16
@@ -194,15 +195,7 @@ def validate_request(r: PlanRequest) -> None:
     if r.accelerator != "auto":
         inst = INSTANCE_TYPES.get(r.accelerator) if isinstance(r.accelerator, str) else None
         if inst is None:
-            raise unknown_name("workload.accelerator", r.accelerator, ["auto", *_GPU_NAMES])
-        if inst.accelerator_vendor != "nvidia":
-            raise fail(
-                "workload.accelerator",
-                r.accelerator,
-                "the planner models vLLM on NVIDIA GPUs only (Inferentia2 serving compiles the model ahead of time "
-                "for fixed batch and sequence buckets, which this memory model does not describe); "
-                "choose an NVIDIA instance type or auto",
-            )
+            raise unknown_name("workload.accelerator", r.accelerator, ["auto", *INSTANCE_TYPES])
     _check_compute(r)
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
     _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
@@ -256,10 +249,6 @@ def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
         )
 
 
-# Instance types a request may name: the NVIDIA rows (see the Inferentia2 message above).
-_GPU_NAMES = [row.instance_type for row in INSTANCE_CATALOG if row.accelerator_vendor == "nvidia"]
-
-
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
         raise unknown_name(f"workload.{name}", value, list(allowed))
@@ -296,9 +285,16 @@ def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
 
 
 def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
-    """Explicit tensor/pipeline parallel sizes and max_num_seqs: what vLLM accepts for the model, on the instance."""
+    """Explicit tensor/pipeline parallel sizes and max_num_seqs: what vLLM accepts for the model, on the instance (a
+    Neuron instance type's sizes are its engine path's, checked where it is planned: planner/neuron)."""
     inst = INSTANCE_TYPES[r.accelerator] if r.accelerator != "auto" else None
     tp, pp = r.tensor_parallel_size, r.pipeline_parallel_size
+    if inst is not None and inst.accelerator_vendor == "neuron":
+        if tp is not None:
+            _int_between("tensor_parallel_size", tp, 1, inst.cores)
+        if pp is not None:
+            _int_between("pipeline_parallel_size", pp, 1, spec.layers)
+        tp = pp = None
     # A DP x EP layout (its GPUs are DP x TP, checked with data_parallel_size).
     ep = r.expert_parallel_only
     if tp is not None:

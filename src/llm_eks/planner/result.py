@@ -11,6 +11,7 @@ from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
+from llm_eks.planner.neuron.engine import NeuronLayout, neuron_flags
 from llm_eks.planner.request import PlanRequest
 
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
@@ -165,6 +166,9 @@ class Plan:
     data_parallel_size_local: int = 1
     # The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs (--enable-expert-parallel).
     expert_parallel: bool = False
+    # A plan on a Neuron instance type: its engine path, compiled shape and cores (tensor_parallel_size then counts
+    # NeuronCores, gpus_per_pod chips, and the per-GPU memory figures are per core). None on GPUs.
+    neuron: NeuronLayout | None = None
 
     @property
     def instance_type(self) -> str:
@@ -184,7 +188,9 @@ class Plan:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+        """Accelerators (GPUs, or Neuron chips) of one replica."""
+        cores = self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+        return cores // self.instance.cores_per_accelerator if self.neuron is not None else cores
 
     @property
     def layout(self) -> str:
@@ -260,6 +266,10 @@ class Plan:
     def engine_args(self) -> tuple[str, ...]:
         """The `vllm serve` flags every pod of this plan gets, rendered by the vLLM chart's own functions (for
         `llm-eks plan`); a multi-node replica's pods add their own (`pod_engine_args`)."""
+        if self.neuron is not None:
+            flags = neuron_flags(self.neuron.serving, self.engine)
+            return ("--tensor-parallel-size", str(self.tensor_parallel_size), *flags, "--served-model-name",
+                    self.served_model_name)  # fmt: skip
         args = parallel_flags(
             self.tensor_parallel_size,
             self.pipeline_parallel_size,
@@ -297,6 +307,10 @@ class Plan:
         split = layout_text(
             self.tensor_parallel_size, self.pipeline_parallel_size, self.data_parallel_size, self.expert_parallel
         )
+        if self.neuron is not None:
+            where = f"{inst.instance_type} ({inst.accelerators}{TIMES} {inst.accelerator_name}, {inst.cores} cores)"
+            split = f"TP{self.tensor_parallel_size} on {self.gpus_per_pod} chip(s), {self.neuron.engine}"
+            cost = "cost unknown" if self.cost_per_replica_hour is None else cost
         fee = "" if self.auto_mode_fee is None else f" ({self.auto_mode_fee})"
         return (
             f"{self.model.short_name} on {where}: {split}, "
@@ -408,6 +422,7 @@ class Plan:
             "engine_args": list(self.engine_args),
             "assumptions": list(self.assumptions),
             "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
+            **({"neuron": self.neuron.to_dict()} if self.neuron is not None else {}),
         }
 
 

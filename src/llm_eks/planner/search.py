@@ -16,6 +16,7 @@ from llm_eks.planner.cost import per_million
 from llm_eks.planner.expert_parallel import evaluate_expert_parallel
 from llm_eks.planner.fixes import NoFitError, find_fixes
 from llm_eks.planner.kv_cache import cdiv
+from llm_eks.planner.neuron.plan import plan_on_neuron
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
 from llm_eks.planner.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
 from llm_eks.planner.request import PlanRequest
@@ -42,7 +43,12 @@ from llm_eks.planner.sizing import Context, Fit, evaluate
 def planned(ctx: Context) -> Plan:
     """The plan of `ctx`'s request: the cheapest instance type (auto) or the named one."""
     r = ctx.request
-    return cheapest(ctx) if r.accelerator == "auto" else on_instance(ctx, instance_type(r.accelerator))
+    if r.accelerator == "auto":
+        return cheapest(ctx)
+    inst = instance_type(r.accelerator)
+    if inst.accelerator_vendor == "neuron":
+        return plan_on_neuron(ctx, inst)
+    return on_instance(ctx, inst)
 
 
 def quiet_plan(request: PlanRequest) -> Plan:

@@ -44,7 +44,7 @@ from llm_eks.manifests.node_pools import GpuPoolSpec
 from llm_eks.manifests.vllm import VllmProps
 from llm_eks.manifests.weights_staging import WeightsStagingProps, compile_cache_prefix
 from llm_eks.planner import Plan
-from llm_eks.versions import PAUSE_IMAGE
+from llm_eks.versions import NEURON_MONITOR_IMAGE, PAUSE_IMAGE
 
 
 def build_workload(
@@ -98,7 +98,9 @@ def _build_one(
         pools=pools if fallback else (),
     )
     staging = None
-    benchmark = benchmark_props(s, cpu)
+    benchmark = benchmark_props(s, cpu, plan)
+    if benchmark.image is not None:
+        benchmark = replace(benchmark, image=lock.pin(benchmark.image))
     adapters: tuple[tuple[str, WeightsStagingProps], ...] = ()
     if s.config.weights == "staged":
         staging = weights_staging_props(s, plan, vllm, cpu)
@@ -125,6 +127,7 @@ def _build_one(
         adapter_stagings=adapters,
         key=s.key,
         extra_pools=extra,
+        neuron_monitor_image=lock.pin(NEURON_MONITOR_IMAGE) if plan.neuron is not None else None,
     )
 
 

@@ -30,6 +30,7 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_plac
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
+from llm_eks.manifests.vllm.neuron import NEURON_SCHEDULER_NAME
 from llm_eks.manifests.vllm.pod import adapter_dir
 from llm_eks.manifests.weights_staging import (
     ADAPTER_ALLOW_PATTERNS,
@@ -128,6 +129,10 @@ def vllm_props(
     selector, tolerations = placement(w, pool)
     # Config validation allows exactly these two.
     weights: Literal["hf", "s3"] = "s3" if w.weights == "s3" else "hf"
+    # On Neuron: the engine path's container and compiled shape; pods of some but not all of a node's chips name the
+    # Neuron scheduler extension's scheduler (contiguous chips).
+    n = plan.neuron
+    default_image = n.image if n is not None else VLLM_IMAGE
     return VllmProps(
         name=workload_name(s),
         namespace=workload_namespace(s),
@@ -160,8 +165,12 @@ def vllm_props(
         # A next version's pods join its current version's pool; its namespace is that version's.
         pool_instance=workload_name(current(config, s)) if s.canary_of is not None else None,
         create_namespace=s.canary_of is None,
-        # workload.image (e.g. vLLM with the EFA userspace), else the pinned release.
-        image=w.image if w.image is not None else VLLM_IMAGE,
+        # workload.image (e.g. vLLM with the EFA userspace), else the pinned release (a Neuron plan's: its path's).
+        image=w.image if w.image is not None else default_image,
+        neuron=n.serving if n is not None else None,
+        cores_per_accelerator=plan.instance.cores_per_accelerator if n is not None else 1,
+        compile_seconds=n.compile_seconds if n is not None else 0,
+        scheduler_name=NEURON_SCHEDULER_NAME if n is not None and n.scheduler_extension else None,
     )
 
 
@@ -300,9 +309,11 @@ def autoscaling_props(
             if behind_gateway is not None and s.canary_of is None
             else None
         ),
-        # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour).
+        # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour); the
+        # startup probe's allowance too, which on NxD Inference covers a compile when the restore found nothing.
         scale_down_stabilization_seconds=min(
-            max(600, math.ceil(plan.cold_start.scale_out_s)), MAX_STABILIZATION_SECONDS
+            max(600, math.ceil(plan.cold_start.scale_out_s), math.ceil(plan.cold_start.startup_s)),
+            MAX_STABILIZATION_SECONDS,
         ),
     )
 
@@ -329,6 +340,7 @@ def _monitoring_targets(
         dcgm_service_monitor=dcgm_service_monitor,
         cold_start_seconds=plan.cold_start.scale_out_s,
         gpu_resource=gpu_resource,
+        neuron=plan.neuron is not None,
     )
 
 
@@ -369,10 +381,13 @@ def monitoring_props(
     )
 
 
-def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec) -> BenchmarkProps:
+def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec, plan: Plan | None = None) -> BenchmarkProps:
+    """The benchmark Job's props; a Neuron server is measured with the pinned vLLM image's client (its own container
+    carries an older vLLM whose `vllm bench serve` flags nothing here checks)."""
     w = s.config
     selector, tolerations = workload_placement(cpu)
     return BenchmarkProps(
+        image=VLLM_IMAGE if plan is not None and plan.neuron is not None else None,
         name=f"bench-{slug(w.model) if s.key is None else s.key}",
         input_len=w.typical_input_tokens,
         output_len=w.typical_output_tokens,

@@ -51,6 +51,10 @@ class VllmWorkload:
         """Every GPU NodePool the workload's pods may use: the planned family's first."""
         return (self.gpu_pool, *self.extra_pools)
 
+    # On Neuron: the Neuron monitor's image (a locked digest when the environment has one), which the cluster's one
+    # NeuronMonitorChart runs on every Neuron node; None: not on Neuron.
+    neuron_monitor_image: str | None = None
+
     @property
     def service_account(self) -> tuple[str, str]:
         """(namespace, name) of the serving pods' ServiceAccount."""

@@ -4,6 +4,12 @@ vllm/vllm-openai image with its `vllm serve` entrypoint not overridden by `comma
 (lifecycle.preStop.sleep.seconds, or an exec `sleep N`) + N must be below terminationGracePeriodSeconds
 (default 30), which must be at most 110 s (the 2-minute Spot notice minus Karpenter's reaction time). A
 timeout set only through `--config FILE` is not seen; one given as a shell variable is skipped.
+
+The check knows the vLLM release a container runs where its image says it: AWS's Neuron vLLM containers
+(`pytorch-inference-vllm-neuronx:<vLLM version>-...`). vLLM 0.16 and older have no `--shutdown-timeout` (vLLM 0.16.0's
+engine/arg_utils.py defines none; its launcher cancels the server on SIGTERM), so there the in-flight requests must
+finish before SIGTERM: passing the flag is a finding (the server refuses an unknown argument), and the preStop must
+outlast the 15 s of endpoint removal the charts allow and stay below terminationGracePeriodSeconds (at most 110 s).
 """
 
 from __future__ import annotations
@@ -32,6 +38,13 @@ from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 DEFAULT_GRACE_SECONDS = 30
 
 _VLLM_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(:|@|$)")
+# AWS's Neuron vLLM containers name the vLLM release first in their tag (aws-neuron/deep-learning-containers README).
+_NEURON_VLLM_IMAGE = re.compile(r"(^|/)pytorch-inference-vllm-neuronx:(\d+)\.(\d+)\.(\d+)")
+# The newest vLLM release read without --shutdown-timeout (0.16.0); 0.29.0's has it.
+LAST_WITHOUT_SHUTDOWN_TIMEOUT = (0, 16)
+# What the charts give endpoint removal before SIGTERM (VllmProps.pre_stop_seconds): a preStop that drains in-flight
+# requests too must be longer.
+ENDPOINT_REMOVAL_SECONDS = 15
 _SLEEP = re.compile(r"(?:^|[;&|\s])sleep\s+(\d+(?:\.\d+)?)s?(?:$|[;&|\s])")
 
 
@@ -77,6 +90,14 @@ def _shutdown_timeout(container: Mapping[str, Any]) -> int | str | None:
         return value
 
 
+def drains_after_sigterm(container: Mapping[str, Any]) -> bool:
+    """False for a container whose image is a Neuron vLLM container of a release without --shutdown-timeout."""
+    match = _NEURON_VLLM_IMAGE.search(str(container.get("image", "")))
+    if match is None:
+        return True
+    return (int(match.group(2)), int(match.group(3))) > LAST_WITHOUT_SHUTDOWN_TIMEOUT
+
+
 def _pre_stop_seconds(container: Mapping[str, Any]) -> int:
     pre_stop = mapping_at(container, "lifecycle", "preStop")
     if "sleep" in pre_stop:
@@ -96,6 +117,9 @@ def check_drain(templates: Sequence[PodTemplate]) -> Iterator[Finding]:
             where = f"{part_prefix(template)}container {container.get('name', '?')}"
             pre_stop = _pre_stop_seconds(container)
             timeout = _shutdown_timeout(container)
+            if not drains_after_sigterm(container):
+                yield from _check_pre_stop_drain(template, where, pre_stop, timeout, grace)
+                continue
             if isinstance(timeout, str):
                 continue  # set at run time; nothing to add up here
             if not timeout:
@@ -127,3 +151,35 @@ def check_drain(templates: Sequence[PodTemplate]) -> Iterator[Finding]:
                     f"lower --shutdown-timeout to at most {max(min(grace, MAX_GRACE_SECONDS) - pre_stop - 1, 0)} "
                     f"or raise terminationGracePeriodSeconds above {drain} (at most {MAX_GRACE_SECONDS})",
                 )
+
+
+def _check_pre_stop_drain(
+    template: PodTemplate, where: str, pre_stop: int, timeout: int | str | None, grace: int
+) -> Iterator[Finding]:
+    """An engine without --shutdown-timeout: the preStop is the whole drain."""
+    ref = object_ref(template.obj)
+    if timeout is not None:
+        yield Finding(
+            DRAIN,
+            ref,
+            f"{where} passes --shutdown-timeout to a vLLM release without it (0.16 and older): the server refuses "
+            "an unknown argument and never starts",
+            "drop --shutdown-timeout and drain in preStop (sleep through endpoint removal and in-flight requests)",
+        )
+    if pre_stop <= ENDPOINT_REMOVAL_SECONDS:
+        yield Finding(
+            DRAIN,
+            ref,
+            f"{where} runs a vLLM release whose SIGTERM cancels in-flight requests (no --shutdown-timeout) and its "
+            f"preStop {pre_stop} s covers no more than the {ENDPOINT_REMOVAL_SECONDS} s of endpoint removal",
+            f"sleep longer in preStop (e.g. {MAX_GRACE_SECONDS - 5} s) so requests finish before SIGTERM, below "
+            "terminationGracePeriodSeconds",
+        )
+    if grace > MAX_GRACE_SECONDS or pre_stop >= grace:
+        yield Finding(
+            DRAIN,
+            ref,
+            f"{where}: preStop {pre_stop} s must be below terminationGracePeriodSeconds {grace} s, itself at most "
+            f"{MAX_GRACE_SECONDS} s (the 2-minute Spot notice)",
+            f"set terminationGracePeriodSeconds to at most {MAX_GRACE_SECONDS} and the preStop below it",
+        )

@@ -5,7 +5,11 @@ may sign with the cache's KMS key), no Hub token, no API key, and labels no Serv
 NetworkPolicy selects; its vLLM listens on the pod's loopback only (`--host 127.0.0.1`, vLLM 0.33 FrontendArgs.host,
 where publish polls /health): no client ever reaches it. The Job is named after a hash of its pod template (a Job's
 template is immutable): a changed image or engine argument is a new cache key, so a new Job and a new cache; any
-other change to the template is a new Job that finds its cache signed and exits before vLLM is up."""
+other change to the template is a new Job that finds its cache signed and exits before vLLM is up.
+
+On Neuron (VllmProps.neuron) the writer is where the model is compiled ahead of time: it runs the same server on the
+same instance type, without the serving pods' refusal to compile (manifests/vllm/neuron.py), publishes the engine's
+artefact directory instead of torch.compile's, and its deadline adds the planned compile time."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from llm_eks.errors import ConfigError
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.labels import app_labels
 from llm_eks.manifests.source import builds_objects
+from llm_eks.manifests.vllm import neuron
 from llm_eks.manifests.vllm.pod import (
     LOOPBACK,
     container_args,
@@ -89,14 +94,14 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     container["command"] = [
         "/bin/sh",
         "-c",
-        compile_cache_publish_command(cache_prefix(p), key, CACHE_DIR, PORT),
+        compile_cache_publish_command(cache_prefix(p), key, CACHE_DIR, PORT, **neuron.publish_options(p)),
         "vllm",
     ]
     # It serves nobody: its API server listens on the pod's loopback only, where publish polls /health.
     container["args"] = container_args(server, "server", host=LOOPBACK)
     container.pop("ports", None)
     container["env"] = [
-        *container_env(server),
+        *container_env(server, writer=True),
         {"name": COMPILE_CACHE_SCRIPT_ENV, "value": compile_cache_script()},
         cache_signing_key_env(),
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
@@ -125,11 +130,13 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
                 "namespace": p.namespace,
                 "labels": labels,
                 # It runs the vLLM image as the server does, so the same checkov findings apply for the same reasons.
-                "annotations": serving_pod_annotations(p.image),
+                "annotations": serving_pod_annotations(p.image, neuron=p.neuron is not None),
             },
             "spec": {
                 "backoffLimit": BACKOFF_LIMIT,
-                "activeDeadlineSeconds": p.provisioning_seconds + timing.startup_budget_seconds + PUBLISH_SECONDS,
+                "activeDeadlineSeconds": (
+                    p.provisioning_seconds + timing.startup_budget_seconds + p.compile_seconds + PUBLISH_SECONDS
+                ),
                 # Gone a day after it ends; the cache it published stays, and an unchanged key finds it signed.
                 "ttlSecondsAfterFinished": 86400,
                 "template": template,

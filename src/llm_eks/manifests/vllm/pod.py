@@ -9,6 +9,7 @@ from llm_eks.manifests import pods
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
 from llm_eks.manifests.node_pools.specs import CAPACITY_TYPE_LABEL, LABEL_NODE_POOL
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
+from llm_eks.manifests.vllm import neuron
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
     LIVENESS_FAILURE_THRESHOLD,
@@ -30,9 +31,11 @@ from llm_eks.manifests.weights_staging import (
     compile_cache_key,
     compile_cache_restore_container,
     fetch_adapter_init_container,
+    fetch_weights_init_container,
     wait_for_weights_init_container,
 )
 from llm_eks.planner.engine import parallel_flags, vllm_flags
+from llm_eks.planner.neuron.engine import neuron_flags
 from llm_eks.planner.result import EFA_RESOURCE
 
 # "server": the one pod of a single-node replica; "leader"/"worker": the pods of a LeaderWorkerSet group.
@@ -67,7 +70,13 @@ def container_args(p: VllmProps, role: Role = "server", *, host: str = ALL_INTER
     the leader serves ranks 0 to local - 1, each worker runs its ranks --headless from the start rank its command
     computes (container_command). `host`: where the API server listens (vLLM 0.33 FrontendArgs.host): every
     interface of the pod for a server that serves, the loopback for one that serves nobody (the compile-cache
-    writer)."""
+    writer). A Neuron server (p.neuron) gets its engine path's flags instead (planner/neuron/engine.py) and the local
+    directory its staged checkpoint was copied to."""
+    if p.neuron is not None:
+        model = neuron.MODEL_DIR if p.staged_weights is not None else p.model
+        args = [model, "--host", host, "--port", str(PORT), "--served-model-name", p.served_model_name]
+        args += ["--tensor-parallel-size", str(p.tensor_parallel_size), *neuron.drain_flags(p)]
+        return args + neuron_flags(p.neuron, p.engine) + list(p.extra_engine_args)
     local = data_parallel_size_local(p)
     args = [p.model, "--host", host, "--port", str(PORT), "--served-model-name", p.served_model_name]
     args += parallel_flags(
@@ -104,7 +113,16 @@ def container_command(p: VllmProps, role: Role = "server") -> list[str]:
     return ["/bin/sh", "-c", "; ".join([*steps, serve]), "vllm"]
 
 
-def container_env(p: VllmProps) -> list[dict[str, str]]:
+def container_env(p: VllmProps, *, writer: bool = False) -> list[dict[str, str]]:
+    """The vLLM container's environment; `writer`: the compile cache's writer Job's (it may compile on Neuron)."""
+    if p.neuron is not None:
+        env = neuron.neuron_env(p, writer=writer)
+        if p.aws_region is not None:
+            env.append({"name": "AWS_REGION", "value": p.aws_region})
+        if writer:
+            # The bucket the writer publishes the compiled artefacts to.
+            env.append(bucket_env())
+        return env
     env = [
         # Weights and the torch.compile cache on the cache volume: a container restart reuses both.
         {"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},
@@ -150,7 +168,13 @@ def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = 
     restores the signed compile cache its writer Job published (compile_job)."""
     assert p.staged_weights is not None
     prefix, key = p.staged_weights
-    containers = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
+    if p.neuron is not None:
+        # The Neuron engines load a local directory: the checkpoint is copied onto the node (after staging ends).
+        fetch = fetch_weights_init_container(prefix, key, neuron.MODEL_DIR, p.image, p.aws_region)
+        fetch["volumeMounts"] = [{"name": "cache", "mountPath": CACHE_DIR}]
+        containers = [fetch]
+    else:
+        containers = [wait_for_weights_init_container(BUCKET_ENV, prefix, key, p.image, p.aws_region)]
     for i, (name, adapter_prefix, adapter_key) in enumerate(p.staged_adapters):
         container = fetch_adapter_init_container(
             str(i), adapter_prefix, adapter_key, adapter_dir(name), p.image, p.aws_region
@@ -160,7 +184,11 @@ def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = 
     if p.compile_cache is not None and role == "server" and restore:
         cache_key = compile_cache_key(p.image, container_args(p, "server"))
         cache = f"{p.compile_cache}{cache_key}/"
-        containers.append(compile_cache_restore_container(cache, cache_key, p.image, p.aws_region, CACHE_DIR, "cache"))
+        containers.append(
+            compile_cache_restore_container(
+                cache, cache_key, p.image, p.aws_region, CACHE_DIR, "cache", **neuron.restore_options(p)
+            )
+        )
     return containers
 
 
@@ -262,7 +290,7 @@ def serving_pod_spec(
                 },
             }
         )
-    container["lifecycle"] = {"preStop": {"sleep": {"seconds": p.pre_stop_seconds}}}
+    container["lifecycle"] = {"preStop": {"sleep": {"seconds": neuron.pre_stop_seconds(p)}}}
     container["securityContext"] = container_security_context()
     pod_spec: dict[str, Any] = {
         "serviceAccountName": p.name,
@@ -281,6 +309,7 @@ def serving_pod_spec(
     # With pools, the node affinity names them: the node selector keeps everything but the pool.
     node_selector = {k: v for k, v in p.node_selector.items() if k != LABEL_NODE_POOL} if pools else p.node_selector
     pod_spec.update(placement(node_selector, p.tolerations))
+    pod_spec.update(neuron.scheduler(p))
     affinity: dict[str, Any] = {}
     if pools:
         affinity["nodeAffinity"] = _node_affinity(pools, on_demand=floor)

@@ -17,6 +17,7 @@ from llm_eks.manifests.labels import POOL_LABEL, VLLM_APP, require_dns1035, requ
 from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 from llm_eks.manifests.quantities import parse_quantity
 from llm_eks.planner.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
+from llm_eks.planner.neuron.engine import NeuronServing
 from llm_eks.validation import HF_REPO
 from llm_eks.versions import VLLM_IMAGE
 
@@ -66,6 +67,24 @@ _CHART_FLAGS = {
     "--data-parallel-rpc-port": "the chart sets it on a replica whose data-parallel ranks span nodes",
     "--enable-expert-parallel": "the chart sets it from expert_parallel",
     "-ep": "the chart sets it from expert_parallel",
+}
+# What a Neuron server's flags set from its compiled shape, or what does not apply on Neuron (planner/neuron/engine.py).
+_NEURON_FLAGS = {
+    "--max-num-seqs": "the chart sets it from the compiled shape (neuron)",
+    "--max-num-batched-tokens": "the chart sets it from the compiled shape (neuron)",
+    "--num-gpu-blocks-override": "the chart sets it from the compiled shape (neuron)",
+    "--block-size": "the chart sets it from the compiled shape (neuron)",
+    "--enable-prefix-caching": "the chart sets it from the compiled shape (neuron)",
+    "--no-enable-prefix-caching": "the chart sets it from the compiled shape (neuron)",
+    "--additional-config": "the chart sets the Neuron settings from the compiled shape (neuron)",
+    "--dtype": "the Neuron engines compile bfloat16 (the chart sets it)",
+    "--quantization": "Neuron quantizes through its own flow, never vLLM's --quantization",
+    "-q": "Neuron quantizes through its own flow, never vLLM's --quantization",
+    "--kv-cache-dtype": "on Neuron the KV cache dtype follows the checkpoint",
+    "--gpu-memory-utilization": "the Neuron engines size the KV cache from --num-gpu-blocks-override",
+    "--enable-chunked-prefill": "the Neuron engines decide prefill from the compiled buckets",
+    "--device": "not a flag of the vLLM releases the Neuron engines are built on",
+    "--override-neuron-config": "not a flag of the vLLM releases the Neuron engines are built on (use the settings)",
 }
 # Switches of the removed V0 engine, or defaults the V1 engine already has (DESIGN.md).
 _STALE_FLAGS = {
@@ -181,6 +200,17 @@ class VllmProps:
     staged_adapters: tuple[tuple[str, str, str], ...] = ()
     # Further `vllm serve` flags, after the rendered ones: none of the chart's, the engine settings' or V0-era ones.
     extra_engine_args: tuple[str, ...] = ()
+    # Serving on AWS Neuron (planner/neuron): the engine path and the compiled shape, rendered instead of the GPU
+    # flags, with `image` that path's container. It compiles ahead of time in the compile cache's writer and its
+    # pods restore the result, so it needs staged weights and compile_cache. None: vLLM on NVIDIA GPUs.
+    neuron: NeuronServing | None = None
+    # Cores each accelerator offers to tensor parallelism (NeuronCores per Neuron chip); 1 for GPUs.
+    cores_per_accelerator: int = 1
+    # Neuron's ahead-of-time compile in the compile cache's writer Job (seconds), added to the writer's deadline.
+    compile_seconds: int = 0
+    # The pods' scheduler: None is Kubernetes' default; the Neuron scheduler extension's second scheduler
+    # (neuron.NEURON_SCHEDULER_NAME) for pods that take some but not all Neuron chips of a node (contiguous ones).
+    scheduler_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +285,8 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"{p.pipeline_parallel_size}; data-parallel ranks here are tensor-parallel only (use 1 for either)"
         )
     _at_least("accelerators_per_node", p.accelerators_per_node, 1)
+    _at_least("cores_per_accelerator", p.cores_per_accelerator, 1)
+    _at_least("compile_seconds", p.compile_seconds, 0)
     _at_least("nodes_per_replica", p.nodes_per_replica, 1)
     _at_least("efa_interfaces", p.efa_interfaces, 0)
     if p.efa_interfaces and p.nodes_per_replica == 1:
@@ -262,17 +294,20 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"efa_interfaces: {p.efa_interfaces} is not allowed with nodes_per_replica 1; EFA carries the traffic "
             "between the nodes of a replica (use 0)"
         )
-    if p.tensor_parallel_size > p.accelerators_per_node:
+    cores = p.cores_per_accelerator
+    if p.tensor_parallel_size > p.accelerators_per_node * cores:
         raise ConfigError(
             f"tensor_parallel_size: {p.tensor_parallel_size} is not allowed; must be at most "
-            f"{p.accelerators_per_node} (accelerators per node)"
+            f"{p.accelerators_per_node * cores} (accelerators per node"
+            + (f" x {cores} cores each)" if cores > 1 else ")")
         )
     world = p.tensor_parallel_size * p.pipeline_parallel_size * p.data_parallel_size
-    if p.accelerators_per_pod * p.nodes_per_replica != world:
+    if p.accelerators_per_pod * p.nodes_per_replica * cores != world:
+        per = f" / {cores} cores per accelerator" if cores > 1 else ""
         raise ConfigError(
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must equal tensor_parallel_size x "
-            f"pipeline_parallel_size x data_parallel_size / nodes_per_replica ({world} / {p.nodes_per_replica}), "
-            "a whole number (vLLM splits the ranks evenly over the nodes)"
+            f"pipeline_parallel_size x data_parallel_size / nodes_per_replica{per} ({world} / {p.nodes_per_replica}"
+            f"{f' / {cores}' if cores > 1 else ''}), a whole number (vLLM splits the ranks evenly over the nodes)"
         )
     if p.data_parallel_size > 1 and p.accelerators_per_pod % p.tensor_parallel_size:
         raise ConfigError(
@@ -319,6 +354,7 @@ def validate_vllm_props(p: VllmProps) -> None:
         )
     _validate_drain(p)
     validate_engine(p.engine, "engine")
+    _validate_neuron(p)
     _validate_extra_engine_args(p)
     if p.ingress is not None:
         validate_ingress(p.ingress)
@@ -342,6 +378,38 @@ def _validate_drain(p: VllmProps) -> None:
         )
 
 
+def _validate_neuron(p: VllmProps) -> None:
+    """A Neuron server: one pod of tensor parallelism, compiled ahead of time by the compile cache's writer."""
+    if p.neuron is None:
+        if p.cores_per_accelerator != 1:
+            raise ConfigError(
+                f"cores_per_accelerator: {p.cores_per_accelerator} is not allowed without neuron; a GPU is one core"
+            )
+        return
+    if p.neuron.shape.max_model_len != p.engine.max_model_len:
+        raise ConfigError(
+            f"engine.max_model_len: {p.engine.max_model_len} is not allowed; must equal the compiled shape's "
+            f"max_model_len ({p.neuron.shape.max_model_len}): a Neuron engine serves the length it compiled"
+        )
+    for name, value in (
+        ("pipeline_parallel_size", p.pipeline_parallel_size),
+        ("data_parallel_size", p.data_parallel_size),
+        ("nodes_per_replica", p.nodes_per_replica),
+    ):
+        if value != 1:
+            raise ConfigError(
+                f"{name}: {value} is not allowed with neuron; a Neuron replica is one pod of tensor-parallel "
+                "NeuronCores (use 1)"
+            )
+    if p.expert_parallel or p.engine.lora_modules:
+        raise ConfigError("neuron: expert parallelism and LoRA adapters are not served on Neuron here")
+    if p.staged_weights is None or p.compile_cache is None:
+        raise ConfigError(
+            "neuron: needs staged_weights and compile_cache: a Neuron engine compiles ahead of time in the compile "
+            "cache's writer Job (from the staged weights) and its serving pods restore what it published"
+        )
+
+
 def _validate_extra_engine_args(p: VllmProps) -> None:
     for token in p.extra_engine_args:
         if not isinstance(token, str):
@@ -352,6 +420,10 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
         reason = _CHART_FLAGS.get(flag) or _STALE_FLAGS.get(flag)
         if flag in VLLM_FLAG_FIELDS:
             reason = f"the chart sets it from engine.{VLLM_FLAG_FIELDS[flag]}"
+        if p.neuron is not None and flag in _NEURON_FLAGS:
+            reason = _NEURON_FLAGS[flag]
+        if p.neuron is not None and flag == "--shutdown-timeout" and not p.neuron.shutdown_timeout:
+            reason = "the Neuron engine's vLLM 0.16 has no such flag (the chart drains in preStop)"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
         if reason:

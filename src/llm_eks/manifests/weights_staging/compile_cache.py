@@ -27,7 +27,13 @@ Two modes, both run by the vLLM image as `python3 -c <this file> <mode> ...` (th
   lists, checking each one's size and sha256 as it arrives. An object not in the manifest is never read. No
   signature, a bad signature, a manifest of another prefix, a file that does not match:
   the files written so far are removed and vLLM compiles from scratch. It always exits 0: a cold cache costs a
-  compile, never a replica.
+  compile, never a replica. With `--required` (a Neuron engine that must not compile in a serving pod,
+  manifests/vllm/neuron.py) it waits for the writer's signed manifest instead and exits 1 without it, so the pod
+  stays in Init until the artefacts are there.
+
+The same mechanism carries a Neuron engine's ahead-of-time compiled artefacts (NxD Inference's traced model and
+NEFFs, vllm-neuron's compile cache): the writer compiles them and publishes that directory instead
+(manifests/vllm/neuron.py names it, and the larger per-file cap and restore deadline).
 
 (No `$` followed by `(` appears in this file: the kubelet would expand it as a variable reference in the command.)
 """
@@ -432,6 +438,52 @@ def wait_ready(
         sleep(poll_seconds)
 
 
+def run_restore_required(
+    s3: Any,
+    kms: Any,
+    bucket: str,
+    prefix: str,
+    cache_key: str,
+    key_id: str,
+    dest: Path,
+    *,
+    deadline_seconds: float,
+    poll_seconds: float = POLL_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Restore for an engine that must not compile (a Neuron one that refuses to): wait for the writer's signed
+    manifest, polling, and exit 1 when there is none by the deadline or it is refused (this run's files removed): the
+    init container fails and the kubelet runs it again, so the pod waits in Init instead of serving without it."""
+    started = clock()
+    where = f"s3://{bucket}/{prefix}"
+    last_log: float | None = None
+    while True:
+        remaining = deadline_seconds - (clock() - started)
+        try:
+            summary = restore(s3, kms, bucket, prefix, cache_key, key_id, dest, deadline_seconds=remaining, clock=clock)
+        except Exception as err:
+            log("restore", f"failed, and this engine must not compile: {where}: {one_line(err)}")
+            return 1
+        now = clock()
+        if summary is not None:
+            log(
+                "restore",
+                f"restored {len(summary.restored)} verified files ({human(summary.restored_bytes)}) from {where} into "
+                f"{dest} in {now - started:.1f} s",
+            )
+            return 0
+        if now - started >= deadline_seconds:
+            log(
+                "restore", f"gave up after {now - started:.0f} s: {where} has no manifest (the writer Job publishes it)"
+            )
+            return 1
+        if last_log is None or now - last_log >= HEALTH_LOG_SECONDS / 5:
+            log("restore", f"waiting for the writer Job to publish {where} ({now - started:.0f} s)")
+            last_log = now
+        sleep(poll_seconds)
+
+
 # --- command line ------------------------------------------------------------------------------------------------
 
 
@@ -448,6 +500,11 @@ def parser() -> argparse.ArgumentParser:
         m.add_argument("--region", default=None, help="default: AWS_REGION, else what boto3 finds")
     restore_p.add_argument("--dest", required=True, type=Path)
     restore_p.add_argument("--deadline-seconds", type=float, default=RESTORE_DEADLINE_SECONDS)
+    restore_p.add_argument(
+        "--required",
+        action="store_true",
+        help="wait for the signed cache; exit 1 without it (an engine that must not compile)",
+    )
     publish_p.add_argument("--src", required=True, type=Path)
     publish_p.add_argument("--health", required=True, help="vLLM's health URL, e.g. http://127.0.0.1:8000/health")
     publish_p.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds with no change first")
@@ -460,13 +517,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     region = args.region or os.environ.get("AWS_REGION") or None
     if not args.bucket or not args.prefix.endswith("/") or not args.signing_key:
         log(args.mode, f"skipped: bucket {args.bucket!r}, prefix {args.prefix!r} and a signing key are required")
-        return 0 if args.mode == "restore" else 1
+        return 0 if args.mode == "restore" and not args.required else 1
     if args.mode == "restore":
         try:
             s3, kms = clients(region)
         except Exception as err:
             log("restore", f"failed, vLLM compiles from scratch: {one_line(err)}")
-            return 0
+            return 1 if args.required else 0
+        if args.required:
+            return run_restore_required(
+                s3, kms, args.bucket, args.prefix, args.cache_key, args.signing_key, args.dest,
+                deadline_seconds=args.deadline_seconds,
+            )  # fmt: skip
         return run_restore(
             s3, kms, args.bucket, args.prefix, args.cache_key, args.signing_key, args.dest,
             deadline_seconds=args.deadline_seconds,

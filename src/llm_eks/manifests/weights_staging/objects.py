@@ -47,6 +47,12 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 WAIT_CPU_REQUEST = "50m"
 WAIT_CPU_LIMIT = "500m"
 WAIT_MEMORY = "128Mi"
+# Copying a whole checkpoint onto the node (a Neuron server loads a local directory): boto3's threaded download and
+# a sha256 of every file, one after another, want more than the waits' share.
+FETCH_WEIGHTS_CONTAINER = "fetch-weights"
+FETCH_CPU_REQUEST = "1"
+FETCH_CPU_LIMIT = "4"
+FETCH_MEMORY = "1Gi"
 RESTORE_COMPILE_CACHE_CONTAINER = "restore-compile-cache"
 # The restore container: boto3 reading one object at a time, hashing as it goes.
 COMPILE_CACHE_CPU_REQUEST = "100m"
@@ -309,6 +315,26 @@ def fetch_adapter_init_container(
     )
 
 
+def fetch_weights_init_container(prefix: str, key: str, dest: str, image: str, region: str | None) -> dict[str, Any]:
+    """An init container that waits for the model's staging (as wait-for-weights does) and then copies every file
+    its marker lists into `dest` on the pod's cache volume, each checked against the recorded size and sha256 (a file
+    that differs fails the container): for engines that load a local checkpoint directory, the Neuron ones. A file
+    already there and matching (a restarted pod) is kept."""
+    _check_staged(prefix, key)
+    if not dest.startswith("/") or "$" in dest:
+        raise ValueError(f"dest: {dest!r} must be an absolute path without '$'")
+    return _script_container(
+        FETCH_WEIGHTS_CONTAINER,
+        image,
+        wait_script(),
+        ["--bucket", f"$({BUCKET_ENV})", "--prefix", prefix, "--key", key, "--fetch-to", dest],
+        BUCKET_ENV,
+        region,
+        (FETCH_CPU_REQUEST, FETCH_CPU_LIMIT, FETCH_MEMORY),
+        no_bytecode=True,
+    )
+
+
 def _check_staged(prefix: str, key: str) -> None:
     if len(key) != KEY_LENGTH or any(c not in "0123456789abcdef" for c in key):
         raise ValueError(f"key: {key!r} is not a staging key ({KEY_LENGTH} hex characters from staging_key)")
@@ -356,9 +382,12 @@ def cache_signing_key_env(name: str = SIGNING_KEY_ENV) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"configMapKeyRef": {"name": BUCKET_CONFIG_MAP, "key": SIGNING_KEY_KEY}}}
 
 
-def compile_cache_dir(cache_dir: str) -> str:
-    """Where vLLM keeps its torch.compile cache in a container whose VLLM_CACHE_ROOT is `<cache_dir>/vllm`."""
-    return f"{cache_dir.rstrip('/')}/{COMPILE_CACHE_SUBDIR}"
+def compile_cache_dir(cache_dir: str, subdir: str = COMPILE_CACHE_SUBDIR) -> str:
+    """Where the engine keeps its compiled artefacts below `cache_dir`: vLLM's torch.compile cache in a container
+    whose VLLM_CACHE_ROOT is `<cache_dir>/vllm` by default, another engine's (Neuron's) when `subdir` says."""
+    if not subdir or subdir.startswith("/") or ".." in subdir.split("/") or "$" in subdir:
+        raise ValueError(f"subdir: {subdir!r} must be a relative path below the cache folder")
+    return f"{cache_dir.rstrip('/')}/{subdir}"
 
 
 def _check_cache_args(prefix: str, cache_key: str, cache_dir: str) -> None:
@@ -371,14 +400,24 @@ def _check_cache_args(prefix: str, cache_key: str, cache_dir: str) -> None:
 
 
 def compile_cache_restore_container(
-    prefix: str, cache_key: str, image: str, region: str | None, cache_dir: str, volume: str
+    prefix: str,
+    cache_key: str,
+    image: str,
+    region: str | None,
+    cache_dir: str,
+    volume: str,
+    subdir: str = COMPILE_CACHE_SUBDIR,
+    deadline_seconds: int | None = None,
+    required: bool = False,
 ) -> dict[str, Any]:
     """An init container for a serving pod, after wait-for-weights: it reads the signed manifest under
     s3://$BUCKET/<prefix> (see compile_cache_prefix), has KMS verify its signature, and downloads exactly the files
-    it lists, each checked against its sha256, into <cache_dir>/vllm/torch_compile_cache on the cache volume
-    `volume`. It always exits 0: no cache yet, a bad signature, a tampered file or a network error cost a compile,
-    never the replica. The pod's ServiceAccount needs s3:ListBucket on the prefix, s3:GetObject on `<prefix>*`
-    (kms:Decrypt through S3 with a customer managed key) and kms:Verify on the signing key."""
+    it lists, each checked against its sha256, into <cache_dir>/vllm/torch_compile_cache (or <cache_dir>/`subdir`)
+    on the cache volume `volume`. It always exits 0: no cache yet, a bad signature, a tampered file or a network
+    error cost a compile, never the replica; unless `required` (an engine that must not compile), where it waits for
+    the signed cache and fails without it, and the pod stays in Init. The pod's ServiceAccount needs s3:ListBucket
+    on the prefix, s3:GetObject on `<prefix>*` (kms:Decrypt through S3 with a customer managed key) and kms:Verify
+    on the signing key."""
     _check_cache_args(prefix, cache_key, cache_dir)
     if not _DNS_LABEL.fullmatch(volume):
         raise ValueError(f"volume: {volume!r} must be a volume name (a DNS-1123 label)")
@@ -397,7 +436,9 @@ def compile_cache_restore_container(
             "--signing-key",
             f"$({SIGNING_KEY_ENV})",
             "--dest",
-            compile_cache_dir(cache_dir),
+            compile_cache_dir(cache_dir, subdir),
+            *(["--deadline-seconds", str(deadline_seconds)] if deadline_seconds is not None else []),
+            *(["--required"] if required else []),
         ],
         BUCKET_ENV,
         region,
@@ -410,7 +451,14 @@ def compile_cache_restore_container(
     return container
 
 
-def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, port: int = VLLM_PORT) -> str:
+def compile_cache_publish_command(
+    prefix: str,
+    cache_key: str,
+    cache_dir: str,
+    port: int = VLLM_PORT,
+    subdir: str = COMPILE_CACHE_SUBDIR,
+    max_file_bytes: int | None = None,
+) -> str:
     """The writer Job's shell: vLLM in the background (listening on the pod's loopback only), this package's
     `publish` in the foreground once vLLM answers there, then vLLM stopped; the Job ends with publish's status. The
     script comes in through the environment (COMPILE_CACHE_SCRIPT_ENV), the bucket and the key's ARN from the
@@ -419,7 +467,9 @@ def compile_cache_publish_command(prefix: str, cache_key: str, cache_dir: str, p
     return (
         'vllm serve "$@" & server=$! ; '
         f'python3 -c "${COMPILE_CACHE_SCRIPT_ENV}" publish --bucket "${BUCKET_ENV}" --prefix {prefix} '
-        f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir)} '
-        f"--health http://{LOOPBACK}:{port}/health ; status=$? ; "
+        f'--cache-key {cache_key} --signing-key "${SIGNING_KEY_ENV}" --src {compile_cache_dir(cache_dir, subdir)} '
+        f"--health http://{LOOPBACK}:{port}/health "
+        + (f"--max-bytes {max_file_bytes} " if max_file_bytes is not None else "")
+        + "; status=$? ; "
         'kill -TERM "$server" ; wait "$server" ; exit "$status"'
     )

@@ -13,9 +13,10 @@ its log) and an alert on GPU pods pending pages. Access denied and network error
 says which. (No `$` followed by `(` appears in this file: the kubelet would expand it as a variable reference in the
 container command.)
 
-With `--fetch-to DIR` (a LoRA adapter) it then copies the files the marker lists into DIR, each checked against the
-size and sha256 the staging Job recorded, and exits 1 if any differs: the adapter vLLM loads is byte for byte the
-commit that was staged, and a file the marker does not list is never fetched.
+With `--fetch-to DIR` (a LoRA adapter, or a whole checkpoint for a Neuron engine, which loads a local directory) it
+then copies the files the marker lists into DIR, each checked against the size and sha256 the staging Job recorded,
+and exits 1 if any differs: what the engine loads is byte for byte the commit that was staged, and a file the marker
+does not list is never fetched.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def test_the_multi_model_example_routes_both_models_through_one_gateway(
     objects = synthesized["multi_model"]
     (gateway,) = [o for o in objects if o["kind"] == "Gateway"]
     assert [listener["port"] for listener in gateway["spec"]["listeners"]] == [443]
-    routes = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "HTTPRoute"}
+    routes = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "AIGatewayRoute"}
     assert set(routes) == {"inference-chat", "inference-fast"}
     pools = {o["metadata"]["namespace"] for o in objects if o["kind"] == "InferencePool"}
     assert pools == {"inference-chat", "inference-fast"}

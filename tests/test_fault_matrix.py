@@ -1,4 +1,4 @@
-"""The fault matrix page (docs/concepts/faults.md) holds exactly what docgen/faults.py computes from the default app's
+"""The fault matrix page (docs/concepts/faults.md) holds exactly what docgen/faults computes from the default app's
 synthesized objects: a change that moves a cell changes the page in the same diff (`make golden` rewrites it). The
 rules themselves are checked on facts changed one at a time."""
 

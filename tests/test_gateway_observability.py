@@ -98,6 +98,17 @@ def _refused(fairness: str, outcome: str, per_minute: int) -> dict[str, str]:
     return _series("llm_d_epp_flow_control_request_queue_duration_seconds_count", labels, f"0+{per_minute}x{SPAN}")
 
 
+def _envoy_answers(code_class: str, per_minute: int, listener: str = "https-10443") -> dict[str, str]:
+    """The Envoy pods' answers of one class on one HTTP listener, as Envoy's tag extraction labels them."""
+    labels = {
+        **ENVOY,
+        "pod": "envoy-a",
+        "envoy_http_conn_manager_prefix": listener,
+        "envoy_response_code_class": code_class,
+    }
+    return _series("envoy_http_downstream_rq_xx", labels, f"0+{per_minute}x{SPAN}")
+
+
 def _all_up(objects: list[dict[str, Any]]) -> list[dict[str, str]]:
     """Every part of the gateway healthy."""
     return [
@@ -146,6 +157,30 @@ def test_every_gateway_alert_passes_promtool(
             "GatewayEndpointPickerDown",
             "one picker replica of two up (the follower, or the leader) is enough",
             [*without["picker"], _up(PICKER, "vllm-chat-epp-a", 0), _up(PICKER, "vllm-chat-epp-b", 1)],
+            [],
+        ),
+    ]
+    # 5xx share: 60 of 600 a minute is 10 %; the stats listener's 2xx scrapes do not dilute it.
+    tests += [
+        _case(
+            rules,
+            "GatewayErrorRatioHigh",
+            "one answer in ten is a 5xx",
+            [*healthy, _envoy_answers("2", 540), _envoy_answers("5", 60), _envoy_answers("2", 6000, "eg-stats-http")],
+            [({}, 0.1)],
+        ),
+        _case(
+            rules,
+            "GatewayErrorRatioHigh",
+            "one in a hundred",
+            [*healthy, _envoy_answers("2", 594), _envoy_answers("5", 6)],
+            [],
+        ),
+        _case(
+            rules,
+            "GatewayErrorRatioHigh",
+            "every answer a 5xx, but below one request every ten seconds",
+            [*healthy, _envoy_answers("5", 3)],
             [],
         ),
     ]

@@ -15,6 +15,11 @@ Series, each read in its source at the pinned version:
   (gen_ai_token_type), with the `tenant` label from the tenant header (constructs/envoy_gateway.py,
   metricsRequestHeaderAttributes): every model, Ray Serve's too. Their Prometheus names were read from that
   example, not from a live /metrics (docs/reference/not-verified.md);
+- the Envoy pods' own `envoy_http_downstream_rq_xx` (Envoy's tag extraction turns `*_rq_<d>xx` into the label
+  `envoy_response_code_class` = d and the connection manager's stat prefix into `envoy_http_conn_manager_prefix`:
+  envoyproxy/envoy source/common/config/well_known_names.cc, RESPONSE_CODE_CLASS and HTTP_CONN_MANAGER_PREFIX), without
+  Envoy Gateway's own stats listener (`eg-stats-http`, envoyproxy/gateway internal/xds/bootstrap/bootstrap.yaml.tpl),
+  whose scrapes would dilute the ratio;
 - `up` of the pickers' ServiceMonitors and the Envoy pods' PodMonitor (job `<namespace>/<name>`), and
   kube-state-metrics v2.19.1's `kube_deployment_status_replicas_available` for the controllers, the rate-limit
   service (Deployment `envoy-ratelimit`, envoyproxy/gateway v1.9.0 internal/infrastructure/kubernetes/ratelimit/
@@ -47,6 +52,11 @@ _RATE = "$__rate_interval"
 # The picker's refusals: a full band, a hold that ended with no replica ready, other refusals, a hold that expired.
 REFUSED = "RejectedCapacity|RejectedNoEndpoints|RejectedOther|EvictedTTL"
 RATELIMIT_DEPLOYMENT = "envoy-ratelimit"
+# Above this share of 5xx answers for 5 minutes the gateway pages; below MIN_RATE requests a second it is noise.
+ERROR_RATIO = 0.05
+MIN_RATE = 0.1
+# Envoy Gateway's own HTTP listeners on each Envoy pod (stats, readiness) and the admin's: not callers' traffic.
+INTERNAL_LISTENERS = "admin|eg-stats-http|eg-ready-http"
 ENVOY_GATEWAY_DEPLOYMENT = "envoy-gateway"
 
 
@@ -64,6 +74,14 @@ class Fault:
 
 
 FAULTS = (
+    Fault(
+        "Anything behind the gateway (a model's pods, its picker, the gateway's filters)",
+        "answers 5xx to more than 5 % of requests",
+        "those 5xx answers; the gateway stays up",
+        "GatewayErrorRatioHigh",
+        "the tenant dashboard splits errors per model: one model's point at its pods (VllmNoReadyReplica, "
+        "VllmEngineStalled), every model's at the gateway (kubectl -n inference-gateway logs the Envoy pods)",
+    ),
     Fault(
         "Envoy (the gateway's pods)",
         "every pod down",
@@ -158,6 +176,7 @@ def gateway_alert_rules(p: GatewayProps) -> list[dict[str, Any]]:
             f"Prometheus reaches no Envoy pod of the Gateway {p.namespace}/{p.name}.",
             f"kubectl -n {p.namespace} get pods,events; Envoy Gateway runs them from the EnvoyProxy {p.name}.",
         ),
+        _error_ratio(p),
     ]
     for r in pools:
         up = f"up{selector({'namespace': r.namespace, 'job': r.picker})}"
@@ -238,6 +257,31 @@ def gateway_alert_rules(p: GatewayProps) -> list[dict[str, Any]]:
         ),
     ]
     return rules
+
+
+def _error_ratio(p: GatewayProps) -> dict[str, Any]:
+    """The share of callers' requests the gateway's Envoy answered 5xx (its own or a backend's) over 5 minutes."""
+    # Namespace and Gateway names are DNS labels: nothing to escape.
+    callers = (
+        f'namespace="{p.namespace}", job="{p.namespace}/{p.name}", '
+        f'envoy_http_conn_manager_prefix!~"{INTERNAL_LISTENERS}"'
+    )
+    series = f"envoy_http_downstream_rq_xx{{{callers}}}"
+    errors_only = f'envoy_http_downstream_rq_xx{{{callers}, envoy_response_code_class="5"}}'
+    total = f"sum(rate({series}[5m]))"
+    errors = f"sum(rate({errors_only}[5m]))"
+    return alert_rule(
+        "GatewayErrorRatioHigh",
+        f"{errors} / {total} > {ERROR_RATIO} and {total} > {MIN_RATE}",
+        "5m",
+        "critical",
+        f"More than {ERROR_RATIO:.0%} of the requests through the gateway fail",
+        f"{{{{ $value | humanizePercentage }}}} of the requests through {p.name} in {p.namespace} answered 5xx over "
+        "the last 5 minutes.",
+        "The tenant dashboard splits the errors per model: one model's errors point at its pods "
+        "(VllmNoReadyReplica, VllmEngineStalled); every model's at the gateway's Envoy or its filters "
+        f"(kubectl -n {p.namespace} logs the Envoy pods; GatewayEndpointPickerDown).",
+    )
 
 
 def _standby_missing(r: ModelRoute) -> dict[str, Any]:

@@ -31,8 +31,11 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                "KUBERAY_OPERATOR_CHART_VERSION", "LWS_CHART_VERSION",
                                "SECRETS_STORE_CSI_DRIVER_CHART_VERSION", "SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION",
                                "AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION")),
-    ("Gateway (Istio, Gateway API, Inference Extension, routers)",
-     ("ISTIO_CHART_VERSION", "GATEWAY_API_VERSION", "GAIE_VERSION", "EPP_IMAGE", "IPP_IMAGE")),
+    ("Gateway (Envoy Gateway and its data plane, rate-limit service and counters; Envoy AI Gateway; Gateway API, "
+     "Inference Extension, the endpoint picker)",
+     ("ENVOY_GATEWAY_VERSION", "ENVOY_PROXY_IMAGE", "RATELIMIT_IMAGE", "VALKEY_IMAGE", "AI_GATEWAY_VERSION",
+      "GATEWAY_API_VERSION", "GAIE_VERSION", "LLMD_VERSION", "EPP_IMAGE")),
+    ("Secrets sync", ("EXTERNAL_SECRETS_CHART_VERSION",)),
 )  # fmt: skip
 # The Python packages whose pins follow the Kubernetes minor or define the CDK (pyproject.toml).
 PACKAGES = ("aws-cdk-lib", "cdk8s", "aws-cdk.lambda-layer-kubectl-v", "cdk-nag")

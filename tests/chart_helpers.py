@@ -101,6 +101,7 @@ def applied_objects(config: Any, workloads: Iterable[Any]) -> list[dict[str, Any
         node_role_name="r",
         security_group_ids=("sg-0123456789abcdef0",),
         placement_groups=placement_groups(built),
+        region="us-west-2",
     )
     return [o for c in charts if c.apply for o in c.chart.to_json()]
 

@@ -35,4 +35,17 @@ def failed_rules(file_name: str, field: str, value: Any) -> list[str]:
     return failed
 
 
+def failed_item_rules(file_name: str, field: str, item: Any) -> list[str]:
+    """The messages of the rules on each item of the list `spec.<field>` that `item` fails."""
+    failed = []
+    for rule in _spec_properties(file_name)[field]["items"].get("x-kubernetes-validations", []):
+        context = cel.Context()
+        cel.stdlib.add_stdlib_to_context(context)
+        context.add_variable("self", item)
+        if cel.evaluate(rule["rule"], context) is not True:
+            failed.append(rule["message"])
+    return failed
+
+
 EC2_NODE_CLASS = "karpenter.k8s.aws_ec2nodeclasses.yaml"
+AI_GATEWAY_ROUTE = "aigateway.envoyproxy.io_aigatewayroutes.yaml"

@@ -430,14 +430,15 @@ _KUBECTL_VALUED = {
 
 
 def _objects(app: App, env: str) -> list[dict[str, Any]]:
-    """The environment's objects as the cluster holds them: the review YAML, and the Service istiod creates for each
-    Gateway of class istio (named <gateway>-istio, with the listeners' ports: istio/istio 1.30.3,
-    pilot/pkg/config/kube/gatewaycommon/gateway_utils.go GetDefaultName)."""
+    """The environment's objects as the cluster holds them: the review YAML, and the Service Envoy Gateway creates
+    for each Gateway of class llm-eks (GatewayNamespace mode: named after the Gateway, in its namespace, with the
+    listeners' ports: envoyproxy/gateway v1.9.0 internal/gatewayapi/translator.go, where the proxy's infra name is
+    the Gateway's, and internal/infrastructure/kubernetes/proxy/resource_provider.go Name)."""
     assert app.manifests is not None
     objects = [o for name, objs in app.manifests(env).items() if name != "helm-releases.yaml" for o in objs]
-    for gateway in [o for o in objects if o["kind"] == "Gateway" and o["spec"]["gatewayClassName"] == "istio"]:
+    for gateway in [o for o in objects if o["kind"] == "Gateway" and o["spec"]["gatewayClassName"] == "llm-eks"]:
         ports = [{"port": listener["port"]} for listener in gateway["spec"]["listeners"]]
-        metadata = {"name": f"{gateway['metadata']['name']}-istio", "namespace": gateway["metadata"]["namespace"]}
+        metadata = {"name": gateway["metadata"]["name"], "namespace": gateway["metadata"]["namespace"]}
         objects.append({"kind": "Service", "metadata": metadata, "spec": {"ports": ports}})
     return objects
 
@@ -466,11 +467,16 @@ def _kubectl(command: Command, app: App, env: str | None, scratch: Path) -> Verd
             problems.append(f"-f {path}: synth writes no such file")
         return Verdict("files and objects of the synthesized review YAML", problems)
     if verb == "create" and refs[:1] == ["token"]:
-        audiences = {a for o in objects if o["kind"] == "RequestAuthentication" for r in o["spec"]["jwtRules"]
-                     for a in r.get("audiences", [])}  # fmt: skip
+        audiences = {
+            a
+            for o in objects
+            if o["kind"] == "SecurityPolicy" and "jwt" in o["spec"]
+            for provider in o["spec"]["jwt"]["providers"]
+            for a in provider.get("audiences", [])
+        }
         if values.get("--audience") not in audiences:
             problems.append(f"--audience {values.get('--audience')}: the gateway of {env} accepts {sorted(audiences)}")
-        return Verdict("the token's audience against the gateway's RequestAuthentication", problems)
+        return Verdict("the token's audience against the gateway's JWT SecurityPolicy", problems)
     if verb == "get" and len(refs) == 2:
         refs = [f"{refs[0]}/{refs[1]}"]
     if verb == "get" and len(refs) == 1 and "/" not in refs[0]:

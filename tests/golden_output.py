@@ -1,7 +1,7 @@
 """What the default app synthesizes, as the golden files under tests/golden/ hold it: one template and one folder of
 review YAML per environment. A refactoring must leave them unchanged; a change of output updates them on purpose
 (`make golden`), so the reviewer of that change reads the difference in the golden files' diff. It rewrites the
-fault matrix of docs/concepts/faults.md from the same output (docgen/faults.py).
+fault matrix of docs/concepts/faults.md from the same output (docgen/faults).
 
 Run as a module to rewrite them: `python -m tests.golden_output`.
 """

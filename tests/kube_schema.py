@@ -2,8 +2,8 @@
 custom resources against the upstream CRDs vendored in tests/fixtures/upstream/crds (SOURCES.md there names the
 source of each). An object of a kind without a vendored CRD fails: copy the CRD in with its row.
 
-CEL rules (`x-kubernetes-validations`) are not evaluated: jsonschema ignores that keyword. Only the API server (and,
-for Istio kinds, istiod's validating webhook) enforces them.
+CEL rules (`x-kubernetes-validations`) are not evaluated here: jsonschema ignores that keyword. The API server
+enforces them; tests/crd_cel.py evaluates those a test names.
 
 CRD schemas are made strict here: an object schema that lists `properties` and does not preserve unknown fields
 rejects any other key. The API server would silently prune such a key, so a misspelled field deploys and does
@@ -59,7 +59,7 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-# Where each CRD lives, read from the text of the files (controller-gen and Istio's generator both write `group:`
+# Where each CRD lives, read from the text of the files (controller-gen and the other generators write `group:`
 # and the names' `kind:` at these indents): a test parses only the files of the kinds it validates, not all 7 MB.
 _GROUP = re.compile(r"^  group: (\S+)$", re.M)
 _NAMES_KIND = re.compile(r"^  names:\n(?:    .*\n)*?    kind: (\S+)$", re.M)

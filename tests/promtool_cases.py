@@ -510,11 +510,50 @@ def _ready(s: Scene, value: int) -> dict[str, str]:
     return {"series": series_text("kube_deployment_status_replicas_ready", labels), "values": f"{value}x{SPAN}"}
 
 
+def _keda_case(trigger: Mapping[str, Any], title: str, inputs: list[dict[str, str]], samples: list[dict[str, Any]]
+               ) -> dict[str, Any]:  # fmt: skip
+    query = trigger["metadata"]["query"]
+    return {
+        "name": f"KEDA {trigger['name']} ({title}): {query}",
+        "interval": "1m",
+        "input_series": inputs,
+        "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": samples}],
+    }
+
+
+def held_request_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The held-requests trigger (workloads behind the gateway): the picker holds requests (their sum for this pool,
+    another pool's not counted), whether a replica is ready or not (what wakes a workload at zero); the picker is
+    scraped and holds none (its gauge has no series yet: 0, no error); no picker is scraped while a replica is ready
+    (empty: an error to KEDA, so its fallback, never a scale-in) or while none is (0: a model asleep stays asleep)."""
+    assert trigger["metadata"]["ignoreNullValues"] == "false", "an empty result must be an error, not a 0"
+    picker = {"namespace": s.namespace, "job": f"{s.job}-epp", "instance": "10.0.2.7:9090"}
+    queue = "llm_d_epp_flow_control_queue_size"
+
+    def held(fairness: str, pool: str, value: int) -> dict[str, str]:
+        labels = {**picker, "fairness_id": fairness, "priority": "0", "inference_pool": pool}
+        return {"series": series_text(queue, labels), "values": f"{value}x{SPAN}"}
+
+    up = {"series": series_text("up", picker), "values": f"1x{SPAN}"}
+    down = {"series": series_text("up", picker), "values": f"0x{SPAN}"}
+    holding = [up, held("team-a", s.job, 2), held("team-b", s.job, 3), held("team-a", "other", 100)]
+    five, zero = [{"labels": "{}", "value": 5}], [{"labels": "{}", "value": 0}]
+    return [
+        _keda_case(trigger, "holding, a replica ready", [*holding, _ready(s, 1)], five),
+        _keda_case(trigger, "holding, no replica ready", [*holding, _ready(s, 0)], five),
+        _keda_case(trigger, "scraped, holding none", [up, _ready(s, 1)], zero),
+        _keda_case(trigger, "not scraped, a replica ready", [down, _ready(s, 1)], []),
+        _keda_case(trigger, "not scraped, no replica ready", [down, _ready(s, 0)], zero),
+    ]
+
+
 def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
     """promtool tests of one KEDA prometheus trigger's query over scene `s`'s pods, with its exact value: the
     model's series add up (another model's do not count); with the series missing the query is empty while replicas
     are ready (KEDA then errors and its fallback holds the count) and 0 while none is (a model starting or asleep);
     a scale-to-zero workload's query reads 0 too when kube-state-metrics has no series for it."""
+    if trigger["name"] == "held-requests":
+        return held_request_cases(s, trigger)
     inputs: dict[str, tuple[str, tuple[float, float], float]] = {
         # Waiting requests of the model's two pods add up; the other model's 100 do not count.
         "waiting-requests": ("vllm:num_requests_waiting", (3, 4), 7),
@@ -530,12 +569,7 @@ def keda_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, Any]]:
     asleep = "vector(0) unless" in query
 
     def case(title: str, inputs: list[dict[str, str]], samples: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "name": f"KEDA {trigger['name']} ({title}): {query}",
-            "interval": "1m",
-            "input_series": inputs,
-            "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": samples}],
-        }
+        return _keda_case(trigger, title, inputs, samples)
 
     one = [{"labels": "{}", "value": value}]
     zero = [{"labels": "{}", "value": 0}]

@@ -1,7 +1,8 @@
 """promtool cases for the alerts on faults: each workload's health (no ready replica, series absent, KEDA's scaler
 errors, GPU pods pending, Ray Serve without a healthy replica) over kube-state-metrics', KEDA's and Ray's series, and
-the rules of no workload (the GPU rules over DCGM's series, the gateway's over Istio's, an endpoint picker's), in the
-labels each exporter gives them at its pinned version. As in tests/promtool_cases.py, every alert has a case that
+the rules of no workload (the GPU rules over DCGM's series; an endpoint picker's standby over kube-state-metrics',
+which tests/test_gateway_observability.py runs with the gateway's other alerts), in the labels each exporter gives them
+at its pinned version. As in tests/promtool_cases.py, every alert has a case that
 fires it and one that does not, next to a decoy a wrongly scoped expression would fire on."""
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ WORKLOAD_CASES: dict[str, Callable[[Scene, str], list[dict[str, Any]]]] = {
 }
 
 
-# -- rules of no workload: the GPU rules, the gateway's, an endpoint picker's ----------------------------------------
+# -- rules of no workload: the GPU rules, an endpoint picker's standby -------------------------------------------------
 
 InfraCases = Callable[[Mapping[str, Any], str], list[dict[str, Any]]]
 
@@ -214,35 +215,6 @@ def gpu_xid_error(rule: Mapping[str, Any], namespace: str) -> list[dict[str, Any
     ]  # fmt: skip
 
 
-def _istio(namespace: str, code: str, per_minute: int, reporter: str = "source") -> dict[str, str]:
-    """istio_requests_total of the gateway's Envoy (Istio's standard labels, the PodMonitor's target labels)."""
-    labels = {
-        "namespace": namespace,
-        "pod": "inference-istio-7c9d8f6b5-q2w3e",
-        "job": f"{namespace}/inference",
-        "instance": "10.0.1.40:15020",
-        "reporter": reporter,
-        "response_code": code,
-        "destination_service_name": "vllm-llama",
-        "destination_service_namespace": "inference-llama",
-        "source_workload": "inference-istio",
-    }
-    return {"series": series_text("istio_requests_total", labels), "values": f"0+{per_minute}x{SPAN}"}
-
-
-def gateway_error_ratio(rule: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
-    # An Envoy sidecar's destination-side report of 5xx is not the gateway's.
-    decoy = _istio(namespace, "503", 600, reporter="destination")
-    return [
-        rule_alert_test(rule, "one request in ten failing fires",
-                        [_istio(namespace, "200", 540), _istio(namespace, "503", 60), decoy], [({}, 0.1)]),
-        rule_alert_test(rule, "one in a hundred stays quiet",
-                        [_istio(namespace, "200", 594), _istio(namespace, "503", 6), decoy], None),
-        rule_alert_test(rule, "half failing at two requests a minute stays quiet",
-                        [_istio(namespace, "200", 1), _istio(namespace, "503", 1), decoy], None),
-    ]  # fmt: skip
-
-
 def _deployment(namespace: str, name: str, ready: int, wanted: int, pods: int | None = None) -> list[dict[str, str]]:
     where = {"namespace": namespace, "deployment": name}
     return [
@@ -256,34 +228,8 @@ def _deployment_of(rule: Mapping[str, Any]) -> str:
     return re.findall(r'deployment="([^"]+)"', rule["expr"])[0]
 
 
-def processor_down(rule: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
-    name = _deployment_of(rule)
-    decoy = _deployment("inference-llama", name, 0, 2)
-    return [
-        rule_alert_test(rule, "none ready fires", _deployment(namespace, name, 0, 2) + decoy, [({}, 0.0)]),
-        rule_alert_test(rule, "one ready stays quiet", _deployment(namespace, name, 1, 2) + decoy, None),
-    ]
-
-
-def processor_degraded(rule: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
-    name = _deployment_of(rule)
-    return [
-        rule_alert_test(rule, "one of two ready fires", _deployment(namespace, name, 1, 2), [({}, 1.0)]),
-        rule_alert_test(rule, "two of two stay quiet", _deployment(namespace, name, 2, 2), None),
-    ]
-
-
-def picker_down(rule: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
-    name = _deployment_of(rule)
-    return [
-        rule_alert_test(rule, "no leader ready fires", _deployment(namespace, name, 0, 2), [({}, 0.0)]),
-        # Only the leader is ever Ready (leader election): one ready of two is the normal state.
-        rule_alert_test(rule, "the leader ready stays quiet", _deployment(namespace, name, 1, 2), None),
-        rule_alert_test(rule, "scaled to zero on purpose stays quiet", _deployment(namespace, name, 0, 0), None),
-    ]
-
-
 def picker_standby_missing(rule: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """With leader election only the leader is Ready: pods are counted, one ready of two is the normal state."""
     name = _deployment_of(rule)
     return [
         rule_alert_test(rule, "one pod of two fires", _deployment(namespace, name, 1, 2, pods=1), [({}, 1.0)]),
@@ -294,9 +240,4 @@ def picker_standby_missing(rule: Mapping[str, Any], namespace: str) -> list[dict
 INFRASTRUCTURE_CASES: dict[str, InfraCases] = {
     "GpuXidFatal": gpu_xid_fatal,
     "GpuXidError": gpu_xid_error,
-    "GatewayErrorRatioHigh": gateway_error_ratio,
-    "GatewayPayloadProcessorDown": processor_down,
-    "GatewayPayloadProcessorDegraded": processor_degraded,
-    "EndpointPickerDown": picker_down,
-    "EndpointPickerStandbyMissing": picker_standby_missing,
 }

@@ -238,9 +238,9 @@ def test_scale_to_zero_is_a_working_hours_schedule(scheduled: dict[str, Any]) ->
         (
             AutoscalingProps(min_replicas=0, max_replicas=2, waiting_requests_per_replica=4, kv_cache_usage_target=0.8),
             {"replicas": 0},
-            "autoscaling.min_replicas: 0 is not allowed without scale_to_zero; vLLM's metrics vanish with its "
-            "last pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron) or put a "
-            "request-holding proxy such as the KEDA HTTP add-on in front, which this stack does not install",
+            "autoscaling.min_replicas: 0 is not allowed without scale_to_zero or held_requests; vLLM's metrics "
+            "vanish with its last pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron), or "
+            "put the workload behind the gateway, whose endpoint picker holds the requests that wake it",
         ),
         (
             AutoscalingProps(

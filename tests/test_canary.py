@@ -1,6 +1,7 @@
-"""A workload's next version (`canary`): served beside the current one as its own workload (namespace, pool,
-picker, replicas), the current version's HTTPRoute splitting requests between the two InferencePools by weight, the
-ReferenceGrant that lets it reach across namespaces, the capacity both versions need, and the refusals."""
+"""A workload's next version (`canary`): served beside the current one as its own Deployment in the current version's
+namespace and InferencePool (pool share: its share of the pool's replicas is its share of the requests, the smallest
+step one pod), one route and one picker for both, the Role that may move the share and nothing else, the capacity both
+versions need, and the refusals."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from llm_eks.config.canary_capacity import canary_overlaps
 from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.infra.workloads import build_workloads
-from llm_eks.manifests.gateway import ModelRoute, NextVersion, PoolBackend
-from llm_eks.manifests.gateway.pool import backend_refs
+from llm_eks.manifests.gateway import ModelRoute, NextVersion, PoolBackend, route_kind, traffic_split
+from llm_eks.manifests.gateway.routes import TrafficSplit
 from tests.chart_helpers import environment_objects
 from tests.kube_schema import assert_valid
 
 POOL = "inference.networking.k8s.io"
-# One model behind the gateway, its next version changing the KV-cache dtype and running one replica at 10%.
+# One model behind the gateway, its next version changing the KV-cache dtype at a share of 10 %.
 BODY: dict[str, Any] = {
     "gateway": {"allow_http": True, "inbound_cidrs": ["192.168.0.0/16"]},
     "workloads": {
@@ -65,64 +66,65 @@ def _error(body: dict[str, Any]) -> str:
     return str(info.value)
 
 
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
 # -- the objects -------------------------------------------------------------------------------------------------
 
 
-def test_both_versions_have_their_own_pool_picker_and_pods(objects: list[dict[str, Any]]) -> None:
-    pools = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in _kind(objects, "InferencePool")}
-    assert set(pools) == {("inference-chat", "vllm-chat"), ("inference-chat-canary", "vllm-chat-canary")}
-    canary = pools[("inference-chat-canary", "vllm-chat-canary")]["spec"]
-    assert canary["selector"]["matchLabels"]["app.kubernetes.io/instance"] == "vllm-chat-canary"
-    assert canary["endpointPickerRef"]["name"] == "vllm-chat-canary-epp"
+def test_both_versions_serve_from_one_pool_each_deployment_keeping_its_own_pods(objects: list[dict[str, Any]]) -> None:
+    (pool,) = _kind(objects, "InferencePool")
+    assert (pool["metadata"]["namespace"], pool["metadata"]["name"]) == ("inference-chat", "vllm-chat")
+    selector = pool["spec"]["selector"]["matchLabels"]
     current = _one(objects, "Deployment", "vllm-chat")
     nxt = _one(objects, "Deployment", "vllm-chat-canary")
-    assert nxt["metadata"]["namespace"] == "inference-chat-canary"
+    assert nxt["metadata"]["namespace"] == "inference-chat"
+    labels = {name: d["spec"]["template"]["metadata"]["labels"] for name, d in (("current", current), ("next", nxt))}
+    # The pool takes both versions' pods; each Deployment (and Service) only its own.
+    assert _matches(selector, labels["current"]) and _matches(selector, labels["next"])
+    assert not _matches(current["spec"]["selector"]["matchLabels"], labels["next"])
+    assert not _matches(nxt["spec"]["selector"]["matchLabels"], labels["current"])
+    for service in _kind(objects, "Service"):
+        if service["metadata"]["name"] in ("vllm-chat", "vllm-chat-canary"):
+            own = labels["current" if service["metadata"]["name"] == "vllm-chat" else "next"]
+            other = labels["next" if service["metadata"]["name"] == "vllm-chat" else "current"]
+            assert _matches(service["spec"]["selector"], own) and not _matches(service["spec"]["selector"], other)
     args = nxt["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--kv-cache-dtype") + 1] == "fp8"
     assert "--kv-cache-dtype" not in current["spec"]["template"]["spec"]["containers"][0]["args"]
     # Both answer to the same name: clients do not change what they ask for.
     assert args[args.index("--served-model-name") + 1] == "meta-llama/Llama-3.1-8B-Instruct"
-    scaled = {o["metadata"]["name"]: o["spec"] for o in _kind(objects, "ScaledObject")}
-    assert (scaled["vllm-chat-canary"]["minReplicaCount"], scaled["vllm-chat-canary"]["maxReplicaCount"]) == (1, 1)
 
 
-def test_one_route_splits_the_names_by_weight_across_the_two_pools(objects: list[dict[str, Any]]) -> None:
-    (route,) = _kind(objects, "HTTPRoute")
+def test_one_route_and_one_picker_serve_both_versions(objects: list[dict[str, Any]]) -> None:
+    (route,) = _kind(objects, route_kind().kind)
     assert route["metadata"]["namespace"] == "inference-chat"
     (rule,) = route["spec"]["rules"]
-    assert rule["backendRefs"] == [
-        {"group": POOL, "kind": "InferencePool", "name": "vllm-chat", "weight": 90},
-        {"group": POOL, "kind": "InferencePool", "name": "vllm-chat-canary", "namespace": "inference-chat-canary",
-         "weight": 10},
-    ]  # fmt: skip
-    assert [m["headers"][0]["value"] for m in rule["matches"]] == ["meta-llama/Llama-3.1-8B-Instruct"]
+    assert rule["backendRefs"] == [{"group": POOL, "kind": "InferencePool", "name": "vllm-chat"}]
+    assert [d["metadata"]["name"] for d in _kind(objects, "Deployment") if d["metadata"]["name"].endswith("-epp")] == [
+        "vllm-chat-epp"
+    ]
+    assert not _kind(objects, "HTTPRoute")
 
 
-def test_the_next_versions_namespace_grants_the_route_its_pool_and_attaches_no_route(
+def test_the_share_is_set_by_the_next_versions_replicas_and_no_autoscaler_moves_it(
     objects: list[dict[str, Any]],
 ) -> None:
-    (grant,) = _kind(objects, "ReferenceGrant")
-    assert grant["apiVersion"] == "gateway.networking.k8s.io/v1beta1"
-    assert grant["metadata"]["namespace"] == "inference-chat-canary"
-    assert grant["spec"] == {
-        "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "inference-chat"}],
-        "to": [{"group": POOL, "kind": "InferencePool", "name": "vllm-chat-canary"}],
-    }
-    gateway = _one(objects, "Gateway", "inference")
-    (listener,) = gateway["spec"]["listeners"]
-    (expr,) = listener["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"]
-    assert expr["values"] == ["inference-chat"]
-    policy = _one(objects, "ValidatingAdmissionPolicy", "llm-eks-gateway-routes")
-    allowed = next(v for v in policy["spec"]["variables"] if v["name"] == "allowed")
-    assert "inference-chat-canary" not in allowed["expression"]
+    """Weight 10 beside one current replica: the smallest step is one pod, so one replica (half the pool)."""
+    assert _one(objects, "Deployment", "vllm-chat-canary")["spec"]["replicas"] == 1
+    scaled = {o["metadata"]["name"] for o in _kind(objects, "ScaledObject")}
+    assert scaled == {"vllm-chat"}
 
 
-def test_the_rollout_group_may_get_and_patch_that_one_route(objects: list[dict[str, Any]]) -> None:
+def test_the_rollout_group_may_scale_the_next_version_and_nothing_else(objects: list[dict[str, Any]]) -> None:
     role = _one(objects, "Role", "vllm-chat-rollout")
     assert role["metadata"]["namespace"] == "inference-chat"
     assert role["rules"] == [
-        {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"], "resourceNames": ["vllm-chat"],
-         "verbs": ["get", "patch"]}
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["vllm-chat-canary", "vllm-chat"],
+         "verbs": ["get"]},
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": ["vllm-chat-canary"],
+         "verbs": ["get", "patch"]},
     ]  # fmt: skip
     binding = _one(objects, "RoleBinding", "vllm-chat-rollout")
     group = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "llm-eks-rollout"}
@@ -130,7 +132,7 @@ def test_the_rollout_group_may_get_and_patch_that_one_route(objects: list[dict[s
 
 
 def test_the_canary_objects_validate_against_the_crd_schemas(objects: list[dict[str, Any]]) -> None:
-    kinds = {"HTTPRoute", "ReferenceGrant", "InferencePool", "Deployment", "ScaledObject", "NodePool", "Role"}
+    kinds = {"AIGatewayRoute", "InferencePool", "Deployment", "ScaledObject", "NodePool", "Role"}
     assert_valid([o for o in objects if o["kind"] in kinds])
 
 
@@ -140,39 +142,81 @@ def test_the_node_pool_holds_both_versions(objects: list[dict[str, Any]]) -> Non
     assert pool["spec"]["limits"]["nvidia.com/gpu"] == 4
 
 
-# -- the weights -------------------------------------------------------------------------------------------------
+# -- the shares --------------------------------------------------------------------------------------------------
 
 
-def _route(weight: int) -> ModelRoute:
-    return ModelRoute(
+def test_the_split_is_named_by_one_function() -> None:
+    route = ModelRoute(
         "vllm-chat",
         "inference-chat",
         ("m",),
-        PoolBackend({"app": "chat"}),
-        next_version=NextVersion("vllm-chat-canary", "inference-chat-canary", weight),
+        PoolBackend({"app.kubernetes.io/instance": "vllm-chat"}),
+        next_version=NextVersion("vllm-chat-canary"),
+    )
+    assert traffic_split(route) == TrafficSplit(
+        "apps", "deployments", "vllm-chat-canary", "vllm-chat", "inference-chat"
+    )
+    big = ModelRoute(
+        "vllm-big", "inference-big", ("m",), PoolBackend({}), next_version=NextVersion("n", "LeaderWorkerSet")
+    )
+    assert (traffic_split(big).api_group, traffic_split(big).resource) == (
+        "leaderworkerset.x-k8s.io",
+        "leaderworkersets",
     )
 
 
 @pytest.mark.parametrize(
-    ("weight", "shares"),
+    ("asked", "current", "replicas", "share"),
     [
-        (0, [("vllm-chat", None)]),
-        (5, [("vllm-chat", 95), ("vllm-chat-canary", 5)]),
-        (25, [("vllm-chat", 75), ("vllm-chat-canary", 25)]),
-        (50, [("vllm-chat", 50), ("vllm-chat-canary", 50)]),
-        (100, [("vllm-chat-canary", None)]),
+        (0, 3, 0, 0),
+        # The smallest step is one pod: 5 % beside one current replica is half the pool.
+        (5, 1, 1, 50),
+        (5, 19, 1, 5),
+        (5, 4, 1, 20),
+        (25, 3, 1, 25),
+        (50, 3, 3, 50),
+        # Capped at canary.replicas.max: asked 50 % of a pool of 6 current replicas, 2 next at most.
+        (50, 6, 2, 25),
     ],
 )
-def test_each_weight_step_renders_its_shares(weight: int, shares: list[tuple[str, int | None]]) -> None:
-    # 0 and 100 leave the idle pool out of the rule (on Istio 1.30.3 an idle pool's picker can fail the rule).
-    assert [(b["name"], b.get("weight")) for b in backend_refs(_route(weight))] == shares
+def test_each_share_is_a_whole_number_of_pods(asked: int, current: int, replicas: int, share: int) -> None:
+    n = TrafficSplit.next_replicas(asked, current, lowest=1, highest=3 if current < 6 else 2)
+    assert (n, TrafficSplit.share(n, current)) == (replicas, share)
 
 
-def test_weight_zero_deploys_the_next_version_without_routing_to_it() -> None:
+def test_weight_zero_deploys_the_next_version_at_zero_replicas_still_in_the_pool() -> None:
     objects = _objects(_body(weight=0))
-    (route,) = _kind(objects, "HTTPRoute")
-    assert [b["name"] for b in route["spec"]["rules"][0]["backendRefs"]] == ["vllm-chat"]
-    assert _one(objects, "Deployment", "vllm-chat-canary")
+    assert _one(objects, "Deployment", "vllm-chat-canary")["spec"]["replicas"] == 0
+    (pool,) = _kind(objects, "InferencePool")
+    assert pool["spec"]["selector"]["matchLabels"] == {"llm-eks.io/inference-pool": "vllm-chat"}
+
+
+def test_the_pool_takes_both_versions_and_each_versions_own_selectors_only_its_own_pods() -> None:
+    """The pool selects the pool label both versions' pods carry (and an on-demand floor's); every other selector of
+    a version (its Deployment, Service, PodDisruptionBudget, NetworkPolicies) selects its own pods only, so no pod is
+    covered by two PodDisruptionBudgets (which the eviction API refuses) or scraped under the other version's job."""
+    objects = _objects(_body(weight=25))
+    (pool,) = _kind(objects, "InferencePool")
+    pods = {
+        d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"] for d in _kind(objects, "Deployment")
+        if d["metadata"]["name"] in ("vllm-chat", "vllm-chat-canary")
+    }  # fmt: skip
+    assert len(pods) == 2
+    for labels in pods.values():
+        assert pool["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pods["vllm-chat-canary"]["app.kubernetes.io/name"] == "vllm-next"
+
+    def selected(selector: dict[str, str]) -> set[str]:
+        return {name for name, labels in pods.items() if selector.items() <= labels.items()}
+
+    checked = []
+    for kind in ("Service", "PodDisruptionBudget"):
+        for o in _kind(objects, kind):
+            if o["metadata"]["name"] in pods:
+                spec = o["spec"]["selector"]
+                assert selected(spec.get("matchLabels", spec)) == {o["metadata"]["name"]}, (kind, o["metadata"])
+                checked.append((kind, o["metadata"]["name"]))
+    assert len(checked) == 4, checked
 
 
 # -- capacity ----------------------------------------------------------------------------------------------------
@@ -223,18 +267,18 @@ def test_a_canary_within_the_limit_adds_nothing_to_it() -> None:
         ),
         (
             lambda b: b["workloads"]["chat"].update(engine="ray-serve"),
-            "environments.qa.workloads.chat.canary: 'ray-serve' is not allowed; is for engine vllm (the gateway "
-            "weighs two InferencePools; Ray Serve routes inside its own application)",
+            "environments.qa.workloads.chat.canary: 'ray-serve' is not allowed; is for engine vllm (the next version's "
+            "pods join the workload's InferencePool; Ray Serve routes inside its own application)",
         ),
         (
-            lambda b: b["workloads"]["chat"]["canary"].update(weight=101),
-            "environments.qa.workloads.chat.canary.weight: 101 is not allowed; must be 0 to 100 (the next version's "
-            "share of requests)",
+            lambda b: b["workloads"]["chat"]["canary"].update(weight=100),
+            "environments.qa.workloads.chat.canary.weight: 100 is not allowed; must be 0 to 99 (the next version's "
+            "share of the pool's replicas; all of it is a promotion)",
         ),
         (
-            lambda b: b["workloads"]["chat"]["canary"].update(steps=[50, 25, 100]),
-            "environments.qa.workloads.chat.canary.steps: [50, 25, 100] is not allowed; must rise strictly from at "
-            "least 1 and end at 100",
+            lambda b: b["workloads"]["chat"]["canary"].update(steps=[5, 25, 100]),
+            "environments.qa.workloads.chat.canary.steps: [5, 25, 100] is not allowed; must rise strictly from at "
+            "least 1 to at most 99 (100 is the promotion, docs/how-to/promote.md)",
         ),
         (
             lambda b: b["workloads"]["chat"].update(canary={"weight": 5}),
@@ -243,8 +287,8 @@ def test_a_canary_within_the_limit_adds_nothing_to_it() -> None:
         ),
         (
             lambda b: b["workloads"]["chat"]["canary"].update(replicas={"min": 0, "max": 1}),
-            "environments.qa.workloads.chat.canary.replicas.min: 0 is not allowed; must be at least 1 (the route "
-            "sends the next version its share only while it has a replica)",
+            "environments.qa.workloads.chat.canary.replicas.min: 0 is not allowed; must be at least 1 (any share "
+            "above 0 runs at least one pod of the next version)",
         ),
         (
             lambda b: b["workloads"].update({"chat-canary": copy.deepcopy(b["workloads"]["chat"])}),
@@ -280,3 +324,30 @@ def test_llm_eks_plan_names_the_next_version_by_its_key(tmp_path: Any, capsys: p
     assert list(body) == ["chat", "chat-canary"]
     assert body["chat-canary"]["canary_overlap"] == {"current": "chat", "accelerators": [1, 1],
                                                      "usd_per_hour": [price, price]}  # fmt: skip
+
+
+def test_the_current_version_keeps_a_replica_while_it_has_a_next_version() -> None:
+    body = copy.deepcopy(BODY)
+    body["workloads"]["chat"]["replicas"] = {"min": 0, "max": 3}
+    assert _error(body) == (
+        "environments.qa.workloads.chat.replicas.min: 0 is not allowed; must be at least 1 with a canary (the next "
+        "version's share is its pods over the pool's, so the current version keeps at least one replica)"
+    )
+
+
+def test_the_ai_gateway_cannot_weigh_two_pools_so_both_versions_share_one(objects: list[dict[str, Any]]) -> None:
+    """Why pool share: the AIGatewayRoute CRD (envoyproxy/ai-gateway v1.1.0) allows one InferencePool per rule, so a
+    rule weighing the two versions' pools is refused; the rendered rule names the one pool both versions are in."""
+    from tests.crd_cel import AI_GATEWAY_ROUTE, failed_item_rules
+
+    (route,) = _kind(objects, route_kind().kind)
+    (rule,) = route["spec"]["rules"]
+    assert failed_item_rules(AI_GATEWAY_ROUTE, "rules", rule) == []
+    pool = {"group": POOL, "kind": "InferencePool"}
+    weighted = {
+        **rule,
+        "backendRefs": [{**pool, "name": "vllm-chat", "weight": 90}, {**pool, "name": "next", "weight": 10}],
+    }
+    assert failed_item_rules(AI_GATEWAY_ROUTE, "rules", weighted) == [
+        "only one InferencePool backend is allowed per rule"
+    ]

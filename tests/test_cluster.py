@@ -310,18 +310,14 @@ def test_system_disk_size_is_validated() -> None:
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_internal_load_balancers_get_subnets_no_pod_uses(templates: dict[str, Any], env: str) -> None:
-    """With an internal ALB (prod), one /26 per AZ at the top of the VPC carries the internal-elb tag, and the node/pod
-    subnets (Karpenter's discovery tag) no longer do; without one (dev, and staging, whose gateway is in-cluster
-    only) the private subnets keep it."""
+    """Without an internal load balancer (dev; staging, whose gateway is in-cluster only; prod, whose front door is
+    closed until one is configured) the private subnets keep the internal-elb tag. With one, one /26 per AZ at the top
+    of the VPC carries it instead (tests/test_ingress.py)."""
     subnets = resources(templates[env], "AWS::EC2::Subnet").values()
     tags = [({t["Key"]: t["Value"] for t in s["Tags"]}, s["CidrBlock"]) for s in subnets]
     for_lbs = sorted(cidr for t, cidr in tags if t.get("kubernetes.io/role/internal-elb") == "1")
     for_pods = sorted(cidr for t, cidr in tags if "karpenter.sh/discovery" in t)
-    if env == "prod":
-        assert for_lbs == ["10.0.255.128/26", "10.0.255.192/26"]
-        assert not set(for_lbs) & set(for_pods)
-    else:
-        assert for_lbs == for_pods
+    assert for_lbs == for_pods
 
 
 def test_system_instance_type_is_an_ec2_instance_type() -> None:

@@ -108,7 +108,7 @@ def _block(tmp_path: Path, text: str, above: str = "") -> examples.Block:
         ("llm-eks verify --env prod --windw 6h", "the CLI's parser refuses it", None),
         ("llm-eks canary --env prod --workload chat", "--workload chat: environment prod has", None),
         ("kubectl -n inference port-forward svc/vllm-llama 8000:8000", "has no such object", "dev"),
-        ("kubectl -n inference-gateway port-forward svc/inference-istio 8080:8080", "has no port 8080", "staging"),
+        ("kubectl -n inference-gateway port-forward svc/inference 8080:443", "has no port 443", "staging"),
         ("kubectl -n default create token default --audience sts.amazonaws.com", "the gateway of staging", "staging"),
         ("kubectl apply -f cdk.out/manifests/dev/09-benchmark.yaml", "synth writes no such file", None),
         ("aws eks update-kubeconfig --name llm-eks-dev --regoin us-east-1", "--regoin: not an option", None),

@@ -1,4 +1,4 @@
-"""The fault matrix page (docs/concepts/faults.md) holds exactly what docgen/faults.py computes from the default app's
+"""The fault matrix page (docs/concepts/faults.md) holds exactly what docgen/faults computes from the default app's
 synthesized objects: a change that moves a cell changes the page in the same diff (`make golden` rewrites it). The
 rules themselves are checked on facts changed one at a time."""
 
@@ -44,7 +44,7 @@ def test_the_matrix_counts(facts: dict[str, faults.EnvFacts]) -> None:
     rows = faults.matrix(facts)
     assert {env: faults.counts(rows, env) for env in facts} == {
         "dev": {"S": 11, "D": 2, "F": 7},
-        "staging": {"S": 12, "D": 2, "F": 9},
+        "staging": {"S": 11, "D": 4, "F": 8},
         "prod": {"S": 12, "D": 7, "F": 1},
     }
 
@@ -52,6 +52,23 @@ def test_the_matrix_counts(facts: dict[str, faults.EnvFacts]) -> None:
 def _cell(f: faults.EnvFacts, title: str) -> faults.Cell:
     (fault,) = [x for x in faults.FAULTS if x.title == title]
     return fault.cell(f)
+
+
+def test_the_gateway_rows_describe_its_fail_closed_parts_and_flow_control(facts: dict[str, faults.EnvFacts]) -> None:
+    """Staging's gateway: a lost picker leader fails its model's requests until the standby takes the lease (the
+    gateway calls the picker fail-closed), every Envoy pod lost fails every model, and a flood meets the pickers'
+    early refusals; an environment without a gateway has no such rows, and its flood still fails."""
+    staging, dev = facts["staging"], facts["dev"]
+    assert staging.picker_replicas == 2 and staging.envoy_replicas == 2
+    picker = _cell(staging, "Endpoint picker down")
+    assert picker.verdict == "D" and "fail-closed" in picker.text
+    assert picker.alerts == ("GatewayEndpointPickerStandbyMissing", "GatewayEndpointPickerDown")
+    envoy = _cell(staging, "Gateway Envoy down (every pod)")
+    assert envoy.verdict == "F" and envoy.alerts == ("GatewayEnvoyDown",)
+    flood = _cell(staging, "10x request flood")
+    assert flood.verdict == "D" and "429" in flood.text and "GatewayTenantRefused" in flood.alerts
+    assert _cell(dev, "Gateway Envoy down (every pod)").verdict == "—"
+    assert _cell(dev, "10x request flood").verdict == "F"
 
 
 def test_node_repair_off_leaves_a_fatal_xid_to_a_person(facts: dict[str, faults.EnvFacts]) -> None:

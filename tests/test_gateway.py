@@ -1,9 +1,12 @@
-"""The inference gateway's Kubernetes side: one Gateway per environment, each workload's HTTPRoute matching exactly
-the names it serves, InferencePools over exactly its pods, the endpoint pickers, the payload processor, the
-NetworkPolicies that let each hop through and nothing else, and the gateway panels on each dashboard."""
+"""The inference gateway's Kubernetes side on Envoy Gateway and Envoy AI Gateway: one Gateway per environment with a
+listener per credential kind, each workload's AIGatewayRoute matching exactly the names it serves (and the HTTPRoute
+the AI Gateway's controller writes from it), InferencePools over exactly their own pods, the endpoint pickers with
+flow control, the NetworkPolicies that let each hop through and nothing else, and the gateway panels on each
+dashboard."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -18,110 +21,64 @@ from llm_eks.infra.charts import build_charts
 from llm_eks.infra.images import environment_images
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
 from llm_eks.manifests.gateway import (
+    ENVOY_PROXY_IMAGE,
     EPP_IMAGE,
-    IPP_IMAGE,
     MODEL_HEADER,
+    FlowControl,
     GatewayChart,
     GatewayProps,
     ModelRoute,
     PoolBackend,
     ServiceBackend,
+    Tenant,
 )
-from llm_eks.manifests.gateway.panels import EPP_DURATION, EPP_ERRORS, EPP_REQUESTS, ISTIO_REQUESTS
+from llm_eks.manifests.gateway.panels import EPP_DURATION, EPP_ERRORS, EPP_REQUESTS, GENAI_REQUESTS
+from llm_eks.manifests.gateway.routes import generated_rules, route_kind
 from llm_eks.manifests.promql import check_promql
 from llm_eks.manifests.promql_parse import parse_promql
-from tests.chart_helpers import placement_groups
+from tests.gateway_cases import (
+    ADAPTERS,
+    BODY,
+    CERT,
+    CHAT_MODEL,
+    CLIENTS,
+    CLUSTER_OIDC,
+    MOE_MODEL,
+    SG,
+    SMALL_MODEL,
+    all_of,
+    body,
+    charts,
+    flat,
+    one,
+)
 from tests.kube_schema import assert_valid, validation_errors
 from tests.netpol import Cluster, External, Pod
 
-SG = ("sg-0123456789abcdef0",)
-ADAPTERS = {"sql": "acme/llama-3.1-8b-sql-lora", "support-fr": "acme/llama-3.1-8b-support-fr-lora"}
-ISSUER = "https://login.example.com/realms/llm"
-JWT = {"mode": "jwt", "issuer": ISSUER, "jwks_uri": f"{ISSUER}/protocol/openid-connect/certs"}
-CLIENTS = ["192.168.0.0/16"]
-# Three workloads on two engines behind one endpoint that checks a JWT on every request (Ray Serve checks no key of
-# its own): a vLLM model with two LoRA adapters, a second vLLM model, and a Ray Serve model.
-BODY: dict[str, Any] = {
-    "gateway": {"allow_http": True, "inbound_cidrs": CLIENTS, "auth": JWT},
-    # The adapters are staged into the environment's bucket, as LoRA requires.
-    "weights_bucket": {},
-    "workloads": {
-        "chat": {
-            "model": "meta-llama/Llama-3.1-8B-Instruct",
-            "accelerator": "g6e.xlarge",
-            "replicas": {"min": 1, "max": 3},
-            "weights": "staged",
-            "lora_adapters": ADAPTERS,
-            "api_key": False,
-        },
-        "small": {
-            "model": "Qwen/Qwen3-8B",
-            "accelerator": "g6e.xlarge",
-            "replicas": {"min": 1, "max": 2},
-            "api_key": False,
-        },
-        "moe": {
-            "engine": "ray-serve",
-            "model": "Qwen/Qwen3-30B-A3B",
-            "accelerator": "g6e.12xlarge",
-            "max_model_len": 16384,
-            "replicas": {"min": 1, "max": 2},
-        },
-    },
-}
-CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0f6b3c1e-1234-4d5e-8f9a-0123456789ab"
 
-
-def _charts(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    config = parse_environment("qa", body)
-    workloads = build_workloads(config, plan_workloads(config))
-    charts = build_charts(
-        cdk8s.App(),
-        config,
-        workloads,
-        node_role_name="r",
-        security_group_ids=SG,
-        placement_groups=placement_groups(workloads),
-    )
-    return {c.id: c.chart.to_json() for c in charts}
+@pytest.fixture(scope="module")
+def by_chart() -> dict[str, list[dict[str, Any]]]:
+    return charts(BODY)
 
 
 @pytest.fixture(scope="module")
-def charts() -> dict[str, list[dict[str, Any]]]:
-    return _charts(BODY)
-
-
-@pytest.fixture(scope="module")
-def objects(charts: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [o for objs in charts.values() for o in objs]
-
-
-def _all(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objects if o["kind"] == kind]
-
-
-def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    return found
-
-
-def _labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())
+def objects(by_chart: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return flat(by_chart)
 
 
 def _serving_pods(objects: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, str]]]:
     """Workload name -> (namespace, pod template labels) of every vLLM Deployment."""
     return {
         d["metadata"]["name"]: (d["metadata"]["namespace"], d["spec"]["template"]["metadata"]["labels"])
-        for d in _all(objects, "Deployment")
+        for d in all_of(objects, "Deployment")
         if d["metadata"]["name"].startswith("vllm-") and not d["metadata"]["name"].endswith("-epp")
     }
 
 
 def _route_table(objects: list[dict[str, Any]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """model name -> [(route namespace, backendRef)] from every HTTPRoute's header matches."""
+    """model name -> [(route namespace, backendRef)] from every AIGatewayRoute's header matches."""
     table: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for route in _all(objects, "HTTPRoute"):
+    for route in all_of(objects, "AIGatewayRoute"):
         for rule in route["spec"]["rules"]:
             for match in rule["matches"]:
                 (header,) = match["headers"]
@@ -134,8 +91,10 @@ def _route_table(objects: list[dict[str, Any]]) -> dict[str, list[tuple[str, dic
 # -- the objects -------------------------------------------------------------------------------------------------
 
 
-def test_the_environment_has_one_gateway_chart_and_a_route_chart_per_workload(charts: dict[str, Any]) -> None:
-    assert [c for c in charts if c == "gateway" or c.endswith("-route")] == [
+def test_the_environment_has_one_gateway_chart_and_a_route_chart_per_workload(
+    by_chart: dict[str, list[dict[str, Any]]],
+) -> None:
+    assert [c for c in by_chart if c == "gateway" or c.endswith("-route")] == [
         "gateway",
         "chat-route",
         "small-route",
@@ -143,119 +102,170 @@ def test_the_environment_has_one_gateway_chart_and_a_route_chart_per_workload(ch
     ]
 
 
-def test_every_gateway_object_validates_against_its_schema(charts: dict[str, list[dict[str, Any]]]) -> None:
-    ours = [o for cid, objs in charts.items() if cid == "gateway" or cid.endswith("-route") for o in objs]
-    kinds = {o["kind"] for o in ours}
-    assert {"Gateway", "HTTPRoute", "InferencePool", "EnvoyFilter", "DestinationRule", "ServiceMonitor"} <= kinds
-    assert_valid(ours)
+def test_every_gateway_object_validates_against_its_schema(by_chart: dict[str, list[dict[str, Any]]]) -> None:
+    for chart in ("gateway", "chat-route", "small-route", "moe-route"):
+        assert_valid(by_chart[chart])
 
 
-def test_the_schemas_catch_a_bad_inference_pool_and_a_bad_envoy_filter(objects: list[dict[str, Any]]) -> None:
-    pool = _one(objects, "InferencePool", "vllm-chat")
-    bad_pool = {**pool, "spec": {**pool["spec"], "targetPorts": []}}
-    assert validation_errors(bad_pool)
-    envoy_filter = _one(objects, "EnvoyFilter", "payload-processor")
-    patch = envoy_filter["spec"]["configPatches"][0]
-    bad_filter = {
-        **envoy_filter,
-        "spec": {**envoy_filter["spec"], "configPatches": [{**patch, "applyTo": "HTTP_FILTERS"}]},
-    }
-    assert validation_errors(bad_filter)
+def test_the_schemas_catch_a_misspelled_field(objects: list[dict[str, Any]]) -> None:
+    """The vendored CRDs are strict here: a typo the API server would prune silently fails the test."""
+    policy = json.loads(json.dumps(one(objects, "BackendTrafficPolicy", "inference")))
+    policy["spec"]["rateLimit"]["global"]["rules"][0]["limit"]["request"] = 5
+    assert validation_errors(policy)
+    route = json.loads(json.dumps(one(objects, "AIGatewayRoute", "vllm-chat")))
+    route["spec"]["rules"][0]["timeout"] = {"request": "1s"}
+    assert validation_errors(route)
 
 
-def test_the_gateway_listens_on_an_internal_nlb_and_admits_routes_from_the_workload_namespaces_only(
+def test_the_gateway_has_a_listener_per_credential_kind_behind_an_internal_tls_nlb(
     objects: list[dict[str, Any]],
 ) -> None:
-    gw = _one(objects, "Gateway", "inference")
-    assert gw["metadata"]["namespace"] == "inference-gateway"
-    assert gw["spec"]["gatewayClassName"] == "istio"
-    annotations = gw["spec"]["infrastructure"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/load-balancer-source-ranges"] == "192.168.0.0/16"
-    assert gw["spec"]["infrastructure"]["parametersRef"] == {
-        "group": "",
-        "kind": "ConfigMap",
-        "name": "inference-options",
-    }
-    (listener,) = gw["spec"]["listeners"]
-    assert (listener["name"], listener["port"], listener["protocol"]) == ("http", 80, "HTTP")
-    (expression,) = listener["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"]
-    assert expression == {
-        "key": "kubernetes.io/metadata.name",
-        "operator": "In",
-        "values": ["inference-chat", "inference-moe", "inference-small"],
-    }
-
-
-def test_with_a_certificate_the_nlb_ends_tls_on_443_with_a_tls12_policy() -> None:
-    charts = _charts(
-        {
-            **BODY,
-            "account": "123456789012",
-            "region": "us-east-1",
-            "vpc": {"availability_zones": ["us-east-1a", "us-east-1b"]},
-            "gateway": {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, "auth": JWT},
-        }
-    )
-    gw = _one(charts["gateway"], "Gateway", "inference")
-    annotations = gw["spec"]["infrastructure"]["annotations"]
+    gw = one(objects, "Gateway", "inference")
+    assert gw["spec"]["gatewayClassName"] == "llm-eks"
+    assert [(listener["name"], listener["port"], listener["protocol"]) for listener in gw["spec"]["listeners"]] == [
+        ("api-key", 443, "HTTP"),
+        ("jwt", 8443, "HTTP"),
+    ]
+    namespaces = gw["spec"]["listeners"][0]["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"][0]
+    assert namespaces["values"] == ["inference-chat", "inference-moe", "inference-small"]
+    assert gw["metadata"]["annotations"]["aigateway.envoyproxy.io/gateway-config"] == "inference"
+    service = one(objects, "EnvoyProxy", "inference")["spec"]["provider"]["kubernetes"]["envoyService"]
+    annotations = service["annotations"]
+    assert service["type"] == "LoadBalancer" and service["loadBalancerClass"] == "service.k8s.aws/nlb"
+    assert service["loadBalancerSourceRanges"] == CLIENTS
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == CERT
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "443"
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "443,8443"
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"].startswith(
-        "ELBSecurityPolicy-TLS13-1-2-"
+        "ELBSecurityPolicy-TLS13-1-2"
     )
-    (listener,) = gw["spec"]["listeners"]
-    assert (listener["name"], listener["port"]) == ("https", 443)
-    for route in _all(charts["chat-route"], "HTTPRoute"):
-        assert route["spec"]["parentRefs"][0]["sectionName"] == "https"
 
 
-# -- routing -----------------------------------------------------------------------------------------------------
+def test_envoy_runs_two_pods_in_two_zones_with_a_budget_and_drains_a_generation(objects: list[dict[str, Any]]) -> None:
+    spec = one(objects, "EnvoyProxy", "inference")["spec"]
+    kubernetes = spec["provider"]["kubernetes"]
+    deployment = kubernetes["envoyDeployment"]
+    assert deployment["replicas"] == 2 and kubernetes["envoyPDB"] == {"minAvailable": 1}
+    (spread,) = deployment["pod"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone" and spread["whenUnsatisfiable"] == "DoNotSchedule"
+    assert deployment["container"]["image"] == ENVOY_PROXY_IMAGE
+    assert deployment["container"]["resources"]["limits"]["memory"]
+    assert spec["shutdown"]["drainTimeout"] == "600s"
 
 
 def test_each_model_and_adapter_name_routes_to_exactly_its_own_workload(objects: list[dict[str, Any]]) -> None:
     table = _route_table(objects)
-    assert sorted(table) == sorted(
-        ["meta-llama/Llama-3.1-8B-Instruct", "sql", "support-fr", "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B"]
-    )
-    assert all(len(backends) == 1 for backends in table.values())
-    pool = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}
-    assert table["meta-llama/Llama-3.1-8B-Instruct"] == [("inference-chat", {**pool, "name": "vllm-chat"})]
-    assert table["sql"] == table["support-fr"] == table["meta-llama/Llama-3.1-8B-Instruct"]
-    assert table["Qwen/Qwen3-8B"] == [("inference-small", {**pool, "name": "vllm-small"})]
-    assert table["Qwen/Qwen3-30B-A3B"] == [
-        ("inference-moe", {"kind": "Service", "name": "ray-moe-serve-svc", "port": 8000})
+    pool = "inference.networking.k8s.io"
+    assert table == {
+        CHAT_MODEL: [("inference-chat", {"group": pool, "kind": "InferencePool", "name": "vllm-chat"})],
+        **{a: [("inference-chat", {"group": pool, "kind": "InferencePool", "name": "vllm-chat"})] for a in ADAPTERS},
+        SMALL_MODEL: [("inference-small", {"group": pool, "kind": "InferencePool", "name": "vllm-small"})],
+        MOE_MODEL: [("inference-moe", {"name": "ray-moe"})],
+    }
+    for route in all_of(objects, "AIGatewayRoute"):
+        assert route["apiVersion"] == route_kind().api_version
+        assert route["spec"]["parentRefs"] == [
+            {
+                "group": "gateway.networking.k8s.io",
+                "kind": "Gateway",
+                "name": "inference",
+                "namespace": "inference-gateway",
+            }
+        ]
+        assert "llmRequestCosts" not in route["spec"] and "hostnames" not in route["spec"]
+
+
+def test_the_route_timeout_outlasts_the_pickers_hold(objects: list[dict[str, Any]]) -> None:
+    """The AI Gateway's default request timeout is 60 s; a held request at zero replicas waits far longer."""
+    for route in all_of(objects, "AIGatewayRoute"):
+        for rule in route["spec"]["rules"]:
+            timeout = int(rule["timeouts"]["request"].removesuffix("s"))
+            assert timeout > 60, route["metadata"]["name"]
+    config = one(objects, "ConfigMap", "vllm-chat-epp")["data"]["plugins.yaml"]
+    ttl = int(config.split("defaultRequestTTL: ")[1].split("s")[0])
+    (rule,) = one(objects, "AIGatewayRoute", "vllm-chat")["spec"]["rules"]
+    assert int(rule["timeouts"]["request"].removesuffix("s")) > ttl
+
+
+def test_the_http_route_the_controller_writes_is_what_verify_expects() -> None:
+    """generated_rules: each rule's matches under "/" with its backend (`llm-eks verify` compares the cluster's
+    HTTPRoute with it)."""
+    route = ModelRoute("vllm-a", "inference-a", ("a", "b"), PoolBackend({"app": "a"}), flow=_FLOW)
+    props = _props(routes=(route,))
+    (rule,) = generated_rules(props, route)
+    assert rule["matches"] == [
+        {"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": m}], "path": {"type": "PathPrefix", "value": "/"}}
+        for m in ("a", "b")
+    ]
+    assert rule["backendRefs"] == [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "vllm-a", "namespace": "inference-a"}
     ]
 
 
 def test_each_pool_selects_its_own_workloads_pods_and_no_other(objects: list[dict[str, Any]]) -> None:
     pods = _serving_pods(objects)
-    assert sorted(pods) == ["vllm-chat", "vllm-small"]
-    for pool in _all(objects, "InferencePool"):
+    for pool in all_of(objects, "InferencePool"):
         selector = pool["spec"]["selector"]["matchLabels"]
-        selected = [
-            name
-            for name, (ns, labels) in pods.items()
+        matched = [
+            n
+            for n, (ns, labels) in pods.items()
             if ns == pool["metadata"]["namespace"] and _labels_match(selector, labels)
         ]
-        assert selected == [pool["metadata"]["name"]]
-        assert pool["spec"]["targetPorts"] == [{"number": 8000}]
-        picker = pool["spec"]["endpointPickerRef"]
-        assert picker == {"name": f"{selected[0]}-epp", "port": {"number": 9002}, "failureMode": "FailOpen"}
+        assert matched == [pool["metadata"]["name"]]
+        assert pool["spec"]["endpointPickerRef"] == {
+            "name": f"{pool['metadata']['name']}-epp",
+            "port": {"number": 9002},
+            "failureMode": "FailClose",
+        }
 
 
-def test_a_picker_serves_its_own_pool_with_load_kv_and_prefix_scorers(objects: list[dict[str, Any]]) -> None:
-    deployment = _one(objects, "Deployment", "vllm-chat-epp")
+def _labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_a_picker_runs_two_replicas_under_leader_election_without_a_budget(objects: list[dict[str, Any]]) -> None:
+    """Only the leader is Ready: a PDB would block every drain; two replicas make a drain a failover."""
+    deployment = one(objects, "Deployment", "vllm-chat-epp")
+    assert deployment["spec"]["replicas"] == 2
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    args = container["args"]
-    assert args[args.index("--pool-name") + 1] == "vllm-chat"
-    assert args[args.index("--pool-namespace") + 1] == "inference-chat"
-    assert "--metrics-endpoint-auth=false" in args and "--enable-pprof=false" in args
-    config = _one(objects, "ConfigMap", "vllm-chat-epp")["data"]["plugins.yaml"]
-    for scorer in ("queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer"):
-        assert f"pluginRef: {scorer}" in config
-    pod = deployment["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "--ha-enable-leader-election" in container["args"]
+    assert not [p for p in all_of(objects, "PodDisruptionBudget") if p["metadata"]["name"].endswith("-epp")]
+    leases = one(objects, "Role", "vllm-chat-epp-leader-election")["rules"][0]
+    assert leases["resources"] == ["leases"]
+    # A held request on a draining leader is answered before the pod goes.
+    ttl = int(
+        one(objects, "ConfigMap", "vllm-chat-epp")["data"]["plugins.yaml"]
+        .split("defaultRequestTTL: ")[1][:-2]
+        .split("s")[0]
+    )
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > ttl
+
+
+def test_each_pool_has_an_objective_per_tenant_that_may_call_it(objects: list[dict[str, Any]]) -> None:
+    objectives = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"] for o in all_of(objects, "InferenceObjective")
+    }
+    pool = "inference.networking.k8s.io"
+    assert objectives == {
+        ("inference-chat", "tenant-team-a"): {"priority": 10, "poolRef": {"group": pool, "name": "vllm-chat"}},
+        ("inference-chat", "tenant-team-b"): {"priority": 0, "poolRef": {"group": pool, "name": "vllm-chat"}},
+        ("inference-chat", "tenant-team-c"): {"priority": -10, "poolRef": {"group": pool, "name": "vllm-chat"}},
+        ("inference-small", "tenant-team-c"): {"priority": -10, "poolRef": {"group": pool, "name": "vllm-small"}},
+        ("inference-small", "tenant-partner"): {"priority": 0, "poolRef": {"group": pool, "name": "vllm-small"}},
+    }
+
+
+def test_a_ray_serve_model_is_an_ai_service_backend_of_its_own_serve_service(objects: list[dict[str, Any]]) -> None:
+    backend = one(objects, "Backend", "ray-moe")
+    assert backend["spec"] == {
+        "type": "Endpoints",
+        "endpoints": [{"fqdn": {"hostname": "ray-moe-serve-svc.inference-moe.svc.cluster.local", "port": 8000}}],
+    }
+    assert one(objects, "AIServiceBackend", "ray-moe")["spec"]["backendRef"] == {
+        "group": "gateway.envoyproxy.io",
+        "kind": "Backend",
+        "name": "ray-moe",
+    }
 
 
 def test_a_picker_has_a_standby_on_another_node_and_no_budget_that_would_pin_its_leader(
@@ -265,7 +275,7 @@ def test_a_picker_has_a_standby_on_another_node_and_no_budget_that_would_pin_its
     Deployment recreates on update (a rolling update would wait for the standby to be Ready, which it never is) and no
     PodDisruptionBudget covers it (with one Ready pod it would refuse every eviction of the leader, so a drain of its
     node would never end); the standby is spread to another node and zone."""
-    deployment = _one(objects, "Deployment", "vllm-chat-epp")
+    deployment = one(objects, "Deployment", "vllm-chat-epp")
     assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert "--ha-enable-leader-election" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
@@ -278,70 +288,35 @@ def test_a_picker_has_a_standby_on_another_node_and_no_budget_that_would_pin_its
     assert not [b for b in budgets if _labels_match(b["spec"]["selector"]["matchLabels"], picker)]
 
 
-def test_the_gateway_and_each_picker_alert(objects: list[dict[str, Any]]) -> None:
-    """Their rules live with the gateway (llm_eks.manifests.gateway.alerts; promtool runs them in
-    test_promtool_rules)."""
-    rules = {
-        (o["metadata"]["namespace"], o["metadata"]["name"]): [
-            r["alert"] for g in o["spec"]["groups"] for r in g["rules"] if "alert" in r
-        ]
-        for o in objects
-        if o["kind"] == "PrometheusRule"
-    }
-    assert rules[("inference-gateway", "inference-gateway-alerts")] == [
-        "GatewayErrorRatioHigh",
-        "GatewayPayloadProcessorDown",
-        "GatewayPayloadProcessorDegraded",
-    ]
-    assert rules[("inference-chat", "vllm-chat-epp-alerts")] == ["EndpointPickerDown", "EndpointPickerStandbyMissing"]
+def test_the_gateway_alerts_on_each_pickers_outage_and_its_standby(objects: list[dict[str, Any]]) -> None:
+    """Their rules live with the gateway (llm_eks.manifests.gateway.observability; promtool runs them in
+    test_gateway_observability): per vLLM pool, its picker down (fail-closed: the model's requests fail) and its
+    standby missing (the next loss of the leader is that outage)."""
+    rule = one(objects, "PrometheusRule", "inference-alerts")
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    for alert in ("GatewayEndpointPickerDown", "GatewayEndpointPickerStandbyMissing"):
+        assert alerts.count(alert) == 2, alert  # vllm-chat and vllm-small
+    assert not [o for o in objects if o["kind"] == "PrometheusRule" and o["metadata"]["name"].endswith("-epp-alerts")]
 
 
 def test_a_model_spanning_nodes_routes_to_its_leaders_only() -> None:
+    from llm_eks.infra.workloads.gateway import model_route
+
     big = {
-        "model": "Qwen/Qwen3-235B-A22B-FP8",
-        "accelerator": "g6e.12xlarge",
-        "max_model_len": 8192,
-        "replicas": {"min": 1, "max": 2},
+        "model": "deepseek-ai/DeepSeek-V3",
+        "accelerator": "p5.48xlarge",
+        "replicas": {"min": 1, "max": 1},
+        "api_key": False,
     }
-    charts = _charts({"gateway": {"allow_http": True, "inbound_cidrs": CLIENTS}, "workloads": {"big": big}})
-    pool = _one(charts["big-route"], "InferencePool", "vllm-big")
-    assert pool["spec"]["selector"]["matchLabels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
-
-
-def test_the_payload_processor_runs_after_the_jwt_check_and_fails_closed(objects: list[dict[str, Any]]) -> None:
-    envoy_filter = _one(objects, "EnvoyFilter", "payload-processor")
-    assert envoy_filter["spec"]["targetRefs"] == [
-        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"}
-    ]
-    chain = [
-        (p["applyTo"], p["match"]["context"], p["patch"]["operation"], _anchor(p), p["patch"]["value"]["name"])
-        for p in envoy_filter["spec"]["configPatches"]
-    ]
-    # Istio's JWT filter and RBAC come first; ours follow RBAC, each after the one before it.
-    assert chain == [
-        ("HTTP_FILTER", "GATEWAY", "INSERT_AFTER", "envoy.filters.http.rbac", "llm-eks.request-body-limit"),
-        ("HTTP_FILTER", "GATEWAY", "INSERT_AFTER", "llm-eks.request-body-limit", "llm-eks.strip-model-header"),
-        (
-            "HTTP_FILTER",
-            "GATEWAY",
-            "INSERT_AFTER",
-            "llm-eks.strip-model-header",
-            "envoy.filters.http.ext_proc.payload-processor",
-        ),
-    ]
-    config = envoy_filter["spec"]["configPatches"][2]["patch"]["value"]["typed_config"]
-    assert config["failure_mode_allow"] is False
-    assert config["grpc_service"]["envoy_grpc"]["cluster_name"] == (
-        "outbound|9004||payload-processor.inference-gateway.svc.cluster.local"
-    )
-    ipp_config = _one(objects, "ConfigMap", "payload-processor")["data"]["ipp-config.yaml"]
-    assert "fieldName: model" in ipp_config and f"headerName: {MODEL_HEADER}" in ipp_config
-
-
-def _anchor(patch: dict[str, Any]) -> str | None:
-    hcm = patch["match"]["listener"]["filterChain"]["filter"]
-    assert hcm["name"] == "envoy.filters.network.http_connection_manager"
-    return hcm.get("subFilter", {}).get("name")
+    b = body(tenants={"t": {"credential": {"api_key": {}}, "models": ["big"]}})
+    b["workloads"] = {"big": big}
+    config = parse_environment("qa", b)
+    plans = plan_workloads(config)
+    (workload,) = build_workloads(config, plans)
+    assert isinstance(workload, VllmWorkload) and workload.vllm.nodes_per_replica > 1
+    route = model_route(config.served[0], workload, plans[0], ImageLock())
+    assert isinstance(route.backend, PoolBackend)
+    assert route.backend.selector["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 
 # -- network policies --------------------------------------------------------------------------------------------
@@ -349,23 +324,31 @@ def _anchor(patch: dict[str, Any]) -> str | None:
 
 @pytest.fixture(scope="module")
 def network(objects: list[dict[str, Any]]) -> Cluster:
-    namespaces = {o["metadata"]["name"]: o["metadata"].get("labels", {}) for o in _all(objects, "Namespace")}
-    return Cluster(_all(objects, "NetworkPolicy"), namespaces)
+    namespaces = {o["metadata"]["name"]: o["metadata"].get("labels", {}) for o in all_of(objects, "Namespace")}
+    return Cluster(all_of(objects, "NetworkPolicy"), namespaces)
 
 
-ENVOY = Pod("inference-gateway", {"gateway.networking.k8s.io/gateway-name": "inference"})
+ENVOY = Pod(
+    "inference-gateway",
+    {
+        "app.kubernetes.io/name": "envoy",
+        "app.kubernetes.io/component": "proxy",
+        "app.kubernetes.io/managed-by": "envoy-gateway",
+        "gateway.envoyproxy.io/owning-gateway-name": "inference",
+        "gateway.envoyproxy.io/owning-gateway-namespace": "inference-gateway",
+    },
+)
 STRANGER = Pod("default", {"app": "curl"})
 
 
-def test_envoy_reaches_the_pods_pickers_and_payload_processor_and_nothing_else_does(
+def test_envoy_reaches_the_pods_and_pickers_and_nothing_else_does(
     network: Cluster, objects: list[dict[str, Any]]
 ) -> None:
     pods = _serving_pods(objects)
     chat = Pod(*pods["vllm-chat"])
     small = Pod(*pods["vllm-small"])
-    chat_picker = Pod("inference-chat", _one(objects, "Deployment", "vllm-chat-epp")["spec"]["selector"]["matchLabels"])
-    ipp = Pod("inference-gateway", {"app.kubernetes.io/name": "payload-processor"})
-    for dest, port in ((chat, 8000), (small, 8000), (chat_picker, 9002), (ipp, 9004)):
+    chat_picker = Pod("inference-chat", one(objects, "Deployment", "vllm-chat-epp")["spec"]["selector"]["matchLabels"])
+    for dest, port in ((chat, 8000), (small, 8000), (chat_picker, 9002)):
         assert network.allows(ENVOY, dest, port), dest
         assert not network.allows(STRANGER, dest, port), dest
     assert network.allows(chat_picker, chat, 8000)
@@ -376,21 +359,26 @@ def test_envoy_reaches_the_pods_pickers_and_payload_processor_and_nothing_else_d
     assert not network.allows(ENVOY, moe, 6379)
 
 
-def test_only_the_load_balancer_subnets_and_labelled_clients_reach_envoys_listener(network: Cluster) -> None:
+def test_only_the_load_balancer_subnets_and_labelled_clients_reach_envoys_listeners(network: Cluster) -> None:
+    """A listener below 1024 binds 10000 higher in the pod (Envoy Gateway): 443 is 10443 there."""
     envoy_ip = replace(ENVOY, ip="10.0.1.10")
-    assert network.allows(External("10.0.255.200"), envoy_ip, 80)
-    assert not network.allows(External("10.0.1.20"), envoy_ip, 80)
-    assert not network.allows(External("10.0.255.200"), envoy_ip, 15000)
-    assert not network.allows(STRANGER, envoy_ip, 80)
+    lb_subnet = External("10.0.255.200")
+    assert network.allows(lb_subnet, envoy_ip, 10443) and network.allows(lb_subnet, envoy_ip, 8443)
+    assert not network.allows(External("10.0.1.20"), envoy_ip, 10443)
+    assert not network.allows(lb_subnet, envoy_ip, 19000)
+    assert not network.allows(STRANGER, envoy_ip, 10443)
+    client = Pod("apps", {"llm-eks.io/inference-client": "true"})
+    labelled = {"apps": {"llm-eks.io/inference-client": "true", "kubernetes.io/metadata.name": "apps"}}
+    assert Cluster(network.policies, {**network.namespaces, **labelled}).allows(client, envoy_ip, 8443)
 
 
 # -- observability -----------------------------------------------------------------------------------------------
 
 
 def _dashboard_exprs(objects: list[dict[str, Any]], namespace: str) -> list[str]:
-    import json
-
-    maps = [o for o in _all(objects, "ConfigMap") if o["metadata"]["namespace"] == namespace and "dashboard" in str(o)]
+    maps = [
+        o for o in all_of(objects, "ConfigMap") if o["metadata"]["namespace"] == namespace and "dashboard" in str(o)
+    ]
     exprs = []
     for cm in maps:
         for text in cm.get("data", {}).values():
@@ -410,72 +398,76 @@ def test_each_dashboard_shows_the_gateways_requests_latency_and_errors_for_its_m
         EPP_ERRORS,
     ]
     assert all('job="vllm-chat-epp", namespace="inference-chat"' in e for e in chat)
-    moe = [e for e in _dashboard_exprs(objects, "inference-moe") if ISTIO_REQUESTS in e]
-    assert moe and all('destination_service_name="ray-moe-serve-svc"' in e for e in moe)
+    moe = [e for e in _dashboard_exprs(objects, "inference-moe") if "gen_ai_server" in e]
+    assert any(GENAI_REQUESTS in e for e in moe)
+    assert moe and all(f'gen_ai_original_model="{MOE_MODEL}"' in e for e in moe)
     for expr in (*chat, *moe):
         parse_promql(expr)
         assert check_promql(expr) == []
 
 
-def test_the_pickers_payload_processor_and_envoy_are_scraped(objects: list[dict[str, Any]]) -> None:
+def test_the_pickers_and_envoy_are_scraped(objects: list[dict[str, Any]]) -> None:
     monitors = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects}
     assert ("ServiceMonitor", "inference-chat", "vllm-chat-epp") in monitors
-    assert ("ServiceMonitor", "inference-gateway", "payload-processor") in monitors
-    pod_monitor = _one(objects, "PodMonitor", "inference")
+    pod_monitor = one(objects, "PodMonitor", "inference")
     assert pod_monitor["spec"]["podMetricsEndpoints"] == [
-        {"port": "metrics", "path": "/stats/prometheus", "interval": "15s"}
+        {"targetPort": 19001, "path": "/stats/prometheus", "interval": "15s"},
+        {"targetPort": 1064, "path": "/metrics", "interval": "15s"},
     ]
 
 
 # -- bad input ---------------------------------------------------------------------------------------------------
 
 
-def _config_error(body: dict[str, Any]) -> str:
+def _config_error(b: dict[str, Any]) -> str:
     with pytest.raises(ConfigError) as info:
-        config = parse_environment("qa", body)
+        config = parse_environment("qa", b)
         build_workloads(config, plan_workloads(config))
     return str(info.value)
 
 
 def test_a_gateway_without_certificate_or_http_choice_is_refused() -> None:
-    assert _config_error({**BODY, "gateway": {"inbound_cidrs": CLIENTS, "auth": JWT}}) == (
+    assert _config_error(body(certificate_arn=None)) == (
         "environments.qa.gateway.certificate_arn: None is not allowed; gateway needs an ACM certificate ARN for "
         "HTTPS, or allow_http: true to serve plain HTTP"
     )
 
 
-EU_ZONES = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
-
-
 def test_a_gateway_certificate_in_another_region_is_refused() -> None:
-    gateway = {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, "auth": JWT}
-    assert _config_error(
-        {**BODY, "account": "123456789012", "region": "eu-west-1", "vpc": EU_ZONES, "gateway": gateway}
-    ) == (
+    b = {**body(), "account": "123456789012", "region": "eu-west-1"}
+    b["vpc"] = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
+    assert _config_error(b) == (
         f"environments.qa.gateway.certificate_arn: {CERT!r} is not allowed; must be a certificate in eu-west-1, "
         "the NLB's"
     )
 
 
 def test_an_adapter_named_like_another_workloads_model_is_refused() -> None:
-    body = {**BODY, "workloads": {**BODY["workloads"]}}
-    body["workloads"]["chat"] = {**body["workloads"]["chat"], "lora_adapters": {"Qwen/Qwen3-8B": "acme/x-lora"}}
-    assert "Qwen/Qwen3-8B" in _config_error(body)
+    b = body()
+    b["workloads"]["chat"] = {**b["workloads"]["chat"], "lora_adapters": {SMALL_MODEL: "acme/x-lora"}}
+    assert SMALL_MODEL in _config_error(b)
+
+
+_FLOW = FlowControl(
+    hold_seconds=120, retry_after_seconds=30, request_timeout_seconds=600, max_concurrency=16, band_capacity=64
+)
 
 
 def _props(**overrides: Any) -> GatewayProps:
-    route = ModelRoute("vllm-a", "inference-a", ("a",), PoolBackend({"app": "a"}))
-    base = GatewayProps(routes=(route,), inbound_cidrs=("10.0.0.0/16",), load_balancer_cidrs=("10.0.255.0/26",))
+    route = ModelRoute("vllm-a", "inference-a", ("a",), PoolBackend({"app": "a"}), flow=_FLOW)
+    base = GatewayProps(
+        routes=(route,),
+        tenants=(Tenant("t", ("a",), api_key_secret="llm-eks/qa/tenants/t/api-key"),),
+        inbound_cidrs=("10.0.0.0/16",),
+        load_balancer_cidrs=("10.0.255.0/26",),
+    )
     return replace(base, **{"allow_http": True, **overrides})
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (
-            {"inbound_cidrs": ()},
-            "gateway.inbound_cidrs: () is not allowed; name at least one IPv4 CIDR",
-        ),
+        ({"inbound_cidrs": ()}, "gateway.inbound_cidrs: () is not allowed; name at least one IPv4 CIDR"),
         (
             {"inbound_cidrs": ("0.0.0.0/0",)},
             "gateway.inbound_cidrs: '0.0.0.0/0' is not allowed; must not be the whole internet, list your own ranges",
@@ -492,7 +484,7 @@ def _props(**overrides: Any) -> GatewayProps:
         (
             {
                 "routes": (
-                    ModelRoute("vllm-a", "inference-a", ("a",), PoolBackend({"app": "a"})),
+                    ModelRoute("vllm-a", "inference-a", ("a",), PoolBackend({"app": "a"}), flow=_FLOW),
                     ModelRoute("ray-b", "inference-b", ("a",), ServiceBackend("ray-b-serve-svc", {"app": "b"})),
                 )
             },
@@ -500,16 +492,61 @@ def _props(**overrides: Any) -> GatewayProps:
             "model name routes to exactly one workload)",
         ),
         (
-            {"routes": (ModelRoute("vllm-a", "inference-a", ("has space",), PoolBackend({"app": "a"})),)},
+            {"routes": (ModelRoute("vllm-a", "inference-a", ("has space",), PoolBackend({"app": "a"}), flow=_FLOW),)},
             "gateway.routes[vllm-a].model_names: 'has space' is not allowed; must be 1-4096 visible ASCII "
             "characters, no spaces",
+        ),
+        (
+            {"routes": (ModelRoute("vllm-a", "inference-a", ("a",), PoolBackend({"app": "a"})),)},
+            "gateway.routes[vllm-a].flow: None is not allowed; a pool's picker holds and sheds by its flow control",
+        ),
+        (
+            {
+                "routes": (
+                    ModelRoute(
+                        "vllm-a",
+                        "inference-a",
+                        ("a",),
+                        PoolBackend({"app": "a"}),
+                        flow=replace(_FLOW, hold_seconds=300),
+                    ),
+                )
+            },
+            "gateway.routes[vllm-a].flow.hold_seconds: 300 is not allowed; must be 1 to 299 (the AI Gateway's 300 s "
+            "picker timeout)",
+        ),
+        (
+            {
+                "routes": (
+                    ModelRoute(
+                        "vllm-a",
+                        "inference-a",
+                        ("a",),
+                        PoolBackend({"app": "a"}),
+                        flow=replace(_FLOW, request_timeout_seconds=100),
+                    ),
+                )
+            },
+            "gateway.routes[vllm-a].flow.request_timeout_seconds: 100 is not allowed; must exceed the hold (120 s): "
+            "a held request would time out before it is served",
+        ),
+        ({"tenants": ()}, "gateway.tenants: () is not allowed; at least one tenant must be able to call the gateway"),
+        (
+            {"tenants": (Tenant("t", ("b",), api_key_secret="k"),)},
+            "gateway.tenants[t].models: 'b' is not allowed; must be a name one of the gateway's routes serves",
         ),
     ],
 )
 def test_bad_gateway_props_are_one_line_errors(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        GatewayChart(cdk8s.App(), "gateway", _props(**overrides))
+        GatewayChart(cdk8s.App(), "gateway", _props(**overrides), region="us-west-2")
     assert str(info.value) == message
+
+
+def test_api_key_tenants_need_the_region_of_their_secrets() -> None:
+    with pytest.raises(ConfigError) as info:
+        GatewayChart(cdk8s.App(), "gateway", _props())
+    assert str(info.value).startswith("region: None is not allowed with API-key tenants;")
 
 
 def test_the_gateway_props_are_the_workloads_own() -> None:
@@ -519,20 +556,29 @@ def test_the_gateway_props_are_the_workloads_own() -> None:
     assert chat.monitoring.extra_panels[0].title == "Gateway: requests per model"
 
 
-def test_locked_router_images_are_pinned_by_digest_and_listed_for_the_lock() -> None:
-    """`llm-eks images lock` covers the routers: a locked digest reaches both Deployments (and the unlocked-digest
-    checkov suppression goes), and the environment's image list names them."""
+def test_locked_gateway_images_are_pinned_by_digest_and_listed_for_the_lock() -> None:
+    """`llm-eks images lock` covers the picker and the data plane's Envoy: a locked digest reaches both (and the
+    unlocked-digest checkov suppression goes), and the environment's image list names them."""
     digest = "sha256:" + "ab" * 32
     entry = LockEntry(digest, "2026-11-30T00:00:00Z", "https://ghcr.io/v2/x/manifests/y")
-    lock = ImageLock(entries={EPP_IMAGE: entry, IPP_IMAGE: entry})
+    lock = ImageLock(entries={EPP_IMAGE: entry, ENVOY_PROXY_IMAGE: entry})
     config = parse_environment("qa", BODY)
     plans = plan_workloads(config)
     workloads = build_workloads(config, plans, images=lock)
-    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
-    objects = [o for c in charts for o in c.chart.to_json()]
-    for name, image in (("vllm-chat-epp", EPP_IMAGE), ("payload-processor", IPP_IMAGE)):
-        deployment = _one(objects, "Deployment", name)
-        (container,) = deployment["spec"]["template"]["spec"]["containers"]
-        assert container["image"] == f"{image}@{digest}"
-        assert not any(v.startswith("CKV_K8S_43=") for v in deployment["metadata"]["annotations"].values())
-    assert {EPP_IMAGE, IPP_IMAGE} <= set(environment_images(config, plans))
+    built = build_charts(
+        cdk8s.App(),
+        config,
+        workloads,
+        node_role_name="r",
+        security_group_ids=SG,
+        region="us-west-2",
+        cluster_oidc_issuer=CLUSTER_OIDC,
+    )
+    objects = [o for c in built for o in c.chart.to_json()]
+    deployment = one(objects, "Deployment", "vllm-chat-epp")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{EPP_IMAGE}@{digest}"
+    assert not any(v.startswith("CKV_K8S_43=") for v in deployment["metadata"]["annotations"].values())
+    envoy = one(objects, "EnvoyProxy", "inference")["spec"]["provider"]["kubernetes"]["envoyDeployment"]
+    assert envoy["container"]["image"] == f"{ENVOY_PROXY_IMAGE}@{digest}"
+    assert {EPP_IMAGE, ENVOY_PROXY_IMAGE} <= set(environment_images(config, plans))

@@ -148,3 +148,25 @@ def test_api_key_objects_for_gitops(gitops_dev: Path) -> None:
     assert [o["kind"] for o in files["02-vllm.yaml"] if o["metadata"]["name"] == account] == ["ServiceAccount"]
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
     assert volumes["api-key"]["csi"]["volumeAttributes"]["secretProviderClass"] == spc["metadata"]["name"]
+
+
+def test_the_gateways_key_region_is_given_or_the_environments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--region` names where the tenants' keys are (the SecretStore's region) when the environment names none; a bad
+    one is a one-line error before anything is built."""
+    from llm_eks.cli import main
+
+    base = ["manifests", "--env", "staging", "--node-role-name", "r", "--security-group-id", SG]
+    base += ["--weights-bucket", BUCKET, "--oidc-issuer", "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"]
+    assert main([*base, "--region", "the-moon", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "llm-eks: error: --region: 'the-moon' is not allowed; must be an AWS region such as us-west-2\n"
+    )
+    assert main([*base, "--out", str(tmp_path)]) == 2
+    assert "region: None is not allowed with API-key tenants" in capsys.readouterr().err
+    assert main([*base, "--region", "eu-west-1", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    gateway = next(tmp_path.glob("*-gateway.yaml"))
+    (store,) = [o for o in yaml.safe_load_all(gateway.read_text()) if o and o["kind"] == "SecretStore"]
+    assert store["spec"]["provider"]["aws"]["region"] == "eu-west-1"

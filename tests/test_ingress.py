@@ -107,38 +107,37 @@ def test_bad_ingress_props_get_one_line_errors(ingress: IngressProps, message: s
     assert str(err.value) == message
 
 
-# -- config: workload.load_balancer -------------------------------------------------------------------------------
+# -- config: workload.alb -----------------------------------------------------------------------------------------
 
 IMPORTED_VPC = {
     "vpc_id": "vpc-0abc12345def67890",
     "availability_zones": ["eu-west-1a", "eu-west-1b"],
     "private_subnet_ids": ["subnet-0abc12345def67890", "subnet-0abc12345def67891"],
+    "private_subnet_cidrs": ["172.16.0.0/20", "172.16.16.0/20"],
     "cidr": "172.16.0.0/16",
     "load_balancer_cidrs": ["172.16.250.0/26", "172.16.250.64/26"],
 }
+CLIENTS = ["192.168.0.0/16"]
+IMPORTED = {"account": "111122223333", "region": "eu-west-1"}
 
 
-def workload(**load_balancer: Any) -> dict[str, Any]:
-    return {"workload": {"internal_alb": True, "load_balancer": load_balancer}}
+def workload(**alb: Any) -> dict[str, Any]:
+    return {"workload": {"alb": {"certificate_arn": CERT, "inbound_cidrs": CLIENTS, **alb}}}
 
 
-def test_https_config_reaches_the_ingress_with_the_vpc_cidr_by_default() -> None:
-    config = parse_environment("web", {"vpc": {"cidr": "10.20.0.0/16"}, **workload(certificate_arn=CERT)})
-    assert ingress_props(config) == IngressProps(certificate_arn=CERT, inbound_cidrs=("10.20.0.0/16",))
-
-
-def test_listed_cidrs_replace_the_vpc_cidr() -> None:
-    config = parse_environment("web", workload(allow_http=True, inbound_cidrs=["10.1.0.0/24", "10.2.0.0/24"]))
-    assert ingress_props(config) == IngressProps(allow_http=True, inbound_cidrs=("10.1.0.0/24", "10.2.0.0/24"))
+def test_the_alb_reaches_the_ingress_https_only_from_the_listed_clients() -> None:
+    config = parse_environment("web", workload(inbound_cidrs=["192.168.0.0/16", "172.31.0.0/16"]))
+    assert ingress_props(config) == IngressProps(
+        certificate_arn=CERT, inbound_cidrs=("192.168.0.0/16", "172.31.0.0/16")
+    )
 
 
 def test_load_balancer_subnets_are_the_top_of_a_new_vpc_or_listed() -> None:
-    assert parse_environment("web", workload(allow_http=True)).vpc.load_balancer_subnet_cidrs() == (
+    assert parse_environment("web", workload()).vpc.load_balancer_subnet_cidrs() == (
         "10.0.255.128/26",
         "10.0.255.192/26",
     )
-    body = {"account": "111122223333", "region": "eu-west-1", "vpc": IMPORTED_VPC}
-    config = parse_environment("web", {**body, **workload(certificate_arn=CERT, inbound_cidrs=["172.16.0.0/12"])})
+    config = parse_environment("web", {**IMPORTED, "vpc": IMPORTED_VPC, **workload()})
     assert config.vpc.load_balancer_subnet_cidrs() == ("172.16.250.0/26", "172.16.250.64/26")
 
 
@@ -166,88 +165,98 @@ def test_load_balancer_subnets_are_the_top_of_a_new_vpc_or_listed() -> None:
             "environments.web.vpc.load_balancer_cidrs[1]: '172.16.250.64/28' is not allowed; must be a /16 to /27 "
             "inside the VPC's 172.16.0.0/16 (an ALB needs a /27)",
         ),
+        (
+            {k: v for k, v in IMPORTED_VPC.items() if k != "private_subnet_cidrs"},
+            "environments.web.vpc.private_subnet_cidrs: [] is not allowed; an existing VPC behind a load balancer "
+            "must list the CIDRs of its 2 private subnets, where pods hold addresses (the load balancer's "
+            "inbound_cidrs may not overlap them)",
+        ),
     ],
-    ids=["imported-missing", "one-zone", "outside-vpc", "too-small"],
+    ids=["imported-missing", "one-zone", "outside-vpc", "too-small", "pod-subnets-missing"],
 )
 def test_load_balancer_subnet_errors(vpc: dict[str, Any], message: str) -> None:
-    body = {"account": "111122223333", "region": "eu-west-1", "vpc": vpc}
     with pytest.raises(ConfigError) as info:
-        parse_environment("web", {**body, **workload(certificate_arn=CERT, inbound_cidrs=["172.16.0.0/12"])})
+        parse_environment("web", {**IMPORTED, "vpc": vpc, **workload()})
     assert str(info.value) == message
 
 
-def test_load_balancer_cidrs_need_an_internal_alb() -> None:
+def test_load_balancer_cidrs_need_an_alb_or_a_gateway() -> None:
     with pytest.raises(ConfigError) as info:
         parse_environment("web", {"vpc": {"load_balancer_cidrs": ["10.0.255.0/26", "10.0.255.64/26"]}})
-    assert str(info.value) == (
-        "environments.web.vpc.load_balancer_cidrs: only allowed with workload.internal_alb: true or a gateway"
-    )
-
-
-def test_an_imported_vpc_with_listed_cidrs_is_accepted() -> None:
-    body = {"account": "111122223333", "region": "eu-west-1", "vpc": IMPORTED_VPC}
-    config = parse_environment("web", {**body, **workload(certificate_arn=CERT, inbound_cidrs=["172.16.0.0/12"])})
-    assert ingress_props(config).inbound_cidrs == ("172.16.0.0/12",)
+    assert str(info.value) == "environments.web.vpc.load_balancer_cidrs: only allowed with workload.alb or a gateway"
 
 
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         (
-            # An existing cdk.json with only `internal_alb: true`: one line naming the field, not a silent HTTP ALB.
-            {"workload": {"internal_alb": True}},
-            "environments.web.workload.load_balancer.certificate_arn: None is not allowed; internal_alb needs an "
-            "ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
+            {"workload": {"alb": {"inbound_cidrs": CLIENTS}}},
+            "environments.web.workload.alb.certificate_arn: missing; this field is required",
+        ),
+        (
+            {"workload": {"alb": {"certificate_arn": CERT}}},
+            "environments.web.workload.alb.inbound_cidrs: missing; this field is required",
         ),
         (
             workload(certificate_arn="arn:aws:acm:eu-west-1:111122223333:certificate/abc"),
-            "environments.web.workload.load_balancer.certificate_arn: "
-            "'arn:aws:acm:eu-west-1:111122223333:certificate/abc' is not allowed; must be an ACM certificate ARN "
-            "(arn:aws:acm:<region>:<account>:certificate/<id>)",
+            "environments.web.workload.alb.certificate_arn: 'arn:aws:acm:eu-west-1:111122223333:certificate/abc' is "
+            "not allowed; must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
         ),
         (
             {
                 "account": "111122223333",
                 "region": "us-east-1",
                 "vpc": {"availability_zones": ["us-east-1a", "us-east-1b"]},
-                **workload(certificate_arn=CERT),
+                **workload(),
             },
-            f"environments.web.workload.load_balancer.certificate_arn: '{CERT}' is not allowed; must be a "
-            "certificate in us-east-1, the ALB's",
+            f"environments.web.workload.alb.certificate_arn: '{CERT}' is not allowed; must be a certificate in "
+            "us-east-1, the ALB's",
         ),
         (
-            workload(certificate_arn=CERT, allow_http=True),
-            "environments.web.workload.load_balancer.allow_http: True is not allowed; with certificate_arn the ALB "
-            "serves HTTPS only (an HTTP listener, even one that redirects, receives the first request and its API "
-            "key in clear)",
+            workload(inbound_cidrs=[]),
+            "environments.web.workload.alb.inbound_cidrs: [] is not allowed; name the client ranges the ALB admits "
+            "(with the VPC CNI every pod holds a VPC address, so the VPC's CIDR would admit every pod); in-cluster "
+            "clients call the Service instead",
         ),
         (
-            {"account": "111122223333", "region": "eu-west-1", "vpc": IMPORTED_VPC, **workload(certificate_arn=CERT)},
-            "environments.web.workload.load_balancer.inbound_cidrs: [] is not allowed; an existing VPC's CIDR is not "
-            "known at synth: list the IPv4 CIDRs that may reach the ALB",
+            workload(inbound_cidrs=["192.168.0.0/16", "0.0.0.0/0"]),
+            "environments.web.workload.alb.inbound_cidrs[1]: '0.0.0.0/0' is not allowed; must not be the whole "
+            "internet; list your own ranges",
         ),
         (
-            workload(allow_http=True, inbound_cidrs=["10.0.0.0/8", "0.0.0.0/0"]),
-            "environments.web.workload.load_balancer.inbound_cidrs[1]: '0.0.0.0/0' is not allowed; must not be the "
-            "whole internet; list your own ranges",
+            workload(inbound_cidrs=["10.0.0.1"]),
+            "environments.web.workload.alb.inbound_cidrs[0]: '10.0.0.1' is not allowed; must be an IPv4 network such "
+            "as 10.0.0.0/16",
         ),
         (
-            workload(allow_http=True, inbound_cidrs=["10.0.0.1"]),
-            "environments.web.workload.load_balancer.inbound_cidrs[0]: '10.0.0.1' is not allowed; must be an IPv4 "
-            "network such as 10.0.0.0/16",
+            workload(inbound_cidrs=["10.0.8.0/24"]),
+            "environments.web.workload.alb.inbound_cidrs[0]: '10.0.8.0/24' is not allowed; overlaps the "
+            "environment's VPC 10.0.0.0/16, where every pod holds an address: list client ranges outside it "
+            "(in-cluster clients call the Service)",
         ),
         (
-            workload(allow_http=True, inbound_cidrs=["10.0.0.1/8"]),
-            "environments.web.workload.load_balancer.inbound_cidrs[0]: '10.0.0.1/8' is not allowed; must be an IPv4 "
-            "network such as 10.0.0.0/16",
+            {**IMPORTED, "vpc": IMPORTED_VPC, **workload(inbound_cidrs=["172.16.8.0/24"])},
+            "environments.web.workload.alb.inbound_cidrs[0]: '172.16.8.0/24' is not allowed; overlaps the VPC's "
+            "private subnet 172.16.0.0/20, where pods hold addresses: list only client subnets",
+        ),
+        (
+            workload(allow_http=True),
+            "environments.web.workload.alb: unknown key 'allow_http'; allowed: certificate_arn, inbound_cidrs",
+        ),
+        (
+            # An existing cdk.json with the old keys: one line naming what replaces them.
+            {"workload": {"internal_alb": True}},
+            "environments.web.workload.internal_alb: no longer exists; the internal ALB is workload.alb: "
+            "{certificate_arn, inbound_cidrs} (HTTPS only, from client ranges outside the pods' subnets)",
         ),
         (
             {"workload": {"load_balancer": {"allow_http": True}}},
-            "environments.web.workload.load_balancer: only allowed with internal_alb: true",
+            "environments.web.workload.load_balancer: no longer exists; the internal ALB is workload.alb: "
+            "{certificate_arn, inbound_cidrs} (HTTPS only, from client ranges outside the pods' subnets)",
         ),
     ],
 )
-def test_load_balancer_config_errors(body: dict[str, Any], message: str) -> None:
+def test_alb_config_errors(body: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_environment("web", body)
     assert str(err.value) == message
@@ -256,9 +265,8 @@ def test_load_balancer_config_errors(body: dict[str, Any], message: str) -> None
 # -- the shipped app ----------------------------------------------------------------------------------------------
 
 
-def test_shipped_prod_serves_http_by_explicit_choice_to_its_vpc_only(synthesized: Synthesized) -> None:
-    (ingress,) = [o for o in synthesized.objects("prod") if o["kind"] == "Ingress"]
-    found = ingress["metadata"]["annotations"]
-    assert found[LISTEN] == '[{"HTTP": 80}]'
-    assert found[CIDRS] == "10.0.0.0/16"
-    assert found[SCHEME] == "internal"
+def test_shipped_prod_has_no_front_door_until_one_is_configured(synthesized: Synthesized) -> None:
+    """Production's front door is closed: no ALB (workload.alb needs a certificate and client ranges of your own),
+    no gateway; in-cluster clients call the workload's Service."""
+    kinds = {o["kind"] for o in synthesized.objects("prod")}
+    assert "Ingress" not in kinds and "Gateway" not in kinds

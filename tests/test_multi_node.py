@@ -25,6 +25,8 @@ from tests.kube_schema import assert_valid
 
 # Qwen3-235B-A22B in FP8 (235 GB of weights) does not fit one g6e.12xlarge (4x L40S, 179 GiB): the plan spans two
 # nodes, TP 4 x PP 2.
+# An ACM certificate for the ALB cases.
+CERT = "arn:aws:acm:us-east-1:111122223333:certificate/0f6b3c1e-1234-4d5e-8f9a-0123456789ab"
 BIG = {"workload": {"model": "Qwen/Qwen3-235B-A22B-FP8", "accelerator": "g6e.12xlarge", "max_model_len": 8192,
                     "replicas": {"min": 1, "max": 2}}}  # fmt: skip
 
@@ -152,12 +154,21 @@ def test_bad_multi_node_props_are_one_line() -> None:
         "data_parallel_size / nodes_per_replica (8 / 2), a whole number (vLLM splits the ranks evenly over the nodes)"
     )
     with_alb = parse_environment(
-        "big", {"workload": {**BIG["workload"], "internal_alb": True, "load_balancer": {"allow_http": True}}}
+        "big",
+        {
+            "workload": {
+                **BIG["workload"],
+                "alb": {
+                    "certificate_arn": CERT,
+                    "inbound_cidrs": ["192.168.0.0/16"],
+                },
+            }
+        },
     )
     with pytest.raises(ConfigError) as info:
         build_workload(with_alb, plan_environment(with_alb))
     assert str(info.value) == (
-        "environments.big.workload.internal_alb: True is not allowed; Qwen/Qwen3-235B-A22B-FP8 needs 2 "
+        "environments.big.workload.alb: not allowed here; Qwen/Qwen3-235B-A22B-FP8 needs 2 "
         "g6e.12xlarge nodes per replica (a LeaderWorkerSet, whose workers never serve); reach it through its "
         "Service, or use engine 'ray-serve'"
     )

@@ -35,7 +35,7 @@ def _workloads(body: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
 
 def _objects(body: dict[str, Any]) -> list[dict[str, Any]]:
     config, workloads = _workloads(body)
-    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
+    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG, region="us-west-2")
     return [o for c in charts if c.apply for o in c.chart.to_json()]
 
 
@@ -67,8 +67,12 @@ def _error(body: dict[str, Any]) -> str:
             "inference-<name>)",
         ),
         (
-            {"workloads": {"chat": {"internal_alb": True, "load_balancer": {"allow_http": True}}}},
-            "environments.qa.workloads.chat.internal_alb: only allowed in the one-model `workload`; the workloads of "
+            {
+                "workloads": {
+                    "chat": {"alb": {"certificate_arn": "arn:aws:acm:us-east-1:1:certificate/x", "inbound_cidrs": []}}
+                }
+            },
+            "environments.qa.workloads.chat.alb: only allowed in the one-model `workload`; the workloads of "
             "`workloads` are reached through the environment's gateway or in-cluster through each workload's Service",
         ),
         (
@@ -169,7 +173,7 @@ def test_cluster_wide_objects_exist_once() -> None:
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "PriorityClass"] == ["llm-eks-warm-headroom"]
     # It belongs to no workload: it goes with the node pools, so removing a workload never deletes it.
     config, workloads = _workloads({"workloads": {"small": {**SMALL, **warm}, "mid": {**MID, **warm}}})
-    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG)
+    charts = build_charts(cdk8s.App(), config, workloads, node_role_name="r", security_group_ids=SG, region="us-west-2")
     owners = [c.id for c in charts for o in c.chart.to_json() if o["kind"] == "PriorityClass"]
     assert owners == ["node-pools"]
     placeholders = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-headroom")]
@@ -205,8 +209,11 @@ def test_staging_serves_two_models_each_in_its_own_namespace(synthesized: Synthe
     for name, objs in files.items():
         match = re.match(r"\d+-(qwen|llama|gateway)", name)
         if match:
+            # The gateway's tenant keys are synced in the External Secrets Operator's own namespace.
+            extra = {"external-secrets"} if match.group(1) == "gateway" else set()
             assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in objs} == {
-                f"inference-{match.group(1)}"
+                f"inference-{match.group(1)}",
+                *extra,
             }, name
     every = [o for objs in files.values() for o in objs]
     keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in every]
@@ -264,6 +271,8 @@ def test_gitops_writes_the_same_objects_for_several_workloads(tmp_path: Path, sy
         weights_bucket="b-weights",
         # Staging's gateway trusts the cluster's own service-account tokens.
         oidc_issuer="https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE",
+        # Where the tenants' keys are (the stack's own region; staging names none).
+        region="us-east-1",
     )
     gitops = {
         re.sub(r"^\d+-", "", p.name).split(".")[0]: {

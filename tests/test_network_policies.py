@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.gateway import platform
 from llm_eks.manifests.source import SOURCE_ANNOTATION
 from tests.conftest import Synthesized
 from tests.netpol import Cluster, External, Pod
@@ -335,26 +336,32 @@ def flows(env: str, objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, 
 
 
 def _gateway_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, int, bool]]:
-    """The gateway (staging, in-cluster only): labelled clients to Envoy, Envoy to the payload processor, the pickers
-    and the model pods, each picker to its own pool's /metrics, Envoy to istiod's xDS; nothing else."""
+    """The gateway (staging, in-cluster only): labelled clients to Envoy's two listeners (api-key on 80, which Envoy
+    binds as 10080; jwt on 8080), Envoy to the pickers and the model pods, each picker to its own pool's /metrics,
+    Envoy to Envoy Gateway's xDS and the rate-limit service, the rate-limit service to its counters, Envoy Gateway to
+    the AI Gateway's extension server, the control plane to its webhook; nothing else."""
     (head, worker), (server, bench) = _ray_pods(objects), _vllm_pods(objects)
-    envoy = Pod("inference-gateway", {netpol.GATEWAY_NAME_LABEL: "inference"}, ip="10.0.1.10")
-    ipp = Pod("inference-gateway", {"app.kubernetes.io/name": "payload-processor"})
+    envoy = Pod("inference-gateway", {**platform.ENVOY_POD, platform.OWNING_GATEWAY_NAME: "inference"}, ip="10.0.1.10")
     (picker_deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-epp")]
     picker = Pod(server.namespace, picker_deployment["spec"]["template"]["metadata"]["labels"])
-    istiod = Pod("istio-system", {"app": "istiod", "istio": "pilot"})
+    eg = Pod(platform.ENVOY_GATEWAY_NAMESPACE, platform.ENVOY_GATEWAY_POD)
+    ratelimit = Pod(platform.ENVOY_GATEWAY_NAMESPACE, platform.RATELIMIT_POD)
+    valkey = Pod(platform.ENVOY_GATEWAY_NAMESPACE, platform.VALKEY_POD)
+    aigw = Pod(platform.AI_GATEWAY_NAMESPACE, platform.AI_GATEWAY_POD)
+    eso = Pod(platform.EXTERNAL_SECRETS_NAMESPACE, platform.EXTERNAL_SECRETS_POD)
     return [
-        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), envoy, 80, True),
-        ("labelled pod in an unlabelled namespace", Pod("team-a", CLIENT), envoy, 80, False),
-        ("pod in another namespace", STRANGER, envoy, 80, False),
-        ("an address of the pods' subnets", External("10.0.100.5"), envoy, 80, False),
-        ("where an NLB's subnet would be", External("10.0.255.130"), envoy, 80, False),
-        ("address outside the VPC", OUTSIDE, envoy, 80, False),
-        ("labelled client, Envoy's admin port", Pod("clients", CLIENT), envoy, 15000, False),
-        ("Prometheus", PROMETHEUS, envoy, 15020, True),
-        ("gateway Envoy", envoy, ipp, 9004, True),
-        ("pod in another namespace", STRANGER, ipp, 9004, False),
-        ("Prometheus", PROMETHEUS, ipp, 9090, True),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), envoy, 10080, True),
+        ("labelled client pod in a labelled namespace", Pod("clients", CLIENT), envoy, 8080, True),
+        ("labelled pod in an unlabelled namespace", Pod("team-a", CLIENT), envoy, 10080, False),
+        ("pod in another namespace", STRANGER, envoy, 10080, False),
+        ("pod in another namespace", STRANGER, envoy, 8080, False),
+        ("an address of the pods' subnets", External("10.0.100.5"), envoy, 10080, False),
+        ("where an NLB's subnet would be", External("10.0.255.130"), envoy, 10080, False),
+        ("address outside the VPC", OUTSIDE, envoy, 10080, False),
+        ("labelled client, Envoy's admin port", Pod("clients", CLIENT), envoy, 19000, False),
+        ("labelled client, Envoy's stats", Pod("clients", CLIENT), envoy, 19001, False),
+        ("Prometheus", PROMETHEUS, envoy, 19001, True),
+        ("Prometheus", PROMETHEUS, envoy, 1064, True),
         ("gateway Envoy", envoy, picker, 9002, True),
         ("pod in another namespace", STRANGER, picker, 9002, False),
         ("vLLM", server, picker, 9002, False),
@@ -367,11 +374,21 @@ def _gateway_flows(objects: list[dict[str, Any]]) -> list[tuple[str, Any, Pod, i
         ("gateway Envoy", envoy, head, 6379, False),
         ("gateway Envoy", envoy, head, 8265, False),
         ("gateway Envoy", envoy, bench, 8000, False),
-        ("gateway Envoy", envoy, istiod, 15012, True),
-        ("pod in another namespace", STRANGER, istiod, 15012, False),
-        ("EKS control plane", CONTROL_PLANE, istiod, 15017, True),
-        ("Prometheus", PROMETHEUS, istiod, 15014, True),
-        ("gateway Envoy", envoy, istiod, 15010, False),
+        ("gateway Envoy", envoy, eg, platform.ENVOY_XDS_PORT, True),
+        ("pod in another namespace", STRANGER, eg, platform.ENVOY_XDS_PORT, False),
+        ("gateway Envoy", envoy, eg, platform.RATELIMIT_XDS_PORT, False),
+        ("rate-limit service", ratelimit, eg, platform.RATELIMIT_XDS_PORT, True),
+        ("gateway Envoy", envoy, ratelimit, platform.RATELIMIT_GRPC_PORT, True),
+        ("pod in another namespace", STRANGER, ratelimit, platform.RATELIMIT_GRPC_PORT, False),
+        ("rate-limit service", ratelimit, valkey, platform.VALKEY_PORT, True),
+        ("gateway Envoy", envoy, valkey, platform.VALKEY_PORT, False),
+        ("pod in another namespace", STRANGER, valkey, platform.VALKEY_PORT, False),
+        ("Envoy Gateway", eg, aigw, platform.AI_GATEWAY_EXTENSION_PORT, True),
+        ("gateway Envoy", envoy, aigw, platform.AI_GATEWAY_EXTENSION_PORT, False),
+        ("EKS control plane", CONTROL_PLANE, aigw, platform.AI_GATEWAY_WEBHOOK_PORT, True),
+        ("pod in another namespace", STRANGER, aigw, platform.AI_GATEWAY_WEBHOOK_PORT, False),
+        ("Prometheus", PROMETHEUS, eso, platform.EXTERNAL_SECRETS_METRICS_PORT, True),
+        ("gateway Envoy", envoy, eso, platform.EXTERNAL_SECRETS_METRICS_PORT, False),
     ]
 
 
@@ -388,23 +405,23 @@ def test_every_flow_gets_its_verdict(synthesized: Synthesized, env: str) -> None
 
 
 def test_no_pod_reaches_vllm_by_address_alone(synthesized: Synthesized) -> None:
-    """A pod that reaches vLLM by IP alone is denied, with or without an ALB: prod's internal ALB (target type ip)
-    has subnets of its own, and the serving port admits only those, never the pods' subnets."""
+    """A pod that reaches vLLM by IP alone is denied; no serving port admits an address block (an internal ALB,
+    target type ip, would have subnets of its own, which the serving port admits: tests/test_ingress.py)."""
     for env in ("dev", "prod"):
         objects = _objects(synthesized, env)
         vllm, _ = _vllm_pods(objects)
         stray = Pod("team-a", {"app": "notebook"}, ip=VPC_POD_IP)
         assert not _cluster(objects).allows(stray, vllm, 8000), env
         assert not _cluster(objects).allows(stray, vllm, 8001), env
-    alb_ingress = [
-        peer["ipBlock"]["cidr"]
-        for o in _objects(synthesized, "prod")
-        if o["kind"] == "NetworkPolicy"
-        for rule in o["spec"].get("ingress", [])
-        for peer in rule.get("from", [])
-        if "ipBlock" in peer and o["metadata"]["namespace"] == "inference"
-    ]
-    assert alb_ingress == ["10.0.255.128/26", "10.0.255.192/26"]
+        blocks = [
+            peer["ipBlock"]["cidr"]
+            for o in objects
+            if o["kind"] == "NetworkPolicy"
+            for rule in o["spec"].get("ingress", [])
+            for peer in rule.get("from", [])
+            if "ipBlock" in peer and o["metadata"]["namespace"] == "inference"
+        ]
+        assert blocks == [], env
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -425,7 +442,9 @@ def test_every_namespace_we_create_denies_by_default(synthesized: Synthesized, e
             "nvidia-gpu",
             "keda",
             "kuberay-system",
-            "istio-system",
+            "envoy-gateway-system",
+            "envoy-ai-gateway-system",
+            "external-secrets",
         }
         if env == "staging"
         else {"inference", "monitoring", "nvidia-gpu", "keda"}
@@ -441,7 +460,9 @@ LEVELS = {
     "inference-qwen": "restricted",
     "inference-llama": "restricted",
     "inference-gateway": "restricted",
-    "istio-system": "restricted",
+    "envoy-gateway-system": "restricted",
+    "envoy-ai-gateway-system": "restricted",
+    "external-secrets": "restricted",
     "keda": "restricted",
     "kuberay-system": "restricted",
     "monitoring": "privileged",

@@ -149,7 +149,7 @@ def test_production_refuses_images_by_tag_until_they_are_locked() -> None:
     body = {**_without_risk("images-by-tag"), "workload": {**PROD["workload"], "revision": COMMIT}}
     message = _error(body)
     assert message.startswith(
-        "environments.qa.production: true refuses images by tag, and vllm/vllm-openai:v0.33.0 and 21 more "
+        "environments.qa.production: true refuses images by tag, and vllm/vllm-openai:v0.33.0 and 20 more "
     )
     assert message.endswith(
         "have no digest in images.lock.json; run `llm-eks images lock --env qa` where the registries are reachable, "
@@ -200,13 +200,14 @@ def test_bad_pinning_config_is_one_line(body: dict[str, Any], message: str) -> N
     assert str(info.value) == message
 
 
-def test_the_risks_prod_accepts_are_printed_by_synth(synthesized: Synthesized) -> None:
+def test_the_risks_prod_accepts_are_warnings_of_every_synth(synthesized: Synthesized) -> None:
+    """Warnings, not info lines: `cdk synth` prints them each time and `cdk synth --strict` refuses them."""
     metadata = json.loads((synthesized.outdir / "LlmEks-prod.metadata.json").read_text())
+    warnings = [entry["data"] for entry in metadata["/LlmEks-prod"] if entry["type"] == "aws:cdk:warning"]
+    accepted = sorted(w.split(" (")[0] for w in warnings if w.startswith("accepted risk"))
+    assert accepted == ["accepted risk images-by-tag", "accepted risk revisions-by-name"]
     infos = [entry["data"] for entry in metadata["/LlmEks-prod"] if entry["type"] == "aws:cdk:info"]
-    assert sorted(i.split(" (")[0] for i in infos if i.startswith("accepted risk")) == [
-        "accepted risk images-by-tag",
-        "accepted risk revisions-by-name",
-    ]
+    assert not [i for i in infos if i.startswith("accepted risk")]
 
 
 def test_the_compile_cache_writer_runs_the_server_with_its_adapters_fetched() -> None:
@@ -225,3 +226,18 @@ def test_the_compile_cache_writer_runs_the_server_with_its_adapters_fetched() ->
     served = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     # The same arguments, but listening on the pod's loopback only (it serves nobody).
     assert pod["containers"][0]["args"] == [("127.0.0.1" if a == "0.0.0.0" else a) for a in served]
+
+
+def test_verify_lists_each_accepted_risk_on_every_report() -> None:
+    """A row per accepted risk: nothing to measure (unknown: never ok, never failing), on every report until the
+    risk is removed."""
+    from llm_eks.verify.checks import accepted_risk_rows
+    from llm_eks.verify.derive import environment_plan
+
+    config = parse_environment("prod", CDK_JSON["context"]["environments"]["prod"])
+    rows = accepted_risk_rows(environment_plan(config, plan_workloads(config)))
+    assert [(r.check, r.workload, r.observed, r.verdict) for r in rows] == [
+        ("risk", "prod", "accepted: images-by-tag", "unknown"),
+        ("risk", "prod", "accepted: revisions-by-name", "unknown"),
+    ]
+    assert all(r.detail.startswith("accepted_risks: ") for r in rows)

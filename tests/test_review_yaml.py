@@ -97,9 +97,11 @@ def test_a_string_a_block_literal_cannot_hold_stays_exact() -> None:
     assert len(quoted_multiline_scalars(text)) == 2
 
 
-def test_a_gateway_whose_annotations_reach_its_envoy_pods_names_no_source(synthesized: Synthesized) -> None:
-    """Staging's in-cluster gateway has no spec.infrastructure: istiod copies the Gateway's annotations onto the pod
-    template of the Envoy Deployment it renders, so a source annotation there would restart the gateway."""
+def test_the_gateway_names_its_source_because_its_annotations_never_reach_its_pods(synthesized: Synthesized) -> None:
+    """Envoy Gateway copies only `spec.infrastructure.annotations` onto the Envoy pods (v1.9.0
+    internal/gatewayapi/translator.go infrastructureAnnotations), and staging's Gateway sets none: its own metadata,
+    source annotation included, stays on the Gateway, so changing it restarts nothing."""
     (gateway,) = [o for o in synthesized.objects("staging") if o["kind"] == "Gateway"]
-    assert "infrastructure" not in gateway["spec"]
-    assert gateway["metadata"]["annotations"] == {"networking.istio.io/service-type": "ClusterIP"}
+    assert set(gateway["spec"]["infrastructure"]) == {"parametersRef"}
+    assert not metadata_reaches_pods(gateway)
+    assert gateway["metadata"]["annotations"][SOURCE_ANNOTATION] == "llm_eks.manifests.gateway.proxy"

@@ -1,5 +1,6 @@
-"""`llm-eks canary` and `llm-eks rollback` against the stand-in API server: the route's weights patched step by step
-with what the gateway chart renders, each step verified, a failing step set back to 0, and the one-line errors."""
+"""`llm-eks canary` and `llm-eks rollback` against the stand-in API server: the next version's share of the pool set
+step by step through its scale subresource (pool share: the smallest step is one pod, each rounding said), each step
+verified, a failing step set back to 0, and the one-line errors."""
 
 from __future__ import annotations
 
@@ -21,15 +22,24 @@ from llm_eks.config.plans import plan_workloads
 from llm_eks.verify.derive import load_specs
 from tests.conftest import REPO_ROOT
 from tests.prometheus_server import PrometheusServer
-from tests.test_canary import BODY, _objects
+from tests.test_canary import BODY as CANARY_BODY
+from tests.test_canary import _objects
 from tests.verify_cluster import StubCluster, healthy_cluster
 from tests.verify_load_results import bench_log, bench_result
 from tests.verify_metrics import series
 from tests.verify_stub import CONTEXT, Faults, StubApiServer, write_kubeconfig
 
-ROUTE = "/apis/gateway.networking.k8s.io/v1/namespaces/inference-chat/httproutes/vllm-chat"
+SCALE = "/apis/apps/v1/namespaces/inference-chat/deployments/vllm-chat-canary/scale"
 CURRENT = ("inference-chat", "vllm-chat")
-CANARY = ("inference-chat-canary", "vllm-chat-canary")
+CANARY = ("inference-chat", "vllm-chat-canary")
+# Three current replicas and up to three of the next version: shares of 25 % (one pod), 40 % (two) and 50 % (three).
+BODY = copy.deepcopy(CANARY_BODY)
+BODY["workloads"]["chat"]["replicas"] = {"min": 3, "max": 3}
+BODY["workloads"]["chat"]["canary"]["replicas"] = {"min": 1, "max": 3}
+ROUNDED = (
+    "chat: step 5% is 25% here: the smallest step is one pod of the pool (1 of the next version beside 3 of the "
+    "current one)"
+)
 
 
 def _body(weight: int) -> dict[str, Any]:
@@ -40,8 +50,8 @@ def _body(weight: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def clusters(prometheus: PrometheusServer) -> dict[int, StubCluster]:
-    """The environment deployed with its next version at weight 0 and at 10."""
-    built = {w: healthy_cluster(parse_environment("qa", _body(w)), prometheus=prometheus) for w in (0, 10)}
+    """The environment deployed with its next version at share 0 and at 25 (one pod beside three)."""
+    built = {w: healthy_cluster(parse_environment("qa", _body(w)), prometheus=prometheus) for w in (0, 25)}
     quiet = _copy(built[0])
     _no_traffic_to_the_next_version(quiet)
     prometheus.load([*(series(c) for c in built.values()), series(quiet)])
@@ -49,23 +59,20 @@ def clusters(prometheus: PrometheusServer) -> dict[int, StubCluster]:
 
 
 def _copy(c: StubCluster) -> StubCluster:
-    return StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics), c.prometheus)
+    copied = StubCluster(c.environment, c.plan, copy.deepcopy(c.objects), c.now, copy.deepcopy(c.metrics), c.prometheus)
+    copied.standby = copy.deepcopy(c.standby)
+    return copied
 
 
 def _no_traffic_to_the_next_version(cluster: StubCluster) -> None:
-    for (namespace, _), target in cluster.metrics.items():
-        if namespace == CANARY[0]:
+    for (namespace, pod), target in cluster.metrics.items():
+        if namespace == CANARY[0] and pod.startswith(f"{CANARY[1]}-"):
             target.load.ttft_s, target.load.itl_s = [], []
 
 
-def _route(cluster: StubCluster) -> dict[str, Any]:
-    (found,) = [o for o in cluster.objects if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == "vllm-chat"]
-    return found
-
-
-def _weights(route: dict[str, Any]) -> dict[tuple[str, str], int]:
-    (rule,) = route["spec"]["rules"]
-    return {(ref.get("namespace", "inference-chat"), ref["name"]): ref.get("weight", 1) for ref in rule["backendRefs"]}
+def _replicas(cluster: StubCluster) -> int:
+    """The next version's replicas now."""
+    return int(cluster.find("Deployment", CANARY[1], CANARY[0])["spec"]["replicas"])
 
 
 @dataclass
@@ -79,9 +86,10 @@ class Result:
     # The --journal file's lines.
     journal: list[dict[str, Any]]
 
-    def weights(self) -> list[dict[tuple[str, str], int]]:
-        """The backends' weights of each patch sent, in order."""
-        return [_weights({"spec": body["spec"]}) for _, body in self.server.patches]
+    def replicas(self) -> list[int]:
+        """The next version's replicas each scale patch set, in order."""
+        assert {path for path, _ in self.server.patches} <= {SCALE}
+        return [body["spec"]["replicas"] for _, body in self.server.patches]
 
 
 Run: TypeAlias = Callable[..., Result]
@@ -134,46 +142,48 @@ def run(
 
 def test_canary_walks_every_step_and_verifies_each(run: Run) -> None:
     r = run(0, "canary", "--workload", "chat")
-    assert (r.code, r.err) == (0, "")
-    assert [path for path, _ in r.server.patches] == [ROUTE] * 4
-    steps = r.weights()
-    assert steps[:3] == [{CURRENT: 100 - w, CANARY: w} for w in (5, 25, 50)]
-    assert steps[-1] == {CANARY: 1}  # at 100 the current pool leaves the rule (the API server's default weight 1)
-    assert r.slept == [600.0] * 4  # canary.hold_minutes 10 at each step
+    assert (r.code, r.err) == (0, ""), r.out
+    # canary.steps 5, 25, 50 beside three current replicas: 5 % and 25 % are one pod (25 %), 50 % three pods.
+    assert r.replicas() == [1, 3]
+    assert r.slept == [600.0] * 2  # canary.hold_minutes 10 at each step
     lines = r.out.splitlines()
-    assert lines[0] == "chat: next version at 5%; holding 10 min"
-    assert lines[1] == "chat: 5% held: the next version's 7 checks ok over 10m"
-    assert lines[-1].startswith("chat: the next version serves every request. Promote it in cdk.json")
+    assert lines[0] == ROUNDED
+    assert lines[1] == "chat: next version at 25%; holding 10 min"
+    assert lines[2].startswith("chat: 25% held: the next version's ")
+    assert lines[-1].startswith("chat: the next version holds its last share of the pool. Promote it in cdk.json")
     # Each step's verification read Prometheus over the hold.
     assert any("[10m]" in q for q in r.server.queries)
 
 
-def test_a_patched_route_is_what_a_deploy_at_that_weight_applies(run: Run) -> None:
-    r = run(0, "canary", "--workload", "chat", "--steps", "25")
+def test_a_share_set_is_what_a_deploy_at_that_weight_applies(run: Run) -> None:
+    r = run(0, "canary", "--workload", "chat", "--steps", "40")
     assert r.code == 0
-    (rendered,) = [o for o in _objects(_body(25)) if o["kind"] == "HTTPRoute"]
-    assert _route(r.cluster)["spec"] == rendered["spec"]
+    (rendered,) = [o for o in _objects(_body(40)) if o["kind"] == "Deployment" and o["metadata"]["name"] == CANARY[1]]
+    assert _replicas(r.cluster) == rendered["spec"]["replicas"] == 2
 
 
 def _canary_pod(cluster: StubCluster) -> dict[str, Any]:
-    (pod,) = [o for o in cluster.objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith(CANARY[1])]
+    """The next version's pod a scale to one replica brings (and a scale to zero returns to standby, at its end)."""
+    (*_, pod) = [o for o in cluster.standby if o["metadata"]["name"].startswith(CANARY[1])]
     return pod
 
 
 def _other_args(cluster: StubCluster) -> None:
-    args = _canary_pod(cluster)["spec"]["containers"][0]["args"]
-    args[args.index("--max-num-seqs") + 1] = "32"
+    """The next version's pods run other arguments than its chart renders."""
+    for pod in cluster.standby:
+        args = pod["spec"]["containers"][0]["args"]
+        args[args.index("--max-num-seqs") + 1] = "32"
 
 
 def test_a_step_that_fails_its_checks_goes_back_to_zero(run: Run) -> None:
     r = run(0, "canary", "--workload", "chat", change=_other_args)
     assert (r.code, r.err) == (1, "")
-    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
-    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    assert r.replicas() == [1, 0]
+    assert _replicas(r.cluster) == 0
     assert r.slept == [600.0]
     pod = _canary_pod(r.cluster)["metadata"]["name"]
-    assert r.out.splitlines()[1:] == [
-        "chat: step 5% failed; the next version is back at 0%",
+    assert r.out.splitlines()[2:] == [
+        "chat: step 25% failed; the next version is back at 0%",
         f"  args vllm-chat-canary: drift: differ on 1 of 1 pod ({pod}: --max-num-seqs 32 (planned 16))",
     ]
 
@@ -181,11 +191,11 @@ def test_a_step_that_fails_its_checks_goes_back_to_zero(run: Run) -> None:
 def test_each_step_is_a_journal_line_and_the_last_one_the_exit_status(run: Run) -> None:
     r = run(0, "canary", "--workload", "chat")
     assert [(line["event"], line.get("weight"), line.get("outcome")) for line in r.journal] == [
-        ("step", 5, "held"), ("step", 25, "held"), ("step", 50, "held"), ("step", 100, "held"), ("exit", 100, None)
+        ("step", 25, "held"), ("step", 50, "held"), ("exit", 50, None)
     ]  # fmt: skip
     step = r.journal[0]
     assert (step["command"], step["environment"], step["workload"], step["window"], step["weight_after"]) == (
-        "canary", "qa", "chat", "10m", 5
+        "canary", "qa", "chat", "10m", 25
     )  # fmt: skip
     assert {row["workload"] for row in step["rows"]} >= {"vllm-chat", "vllm-chat-canary"}
     assert r.journal[-1]["exit_status"] == 0 and r.journal[-1]["at"].endswith("Z")
@@ -195,18 +205,18 @@ def test_a_canary_with_no_traffic_fails_when_its_hold_ends(run: Run) -> None:
     """No request reached the next version over the hold: nothing to judge it on, so the step fails (after holding
     its full time) and the weight goes back to 0."""
     r = run(0, "canary", "--workload", "chat", change=_no_traffic_to_the_next_version)
-    assert (r.code, r.err) == (1, "")
-    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
+    assert (r.code, r.err) == (1, ""), r.out
+    assert r.replicas() == [1, 0]
     assert r.slept == [600.0]
-    assert r.out.splitlines()[1:] == [
-        "chat: step 5% held 10 min without enough evidence on the next version (run with --load to send it traffic, "
+    assert r.out.splitlines()[2:] == [
+        "chat: step 25% held 10 min without enough evidence on the next version (run with --load to send it traffic, "
         "or hold longer: canary.hold_minutes); the next version is back at 0%",
         "  ttft vllm-chat-canary: insufficient: insufficient data (0 requests in 10m: a median needs 10, a p99 500)",
         "  itl vllm-chat-canary: insufficient: insufficient data (0 token gaps in 10m: a median needs 10, a p99 500)",
     ]
     step, end = r.journal
     assert (step["outcome"], step["weight"], step["weight_after"], step["verdict"]) == (
-        "insufficient data", 5, 0, "insufficient"
+        "insufficient data", 25, 0, "insufficient"
     )  # fmt: skip
     assert (end["event"], end["exit_status"], end["weight"]) == ("exit", 1, 0)
 
@@ -216,16 +226,16 @@ def test_an_error_mid_step_sets_the_weight_back_to_zero_and_says_so(run: Run) ->
     exits 2 with the error."""
     r = run(0, "canary", "--workload", "chat", faults=Faults(prometheus_unreachable=True))
     assert r.code == 2
-    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 0]
-    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    assert r.replicas() == [1, 0]
+    assert _replicas(r.cluster) == 0
     error = (
         "prometheus: unreachable through the API server's service proxy (monitoring/thanos-query:10902): error "
         "trying to reach service: dial tcp 10.0.3.17:10902: i/o timeout"
     )
-    assert r.out.splitlines()[1] == f"chat: {error} at step 5%; the next version is back at 0%"
+    assert r.out.splitlines()[2] == f"chat: {error} at step 25%; the next version is back at 0%"
     assert r.err == f"llm-eks: error: {error}\n"
     step, end = r.journal
-    assert (step["outcome"], step["weight_after"], step["message"]) == ("error", 0, f"{error} at step 5%")
+    assert (step["outcome"], step["weight_after"], step["message"]) == ("error", 0, f"{error} at step 25%")
     assert (end["exit_status"], end["weight"], end["message"]) == (2, 0, error)
 
 
@@ -244,10 +254,10 @@ def test_a_signal_mid_step_sets_the_weight_back_to_zero_and_says_so(
 
     r = run(0, "canary", "--workload", "chat", sleep=sleep)
     assert (r.code, r.err) == (128 + signum, "")
-    assert [w.get(CANARY, 0) for w in r.weights()] == [5, 25, 0]
-    assert r.out.splitlines()[-1] == f"chat: interrupted by {name} at step 25%; the next version is back at 0%"
+    assert r.replicas() == [1, 3, 0]
+    assert r.out.splitlines()[-1] == f"chat: interrupted by {name} at step 50%; the next version is back at 0%"
     assert [(line["event"], line.get("outcome"), line.get("weight_after")) for line in r.journal] == [
-        ("step", "held", 5), ("step", "interrupted", 0), ("exit", None, None)
+        ("step", "held", 25), ("step", "interrupted", 0), ("exit", None, None)
     ]  # fmt: skip
     assert r.journal[-1]["exit_status"] == 128 + signum and r.journal[-1]["weight"] == 0
     # The handlers the command installed are gone with it.
@@ -266,69 +276,70 @@ def test_canary_with_load_sends_the_next_version_the_benchmark_during_each_hold(
     (spec,) = load_specs(config, plan_workloads(config), {CANARY[1]: 1}, only={CANARY[1]})
     log = bench_log(bench_result(spec))
     faults = Faults(logs={spec.job_name: log})
-    r = run(0, "canary", "--workload", "chat", "--load", faults=faults, groups=("llm-eks-load",))
-    assert (r.code, r.err) == (0, "")
+    # One step: the bench log stands for one replica's run (16 at a time).
+    r = run(0, "canary", "--workload", "chat", "--steps", "25", "--load", faults=faults, groups=("llm-eks-load",))
+    assert (r.code, r.err) == (0, ""), r.out
     jobs = r.server.created
-    assert [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in jobs] == [(CANARY[0], spec.job_name)] * 4
+    assert [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in jobs] == [(CANARY[0], spec.job_name)]
     args = jobs[0]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--base-url") + 1] == f"http://{CANARY[1]}.{CANARY[0]}.svc.cluster.local:8000"
     assert args[args.index("--max-concurrency") + 1] == "16"
     # The run took 347 s of the 600 s hold: the step holds the rest (the looks at the Job wait no time here).
-    assert [s for s in r.slept if s] == [pytest.approx(600 - 347.2)] * 4
+    assert [s for s in r.slept if s] == [pytest.approx(600 - 347.2)]
     assert r.out.splitlines()[:3] == [
-        "chat: next version at 5%; sending it the load, holding at least 10 min",
+        "chat: next version at 25%; sending it the load, holding at least 10 min",
         f"load: {CANARY[0]}/{spec.job_name}: 500 requests of 1,024 → 256 tokens, 16 at a time",
         f"load: {CANARY[0]}/{spec.job_name} complete",
     ]
     step = r.journal[0]
     assert {row["check"] for row in step["rows"] if row["workload"] == CANARY[1]} >= {"load", "load-itl"}
-    assert len(r.server.deleted) == 4
+    assert len(r.server.deleted) == 1
 
 
 def _not_ready(cluster: StubCluster) -> None:
-    (deployment,) = [o for o in cluster.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == CANARY[1]]
+    (deployment,) = [o for o in cluster.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == CURRENT[1]]
     deployment["status"]["readyReplicas"] = 0
 
 
-def test_a_next_version_without_a_ready_replica_gets_no_traffic(run: Run) -> None:
+def test_no_share_moves_while_the_pool_does_not_serve(run: Run) -> None:
     r = run(0, "canary", "--workload", "chat", change=_not_ready)
     assert r.code == 1 and r.server.patches == []
-    assert r.out.strip() == (
-        "inference-chat-canary/vllm-chat-canary has no ready replica: the route sends it nothing until it serves "
-        "(Istio 1.30.3 fails a rule whose picker's pool has no ready pod, istio/istio#61594)"
+    assert r.out.strip().endswith(
+        "inference-chat/vllm-chat has no ready replica: the pool must serve before a share moves"
     )
 
 
-def test_canary_resumes_above_the_weight_the_route_has(run: Run) -> None:
-    r = run(10, "canary", "--workload", "chat")
+def test_canary_resumes_above_the_share_the_pool_has(run: Run) -> None:
+    r = run(25, "canary", "--workload", "chat")
     assert r.code == 0
-    assert r.weights() == [{CURRENT: 75, CANARY: 25}, {CURRENT: 50, CANARY: 50}, {CANARY: 1}]
+    assert r.replicas() == [3]
 
 
-def test_rollback_sends_every_request_to_the_current_version(run: Run) -> None:
-    r = run(10, "rollback", "--workload", "chat")
+def test_rollback_sends_every_request_to_the_current_version_at_once(run: Run) -> None:
+    r = run(25, "rollback", "--workload", "chat")
     assert (r.code, r.err) == (0, "")
-    assert _weights(_route(r.cluster)) == {CURRENT: 1}
+    assert r.replicas() == [0] and _replicas(r.cluster) == 0
+    # Instant: nothing waited for (a terminating pod leaves the pool at once).
+    assert r.slept == []
     assert r.out.strip() == (
-        "chat: the next version is at 0% (was 10%); the current version serves every request. Set canary.weight 0 "
+        "chat: the next version is at 0% (was 25%); the current version serves every request. Set canary.weight 0 "
         "in cdk.json so a deploy keeps it there"
     )
 
 
 def test_without_the_rollout_role_the_patch_is_a_one_line_403(run: Run) -> None:
-    r = run(10, "rollback", "--workload", "chat", roles=False)
+    r = run(25, "rollback", "--workload", "chat", roles=False)
     assert (r.code, r.out) == (2, "")
-    assert r.err == (
-        f'llm-eks: error: kubernetes API: 403 Forbidden on PATCH {ROUTE}: httproutes "vllm-chat" is forbidden: User '
-        '"verifier" cannot patch resource "httproutes" in API group "gateway.networking.k8s.io"; moving a route\'s '
-        "weights needs the llm-eks-rollout group's Role (docs/how-to/promote.md)\n"
+    assert r.err.startswith(
+        f'llm-eks: error: kubernetes API: 403 Forbidden on PATCH {SCALE}: deployments/scale "vllm-chat-canary" is '
+        'forbidden: User "verifier" cannot patch resource "deployments/scale" in API group "apps"'
     )
-    assert _weights(_route(r.cluster))[CANARY] == 10
+    assert _replicas(r.cluster) == 1
 
 
 @pytest.mark.parametrize("command", ["canary", "rollback"])
 def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -> None:
-    r = run(10, command, "--workload", "chat", insecure=True)
+    r = run(25, command, "--workload", "chat", insecure=True)
     assert (r.code, r.out) == (2, "") and r.server.patches == [] and r.server.requests == []
     assert r.err == (
         f"llm-eks: error: --context: {CONTEXT!r} is not allowed; sets insecure-skip-tls-verify: a command that "
@@ -336,8 +347,8 @@ def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -
         "certificate-authority-data, or pass --allow-insecure-tls\n"
     )
     if command == "rollback":
-        allowed = run(10, command, "--workload", "chat", "--allow-insecure-tls", insecure=True)
-        assert allowed.code == 0 and _weights(_route(allowed.cluster)) == {CURRENT: 1}
+        allowed = run(25, command, "--workload", "chat", "--allow-insecure-tls", insecure=True)
+        assert allowed.code == 0 and _replicas(allowed.cluster) == 0
 
 
 @pytest.mark.parametrize(
@@ -349,11 +360,12 @@ def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -
         ),
         (
             ("canary", "--workload", "chat", "--steps", "50,25"),
-            "--steps: '50,25' is not allowed; must rise strictly from at least 1 to at most 100",
+            "--steps: '50,25' is not allowed; must rise strictly from at least 1 to at most 99 (100 is the promotion, "
+            "a deploy)",
         ),
         (
             ("canary", "--workload", "chat", "--steps", "half"),
-            "--steps: 'half' is not allowed; must be weights separated by commas, e.g. 5,25,50,100",
+            "--steps: 'half' is not allowed; must be shares separated by commas, e.g. 5,25,50",
         ),
     ],
 )

@@ -75,7 +75,6 @@ def test_vllm_waits_for_its_operators_and_identity(templates: dict[str, Any]) ->
     _, vllm = chart_manifest(template, "vllm")
     deps = set(vllm["DependsOn"])
     assert release(template, "secrets-store-csi-driver-provider-aws")[0] in deps
-    assert release(template, "aws-load-balancer-controller")[0] in deps
     associations = [
         k
         for k, r in by_type(template, "AWS::EKS::PodIdentityAssociation").items()
@@ -102,20 +101,23 @@ def test_karpenter_helm_values_carry_the_queue_name(templates: dict[str, Any]) -
 def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, Any]) -> None:
     # staging serves two models, one per engine: KubeRay for the RayService, KEDA for the vLLM Deployment only.
     assert [r["metadata"]["name"] for r in env_objects(synthesized, "staging", "RayService")] == ["ray-qwen"]
-    # Behind the gateway: the payload processor and the vLLM workload's endpoint picker.
+    # Behind the gateway: the vLLM workload's endpoint picker, and the rate-limit counters (Valkey); Envoy Gateway
+    # runs Envoy and the rate-limit service itself.
     assert [d["metadata"]["name"] for d in env_objects(synthesized, "staging", "Deployment")] == [
         "vllm-llama",
-        "payload-processor",
         "vllm-llama-epp",
         # The query endpoint in front of both Prometheus replicas (applied with the monitoring namespace).
         "thanos-query",
+        "valkey",
     ]
     assert [s["spec"]["scaleTargetRef"]["name"] for s in env_objects(synthesized, "staging", "ScaledObject")] == [
         "vllm-llama"
     ]
     release(templates["staging"], "kuberay-operator")
     release(templates["staging"], "keda")
-    release(templates["staging"], "istiod")
+    for name in ("eg", "aieg", "external-secrets"):
+        release(templates["staging"], name)
+    assert not [r for r in by_type(templates["staging"], HELM).values() if "istio" in r["Properties"]["Release"]]
     # Staging's gateway is in-cluster only: no NLB, so no load balancer controller.
     assert not [
         r for r in by_type(templates["staging"], HELM).values() if "load-balancer" in r["Properties"]["Release"]
@@ -128,8 +130,10 @@ def test_engines_per_environment(synthesized: Synthesized, templates: dict[str, 
         "vllm-llama-3-1-8b-instruct",
         "thanos-query",
     ]
-    assert env_objects(synthesized, "prod", "Ingress")
-    assert not env_objects(synthesized, "dev", "Ingress")
+    # Production's front door is closed until workload.alb or a gateway is configured: no load balancer at all.
+    for env in ("dev", "prod"):
+        assert not env_objects(synthesized, env, "Ingress")
+        assert not [r for r in by_type(templates[env], HELM).values() if "load-balancer" in r["Properties"]["Release"]]
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

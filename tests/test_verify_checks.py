@@ -49,7 +49,7 @@ def test_the_plan_names_what_the_charts_create(plans: dict[str, Any]) -> None:
                                     "--served-model-name", "meta-llama/Llama-3.1-8B-Instruct")  # fmt: skip
     staging = {w.name: w for w in plans["staging"].workloads}
     assert staging["ray-qwen"].owner_kind == "RayService" and staging["ray-qwen"].llm_config is not None
-    assert staging["ray-qwen"].route is not None and staging["ray-qwen"].route.backend_kind == "Service"
+    assert staging["ray-qwen"].route is not None and staging["ray-qwen"].route.backend_kind == "Backend"
     assert staging["vllm-llama"].route is not None and staging["vllm-llama"].route.backend_kind == "InferencePool"
     for plan in plans.values():
         for pool in plan.pools:

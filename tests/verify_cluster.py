@@ -27,8 +27,10 @@ from tests.chart_helpers import placement_groups
 if TYPE_CHECKING:
     from tests.prometheus_server import PrometheusServer
 
+# The pod template label of a next version's pods (manifests/vllm VllmProps.pool_instance: name vllm-next).
+NAME_LABEL, NEXT_VERSION_APP = "app.kubernetes.io/name", "vllm-next"
 OIDC_ISSUER = "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
-GATEWAY_CONTROLLER = "istio.io/gateway-controller"
+GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 # Set by LeaderWorkerSet v0.10 on the pods of a group (api/leaderworkerset/v1/leaderworkerset_types.go).
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -61,6 +63,9 @@ class StubCluster:
     metrics: dict[tuple[str, str], Any] = field(default_factory=dict)
     # The real Prometheus the stand-in API server proxies to (tests/prometheus_server.py); None: none.
     prometheus: PrometheusServer | None = None
+    # A next version's pods beyond its replicas now, up to its canary.replicas.max: what a scale-up (`llm-eks
+    # canary` moving the pool share) brings Ready, with their metrics; the stand-in API server moves them in and out.
+    standby: list[dict[str, Any]] = field(default_factory=list)
 
     def find(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         (found,) = [
@@ -85,6 +90,30 @@ class StubCluster:
             if o["metadata"]["namespace"] == w.namespace
             and all(o["metadata"]["labels"].get(k) == v for k, v in w.pod_selector.items())
         ]
+
+    def standby_pods(self, w: WorkloadPlan) -> list[dict[str, Any]]:
+        return [
+            o
+            for o in self.standby
+            if o["metadata"]["namespace"] == w.namespace
+            and all(o["metadata"]["labels"].get(k) == v for k, v in w.pod_selector.items())
+        ]
+
+    def scale(self, owner: dict[str, Any], replicas: int) -> None:
+        """A Deployment scaled to `replicas`, its pods following at once (from standby, and back to it)."""
+        w = self.workload(owner["metadata"]["name"])
+        active = self.pods(w)
+        for extra in active[replicas:]:
+            self.objects.remove(extra)
+            self.standby.append(extra)
+        for _ in range(max(0, replicas - len(active))):
+            pod = self.standby_pods(w)[0]
+            self.standby.remove(pod)
+            self.objects.append(pod)
+        owner["spec"]["replicas"] = replicas
+        status = owner.setdefault("status", {})
+        for key in ("replicas", "readyReplicas", "availableReplicas", "updatedReplicas"):
+            status[key] = replicas
 
     def workload(self, name: str) -> WorkloadPlan:
         (found,) = [w for w in self.plan.workloads if w.name == name]
@@ -228,6 +257,7 @@ def rendered_objects(config: EnvironmentConfig) -> list[dict[str, Any]]:
         weights_bucket=f"llm-eks-{config.name}-weights",
         cluster_oidc_issuer=OIDC_ISSUER,
         placement_groups=placement_groups(workloads),
+        region="us-west-2",
     )
     return [o for c in charts if c.apply for o in c.chart.to_json()]
 
@@ -239,6 +269,7 @@ class _Builder:
         self.now = now
         self.deployed = now - AGE
         self.objects: list[dict[str, Any]] = []
+        self.standby: list[dict[str, Any]] = []
 
     def rendered_one(self, kind: str, name: str) -> dict[str, Any]:
         (found,) = [o for o in self.rendered if o["kind"] == kind and o["metadata"]["name"] == name]
@@ -293,22 +324,23 @@ class _Builder:
             )
         )
         hash_ = _suffix(name, "template")[:4] + "5d9f"
-        for i in range(first, first + replicas):
+        # A next version (pool share) keeps pods up to its maximum on standby for `llm-eks canary`'s scale-ups.
+        standby = w.replicas_max if template["metadata"]["labels"].get(NAME_LABEL) == NEXT_VERSION_APP else 0
+        for i in range(first, first + max(replicas, standby)):
             node_name, created, ready = self._place(w, i, f"pod{i}", pool)
             labels = {**template["metadata"]["labels"], "pod-template-hash": hash_}
             pod_name = f"{name}-{hash_}-{_suffix(name, str(i))}"
-            self.objects.append(
-                pod(
-                    pod_name,
-                    w.namespace,
-                    labels,
-                    template["spec"],
-                    node_name,
-                    created,
-                    ready,
-                    ("apps/v1", "ReplicaSet", f"{name}-{hash_}"),
-                )
+            made = pod(
+                pod_name,
+                w.namespace,
+                labels,
+                template["spec"],
+                node_name,
+                created,
+                ready,
+                ("apps/v1", "ReplicaSet", f"{name}-{hash_}"),
             )
+            (self.objects if i < first + replicas else self.standby).append(made)
 
     def _vllm(self, w: WorkloadPlan) -> None:
         obj = self.rendered_one(w.owner_kind, w.name)
@@ -402,28 +434,34 @@ class _Builder:
     def _route(self, w: WorkloadPlan) -> None:
         r = w.route
         assert r is not None
-        obj = self.rendered_one("HTTPRoute", r.name)
+        # The HTTPRoute the AI Gateway's controller writes from the AIGatewayRoute (same name and namespace).
         parent = {
             "group": "gateway.networking.k8s.io",
             "kind": "Gateway",
             "name": r.gateway,
             "namespace": r.gateway_namespace,
-            "sectionName": "http",
+        }
+        obj = {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": r.name, "namespace": r.namespace},
+            "spec": {"parentRefs": [dict(parent)], "rules": [dict(rule) for rule in r.rules]},
         }
         conditions = [
             {**_condition("Accepted", self.deployed), "observedGeneration": 1},
             {**_condition("ResolvedRefs", self.deployed), "observedGeneration": 1},
         ]
-        # A next version is routed by its current version's HTTPRoute: one object for both.
-        if not [o for o in self.objects if o["kind"] == "HTTPRoute" and (o["metadata"]["name"], o["metadata"].get(
+        # A next version is routed by its current version's route and pool: one object of each for both.
+        if [o for o in self.objects if o["kind"] == "HTTPRoute" and (o["metadata"]["name"], o["metadata"].get(
                 "namespace")) == (r.name, r.namespace)]:  # fmt: skip
-            self.objects.append(
-                _live(
-                    obj,
-                    self.deployed,
-                    parents=[{"parentRef": parent, "controllerName": GATEWAY_CONTROLLER, "conditions": conditions}],
-                )
+            return
+        self.objects.append(
+            _live(
+                obj,
+                self.deployed,
+                parents=[{"parentRef": parent, "controllerName": GATEWAY_CONTROLLER, "conditions": conditions}],
             )
+        )
         if r.backend_kind == "InferencePool":
             pool = self.rendered_one("InferencePool", r.backend_name)
             pool_parent = {
@@ -453,5 +491,6 @@ def healthy_cluster(
     at = (now or datetime.now(UTC)).replace(microsecond=0)
     builder = _Builder(config, at)
     cluster = StubCluster(config.name, builder.plan, builder.build(), at, prometheus=prometheus)
+    cluster.standby = builder.standby
     healthy_metrics(cluster)
     return cluster

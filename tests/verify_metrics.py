@@ -218,7 +218,8 @@ def exposition(model_name: str, load: ServerLoad) -> str:
 def healthy_metrics(cluster: StubCluster) -> None:
     """One target per serving pod: each vLLM server (a LeaderWorkerSet's leader), or each Ray GPU worker."""
     for w in cluster.plan.workloads:
-        for p in cluster.pods(w):
+        # A next version's standby pods too: what the replicas a scale-up brings serve over a step's hold.
+        for p in [*cluster.pods(w), *cluster.standby_pods(w)]:
             labels = p["metadata"]["labels"]
             if labels.get("leaderworkerset.sigs.k8s.io/worker-index", "0") != "0":
                 continue

@@ -189,10 +189,18 @@ class StubApiServer:
         code, found = self._answer(path, {}, "PATCH")
         if code != 200:
             return code, found
+        self.patches.append((path, body))
+        if request_info(path, "PATCH").subresource == "scale":
+            # The scale subresource: the owner's replicas, its pods following (the stand-in's controllers are quick).
+            self.cluster.scale(found, int(body["spec"]["replicas"]))
+            return 200, {
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "spec": {"replicas": body["spec"]["replicas"]},
+            }
         patched = merge_patch(found, body)
         patched["metadata"]["generation"] = int(found["metadata"].get("generation", 1)) + 1
         self.cluster.objects[self.cluster.objects.index(found)] = patched
-        self.patches.append((path, body))
         return 200, patched
 
     def _create(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -87,6 +87,8 @@ class EnvFacts:
     deadmans_alarm: bool
     stack_failure_rule: bool
     gateway: bool
+    # The gateway's Envoy pods (EnvoyProxy envoyDeployment.replicas; each carries the AI Gateway's processor).
+    envoy_replicas: int
     picker_replicas: int
     system_nodes: int
     system_instance_type: str
@@ -268,6 +270,10 @@ def _ray_workloads(objects: list[dict[str, Any]], plans: Mapping[str, tuple[int,
     return out
 
 
+# Where an EnvoyProxy sets its Envoy pods' replicas.
+ENVOY_REPLICAS = ("spec", "provider", "kubernetes", "envoyDeployment", "replicas")
+
+
 def _system_millicores(objects: list[dict[str, Any]], values: Mapping[str, Any], nodes: int) -> int:
     """CPU requested on the system nodes: the objects pinned there, the Helm releases' sized pods, the add-ons and
     DaemonSets llm-eks does not size (approximations above)."""
@@ -301,10 +307,28 @@ def _system_millicores(objects: list[dict[str, Any]], values: Mapping[str, Any],
     )
     for part in (("prometheusOperator",), ("grafana",), ("kube-state-metrics",)):
         total += _millicores(_dig(kps, *part, "resources", "requests", "cpu", default="0"))
-    for release in ("kuberay-operator", "istiod"):
-        if release in values:
-            replicas = 2 if release == "istiod" else 1
-            total += _millicores(_dig(values[release], "resources", "requests", "cpu", default="0")) * replicas
+    if "kuberay-operator" in values:
+        total += _millicores(_dig(values["kuberay-operator"], "resources", "requests", "cpu", default="0"))
+    # The gateway's controllers, rate-limit service and operator (Helm values); its Envoy pods (EnvoyProxy objects).
+    eg = values.get("eg", {})
+    total += _millicores(_dig(eg, "deployment", "envoyGateway", "resources", "requests", "cpu", default="0")) * _dig(
+        eg, "deployment", "replicas", default=1
+    )
+    limiter = _dig(eg, "config", "envoyGateway", "provider", "kubernetes", "rateLimitDeployment", default={})
+    total += _millicores(_dig(limiter, "container", "resources", "requests", "cpu", default="0")) * limiter.get(
+        "replicas", 1
+    )
+    controller = _dig(values.get("aieg", {}), "controller", default={})
+    total += _millicores(_dig(controller, "resources", "requests", "cpu", default="0")) * controller.get(
+        "replicaCount", 1
+    )
+    secrets = values.get("external-secrets", {})
+    total += _millicores(_dig(secrets, "resources", "requests", "cpu", default="0")) * secrets.get("replicaCount", 1)
+    for proxy in _by_kind(objects, "EnvoyProxy"):
+        envoy = _dig(proxy, "spec", "provider", "kubernetes", "envoyDeployment", default={})
+        if all(_dig(envoy, "pod", "nodeSelector", default={}).get(k) == v for k, v in SYSTEM.items()):
+            cpu = _millicores(_dig(envoy, "container", "resources", "requests", "cpu", default="0"))
+            total += cpu * envoy.get("replicas", 1)
     if "aws-load-balancer-controller" in values:
         total += 200
     return total + sum(SYSTEM_ADDON_MILLICORES.values()) + DAEMONSET_MILLICORES_PER_NODE * nodes
@@ -333,6 +357,7 @@ def _facts(
         if o["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "endpoint-picker"
     ]
     query = _named(objects, "Deployment", "thanos-query")
+    proxies = _by_kind(objects, "EnvoyProxy")
     alerts = frozenset(
         r["alert"]
         for o in _by_kind(objects, "PrometheusRule")
@@ -371,7 +396,8 @@ def _facts(
             and "CloudFormation Stack Status Change" in _dig(r, "Properties", "EventPattern", "detail-type", default=[])
             for r in resources
         ),
-        gateway=_named(objects, "Deployment", "payload-processor") is not None,
+        gateway=bool(proxies),
+        envoy_replicas=min((_dig(p, *ENVOY_REPLICAS, default=1) for p in proxies), default=0),
         picker_replicas=min((p["spec"]["replicas"] for p in pickers), default=0),
         system_nodes=nodes,
         system_instance_type=group["InstanceTypes"][0],

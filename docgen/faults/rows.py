@@ -7,7 +7,9 @@ Timings from upstream, each read at its pinned version:
   feature gate is on; the EKS node monitoring agent v1.7.0 sets that condition on the Xids it treats as fatal.
 - A pod on a node that stops answering is replaced after the default `node.kubernetes.io/unreachable` toleration
   plus the node monitor's grace period (llm_eks.config.resilience.UNREACHABLE_SECONDS).
-- The endpoint picker's standby takes the lease within controller-runtime's 15 s lease (llm-d-router v0.10.0).
+- The endpoint picker's standby takes the lease within controller-runtime's 15 s lease (llm-d-router v0.10.0); the
+  AI Gateway v1.1.0 calls the picker fail-closed (internal/extensionserver/inferencepool.go), so that model's
+  requests fail until it has.
 - The stall probe restarts a stalled vLLM within 120 s + 2 x 30 s (manifests/vllm/liveness.py and its probe).
 - The CloudWatch dead-man's alarm fires after two silent 5-minute periods.
 """
@@ -188,27 +190,33 @@ def picker_down(f: EnvFacts) -> Cell:
         return Cell(NONE, "No endpoint picker.")
     if f.picker_replicas >= 2:
         return Cell(
-            SURVIVES,
-            f"The standby takes the lease within ≈{PICKER_TAKEOVER_SECONDS} s; meanwhile the pool fails open (round "
-            "robin over its ready pods).",
-            _alerts(f, "EndpointPickerStandbyMissing", "EndpointPickerDown"),
+            DEGRADES,
+            f"The standby takes the lease within ≈{PICKER_TAKEOVER_SECONDS} s; meanwhile that model's requests fail "
+            "(500: the gateway calls its picker fail-closed, never routing by a client's header); other models are "
+            "untouched.",
+            _alerts(f, "GatewayEndpointPickerStandbyMissing", "GatewayEndpointPickerDown"),
         )
     return Cell(
-        DEGRADES,
-        "The pool fails open (round robin) until the picker restarts: seconds, minutes on a lost node.",
-        _alerts(f, "EndpointPickerDown"),
+        FAILS,
+        "That model's requests fail (500: the picker is called fail-closed) until the picker restarts: seconds, "
+        "minutes on a lost node.",
+        _alerts(f, "GatewayEndpointPickerDown"),
     )
 
 
-def payload_processor_down(f: EnvFacts) -> Cell:
+def envoy_down(f: EnvFacts) -> Cell:
     if not f.gateway:
         return Cell(NONE, "No gateway.")
+    spread = (
+        f"{f.envoy_replicas} replicas spread over zones with a PDB, so one pod, node or zone lost is survived; "
+        if f.envoy_replicas > 1
+        else ""
+    )
     return Cell(
         FAILS,
-        "Both replicas down: its filter fails closed for the whole listener, so every request through the gateway "
-        "fails until one is back (one replica lost is survived: two replicas, a PDB). Its replicas and failure mode "
-        "come with the choice of gateway.",
-        _alerts(f, "GatewayPayloadProcessorDown", "GatewayPayloadProcessorDegraded", "GatewayErrorRatioHigh"),
+        f"Every Envoy pod down: every model behind the gateway is unreachable ({spread}each pod carries the AI "
+        "Gateway's body processor, which fails closed).",
+        _alerts(f, "GatewayEnvoyDown"),
     )
 
 
@@ -304,12 +312,22 @@ def crash_looping_deploy(f: EnvFacts) -> Cell:
 
 
 def flood(f: EnvFacts) -> Cell:
+    alerts = ("VllmWaitingQueueGrowing", "VllmTimeToFirstTokenAboveSlo", "RayVllmWaitingQueueGrowing")
+    if f.picker_replicas:
+        return Cell(
+            DEGRADES,
+            "KEDA scales to the maximum, each replica after its cold start; meanwhile the endpoint picker's flow "
+            "control holds what the replicas cannot serve within the TTFT target and refuses the rest early (429, or "
+            "503 past the hold, with Retry-After), lowest priority first, each tenant within its request and token "
+            "limits. A model served without the gateway's picker (Ray Serve) still queues until clients time out.",
+            _alerts(f, *alerts, "GatewayTenantRefused"),
+        )
     return Cell(
         FAILS,
         "KEDA scales to the maximum, each replica after its cold start; beyond it vLLM's queue grows without bound "
-        "and clients wait until their own timeout (no early rejection yet: that is the gateway's flow control, which "
-        "comes with the choice of gateway).",
-        _alerts(f, "VllmWaitingQueueGrowing", "VllmTimeToFirstTokenAboveSlo", "RayVllmWaitingQueueGrowing"),
+        "and clients wait until their own timeout (no early rejection: that is the gateway's flow control, and this "
+        "environment has no gateway).",
+        _alerts(f, *alerts),
     )
 
 
@@ -384,7 +402,7 @@ FAULTS = (
     Fault("GPU Xid fatal", xid_fatal),
     Fault("GPU hang without an Xid", gpu_hang),
     Fault("Endpoint picker down", picker_down),
-    Fault("Payload processor down (both replicas)", payload_processor_down),
+    Fault("Gateway Envoy down (every pod)", envoy_down),
     Fault("Prometheus down (one replica)", prometheus_down),
     Fault("Alertmanager down (one replica)", alertmanager_down),
     Fault("vLLM series missing under load", series_missing),

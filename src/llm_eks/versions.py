@@ -95,8 +95,26 @@ SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION = "3.1.1"
 # aws-load-balancer-controller: chart 3.5.0 = controller v3.5.0 (aws/eks-charts stable/aws-load-balancer-controller
 # at 5239609, 2026-08-03; kubernetes-sigs/aws-load-balancer-controller tag v3.5.0 is the newest release tag).
 AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION = "3.5.0"
-# Istio base + istiod charts, one version (istio/istio@1.30.3 manifests/charts/README.md: istio-release repository).
-ISTIO_CHART_VERSION = "1.30.3"
+# Envoy Gateway (oci://docker.io/envoyproxy/gateway-helm): v1.9.0 = envoyproxy/gateway tag v1.9.0 (39763b1, VERSION
+# file); its release workflow pushes the chart as both `v1.9.0` and `1.9.0`, the controller image
+# docker.io/envoyproxy/gateway:v1.9.0 (.github/workflows/release.yaml "Build and Push EG Release Helm Chart").
+ENVOY_GATEWAY_VERSION = "v1.9.0"
+# The data plane Envoy and the rate-limit service Envoy Gateway v1.9.0 runs by default
+# (api/v1alpha1/shared_types.go DefaultEnvoyProxyImage, DefaultRateLimitImage; the chart's values.tmpl.yaml
+# `global.images.ratelimit.image`).
+ENVOY_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.39.0"
+RATELIMIT_IMAGE = "docker.io/envoyproxy/ratelimit:17b1956c"
+# Envoy AI Gateway (oci://docker.io/envoyproxy/ai-gateway-helm): v1.1.0 = envoyproxy/ai-gateway tag v1.1.0 (c217da8);
+# the chart's images default to the app version, docker.io/envoyproxy/ai-gateway-{controller,extproc}:v1.1.0
+# (manifests/charts/ai-gateway-helm/values.yaml, Makefile helm-package --app-version).
+AI_GATEWAY_VERSION = "v1.1.0"
+# External Secrets Operator (https://charts.external-secrets.io, chart external-secrets): 2.9.0, app v2.9.0
+# (external-secrets/external-secrets tag helm-chart-2.9.0, cc5bfbc: deploy/charts/external-secrets/Chart.yaml).
+EXTERNAL_SECRETS_CHART_VERSION = "2.9.0"
+# The rate-limit counters' store: Valkey 9.1.1, the version valkey-io/valkey-helm's chart 0.11.0 runs (valkey/Chart.yaml
+# appVersion at dbcf6a6; image docker.io/valkey/valkey, values.yaml). llm-eks renders its own objects (manifests/
+# gateway/counter_store.py), not that chart.
+VALKEY_IMAGE = "docker.io/valkey/valkey:9.1.1"
 
 # Ray (KubeRay RayService rayVersion) and the Ray Serve LLM image. 2.60.0 is the newest ray on PyPI
 # (`pip index versions ray`, 2026-11-29); its wheel's ray[llm] extra pins vllm[audio]==0.29.0. ray-llm images are
@@ -111,7 +129,7 @@ GATEWAY_API_VERSION = "v1.6.1"
 GAIE_VERSION = "v1.6.0"
 
 # The inference gateway's routers, pulled by the gateway's pods (manifests/gateway):
-# llm-d/llm-d-router v0.10.0, the endpoint picker (its hack/push-chart.sh writes this repository and tag).
-EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
-# llm-d/llm-d-inference-payload-processor v0.1.0, the body-based router (llm-d/llm-d PR #2075 pins this tag).
-IPP_IMAGE = "ghcr.io/llm-d/llm-d-inference-payload-processor:v0.1.0"
+# llm-d/llm-d-router v0.10.0 (71f4f09), the endpoint picker (its hack/push-chart.sh writes this repository and tag;
+# .github/workflows/ci-release.yaml builds it from the tag).
+LLMD_VERSION = "v0.10.0"
+EPP_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLMD_VERSION}"

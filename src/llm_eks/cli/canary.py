@@ -1,7 +1,7 @@
 """`llm-eks canary` and `llm-eks rollback`: move a workload's traffic to its next version step by step, verifying
 each step, or send all of it back to the current version.
 
-    llm-eks canary   --env prod --workload chat [--steps 5,25,50,100] [--load] [--journal FILE]
+    llm-eks canary   --env prod --workload chat [--steps 5,25,50] [--load] [--journal FILE]
                      [--kubeconfig PATH] [--context NAME]
     llm-eks rollback --env prod --workload chat [--kubeconfig PATH] [--context NAME]
 
@@ -37,14 +37,15 @@ def add_parser(commands: Any) -> None:
     c = commands.add_parser(
         "canary",
         help="move a workload's traffic to its next version step by step, verifying each step",
-        description="Raise the next version's share of the workload's route through canary.steps, holding each "
+        description="Raise the next version's share of the workload's pool (its share of the replicas, so of the "
+        "requests; the smallest step is one pod) through canary.steps, holding each "
         "step canary.hold_minutes and then verifying the environment over that window (llm-eks verify's checks). "
         "A drift or breach of either version or their route, or a next version not judged over the hold (too few "
         "samples), sets the share back to 0 and exits 1; an error or SIGINT/SIGTERM during a step sets it back to "
         "0 too. Needs the llm-eks-rollout and llm-eks-verify groups (docs/how-to/promote.md).",
     )
     _common(c)
-    c.add_argument("--steps", metavar="W,W,...", help="the weights to walk through instead of canary.steps")
+    c.add_argument("--steps", metavar="W,W,...", help="the shares to walk through instead of canary.steps")
     c.add_argument(
         "--journal",
         metavar="FILE",
@@ -60,7 +61,7 @@ def add_parser(commands: Any) -> None:
     r = commands.add_parser(
         "rollback",
         help="send every request of a workload back to its current version",
-        description="Set the next version's share of the workload's route to 0 (its pods keep running). Needs "
+        description="Set the next version's share of the workload's pool to 0 (it is scaled to zero). Needs "
         "the llm-eks-rollout and llm-eks-verify groups (docs/how-to/promote.md).",
     )
     _common(r)
@@ -68,13 +69,13 @@ def add_parser(commands: Any) -> None:
 
 
 def steps(text: str) -> tuple[int, ...]:
-    """--steps: weights that rise strictly from at least 1 to at most 100."""
+    """--steps: shares of the pool that rise strictly from at least 1 to at most 99 (all of it is a promotion)."""
     try:
         weights = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise fail("--steps", text, "must be weights separated by commas, e.g. 5,25,50,100") from None
-    if list(weights) != sorted(set(weights)) or weights[0] < 1 or weights[-1] > 100:
-        raise fail("--steps", text, "must rise strictly from at least 1 to at most 100")
+        raise fail("--steps", text, "must be shares separated by commas, e.g. 5,25,50") from None
+    if list(weights) != sorted(set(weights)) or weights[0] < 1 or weights[-1] > 99:
+        raise fail("--steps", text, "must rise strictly from at least 1 to at most 99 (100 is the promotion, a deploy)")
     return weights
 
 
@@ -84,7 +85,7 @@ def canary_command(args: argparse.Namespace) -> int:
     from llm_eks.images.lock import LOCK_FILE, load_lock
     from llm_eks.verify.journal import Journal
     from llm_eks.verify.kube import Kube
-    from llm_eks.verify.rollout import Interrupted, canary, interrupts, pair
+    from llm_eks.verify.rollout import Interrupted, canary, interrupts, pair, shares
     from llm_eks.verify.run import LoadOptions, run_load, verify
 
     walk = steps(args.steps) if args.steps is not None else None
@@ -111,6 +112,8 @@ def canary_command(args: argparse.Namespace) -> int:
                 options = LoadOptions(say=say, sleep=time.sleep, only={p.canary_name})
                 return run_load(config, kube, plans, images, options)
 
+            # The smallest step is one pod of the pool: the shares this pool can take, each rounding said.
+            walk = shares(kube, p, walk or p.steps, say)
             with interrupts():
                 code = canary(
                     kube,

@@ -44,6 +44,12 @@ def add_parser(commands: Any) -> None:
         "gateway whose auth trusts the cluster's service-account tokens (issuer eks-cluster)",
     )
     m.add_argument(
+        "--region",
+        metavar="REGION",
+        help="the region whose Secrets Manager holds the gateway's tenant API keys; default: the environment's region "
+        "(required with API-key tenants when the environment names none)",
+    )
+    m.add_argument(
         "--placement-group",
         action="append",
         default=[],
@@ -71,6 +77,8 @@ def manifests_command(args: argparse.Namespace) -> int:
             raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     if args.oidc_issuer is not None and not _HTTPS_URL.match(args.oidc_issuer):
         raise fail("--oidc-issuer", args.oidc_issuer, "must be the cluster's https OIDC issuer URL")
+    if args.region is not None and not aws_ids.REGION.match(args.region):
+        raise fail("--region", args.region, "must be an AWS region such as us-west-2")
     placement_groups = {}
     for given in args.placement_group:
         node_class, sep, group = given.partition("=")
@@ -94,6 +102,7 @@ def manifests_command(args: argparse.Namespace) -> int:
         images=load_lock(Path(args.context_file).parent / LOCK_FILE),
         weights_bucket=args.weights_bucket,
         oidc_issuer=args.oidc_issuer,
+        region=args.region,
         placement_groups=placement_groups,
     )
     for path in written:

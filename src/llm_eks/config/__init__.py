@@ -37,8 +37,18 @@ from llm_eks.config.environment import (
     WorkloadConfig,
 )
 from llm_eks.config.schema import build
+from llm_eks.config.tenants import (
+    ApiKeyCredentialConfig,
+    ClusterIssuerConfig,
+    IssuerConfig,
+    JwtCredentialConfig,
+    TenantConfig,
+    TenantCredentialConfig,
+    TenantLimitsConfig,
+)
 from llm_eks.config.validation import validate_environment, validate_policy_cidr
 from llm_eks.config.workload_options import (
+    AlbConfig,
     AutoscalingConfig,
     BenchmarkConfig,
     LoadBalancerConfig,
@@ -87,12 +97,7 @@ def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> E
         raise fail(path, body, "must be an object (use {} for an environment with every default)")
     if isinstance(body, Mapping) and "name" in body:
         raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
-    gateway = body.get("gateway") if isinstance(body, Mapping) else None
-    if isinstance(gateway, Mapping) and "ray_serve_without_api_key" in gateway:
-        raise ConfigError(
-            f"{path}.gateway.ray_serve_without_api_key: no longer exists; every routed model needs a credential: "
-            "set gateway.auth mode jwt (the gateway authenticates every request), or serve the model with vLLM"
-        )
+    _refuse_removed_keys(body, path)
     if isinstance(body, Mapping) and "workloads" in body:
         if "workload" in body:
             raise ConfigError(
@@ -112,6 +117,37 @@ def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> E
         }
         return dataclasses.replace(config, workloads=MappingProxyType(recorded))
     return dataclasses.replace(config, workload=_with_recorded_model(config.workload, f"{path}.workload", models))
+
+
+# Keys a release removed, by where they were: what replaces them, in one line.
+_REMOVED = {
+    ("gateway", "ray_serve_without_api_key"): "every routed model needs a credential, and the gateway now checks one "
+    "for every tenant (gateway.tenants; without tenants, each workload's own API key)",
+    ("gateway", "auth"): "declare gateway.tenants instead: each caller with its own credential (api_key, or jwt with "
+    "an issuer and a principal), the models it may call and its limits; without tenants each workload's own API key "
+    "is its caller's credential",
+    ("workload", "internal_alb"): "the internal ALB is workload.alb: {certificate_arn, inbound_cidrs} (HTTPS only, "
+    "from client ranges outside the pods' subnets)",
+    ("workload", "load_balancer"): "the internal ALB is workload.alb: {certificate_arn, inbound_cidrs} (HTTPS only, "
+    "from client ranges outside the pods' subnets)",
+}
+
+
+def _refuse_removed_keys(body: Any, path: str) -> None:
+    """A key an earlier release had is named with what replaces it, not with "unknown key"."""
+    if not isinstance(body, Mapping):
+        return
+    sections: list[tuple[str, Any]] = [("gateway", body.get("gateway")), ("workload", body.get("workload"))]
+    workloads = body.get("workloads")
+    if isinstance(workloads, Mapping):
+        sections += [(f"workloads.{key}", w) for key, w in workloads.items()]
+    for where, section in sections:
+        if not isinstance(section, Mapping):
+            continue
+        kind = "workload" if where.startswith("workload") else where
+        for (owner, key), instead in _REMOVED.items():
+            if owner == kind and key in section:
+                raise ConfigError(f"{path}.{where}.{key}: no longer exists; {instead}")
 
 
 def _with_recorded_model(w: WorkloadConfig, path: str, models_dir: Path) -> WorkloadConfig:
@@ -135,18 +171,26 @@ __all__ = [
     "LOAD_BALANCER_SUBNET_PREFIX",
     "RESERVATION_TYPES",
     "WEIGHT_SOURCES",
+    "AlbConfig",
+    "ApiKeyCredentialConfig",
     "AutoscalingConfig",
     "BenchmarkConfig",
     "CanaryConfig",
     "CapacityReservationConfig",
+    "ClusterIssuerConfig",
     "EndpointConfig",
     "EnvironmentConfig",
     "GatewayConfig",
+    "IssuerConfig",
+    "JwtCredentialConfig",
     "LoadBalancerConfig",
     "ReplicasConfig",
     "ServedWorkload",
     "SloConfig",
     "SystemNodesConfig",
+    "TenantConfig",
+    "TenantCredentialConfig",
+    "TenantLimitsConfig",
     "VpcConfig",
     "WeightsBucketConfig",
     "WorkingHoursConfig",

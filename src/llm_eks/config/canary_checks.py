@@ -1,4 +1,5 @@
-"""Where a workload may declare its next version (`canary`)."""
+"""Where a workload may declare its next version (`canary`): a vLLM workload of `workloads` behind the gateway, whose
+pods share its InferencePool (config/canary.py)."""
 
 from __future__ import annotations
 
@@ -27,22 +28,29 @@ def validate_canaries(c: EnvironmentConfig, path: str) -> None:
             raise fail(
                 f"{where}",
                 w.engine,
-                "is for engine vllm (the gateway weighs two InferencePools; Ray Serve routes "
+                "is for engine vllm (the next version's pods join the workload's InferencePool; Ray Serve routes "
                 "inside its own application)",
             )
         if canary_key(key) in c.workloads:
             raise fail(f"{where}", key, f"names the next version {canary_key(key)!r}, already a workload here")
         w.canary.validate(where)
         if w.autoscaling.scale_to_zero is not None:
-            # Istio 1.30.3 picks endpoints for both pools with one pool's picker: an empty pool fails the route
-            # whole (istio/istio#61594), so neither version may scale to zero while both are routed.
+            # The next version's share is its pods over the pool's: with the current version at zero, any next pod
+            # would be all of the pool, a share no step asked for.
             raise ConfigError(
-                f"{path}.workloads.{key}.autoscaling.scale_to_zero: is not allowed with a canary; both versions keep "
-                "at least one replica while the route splits traffic between them"
+                f"{path}.workloads.{key}.autoscaling.scale_to_zero: is not allowed with a canary; the next version's "
+                "share is its pods over the pool's, so the current version keeps at least one replica"
+            )
+        if w.autoscaling.scale_to_zero is None and w.replicas.min < 1:
+            raise fail(
+                f"{path}.workloads.{key}.replicas.min",
+                w.replicas.min,
+                "must be at least 1 with a canary (the next version's share is its pods over the pool's, so the "
+                "current version keeps at least one replica)",
             )
         if w.canary.replicas is not None and w.canary.replicas.min < 1:
             raise fail(
                 f"{where}.replicas.min",
                 w.canary.replicas.min,
-                "must be at least 1 (the route sends the next version its share only while it has a replica)",
+                "must be at least 1 (any share above 0 runs at least one pod of the next version)",
             )

@@ -60,5 +60,5 @@ def validate_compute(c: EnvironmentConfig, path: str) -> None:
             {"expose": c.gateway.expose},
             "the gateway is not built for compute auto-mode yet: its pods are placed by the system node group's "
             "label and its NLB asks the AWS Load Balancer Controller, neither of which EKS Auto Mode has; reach "
-            "each workload through its Service (or internal_alb), or use compute karpenter",
+            "each workload through its Service (or workload.alb), or use compute karpenter",
         )

@@ -13,7 +13,9 @@ from typing import Any
 from llm_eks.catalog.models import ModelSpec
 from llm_eks.config.alerting import AlertingConfig
 from llm_eks.config.canary import OVERRIDES, CanaryConfig, canary_key
+from llm_eks.config.tenants import ClusterIssuerConfig, IssuerConfig, TenantConfig, no_issuers, no_tenants
 from llm_eks.config.workload_options import (
+    AlbConfig,
     AutoscalingConfig,
     BenchmarkConfig,
     LoadBalancerConfig,
@@ -51,6 +53,9 @@ class VpcConfig:
     private_subnet_ids: tuple[str, ...] = ()
     # The existing VPC's public subnets, imported with it; optional: every load balancer llm-eks creates is internal.
     public_subnet_ids: tuple[str, ...] = ()
+    # The CIDRs of the existing VPC's private subnets, where nodes and pods run: required with a load balancer (the
+    # gateway's NLB, an ALB), whose inbound_cidrs may not overlap them. A new VPC's are inside `cidr`.
+    private_subnet_cidrs: tuple[str, ...] = ()
     # The internal ALB's own subnets, one per AZ (only with an internal ALB). The serving port admits the ALB by
     # these addresses, and no pod ever holds one. Empty: for a new VPC llm-eks carves one /26 per AZ from the top of
     # `cidr`; an existing VPC must list the CIDRs of the subnets it tags `kubernetes.io/role/internal-elb`.
@@ -137,40 +142,25 @@ def split_revision(source: str) -> tuple[str, str]:
     return repo, revision or "main"
 
 
-GATEWAY_AUTH_MODES = ("api-key", "jwt")
 GATEWAY_EXPOSE = ("nlb", "cluster")
-# `gateway.auth.issuer: "eks-cluster"`: the cluster's own OIDC issuer, whose tokens are Kubernetes service-account
-# tokens (EKS serves the issuer's signing keys at <issuer>/keys: EKS user guide, "Fetch signing keys").
-EKS_CLUSTER_ISSUER = "eks-cluster"
-
-
-@dataclass(frozen=True)
-class GatewayAuthConfig:
-    """Who the gateway lets through: every routed model answers only to a credential."""
-
-    # api-key: each routed workload checks its own key (vLLM's API key), so a workload without one (Ray Serve LLM
-    # checks none, or api_key false) cannot be routed; jwt: the gateway checks a JWT on every request itself.
-    mode: str = "api-key"
-    # jwt: who signs the tokens: eks-cluster (Kubernetes service-account tokens of this cluster, for in-cluster
-    # clients) or the https URL of your OIDC provider.
-    issuer: str | None = None
-    # jwt with an https issuer: where its public keys are (the JWKS its discovery document names); eks-cluster: none.
-    jwks_uri: str | None = None
-    # jwt: the audiences a token must carry; the default is what `kubectl create token --audience` would be told.
-    audiences: tuple[str, ...] = ("llm-eks-gateway",)
 
 
 @dataclass(frozen=True)
 class GatewayConfig(LoadBalancerConfig):
-    """The environment's one endpoint (an internal NLB in front of every workload): the listener and inbound CIDRs of
-    `LoadBalancerConfig` (inbound_cidrs required here: with the VPC CNI every pod holds a VPC address, so the VPC's
-    CIDR would admit every pod), how it authenticates, and how large a request it accepts."""
+    """The environment's one endpoint (Envoy Gateway with Envoy AI Gateway, in front of every workload): the listener
+    and inbound CIDRs of `LoadBalancerConfig` (inbound_cidrs required here: with the VPC CNI every pod holds a VPC
+    address, so the VPC's CIDR would admit every pod), who may call it (tenants), and how large a request it takes."""
 
     # nlb: an internal NLB for clients outside the cluster (inbound_cidrs and a certificate or allow_http required);
     # cluster: no load balancer, only in-cluster clients labelled llm-eks.io/inference-client reach it.
     expose: str = "nlb"
-    # Every routed model needs a credential: each workload's API key by default (below).
-    auth: GatewayAuthConfig = field(default_factory=GatewayAuthConfig)
+    # Who may call the gateway, by name. Empty: one tenant per workload, named after it, whose credential is that
+    # workload's own API key (its api_key_secret, or llm-eks/<env>/<workload>/api-key) and whose models are its own.
+    tenants: Mapping[str, TenantConfig] = field(default_factory=no_tenants)
+    # OIDC providers a JWT tenant may name (besides eks-cluster, the cluster's own tokens), by name.
+    issuers: Mapping[str, IssuerConfig] = field(default_factory=no_issuers)
+    # The cluster's own tokens, when a tenant names issuer eks-cluster.
+    eks_cluster_issuer: ClusterIssuerConfig = field(default_factory=ClusterIssuerConfig)
     # 8 MiB holds a 128k-token prompt several times over; larger bodies get 413 from Envoy before anything reads them.
     max_request_bytes: int = 8 * 1024 * 1024
 
@@ -240,10 +230,9 @@ class WorkloadConfig:
     trust_remote_code: bool = False
     # Secrets Manager secret NAME holding the Hugging Face token (gated models); never the token itself.
     hf_token_secret: str | None = None
-    # Internal ALB in front of the Service; off by default (in-cluster clients use the ClusterIP Service).
-    internal_alb: bool = False
-    # The ALB's HTTPS certificate (or the explicit HTTP choice) and inbound CIDRs; only with internal_alb.
-    load_balancer: LoadBalancerConfig = field(default_factory=LoadBalancerConfig)
+    # An internal ALB in front of the Service (HTTPS only, from listed client ranges); None by default: in-cluster
+    # clients use the ClusterIP Service. Only in the one-model `workload`.
+    alb: AlbConfig | None = None
     # Encrypted EBS snapshot of a Bottlerocket data volume that already holds the inference images: every new GPU
     # node restores it instead of pulling ~10 GB. None: nodes pull images (no snapshot to keep up to date).
     image_snapshot_id: str | None = None
@@ -286,6 +275,20 @@ class WorkloadConfig:
     # A NodePool of this workload's own instead of sharing its GPU family's with the environment's other workloads:
     # off by default, since a shared pool packs replicas of several models onto the same nodes and limit.
     dedicated_pool: bool = False
+    # Separate prefill and decode pools: auto lets the planner recommend them where they cost less per million output
+    # tokens at the SLO (or meet an SLO one pool misses; `llm-eks plan` says which and why); on always, off never.
+    # Planned only: the charts serve every workload aggregated today. engine ray-serve: off (on is refused).
+    disaggregation: str = "auto"
+    # Prefill replicas of a disaggregated plan; None: the fewest that meet the TTFT target.
+    prefill_replicas: int | None = None
+    # A CPU tier for the KV cache (vLLM --kv-offloading-size, native backend): a size in GiB per engine, "auto" (what
+    # the pod's memory share holds beyond vLLM's needs) or null. Off by default: it pays only where prompts share
+    # prefixes the GPU cache evicts (multi-turn chat, agents), and pins host memory. engine vllm only.
+    kv_offload: float | str | None = None
+    # Turns per conversation of this workload's traffic; above 1 `llm-eks plan` estimates their prefix reuse.
+    conversation_turns: int = 1
+    # Mean seconds between an answer and the next message of a conversation (the reuse estimate's assumption).
+    think_time_s: float = 30.0
     # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
@@ -345,6 +348,12 @@ class WorkloadConfig:
             # Accepting the no-EFA warning is accepting a replica whose nodes talk over TCP.
             allow_without_efa=WARN_NO_EFA in self.acknowledged_warnings,
             warm_replicas=self.warm_replicas,
+            # Ray Serve's chart renders no prefill/decode pools: its workloads are planned aggregated.
+            disaggregation="off" if self.engine == "ray-serve" else self.disaggregation,
+            prefill_replicas=self.prefill_replicas,
+            kv_offload=self.kv_offload,
+            conversation_turns=self.conversation_turns,
+            think_time_s=self.think_time_s,
             lora=(
                 LoraAdapters(tuple((name, repo) for name, repo, _ in self.adapters), self.max_lora_rank)
                 if self.lora_adapters
@@ -449,8 +458,8 @@ class EnvironmentConfig:
     workloads: Mapping[str, WorkloadConfig] = field(default_factory=lambda: MappingProxyType({}))
     # An S3 bucket for model weights that llm-eks fills (workloads with weights "staged"); None: no bucket.
     weights_bucket: WeightsBucketConfig | None = None
-    # One OpenAI endpoint for every workload (an Istio Gateway behind an internal NLB, routing by `model`): its
-    # listener and who may reach it. None: no gateway; clients use each workload's Service.
+    # One OpenAI endpoint for every workload (Envoy Gateway behind an internal NLB, routing by `model`): its listener,
+    # its tenants and who may reach it. None: no gateway; clients use each workload's Service.
     gateway: GatewayConfig | None = None
     # Refuse synth while any image this environment runs has no digest in images.lock.json. Off by default: the
     # shipped lock is empty (no digest can be verified without the registries); turn it on once you have locked.

@@ -1,50 +1,40 @@
-"""The environment's load balancers across their fields: the internal ALB of `workload.internal_alb` and the
-gateway (its NLB or in-cluster Service, its listener, who may reach it, its auth), and the subnets a load balancer
-lands in. Each check raises the one-line `environments.<env>.<field>: <value> is not allowed; <what is allowed>`."""
+"""The environment's load balancers across their fields: the internal ALB of `workload.alb` and the gateway (its
+NLB or in-cluster Service, its listener, who may reach it, its tenants), and the subnets a load balancer lands in.
+Each check raises the one-line `environments.<env>.<field>: <value> is not allowed; <what is allowed>`."""
 
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from llm_eks import aws_ids
-from llm_eks.config.environment import (
-    EKS_CLUSTER_ISSUER,
-    GATEWAY_AUTH_MODES,
-    GATEWAY_EXPOSE,
-    EnvironmentConfig,
-    VpcConfig,
-)
-from llm_eks.config.workload_options import LoadBalancerConfig
+from llm_eks.config.environment import GATEWAY_EXPOSE, EnvironmentConfig, VpcConfig
+from llm_eks.config.tenant_checks import validate_tenants
 from llm_eks.errors import ConfigError, fail
-
-# An OIDC issuer or JWKS URL (Istio's RequestAuthentication requires http(s); a token issuer must be https).
-_HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\x21-\x7e]*)?$")
-_AUDIENCE = re.compile(r"^[\x21-\x7e]{1,253}$")
 
 
 def validate_load_balancers(c: EnvironmentConfig, env_path: str) -> None:
-    """The internal ALB of `workload.internal_alb` and the gateway's NLB: HTTPS with a named certificate, or HTTP by
-    explicit choice; inbound CIDRs that never include the internet; subnets of their own."""
-    lb, path, vpc_path = c.workload.load_balancer, f"{env_path}.workload.load_balancer", f"{env_path}.vpc"
-    if not c.workload.internal_alb:
-        if lb != LoadBalancerConfig():
-            raise ConfigError(f"{path}: only allowed with internal_alb: true")
-        if c.vpc.load_balancer_cidrs and c.gateway is None:
-            raise ConfigError(
-                f"{vpc_path}.load_balancer_cidrs: only allowed with workload.internal_alb: true or a gateway"
-            )
-    else:
-        _validate_listener(c, lb, path, "ALB", "internal_alb")
+    """The internal ALB of `workload.alb` and the gateway's NLB: HTTPS (the gateway's NLB may serve plain HTTP by
+    explicit choice, outside production), inbound CIDRs that never include the internet or a pod's address, and
+    subnets of their own."""
+    vpc_path = f"{env_path}.vpc"
+    alb = c.workload.alb
+    nlb = c.gateway is not None and c.gateway.expose == "nlb"
+    if alb is None and not nlb and c.vpc.load_balancer_cidrs and c.gateway is None:
+        raise ConfigError(f"{vpc_path}.load_balancer_cidrs: only allowed with workload.alb or a gateway")
+    if alb is not None:
+        path = f"{env_path}.workload.alb"
+        _validate_certificate(c, alb.certificate_arn, path, "ALB")
+        _validate_inbound(c, alb.inbound_cidrs, path, "ALB")
     if c.gateway is not None:
         _validate_gateway(c, f"{env_path}.gateway")
-    if c.workload.internal_alb or (c.gateway is not None and c.gateway.expose == "nlb"):
+    if alb is not None or nlb:
         _validate_load_balancer_subnets(c.vpc, vpc_path)
+        _validate_pod_subnets(c, vpc_path)
 
 
 def _validate_gateway(c: EnvironmentConfig, path: str) -> None:
-    """The gateway's sources are an explicit list outside the environment's own VPC (where every pod holds an
-    address), every routed model answers only to a credential, and requests have a size limit."""
+    """The gateway's sources are an explicit list outside the pods' addresses, its listener HTTPS (or HTTP by explicit
+    choice, outside production), its tenants each with a credential of its own, and requests have a size limit."""
     g = c.gateway
     assert g is not None
     if g.expose not in GATEWAY_EXPOSE:
@@ -59,99 +49,99 @@ def _validate_gateway(c: EnvironmentConfig, path: str) -> None:
                     "to the gateway's Service, as to any Service)",
                 )
     else:
-        _validate_listener(c, g, path, "NLB", "gateway")
-        _validate_inbound(c, g, path)
-    _validate_gateway_auth(c, path)
+        if g.certificate_arn is not None:
+            _validate_certificate(c, g.certificate_arn, path, "NLB")
+            if g.allow_http:
+                raise fail(
+                    f"{path}.allow_http",
+                    True,
+                    "with certificate_arn the NLB serves HTTPS only (an HTTP listener, even one that redirects, "
+                    "receives the first request and its API key in clear)",
+                )
+        elif not g.allow_http:
+            raise fail(
+                f"{path}.certificate_arn",
+                None,
+                "gateway needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
+            )
+        elif c.production:
+            raise fail(
+                f"{path}.allow_http",
+                True,
+                "a production environment's front door serves HTTPS only: name an ACM certificate in certificate_arn",
+            )
+        _validate_inbound(c, g.inbound_cidrs, path, "NLB")
+    if not 1024 <= g.max_request_bytes <= 256 * 1024 * 1024:
+        raise fail(f"{path}.max_request_bytes", g.max_request_bytes, "must be 1024 to 268435456 (256 MiB)")
+    validate_tenants(c, path)
 
 
-def _validate_inbound(c: EnvironmentConfig, g: LoadBalancerConfig, path: str) -> None:
-    if not g.inbound_cidrs:
+def _validate_certificate(c: EnvironmentConfig, arn: str, path: str, kind: str) -> None:
+    match = aws_ids.ACM_CERTIFICATE_ARN.match(arn)
+    if not match:
+        raise fail(
+            f"{path}.certificate_arn",
+            arn,
+            "must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+        )
+    if c.region is not None and match.group(1) != c.region:
+        raise fail(f"{path}.certificate_arn", arn, f"must be a certificate in {c.region}, the {kind}'s")
+
+
+def _validate_inbound(c: EnvironmentConfig, inbound: tuple[str, ...], path: str, kind: str) -> None:
+    """Client ranges, listed: never the internet, never the addresses pods hold (the new VPC's CIDR, or the existing
+    VPC's private subnets)."""
+    if not inbound:
         raise fail(
             f"{path}.inbound_cidrs",
             [],
-            "name the client ranges the NLB admits (with the VPC CNI every pod holds a VPC address, so the VPC's "
-            "CIDR would admit every pod); in-cluster clients call the gateway's own Service instead",
+            f"name the client ranges the {kind} admits (with the VPC CNI every pod holds a VPC address, so the "
+            "VPC's CIDR would admit every pod); in-cluster clients call the Service instead",
         )
-    vpc = ipaddress.IPv4Network(c.vpc.cidr)
-    for i, cidr in enumerate(g.inbound_cidrs):
-        network = ipaddress.IPv4Network(cidr) if _is_cidr(cidr) else None
-        if network is None:
-            continue  # _validate_listener names it
-        if not c.vpc.imported and network.overlaps(vpc):
+    vpc = ipaddress.IPv4Network(c.vpc.cidr) if _is_cidr(c.vpc.cidr) else None
+    pod_subnets = [ipaddress.IPv4Network(s) for s in c.vpc.private_subnet_cidrs if _is_cidr(s)]
+    for i, cidr in enumerate(inbound):
+        if not _is_cidr(cidr):
+            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
+        network = ipaddress.IPv4Network(cidr)
+        if network.prefixlen == 0:
+            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+        if not c.vpc.imported and vpc is not None and network.overlaps(vpc):
             raise fail(
                 f"{path}.inbound_cidrs[{i}]",
                 cidr,
                 f"overlaps the environment's VPC {vpc}, where every pod holds an address: list client ranges "
-                "outside it (in-cluster clients call the gateway's own Service)",
+                "outside it (in-cluster clients call the Service)",
             )
-        if c.vpc.imported and network.supernet_of(vpc):
-            raise fail(
-                f"{path}.inbound_cidrs[{i}]",
-                cidr,
-                f"covers the whole VPC {vpc}, where every pod holds an address: list only the client subnets",
-            )
+        for subnet in pod_subnets:
+            if network.overlaps(subnet):
+                raise fail(
+                    f"{path}.inbound_cidrs[{i}]",
+                    cidr,
+                    f"overlaps the VPC's private subnet {subnet}, where pods hold addresses: list only client subnets",
+                )
 
 
-def _validate_gateway_auth(c: EnvironmentConfig, path: str) -> None:
-    g = c.gateway
-    assert g is not None
-    if not 1024 <= g.max_request_bytes <= 256 * 1024 * 1024:
-        raise fail(f"{path}.max_request_bytes", g.max_request_bytes, "must be 1024 to 268435456 (256 MiB)")
-    auth, auth_path = g.auth, f"{path}.auth"
-    if auth.mode not in GATEWAY_AUTH_MODES:
-        raise fail(f"{auth_path}.mode", auth.mode, f"must be one of {', '.join(GATEWAY_AUTH_MODES)}")
-    if auth.mode == "api-key":
-        for name in ("issuer", "jwks_uri"):
-            if getattr(auth, name) is not None:
-                raise fail(f"{auth_path}.{name}", getattr(auth, name), "only allowed with mode jwt")
-        for s in c.served:
-            if s.config.engine == "ray-serve":
-                raise fail(
-                    f"{auth_path}.mode",
-                    auth.mode,
-                    f"{s.path} runs Ray Serve, which checks no API key, so through the gateway it would answer "
-                    "anyone: use mode jwt (the gateway authenticates every request), or serve that model with vLLM",
-                )
-            if not s.config.api_key:
-                raise fail(
-                    f"{s.path}.api_key",
-                    False,
-                    "with gateway.auth mode api-key each routed workload checks its own key: keep api_key true, "
-                    "or use gateway.auth mode jwt",
-                )
+def _validate_pod_subnets(c: EnvironmentConfig, path: str) -> None:
+    """An existing VPC behind a load balancer states where its pods are, so inbound ranges can be checked against
+    them."""
+    v = c.vpc
+    if not v.imported:
+        if v.private_subnet_cidrs:
+            raise fail(f"{path}.private_subnet_cidrs", list(v.private_subnet_cidrs), "only with vpc_id (a new VPC's "
+                       "subnets are carved from cidr)")  # fmt: skip
         return
-    if auth.issuer is None:
+    if len(v.private_subnet_cidrs) != len(v.private_subnet_ids):
         raise fail(
-            f"{auth_path}.issuer",
-            None,
-            f"mode jwt needs the token issuer: {EKS_CLUSTER_ISSUER} (this cluster's service-account tokens) or the "
-            "https URL of your OIDC provider",
+            f"{path}.private_subnet_cidrs",
+            list(v.private_subnet_cidrs),
+            f"an existing VPC behind a load balancer must list the CIDRs of its {len(v.private_subnet_ids)} private "
+            "subnets, where pods hold addresses (the load balancer's inbound_cidrs may not overlap them)",
         )
-    if auth.issuer == EKS_CLUSTER_ISSUER:
-        if auth.jwks_uri is not None:
-            raise fail(
-                f"{auth_path}.jwks_uri", auth.jwks_uri, f"not allowed with issuer {EKS_CLUSTER_ISSUER} (EKS serves it)"
-            )
-    else:
-        for name in ("issuer", "jwks_uri"):
-            value = getattr(auth, name)
-            if not isinstance(value, str) or not _HTTPS_URL.match(value):
-                raise fail(f"{auth_path}.{name}", value, "must be an https URL (https://host/path)")
-    if not auth.audiences or any(not isinstance(a, str) or not _AUDIENCE.match(a) for a in auth.audiences):
-        raise fail(
-            f"{auth_path}.audiences",
-            list(auth.audiences),
-            "must name 1 or more audiences of 1-253 visible ASCII characters (a token must carry one)",
-        )
-    for s in c.served:
-        if s.config.engine == "vllm" and s.config.api_key:
-            raise fail(
-                f"{s.path}.api_key",
-                True,
-                "behind a gateway with auth mode jwt the token takes the Authorization header and the gateway "
-                "authenticates every request: set api_key false (in-cluster callers of the workload's own Service "
-                "are then admitted by NetworkPolicy alone), or use gateway.auth mode api-key",
-            )
+    vpc = ipaddress.IPv4Network(v.cidr)
+    for i, cidr in enumerate(v.private_subnet_cidrs):
+        if not _is_cidr(cidr) or not ipaddress.IPv4Network(cidr).subnet_of(vpc):
+            raise fail(f"{path}.private_subnet_cidrs[{i}]", cidr, f"must be an IPv4 network inside the VPC's {v.cidr}")
 
 
 def _is_cidr(text: str) -> bool:
@@ -160,50 +150,6 @@ def _is_cidr(text: str) -> bool:
     except ValueError:
         return False
     return "/" in text
-
-
-def _validate_listener(c: EnvironmentConfig, lb: LoadBalancerConfig, path: str, kind: str, owner: str) -> None:
-    """One internal load balancer's listener (`kind`: ALB or NLB) and who may reach it."""
-    if lb.certificate_arn is not None:
-        match = aws_ids.ACM_CERTIFICATE_ARN.match(lb.certificate_arn)
-        if not match:
-            raise fail(
-                f"{path}.certificate_arn",
-                lb.certificate_arn,
-                "must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
-            )
-        if c.region is not None and match.group(1) != c.region:
-            raise fail(
-                f"{path}.certificate_arn", lb.certificate_arn, f"must be a certificate in {c.region}, the {kind}'s"
-            )
-        if lb.allow_http:
-            raise fail(
-                f"{path}.allow_http",
-                True,
-                f"with certificate_arn the {kind} serves HTTPS only (an HTTP listener, even one that redirects, "
-                "receives the first request and its API key in clear)",
-            )
-    elif not lb.allow_http:
-        raise fail(
-            f"{path}.certificate_arn",
-            None,
-            f"{owner} needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
-        )
-    if c.vpc.imported and not lb.inbound_cidrs:
-        raise fail(
-            f"{path}.inbound_cidrs",
-            [],
-            f"an existing VPC's CIDR is not known at synth: list the IPv4 CIDRs that may reach the {kind}",
-        )
-    for i, cidr in enumerate(lb.inbound_cidrs):
-        try:
-            network = ipaddress.IPv4Network(cidr) if "/" in cidr else None
-        except ValueError:
-            network = None
-        if network is None:
-            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
-        if network.prefixlen == 0:
-            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
 
 
 def _validate_load_balancer_subnets(v: VpcConfig, path: str) -> None:

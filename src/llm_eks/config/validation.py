@@ -31,7 +31,6 @@ from llm_eks.config.environment import (
     split_revision,
 )
 from llm_eks.config.network_checks import validate_load_balancers
-from llm_eks.config.workload_options import LoadBalancerConfig
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.validation import HF_REPO, LORA_NAME
 from llm_eks.versions import KUBERNETES_VERSION
@@ -99,7 +98,9 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
     inputs.validate_tags(c.tags, f"{path}.tags")
     validate_canaries(c, path)
     for served in c.served:
-        _validate_workload(served.config, served.path)
+        # A vLLM workload behind the gateway is woken by the requests its endpoint picker holds.
+        held = c.gateway is not None and served.config.engine == "vllm" and served.canary_of is None
+        _validate_workload(served.config, served.path, held)
     _validate_workloads(c, path)
     validate_load_balancers(c, path)
     _validate_weights_bucket(c, path)
@@ -121,9 +122,9 @@ def _validate_workloads(c: EnvironmentConfig, path: str) -> None:
                 "workload names are 1-20 characters: lowercase letters, digits and '-', starting with a letter and "
                 "not ending with '-' (they name the workload's namespace inference-<name>)",
             )
-        if w.internal_alb or w.load_balancer != LoadBalancerConfig():
+        if w.alb is not None:
             raise ConfigError(
-                f"{path}.workloads.{key}.internal_alb: only allowed in the one-model `workload`; the workloads of "
+                f"{path}.workloads.{key}.alb: only allowed in the one-model `workload`; the workloads of "
                 "`workloads` are reached through the environment's gateway or in-cluster through each workload's "
                 "Service"
             )
@@ -284,7 +285,7 @@ def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
             )
 
 
-def _validate_workload(w: WorkloadConfig, path: str) -> None:
+def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None:
     if w.engine not in ENGINES:
         raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
     if w.engine == "ray-serve":
@@ -298,6 +299,22 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
                     "engine 'ray-serve' serves tensor x pipeline parallelism only; data and expert parallelism "
                     "need engine 'vllm'",
                 )
+        # vLLM's NIXL prefill/decode pools are planned for the vLLM engine; Ray Serve workloads stay aggregated.
+        for name, value in (("disaggregation", w.disaggregation), ("prefill_replicas", w.prefill_replicas)):
+            if value == "on" or (name == "prefill_replicas" and value is not None):
+                raise fail(
+                    f"{path}.{name}",
+                    value,
+                    "prefill/decode pools are planned for engine 'vllm' only (vLLM's NixlConnector behind the "
+                    "endpoint picker); use disaggregation auto or off with ray-serve",
+                )
+        if w.kv_offload is not None:
+            raise fail(
+                f"{path}.kv_offload",
+                w.kv_offload,
+                "the CPU KV tier is planned for engine 'vllm' only (vLLM keeps it in /dev/shm, where a Ray worker "
+                "also keeps its object store); leave it out with ray-serve",
+            )
     inputs.validate_model_spec(w, path)
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(
@@ -308,9 +325,12 @@ def _validate_workload(w: WorkloadConfig, path: str) -> None:
     if len(set(w.capacity_types)) != len(w.capacity_types):
         raise fail(f"{path}.capacity_types", list(w.capacity_types), "must not repeat a capacity type")
     r = w.replicas
-    if r.min < 0 or (r.min == 0 and w.autoscaling.scale_to_zero is None):
+    if r.min < 0 or (r.min == 0 and w.autoscaling.scale_to_zero is None and not held):
         raise fail(
-            f"{path}.replicas.min", r.min, "must be at least 1 (0 only with autoscaling.scale_to_zero working hours)"
+            f"{path}.replicas.min",
+            r.min,
+            "must be at least 1 (0 only with autoscaling.scale_to_zero working hours, or for a vLLM workload behind "
+            "the gateway, whose endpoint picker holds the requests that wake it)",
         )
     if r.max < max(r.min, 1):
         raise fail(f"{path}.replicas.max", r.max, f"must be at least replicas.min ({r.min}) and at least 1")

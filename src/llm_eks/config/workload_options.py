@@ -61,12 +61,22 @@ class AutoscalingConfig:
 
 @dataclass(frozen=True)
 class LoadBalancerConfig:
-    """An internal load balancer (the ALB of `workload.internal_alb`, the gateway's NLB): its listener and who may
-    reach it."""
+    """The gateway's internal NLB: its listener and who may reach it."""
 
-    # HTTPS on 443 with this ACM certificate (in the stack's region). Required unless allow_http.
+    # HTTPS with this ACM certificate (in the stack's region). Required unless allow_http.
     certificate_arn: str | None = None
-    # Plain HTTP on 80 instead: an explicit choice (requests and API keys cross the VPC in clear).
+    # Plain HTTP instead: an explicit choice (requests and API keys cross the VPC in clear); never in production.
     allow_http: bool = False
-    # IPv4 CIDRs the ALB admits; empty: the CIDR of the VPC we create (an existing VPC must list them).
+    # IPv4 CIDRs the NLB admits: client ranges, never ones that hold pods.
     inbound_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlbConfig:
+    """An internal ALB in front of the one-model workload's Service: HTTPS only, from the client ranges listed."""
+
+    # Its ACM certificate (in the stack's region): the ALB serves HTTPS on 443 and nothing else.
+    certificate_arn: str
+    # IPv4 CIDRs its security group admits: client ranges outside the pods' subnets (with the VPC CNI every pod
+    # holds a VPC address, so the VPC's CIDR would admit every pod).
+    inbound_cidrs: tuple[str, ...]

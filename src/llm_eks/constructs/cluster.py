@@ -39,7 +39,7 @@ from llm_eks.constructs.compute_guard import ComputeModeGuard, ComputeModeGuardP
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
 from llm_eks.errors import ConfigError, named_errors
-from llm_eks.manifests.gateway.pool import ROLLOUT_GROUP
+from llm_eks.manifests.gateway.routes import ROLLOUT_GROUP
 from llm_eks.manifests.labels import SYSTEM_NODE_LABEL
 from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
 from llm_eks.manifests.node_status_guard import node_status_guard

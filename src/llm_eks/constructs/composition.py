@@ -31,9 +31,10 @@ from llm_eks.constructs.auto_mode import (
     ingress_class,
 )
 from llm_eks.constructs.crds import CrdSource, PinnedCrds, PinnedCrdsProps
+from llm_eks.constructs.envoy_gateway import EnvoyGateway, EnvoyGatewayOptions, EnvoyGatewayProps
+from llm_eks.constructs.external_secrets import ExternalSecrets, ExternalSecretsOptions, ExternalSecretsProps
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftware, GpuDeviceSoftwareOptions, GpuDeviceSoftwareProps
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
-from llm_eks.constructs.istio import IstioGateway, IstioGatewayOptions, IstioGatewayProps
 from llm_eks.constructs.karpenter import Karpenter, KarpenterOptions, KarpenterProps
 from llm_eks.constructs.keda import Keda, KedaOptions, KedaProps
 from llm_eks.constructs.kuberay import KubeRayOperator, KubeRayOperatorOptions, KubeRayOperatorProps
@@ -221,14 +222,31 @@ class ClusterComposition:
         manifest.node.add_dependency(self.system_capacity)
         return manifest
 
-    def add_istio_gateway(
-        self, options: IstioGatewayOptions, *, id: str = "Istio", scope: Construct | None = None
-    ) -> IstioGateway:
-        """Istio as the Gateway API controller (istiod and its CRDs; no sidecars), after the system nodes (options
-        name the control plane's CIDRs). Charts with Gateways, routes or InferencePools also need those CRDs
-        (`add_pinned_crds`): istiod waits for them on its own, so the order between the two does not matter."""
-        props = with_cluster(IstioGatewayProps, self._on_system_nodes(options), as_icluster(self.cluster))
-        return self.add_addon(IstioGateway(self._beside(scope), id, props))
+    def add_envoy_gateway(
+        self, options: EnvoyGatewayOptions, *, id: str = "EnvoyGateway", scope: Construct | None = None
+    ) -> EnvoyGateway:
+        """Envoy Gateway with Envoy AI Gateway and the rate-limit counters' store, after the system nodes (options
+        name the control plane's CIDRs). Both controllers discover their CRDs once at start: add the pinned CRDs
+        first (`add_pinned_crds` with crds.ENVOY_GATEWAY_CRDS, AI_GATEWAY_CRDS, the Gateway API and InferencePool
+        CRDs) and make this wait for them."""
+        props = with_cluster(EnvoyGatewayProps, self._on_system_nodes(options), as_icluster(self.cluster))
+        return self.add_addon(EnvoyGateway(self._beside(scope), id, props))
+
+    def add_external_secrets(
+        self,
+        options: ExternalSecretsOptions | None = None,
+        *,
+        id: str = "ExternalSecrets",
+        scope: Construct | None = None,
+    ) -> ExternalSecrets:
+        """The External Secrets Operator, scoped to its own namespace, after the system nodes and the Pod Identity
+        agent (its role comes through it)."""
+        props = with_cluster(
+            ExternalSecretsProps, self._on_system_nodes(options or ExternalSecretsOptions()), as_icluster(self.cluster)
+        )
+        secrets = self.add_addon(ExternalSecrets(self._beside(scope), id, props))
+        secrets.chart.node.add_dependency(self.cluster.eks_pod_identity_agent)
+        return secrets
 
     def add_pinned_crds(
         self, sources: tuple[CrdSource, ...], *, id: str = "Crds", scope: Construct | None = None

@@ -48,7 +48,7 @@ from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import iam5_findings
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.manifests.source import builds_objects
-from llm_eks.versions import GAIE_VERSION, GATEWAY_API_VERSION
+from llm_eks.versions import AI_GATEWAY_VERSION, ENVOY_GATEWAY_VERSION, GAIE_VERSION, GATEWAY_API_VERSION, LLMD_VERSION
 
 HANDLER_DIR = Path(__file__).parent / "crd_handler"
 RESOURCE_TYPE = "Custom::LlmEksPinnedCrds"
@@ -104,6 +104,67 @@ INFERENCE_POOL_CRD = CrdSource(
     "inferencepools.inference.networking.k8s.io",
     f"{_GAIE_BASE}/inference.networking.k8s.io_inferencepools.yaml",
     "55e0dbf39c50c4bbdd60106493a4573df4bb44479f9ce46762f1af718883e5cd",
+)
+
+
+# envoyproxy/gateway (ENVOY_GATEWAY_VERSION): the plain-YAML CRDs of the gateway-helm chart's `crds` subchart. Helm
+# installs a chart's crds/ only on first install and never upgrades them, and that subchart also carries the Gateway
+# API experimental channel: llm-eks turns it off (`crds.enabled: false`) and pins the seven it uses here.
+# EnvoyPatchPolicy is left out: the controller checks each optional CRD once at start and skips the kinds it does
+# not find (internal/provider/kubernetes/controller.go, `crdExists`, eppCRDExists).
+ENVOY_GATEWAY_COMMIT = {"v1.9.0": "39763b1c07ec30a5526fe70434a2cfe4181de642"}[ENVOY_GATEWAY_VERSION]
+_EG_BASE = (
+    f"https://raw.githubusercontent.com/envoyproxy/gateway/{ENVOY_GATEWAY_COMMIT}/charts/gateway-helm/charts/crds/"
+    "crds/generated"
+)
+# envoyproxy/ai-gateway (AI_GATEWAY_VERSION): the CRD chart's templates, each a licence comment, `---` and one CRD
+# (the installer applies the CRD document alone). The controller watches all six, MCPRoute and QuotaPolicy included.
+AI_GATEWAY_COMMIT = {"v1.1.0": "c217da8a539570ba3f6014a60c2687c29a945f1f"}[AI_GATEWAY_VERSION]
+_AIGW_BASE = (
+    f"https://raw.githubusercontent.com/envoyproxy/ai-gateway/{AI_GATEWAY_COMMIT}/manifests/charts/"
+    "ai-gateway-crds-helm/templates"
+)
+# llm-d/llm-d-router (LLMD_VERSION): InferenceObjective and InferenceModelRewrite (llm-d.ai/v1alpha2). They must exist
+# before an endpoint picker starts: it discovers these kinds once at start (pkg/epp/server/controller_config.go,
+# populateWithDiscovery) and without them never reads an objective (every request at priority 0).
+LLMD_COMMIT = {"v0.10.0": "71f4f0999f95b96c49a9d0c4afbd18dfdb943c26"}[LLMD_VERSION]
+_LLMD_BASE = f"https://raw.githubusercontent.com/llm-d/llm-d-router/{LLMD_COMMIT}/config/crd/bases"
+
+
+def _crd(base: str, group: str, plural: str, sha256: str) -> CrdSource:
+    return CrdSource(f"{plural}.{group}", f"{base}/{group}_{plural}.yaml", sha256)
+
+
+# sha256 of each file at the commits above (sha256sum of `git show <commit>:<path>`).
+ENVOY_GATEWAY_CRDS: tuple[CrdSource, ...] = tuple(
+    _crd(_EG_BASE, "gateway.envoyproxy.io", plural, sha256)
+    for plural, sha256 in (
+        ("backends", "bb1901aea758d05458b853b07db04a96a1ea4346b177e392e5ce7398573805be"),
+        ("backendtrafficpolicies", "cd75a4c222df5487aa9ca8957b48bcc3255eb25de02ed9153faf620bc160f786"),
+        ("clienttrafficpolicies", "2c7eaa1ce30de626e9c362b8d9002281c2f435f970020fa81902ad7f30b38d5b"),
+        ("envoyextensionpolicies", "92f4dfdd67be4b242511381d6175f517782e655233fdf5b5e28a400ea5601f79"),
+        ("envoyproxies", "3e9ea2f348445e3798b02daf02bf024b0d944227cf5ef8a18da7f675a1afd223"),
+        ("httproutefilters", "ad46193dbec0a28cc97fa93a64bcd1f464858544d884eeac5e4d767526dcfd3d"),
+        ("securitypolicies", "6412914ec5b7c48f58b85f60a80767ba15a50c8d374480cf5f2d872e4a764466"),
+    )
+)
+AI_GATEWAY_CRDS: tuple[CrdSource, ...] = tuple(
+    _crd(_AIGW_BASE, "aigateway.envoyproxy.io", plural, sha256)
+    for plural, sha256 in (
+        ("aigatewayroutes", "c6ca0a06b214d93f1c7eefe8f9735fa551f23948088e0bf3c317b792ad68f162"),
+        ("aiservicebackends", "35f6323a486a6f447be41fe1de4327f6e6e7254a0ca61d33186cb03fe11888f6"),
+        ("backendsecuritypolicies", "b2a2cfef49fd3253c70339231eef1745562515488022dcedc0c732df1c96c8f3"),
+        ("gatewayconfigs", "3e409ab57d85ee6c42b993ed869c7db28fde4b0e952c35c84a1240df09f21c1e"),
+        ("mcproutes", "dd0a32cf5c7028eead8db0099ce2a959c72209dcc8043a14466d8290cf8e1a84"),
+        ("quotapolicies", "0e8b899c520e6ff5b224b7e4e6064f959e8256e6949817615cde8cf37269eb85"),
+    )
+)
+LLMD_CRDS: tuple[CrdSource, ...] = tuple(
+    _crd(_LLMD_BASE, "llm-d.ai", plural, sha256)
+    for plural, sha256 in (
+        ("inferenceobjectives", "c1e763412fcbe2b55e9282850156269a10053be2d052547cb80a2ca639c09990"),
+        ("inferencemodelrewrites", "62a07fff40e10e919c245d895457a9c15be22947b45f06815552ae8fffaab405"),
+    )
 )
 
 

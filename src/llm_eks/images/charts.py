@@ -18,8 +18,15 @@ Each entry was read in the chart's own values.yaml and templates at the pinned v
   secrets-store-csi-driver-provider-aws 3.1.1, aws-load-balancer-controller 3.5.0, dcgm-exporter 4.8.2 (its
   distroless tag), nvidia-device-plugin 0.20.0 (installed by GpuDeviceSoftware for AL2023 nodes only, so
   llm-eks's Bottlerocket stacks never run it).
-- istiod 1.30.3: pilot (`image`) and the gateways' Envoy (`global.proxy.image`), each as a whole `repo:tag@sha256:...`
-  reference (the templates use the value as is when it holds a "/").
+- gateway-helm v1.9.0 (Envoy Gateway): the controller (`global.images.envoyGateway.image`, also the Envoy pods'
+  shutdown-manager through the chart's envoy-gateway-config) and the rate-limit service
+  (`global.images.ratelimit.image`), each a whole reference: templates/_helpers.tpl splits it at the first "/" and
+  the first ":" and prints `registry/repository:rest`, so `tag@sha256:...` survives. The data plane's Envoy image is
+  set by llm-eks's own EnvoyProxy object, not the chart (manifests/gateway).
+- ai-gateway-helm v1.1.0: the controller and the external processor it injects into Envoy pods:
+  `controller.image.tag` and `extProc.image.tag` (`repository:tag` in templates/deployment.yaml, the extproc one
+  passed as `--extProcImage`).
+- external-secrets 2.9.0: `image.tag` (templates/_helpers.tpl `external-secrets.image`: `repository:tag`).
 
 `tag@digest` in a tag value is used only where the chart renders that value solely as `repository:tag` in image
 fields (checked in each chart's templates: no label or selector reads it), so the pod gets a valid
@@ -44,15 +51,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llm_eks.versions import (
+    AI_GATEWAY_VERSION,
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
-    ISTIO_CHART_VERSION,
+    ENVOY_GATEWAY_VERSION,
+    EXTERNAL_SECRETS_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     KUBERAY_OPERATOR_CHART_VERSION,
     LWS_CHART_VERSION,
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+    RATELIMIT_IMAGE,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
     SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
     THANOS_IMAGE,
@@ -190,14 +200,23 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
             ),
         ),
     ),
-    # istiod uses `image` (and the gateways' Envoy `global.proxy.image`) as the whole reference when it holds a "/"
-    # (templates/deployment.yaml and files/kube-gateway.yaml at 1.30.3); hub and tag are shared, so no tag@digest.
-    "istiod": ChartImages(
-        ISTIO_CHART_VERSION,
+    "gateway-helm": ChartImages(
+        ENVOY_GATEWAY_VERSION,
         (
-            _img(f"docker.io/istio/pilot:{ISTIO_CHART_VERSION}", "image", "ref"),
-            _img(f"docker.io/istio/proxyv2:{ISTIO_CHART_VERSION}", "global.proxy.image", "ref"),
+            _img(f"docker.io/envoyproxy/gateway:{ENVOY_GATEWAY_VERSION}", "global.images.envoyGateway.image", "ref"),
+            _img(RATELIMIT_IMAGE, "global.images.ratelimit.image", "ref"),
         ),
+    ),
+    "ai-gateway-helm": ChartImages(
+        AI_GATEWAY_VERSION,
+        (
+            _img(f"docker.io/envoyproxy/ai-gateway-controller:{AI_GATEWAY_VERSION}", "controller.image.tag", "tag"),
+            _img(f"docker.io/envoyproxy/ai-gateway-extproc:{AI_GATEWAY_VERSION}", "extProc.image.tag", "tag"),
+        ),
+    ),
+    "external-secrets": ChartImages(
+        EXTERNAL_SECRETS_CHART_VERSION,
+        (_img(f"ghcr.io/external-secrets/external-secrets:v{EXTERNAL_SECRETS_CHART_VERSION}", "image.tag", "tag"),),
     ),
     "dcgm-exporter": ChartImages(
         DCGM_EXPORTER_CHART_VERSION,
@@ -214,7 +233,6 @@ CHART_IMAGES: Mapping[str, ChartImages] = {
 NOT_COVERED: Mapping[str, str] = {
     "karpenter-crd": "CRDs only, no images",
     "prometheus-operator-crds": "CRDs only, no images",
-    "base": "Istio's CRDs, a webhook configuration and a ServiceAccount; no images",
     "neuron-helm-chart": "values at the pinned version not verified; the device plugin stays on the chart's tag",
     # Its image is in EKS's own ECR (602401143452.dkr.ecr.us-west-2.amazonaws.com), which answers only AWS-signed
     # requests; `llm-eks images lock` asks registries anonymously.

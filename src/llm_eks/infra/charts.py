@@ -17,7 +17,7 @@ from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
 from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_name
 from llm_eks.manifests.benchmark import service_account as benchmark_service_account
-from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart
+from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart, platform
 from llm_eks.manifests.headroom import headroom_objects, priority_class
 from llm_eks.manifests.labels import SYSTEM_NODE_LABEL, selector_labels, serving_selector
 from llm_eks.manifests.monitoring import MonitoringChart
@@ -41,9 +41,10 @@ class ChartPlan:
     id: str
     chart: cdk8s.Chart
     # Prerequisites by name: "karpenter" (on EKS Auto Mode "auto-mode-nodes": the node role), "observability", "keda",
-    # "kuberay", "lws", "secrets", "alb", "istio" (the Gateway API and InferencePool CRDs, and istiod), "weights" (this
-    # chart's workload's S3 read access), "staging" (its staging Job's write access), or the id of an earlier chart. The
-    # CDK stack maps each to a construct; a GitOps pipeline to a sync wave.
+    # "kuberay", "lws", "secrets", "alb", "envoy-gateway" (the gateway's CRDs, Envoy Gateway, AI Gateway, the counter
+    # store and the External Secrets Operator), "weights" (this chart's workload's S3 read access), "staging" (its
+    # staging Job's write access), or the id of an earlier chart. The CDK stack maps each to a construct; a GitOps
+    # pipeline to a sync wave.
     needs: tuple[str, ...] = ()
     # False: written for review only, applied by hand (a Job cannot be updated in place).
     apply: bool = True
@@ -91,15 +92,16 @@ def prerequisites(workload: Workload) -> tuple[Addon, ...]:
 def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
     """Every add-on this environment installs besides Karpenter and observability, in a stable order. Ray Serve
     scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
-    is per workload (ChartPlan.workload), not an environment add-on. A gateway needs Istio and, for its NLB, the
-    AWS Load Balancer Controller."""
+    is per workload (ChartPlan.workload), not an environment add-on. A gateway needs Envoy Gateway (with the AI
+    Gateway, its CRDs, the counter store and the External Secrets Operator) and, for its NLB, the AWS Load Balancer
+    Controller."""
     wanted = {need for w in workloads for need in prerequisites(w)} - {"weights", "staging"}
     gateway = workloads[0].gateway if workloads else None
     if gateway is not None:
-        wanted |= {"istio", "alb"} if gateway.load_balanced else {"istio"}
+        wanted |= {"envoy-gateway", "alb"} if gateway.load_balanced else {"envoy-gateway"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
         wanted.add("keda")
-    order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "istio", "keda")
+    order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "envoy-gateway", "keda")
     return tuple(name for name in order if name in wanted)
 
 
@@ -125,8 +127,8 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
         objects += netpol.lws_namespace(netpol.LWS_NAMESPACE, cidrs)
     if "keda" in names:
         objects += netpol.keda_namespace(netpol.KEDA_NAMESPACE, cidrs)
-    if "istio" in names:
-        objects += netpol.istio_namespace(netpol.ISTIO_NAMESPACE, cidrs, gateway_namespaces=(GATEWAY_NAMESPACE,))
+    if "envoy-gateway" in names:
+        objects += gateway_platform_objects(cidrs)
     vendors = {p.vendor for w in workloads for p in w.pools}
     if "nvidia" in vendors:
         objects += netpol.nvidia_namespace(netpol.NVIDIA_NAMESPACE)
@@ -135,6 +137,16 @@ def addon_namespaces(workloads: Sequence[Workload], config: EnvironmentConfig) -
     # The read-only RBAC of `llm-eks verify`: cluster-wide, and in the monitoring namespace (the workloads' charts carry
     # their namespaces' Roles).
     return objects + rbac_objects()
+
+
+def gateway_platform_objects(control_plane_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+    """The namespaces of the gateway's platform, at the constructs' defaults (EnvoyGateway, ExternalSecrets)."""
+    return [
+        *platform.envoy_gateway_namespace(platform.ENVOY_GATEWAY_NAMESPACE, gateway_namespaces=(GATEWAY_NAMESPACE,)),
+        *platform.ai_gateway_namespace(platform.AI_GATEWAY_NAMESPACE, control_plane_cidrs),
+        *platform.counter_store(platform.ENVOY_GATEWAY_NAMESPACE),
+        *platform.external_secrets_namespace(platform.EXTERNAL_SECRETS_NAMESPACE),
+    ]
 
 
 def build_charts(
@@ -148,6 +160,7 @@ def build_charts(
     cache_signing_key: str | None = None,
     cluster_oidc_issuer: str | None = None,
     placement_groups: Mapping[str, str] | None = None,
+    region: str | None = None,
 ) -> list[ChartPlan]:
     """Every chart of one environment: the node pools, then each workload's charts. The single place charts are
     built: the CDK stack applies these through the cluster, `llm-eks manifests` writes the same objects for GitOps.
@@ -158,7 +171,8 @@ def build_charts(
     key the compile caches are signed with, in the same ConfigMap. `cluster_oidc_issuer`: the cluster's OIDC
     issuer URL, for a gateway that trusts the cluster's own service-account tokens. `placement_groups`: the cluster
     placement group of each EFA node class (efa_node_classes), by node class name: its id for Karpenter, its name on
-    EKS Auto Mode."""
+    EKS Auto Mode. `region`: where the gateway's tenant keys are in Secrets Manager (default: the environment's
+    region; the stack passes its own)."""
     v = config.vpc
     snapshots = [s.config.image_snapshot_id for s in config.served if s.config.image_snapshot_id is not None]
     pools = NodePoolsProps(
@@ -212,28 +226,39 @@ def build_charts(
         if isinstance(workload, RayServeWorkload):
             charts += _ray_serve_charts(app, workload)
         else:
-            charts += _vllm_charts(app, config, workload, weights_bucket, cache_signing_key)
-    return charts + _gateway_charts(app, workloads, cluster_oidc_issuer)
+            # A next version shares its current version's namespace, whose Roles name both versions' load Jobs.
+            loads = [
+                load_job_name(w.benchmark.name)
+                for w in workloads
+                if isinstance(w, VllmWorkload) and (w is workload or (w.canary_of and w.canary_of == workload.key))
+            ]
+            charts += _vllm_charts(app, config, workload, weights_bucket, cache_signing_key, loads)
+    return charts + _gateway_charts(app, workloads, cluster_oidc_issuer, region or config.region)
 
 
-def _gateway_charts(app: cdk8s.App, workloads: Sequence[Workload], cluster_oidc_issuer: str | None) -> list[ChartPlan]:
-    """The gateway's namespace, then each workload's route (after the workload: its namespace comes with it)."""
+def _gateway_charts(
+    app: cdk8s.App, workloads: Sequence[Workload], cluster_oidc_issuer: str | None, region: str | None
+) -> list[ChartPlan]:
+    """The gateway's namespace, then each workload's route (after the workload: its namespace comes with it); a next
+    version has no route of its own."""
     shared = workloads[0].gateway
     if shared is None:
         return []
     if any(w.gateway is not shared for w in workloads):
         raise ValueError("every workload of an environment must carry the same gateway")  # a bug in the caller
     props = shared.with_cluster_issuer(cluster_oidc_issuer)
-    needs = ("istio", "alb", "observability") if props.load_balanced else ("istio", "observability")
-    charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props), needs=needs)]
+    needs = ("envoy-gateway", "alb", "observability") if props.load_balanced else ("envoy-gateway", "observability")
+    charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props, region), needs=needs)]
     for workload, route in zip(workloads, props.routes, strict=True):
+        if not route.routed:
+            continue
         route_id = chart_id(workload, "route")
         own = chart_id(workload, "ray-serve" if isinstance(workload, RayServeWorkload) else "vllm")
         charts.append(
             ChartPlan(
                 route_id,
                 ModelRouteChart(app, route_id, props, route),
-                needs=(own, "istio", "observability"),
+                needs=(own, "envoy-gateway", "observability"),
                 workload=workload,
             )
         )
@@ -268,11 +293,13 @@ def _vllm_charts(
     workload: VllmWorkload,
     weights_bucket: str | None,
     cache_signing_key: str | None,
+    load_jobs: list[str],
 ) -> list[ChartPlan]:
     vllm = workload.vllm
     ids = {base: chart_id(workload, base) for base in ("vllm", "autoscaling", "monitoring", "benchmark")}
     vllm_chart = VllmChart(app, ids["vllm"], vllm)
     bench = workload.benchmark
+    next_version = workload.canary_of is not None
     policies = netpol.vllm_policies(
         vllm.namespace,
         vllm.name,
@@ -285,29 +312,44 @@ def _vllm_charts(
         group=vllm.nodes_per_replica > 1,
         # Without a key of its own, behind the (then authenticating) gateway: clients come through it only.
         direct_clients=workload.gateway is None or vllm.api_key_secret is not None,
+        # A next version shares its current version's namespace, whose chart carries the namespace's default-deny.
+        namespace_default_deny=not next_version,
     )
     add_objects(vllm_chart, policies)
     # What `llm-eks verify` reads in the namespace (group llm-eks-verify), and the load Job `--load` runs (group
     # llm-eks-load); the benchmark's ServiceAccount is applied with the workload, so that Job finds it.
-    load = [benchmark_service_account(vllm, bench), *load_rbac(vllm.namespace, [load_job_name(bench.name)])]
-    add_objects(vllm_chart, [*workload_rbac(vllm.namespace), *load])
+    # A next version's namespace is its current version's, whose chart carries these Roles (naming both load Jobs).
+    account = benchmark_service_account(vllm, bench)
+    if next_version:
+        add_objects(vllm_chart, [account])
+    else:
+        add_objects(vllm_chart, [*workload_rbac(vllm.namespace), account, *load_rbac(vllm.namespace, load_jobs)])
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:
         # The staging Job and the pods that wait for it travel together: one apply, one namespace.
         signing = cache_signing_key if vllm.compile_cache is not None else None
-        bucket = [] if weights_bucket is None else [bucket_config_map(vllm.namespace, weights_bucket, signing)]
+        # One ConfigMap per namespace: a next version reads its current version's.
+        shared = weights_bucket is None or next_version
+        bucket = [] if shared else [bucket_config_map(vllm.namespace, weights_bucket or "", signing)]
         adapters = [o for _, adapter in workload.adapter_stagings for o in staging_objects(adapter)]
         add_objects(vllm_chart, [*bucket, *staging_objects(workload.staging), *adapters])
     own = ids["vllm"]
+    # A next version applies after its current version, whose chart creates the namespace it joins.
+    after = (f"{workload.canary_of}-vllm",) if next_version else ()
+    charts = [ChartPlan(own, vllm_chart, needs=("node-pools", *after, *prerequisites(workload)), workload=workload)]
+    if not next_version:
+        # A next version's replicas are its share of the pool, set by `llm-eks canary`: KEDA scales the current one.
+        charts.append(
+            ChartPlan(
+                ids["autoscaling"],
+                VllmAutoscalingChart(app, ids["autoscaling"], vllm, workload.autoscaling),
+                (own, "keda"),
+                workload=workload,
+            )
+        )
     return [
-        ChartPlan(own, vllm_chart, needs=("node-pools", *prerequisites(workload)), workload=workload),
-        ChartPlan(
-            ids["autoscaling"],
-            VllmAutoscalingChart(app, ids["autoscaling"], vllm, workload.autoscaling),
-            (own, "keda"),
-            workload=workload,
-        ),
+        *charts,
         ChartPlan(
             ids["monitoring"],
             MonitoringChart(app, ids["monitoring"], workload.monitoring),

@@ -40,13 +40,15 @@ def write_manifests(
     images: ImageLock | None = None,
     weights_bucket: str | None = None,
     oidc_issuer: str | None = None,
+    region: str | None = None,
     placement_groups: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Synthesize every chart of `config` into `out` (cleared of old YAML first); return the files written.
     `plans`: one per workload, in `config.served` order. Images locked in `images` are pinned by digest, as the CDK
     stack pins them. `weights_bucket`: the bucket's name for staged weights (default: weights_bucket.name in the
     config; a bucket the stack creates is named only at deploy, by its output WeightsBucketName). `oidc_issuer`: the
-    cluster's OIDC issuer URL, for a gateway that trusts the cluster's service-account tokens. `placement_groups`:
+    cluster's OIDC issuer URL, for a gateway that trusts the cluster's service-account tokens. `region`: where the
+    gateway's tenant API keys are in Secrets Manager (default: the environment's region). `placement_groups`:
     the cluster placement group id (pg-...) of each EFA node class, by node class name (a replica spanning nodes)."""
     workloads = build_workloads(config, plans, region=config.region, images=images)
     if weights_bucket is None and config.weights_bucket is not None:
@@ -65,6 +67,7 @@ def write_manifests(
         security_group_ids=security_group_ids,
         weights_bucket=weights_bucket,
         cluster_oidc_issuer=oidc_issuer,
+        region=region,
         placement_groups=placement_groups,
     )
     out.mkdir(parents=True, exist_ok=True)

@@ -22,12 +22,14 @@ from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
 from llm_eks.images.snapshot import SNAPSHOT_FILE, SnapshotRecord
 from llm_eks.planner import Plan
 from llm_eks.versions import (
+    AI_GATEWAY_VERSION,
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
     EFA_DEVICE_PLUGIN_CHART_VERSION,
+    ENVOY_GATEWAY_VERSION,
+    ENVOY_PROXY_IMAGE,
     EPP_IMAGE,
-    IPP_IMAGE,
-    ISTIO_CHART_VERSION,
+    EXTERNAL_SECRETS_CHART_VERSION,
     KARPENTER_VERSION,
     KEDA_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
@@ -40,6 +42,7 @@ from llm_eks.versions import (
     RAY_LLM_IMAGE,
     SECRETS_STORE_CSI_DRIVER_CHART_VERSION,
     SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION,
+    VALKEY_IMAGE,
     VLLM_IMAGE,
 )
 
@@ -71,14 +74,15 @@ def environment_charts(config: EnvironmentConfig, plans: Sequence[Plan]) -> dict
     if any(w.hf_token_secret is not None or (w.engine == "vllm" and w.api_key) for w in workloads):
         charts["secrets-store-csi-driver"] = SECRETS_STORE_CSI_DRIVER_CHART_VERSION
         charts["secrets-store-csi-driver-provider-aws"] = SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
-    if any(w.engine == "vllm" and w.internal_alb for w in workloads) or (
+    if any(w.engine == "vllm" and w.alb is not None for w in workloads) or (
         config.gateway is not None and config.gateway.expose == "nlb"
     ):
         charts["aws-load-balancer-controller"] = AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION
-    # The gateway: Istio as its controller.
+    # The gateway: Envoy Gateway with the AI Gateway, and the operator that syncs the tenants' keys.
     if config.gateway is not None:
-        charts["base"] = ISTIO_CHART_VERSION  # Istio's base chart (its CRDs)
-        charts["istiod"] = ISTIO_CHART_VERSION
+        charts["gateway-helm"] = ENVOY_GATEWAY_VERSION
+        charts["ai-gateway-helm"] = AI_GATEWAY_VERSION
+        charts["external-secrets"] = EXTERNAL_SECRETS_CHART_VERSION
     # The node pools run Bottlerocket, whose NVIDIA variant runs the device plugin itself: no nvidia-device-plugin.
     vendors = {plan.instance.accelerator_vendor for plan in plans}
     if "nvidia" in vendors:
@@ -110,8 +114,9 @@ def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tupl
         # The Neuron monitor's exporter on the Neuron nodes (constructs/gpu_devices.py).
         own.append(NEURON_MONITOR_IMAGE)
     if config.gateway is not None:
-        # The gateway's routers (manifests/gateway): on the system nodes, so not in a GPU node's image snapshot.
-        own += [IPP_IMAGE, EPP_IMAGE]
+        # The gateway's data plane, endpoint pickers and counter store (manifests/gateway): on the system nodes, so
+        # not in a GPU node's image snapshot.
+        own += [ENVOY_PROXY_IMAGE, EPP_IMAGE, VALKEY_IMAGE]
     chart = [
         image.ref
         for name, version in environment_charts(config, plans).items()

@@ -30,9 +30,15 @@ from llm_eks.constructs.audit import ObjectAccessTrail, ObjectAccessTrailProps, 
 from llm_eks.constructs.auto_mode import AutoModeNodes
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.composition import as_icluster
-from llm_eks.constructs.crds import GATEWAY_API_CRDS, INFERENCE_POOL_CRD
+from llm_eks.constructs.crds import (
+    AI_GATEWAY_CRDS,
+    ENVOY_GATEWAY_CRDS,
+    GATEWAY_API_CRDS,
+    INFERENCE_POOL_CRD,
+    LLMD_CRDS,
+)
+from llm_eks.constructs.envoy_gateway import EnvoyGatewayOptions
 from llm_eks.constructs.gpu_devices import gpu_options_for
-from llm_eks.constructs.istio import IstioGatewayOptions
 from llm_eks.constructs.karpenter import Karpenter, KarpenterOptions
 from llm_eks.constructs.keda import KedaOptions
 from llm_eks.constructs.lws import LeaderWorkerSetOptions
@@ -44,10 +50,12 @@ from llm_eks.constructs.verify_runner import VerifyRunner, VerifyRunnerProps, Ve
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketProps
 from llm_eks.infra.annotations import annotate_plan_warnings
 from llm_eks.infra.charts import ChartPlan, addons, build_charts, efa_node_classes, service_account, workload_secrets
-from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads, generated_api_key_secret
+from llm_eks.infra.workloads import VllmWorkload, Workload, build_workloads
+from llm_eks.infra.workloads.keys import generated_keys
 from llm_eks.manifests.alerting import used_secret_receivers
 from llm_eks.manifests.benchmark import TOKENIZER_FILES
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
+from llm_eks.manifests.gateway.props import TENANT_HEADER
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.verifier import rbac_objects
@@ -100,9 +108,12 @@ class InferenceStack(cdk.Stack):
         cdk.Tags.of(self).add("llm-eks:environment", config.name)
         for key, value in config.tags.items():
             cdk.Tags.of(self).add(key, value)
-        # What production lets through by decision, where `cdk synth` shows it to the reviewer.
+        # What production lets through by decision: a warning `cdk synth` prints on every synth (and `cdk synth
+        # --strict` refuses), until the risk is removed from accepted_risks; `llm-eks verify` lists it too.
         for risk, reason in config.accepted_risks.items():
-            cdk.Annotations.of(self).add_info(f"accepted risk {risk} ({ACCEPTED_RISKS[risk]}): {reason}")
+            cdk.Annotations.of(self).add_warning_v2(
+                f"llm-eks:accepted-risk-{risk}", f"accepted risk {risk} ({ACCEPTED_RISKS[risk]}): {reason}"
+            )
         for feature, reason in config.alpha_features.items():
             cdk.Annotations.of(self).add_info(f"alpha feature {feature} ({ALPHA_FEATURES[feature]}): {reason}")
 
@@ -154,7 +165,7 @@ class InferenceStack(cdk.Stack):
                 self, "Verifier", VerifyRunnerProps(cluster=self.cluster, environment=config.name, trusted=verifier)
             )
         )
-        self.api_key = self._api_key(config)
+        self.api_keys = self._api_keys(config)
         # What a chart may need, by the names ChartPlan.needs uses (InferenceCluster.add_chart orders it after them).
         self._prerequisites: dict[str, tuple[IConstruct, ...]] = {
             "karpenter" if self.karpenter is not None else "auto-mode-nodes": (self.node_capacity,),
@@ -187,6 +198,8 @@ class InferenceStack(cdk.Stack):
             cluster_oidc_issuer=self.cluster.cluster_open_id_connect_issuer_url,
             # Karpenter's EC2NodeClass selects a placement group by id, Auto Mode's NodeClass by name.
             placement_groups=self.placement_groups.names if self.karpenter is None else self.placement_groups.ids,
+            # The tenants' keys are in this stack's region (a deploy-time value in an env-agnostic stack).
+            region=self.region,
         )
         plans_by_key = {s.key: (s, p) for s, p in zip(config.served, self.plans, strict=True)}
         # Where the plans meet the environment's capacity reservations (a plan warning of its own id).
@@ -252,7 +265,7 @@ class InferenceStack(cdk.Stack):
                 config.vpc.load_balancer_subnet_cidrs()
                 if (
                     (config.gateway is not None and config.gateway.expose == "nlb")
-                    or any(s.config.internal_alb for s in config.served)
+                    or any(s.config.alb is not None for s in config.served)
                 )
                 and not config.vpc.imported
                 else ()
@@ -284,16 +297,15 @@ class InferenceStack(cdk.Stack):
             public_subnet_ids=list(v.public_subnet_ids) or None,
         )
 
-    def _api_key(self, config: EnvironmentConfig) -> GeneratedApiKey | None:
-        """The environment's generated API key secret, shared by every workload whose key is on and whose config
-        names no secret of its own; None when no workload uses it."""
-        generated = generated_api_key_secret(config)
-        if not any(w.api_key_secret == generated for w in self.workloads):
-            return None
-        name = generated_api_key_secret(config)
-        api_key = GeneratedApiKey(self, "ApiKey", GeneratedApiKeyProps(secret_name=name))
-        cdk.CfnOutput(self, "ApiKeySecretName", value=name, description="Secrets Manager secret holding the API key")
-        return api_key
+    def _api_keys(self, config: EnvironmentConfig) -> dict[str, GeneratedApiKey]:
+        """The API key secrets the stack generates, by secret name: each workload's own (its server's key, and its
+        tenant's credential at the gateway when no tenants are declared) and each declared tenant's without a secret
+        of its own. No two workloads or tenants share one."""
+        keys = {}
+        for key in generated_keys(config, self.workloads):
+            keys[key.secret_name] = GeneratedApiKey(self, key.construct_id, GeneratedApiKeyProps(key.secret_name))
+            cdk.CfnOutput(self, f"{key.construct_id}SecretName", value=key.secret_name, description=key.description)
+        return keys
 
     def _weights_bucket(self, config: EnvironmentConfig) -> WeightsBucket | None:
         """The environment's weights bucket (created, or an existing one to grant on); None when it has none."""
@@ -349,9 +361,8 @@ class InferenceStack(cdk.Stack):
         elif name == "secrets":
             if self.secrets_store is None:
                 self.secrets_store = self.platform.add_secrets_store()
-            # The pods mount the generated key at start: it must exist first.
-            key = (self.api_key.secret,) if self.api_key is not None else ()
-            return self.secrets_store, *key
+            # The pods mount their generated keys at start: they must exist first.
+            return self.secrets_store, *(k.secret for k in self.api_keys.values())
         elif name == "alb":
             # On EKS Auto Mode its own load balancing takes the Ingresses of class `alb`.
             construct = (
@@ -359,16 +370,8 @@ class InferenceStack(cdk.Stack):
                 if self.karpenter is None
                 else self.platform.add_load_balancer_controller()
             )
-        elif name == "istio":
-            # The gateway's controller, and the Gateway API and InferencePool CRDs its objects need.
-            crds = self.platform.add_pinned_crds((*GATEWAY_API_CRDS, INFERENCE_POOL_CRD), id="GatewayCrds")
-            istio = self.platform.add_istio_gateway(
-                IstioGatewayOptions(
-                    control_plane_cidrs=self._control_plane_cidrs, gateway_namespaces=(GATEWAY_NAMESPACE,)
-                )
-            )
-            self._addon_namespaces += istio.namespace_objects
-            return crds, istio
+        elif name == "envoy-gateway":
+            return self._add_gateway_platform()
         else:
             raise ValueError(f"unknown add-on {name!r}")  # a bug in charts.addons
         return (construct,)
@@ -378,6 +381,32 @@ class InferenceStack(cdk.Stack):
         if self.secrets_store is None:
             raise ValueError("a workload reads a secret but the secrets add-on was not added")  # a bug in addons()
         return self.secrets_store
+
+    def _add_gateway_platform(self) -> tuple[IConstruct, ...]:
+        """The gateway's controllers and their CRDs (which both discover once at start, so the CRDs come first), the
+        counter store, and the operator that syncs the tenants' keys, with read access to exactly those keys."""
+        crds = self.platform.add_pinned_crds(
+            (*GATEWAY_API_CRDS, INFERENCE_POOL_CRD, *ENVOY_GATEWAY_CRDS, *AI_GATEWAY_CRDS, *LLMD_CRDS),
+            id="GatewayCrds",
+        )
+        gateway = self.platform.add_envoy_gateway(
+            EnvoyGatewayOptions(
+                control_plane_cidrs=self._control_plane_cidrs,
+                gateway_namespaces=(GATEWAY_NAMESPACE,),
+                # The tenant the gateway authenticated, as a label of the AI Gateway's gen_ai metrics.
+                metrics_request_headers={TENANT_HEADER: "tenant"},
+            )
+        )
+        crds.add_dependent(gateway)
+        secrets = self.platform.add_external_secrets()
+        props = self.workloads[0].gateway
+        assert props is not None  # the add-on comes with a gateway (charts.addons)
+        for tenant in props.tenants:
+            if tenant.api_key_secret is not None:
+                secrets.add_secret(tenant.api_key_secret)
+        self._addon_namespaces += [*gateway.namespace_objects, *secrets.namespace_objects]
+        keys = tuple(k.secret for k in self.api_keys.values())
+        return crds, gateway, secrets, *keys
 
     def _add_workload_access(self, workload: Workload) -> None:
         """The workload's own AWS access: its secrets (each by name) and its S3 weights, through its ServiceAccount's

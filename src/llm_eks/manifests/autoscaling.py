@@ -34,14 +34,25 @@ minutes before it helps; down slowly (a long stabilization window, then one pod 
 replica that is needed again within its start-up time costs a full cold start, so the window must be at least the
 planner's start-up estimate.
 
-Scale to zero: vLLM's metrics vanish with its last pod, so they can never wake the Deployment, and nothing in this
-stack holds or counts requests while no pod exists (the ClusterIP Service just refuses; the ALB's request counts are
-CloudWatch metrics of a target group whose name is only known after deploy). The one sound signal that exists at
-zero replicas here is the clock: `scale_to_zero` adds a KEDA cron trigger that keeps `replicas` running inside a
-working-hours window and lets the Deployment go to zero outside it once idle. Cold start: the first replica serves
-about (node launch + image pull + startup_seconds) after the window opens, so open it that much earlier; requests
-outside the window fail until it opens. Demand-driven wake-up needs a request-holding proxy (the KEDA HTTP add-on's
-interceptor or a gateway exporting request metrics); without one, min_replicas 0 without a schedule is refused.
+Scale to zero: vLLM's metrics vanish with its last pod, so they can never wake the Deployment. Two signals exist at
+zero replicas:
+- behind the gateway, the requests the workload's endpoint picker holds (`held_requests`): flow control keeps a
+  request for a pool with no ready replica in its queue (llm-d router v0.10.0, "the scale-from-zero waiting room",
+  pkg/epp/requestcontrol/admission.go) and exports the queue as `llm_d_epp_flow_control_queue_size` (gauge, labels
+  fairness_id, priority, inference_pool; pkg/epp/metrics/llm_d_router_metrics.go). A third trigger reads it
+  (AverageValue: held requests per replica, the waiting target; activationThreshold 0: one held request wakes the
+  workload), so `min_replicas` may be 0 without a schedule. The hold outlasts detection and a cold start up to the
+  AI Gateway's 300 s picker timeout (manifests/gateway/hold.py); past it the caller gets 503 with Retry-After.
+  The query reads 0 while the picker is scraped and holds nothing (its gauge has no series before the first held
+  request: `or on() (0 * sum(up{...} == 1))`), and nothing at all (`ignoreNullValues: "false"`: an error, so KEDA's
+  fallback, the convention of every trigger here) while the picker is not scraped and the workload has ready
+  replicas: a missing picker must not read as an idle one. Guarded like the vLLM triggers: with no ready replica a
+  missing picker reads 0, so a model asleep stays asleep (its requests fail at the fail-closed picker anyway).
+- the clock: `scale_to_zero` adds a KEDA cron trigger that keeps `replicas` running inside a working-hours window
+  and lets the Deployment go to zero outside it once idle. Cold start: the first replica serves about (node launch +
+  image pull + startup_seconds) after the window opens, so open it that much earlier; requests outside the window
+  fail until it opens.
+Without either, min_replicas 0 is refused.
 """
 
 from __future__ import annotations
@@ -87,6 +98,17 @@ class ScaleToZeroSchedule:
 
 
 @dataclass(frozen=True)
+class HeldRequests:
+    """The endpoint picker in front of the workload (the gateway's InferencePool): the requests it holds wake and
+    scale the workload."""
+
+    # The picker's Service, its scrape job (the ServiceMonitor names the job after the Service).
+    picker: str
+    # The InferencePool the picker serves (the gauge's inference_pool label).
+    pool: str
+
+
+@dataclass(frozen=True)
 class AutoscalingProps:
     """KEDA settings from the environment's config; the target and the metric label come from VllmProps."""
 
@@ -115,6 +137,8 @@ class AutoscalingProps:
     # Replicas of the workload's on-demand floor (VllmProps.floor_replicas), which always run: this ScaledObject
     # then scales the Spot/on-demand Deployment from 0 above them, woken by the floor's own queue.
     floor_replicas: int = 0
+    # Behind the gateway: scale on the requests its endpoint picker holds too (and from zero on them).
+    held_requests: HeldRequests | None = None
 
 
 def ready_series(vllm: VllmProps) -> str:
@@ -147,6 +171,16 @@ def guarded(query: str, vllm: VllmProps, scale_to_zero: bool) -> str:
 
 def waiting_query(served_model_name: str) -> str:
     return f'sum(vllm:num_requests_waiting{{model_name="{served_model_name}"}})'
+
+
+def held_query(namespace: str, held: HeldRequests) -> str:
+    """Requests the picker holds for the pool; 0 while the picker is scraped and holds none; empty (an error, so
+    KEDA's fallback) while no picker is scraped."""
+    labels = f'namespace="{namespace}", job="{held.picker}"'
+    return (
+        f'sum(llm_d_epp_flow_control_queue_size{{{labels}, inference_pool="{held.pool}"}}) '
+        f"or on() (0 * sum(up{{{labels}}} == 1))"
+    )
 
 
 def kv_cache_query(served_model_name: str) -> str:
@@ -215,11 +249,11 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
             f"autoscaling.floor_replicas: {a.floor_replicas} is not allowed; must be the workload's "
             f"floor_replicas ({vllm.floor_replicas})"
         )
-    if a.min_replicas == 0 and a.scale_to_zero is None and not a.floor_replicas:
+    if a.min_replicas == 0 and a.scale_to_zero is None and a.held_requests is None and not a.floor_replicas:
         raise ConfigError(
-            "autoscaling.min_replicas: 0 is not allowed without scale_to_zero; vLLM's metrics vanish with its last "
-            "pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron) or put a request-holding "
-            "proxy such as the KEDA HTTP add-on in front, which this stack does not install"
+            "autoscaling.min_replicas: 0 is not allowed without scale_to_zero or held_requests; vLLM's metrics "
+            "vanish with its last pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron), or "
+            "put the workload behind the gateway, whose endpoint picker holds the requests that wake it"
         )
     if a.scale_to_zero is not None:
         _validate_schedule(a.scale_to_zero, a)
@@ -301,6 +335,25 @@ class VllmAutoscalingChart(cdk8s.Chart):
                 },
             },
         ]
+        if a.held_requests is not None:
+            triggers.append(
+                {
+                    "type": "prometheus",
+                    "name": "held-requests",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": a.prometheus_url,
+                        "query": guarded(held_query(vllm.namespace, a.held_requests), vllm, asleep),
+                        "threshold": _number(a.waiting_requests_per_replica),
+                        # An empty result (no picker scraped while the workload has ready replicas) is an error,
+                        # not 0: KEDA's fallback, not a scale-in.
+                        "ignoreNullValues": "false",
+                        # One held request wakes a workload at zero; above a floor, as the other triggers.
+                        "activationThreshold": "0",
+                        **self._activation(a.waiting_requests_per_replica, a),
+                    },
+                }
+            )
         if a.scale_to_zero is not None:
             s = a.scale_to_zero
             triggers.append(

@@ -360,12 +360,26 @@ def _layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build_dashboard(spec: DashboardSpec) -> dict[str, Any]:
     """The dashboard as a dict (json.dumps it for Grafana)."""
+    description = spec.description or f"vLLM serving {spec.served_model_name} in namespace {spec.namespace} (llm-eks)."
+    return _dashboard(spec.uid, spec.title, description, spec.tags, _panels(spec))
+
+
+def panels_dashboard(
+    uid: str, title: str, description: str, tags: tuple[str, ...], panels: tuple[ExtraPanel, ...]
+) -> dict[str, Any]:
+    """A dashboard of `panels` alone (the gateway's), laid out like a workload's."""
+    graphs = [_timeseries(p.title, p.description, p.unit, _targets(*p.queries)) for p in panels]
+    return _dashboard(uid, title, description, tags, graphs)
+
+
+def _dashboard(
+    uid: str, title: str, description: str, tags: tuple[str, ...], panels: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
-        "uid": spec.uid,
-        "title": spec.title,
-        "description": spec.description
-        or f"vLLM serving {spec.served_model_name} in namespace {spec.namespace} (llm-eks).",
-        "tags": list(spec.tags),
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": list(tags),
         "editable": True,
         "graphTooltip": 1,
         "refresh": "30s",
@@ -388,7 +402,7 @@ def build_dashboard(spec: DashboardSpec) -> dict[str, Any]:
         },
         "annotations": {"list": []},
         "links": [],
-        "panels": _layout(_panels(spec)),
+        "panels": _layout(panels),
     }
 
 

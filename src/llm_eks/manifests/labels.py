@@ -27,6 +27,10 @@ _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # matches the other's pods, and the workload's `instance`, which the Service, PDB and pools select both by.
 FLOOR_APP = "vllm-floor"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+# The InferencePool a vLLM serving pod joins (its workload's name; a next version's: its current version's), on
+# every serving pod: a canary pair's pool selects it, so both versions' pods (and the floor's) share one pool while
+# each version's Service, PDB and NetworkPolicies (`serving_selector`) keep to its own pods.
+POOL_LABEL = "llm-eks.io/inference-pool"
 
 
 def selector_labels(app: str, instance: str) -> dict[str, str]:

@@ -177,17 +177,23 @@ def vllm_policies(
     monitoring_namespace: str = MONITORING_NAMESPACE,
     group: bool = False,
     direct_clients: bool = True,
+    namespace_default_deny: bool = True,
 ) -> list[dict[str, Any]]:
     """vLLM serves the API and /metrics on one port: Prometheus, the benchmark Job, opted-in clients and (with an
     internal ALB, target type ip) the ALB's ENIs reach it; nothing else in the cluster does. With `group` (a replica
     spanning nodes, a LeaderWorkerSet) the workload's pods also reach each other on every port: torch.distributed's
     store, vLLM's message queues and NCCL pick theirs at run time. Without `direct_clients` (a workload that checks
-    no key of its own, behind a gateway that authenticates) opted-in clients go through the gateway only."""
+    no key of its own, behind a gateway that authenticates) opted-in clients go through the gateway only. Without
+    `namespace_default_deny` the namespace's default-deny is another chart's (a next version's, in its current
+    version's namespace)."""
     peers = [pods(PROMETHEUS_POD, monitoring_namespace), *(client_peers() if direct_clients else [])]
     if benchmark is not None:
         peers.append(pods(benchmark))
     peers += cidrs(alb_cidrs)
-    policies = [default_deny(ns), network_policy(f"{name}-serving", ns, selector, [rule(peers, tcp(port))])]
+    policies = [
+        *([default_deny(ns)] if namespace_default_deny else []),
+        network_policy(f"{name}-serving", ns, selector, [rule(peers, tcp(port))]),
+    ]
     if group:
         policies.append(network_policy(f"{name}-group", ns, selector, [rule([pods(selector)])]))
     return policies
@@ -392,53 +398,3 @@ def lws_namespace(ns: str, control_plane_cidrs: Sequence[str]) -> list[dict[str,
 def neuron_namespace(ns: str) -> list[dict[str, Any]]:
     """The Neuron device plugin takes no connections (it talks to the kubelet over a socket)."""
     return [namespace(ns, *NEURON_POD_SECURITY), default_deny(ns)]
-
-
-# Istio 1.30.3 as the Gateway API controller only (IstioGateway): istiod's pod labels and container ports
-# (manifests/charts/istio-control/istio-discovery/templates/deployment.yaml), and the label istiod puts on the pods
-# of every Gateway it deploys (files/kube-gateway.yaml; also the Deployment's and Service's selector).
-ISTIO_NAMESPACE = "istio-system"
-ISTIOD_POD = {"app": "istiod"}
-ISTIOD_XDS_PORT = 15012  # tls-xds: xDS and the CA (certificate signing) over mTLS
-ISTIOD_WEBHOOK_PORT = 15017  # https-webhooks: Service port 443; validation of Istio config
-ISTIOD_METRICS_PORT = 15014  # http-monitoring
-GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
-# istio 1.30.3 istiod (with seccompProfile RuntimeDefault, which IstioGateway sets): runAsNonRoot, drop ALL, no
-# escalation, read-only root; volumes emptyDir, projected, secret, configMap.
-ISTIO_POD_SECURITY = ("restricted", None)
-
-
-def gateway_pods(namespaces: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Peers: the pods of every Gateway istiod deploys (they carry the gateway-name label), in `namespaces` (empty:
-    in every namespace)."""
-    selector = {"matchExpressions": [{"key": GATEWAY_NAME_LABEL, "operator": "Exists"}]}
-    if not namespaces:
-        return [{"podSelector": selector, "namespaceSelector": {}}]
-    return [
-        {"podSelector": selector, "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}} for ns in namespaces
-    ]
-
-
-def istio_namespace(
-    ns: str,
-    control_plane_cidrs: Sequence[str],
-    *,
-    gateway_namespaces: Sequence[str] = (),
-    monitoring_namespace: str = MONITORING_NAMESPACE,
-) -> list[dict[str, Any]]:
-    """istiod alone runs here. Gateway pods fetch their config and certificates from it (xDS and CA on 15012,
-    mTLS, each proxy authenticated by its service account token, so the label is a first filter, not the trust);
-    the API server calls its validating webhooks (Istio config objects); Prometheus scrapes its metrics. The
-    plaintext xDS port 15010 and the debug port 8080 stay closed (probes come from the node, always allowed)."""
-    return [
-        namespace(ns, *ISTIO_POD_SECURITY),
-        default_deny(ns),
-        network_policy("istiod-xds", ns, ISTIOD_POD, [rule(gateway_pods(gateway_namespaces), tcp(ISTIOD_XDS_PORT))]),
-        network_policy("istiod-webhooks", ns, ISTIOD_POD, [rule(cidrs(control_plane_cidrs), tcp(ISTIOD_WEBHOOK_PORT))]),
-        network_policy(
-            "istiod-metrics",
-            ns,
-            ISTIOD_POD,
-            [rule([pods(PROMETHEUS_POD, monitoring_namespace)], tcp(ISTIOD_METRICS_PORT))],
-        ),
-    ]

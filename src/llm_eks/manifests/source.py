@@ -24,11 +24,12 @@ def sourced_metadata(metadata: Mapping[str, Any], module: str) -> dict[str, Any]
 
 
 def metadata_reaches_pods(obj: Mapping[str, Any]) -> bool:
-    """Whether a controller copies the object's own annotations into the pods it runs: istiod renders a Gateway
-    without `spec.infrastructure` into a Deployment whose pod template carries the Gateway's annotations (Istio
-    1.30.3 pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go extractInfrastructureMetadata, with
-    PILOT_ENABLE_GATEWAY_API_COPY_LABELS_ANNOTATIONS on by default; files/kube-gateway.yaml). Such an object names
-    no source: the annotation would restart its pods."""
+    """Whether a controller copies the object's own annotations into the pods it runs. Conservatively, a Gateway
+    without `spec.infrastructure`: some implementations render such a Gateway into a Deployment whose pod template
+    carries the Gateway's annotations (Istio 1.30.3 did). Envoy Gateway v1.9.0, llm-eks's, copies only
+    `spec.infrastructure.annotations` onto the proxy's pods and Service (internal/gatewayapi/translator.go
+    infrastructureAnnotations), and llm-eks's Gateway has `spec.infrastructure` (its EnvoyProxy), so it names its
+    source like any other object. Such an object names no source: the annotation would restart its pods."""
     return (
         obj.get("kind") == "Gateway"
         and str(obj.get("apiVersion", "")).startswith("gateway.networking.k8s.io/")

@@ -40,4 +40,13 @@ def evaluate(
         if route is not None:
             rows.append(route)
         rows.append(startup_row(w, objs, nodes, now))
-    return rows
+    return rows + accepted_risk_rows(plan)
+
+
+def accepted_risk_rows(plan: EnvironmentPlan) -> list[Row]:
+    """One row per risk a production environment accepts (accepted_risks): nothing to measure, so never ok and never
+    failing, but on every report until it is removed (cdk synth warns of each too)."""
+    return [
+        Row("risk", plan.environment, "none accepted", f"accepted: {risk}", "unknown", f"accepted_risks: {why}")
+        for risk, why in sorted(plan.accepted_risks.items())
+    ]

@@ -79,7 +79,7 @@ def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
         ready_units = len(ready)
         observed = f"{ready_units}/{desired} Ready"
     if desired == 0 and w.replicas_min == 0:
-        return Row("pods", w.name, planned, observed, "unknown", "scaled to zero (scale_to_zero): no pod to check")
+        return Row("pods", w.name, planned, observed, "unknown", "scaled to zero: no pod to check")
     if ready_units == 0:
         why = _not_ready(pods) or "no pod exists"
         return Row("pods", w.name, planned, observed, "breach", f"nothing serves: {why}")

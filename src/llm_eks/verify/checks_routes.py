@@ -1,13 +1,13 @@
-"""Check 5: behind the environment's gateway, each workload's HTTPRoute (gateway.networking.k8s.io/v1) is Accepted
-and has its references resolved by the Gateway, matches exactly the model names the workload serves, and sends them
-to its InferencePool (inference.networking.k8s.io/v1, vLLM) or its Serve Service (Ray Serve)."""
+"""Check 5: behind the environment's gateway, the HTTPRoute the AI Gateway writes from each workload's AIGatewayRoute
+(gateway.networking.k8s.io/v1, same name) is Accepted and has its references resolved by the Gateway, matches exactly
+the model names the workload serves, and sends them to its InferencePool (inference.networking.k8s.io/v1, vLLM; a
+next version's pods are in it) or its Serve Backend (Ray Serve)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from llm_eks.manifests.verifier.reads import INFERENCE_POOLS
 from llm_eks.verify.expected import RoutePlan, WorkloadPlan
 from llm_eks.verify.observed import EMPTY, Object, WorkloadObjects, status
 from llm_eks.verify.rows import Row
@@ -55,13 +55,8 @@ def _describe(backends: Mapping[tuple[str, str, str, str], int], namespace: str)
 
 
 def _as_planned(r: RoutePlan, backends: Mapping[tuple[str, str, str, str], int]) -> bool:
-    """The rendered backends, or with a canary any non-empty mix of the two versions' pools (the weights move)."""
-    want = _backends(r.rules, r.namespace)
-    if r.other_pool is None:
-        return set(backends) == set(want)
-    pools = {(INFERENCE_POOLS.group, "InferencePool", r.pool_namespace or r.namespace, r.backend_name)}
-    pools.add((INFERENCE_POOLS.group, "InferencePool", *r.other_pool))
-    return bool(backends) and set(backends) <= pools
+    """The rendered backends (a canary's versions share one pool: no second backend)."""
+    return set(backends) == set(_backends(r.rules, r.namespace))
 
 
 def _parent(route: Object, r: RoutePlan) -> Mapping[str, Any] | None:

@@ -1,8 +1,9 @@
 """The `EnvironmentPlan` of an environment, from its config and capacity plans through the props the charts are built
 from (`llm_eks.infra.workloads.build_workloads`) and the charts' own rendering functions: the vLLM arguments
-(`container_args`), the Ray Serve LLMConfig (`llm_config`), the HTTPRoute rules (`http_route`). Nothing here restates
-a chart's arithmetic, so a chart change moves what verify expects with it. `load_specs` renders the `--load` Jobs
-from the environment's own benchmark chart the same way.
+(`container_args`), the Ray Serve LLMConfig (`llm_config`), the rules of the HTTPRoute the AI Gateway writes from a
+workload's AIGatewayRoute (`generated_rules`). Nothing here restates a chart's arithmetic, so a chart change moves
+what verify expects with it. `load_specs` renders the `--load` Jobs from the environment's own benchmark chart the
+same way.
 
 This is the one verify module that loads cdk8s (through infra.workloads: the props modules live in the chart
 packages, whose `__init__` imports their charts); `llm_eks.verify` imports it only when a command runs.
@@ -23,8 +24,8 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workloads
 from llm_eks.manifests.benchmark import BenchmarkChart, load_job_name
 from llm_eks.manifests.gateway import GatewayProps
-from llm_eks.manifests.gateway.pool import http_route
 from llm_eks.manifests.gateway.props import MODEL_HEADER, ModelRoute, PoolBackend
+from llm_eks.manifests.gateway.routes import generated_rules
 from llm_eks.manifests.labels import serving_selector
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
@@ -56,7 +57,9 @@ def environment_plan(
     if workloads and workloads[0].gateway is not None:
         gateway = workloads[0].gateway
         served = [_with_route(s, gateway, route) for s, route in zip(served, gateway.routes, strict=True)]
-    return EnvironmentPlan(config.name, _pools(workloads, plans, served), tuple(served))
+    return EnvironmentPlan(
+        config.name, _pools(workloads, plans, served), tuple(served), MappingProxyType(dict(config.accepted_risks))
+    )
 
 
 def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPlan:
@@ -110,13 +113,14 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
         namespace=p.namespace,
         engine="vllm",
         owner_kind="Deployment" if p.nodes_per_replica == 1 else "LeaderWorkerSet",
-        # Both Deployments' pods: KEDA's and the on-demand floor's.
+        # Both Deployments' pods: KEDA's and the on-demand floor's (a next version's own, never its current's).
         pod_selector=MappingProxyType(serving_selector(p.name)),
         image=p.image,
         args=MappingProxyType({role: tuple(container_args(p, role)) for role in roles}),
         metrics_job=p.name,
-        # KEDA's bounds (0 with scale_to_zero) above the on-demand floor.
-        replicas_min=p.floor_replicas + w.autoscaling.min_replicas,
+        # KEDA's bounds (0 with scale_to_zero, or behind the gateway's held requests) above the on-demand floor; a
+        # next version's replicas are its share of the pool, 0 at share 0.
+        replicas_min=0 if w.canary_of is not None else p.floor_replicas + w.autoscaling.min_replicas,
         replicas_max=p.floor_replicas + w.autoscaling.max_replicas,
         floor_replicas=p.floor_replicas,
         **common,
@@ -124,30 +128,25 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
 
 
 def _with_route(w: WorkloadPlan, gateway: GatewayProps, route: ModelRoute) -> WorkloadPlan:
-    """The route that sends to `w`: its own, or for a next version its current version's (the pair's one route)."""
+    """The route that sends to `w`: its own, or for a next version its current version's (whose pool holds both
+    versions' pods)."""
     current = route
     if route.canary_of is not None:
         current = next(r for r in gateway.routes if (r.name, r.namespace) == route.canary_of)
-    rendered = http_route(gateway, current)
-    backend = route.backend
+    backend = current.backend
     pool = isinstance(backend, PoolBackend)
-    other = None
-    if current.next_version is not None:
-        nxt = current.next_version
-        other = (current.namespace, current.name) if route is not current else (nxt.namespace, nxt.pool)
     plan = RoutePlan(
-        name=rendered["metadata"]["name"],
-        namespace=rendered["metadata"]["namespace"],
+        name=current.name,
+        namespace=current.namespace,
         gateway=gateway.name,
         gateway_namespace=gateway.namespace,
-        model_names=route.model_names,
-        rules=tuple(rendered["spec"]["rules"]),
-        backend_kind="InferencePool" if pool else "Service",
-        backend_name=route.name if pool else backend.service,  # type: ignore[union-attr]
+        model_names=current.model_names,
+        rules=tuple(generated_rules(gateway, current)),
+        backend_kind="InferencePool" if pool else "Backend",
+        backend_name=current.name,
         pool_selector=MappingProxyType(dict(backend.selector)) if pool else None,
         model_header=MODEL_HEADER,
-        pool_namespace=route.namespace,
-        other_pool=other,
+        pool_namespace=current.namespace,
     )
     return replace(w, route=plan)
 

@@ -37,7 +37,8 @@ class PoolPlan:
 
 @dataclass(frozen=True)
 class RoutePlan:
-    """The HTTPRoute of a workload behind the environment's gateway (gateway.networking.k8s.io/v1)."""
+    """The HTTPRoute the AI Gateway's controller writes from a workload's AIGatewayRoute (same name and namespace,
+    gateway.networking.k8s.io/v1): the route Envoy Gateway programs and reports on."""
 
     name: str
     namespace: str
@@ -47,18 +48,16 @@ class RoutePlan:
     model_names: tuple[str, ...]
     # What spec.rules must be (rendered by the gateway chart's own function).
     rules: tuple[Mapping[str, Any], ...]
-    # "InferencePool" (vLLM: the pool of its pods) or "Service" (Ray Serve's `<name>-serve-svc`).
+    # "InferencePool" (vLLM: the pool of its pods, a next version's included) or "Backend" (Ray Serve: the Envoy
+    # Gateway Backend naming its Serve Service).
     backend_kind: str
     backend_name: str
     # The InferencePool's pod selector (vLLM only).
     pool_selector: Mapping[str, str] | None = None
-    # The header the payload processor sets from the request's `model` and the rules match on.
-    model_header: str = "X-Gateway-Model-Name"
-    # The InferencePool's namespace (None: the route's); a next version's pool is in its own.
+    # The header the AI Gateway sets from the request's `model` and the rules match on.
+    model_header: str = "x-ai-eg-model"
+    # The InferencePool's namespace (None: the route's).
     pool_namespace: str | None = None
-    # With a canary: the other version's pool (namespace, name). The route may send to either or both, at whatever
-    # weights `llm-eks canary` or `llm-eks rollback` set since the deploy.
-    other_pool: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,3 +128,5 @@ class EnvironmentPlan:
     environment: str
     pools: tuple[PoolPlan, ...]
     workloads: tuple[WorkloadPlan, ...]
+    # What production lets through by decision (accepted_risks: id -> why), listed on every report.
+    accepted_risks: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

@@ -200,7 +200,7 @@ class Kube:
             return f"kubernetes API: {self.server} refused the credentials of context {self.context} (401 Unauthorized)"
         if status == 403:
             needs = {
-                "PATCH": f"moving a route's weights needs the llm-eks-rollout group's Role ({ROLLOUT_HELP})",
+                "PATCH": f"moving a next version's share needs the llm-eks-rollout group's Role ({ROLLOUT_HELP})",
                 "POST": f"--load needs the llm-eks-load group's Role ({HELP})",
                 "DELETE": f"--load needs the llm-eks-load group's Role ({HELP})",
             }.get(method, f"verify needs the llm-eks-verify group's ClusterRole and Roles ({HELP})")

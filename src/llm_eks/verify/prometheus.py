@@ -69,7 +69,9 @@ def _server(w: WorkloadPlan) -> str:
 
 
 def _model(w: WorkloadPlan) -> str:
-    return selector({"namespace": w.namespace, "model_name": w.served_model_name})
+    """The workload's own servers' series of its model: by job too, since a next version serves the same model in the
+    same namespace (pool share) and must be judged on its own replicas."""
+    return selector({"namespace": w.namespace, "job": w.metrics_job, "model_name": w.served_model_name})
 
 
 def cache_config_query(w: WorkloadPlan) -> str:

@@ -1,25 +1,29 @@
 """Moving a workload's traffic to its next version (`llm-eks canary`) and back (`llm-eks rollback`).
 
-The current version's HTTPRoute is the one switch: both commands JSON-merge-patch its `spec.rules` with the rules
-the gateway chart renders (`http_route`) at the new weight, so a patched route is exactly what a deploy at that
-`canary.weight` would apply. `canary` raises the weight through `canary.steps`, holds each step `hold_minutes`,
-then verifies the environment over that window; a drift or breach of either version, or of their route, sets the
-weight back to 0 and stops. The weight a command sets stays until a deploy changes that HTTPRoute's manifest, so
-the config's `canary.weight` is the weight a deploy restores (docs/how-to/promote.md).
+The split is a pool share (manifests/gateway/routes.py, `traffic_split`): the next version's pods are in the current
+version's InferencePool, so its share of the requests is its share of the pool's replicas. Both commands set the
+share through that one function: they scale the next version (its `scale` subresource) to the replicas that give it
+the asked share beside the current version's replicas now, and wait until those replicas are ready. The smallest
+step is one pod of the pool, so a small share beside few current replicas is rounded up (`shares` says so before a
+walk). `canary` raises the share through `canary.steps`, holds each step `hold_minutes`, then verifies the
+environment over that window; a drift or breach of either version, or of their route, sets it back to 0 and stops.
+The replicas a command sets stay until a deploy applies the next version's Deployment again, so the config's
+`canary.weight` is the share a deploy restores (docs/how-to/promote.md).
 
 A step passes only on evidence: every row of the next version ok over the hold (a row with too few samples, or none,
 fails the step when its hold ends), and no drift or breach of either version. Any exception or signal (SIGINT,
 SIGTERM) once the walk has begun sets the weight back to 0 before the command ends, and says so; each step is a line
 of the journal (llm_eks.verify.journal).
 
-The patch needs the route's `<route>-rollout` Role (Kubernetes group llm-eks-rollout); the readiness and the
-verification read what `llm-eks verify` reads (group llm-eks-verify).
+Scaling needs the route's `<route>-rollout` Role (Kubernetes group llm-eks-rollout: get both versions, patch only the
+next version's scale); the readiness and the verification read what `llm-eks verify` reads (group llm-eks-verify).
 """
 
 from __future__ import annotations
 
 import math
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -31,8 +35,8 @@ from llm_eks.config.canary import canary_key
 from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import fail
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
-from llm_eks.manifests.gateway import GatewayProps, ModelRoute
-from llm_eks.manifests.gateway.pool import http_route
+from llm_eks.manifests.gateway import GatewayProps, ModelRoute, traffic_split
+from llm_eks.manifests.gateway.routes import TrafficSplit
 from llm_eks.manifests.verifier import reads
 from llm_eks.verify.journal import Journal, rows_of
 from llm_eks.verify.kube import ClusterError, Kube
@@ -47,7 +51,7 @@ class Pair:
     environment: str
     key: str
     gateway: GatewayProps
-    # The current version's route, whose rules carry both pools.
+    # The current version's route, whose pool holds both versions' pods.
     route: ModelRoute
     # The next version's workload object (a Deployment, or a LeaderWorkerSet across nodes).
     canary_name: str
@@ -55,22 +59,24 @@ class Pair:
     canary_owner: reads.Read
     steps: tuple[int, ...]
     hold_minutes: int
+    # The next version's replicas at any share above 0 (canary.replicas).
+    canary_min: int = 1
+    canary_max: int = 1
+    # How long its new replicas may take to become ready (a cold start on a new node, with a margin).
+    start_seconds: int = 900
 
     @property
-    def route_path(self) -> str:
-        return reads.HTTP_ROUTES.path(self.route.name, self.route.namespace)
+    def split(self) -> TrafficSplit:
+        return traffic_split(self.route)
 
     @property
     def workloads(self) -> tuple[str, str]:
         """The object names of both versions (verify's WORKLOAD column)."""
         return self.route.name, self.canary_name
 
-    def rules(self, weight: int) -> list[dict[str, Any]]:
-        """The route's rules with the next version at `weight` percent, as the gateway chart renders them."""
-        assert self.route.next_version is not None
-        at = replace(self.route, next_version=replace(self.route.next_version, weight=weight))
-        rules: list[dict[str, Any]] = http_route(self.gateway, at)["spec"]["rules"]
-        return rules
+    def _path(self, name: str, subresource: str = "") -> str:
+        path = self.canary_owner.path(name, self.canary_namespace)
+        return f"{path}/{subresource}" if subresource else path
 
 
 def pair(config: EnvironmentConfig, key: str) -> Pair:
@@ -81,15 +87,19 @@ def pair(config: EnvironmentConfig, key: str) -> Pair:
         raise fail(
             "--workload", key, f"must be a workload of {where} with a canary: {', '.join(with_canary) or 'none'}"
         )
-    workloads = build_workloads(config, plan_workloads(config))
+    plans = plan_workloads(config)
+    workloads = build_workloads(config, plans)
     gateway = workloads[0].gateway
     assert gateway is not None  # a canary needs the gateway (config validation)
-    by_key = dict(zip([s.key for s in config.served], gateway.routes, strict=True))
+    keys = [s.key for s in config.served]
+    by_key = dict(zip(keys, gateway.routes, strict=True))
     canary = config.workloads[key].canary
     assert canary is not None
     nxt = by_key[canary_key(key)]
-    served = next(w for w in workloads if w.key == canary_key(key))
+    index = keys.index(canary_key(key))
+    served = workloads[index]
     assert isinstance(served, VllmWorkload)  # a canary is for engine vllm (config validation)
+    replicas = config.served[index].config.replicas
     return Pair(
         environment=config.name,
         key=key,
@@ -100,34 +110,68 @@ def pair(config: EnvironmentConfig, key: str) -> Pair:
         canary_owner=reads.LEADER_WORKER_SETS if served.vllm.nodes_per_replica > 1 else reads.DEPLOYMENTS,
         steps=canary.steps,
         hold_minutes=canary.hold_minutes,
+        canary_min=replicas.min,
+        canary_max=replicas.max,
+        start_seconds=math.ceil(plans[index].cold_start.scale_out_s * 1.5) + 60,
     )
 
 
+def _replicas(kube: Kube, p: Pair, name: str, field: str = "spec") -> int:
+    owner = kube.get(p._path(name))
+    if owner is None:
+        raise ClusterError(
+            f"no {p.canary_owner.resource} {p.canary_namespace}/{name}: deploy the environment with the canary first"
+        )
+    if field == "spec":
+        return int((owner.get("spec") or {}).get("replicas") or 0)
+    return int((owner.get("status") or {}).get("readyReplicas") or 0)
+
+
 def live_weight(kube: Kube, p: Pair) -> int:
-    """The next version's share (percent) of the route's requests now."""
-    route = kube.get(p.route_path)
-    if route is None:
-        raise ClusterError(f"no HTTPRoute {p.route.namespace}/{p.route.name}: deploy the environment first")
-    refs = [ref for rule in (route.get("spec") or {}).get("rules") or () for ref in rule.get("backendRefs") or ()]
-    weights = {(ref.get("namespace") or p.route.namespace, ref.get("name")): int(ref.get("weight", 1)) for ref in refs}
-    total = sum(weights.values())
-    share = weights.get((p.canary_namespace, p.canary_name), 0)
-    return round(100 * share / total) if total else 0
+    """The next version's share (percent) of the pool's replicas now."""
+    return TrafficSplit.share(_replicas(kube, p, p.canary_name), _replicas(kube, p, p.route.name))
 
 
-def set_weight(kube: Kube, p: Pair, weight: int) -> None:
-    """The one place a weight is set: the next version's share of the route's requests, in percent."""
-    kube.patch(p.route_path, {"spec": {"rules": p.rules(weight)}})
+def shares(kube: Kube, p: Pair, steps: Sequence[int], say: Callable[[str], None]) -> tuple[int, ...]:
+    """The shares a walk through `steps` reaches beside the current version's replicas now: the smallest step is one
+    pod of the pool, so an asked share is rounded up to the next whole pod (each rounding said in one line), and
+    steps that come to the same replicas as the one before are dropped."""
+    current = _replicas(kube, p, p.route.name)
+    reached: list[int] = []
+    for asked in steps:
+        n = TrafficSplit.next_replicas(asked, current, p.canary_min, p.canary_max)
+        share = TrafficSplit.share(n, current)
+        if share != asked:
+            say(
+                f"{p.key}: step {asked}% is {share}% here: the smallest step is one pod of the pool ({n} of the next "
+                f"version beside {current} of the current one)"
+            )
+        if share not in reached:
+            reached.append(share)
+    return tuple(reached)
+
+
+def set_weight(
+    kube: Kube, p: Pair, weight: int, *, sleep: Callable[[float], None] = time.sleep, poll: float = 5.0
+) -> None:
+    """The one place a share is set: scale the next version to the replicas that give it `weight` percent of the pool
+    beside the current version's replicas now (`traffic_split`), then wait until they are ready (new replicas may need
+    a node and a cold start; ClusterError past `start_seconds`). 0 is instant: the picker drops a terminating pod."""
+    n = TrafficSplit.next_replicas(weight, _replicas(kube, p, p.route.name), p.canary_min, p.canary_max)
+    kube.patch(p._path(p.canary_name, "scale"), {"spec": {"replicas": n}})
+    waited = 0.0
+    while _replicas(kube, p, p.canary_name, "status") < n:
+        if waited >= p.start_seconds:
+            raise ClusterError(
+                f"{p.canary_namespace}/{p.canary_name}: {n} replica(s) asked, not ready after {p.start_seconds} s"
+            )
+        sleep(poll)
+        waited += poll
 
 
 def ready_replicas(kube: Kube, p: Pair) -> int:
-    owner = kube.get(p.canary_owner.path(p.canary_name, p.canary_namespace))
-    if owner is None:
-        raise ClusterError(
-            f"no {p.canary_owner.resource} {p.canary_namespace}/{p.canary_name}: deploy the environment with the "
-            "canary first"
-        )
-    return int((owner.get("status") or {}).get("readyReplicas") or 0)
+    """The pool's ready replicas of the current version (a walk starts only while the pool serves)."""
+    return _replicas(kube, p, p.route.name, "status")
 
 
 def failing(report: Report, p: Pair) -> list[Row]:
@@ -204,7 +248,7 @@ def canary(
     journal: Journal | None = None,
     load: Callable[[], tuple[list[Row], float]] | None = None,
 ) -> int:
-    """Walk the next version through `steps` (default: the config's): 0 when it takes all of the traffic, 1 when a
+    """Walk the next version through `steps` (default: the config's): 0 when every step held, 1 when a
     step failed or could not be judged and the weight went back to 0. `check(window)` verifies the environment over
     that window. `load()` (--load) sends the next version the benchmark's load during each hold and returns its rows
     and seconds; the hold lasts at least as long. An exception or Interrupted in a step sets the weight back to 0, is
@@ -212,10 +256,7 @@ def canary(
     journal = journal or Journal(None, "canary", p.environment)
     ready = ready_replicas(kube, p)
     if ready < 1:
-        say(
-            f"{p.canary_namespace}/{p.canary_name} has no ready replica: the route sends it nothing until it serves "
-            "(Istio 1.30.3 fails a rule whose picker's pool has no ready pod, istio/istio#61594)"
-        )
+        say(f"{p.canary_namespace}/{p.route.name} has no ready replica: the pool must serve before a share moves")
         return 1
     start = live_weight(kube, p)
     step: dict[str, Any] = {}
@@ -252,9 +293,9 @@ def canary(
         journal.write("step", **step, outcome=outcome, weight_after=after, message=why)
         raise
     say(
-        f"{p.key}: the next version serves every request. Promote it in cdk.json (docs/how-to/promote.md): set "
-        "canary.weight 100 and deploy, move the canary's changes into the workload and deploy, then remove canary "
-        "and deploy"
+        f"{p.key}: the next version holds its last share of the pool. Promote it in cdk.json (docs/how-to/promote.md): "
+        "move the canary's changes into the workload and deploy (the current version rolls to them), then remove "
+        "canary and deploy"
     )
     return 0
 
@@ -287,7 +328,8 @@ def _hold(
 
 
 def rollback(kube: Kube, p: Pair, *, say: Callable[[str], None]) -> int:
-    """Every request back to the current version (the next version keeps running at weight 0)."""
+    """Every request back to the current version: the next version scaled to 0 (the picker drops its pods at
+    once)."""
     was = live_weight(kube, p)
     set_weight(kube, p, 0)
     say(

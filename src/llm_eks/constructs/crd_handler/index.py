@@ -4,8 +4,9 @@ Runs as the on_event handler of the `PinnedCrds` custom resource (CDK Provider f
 ClusterName, Crds (a list of {Name, Url, Sha256}) and RemoveOnDelete ("true"/"false").
 
 Create and Update: download every URL (https only, redirects followed only to https, size cap, retries), compare its
-sha256 with the pin, check the text is one CustomResourceDefinition of the pinned name; only when every download
-checks out, server-side apply each CRD (field manager `llm-eks`, force) and wait until each is Established.
+sha256 with the pin, check the text is one CustomResourceDefinition of the pinned name (a comment-only document
+before it, a licence header, is dropped); only when every download checks out, server-side apply each CRD (field
+manager `llm-eks`, force) and wait until each is Established.
 CRDs dropped from the list on an Update are left in the cluster.
 Delete: nothing, unless RemoveOnDelete; then each CRD is deleted (deleting a CRD deletes every object of its kind).
 
@@ -178,23 +179,32 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def check_crd_text(name: str, url: str, body: bytes) -> None:
-    """One CustomResourceDefinition named `name`, read from the text (the Lambda runtime has no YAML parser; the
-    hash already fixes the bytes, this catches a pin whose name and URL belong to different CRDs)."""
+def _has_content(document: str) -> bool:
+    """Whether a YAML document holds more than blank lines and comments (a licence header before `---` does not)."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in document.splitlines())
+
+
+def check_crd_text(name: str, url: str, body: bytes) -> bytes:
+    """The one CustomResourceDefinition named `name` in `body`, as the bytes to apply: read from the text (the Lambda
+    runtime has no YAML parser; the hash already fixes the bytes, this catches a pin whose name and URL belong to
+    different CRDs). Comment-only documents (a licence header followed by `---`) are dropped, so only the CRD is
+    sent to the API server."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise CrdError(f"{url} is not UTF-8 text: {error}") from error
-    documents = [d for d in re.split(r"(?m)^---[ \t]*$", text) if d.strip()]
+    documents = [d for d in re.split(r"(?m)^---[ \t]*$", text) if _has_content(d)]
     if len(documents) != 1:
         raise CrdError(f"{url} holds {len(documents)} YAML documents; expected exactly one CustomResourceDefinition")
-    if not re.search(r"(?m)^apiVersion: apiextensions\.k8s\.io/v1[ \t]*$", text) or not re.search(
-        r"(?m)^kind: CustomResourceDefinition[ \t]*$", text
+    (document,) = documents
+    if not re.search(r"(?m)^apiVersion: apiextensions\.k8s\.io/v1[ \t]*$", document) or not re.search(
+        r"(?m)^kind: CustomResourceDefinition[ \t]*$", document
     ):
         raise CrdError(f"{url} is not an apiextensions.k8s.io/v1 CustomResourceDefinition")
     # metadata's keys are the only top-level children indented two spaces that can be `name:`.
-    if not re.search(rf"(?m)^  name: {re.escape(name)}[ \t]*$", text):
+    if not re.search(rf"(?m)^  name: {re.escape(name)}[ \t]*$", document):
         raise CrdError(f"{url} does not define a CRD named {name} (metadata.name differs)")
+    return document.strip("\n").encode("utf-8") + b"\n"
 
 
 # -- Kubernetes API ---------------------------------------------------------------------------------------------
@@ -395,8 +405,7 @@ def install(
     bodies = []
     for pin in crds:
         body = fetch(pin.url, pin.sha256)
-        check_crd_text(pin.name, pin.url, body)
-        bodies.append((pin.name, body))
+        bodies.append((pin.name, check_crd_text(pin.name, pin.url, body)))
     client = api()
     for name, body in bodies:
         apply_crd(client, name, body)

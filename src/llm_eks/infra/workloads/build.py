@@ -115,10 +115,11 @@ def _build_one(
         # The benchmark reads the staged tokenizer files: no Hub token, no weights.
         benchmark = replace(benchmark, tokenizer_prefix=staging.prefix)
     return VllmWorkload(
+        canary_of=s.canary_of,
         gpu_pool=pool,
         cpu_pool=cpu,
         vllm=vllm,
-        autoscaling=autoscaling_props(s, plan, floor),
+        autoscaling=autoscaling_props(s, plan, floor, vllm if config.gateway is not None else None),
         monitoring=monitoring_props(s, plan, vllm, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
         benchmark=benchmark,
         headroom=warm_headroom(s, plan, pool, vllm, lock),
@@ -164,12 +165,14 @@ def build_workloads(
     pools = merge_pools([*_canary_shares(config, built), *extras])
     # Each workload keeps its own headroom check against its own share; the pools now carry the sums.
     merged = tuple(_with_pools(w, pools) for w in built)
-    gateway = gateway_props(config, merged, lock)
+    gateway = gateway_props(config, merged, plans, lock)
     if gateway is None:
         return merged
-    # Each workload knows the gateway it is behind, and its dashboard shows the gateway's view of it.
+    # Each workload knows the gateway it is behind, and its dashboard shows the gateway's view of it (a next version's
+    # requests are in its current version's picker: no panels of its own).
     return tuple(
-        _behind(w, gateway, gateway_panels(gateway, route)) for w, route in zip(merged, gateway.routes, strict=True)
+        _behind(w, gateway, gateway_panels(gateway, route) if route.routed else ())
+        for w, route in zip(merged, gateway.routes, strict=True)
     )
 
 

@@ -12,16 +12,18 @@ from typing import Any, Literal
 
 from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedWorkload
 from llm_eks.config.capacity import replica_price
-from llm_eks.errors import fail
+from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.workloads.pools import placement
 from llm_eks.manifests.autoscaling import (
     MAX_STABILIZATION_SECONDS,
     AutoscalingProps,
+    HeldRequests,
     ScaleToZeroSchedule,
     replica_kind,
     replica_names,
 )
 from llm_eks.manifests.benchmark import BenchmarkProps
+from llm_eks.manifests.gateway.routes import TrafficSplit
 from llm_eks.manifests.monitoring import MonitoringProps
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_placement
@@ -40,6 +42,7 @@ from llm_eks.manifests.weights_staging import (
 )
 from llm_eks.manifests.weights_staging.props import NAME_MAX
 from llm_eks.planner import Plan
+from llm_eks.planner.pods import shm_mib
 from llm_eks.versions import RAY_LLM_IMAGE, VLLM_IMAGE
 
 GIB = 1024**3
@@ -60,13 +63,20 @@ def workload_name(s: ServedWorkload) -> str:
 
 def workload_namespace(s: ServedWorkload) -> str:
     """`inference` for the shorthand; `inference-<key>` in `workloads`: a namespace per workload, so removing one
-    workload deletes its own namespace and nothing of another's."""
+    workload deletes its own namespace and nothing of another's. A next version lives in its current version's
+    (its pods join that version's InferencePool: pool share)."""
+    if s.canary_of is not None:
+        return f"inference-{s.canary_of}"
     return "inference" if s.key is None else f"inference-{s.key}"
 
 
 def shm_size(plan: Plan) -> str:
-    """/dev/shm: NCCL's intra-node buffers and the engine's worker processes need more with tensor parallelism."""
-    return "2Gi" if plan.gpus_per_pod == 1 else f"{min(4 * plan.gpus_per_pod, 32)}Gi"
+    """/dev/shm (planner/pods.shm_mib) plus a CPU KV tier, which lives there (vLLM checks its free space before
+    creating it: planner/kv_offload.py)."""
+    base = shm_mib(plan.gpus_per_pod)
+    if plan.kv_offload_mib_per_pod:
+        return f"{base + plan.kv_offload_mib_per_pod}Mi"
+    return f"{base // 1024}Gi"
 
 
 def cache_size(plan: Plan) -> str:
@@ -74,19 +84,30 @@ def cache_size(plan: Plan) -> str:
     return f"{math.ceil(plan.checkpoint_bytes * 1.2 / GIB) + 10}Gi"
 
 
-def generated_api_key_secret(config: EnvironmentConfig) -> str:
-    """The name of the API key secret the stack generates when the config names none."""
-    return f"llm-eks/{config.name}/api-key"
+def generated_api_key_secret(config: EnvironmentConfig, s: ServedWorkload | None = None) -> str:
+    """The name of the API key secret the stack generates for workload `s` when the config names none: the
+    shorthand's llm-eks/<env>/api-key, each workload of `workloads` its own llm-eks/<env>/<key>/api-key (a next
+    version checks its current version's key: both answer the same callers)."""
+    key = None if s is None else (s.canary_of or s.key)
+    return f"llm-eks/{config.name}/api-key" if key is None else f"llm-eks/{config.name}/{key}/api-key"
+
+
+def workload_key_secret(config: EnvironmentConfig, s: ServedWorkload) -> str:
+    """The Secrets Manager secret holding workload `s`'s own key, whether its server checks it or not: the gateway's
+    credential for the workload's own tenant when no tenants are declared."""
+    owner = config.workloads[s.canary_of] if s.canary_of is not None else s.config
+    return owner.api_key_secret or generated_api_key_secret(config, s)
 
 
 def api_key_secret(config: EnvironmentConfig, s: ServedWorkload | None = None) -> str | None:
     """The Secrets Manager secret holding the vLLM endpoint's API key (of workload `s`, default the environment's
-    only one); None when the key is off or the engine has no key check (Ray Serve LLM). Every workload without a
-    secret of its own shares the environment's generated key: one endpoint, one key."""
-    w = (s or only_workload(config)).config
+    only one); None when the key is off or the engine has no key check (Ray Serve LLM). Each workload's key is its
+    own (no two workloads share a credential)."""
+    s = s or only_workload(config)
+    w = s.config
     if not w.api_key or w.engine != "vllm":
         return None
-    return w.api_key_secret or generated_api_key_secret(config)
+    return workload_key_secret(config, s)
 
 
 def only_workload(config: EnvironmentConfig) -> ServedWorkload:
@@ -104,12 +125,11 @@ def vllm_props(
     config: EnvironmentConfig, s: ServedWorkload, plan: Plan, pool: GpuPoolSpec, region: str | None
 ) -> VllmProps:
     w = s.config
-    if plan.nodes_per_replica > 1 and w.internal_alb:
-        raise fail(
-            f"{s.path}.internal_alb",
-            True,
-            f"{plan.model.id} needs {plan.nodes_per_replica} {plan.instance.instance_type} nodes per replica (a "
-            "LeaderWorkerSet, whose workers never serve); reach it through its Service, or use engine 'ray-serve'",
+    if plan.nodes_per_replica > 1 and w.alb is not None:
+        raise ConfigError(
+            f"{s.path}.alb: not allowed here; {plan.model.id} needs {plan.nodes_per_replica} "
+            f"{plan.instance.instance_type} nodes per replica (a LeaderWorkerSet, whose workers never serve); reach it "
+            "through its Service, or use engine 'ray-serve'"
         )
     selector, tolerations = placement(w, pool)
     # Config validation allows exactly these two.
@@ -138,7 +158,7 @@ def vllm_props(
         shm_size=shm_size(plan),
         cache_size=cache_size(plan),
         startup_seconds=math.ceil(plan.cold_start.startup_s),
-        replicas=max(w.replicas.min, 1),
+        replicas=initial_replicas(config, s),
         node_selector=selector,
         tolerations=tuple(tolerations),
         weights=weights,
@@ -146,7 +166,10 @@ def vllm_props(
         api_key_secret=api_key_secret(config, s),
         aws_region=region,
         # Internal ALB only when the environment asks: in-cluster clients use the ClusterIP Service.
-        ingress=ingress_props(config) if w.internal_alb else None,
+        ingress=ingress_props(config) if w.alb is not None else None,
+        # A next version's pods join its current version's pool; its namespace is that version's.
+        pool_instance=workload_name(current(config, s)) if s.canary_of is not None else None,
+        create_namespace=s.canary_of is None,
         # workload.image (e.g. vLLM with the EFA userspace), else the pinned release (a Neuron plan's: its path's).
         image=w.image if w.image is not None else default_image,
         neuron=n.serving if n is not None else None,
@@ -236,19 +259,39 @@ def with_staged_weights(
 
 
 def ingress_props(config: EnvironmentConfig) -> IngressProps:
-    """The ALB's listener and inbound CIDRs from `workload.load_balancer` (validated by config: only the one-model
-    shorthand has one)."""
-    lb = config.workload.load_balancer
-    return IngressProps(
-        certificate_arn=lb.certificate_arn,
-        allow_http=lb.allow_http,
-        # Default: the VPC we create (config requires the list for an existing VPC, whose CIDR is never looked up).
-        inbound_cidrs=lb.inbound_cidrs or (config.vpc.cidr,),
-    )
+    """The ALB's HTTPS listener and inbound CIDRs from `workload.alb` (validated by config: only the one-model
+    shorthand has one, with both fields)."""
+    alb = config.workload.alb
+    assert alb is not None
+    return IngressProps(certificate_arn=alb.certificate_arn, inbound_cidrs=alb.inbound_cidrs)
 
 
-def autoscaling_props(s: ServedWorkload, plan: Plan, floor: int = 0) -> AutoscalingProps:
-    """KEDA's bounds and behaviour; above an on-demand floor of `floor` replicas, from 0 to replicas.max - floor."""
+def initial_replicas(config: EnvironmentConfig, s: ServedWorkload) -> int:
+    """The replicas a deploy sets: at least one (KEDA owns the count afterwards), or for a next version the count that
+    gives it `canary.weight` percent of the pool beside its current version's floor (`llm-eks canary` scales it
+    afterwards; a deploy restores this)."""
+    if s.canary_of is None:
+        return max(s.config.replicas.min, 1)
+    owner = config.workloads[s.canary_of]
+    assert owner.canary is not None
+    w = s.config
+    return TrafficSplit.next_replicas(owner.canary.weight, max(owner.replicas.min, 1), w.replicas.min, w.replicas.max)
+
+
+def current(config: EnvironmentConfig, s: ServedWorkload) -> ServedWorkload:
+    """The workload a next version `s` is the canary of (`s` itself for any other workload)."""
+    if s.canary_of is None:
+        return s
+    return next(c for c in config.served if c.key == s.canary_of)
+
+
+def autoscaling_props(
+    s: ServedWorkload, plan: Plan, floor: int = 0, behind_gateway: VllmProps | None = None
+) -> AutoscalingProps:
+    """KEDA's bounds and behaviour; above an on-demand floor of `floor` replicas, from 0 to replicas.max - floor.
+    `behind_gateway`: its vLLM props when the gateway routes to it, whose endpoint picker then holds requests that
+    wake and scale it (a next version is served through its current version's pool, whose picker's queue does not
+    name it)."""
     w = s.config
     a = w.autoscaling
     schedule = None
@@ -266,6 +309,11 @@ def autoscaling_props(s: ServedWorkload, plan: Plan, floor: int = 0) -> Autoscal
         min_replicas=0 if floor else w.replicas.min,
         floor_replicas=floor,
         scale_to_zero=schedule,
+        held_requests=(
+            HeldRequests(picker=f"{behind_gateway.name}-epp", pool=behind_gateway.name)
+            if behind_gateway is not None and s.canary_of is None
+            else None
+        ),
         # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour); the
         # startup probe's allowance too, which on NxD Inference covers a compile when the restore found nothing.
         scale_down_stabilization_seconds=min(

@@ -17,7 +17,7 @@ from llm_eks.manifests.vllm import VllmProps
 from llm_eks.manifests.weights_staging import WeightsStagingProps
 
 # The add-ons a workload's charts can wait for, by the names ChartPlan.needs and the CDK stack use.
-Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "staging", "alb", "istio"]
+Addon: TypeAlias = Literal["keda", "kuberay", "lws", "secrets", "weights", "staging", "alb", "envoy-gateway"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class VllmWorkload:
     gateway: GatewayProps | None = None
     # Its other GPU pools: the on-demand floor's, a fallback family's; none by default.
     extra_pools: tuple[GpuPoolSpec, ...] = ()
+    # A next version: the key of the workload whose pool it joins (pool share); it is scaled by `llm-eks canary`,
+    # not by KEDA.
+    canary_of: str | None = None
 
     @property
     def pools(self) -> tuple[GpuPoolSpec, ...]:

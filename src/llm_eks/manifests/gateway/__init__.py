@@ -1,64 +1,66 @@
-"""One inference endpoint per environment: an Istio Gateway (Gateway API) behind an internal NLB, routing each
-request by its `model` to that workload, and within a vLLM workload to the replica the Gateway API Inference
-Extension's endpoint picker (llm-d-router) chooses by load and prefix-cache affinity.
+"""One inference endpoint per environment: Envoy Gateway's Envoy pods behind an internal NLB, with Envoy AI Gateway
+reading each request's `model`, authenticating and authorizing its tenant, charging its tokens, and handing vLLM
+requests to the endpoint picker (llm-d router) that holds, orders and places them.
 
-What a request goes through, load balancer to pod:
-1. the internal NLB (AWS Load Balancer Controller, target type ip; TLS ends here with the ACM certificate) forwards to
-   the Envoy pods istiod generates for the `Gateway`;
-2. Envoy's first HTTP filter is the payload processor's ext_proc (`EnvoyFilter`, INSERT_FIRST): it reads the JSON
-   body and copies its `model` into the `X-Gateway-Model-Name` header;
-3. Envoy's route table (istiod renders it from the `HTTPRoute`s) matches that header exactly: each served model name
-   and each LoRA adapter name appears in exactly one workload's route, so a request can only reach that workload;
-   a name no route has gets 404 from Envoy;
-4. a vLLM route's backend is an `InferencePool`: Envoy asks the pool's endpoint picker (ext_proc again) which pod
-   to use, and it scores the pool's pods by queue length, KV-cache use and prefix-cache match (the scorers of its
-   default config); a Ray Serve route's backend is its Serve Service, whose proxy balances its replicas itself;
-5. Envoy forwards to the chosen pod IP on port 8000, where vLLM checks the API key.
+What a request goes through, load balancer to pod (filter order: envoyproxy/gateway v1.9.0
+internal/xds/translator/httpfilters.go; envoyproxy/ai-gateway v1.1.0 internal/extensionserver):
+1. the internal NLB (TLS ends here with the ACM certificate) forwards to the Envoy pods of the listener for the
+   tenant's credential kind (`api-key` or `jwt`);
+2. before routing, Envoy removes every client copy of a header the gateway sets or trusts (ClientTrafficPolicy
+   early request headers: the model, identity and flow-control headers, the picker's P/D targets);
+3. API-key or JWT authentication on the headers (401 for no or a wrong credential; a JWT only from
+   `Authorization: Bearer`), then the tenant filter (tenant_filter.py: principal -> tenant, fairness id, objective;
+   403 for an unknown principal), then a per-replica request limit;
+4. the body buffer (413 above max_request_bytes), then the AI Gateway's external processor reads the body, sets
+   x-ai-eg-model from its `model` and clears the route cache: the route is chosen from the body;
+5. authorization (403 unless the tenant may call that model; the body names nothing), then the tenant's global
+   request rate and token budgets for that model (429 with Retry-After);
+6. a vLLM route's backend is an InferencePool: its picker holds the request while no replica is ready or the pool is
+   saturated (flow control: priority band by tenant, tenants take turns within a band; 503 or 429 with Retry-After
+   when the hold ends or the band is full), then picks the pod by queue, KV cache and prefix match; a Ray Serve
+   route's backend is its Serve Service;
+7. tokens are charged from the response's `usage` when it ends (streamed responses too).
 
-Sources (pinned in `props`): llm-d-router v0.10.0 config/charts/llm-d-router-gateway and routerlib templates
-(InferencePool, picker Deployment, RBAC, plugins config, the Istio DestinationRule); the
-llm-d-inference-payload-processor chart (templates/istio.yaml: the EnvoyFilter and DestinationRule; its
-`PayloadProcessorConfig`); Istio 1.30.3 kube-gateway.yaml (the pods it generates, their labels and the annotations it
-copies onto the Service). Our changes to the upstream charts' output: restricted Pod Security contexts, modest
-requests (the picker's chart asks 8 CPUs), metrics without auth (the charts grant no tokenreview RBAC) and without
-pprof, probes and named ports on the payload processor, two payload-processor replicas with a PodDisruptionBudget.
-
-Not verified here: the payload processor's v0.1.0 release takes `--config-file` with a `PayloadProcessorConfig` (its
-chart at the newest source this machine has; the May 2026 chart passed `--plugin` flags instead).
+Sources: each module names its own; the gateway comparison that chose this stack is in docs/concepts/gateway.md.
 """
 
 from llm_eks.manifests.gateway.chart import GatewayChart, ModelRouteChart
-from llm_eks.manifests.gateway.pool import all_model_names, route_objects
+from llm_eks.manifests.gateway.hold import Hold, hold_for
 from llm_eks.manifests.gateway.props import (
-    CLUSTER_ISSUER,
     GATEWAY_NAMESPACE,
     MODEL_HEADER,
-    GatewayAuth,
+    FlowControl,
     GatewayProps,
     ModelRoute,
     NextVersion,
     PoolBackend,
     ServiceBackend,
 )
-from llm_eks.manifests.gateway.router import gateway, payload_processor
-from llm_eks.versions import EPP_IMAGE, IPP_IMAGE
+from llm_eks.manifests.gateway.routes import all_model_names, route_kind, route_objects, traffic_split
+from llm_eks.manifests.gateway.tenants import CLUSTER_ISSUER, Issuer, Tenant, TenantLimits
+from llm_eks.versions import ENVOY_PROXY_IMAGE, EPP_IMAGE
 
 __all__ = [
     "CLUSTER_ISSUER",
+    "ENVOY_PROXY_IMAGE",
     "EPP_IMAGE",
     "GATEWAY_NAMESPACE",
-    "IPP_IMAGE",
     "MODEL_HEADER",
-    "GatewayAuth",
+    "FlowControl",
     "GatewayChart",
     "GatewayProps",
+    "Hold",
+    "Issuer",
     "ModelRoute",
     "ModelRouteChart",
     "NextVersion",
     "PoolBackend",
     "ServiceBackend",
+    "Tenant",
+    "TenantLimits",
     "all_model_names",
-    "gateway",
-    "payload_processor",
+    "hold_for",
+    "route_kind",
     "route_objects",
+    "traffic_split",
 ]

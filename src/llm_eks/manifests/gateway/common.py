@@ -1,5 +1,5 @@
-"""Object parts both router kinds share: metadata, the restricted security contexts of the distroless router
-images, gRPC probes, a Role with its binding, the TLS rule Envoy uses to reach a router, a ServiceMonitor."""
+"""Object parts the gateway's objects share: metadata, the restricted security contexts of the distroless endpoint
+picker image, gRPC probes, a Role with its binding, and the picker's checkov suppressions."""
 
 from __future__ import annotations
 
@@ -7,14 +7,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
-from llm_eks.manifests.gateway.props import ROUTER_METRICS_PORT
 from llm_eks.manifests.labels import PART_OF
 from llm_eks.manifests.source import builds_objects
 
-NONROOT = 65532  # both images are built on gcr.io/distroless/static:nonroot (USER 65532:65532)
-
-# The payload processor's config (its chart's default PayloadProcessorConfig): lift the body's `model` into the
-# header the routes match. base-model-to-header is left out: it needs a model-mapping ConfigMap we do not use.
+NONROOT = 65532  # the picker image is built on gcr.io/distroless/static:nonroot (USER 65532:65532)
 
 
 def meta(name: str, namespace: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -82,36 +78,10 @@ def role(
     ]
 
 
-@builds_objects
-def tls_to_self_signed(name: str, ns: str, host: str) -> dict[str, Any]:
-    """The routers serve ext_proc over TLS with a certificate they generate at start (`--secure-serving`, on by
-    default): Envoy encrypts to them but cannot verify it, as both upstream charts configure."""
-    return {
-        "apiVersion": "networking.istio.io/v1",
-        "kind": "DestinationRule",
-        "metadata": meta(name, ns),
-        "spec": {"host": host, "trafficPolicy": {"tls": {"mode": "SIMPLE", "insecureSkipVerify": True}}},
-    }
-
-
-@builds_objects
-def service_monitor(name: str, ns: str, selector: Mapping[str, str]) -> dict[str, Any]:
-    """The router's /metrics (auth off: the charts grant no tokenreview RBAC; Prometheus selects every monitor)."""
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": meta(name, ns),
-        "spec": {
-            "selector": {"matchLabels": dict(selector)},
-            "endpoints": [{"port": "http-metrics", "path": "/metrics", "interval": "15s"}],
-        },
-    }
-
-
-# Why the routers (endpoint pickers, payload processor) differ from checkov's defaults.
+# Why the endpoint pickers differ from checkov's defaults.
 ROUTER_SKIPS: Mapping[str, str] = {
     "CKV_K8S_11": "No CPU limit on purpose: every request waits on this ext_proc call; CFS throttling adds latency.",
-    "CKV_K8S_38": "It watches the Kubernetes API (pods, InferencePools or ConfigMaps) with its own read-only Role.",
+    "CKV_K8S_38": "It watches the Kubernetes API (pods, InferencePools, objectives) with its own read-only Role.",
 }
 # IfNotPresent (CKV_K8S_15), for what the image reference is: a digest names one image for good, a tag does not.
 PULL_POLICY_BY_DIGEST = (
@@ -133,24 +103,3 @@ def router_meta(name: str, namespace: str, labels: Mapping[str, str], image: str
         reasons["CKV_K8S_15"] = PULL_POLICY_BY_TAG
         reasons.update(UNLOCKED_IMAGE_SKIP)
     return {**meta(name, namespace, labels), "annotations": skip_annotations(reasons)}
-
-
-@builds_objects
-def router_service(
-    name: str, namespace: str, labels: Mapping[str, str], port: int, app_protocol: str
-) -> dict[str, Any]:
-    """A router's ClusterIP Service: ext_proc (Istio reads the protocol from the `grpc-` name and appProtocol) and
-    its metrics."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(name, namespace, labels),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": dict(labels),
-            "ports": [
-                {"name": "grpc-ext-proc", "port": port, "targetPort": port, "appProtocol": app_protocol},
-                {"name": "http-metrics", "port": ROUTER_METRICS_PORT, "targetPort": ROUTER_METRICS_PORT},
-            ],
-        },
-    }

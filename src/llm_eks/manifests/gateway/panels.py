@@ -6,9 +6,11 @@ Series names, each read in its source at the pinned version:
   `llm_d_epp`): `llm_d_epp_request_total` and `llm_d_epp_request_duration_seconds` (labels model_name,
   target_model_name, fairness_id, priority) and `llm_d_epp_request_error_total` (plus error_code). `model_name` is
   the request's `model`, so a LoRA adapter is its own series. The `inference_objective_*` names are deprecated there.
-- a Ray Serve workload has no picker: Istio's standard metrics from the gateway's Envoy (`istio_requests_total`,
-  `istio_request_duration_milliseconds`, reported with reporter="source" by a gateway, keyed by
-  destination_service_name), scraped by the gateway's PodMonitor.
+- a Ray Serve workload has no picker: the AI Gateway external processor's OpenTelemetry GenAI metrics on the Envoy
+  pods (envoyproxy/ai-gateway v1.1.0 internal/metrics/genai.go: gen_ai.server.request.duration in seconds, with
+  gen_ai.original.model and error.type), as Prometheus names them (that release's examples/monitoring
+  grafana-dashboard.json: gen_ai_server_request_duration_seconds_*, label gen_ai_original_model), scraped by the
+  gateway's PodMonitor.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from llm_eks.manifests.promql import selector
 EPP_REQUESTS = "llm_d_epp_request_total"
 EPP_ERRORS = "llm_d_epp_request_error_total"
 EPP_DURATION = "llm_d_epp_request_duration_seconds_bucket"
-ISTIO_REQUESTS = "istio_requests_total"
-ISTIO_DURATION = "istio_request_duration_milliseconds_bucket"
+GENAI_REQUESTS = "gen_ai_server_request_duration_seconds_count"
+GENAI_DURATION = "gen_ai_server_request_duration_seconds_bucket"
 _RATE = "$__rate_interval"
 
 
@@ -68,36 +70,31 @@ def _picker_panels(route: ModelRoute) -> tuple[ExtraPanel, ...]:
 
 def _envoy_panels(gateway: GatewayProps, route: ModelRoute) -> tuple[ExtraPanel, ...]:
     assert not isinstance(route.backend, PoolBackend)
-    labels = {
-        "namespace": gateway.namespace,
-        "reporter": "source",
-        "destination_service_name": route.backend.service,
-        "destination_service_namespace": route.namespace,
-    }
-    sel = selector(labels)
-    errors = sel[:-1] + ', response_code=~"5.."}'
+    # A Ray Serve workload serves one model (RayServeProps.model_id).
+    sel = selector({"namespace": gateway.namespace, "gen_ai_original_model": route.model_names[0]})
+    errors = sel[:-1] + ', error_type!=""}'
 
     def quantile(q: float) -> tuple[str, str]:
-        expr = f"histogram_quantile({q}, sum by (le) (rate({ISTIO_DURATION}{sel}[{_RATE}]))) / 1000"
+        expr = f"histogram_quantile({q}, sum by (le) (rate({GENAI_DURATION}{sel}[{_RATE}])))"
         return expr, f"p{round(q * 100)}"
 
     return (
         ExtraPanel(
             "Gateway: requests",
-            f"Requests the gateway's Envoy sent to {route.backend.service}, by response code.",
+            f"Requests the gateway sent to {route.backend.service}, by tenant.",
             "reqps",
-            ((f"sum by (response_code) (rate({ISTIO_REQUESTS}{sel}[{_RATE}]))", "{{response_code}}"),),
+            ((f"sum by (tenant) (rate({GENAI_REQUESTS}{sel}[{_RATE}]))", "{{tenant}}"),),
         ),
         ExtraPanel(
             "Gateway: end-to-end latency",
-            "From the gateway's Envoy to the response's end (Istio's request duration).",
+            "From the gateway's external processor to the response's end.",
             "s",
             (quantile(0.5), quantile(0.99)),
         ),
         ExtraPanel(
             "Gateway: errors",
-            "5xx responses through the gateway.",
+            "Requests that ended in an error, by its type.",
             "reqps",
-            ((f"sum(rate({ISTIO_REQUESTS}{errors}[{_RATE}]))", "5xx"),),
+            ((f"sum by (error_type) (rate({GENAI_REQUESTS}{errors}[{_RATE}]))", "{{error_type}}"),),
         ),
     )

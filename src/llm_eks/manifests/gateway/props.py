@@ -1,6 +1,5 @@
-"""`GatewayProps` and `ModelRoute`: what the inference gateway and each model behind it need, and every check on
-that input. Pinned images and the wire names the routing rests on are here too, each with the source that fixes it.
-"""
+"""`GatewayProps` and `ModelRoute`: what the inference gateway and each model behind it need, and every check on that
+input. The wire names the routing rests on are here too, each with the source that fixes it."""
 
 from __future__ import annotations
 
@@ -11,36 +10,49 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from llm_eks import aws_ids
-from llm_eks.errors import ConfigError
+from llm_eks.errors import ConfigError, fail
+from llm_eks.manifests.gateway.platform import EXTERNAL_SECRETS_NAMESPACE
+from llm_eks.manifests.gateway.tenants import CLUSTER_ISSUER, Issuer, Tenant, validate_tenants
 from llm_eks.manifests.ingress import ALB_SSL_POLICY, TLS12_OR_13_POLICY
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
-from llm_eks.versions import EPP_IMAGE, IPP_IMAGE
+from llm_eks.versions import ENVOY_PROXY_IMAGE, EPP_IMAGE
 
-# The header the payload processor's body-field-to-header plugin writes from the request's `model` field (its chart's
-# default config), and the HTTPRoutes match on.
-MODEL_HEADER = "X-Gateway-Model-Name"
-# The environment's gateway namespace: the Gateway, its Envoy pods and the payload processor.
+# The header Envoy AI Gateway's external processor sets from the request body's `model` (overwriting any client
+# value) and then clears the route cache, so routes and authorization see the body's model
+# (api/v1beta1/shared_types.go AIModelHeaderKey; internal/extproc/processor_impl.go ProcessRequestBody at v1.1.0).
+MODEL_HEADER = "x-ai-eg-model"
+# Our own identity headers: the authenticated principal (API key client id or JWT claim) and the tenant it maps to.
+PRINCIPAL_HEADER = "x-llm-eks-principal"
+TENANT_HEADER = "x-llm-eks-tenant"
+# llm-d router v0.10.0's flow-control headers (pkg/epp/metadata/consts.go): the fairness id (flow) and the
+# InferenceObjective name (priority band).
+FAIRNESS_HEADER = "x-llm-d-inference-fairness-id"
+OBJECTIVE_HEADER = "x-llm-d-inference-objective"
+# The environment's gateway namespace: the Gateway, its Envoy pods (GatewayNamespace mode) and its policies.
 GATEWAY_NAMESPACE = "inference-gateway"
-# The GatewayClass istiod creates and controls (when the Gateway API CRDs exist); each Gateway of it gets an Envoy
-# Deployment.
-GATEWAY_CLASS = "istio"
-# Envoy's ext_proc ports: EPP 9002 and IPP 9004 (their charts and pkg/*/server/options.go defaults), gRPC health
-# 9003 and 9005, Prometheus metrics 9090 on both.
+# The GatewayClass llm-eks creates for Envoy Gateway's controller.
+GATEWAY_CLASS = "llm-eks"
+# The endpoint picker's ext_proc, gRPC health and metrics ports (llm-d router pkg/epp/server/options.go defaults).
 EPP_PORT, EPP_HEALTH_PORT = 9002, 9003
-IPP_PORT, IPP_HEALTH_PORT = 9004, 9005
 ROUTER_METRICS_PORT = 9090
-# Istio's gateway Envoy: merged Prometheus metrics on 15020 (/stats/prometheus), readiness on 15021.
-GATEWAY_METRICS_PORT = 15020
+# Envoy's Prometheus stats (/stats/prometheus) and the AI Gateway external processor's admin port (/metrics), on
+# every Envoy pod (envoyproxy/gateway internal/xds/bootstrap/bootstrap.go EnvoyStatsPort; envoyproxy/ai-gateway
+# cmd/extproc/mainlib/main.go adminPort).
+ENVOY_METRICS_PORT = 19001
+EXTPROC_METRICS_PORT = 1064
 # A served model name, an adapter name: what OpenAI clients put in "model". HTTP header values allow any visible
 # ASCII; the Gateway API caps a header match value at 4096 characters.
 _MODEL_NAME = re.compile(r"^[\x21-\x7e]{1,4096}$")
+# An AIGatewayRoute holds at most 15 rules of at most 128 matches (its CRD's MaxItems).
+MATCHES_PER_RULE, RULES_PER_ROUTE = 128, 15
 
 
 @dataclass(frozen=True)
 class PoolBackend:
     """A vLLM workload: its pods become an InferencePool whose endpoint picker chooses the replica."""
 
-    # The vLLM pods' selector labels (immutable, as their Deployment or LeaderWorkerSet selects them).
+    # The InferencePool's pod selector: the vLLM pods' selector labels, or with a next version in the pool only the
+    # instance label both versions' pods carry (pool share).
     selector: Mapping[str, str]
     # vLLM's OpenAI port, which also serves /metrics (the picker reads queue and KV-cache use from it).
     port: int = 8000
@@ -57,47 +69,64 @@ class ServiceBackend:
 
 
 @dataclass(frozen=True)
-class NextVersion:
-    """A route's next version: the InferencePool (in its own namespace) its HTTPRoute also sends requests to."""
+class FlowControl:
+    """The endpoint picker's flow control for one pool: how long a request may be held (at zero replicas, or while
+    the pool is saturated), what the caller is told past it, and what the pool can take."""
 
-    # The next version's pool, and its namespace (the route reaches it through a ReferenceGrant there).
-    pool: str
-    namespace: str
-    # Its share of requests (0-100); 0 leaves it out of the route. Istio 1.30.3 configures one endpoint picker per
-    # rule (istio/istio#61594, fixed by #61601 after it): the weights still split requests, but one pool's picker
-    # answers for both, so the other pool is balanced round robin, and a rule whose picker's pool has no ready pod
-    # fails whole. Hence a next version enters the route only once it serves (`llm-eks canary` checks).
-    weight: int = 0
+    # flowControl.defaultRequestTTL: the hold, under the 300 s the AI Gateway gives the picker's ext_proc calls.
+    hold_seconds: int
+    # Retry-After of the 503 a caller gets when the hold ends with no replica ready.
+    retry_after_seconds: int
+    # The route's request timeout: the hold plus a whole generation at the SLO.
+    request_timeout_seconds: int
+    # The concurrency detector's per-replica ceiling (the plan's concurrent sequences): above it the pool is saturated.
+    max_concurrency: int
+    # Requests each priority band may queue: what the pool at its largest serves within the TTFT target.
+    band_capacity: int
+    # The picker's memory for held requests (bodies included), under its container's limit.
+    max_bytes: str = "256Mi"
+
+
+@dataclass(frozen=True)
+class NextVersion:
+    """A route's next version, served in its pool (pool share): the Deployment (or LeaderWorkerSet) `llm-eks canary`
+    scales to set its share of the pool's replicas."""
+
+    name: str
+    kind: str = "Deployment"
 
 
 @dataclass(frozen=True)
 class ModelRoute:
     """One workload behind the gateway: the names clients ask for and where they go."""
 
-    # Base of every object name (the workload's own name, e.g. vllm-llama): the InferencePool, `<name>-epp`, the
-    # HTTPRoute.
+    # Base of every object name (the workload's own name, e.g. vllm-llama): the AIGatewayRoute, the InferencePool,
+    # `<name>-epp`.
     name: str
     # The workload's namespace: the route, the pool and its picker live beside the pods they serve.
     namespace: str
     # Every `model` this workload answers: its served model name, then its LoRA adapters.
     model_names: tuple[str, ...]
     backend: PoolBackend | ServiceBackend
+    # vLLM: the picker's flow control; None for Ray Serve (no picker). Required for a pool.
+    flow: FlowControl | None = None
+    # Ray Serve: the route's request timeout (a whole generation at the SLO); a pool's comes from `flow`.
+    request_timeout_seconds: int = 600
     # Where the picker runs: the system nodes (it is small, and must outlive the GPU nodes it routes to).
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
     )
-    # The picker's state (prefix-cache index) is per process: upstream's pattern is one active replica, Recreate on
-    # update, and `failureMode: FailOpen` on the pool so a picker restart degrades to plain load balancing. Two
+    # The AI Gateway fails closed on the picker (failure_mode_allow false, whatever the pool's failureMode): two
     # replicas elect a leader (the only one Ready); the standby keeps its datastore and takes the lease within about
     # 15 s when the leader's pod or node is lost (llm-d-router v0.10.0 cmd/epp/runner/health.go and
-    # pkg/epp/server/controller_config.go), instead of the minutes a new pod on a new node takes.
+    # pkg/epp/server/controller_config.go), so a node drain or loss is a failover, not an outage.
     picker_replicas: int = 2
     # The pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
     picker_image: str = EPP_IMAGE
-    # The next version this route also sends to (the current version of a canary pair).
+    # The next version whose pods share this route's pool; None: no canary.
     next_version: NextVersion | None = None
-    # A next version's own pool: the route (name, namespace) of the version it is the canary of, whose HTTPRoute
-    # splits the traffic; it has no HTTPRoute of its own.
+    # A next version's own workload: the route (name, namespace) of the version it is the canary of; it has no
+    # route or pool of its own.
     canary_of: tuple[str, str] | None = None
 
     @property
@@ -106,98 +135,93 @@ class ModelRoute:
 
     @property
     def routed(self) -> bool:
-        """Whether this workload's own HTTPRoute attaches to the gateway (a next version is reached through its
-        current version's)."""
+        """Whether this workload has a route of its own (a next version is served through its current version's)."""
         return self.canary_of is None
+
+    @property
+    def timeout_seconds(self) -> int:
+        return self.flow.request_timeout_seconds if self.flow is not None else self.request_timeout_seconds
 
 
 # How clients reach the gateway: through an internal NLB, or only from inside the cluster (its Service is ClusterIP).
 EXPOSE = ("nlb", "cluster")
-# A token issuer URL: https only (a JWT signed by keys fetched over http proves nothing).
 _HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\x21-\x7e]*)?$")
-
-
-# `GatewayAuth.issuer` for the EKS cluster's own OIDC issuer, filled in when the cluster exists
-# (`GatewayProps.with_cluster_issuer`): the stack passes its CloudFormation attribute, `llm-eks manifests` the
-# URL the user gives.
-CLUSTER_ISSUER = "eks-cluster"
-
-
-@dataclass(frozen=True)
-class GatewayAuth:
-    """The gateway authenticates every request with a JWT (Istio's RequestAuthentication and an AuthorizationPolicy
-    that requires a verified token): for workloads that check no key of their own, or one credential for all."""
-
-    # The token issuer (`iss`): an https URL, a CDK token (resolved at deploy), or CLUSTER_ISSUER until the cluster
-    # is known.
-    issuer: str
-    # Where istiod fetches the issuer's public keys ("" with CLUSTER_ISSUER: EKS serves them at <issuer>/keys).
-    jwks_uri: str
-    # A token must carry one of these (`aud`).
-    audiences: tuple[str, ...] = ("llm-eks-gateway",)
 
 
 @dataclass(frozen=True)
 class GatewayProps:
-    """The environment's one inference endpoint: an Istio Gateway behind an internal NLB, the payload processor that
-    lifts `model` into a header, and one route per workload."""
+    """The environment's one inference endpoint: Envoy Gateway's Envoy pods (with Envoy AI Gateway's external
+    processor) behind an internal NLB, the tenants that may call it, and one route per workload."""
 
     routes: tuple[ModelRoute, ...]
-    # IPv4 CIDRs the NLB's security group admits: client ranges outside the VPC (with the VPC CNI every pod holds a
-    # VPC address). Required with an NLB: left out, the AWS Load Balancer Controller admits 0.0.0.0/0.
+    tenants: tuple[Tenant, ...]
+    issuers: tuple[Issuer, ...] = ()
+    # IPv4 CIDRs the NLB's security group admits: client ranges outside the pods' addresses. Required with an NLB.
     inbound_cidrs: tuple[str, ...] = ()
-    # The subnets the NLB's ENIs live in (target type ip: they connect to the gateway pods from there).
+    # The subnets the NLB's ENIs live in (target type ip: they connect to the Envoy pods from there).
     load_balancer_cidrs: tuple[str, ...] = ()
     # nlb: an internal NLB in front of Envoy; cluster: no load balancer, in-cluster clients only.
     expose: str = "nlb"
-    # None: every backend checks its own credential (vLLM's API key); set: the gateway requires a verified JWT.
-    auth: GatewayAuth | None = None
-    # Envoy answers 413 above this, before the payload processor or a backend reads the body.
+    # Envoy answers 413 above this, before the external processor reads the body.
     max_request_bytes: int = 8 * 1024 * 1024
-    # TLS on 443, terminated by the NLB with this ACM certificate. Required unless allow_http.
+    # TLS on the NLB with this ACM certificate. Required unless allow_http.
     certificate_arn: str | None = None
-    # Plain HTTP on 80: an explicit choice, never the fallback for a missing certificate.
+    # Plain HTTP: an explicit choice, never the fallback for a missing certificate.
     allow_http: bool = False
     # The NLB's TLS negotiation policy: TLS 1.3 and 1.2 only (the controller's default still accepts TLS 1.0).
     ssl_policy: str = ALB_SSL_POLICY
+    # True only where every tenant is a workload's own (no tenants declared): the key then reaches the backend too,
+    # which checks it again (vLLM's --api-key). With declared tenants the gateway takes the key off the request.
+    forward_api_key: bool = False
     namespace: str = GATEWAY_NAMESPACE
     name: str = "inference"
-    # Two: its ext_proc filter is fail-closed (failure_mode_allow false), so with it down nothing routes.
-    router_replicas: int = 2
-    # The payload processor's pinned release; `repo:tag@sha256:...` once locked (llm-eks images lock).
-    router_image: str = IPP_IMAGE
+    # Two Envoy pods in two zones with a PDB: the endpoint outlives a node drain and a zone.
+    envoy_replicas: int = 2
+    # The data plane's pinned Envoy; `repo:tag@sha256:...` once locked.
+    envoy_image: str = ENVOY_PROXY_IMAGE
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
     )
     monitoring_namespace: str = "monitoring"
+    # Where the External Secrets Operator writes the tenants' key Secrets.
+    secrets_namespace: str = EXTERNAL_SECRETS_NAMESPACE
 
     @property
-    def listener(self) -> str:
-        return "https" if self.certificate_arn is not None else "http"
+    def tls(self) -> bool:
+        return self.certificate_arn is not None
 
     @property
     def load_balanced(self) -> bool:
         return self.expose == "nlb"
 
-    @property
-    def port(self) -> int:
-        return 443 if self.certificate_arn is not None else 80
+    def listeners(self) -> tuple[tuple[str, int], ...]:
+        """(name, port) of each listener: one per credential kind in use (an API key and a JWT both arrive as
+        `Authorization: Bearer`, so one listener cannot take either)."""
+        kinds = {t.credential for t in self.tenants}
+        ports = {"api-key": 443 if self.tls else 80, "jwt": 8443 if self.tls else 8080}
+        return tuple((kind, ports[kind]) for kind in ("api-key", "jwt") if kind in kinds)
 
     def validate(self) -> None:
         validate_gateway(self)
 
     def with_cluster_issuer(self, issuer: str | None) -> GatewayProps:
         """These props with CLUSTER_ISSUER replaced by the cluster's OIDC issuer URL `issuer` (the EKS user guide,
-        "Fetch signing keys": its public keys are at <issuer>/keys); unchanged when the gateway trusts another
-        issuer. None where the URL is not known is a one-line error."""
-        if self.auth is None or self.auth.issuer != CLUSTER_ISSUER:
+        "Fetch signing keys": its public keys are at <issuer>/keys); unchanged when no issuer is the cluster's. None
+        where the URL is not known is a one-line error."""
+        if not any(i.issuer == CLUSTER_ISSUER for i in self.issuers):
             return self
         if issuer is None:
             raise ConfigError(
-                "gateway.auth.issuer: 'eks-cluster' needs the cluster's OIDC issuer URL, which only a deployed "
-                "cluster knows: pass --oidc-issuer (aws eks describe-cluster --query cluster.identity.oidc.issuer)"
+                "gateway.issuers: 'eks-cluster' needs the cluster's OIDC issuer URL, which only a deployed cluster "
+                "knows: pass --oidc-issuer (aws eks describe-cluster --query cluster.identity.oidc.issuer)"
             )
-        return replace(self, auth=replace(self.auth, issuer=issuer, jwks_uri=f"{issuer}/keys"))
+        return replace(
+            self,
+            issuers=tuple(
+                replace(i, issuer=issuer, jwks_uri=f"{issuer}/keys") if i.issuer == CLUSTER_ISSUER else i
+                for i in self.issuers
+            ),
+        )
 
 
 def validate_gateway(p: GatewayProps) -> None:
@@ -216,60 +240,95 @@ def validate_gateway(p: GatewayProps) -> None:
         raise ConfigError(
             f"gateway.max_request_bytes: {p.max_request_bytes} is not allowed; must be 1024 to 268435456 (256 MiB)"
         )
-    if p.auth is not None and p.auth.issuer != CLUSTER_ISSUER:
-        for name in ("issuer", "jwks_uri"):
-            value = getattr(p.auth, name)
-            if not _is_token(value) and not _HTTPS_URL.match(value):
-                raise ConfigError(f"gateway.auth.{name}: {value!r} is not allowed; must be an https URL")
-        if not p.auth.audiences:
-            raise ConfigError("gateway.auth.audiences: () is not allowed; a token must carry one of them")
-    if not 1 <= p.router_replicas <= 10:
-        raise ConfigError(f"gateway.router_replicas: {p.router_replicas} is not allowed; must be between 1 and 10")
+    for issuer in p.issuers:
+        if issuer.issuer != CLUSTER_ISSUER:
+            for name in ("issuer", "jwks_uri"):
+                value = getattr(issuer, name)
+                if not _is_token(value) and not _HTTPS_URL.match(value):
+                    raise fail(f"gateway.issuers[{issuer.name}].{name}", value, "must be an https URL")
+        if not issuer.audiences:
+            raise fail(f"gateway.issuers[{issuer.name}].audiences", (), "a token must carry one of them: name one")
+    if not 1 <= p.envoy_replicas <= 10:
+        raise fail("gateway.envoy_replicas", p.envoy_replicas, "must be between 1 and 10")
     if not p.routes:
         raise ConfigError("gateway.routes: () is not allowed; name at least one workload to route to")
     owner: dict[str, str] = {}
     for r in p.routes:
-        path = f"gateway.routes[{r.name}]"
-        require_dns1035(f"{path}.name", r.name)
-        require_dns1123(f"{path}.namespace", r.namespace)
-        if len(r.picker) > 63:
-            raise ConfigError(
-                f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)"
-            )
-        if not r.model_names:
-            raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
-        if not 1 <= r.picker_replicas <= 3:
-            raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
-        if not r.routed:
-            _validate_canary_pair(p, r, path)
-            continue
-        for model in r.model_names:
-            if not _MODEL_NAME.match(model):
-                raise ConfigError(
-                    f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces"
-                )
-            if model in owner:
-                raise ConfigError(
-                    f"{path}.model_names: {model!r} is not allowed; {owner[model]} already serves it (each model "
-                    "name routes to exactly one workload)"
-                )
-            owner[model] = path
+        _validate_route(p, r, owner)
     names = [r.name for r in p.routes]
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own")
+    validate_tenants(p.tenants, p.issuers, set(owner))
+
+
+def _validate_route(p: GatewayProps, r: ModelRoute, owner: dict[str, str]) -> None:
+    path = f"gateway.routes[{r.name}]"
+    require_dns1035(f"{path}.name", r.name)
+    require_dns1123(f"{path}.namespace", r.namespace)
+    if len(r.picker) > 63:
+        raise ConfigError(f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)")
+    if not r.model_names:
+        raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
+    if not 1 <= r.picker_replicas <= 3:
+        raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
+    if isinstance(r.backend, PoolBackend) and r.routed and r.flow is None:
+        raise ConfigError(f"{path}.flow: None is not allowed; a pool's picker holds and sheds by its flow control")
+    if r.flow is not None:
+        _validate_flow(r.flow, f"{path}.flow")
+    elif not 1 <= r.request_timeout_seconds <= 3600:
+        raise fail(f"{path}.request_timeout_seconds", r.request_timeout_seconds, "must be 1 to 3600")
+    if not r.routed:
+        _validate_canary_pair(p, r, path)
+        return
+    if len(r.model_names) > MATCHES_PER_RULE * RULES_PER_ROUTE:
+        raise fail(
+            f"{path}.model_names",
+            len(r.model_names),
+            f"is too many names for one AIGatewayRoute: at most {MATCHES_PER_RULE * RULES_PER_ROUTE}",
+        )
+    for model in r.model_names:
+        if not _MODEL_NAME.match(model):
+            raise ConfigError(
+                f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces"
+            )
+        if model in owner:
+            raise ConfigError(
+                f"{path}.model_names: {model!r} is not allowed; {owner[model]} already serves it (each model name "
+                "routes to exactly one workload)"
+            )
+        owner[model] = path
+
+
+def _validate_flow(f: FlowControl, path: str) -> None:
+    # The AI Gateway gives each picker ext_proc message 300 s (extensionserver/inferencepool.go): a longer hold
+    # would be cut by Envoy, not answered by the picker.
+    if not 1 <= f.hold_seconds < 300:
+        raise fail(f"{path}.hold_seconds", f.hold_seconds, "must be 1 to 299 (the AI Gateway's 300 s picker timeout)")
+    if f.request_timeout_seconds <= f.hold_seconds:
+        raise fail(
+            f"{path}.request_timeout_seconds",
+            f.request_timeout_seconds,
+            f"must exceed the hold ({f.hold_seconds} s): a held request would time out before it is served",
+        )
+    for name in ("retry_after_seconds", "max_concurrency", "band_capacity"):
+        if getattr(f, name) < 1:
+            raise fail(f"{path}.{name}", getattr(f, name), "must be at least 1")
+    if f.band_capacity > 5000:
+        raise fail(f"{path}.band_capacity", f.band_capacity, "must be at most 5000 (the picker's default per band)")
 
 
 def _validate_canary_pair(p: GatewayProps, r: ModelRoute, path: str) -> None:
-    """A next version answers exactly its current version's names, and that route sends to this pool."""
+    """A next version answers exactly its current version's names, in that version's namespace (its pool)."""
     assert r.canary_of is not None
     current = next((c for c in p.routes if (c.name, c.namespace) == r.canary_of), None)
-    if current is None or current.next_version is None:
+    if current is None or current.next_version is None or current.next_version.name != r.name:
         raise ConfigError(f"{path}.canary_of: {r.canary_of!r} is not allowed; name the route whose next version it is")
-    if (current.next_version.pool, current.next_version.namespace) != (r.name, r.namespace):
-        raise ConfigError(
-            f"{path}.canary_of: {r.canary_of!r} is not allowed; that route's next version is "
-            f"{current.next_version.namespace}/{current.next_version.pool}"
+    if r.namespace != current.namespace:
+        raise fail(
+            f"{path}.namespace",
+            r.namespace,
+            f"must be its current version's {current.namespace}: its pods join that version's InferencePool",
         )
     if r.model_names != current.model_names:
         raise ConfigError(
@@ -278,10 +337,6 @@ def _validate_canary_pair(p: GatewayProps, r: ModelRoute, path: str) -> None:
         )
     if not isinstance(r.backend, PoolBackend) or not isinstance(current.backend, PoolBackend):
         raise ConfigError(f"{path}.backend: a next version and its current version are InferencePools (vLLM)")
-    if not 0 <= current.next_version.weight <= 100:
-        raise ConfigError(
-            f"{path}.weight: {current.next_version.weight} is not allowed; must be 0 to 100 (the next version's share)"
-        )
 
 
 def _validate_load_balancer(p: GatewayProps) -> None:

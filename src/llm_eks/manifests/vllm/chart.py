@@ -22,7 +22,15 @@ from llm_eks.manifests.labels import (
 from llm_eks.manifests.serving_objects import add_objects, workload_identity, workload_namespace
 from llm_eks.manifests.vllm.compile_job import writer_objects
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
-from llm_eks.manifests.vllm.props import PORT, PORT_NAME, VllmProps, probe_timing, validate_vllm_props
+from llm_eks.manifests.vllm.props import (
+    PORT,
+    PORT_NAME,
+    VllmProps,
+    pod_selector,
+    pool_label,
+    probe_timing,
+    validate_vllm_props,
+)
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 
@@ -41,7 +49,11 @@ class VllmChart(cdk8s.Chart):
         self.props = props
         self.timing = probe_timing(props)
         labels = app_labels(VLLM_APP, props.name)
-        selector = selector_labels(VLLM_APP, props.name)
+        # The Deployment's immutable selector (a next version's name label is `vllm-next`).
+        selector = pod_selector(props)
+        # Every serving pod also carries the InferencePool it joins (a next version: its current version's).
+        pool = pool_label(props)
+        pod_labels = {**selector, "app.kubernetes.io/part-of": PART_OF, **pool}
         # Both Deployments' pods (the Spot/on-demand one and the on-demand floor): what the Service and PDB select.
         serving = serving_selector(props.name)
 
@@ -55,13 +67,14 @@ class VllmChart(cdk8s.Chart):
         workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
         if props.api_key_secret is not None:
             api_key_secret_provider_class(self, meta, props.name, props.api_key_secret, props.aws_region)
-        self._serving(props, props.name, props.replicas, labels, selector, meta, floor=False)
+        self._serving(props, props.name, props.replicas, (labels, pod_labels), selector, meta, floor=False)
         if props.floor_replicas:
             floor = floor_name(props)
             # Its own `name` label: neither Deployment's selector (immutable) matches the other's pods.
-            floor_labels = {**selector_labels(FLOOR_APP, props.name), "app.kubernetes.io/part-of": PART_OF}
             floor_selector = selector_labels(FLOOR_APP, props.name)
-            self._serving(props, floor, props.floor_replicas, floor_labels, floor_selector, meta, floor=True)
+            floor_labels = {**floor_selector, "app.kubernetes.io/part-of": PART_OF}
+            floor_pods = (floor_labels, {**floor_labels, **pool})
+            self._serving(props, floor, props.floor_replicas, floor_pods, floor_selector, meta, floor=True)
         plain_object(
             self,
             "service",
@@ -104,7 +117,7 @@ class VllmChart(cdk8s.Chart):
         p: VllmProps,
         name: str,
         replicas: int,
-        labels: dict[str, str],
+        labels: tuple[dict[str, str], dict[str, str]],
         selector: dict[str, str],
         meta: Any,
         *,
@@ -112,9 +125,11 @@ class VllmChart(cdk8s.Chart):
     ) -> None:
         """The Deployment (or LeaderWorkerSet) `name` of `replicas` serving pods; `floor`: the on-demand floor's."""
         suffix = "-floor" if floor else ""
-        metadata = {**meta(name, annotations=serving_pod_annotations(p.image)), "labels": labels}
+        # The object's own labels, and its pods' (the pool label too).
+        own, pods = labels
+        metadata = {**meta(name, annotations=serving_pod_annotations(p.image)), "labels": own}
         if p.nodes_per_replica == 1:
-            spec = self._deployment_spec(p, replicas, labels, selector, floor)
+            spec = self._deployment_spec(p, replicas, pods, selector, floor)
             plain_object(
                 self,
                 f"deployment{suffix}",
@@ -125,7 +140,7 @@ class VllmChart(cdk8s.Chart):
                 source=__name__,
             )
         else:
-            spec = self._leader_worker_set_spec(p, replicas, labels, selector, floor)
+            spec = self._leader_worker_set_spec(p, replicas, pods, selector, floor)
             plain_object(
                 self,
                 f"leader-worker-set{suffix}",

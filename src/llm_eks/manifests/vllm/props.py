@@ -13,7 +13,7 @@ from typing import Any, Literal
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.ingress import IngressProps, validate_ingress
-from llm_eks.manifests.labels import require_dns1035, require_dns1123
+from llm_eks.manifests.labels import POOL_LABEL, VLLM_APP, require_dns1035, require_dns1123, selector_labels
 from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 from llm_eks.manifests.quantities import parse_quantity
 from llm_eks.planner.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
@@ -156,6 +156,10 @@ class VllmProps:
     namespace: str = "inference"
     # Emit the Namespace object (one chart must own it; the lead decides which).
     create_namespace: bool = True
+    # None: the workload serves in its own InferencePool. A next version served in its current version's pool (pool
+    # share) names that version here: its pods then carry `vllm-next` as their name label (their own instance, so no
+    # selector of the current version's matches them) and that version's pool label (labels.POOL_LABEL).
+    pool_instance: str | None = None
     # The pinned vLLM release (versions.py).
     image: str = VLLM_IMAGE
     # The image's own non-root `vllm` user (UID 2000, GID 0); None runs as the image default, root.
@@ -230,6 +234,19 @@ def service_url(props: VllmProps) -> str:
 def _at_least(field_name: str, value: int, minimum: int) -> None:
     if value < minimum:
         raise ConfigError(f"{field_name}: {value} is not allowed; must be at least {minimum}")
+
+
+NEXT_VERSION_APP = "vllm-next"
+
+
+def pod_selector(p: VllmProps) -> dict[str, str]:
+    """The labels that select the workload's Spot/on-demand serving pods (its Deployment's immutable selector)."""
+    return selector_labels(VLLM_APP if p.pool_instance is None else NEXT_VERSION_APP, p.name)
+
+
+def pool_label(p: VllmProps) -> dict[str, str]:
+    """The label naming the InferencePool the workload's serving pods join: its own, or its current version's."""
+    return {POOL_LABEL: p.pool_instance or p.name}
 
 
 def validate_vllm_props(p: VllmProps) -> None:
@@ -409,5 +426,8 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
             reason = "the Neuron engine's vLLM 0.16 has no such flag (the chart drains in preStop)"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
+        if flag == "--kv-transfer-config" and p.engine.kv_offloading_size is not None:
+            # vLLM 0.33 replaces its connector with the CPU tier's (config/vllm.py _post_init_kv_transfer_config).
+            reason = "--kv-offloading-size (engine.kv_offloading_size) replaces its connector; pass one or the other"
         if reason:
             raise ConfigError(f"extra_engine_args: {flag!r} is not allowed; {reason}")

@@ -1,0 +1,84 @@
+"""The endpoint picker's configuration (llm-d router v0.10.0 `EndpointPickerConfig`, llm-d.ai/v1alpha1): its scorers,
+and flow control on, which holds a request while the pool has no ready replica or is saturated, orders requests by
+the tenant's priority band, and takes turns between tenants (flows) within a band.
+
+Read at llm-d/llm-d-router v0.10.0 (71f4f09): apix/config/v1alpha1/endpointpickerconfig_types.go (every field name
+below), pkg/epp/config/loader/configloader.go (decoded strictly: an unknown key is an error), cmd/epp/runner/runner.go
+(the `flowControl` feature gate, default off; flow-control settings are ignored while it is off),
+pkg/epp/flowcontrol/registry/config.go (per band: maxRequests 5000 and maxBytes 1G by default),
+pkg/epp/framework/plugins/flowcontrol/saturationdetector/concurrency/config.go (`maxConcurrency`, `headroom`),
+pkg/epp/framework/plugins/flowcontrol/fairness/roundrobin/roundrobin.go (`round-robin-fairness-policy`: flows take
+turns; the default global-strict policy ignores flow boundaries), pkg/epp/requestcontrol/admission.go (outcomes: a
+full band is 429 `rejected-saturated`; a hold that ends with no ready endpoint is 503 `rejected-no-endpoints`).
+
+There is no published schema: tests/fixtures/epp/endpoint_picker_config_v0.10.0.yaml lists the field names and
+plugin parameters read from the pinned source, and the tests hold every rendered config to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from llm_eks.manifests.gateway.props import FlowControl
+
+API_VERSION = "llm-d.ai/v1alpha1"
+FAIRNESS = "round-robin-fairness-policy"
+DETECTOR = "concurrency-detector"
+# Below 0 a band is sheddable (the picker's defaultNegativePriorityBand); tenants there queue little.
+SHEDDABLE_SHARE = 4
+
+
+def picker_config(flow: FlowControl, priorities: Sequence[int]) -> dict[str, Any]:
+    """The EndpointPickerConfig of one pool: the chart's scorers (queue length, KV-cache use, prefix match, weights as
+    llm-d-router v0.10.0's default-plugins.yaml), and flow control with one band per tenant priority on the pool."""
+    bands = sorted(set(priorities) | {0}, reverse=True)
+    band_capacity = str(flow.band_capacity)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "EndpointPickerConfig",
+        "featureGates": ["flowControl"],
+        "plugins": [
+            {"type": "queue-scorer"},
+            {"type": "kv-cache-utilization-scorer"},
+            {"type": "prefix-cache-scorer"},
+            {"type": "metrics-data-source", "parameters": {"scheme": "http", "path": "/metrics"}},
+            {"type": "core-metrics-extractor"},
+            # Saturation from what the picker itself dispatched (no scrape staleness): requests in flight over
+            # replicas x the plan's concurrency. An empty pool reads as saturated, so requests are held.
+            {"type": DETECTOR, "parameters": {"maxConcurrency": flow.max_concurrency, "headroom": 0.25}},
+            {"type": FAIRNESS},
+        ],
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [
+                    {"pluginRef": "queue-scorer", "weight": 2},
+                    {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
+                ],
+            }
+        ],
+        "flowControl": {
+            # Held requests keep their bodies: bounded under the picker's memory limit.
+            "maxBytes": flow.max_bytes,
+            "defaultRequestTTL": f"{flow.hold_seconds}s",
+            "saturationDetector": {"pluginRef": DETECTOR},
+            "priorityBands": [
+                {"priority": p, "maxRequests": band_capacity, "fairnessPolicyRef": FAIRNESS} for p in bands if p >= 0
+            ],
+            "defaultPriorityBand": {"priority": 0, "maxRequests": band_capacity, "fairnessPolicyRef": FAIRNESS},
+            "defaultNegativePriorityBand": {
+                "priority": -1,
+                "maxRequests": str(max(1, flow.band_capacity // SHEDDABLE_SHARE)),
+                "fairnessPolicyRef": FAIRNESS,
+            },
+        },
+    }
+
+
+def picker_config_text(flow: FlowControl, priorities: Sequence[int]) -> str:
+    """The config as the picker reads it (`--config-file`)."""
+    return yaml.safe_dump(picker_config(flow, priorities), sort_keys=False)

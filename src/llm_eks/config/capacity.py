@@ -178,7 +178,7 @@ def efa_interfaces(s: ServedWorkload, plan: Plan) -> int:
     if w.efa is True:
         if not inst.efa_interfaces:
             raise fail(f"{s.path}.efa", True, _no_efa(inst.instance_type, inst.family))
-        if plan.nodes_per_replica == 1:
+        if plan.nodes_per_replica == 1 and not plan.efa_interfaces_per_pod:
             raise fail(
                 f"{s.path}.efa",
                 True,
@@ -214,9 +214,19 @@ def workload_nodes(w: WorkloadConfig, plan: Plan, replicas: int) -> int:
 
 
 def nodes_at_max(w: WorkloadConfig, plan: Plan) -> int:
-    """Whole nodes of the planned instance type the workload runs at replicas.max, the compile cache's writer
-    included."""
-    return workload_nodes(w, plan, w.replicas.max)
+    """Whole nodes of the planned instance type the workload runs at replicas.max (of a disaggregated plan, its
+    prefill pool at its largest too), the compile cache's writer included."""
+    return workload_nodes(w, plan, w.replicas.max + prefill_max_replicas(w, plan))
+
+
+def prefill_max_replicas(w: WorkloadConfig, plan: Plan) -> int:
+    """The prefill pool's largest size (0 when the plan serves aggregated): the planner's prefill:decode ratio
+    carried to replicas.max decode replicas, rounded up, never below the planned prefill replicas."""
+    d = plan.disaggregation
+    if d is None or d.disaggregated is None or d.kv_transfer_configs() is None:
+        return 0
+    prefill, decode = d.disaggregated.pools
+    return int(max(prefill.replicas, cdiv(prefill.replicas * w.replicas.max, max(decode.replicas, 1))))
 
 
 def reservation(config: EnvironmentConfig, plan: Plan) -> CapacityReservationConfig | None:

@@ -30,6 +30,7 @@ from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
 from llm_eks.manifests.verifier import load_rbac, rbac_objects, workload_rbac
 from llm_eks.manifests.vllm import PORT, VllmChart
+from llm_eks.manifests.vllm.disaggregated import ROLE_LABEL
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
 from llm_eks.planner.compute_mode import AUTO_MODE
 
@@ -315,6 +316,11 @@ def _vllm_charts(
         # A next version shares its current version's namespace, whose chart carries the namespace's default-deny.
         namespace_default_deny=not next_version,
     )
+    if vllm.disaggregation is not None:
+        serving = serving_selector(vllm.name)
+        policies += netpol.prefill_decode_policies(
+            vllm.namespace, vllm.name, {**serving, ROLE_LABEL: "prefill"}, {**serving, ROLE_LABEL: "decode"}
+        )
     add_objects(vllm_chart, policies)
     # What `llm-eks verify` reads in the namespace (group llm-eks-verify), and the load Job `--load` runs (group
     # llm-eks-load); the benchmark's ServiceAccount is applied with the workload, so that Job finds it.

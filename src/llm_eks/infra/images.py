@@ -20,6 +20,7 @@ from llm_eks.errors import ConfigError, fail
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
 from llm_eks.images.snapshot import SNAPSHOT_FILE, SnapshotRecord
+from llm_eks.manifests.vllm.disaggregated import DISAGG_SIDECAR_IMAGE
 from llm_eks.planner import Plan
 from llm_eks.versions import (
     AI_GATEWAY_VERSION,
@@ -102,7 +103,10 @@ def workload_images(w: WorkloadConfig, plan: Plan | None = None) -> list[str]:
         serving = [w.image if w.image is not None else plan.neuron.image, VLLM_IMAGE]
     else:
         serving = [w.image if w.image is not None else VLLM_IMAGE if w.engine == "vllm" else RAY_LLM_IMAGE]
-    return [*serving, *([PAUSE_IMAGE] if w.warm_replicas else [])]
+    decision = None if plan is None else plan.disaggregation
+    # A disaggregated workload's decode pods run llm-d's routing sidecar.
+    sidecar = [DISAGG_SIDECAR_IMAGE] if decision is not None and decision.kv_transfer_configs() is not None else []
+    return [*serving, *sidecar, *([PAUSE_IMAGE] if w.warm_replicas else [])]
 
 
 def environment_images(config: EnvironmentConfig, plans: Sequence[Plan]) -> tuple[str, ...]:

@@ -59,7 +59,8 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import cdk8s
 from constructs import Construct
@@ -69,6 +70,7 @@ from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
 from llm_eks.manifests.promql import ksm_workload
 from llm_eks.manifests.query_endpoint import query_url
 from llm_eks.manifests.vllm import LWS_API_VERSION, VllmProps, floor_name, validate_vllm_props
+from llm_eks.manifests.vllm.disaggregated import prefill_name
 
 # The environment's one query endpoint (a Thanos Querier deduplicating both Prometheus replicas): the same answer
 # whichever replica is up (llm_eks.manifests.query_endpoint).
@@ -139,6 +141,8 @@ class AutoscalingProps:
     floor_replicas: int = 0
     # Behind the gateway: scale on the requests its endpoint picker holds too (and from zero on them).
     held_requests: HeldRequests | None = None
+    # A disaggregated workload (VllmProps.disaggregation): the prefill pool's largest size; its own ScaledObject.
+    prefill_max_replicas: int = 0
 
 
 def ready_series(vllm: VllmProps) -> str:
@@ -169,8 +173,13 @@ def guarded(query: str, vllm: VllmProps, scale_to_zero: bool) -> str:
     return out
 
 
-def waiting_query(served_model_name: str) -> str:
-    return f'sum(vllm:num_requests_waiting{{model_name="{served_model_name}"}})'
+def _job(job: str | None) -> str:
+    """A disaggregated workload's pools share the model name: each pool's series by its Service's scrape job."""
+    return "" if job is None else f', job="{job}"'
+
+
+def waiting_query(served_model_name: str, job: str | None = None) -> str:
+    return f'sum(vllm:num_requests_waiting{{model_name="{served_model_name}"{_job(job)}}})'
 
 
 def held_query(namespace: str, held: HeldRequests) -> str:
@@ -183,8 +192,8 @@ def held_query(namespace: str, held: HeldRequests) -> str:
     )
 
 
-def kv_cache_query(served_model_name: str) -> str:
-    return f'avg(vllm:kv_cache_usage_perc{{model_name="{served_model_name}"}})'
+def kv_cache_query(served_model_name: str, job: str | None = None) -> str:
+    return f'avg(vllm:kv_cache_usage_perc{{model_name="{served_model_name}"{_job(job)}}})'
 
 
 def _number(value: float) -> str:
@@ -307,7 +316,32 @@ class VllmAutoscalingChart(cdk8s.Chart):
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         validate_vllm_props(vllm)
         validate_autoscaling_props(autoscaling, vllm)
+        if vllm.disaggregation is None:
+            self.spec = self._scaled_object(vllm, autoscaling, None, "scaled-object")
+            return
+        # Each pool on its own signals: decode on its queue, KV use and the held requests; prefill on the prompts
+        # waiting on the prefill pods and the held requests (each of which needs a prefill once dispatched).
+        self.spec = self._scaled_object(vllm, autoscaling, vllm.name, "scaled-object")
+        prefill = replace(vllm, name=prefill_name(vllm.name), floor_replicas=0, floor_pools=())
         a = autoscaling
+        largest = max(a.prefill_max_replicas, 1)
+        schedule = a.scale_to_zero
+        prefill_a = replace(
+            a,
+            max_replicas=largest,
+            min_replicas=min(a.min_replicas + a.floor_replicas, largest),
+            floor_replicas=0,
+            scale_to_zero=None if schedule is None else replace(schedule, replicas=min(schedule.replicas, largest)),
+        )
+        validate_autoscaling_props(prefill_a, prefill)
+        self.prefill_spec = self._scaled_object(prefill, prefill_a, prefill.name, "scaled-object-prefill", kv=False)
+
+    def _scaled_object(
+        self, vllm: VllmProps, a: AutoscalingProps, job: str | None, construct_id: str, *, kv: bool = True
+    ) -> dict[str, Any]:
+        """The ScaledObject of one Deployment (or LeaderWorkerSet) `vllm.name`; `job`: its pool's scrape job (a
+        disaggregated workload's pools share the model name); without `kv`, no KV-cache trigger (a prefill pod's
+        cache holds prompts until their decode pod reads them: no load signal)."""
         asleep = a.scale_to_zero is not None
         triggers = [
             {
@@ -316,25 +350,28 @@ class VllmAutoscalingChart(cdk8s.Chart):
                 "metricType": "AverageValue",
                 "metadata": {
                     "serverAddress": a.prometheus_url,
-                    "query": guarded(waiting_query(vllm.served_model_name), vllm, asleep),
+                    "query": guarded(waiting_query(vllm.served_model_name, job), vllm, asleep),
                     "threshold": _number(a.waiting_requests_per_replica),
                     "ignoreNullValues": "false",
                     **self._activation(a.waiting_requests_per_replica, a),
                 },
             },
-            {
-                "type": "prometheus",
-                "name": "kv-cache-usage",
-                "metricType": "Value",
-                "metadata": {
-                    "serverAddress": a.prometheus_url,
-                    "query": guarded(kv_cache_query(vllm.served_model_name), vllm, asleep),
-                    "threshold": _number(a.kv_cache_usage_target),
-                    "ignoreNullValues": "false",
-                    **self._activation(a.kv_cache_usage_target, a),
-                },
-            },
         ]
+        if kv:
+            triggers.append(
+                {
+                    "type": "prometheus",
+                    "name": "kv-cache-usage",
+                    "metricType": "Value",
+                    "metadata": {
+                        "serverAddress": a.prometheus_url,
+                        "query": guarded(kv_cache_query(vllm.served_model_name, job), vllm, asleep),
+                        "threshold": _number(a.kv_cache_usage_target),
+                        "ignoreNullValues": "false",
+                        **self._activation(a.kv_cache_usage_target, a),
+                    },
+                }
+            )
         if a.held_requests is not None:
             triggers.append(
                 {
@@ -406,13 +443,13 @@ class VllmAutoscalingChart(cdk8s.Chart):
             },
             "triggers": triggers,
         }
-        self.spec = spec
         plain_object(
             self,
-            "scaled-object",
+            construct_id,
             api_version="keda.sh/v1alpha1",
             kind="ScaledObject",
             metadata={"name": vllm.name, "namespace": vllm.namespace, "labels": app_labels(VLLM_APP, vllm.name)},
             body={"spec": spec},
             source=__name__,
         )
+        return spec

@@ -199,6 +199,20 @@ def vllm_policies(
     return policies
 
 
+def prefill_decode_policies(
+    ns: str, name: str, prefill: Mapping[str, str], decode: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """A disaggregated workload's prefill and decode pods reach each other, and nothing else reaches them but what
+    the serving policy admits: the decode pod's routing sidecar sends the prompt to a prefill pod (the serving port),
+    the two NIXL agents handshake on the side-channel port (5600 + the data-parallel rank) and move the KV blocks,
+    over UCX's TCP transport on ports it picks at run time (every port, as a LeaderWorkerSet group), or over EFA,
+    which bypasses the kernel's IP stack and so any NetworkPolicy. Only between this workload's two pools."""
+    return [
+        network_policy(f"{name}-prefill-from-decode", ns, prefill, [rule([pods(decode)])]),
+        network_policy(f"{name}-decode-from-prefill", ns, decode, [rule([pods(prefill)])]),
+    ]
+
+
 def ray_policies(
     ns: str,
     name: str,

@@ -224,9 +224,15 @@ class Plan:
 
     @property
     def efa_interfaces_per_pod(self) -> int:
-        """EFA interfaces each pod of a multi-node replica requests (`vpc.amazonaws.com/efa`): all of its node's;
-        0 for a replica on one node, or on an instance type without EFA."""
-        return self.instance.efa_interfaces if self.nodes_per_replica > 1 else 0
+        """EFA interfaces each pod of a multi-node replica requests (`vpc.amazonaws.com/efa`): all of its node's; a
+        pod of a disaggregated plan whose KV moves over EFA (NIXL's libfabric backend), its share of its node's; 0 for
+        an aggregated replica on one node, or on an instance type without EFA."""
+        if self.nodes_per_replica > 1:
+            return self.instance.efa_interfaces
+        d = self.disaggregation
+        if d is not None and d.kv_transfer_configs() is not None and d.phase.transfer.transport == "efa":
+            return max(1, self.instance.efa_interfaces * self.gpus_per_pod // self.instance.accelerators)
+        return 0
 
     @property
     def usable_bytes_per_replica(self) -> int:

@@ -28,6 +28,7 @@ from llm_eks.infra.workloads.props import (
     adapter_staging_props,
     autoscaling_props,
     benchmark_props,
+    disaggregation_props,
     monitoring_props,
     ray_monitoring_props,
     ray_props,
@@ -93,6 +94,7 @@ def _build_one(
     vllm = replace(
         vllm,
         image=lock.pin(vllm.image),
+        disaggregation=disaggregation_props(config, s, plan, vllm.name, lock),
         floor_replicas=floor,
         floor_pools=(f"{pool.name}-floor", *pools) if floor else (),
         pools=pools if fallback else (),

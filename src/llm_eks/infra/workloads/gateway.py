@@ -72,6 +72,7 @@ def model_route(s: ServedWorkload, workload: Workload, plan: Plan, lock: ImageLo
             backend=PoolBackend(selector=selector, port=PORT),
             flow=flow_control(s, plan),
             picker_image=lock.pin(EPP_IMAGE),
+            pd_non_cached_tokens=None if v.disaggregation is None else v.disaggregation.non_cached_tokens,
         )
     r = workload.ray
     w = s.config

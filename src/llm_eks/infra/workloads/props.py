@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedWorkload
-from llm_eks.config.capacity import replica_price
+from llm_eks.config.capacity import prefill_max_replicas, replica_price
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.workloads.pools import placement
 from llm_eks.manifests.autoscaling import (
@@ -30,6 +30,7 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_plac
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
+from llm_eks.manifests.vllm.disaggregated import Disaggregation
 from llm_eks.manifests.vllm.neuron import NEURON_SCHEDULER_NAME
 from llm_eks.manifests.vllm.pod import adapter_dir
 from llm_eks.manifests.weights_staging import (
@@ -179,6 +180,42 @@ def vllm_props(
     )
 
 
+def disaggregation_props(
+    config: EnvironmentConfig, s: ServedWorkload, plan: Plan, name: str, lock: Any = None
+) -> Disaggregation | None:
+    """The prefill pool of a workload the plan disaggregates (its decision, or `disaggregation: on`): the planner's
+    prefill replicas and each pool's NIXL --kv-transfer-config; None when it serves aggregated. A replica spanning
+    nodes is refused (one line): P/D is served one node per replica here."""
+    d = plan.disaggregation
+    configs = None if d is None else d.kv_transfer_configs()
+    if d is None or configs is None or d.disaggregated is None:
+        return None
+    if plan.nodes_per_replica > 1:
+        raise fail(
+            f"{s.path}.disaggregation",
+            s.config.disaggregation,
+            f"a replica of {plan.model.id} spans {plan.nodes_per_replica} {plan.instance.instance_type} nodes; "
+            "prefill/decode pools are served one node per replica here: use disaggregation off",
+        )
+    if config.gateway is None:
+        raise fail(
+            f"{s.path}.disaggregation",
+            s.config.disaggregation,
+            "the plan disaggregates prefill and decode, which the gateway's endpoint picker routes (its prefill and "
+            "decode profiles): add a gateway to the environment, or use disaggregation off",
+        )
+    if s.canary_of is not None:
+        raise fail(f"{s.path}.disaggregation", s.config.disaggregation, "a next version is served aggregated; use off")
+    prefill = d.disaggregated.pools[0]
+    body = Disaggregation(
+        prefill_replicas=prefill.replicas,
+        prefill_kv_transfer_config=configs["prefill"],
+        decode_kv_transfer_config=configs["decode"],
+        pool=name,
+    )
+    return body if lock is None else replace(body, sidecar_image=lock.pin(body.sidecar_image))
+
+
 def checkpoint_revision(s: ServedWorkload, plan: Plan) -> str:
     """The Hub revision of the checkpoint the plan serves: the workload's `revision`, else the commit recorded for
     its model (when the plan serves that model's own repo, not the catalog's AWQ one), else "main"."""
@@ -314,6 +351,7 @@ def autoscaling_props(
             if behind_gateway is not None and s.canary_of is None
             else None
         ),
+        prefill_max_replicas=prefill_max_replicas(w, plan),
         # Scale-down must wait out a cold start, or a bounce costs a full model load (at most the HPA's hour); the
         # startup probe's allowance too, which on NxD Inference covers a compile when the restore found nothing.
         scale_down_stabilization_seconds=min(

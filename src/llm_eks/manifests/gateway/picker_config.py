@@ -11,6 +11,15 @@ pkg/epp/framework/plugins/flowcontrol/fairness/roundrobin/roundrobin.go (`round-
 turns; the default global-strict policy ignores flow boundaries), pkg/epp/requestcontrol/admission.go (outcomes: a
 full band is 429 `rejected-saturated`; a hold that ends with no ready endpoint is 503 `rejected-no-endpoints`).
 
+Prefill/decode (a disaggregated workload): the `disagg-profile-handler` (profilehandler/disagg/
+disagg_profile_handler.go:72-89, registered in cmd/epp/runner/runner.go:620; `pd-profile-handler` is its deprecated
+former name, runner.go:618-619) runs the `decode` profile first (its default stage order), then the `prefill`
+profile when `prefix-based-pd-decider` (prefix_based_pd_decider.go:19-31, runner.go:622) finds more than
+`nonCachedTokens` prompt tokens outside the chosen decode pod's prefix cache; `decode-filter` and `prefill-filter`
+(filter/bylabel/roles.go:9-60, runner.go:577-578) keep the pods by their `llm-d.ai/role` label; each profile picks
+with `max-score-picker` (runner.go:612). Plugin names default to their type (pkg/epp/config/loader/defaults.go:110).
+Only one profile handler may exist in a config, so the default `single-profile-handler` is not injected.
+
 There is no published schema: tests/fixtures/epp/endpoint_picker_config_v0.10.0.yaml lists the field names and
 plugin parameters read from the pinned source, and the tests hold every rendered config to it.
 """
@@ -31,9 +40,38 @@ DETECTOR = "concurrency-detector"
 SHEDDABLE_SHARE = 4
 
 
-def picker_config(flow: FlowControl, priorities: Sequence[int]) -> dict[str, Any]:
+SCORERS = (("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3))
+PD_DECIDER = "prefix-based-pd-decider"
+PD_HANDLER = "disagg-profile-handler"
+
+
+def _profile(name: str, *head: str) -> dict[str, Any]:
+    """A scheduling profile: `head` plugins (a filter), the chart's scorers, and for a P/D profile its picker."""
+    refs = [{"pluginRef": ref} for ref in head] + [{"pluginRef": ref, "weight": w} for ref, w in SCORERS]
+    if head:
+        refs.append({"pluginRef": "max-score-picker"})
+    return {"name": name, "plugins": refs}
+
+
+def _pd_plugins(non_cached_tokens: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "prefill-filter"},
+        {"type": "decode-filter"},
+        {"type": "max-score-picker"},
+        {"type": PD_DECIDER, "parameters": {"nonCachedTokens": non_cached_tokens, "promptTokens": 0}},
+        {
+            "type": PD_HANDLER,
+            "parameters": {"profiles": {"prefill": "prefill", "decode": "decode"}, "deciders": {"prefill": PD_DECIDER}},
+        },
+    ]
+
+
+def picker_config(
+    flow: FlowControl, priorities: Sequence[int], pd_non_cached_tokens: int | None = None
+) -> dict[str, Any]:
     """The EndpointPickerConfig of one pool: the chart's scorers (queue length, KV-cache use, prefix match, weights as
-    llm-d-router v0.10.0's default-plugins.yaml), and flow control with one band per tenant priority on the pool."""
+    llm-d-router v0.10.0's default-plugins.yaml), and flow control with one band per tenant priority on the pool;
+    with `pd_non_cached_tokens`, the prefill and decode profiles of a disaggregated workload (module docstring)."""
     bands = sorted(set(priorities) | {0}, reverse=True)
     band_capacity = str(flow.band_capacity)
     return {
@@ -50,17 +88,13 @@ def picker_config(flow: FlowControl, priorities: Sequence[int]) -> dict[str, Any
             # replicas x the plan's concurrency. An empty pool reads as saturated, so requests are held.
             {"type": DETECTOR, "parameters": {"maxConcurrency": flow.max_concurrency, "headroom": 0.25}},
             {"type": FAIRNESS},
+            *(_pd_plugins(pd_non_cached_tokens) if pd_non_cached_tokens is not None else []),
         ],
-        "schedulingProfiles": [
-            {
-                "name": "default",
-                "plugins": [
-                    {"pluginRef": "queue-scorer", "weight": 2},
-                    {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
-                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
-                ],
-            }
-        ],
+        "schedulingProfiles": (
+            [_profile("default")]
+            if pd_non_cached_tokens is None
+            else [_profile("decode", "decode-filter"), _profile("prefill", "prefill-filter")]
+        ),
         "flowControl": {
             # Held requests keep their bodies: bounded under the picker's memory limit.
             "maxBytes": flow.max_bytes,
@@ -79,6 +113,6 @@ def picker_config(flow: FlowControl, priorities: Sequence[int]) -> dict[str, Any
     }
 
 
-def picker_config_text(flow: FlowControl, priorities: Sequence[int]) -> str:
+def picker_config_text(flow: FlowControl, priorities: Sequence[int], pd_non_cached_tokens: int | None = None) -> str:
     """The config as the picker reads it (`--config-file`)."""
-    return yaml.safe_dump(picker_config(flow, priorities), sort_keys=False)
+    return yaml.safe_dump(picker_config(flow, priorities, pd_non_cached_tokens), sort_keys=False)

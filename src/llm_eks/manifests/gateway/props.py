@@ -128,6 +128,9 @@ class ModelRoute:
     # A next version's own workload: the route (name, namespace) of the version it is the canary of; it has no
     # route or pool of its own.
     canary_of: tuple[str, str] | None = None
+    # A disaggregated vLLM workload: the picker's prefill/decode profiles, prefilling on the prefill pool when more
+    # than this many prompt tokens miss the decode pod's prefix cache; None: one profile.
+    pd_non_cached_tokens: int | None = None
 
     @property
     def picker(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import cdk8s
@@ -21,6 +22,7 @@ from llm_eks.manifests.labels import (
 )
 from llm_eks.manifests.serving_objects import add_objects, workload_identity, workload_namespace
 from llm_eks.manifests.vllm.compile_job import writer_objects
+from llm_eks.manifests.vllm.disaggregated import PREFILL_APP, ROLE_LABEL, prefill_name, sidecar_rbac
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
 from llm_eks.manifests.vllm.props import (
     PORT,
@@ -47,13 +49,19 @@ class VllmChart(cdk8s.Chart):
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
         validate_vllm_props(props)
         self.props = props
+        disaggregation = props.disaggregation
+        if disaggregation is not None:
+            # This workload's own Deployment (and floor) decode; `<name>-prefill` prefills.
+            props = replace(props, pd_role="decode")
         self.timing = probe_timing(props)
         labels = app_labels(VLLM_APP, props.name)
         # The Deployment's immutable selector (a next version's name label is `vllm-next`).
         selector = pod_selector(props)
         # Every serving pod also carries the InferencePool it joins (a next version: its current version's).
         pool = pool_label(props)
-        pod_labels = {**selector, "app.kubernetes.io/part-of": PART_OF, **pool}
+        # The picker's prefill and decode filters read the role label (llm-d router v0.10.0 bylabel/roles.go).
+        role = {} if disaggregation is None else {ROLE_LABEL: "decode"}
+        pod_labels = {**selector, "app.kubernetes.io/part-of": PART_OF, **pool, **role}
         # Both Deployments' pods (the Spot/on-demand one and the on-demand floor): what the Service and PDB select.
         serving = serving_selector(props.name)
 
@@ -73,7 +81,7 @@ class VllmChart(cdk8s.Chart):
             # Its own `name` label: neither Deployment's selector (immutable) matches the other's pods.
             floor_selector = selector_labels(FLOOR_APP, props.name)
             floor_labels = {**floor_selector, "app.kubernetes.io/part-of": PART_OF}
-            floor_pods = (floor_labels, {**floor_labels, **pool})
+            floor_pods = (floor_labels, {**floor_labels, **pool, **role})
             self._serving(props, floor, props.floor_replicas, floor_pods, floor_selector, meta, floor=True)
         plain_object(
             self,
@@ -84,8 +92,13 @@ class VllmChart(cdk8s.Chart):
             body={
                 "spec": {
                     "type": "ClusterIP",
-                    # Only a group's leader serves (its workers run --headless).
-                    "selector": serving if props.nodes_per_replica == 1 else {**serving, LWS_WORKER_INDEX_LABEL: "0"},
+                    # Only a group's leader serves (its workers run --headless); of a disaggregated workload, the
+                    # decode pods (their sidecar prefills a long prompt on the prefill pool).
+                    "selector": (
+                        {**serving, **role}
+                        if props.nodes_per_replica == 1
+                        else {**serving, LWS_WORKER_INDEX_LABEL: "0"}
+                    ),
                     "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
                 }
             },
@@ -107,10 +120,36 @@ class VllmChart(cdk8s.Chart):
             },
             source=__name__,
         )
+        if disaggregation is not None:
+            self._prefill(replace(props, pd_role="prefill"), disaggregation.prefill_replicas, pool, meta)
+            add_objects(self, sidecar_rbac(props.name, props.namespace, labels))
         if props.ingress is not None:
             self._ingress(props, props.ingress, meta)
         if props.compile_cache is not None:
             add_objects(self, writer_objects(props, self.timing))
+
+    def _prefill(self, p: VllmProps, replicas: int, pool: dict[str, str], meta: Any) -> None:
+        """The prefill Deployment `<name>-prefill` (its own immutable selector, the workload's instance and pool), and
+        a Service over its pods for the workload's ServiceMonitor (its job label is the Service's name)."""
+        name = prefill_name(p.name)
+        selector = selector_labels(PREFILL_APP, p.name)
+        own = {**selector, "app.kubernetes.io/part-of": PART_OF}
+        self._serving(p, name, replicas, (own, {**own, **pool, ROLE_LABEL: "prefill"}), selector, meta, floor=False)
+        plain_object(
+            self,
+            "service-prefill",
+            api_version="v1",
+            kind="Service",
+            metadata=meta(name),
+            body={
+                "spec": {
+                    "type": "ClusterIP",
+                    "selector": selector,
+                    "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+                }
+            },
+            source=__name__,
+        )
 
     def _serving(
         self,
@@ -124,7 +163,7 @@ class VllmChart(cdk8s.Chart):
         floor: bool,
     ) -> None:
         """The Deployment (or LeaderWorkerSet) `name` of `replicas` serving pods; `floor`: the on-demand floor's."""
-        suffix = "-floor" if floor else ""
+        suffix = "-floor" if floor else "-prefill" if p.pd_role == "prefill" else ""
         # The object's own labels, and its pods' (the pool label too).
         own, pods = labels
         metadata = {**meta(name, annotations=serving_pod_annotations(p.image)), "labels": own}

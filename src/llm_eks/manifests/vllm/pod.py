@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import resources
 from typing import Any, Literal, TypeAlias
 
@@ -10,6 +11,15 @@ from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
 from llm_eks.manifests.node_pools.specs import CAPACITY_TYPE_LABEL, LABEL_NODE_POOL
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.vllm import neuron
+from llm_eks.manifests.vllm.disaggregated import (
+    DECODE_VLLM_PORT,
+    DECODE_VLLM_PORT_NAME,
+    NIXL_PORT_NAME,
+    NIXL_SIDE_CHANNEL_PORT,
+    side_channel_env,
+    sidecar_container,
+    sidecar_token_volume,
+)
 from llm_eks.manifests.vllm.props import (
     CACHE_DIR,
     LIVENESS_FAILURE_THRESHOLD,
@@ -78,7 +88,7 @@ def container_args(p: VllmProps, role: Role = "server", *, host: str = ALL_INTER
         args += ["--tensor-parallel-size", str(p.tensor_parallel_size), *neuron.drain_flags(p)]
         return args + neuron_flags(p.neuron, p.engine) + list(p.extra_engine_args)
     local = data_parallel_size_local(p)
-    args = [p.model, "--host", host, "--port", str(PORT), "--served-model-name", p.served_model_name]
+    args = [p.model, "--host", host, "--port", str(vllm_port(p)), "--served-model-name", p.served_model_name]
     args += parallel_flags(
         p.tensor_parallel_size, p.pipeline_parallel_size, p.data_parallel_size, local, p.expert_parallel
     )
@@ -95,7 +105,23 @@ def container_args(p: VllmProps, role: Role = "server", *, host: str = ALL_INTER
             args += ["--data-parallel-address", f"$({LWS_LEADER_ADDRESS})"]
         if role == "worker":
             args.append("--headless")
-    return args + vllm_flags(p.engine) + list(p.extra_engine_args)
+    engine = p.engine
+    if p.disaggregation is not None and p.pd_role is not None:
+        d = p.disaggregation
+        transfer = d.prefill_kv_transfer_config if p.pd_role == "prefill" else d.decode_kv_transfer_config
+        args += ["--kv-transfer-config", transfer]
+        # The CPU tier rides in the connector config (a MultiConnector): --kv-offloading-size would replace it.
+        engine = replace(engine, kv_offloading_size=None)
+    return args + vllm_flags(engine) + list(p.extra_engine_args)
+
+
+def vllm_port(p: VllmProps) -> int:
+    """Where vLLM listens: a decode pod's behind its routing sidecar, which takes the pool's port."""
+    return DECODE_VLLM_PORT if p.pd_role == "decode" else PORT
+
+
+def vllm_port_name(p: VllmProps) -> str:
+    return DECODE_VLLM_PORT_NAME if p.pd_role == "decode" else PORT_NAME
 
 
 def container_command(p: VllmProps, role: Role = "server") -> list[str]:
@@ -144,6 +170,8 @@ def container_env(p: VllmProps, *, writer: bool = False) -> list[dict[str, str]]
     if p.nodes_per_replica > 1:
         # NCCL and Gloo on the pod's own interface (pods.POD_INTERFACE says why, and what is left unset).
         env += [{"name": name, "value": pods.POD_INTERFACE} for name in pods.SOCKET_INTERFACE_ENV]
+    if p.pd_role is not None:
+        env += side_channel_env()
     if p.efa_interfaces:
         # NCCL's init and network lines name the transport it chose: "NET/OFI Selected provider is efa" with the EFA
         # userspace in the image, "Using network Socket" when it fell back to TCP (docs: Largest models).
@@ -212,7 +240,11 @@ def liveness_script() -> str:
 
 def liveness_command() -> list[str]:
     """The exec probe: /health, then requests running without token progress for LIVENESS_STALL_SECONDS."""
-    return ["python3", "-c", liveness_script(), "--port", str(PORT), "--stall-seconds", str(LIVENESS_STALL_SECONDS)]
+    return liveness_command_on(PORT)
+
+
+def liveness_command_on(port: int) -> list[str]:
+    return ["python3", "-c", liveness_script(), "--port", str(port), "--stall-seconds", str(LIVENESS_STALL_SECONDS)]
 
 
 def serving_pod_spec(
@@ -243,7 +275,19 @@ def serving_pod_spec(
         mounts.append(api_key_mount())
 
     def http_probe(path: str) -> dict[str, Any]:
-        return {"httpGet": {"path": path, "port": PORT_NAME}, "timeoutSeconds": PROBE_TIMEOUT_SECONDS}
+        return {"httpGet": {"path": path, "port": vllm_port_name(p)}, "timeoutSeconds": PROBE_TIMEOUT_SECONDS}
+
+    ports = [{"name": vllm_port_name(p), "containerPort": vllm_port(p), "protocol": "TCP"}]
+    if p.pd_role is not None:
+        # The NIXL handshake (data-parallel rank i on 5600 + i).
+        ports += [
+            {
+                "name": f"{NIXL_PORT_NAME}-{i}" if i else NIXL_PORT_NAME,
+                "containerPort": NIXL_SIDE_CHANNEL_PORT + i,
+                "protocol": "TCP",
+            }
+            for i in range(p.data_parallel_size)
+        ]
 
     container: dict[str, Any] = {
         "name": "vllm",
@@ -252,7 +296,7 @@ def serving_pod_spec(
         "command": container_command(p, role),
         "args": container_args(p, role),
         "env": container_env(p),
-        "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
+        "ports": ports,
         "resources": {
             # No CPU limit: CFS throttling stalls the tokenizer and scheduler threads and shows up as
             # latency spikes; the request reserves what the planner sized. Memory limit = request
@@ -283,7 +327,7 @@ def serving_pod_spec(
                 },
                 # /health and token progress (manifests/vllm/liveness.py): a wedged GPU keeps /health at 200.
                 "livenessProbe": {
-                    "exec": {"command": liveness_command()},
+                    "exec": {"command": liveness_command_on(vllm_port(p))},
                     "periodSeconds": LIVENESS_PERIOD_SECONDS,
                     "timeoutSeconds": LIVENESS_TIMEOUT_SECONDS,
                     "failureThreshold": LIVENESS_FAILURE_THRESHOLD,
@@ -305,6 +349,11 @@ def serving_pod_spec(
     }
     if p.staged_weights is not None:
         pod_spec["initContainers"] = staged_weights_init_containers(p, role)
+    if p.pd_role == "decode" and p.disaggregation is not None:
+        # Last of the init containers: a native sidecar starts after the ones before it have finished.
+        sidecar = sidecar_container(p.disaggregation, p.namespace, PORT, PORT_NAME)
+        pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), sidecar]
+        volumes.append(sidecar_token_volume())
     pools = p.floor_pools if floor else p.pools
     # With pools, the node affinity names them: the node selector keeps everything but the pool.
     node_selector = {k: v for k, v in p.node_selector.items() if k != LABEL_NODE_POOL} if pools else p.node_selector

@@ -16,6 +16,7 @@ from llm_eks.manifests.ingress import IngressProps, validate_ingress
 from llm_eks.manifests.labels import POOL_LABEL, VLLM_APP, require_dns1035, require_dns1123, selector_labels
 from llm_eks.manifests.pods import MAX_GRACE_SECONDS
 from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.vllm.disaggregated import Disaggregation, PdRole, validate_disaggregation
 from llm_eks.planner.engine import VLLM_FLAG_FIELDS, EngineSettings, validate_engine
 from llm_eks.planner.neuron.engine import NeuronServing
 from llm_eks.validation import HF_REPO
@@ -211,6 +212,11 @@ class VllmProps:
     # The pods' scheduler: None is Kubernetes' default; the Neuron scheduler extension's second scheduler
     # (neuron.NEURON_SCHEDULER_NAME) for pods that take some but not all Neuron chips of a node (contiguous ones).
     scheduler_name: str | None = None
+    # Separate prefill and decode pools (manifests/vllm/disaggregated.py): this workload's Deployment decodes behind
+    # the routing sidecar, `<name>-prefill` prefills; None: one aggregated pool.
+    disaggregation: Disaggregation | None = None
+    # Which pool's pods these props render (the chart sets it per Deployment); None: aggregated.
+    pd_role: PdRole | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +285,8 @@ def validate_vllm_props(p: VllmProps) -> None:
     validate_engine(p.engine, "engine")
     _validate_neuron(p)
     _validate_extra_engine_args(p)
+    if p.disaggregation is not None:
+        validate_disaggregation(p.disaggregation, p.nodes_per_replica, p.neuron is not None)
     if p.ingress is not None:
         validate_ingress(p.ingress)
         if p.nodes_per_replica > 1:
@@ -325,10 +333,10 @@ def _validate_layout(p: VllmProps) -> None:
     _at_least("compile_seconds", p.compile_seconds, 0)
     _at_least("nodes_per_replica", p.nodes_per_replica, 1)
     _at_least("efa_interfaces", p.efa_interfaces, 0)
-    if p.efa_interfaces and p.nodes_per_replica == 1:
+    if p.efa_interfaces and p.nodes_per_replica == 1 and p.disaggregation is None:
         raise ConfigError(
             f"efa_interfaces: {p.efa_interfaces} is not allowed with nodes_per_replica 1; EFA carries the traffic "
-            "between the nodes of a replica (use 0)"
+            "between the nodes of a replica, or a disaggregated workload's KV cache (use 0)"
         )
     cores = p.cores_per_accelerator
     if p.tensor_parallel_size > p.accelerators_per_node * cores:
@@ -441,6 +449,8 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
             reason = "the Neuron engine's vLLM 0.16 has no such flag (the chart drains in preStop)"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
+        if flag == "--kv-transfer-config" and p.disaggregation is not None:
+            reason = "the chart sets it for each pool of a disaggregated workload (the plan's NIXL config)"
         if flag == "--kv-transfer-config" and p.engine.kv_offloading_size is not None:
             # vLLM 0.33 replaces its connector with the CPU tier's (config/vllm.py _post_init_kv_transfer_config).
             reason = "--kv-offloading-size (engine.kv_offloading_size) replaces its connector; pass one or the other"

@@ -134,10 +134,10 @@ def test_plan_prints_both_modes_and_json_carries_the_decision(capsys: pytest.Cap
     assert lines[0].startswith("  aggregated     1\N{MULTIPLICATION SIGN} aggregated TP8 PP1: TTFT")
     assert "5\N{MULTIPLICATION SIGN} prefill TP8 PP1 + 1\N{MULTIPLICATION SIGN} decode TP8 PP1" in lines[1]
     assert lines[-1].startswith("  auto: disaggregated (5:1 prefill:decode): aggregated misses")
-    assert lines[-1].endswith("; planned only: llm-eks serves every workload aggregated today")
+    assert lines[-1].endswith("; served so: a prefill and a decode Deployment behind the gateway's endpoint picker")
     assert main([*argv, "--json"]) == 0
     body = json.loads(capsys.readouterr().out)["disaggregation"]
-    assert (body["recommended"], body["ratio"], body["deployed"]) == ("disaggregated", "5:1", "aggregated")
+    assert (body["recommended"], body["ratio"], body["deployed"]) == ("disaggregated", "5:1", "disaggregated")
     assert json.loads(body["kv_transfer_config"]["decode"])["kv_role"] == "kv_consumer"
 
 

@@ -24,11 +24,21 @@ CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
 PIPELINE_EXAMPLE = "promotion_pipeline"
 # Synthesized in test_auto_mode_stack.py, beside its own environment on self-managed Karpenter.
 AUTO_MODE_EXAMPLE = "auto_mode"
+# Synthesized in test_disaggregated_serving.py (with every check), whose tests read its prefill and decode pools.
+PD_EXAMPLE = "disaggregated"
 
 
 def test_every_example_is_synthesized_by_a_test() -> None:
     folders = {p.parent.name for p in EXAMPLES.glob("*/app.py")}
-    assert folders == {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, AUTO_MODE_EXAMPLE, "own_app"}
+    assert folders == {
+        *CONFIG_EXAMPLES,
+        *CONSTRUCT_EXAMPLES,
+        PIPELINE_EXAMPLE,
+        AUTO_MODE_EXAMPLE,
+        PD_EXAMPLE,
+        "own_app",
+    }
+    assert f'"{PD_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_disaggregated_serving.py").read_text()
     assert f'"{PIPELINE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_pipeline.py").read_text()
     assert f'"{AUTO_MODE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_auto_mode_stack.py").read_text()
     # own_app (the construct guide's first example): test_package runs it against the installed wheel.

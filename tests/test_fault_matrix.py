@@ -106,3 +106,18 @@ def test_cells_move_with_the_objects(facts: dict[str, faults.EnvFacts]) -> None:
 
 def test_the_page_is_in_the_site_nav() -> None:
     assert "concepts/faults.md" in (Path(faults.PAGE).parents[2] / "mkdocs.yml").read_text()
+
+
+def test_the_prefill_rows_say_what_a_disaggregated_workload_does(facts: dict[str, faults.EnvFacts]) -> None:
+    """No shipped environment is disaggregated (no rows there); with a prefill pool, a pool at zero degrades to the
+    decode pods prefilling themselves, and a lost prefill pod or failed transfer fails its requests (vLLM 0.33's
+    kv_load_failure_policy "fail")."""
+    staging = facts["staging"]
+    title_zero = "Prefill pool at zero or down (disaggregated)"
+    title_lost = "Prefill pod lost mid-request, or KV transfer fails (disaggregated)"
+    assert _cell(staging, title_zero).verdict == _cell(staging, title_lost).verdict == "—"
+    (w,) = staging.workloads
+    pd = dataclasses.replace(staging, workloads=(dataclasses.replace(w, prefill_pool=True),))
+    zero, lost = _cell(pd, title_zero), _cell(pd, title_lost)
+    assert zero.verdict == "D" and "the decode pod prefills the prompt itself" in zero.text
+    assert lost.verdict == "D" and "kv_load_failure_policy defaults to fail" in lost.text

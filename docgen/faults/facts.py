@@ -60,6 +60,8 @@ class Workload:
     # The plan's figures: a replica on a new node, the start-up of a container on its node (weights + warm-up).
     cold_start_s: int = 0
     startup_s: int = 0
+    # A disaggregated vLLM workload: its prefill Deployment (`<name>-prefill`) beside the decode one.
+    prefill_pool: bool = False
 
     @property
     def floor_holds_minimum(self) -> bool:
@@ -228,6 +230,7 @@ def _vllm_workloads(objects: list[dict[str, Any]], plans: Mapping[str, tuple[int
                 stall_probe="exec" in container.get("livenessProbe", {}),
                 cold_start_s=cold,
                 startup_s=startup,
+                prefill_pool=_named(objects, "Deployment", f"{name}-prefill") is not None,
             )
         )
     return out

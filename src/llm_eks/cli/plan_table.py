@@ -230,7 +230,11 @@ def decision_lines(d: Any) -> list[str]:
     ratio = f" ({d.ratio} prefill:decode)" if d.recommended == "disaggregated" else ""
     lines.append(
         f"{d.setting}: {d.recommended}{ratio}: {d.why}"
-        + ("; planned only: llm-eks serves every workload aggregated today" if d.recommended == "disaggregated" else "")
+        + (
+            "; served so: a prefill and a decode Deployment behind the gateway's endpoint picker"
+            if d.recommended == "disaggregated"
+            else ""
+        )
     )
     return lines
 

@@ -189,8 +189,9 @@ class Decision:
         body = dataclasses.asdict(self)
         body["ratio"] = self.ratio
         body["kv_transfer_config"] = self.kv_transfer_configs()
-        # Planned only: llm-eks's charts serve every workload aggregated today.
-        body["deployed"] = AGGREGATED
+        # What the charts render: a vLLM workload behind the gateway is served as the plan recommends (a replica
+        # spanning nodes or a workload without a gateway is refused, never silently aggregated).
+        body["deployed"] = self.recommended
         return body
 
 

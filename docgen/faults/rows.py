@@ -392,7 +392,8 @@ def secrets_down(f: EnvFacts) -> Cell:
 def prefill_pool_down(f: EnvFacts) -> Cell:
     """No prefill pod Ready (scaled to zero, or every one down): the picker's prefill profile finds no endpoint, its
     result is dropped (llm-d router v0.10.0 pkg/epp/scheduling/scheduler.go, a failed profile's result is nil;
-    disagg_profile_handler.go ProcessResults needs only the decode one), so the decode pod prefills the prompt itself."""
+    disagg_profile_handler.go ProcessResults needs only the decode one), so the decode pod prefills the prompt
+    itself."""
     pd = [w for w in f.workloads if w.prefill_pool]
     if not pd:
         return Cell(NONE, "No disaggregated workload.")

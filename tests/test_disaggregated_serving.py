@@ -6,7 +6,6 @@ between the pools; what the chart cannot serve disaggregated is a one-line error
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,11 @@ import pytest
 import yaml
 
 from llm_eks.errors import ConfigError
-from llm_eks.infra.app import add_checks, build_app, new_app
 from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
 from llm_eks.manifests.vllm.disaggregated import DISAGG_SIDECAR_IMAGE, ROLE_LABEL, Disaggregation
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
+from tests.test_examples import synth_example
 from tests.test_gateway_picker import check_config
 from tests.test_network_policies import restricted_violations
 from tests.test_vllm_chart import base_props
@@ -34,16 +33,7 @@ CHART_FLAGS = {"--host": 1, "--port": 1, "--shutdown-timeout": 1, "--load-format
 
 
 def _synth(context: dict[str, Any], outdir: Path) -> list[dict[str, Any]]:
-    cwd = os.getcwd()
-    os.chdir(EXAMPLE)
-    try:
-        app = new_app(context=context, outdir=str(outdir))
-        (stack,) = build_app(app)
-        add_checks(app)
-        app.synth()
-    finally:
-        os.chdir(cwd)
-    return [o for _, objects in stack.review_objects() for o in objects]
+    return synth_example("disaggregated", context, outdir)
 
 
 def _context() -> dict[str, Any]:

@@ -51,23 +51,27 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
     on any cdk-nag or llm-eks finding."""
     out = {}
     for name in CONFIG_EXAMPLES:
-        folder = EXAMPLES / name
-        context = json.loads((folder / "cdk.json").read_text())["context"]
-        outdir = tmp_path_factory.mktemp(name)
-        cwd = os.getcwd()
-        os.chdir(folder)  # recorded models are read beside cdk.json, as the CDK CLI runs the app there
-        try:
-            app = new_app(context=context, outdir=str(outdir))
-            (stack,) = build_app(app)
-            add_checks(app)
-            app.synth()
-        finally:
-            os.chdir(cwd)
-        assert (Path(outdir) / stack.template_file).is_file()
-        # Synth looked nothing up in an account (`cdk synth` would stop on it without credentials).
-        assert "missing" not in json.loads((Path(outdir) / "manifest.json").read_text())
-        out[name] = [o for _, objects in stack.review_objects() for o in objects]
+        context = json.loads((EXAMPLES / name / "cdk.json").read_text())["context"]
+        out[name] = synth_example(name, context, Path(tmp_path_factory.mktemp(name)))
     return out
+
+
+def synth_example(name: str, context: dict[str, Any], outdir: Path) -> list[dict[str, Any]]:
+    """Example `name`'s app with `context`, as `cdk synth` in its folder (with cdk-nag and llm-eks's checks): the
+    Kubernetes objects its stack applies."""
+    cwd = os.getcwd()
+    os.chdir(EXAMPLES / name)  # recorded models are read beside cdk.json, as the CDK CLI runs the app there
+    try:
+        app = new_app(context=context, outdir=str(outdir))
+        (stack,) = build_app(app)
+        add_checks(app)
+        app.synth()
+    finally:
+        os.chdir(cwd)
+    assert (outdir / stack.template_file).is_file()
+    # Synth looked nothing up in an account (`cdk synth` would stop on it without credentials).
+    assert "missing" not in json.loads((outdir / "manifest.json").read_text())
+    return [o for _, objects in stack.review_objects() for o in objects]
 
 
 def test_the_single_model_example_is_one_vllm_deployment(synthesized: dict[str, list[dict[str, Any]]]) -> None:

@@ -389,33 +389,31 @@ def secrets_down(f: EnvFacts) -> Cell:
     )
 
 
+def _disaggregated(f: EnvFacts, text: str) -> Cell:
+    """A fault of a disaggregated workload's pools: `text` for each such workload, none elsewhere."""
+    pd = [w.name for w in f.workloads if w.prefill_pool]
+    return Cell(DEGRADES, f"{', '.join(pd)}: {text}") if pd else Cell(NONE, "No disaggregated workload.")
+
+
 def prefill_pool_down(f: EnvFacts) -> Cell:
     """No prefill pod Ready (scaled to zero, or every one down): the picker's prefill profile finds no endpoint, its
     result is dropped (llm-d router v0.10.0 pkg/epp/scheduling/scheduler.go, a failed profile's result is nil;
     disagg_profile_handler.go ProcessResults needs only the decode one), so the decode pod prefills the prompt
     itself."""
-    pd = [w for w in f.workloads if w.prefill_pool]
-    if not pd:
-        return Cell(NONE, "No disaggregated workload.")
-    names = ", ".join(w.name for w in pd)
-    return Cell(
-        DEGRADES,
-        f"{names}: requests are still served: the endpoint picker's prefill profile finds no pod, so it names no "
-        "prefill host and the decode pod prefills the prompt itself (aggregated serving on the decode pool, with "
-        "its longer inter-token latency) until KEDA brings the prefill pool back on its waiting prompts.",
+    return _disaggregated(
+        f,
+        "requests are still served: the endpoint picker's prefill profile finds no pod, so it names no prefill host "
+        "and the decode pod prefills the prompt itself (aggregated serving on the decode pool, with its longer "
+        "inter-token latency) until KEDA brings the prefill pool back on its waiting prompts.",
     )
 
 
 def kv_transfer_failed(f: EnvFacts) -> Cell:
     """A prefill pod lost after its prefill, or the KV read failing: vLLM 0.33's kv_load_failure_policy defaults to
     "fail" (config/kv_transfer.py), and the sidecar retries a failed prefill 0 times (--prefill-max-retries default)."""
-    pd = [w for w in f.workloads if w.prefill_pool]
-    if not pd:
-        return Cell(NONE, "No disaggregated workload.")
-    names = ", ".join(w.name for w in pd)
-    return Cell(
-        DEGRADES,
-        f"{names}: the requests whose KV cache was on that prefill pod, or whose transfer failed, fail (vLLM's "
+    return _disaggregated(
+        f,
+        "the requests whose KV cache was on that prefill pod, or whose transfer failed, fail (vLLM's "
         "kv_load_failure_policy defaults to fail: no local recompute; the routing sidecar does not retry a failed "
         "prefill); the picker stops choosing a pod that is no longer Ready, and later requests are served.",
     )

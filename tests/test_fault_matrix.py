@@ -116,7 +116,7 @@ def test_the_prefill_rows_say_what_a_disaggregated_workload_does(facts: dict[str
     title_zero = "Prefill pool at zero or down (disaggregated)"
     title_lost = "Prefill pod lost mid-request, or KV transfer fails (disaggregated)"
     assert _cell(staging, title_zero).verdict == _cell(staging, title_lost).verdict == "—"
-    (w,) = staging.workloads
+    w = staging.workloads[0]
     pd = dataclasses.replace(staging, workloads=(dataclasses.replace(w, prefill_pool=True),))
     zero, lost = _cell(pd, title_zero), _cell(pd, title_lost)
     assert zero.verdict == "D" and "the decode pod prefills the prompt itself" in zero.text

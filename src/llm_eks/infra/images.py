@@ -20,12 +20,12 @@ from llm_eks.errors import ConfigError, fail
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
 from llm_eks.images.snapshot import SNAPSHOT_FILE, SnapshotRecord
-from llm_eks.manifests.vllm.disaggregated import DISAGG_SIDECAR_IMAGE
 from llm_eks.planner import Plan
 from llm_eks.versions import (
     AI_GATEWAY_VERSION,
     AWS_LOAD_BALANCER_CONTROLLER_CHART_VERSION,
     DCGM_EXPORTER_CHART_VERSION,
+    DISAGG_SIDECAR_IMAGE,
     EFA_DEVICE_PLUGIN_CHART_VERSION,
     ENVOY_GATEWAY_VERSION,
     ENVOY_PROXY_IMAGE,

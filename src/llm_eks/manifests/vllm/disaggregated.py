@@ -32,11 +32,10 @@ from typing import Any, Literal, TypeAlias
 
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.source import builds_objects
-from llm_eks.versions import LLMD_VERSION
+from llm_eks.versions import DISAGG_SIDECAR_IMAGE
 
 PdRole: TypeAlias = Literal["prefill", "decode"]
 ROLE_LABEL = "llm-d.ai/role"
-DISAGG_SIDECAR_IMAGE = f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{LLMD_VERSION}"
 # The decode pod's vLLM behind the sidecar (the sidecar's --model-server-port default).
 DECODE_VLLM_PORT = 8200
 DECODE_VLLM_PORT_NAME = "vllm"

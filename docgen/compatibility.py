@@ -34,7 +34,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Gateway (Envoy Gateway and its data plane, rate-limit service and counters; Envoy AI Gateway; Gateway API, "
      "Inference Extension, the endpoint picker)",
      ("ENVOY_GATEWAY_VERSION", "ENVOY_PROXY_IMAGE", "RATELIMIT_IMAGE", "VALKEY_IMAGE", "AI_GATEWAY_VERSION",
-      "GATEWAY_API_VERSION", "GAIE_VERSION", "LLMD_VERSION", "EPP_IMAGE")),
+      "GATEWAY_API_VERSION", "GAIE_VERSION", "LLMD_VERSION", "EPP_IMAGE", "DISAGG_SIDECAR_IMAGE")),
     ("Secrets sync", ("EXTERNAL_SECRETS_CHART_VERSION",)),
 )  # fmt: skip
 # The Python packages whose pins follow the Kubernetes minor or define the CDK (pyproject.toml).

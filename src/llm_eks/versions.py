@@ -133,6 +133,6 @@ GAIE_VERSION = "v1.6.0"
 # .github/workflows/ci-release.yaml builds it from the tag).
 LLMD_VERSION = "v0.10.0"
 EPP_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLMD_VERSION}"
-# Its routing sidecar for the decode pods of a disaggregated workload (Makefile SIDECAR_IMAGE_NAME, built from
-# Dockerfile.sidecar by the same release workflow).
+# The llm-d router's routing sidecar on the decode pods of a disaggregated workload (Makefile SIDECAR_IMAGE_NAME, from
+# Dockerfile.sidecar, built by the same release workflow).
 DISAGG_SIDECAR_IMAGE = f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{LLMD_VERSION}"

@@ -15,7 +15,7 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
-from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_name
+from llm_eks.manifests.benchmark import BENCHMARK_APP, LOAD_ARGS, BenchmarkChart, load_template
 from llm_eks.manifests.benchmark import service_account as benchmark_service_account
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart, platform
 from llm_eks.manifests.headroom import headroom_objects, priority_class
@@ -28,7 +28,7 @@ from llm_eks.manifests.query_endpoint import query_objects
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
-from llm_eks.manifests.verifier import load_rbac, rbac_objects, workload_rbac
+from llm_eks.manifests.verifier import LOAD_GROUP, load_policy, load_rbac, rbac_objects, workload_rbac
 from llm_eks.manifests.vllm import PORT, VllmChart
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
 from llm_eks.planner.compute_mode import AUTO_MODE
@@ -226,9 +226,9 @@ def build_charts(
         if isinstance(workload, RayServeWorkload):
             charts += _ray_serve_charts(app, workload)
         else:
-            # A next version shares its current version's namespace, whose Roles name both versions' load Jobs.
+            # A next version shares its current version's namespace, whose Roles and load policy name both load Jobs.
             loads = [
-                load_job_name(w.benchmark.name)
+                w
                 for w in workloads
                 if isinstance(w, VllmWorkload) and (w is workload or (w.canary_of and w.canary_of == workload.key))
             ]
@@ -293,7 +293,7 @@ def _vllm_charts(
     workload: VllmWorkload,
     weights_bucket: str | None,
     cache_signing_key: str | None,
-    load_jobs: list[str],
+    loads: list[VllmWorkload],
 ) -> list[ChartPlan]:
     vllm = workload.vllm
     ids = {base: chart_id(workload, base) for base in ("vllm", "autoscaling", "monitoring", "benchmark")}
@@ -323,7 +323,13 @@ def _vllm_charts(
     if next_version:
         add_objects(vllm_chart, [account])
     else:
-        add_objects(vllm_chart, [*workload_rbac(vllm.namespace), account, *load_rbac(vllm.namespace, load_jobs)])
+        # Group llm-eks-load may create only these load Jobs, as verify builds them (its admission policy).
+        jobs = [load_template(w.vllm, w.benchmark) for w in loads]
+        load = [
+            *load_rbac(vllm.namespace, [j["metadata"]["name"] for j in jobs]),
+            *load_policy(vllm.namespace, jobs, LOAD_ARGS, LOAD_GROUP),
+        ]
+        add_objects(vllm_chart, [*workload_rbac(vllm.namespace), account, *load])
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:

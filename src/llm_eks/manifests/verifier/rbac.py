@@ -11,7 +11,8 @@ not one of the environment's workloads' or `monitoring`.
 
 `llm-eks verify --load` and `llm-eks canary --load` also run the workload's benchmark Job: Role `llm-eks-load`
 (`load_rbac`, bound to Group `llm-eks-load`, in each vLLM workload's namespace) creates Jobs, reads and deletes the
-one load Job by name, and reads its pod's log (where the result is).
+one load Job by name, and reads its pod's log (where the result is). RBAC cannot limit what a created Job holds: the
+namespace's admission policy (`load_policy`) admits from that group only the load Jobs verify builds.
 """
 
 from __future__ import annotations

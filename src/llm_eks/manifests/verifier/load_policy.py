@@ -34,8 +34,8 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from llm_eks.manifests.labels import PART_OF
 from llm_eks.manifests.source import builds_objects
+from llm_eks.manifests.verifier.rbac import LABELS
 
 POLICY_PREFIX = "llm-eks-load-"
 # Labels the Job controller adds to a Job's pod template before admission (batch/v1 Job strategy).
@@ -236,7 +236,6 @@ def load_policy(
     `llm_eks.manifests.benchmark.load_job` renders them; the values after `open_args` free), and its binding."""
     name = policy_name(namespace)
     names = [j["metadata"]["name"] for j in jobs]
-    labels = {"app.kubernetes.io/part-of": PART_OF}
     rules = [
         _deny(
             f"variables.name in {_cel(names)}",
@@ -256,7 +255,7 @@ def load_policy(
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": dict(LABELS)},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
@@ -291,7 +290,7 @@ def load_policy(
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": dict(LABELS)},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
     return [policy, binding]

@@ -27,7 +27,7 @@ NAME = "llm-eks-verify"
 GROUP = "llm-eks-verify"
 LOAD_NAME = "llm-eks-load"
 LOAD_GROUP = "llm-eks-load"
-_LABELS = {"app.kubernetes.io/part-of": "llm-eks"}
+LABELS = {"app.kubernetes.io/part-of": "llm-eks"}
 _RBAC = "rbac.authorization.k8s.io"
 
 
@@ -42,7 +42,7 @@ def _rules(reads: Iterable[Read]) -> list[dict[str, Any]]:
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": dict(_LABELS)}
+    meta: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
     if namespace is not None:
         meta["namespace"] = namespace
     return meta

@@ -1,6 +1,7 @@
 """The environment's inference gateway from its config, workloads and plans: one route per workload, naming every
 `model` it answers (the served model name, then each LoRA adapter), with its picker's flow control from the plan;
-the tenants (declared, or one per workload with that workload's own key) and their JWT issuers."""
+the tenants (declared, or one per workload with that workload's own key) and their JWT issuers. On EKS Auto Mode the
+Envoy pods and the pickers run on its system pool and the NLB is Auto Mode's (`eks.amazonaws.com/nlb`)."""
 
 from __future__ import annotations
 

@@ -71,6 +71,9 @@ def _json_type(annotation: str) -> str:
     names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
     if core in names:
         text = names[core]
+    elif all(part in names for part in core.split(" | ")):
+        # A union of scalars (kv_offload: a size or "auto"), as words: a "|" would split the table's cell.
+        text = " or ".join(names[part] for part in core.split(" | "))
     elif core.startswith("tuple["):
         text = f"list of {names.get(core[6:].split(',')[0], core[6:].split(',')[0])}s"
     elif core.startswith("Mapping[str, "):

@@ -121,13 +121,14 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             {"workload": {"modle": "x"}},
             "environments.dev.workload: unknown key 'modle'; did you mean 'model'? allowed: accelerator, "
             "accelerator_limit, acknowledged_warnings, alb, api_key, api_key_secret, autoscaling, benchmark, canary, "
-            "capacity_types, compile_cache, data_parallel_size, dedicated_pool, efa, enable_expert_parallel, engine, "
+            "capacity_types, compile_cache, conversation_turns, data_parallel_size, dedicated_pool, disaggregation, "
+            "efa, enable_expert_parallel, engine, "
             "fallback_accelerator, gpu_memory_utilization, hf_token_secret, image, image_snapshot_id, "
-            "kv_cache_dtype, lora_adapters, max_lora_rank, "
+            "kv_cache_dtype, kv_offload, lora_adapters, max_lora_rank, "
             "max_model_len, max_num_seqs, "
-            "model, model_spec, on_demand_floor, pipeline_parallel_size, replicas, revision, slo, target_concurrency, "
-            "tensor_parallel_size, trust_remote_code, typical_input_tokens, typical_output_tokens, warm_replicas, "
-            "weight_format, weights, weights_s3_uri",
+            "model, model_spec, on_demand_floor, pipeline_parallel_size, prefill_replicas, replicas, revision, slo, "
+            "target_concurrency, tensor_parallel_size, think_time_s, trust_remote_code, typical_input_tokens, "
+            "typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri",
         ),
         (
             {"account": "1234"},

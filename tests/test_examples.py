@@ -17,7 +17,7 @@ from llm_eks.versions import NEURON_NXDI_IMAGE, NEURON_VLLM_IMAGE
 from tests.conftest import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "examples"
-CONFIG_EXAMPLES = ("single_model", "multi_model", "inf2_model", "trn2_model")
+CONFIG_EXAMPLES = ("single_model", "multi_model", "inf2_model", "trn2_model", "multi_turn_chat")
 # Synthesized together in test_composition.py.
 CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
 # Synthesized in test_pipeline.py.
@@ -65,6 +65,25 @@ def test_the_single_model_example_is_one_vllm_deployment(synthesized: dict[str, 
     deployments = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["namespace"] == "inference"]
     assert [d["metadata"]["name"] for d in deployments] == ["vllm-qwen3-8b"]
     assert not [o for o in objects if o["kind"] in ("Gateway", "HTTPRoute")]
+
+
+def test_the_multi_turn_chat_example_gives_vllm_a_cpu_tier_in_dev_shm(
+    synthesized: dict[str, list[dict[str, Any]]],
+) -> None:
+    """kv_offload auto on g6e.4xlarge: 84 GiB of the pod's 116264 MiB share (vLLM's 8192 MiB kept), in /dev/shm."""
+    (deployment,) = [
+        o
+        for o in synthesized["multi_turn_chat"]
+        if o["kind"] == "Deployment" and o["metadata"]["namespace"] == "inference"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
+    args = vllm["args"]
+    i = args.index("--kv-offloading-size")
+    assert args[i : i + 4] == ["--kv-offloading-size", "84", "--kv-offloading-backend", "native"]
+    assert vllm["resources"]["requests"]["memory"] == vllm["resources"]["limits"]["memory"] == "116264Mi"
+    (shm,) = [v for v in pod["volumes"] if v["name"] == "shm"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{2048 + 84 * 1024}Mi"}
 
 
 def test_the_multi_model_example_routes_both_models_through_one_gateway(

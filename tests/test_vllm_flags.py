@@ -15,6 +15,7 @@ import re
 import pytest
 
 from llm_eks.planner import LoraAdapters, PlanRequest, plan
+from llm_eks.planner.disaggregation import kv_transfer_config
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from tests.upstream_wheels import VLLM, extracted, missing_reason
 
@@ -40,12 +41,15 @@ VLLM_FLAGS: dict[str, tuple[str, int, bool]] = {
     "--enable-expert-parallel": ("engine/arg_utils.py", 1305, False),  # ParallelConfig.enable_expert_parallel: bool
     "--gpu-memory-utilization": ("engine/arg_utils.py", 1389, True),
     "--kv-cache-dtype": ("engine/arg_utils.py", 1397, True),
+    "--kv-offloading-size": ("engine/arg_utils.py", 1453, True),  # CacheConfig.kv_offloading_size: float | None
+    "--kv-offloading-backend": ("engine/arg_utils.py", 1456, True),  # native | lmcache
     "--language-model-only": ("engine/arg_utils.py", 1497, False),  # MultiModalConfig.language_model_only: bool
     "--enable-lora": ("engine/arg_utils.py", 1610, False),  # action=argparse.BooleanOptionalAction
     "--max-loras": ("engine/arg_utils.py", 1614, True),
     "--max-lora-rank": ("engine/arg_utils.py", 1615, True),
     "--max-num-batched-tokens": ("engine/arg_utils.py", 1740, True),
     "--max-num-seqs": ("engine/arg_utils.py", 1754, True),
+    "--kv-transfer-config": ("engine/arg_utils.py", 1881, True),  # a JSON KVTransferConfig
     "--headless": ("entrypoints/common/cli_args.py", 445, False),  # action="store_true"
     # Generated from the field name (BaseFrontendArgs.lora_modules, get_kwargs) with nargs "+" (LoRAParserAction).
     "--lora-modules": ("entrypoints/common/cli_args.py", 81, True),
@@ -97,14 +101,30 @@ def _check(args: tuple[str, ...] | list[str]) -> None:
             tensor_parallel_size=1,
         ),
         PlanRequest(model="moonshotai/Kimi-K2.5", accelerator="p5en.48xlarge", max_model_len=32768),
+        PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=8192, kv_offload="auto"),
     ],
-    ids=["one-gpu", "pipeline-across-nodes", "fp8-lora", "dp-ep-two-nodes", "dp-ep-one-node", "language-model-only"],
+    ids=[
+        "one-gpu",
+        "pipeline-across-nodes",
+        "fp8-lora",
+        "dp-ep-two-nodes",
+        "dp-ep-one-node",
+        "language-model-only",
+        "kv-offload",
+    ],
 )
 def test_every_flag_of_a_plan_is_vllms(request_: PlanRequest) -> None:
     p = plan(request_)
     _check(p.engine_args)
     for node in range(p.nodes_per_replica):
         _check(p.pod_engine_args(node, "leader.example"))
+
+
+def test_the_kv_transfer_configs_are_vllm_flags() -> None:
+    for role in ("prefill", "decode"):
+        for efa in (True, False):
+            for offload in (None, 64.0):
+                _check(["--kv-transfer-config", kv_transfer_config(role, efa, offload)])
 
 
 def test_every_flag_the_engine_module_renders_is_vllms() -> None:

@@ -61,6 +61,11 @@ VLLM = Wheel(
         "vllm/config/model.py",
         "vllm/config/parallel.py",
         "vllm/config/multimodal.py",
+        # The NIXL connector's registration, config and the fields it reads (tests/test_disaggregation.py).
+        "vllm/distributed/kv_transfer/kv_connector/factory.py",
+        "vllm/config/kv_transfer.py",
+        "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py",
+        "vllm/envs.py",
         # `vllm bench serve`'s flags (tests/vllm_bench_flags.py).
         "vllm/benchmarks/serve.py",
         "vllm/benchmarks/datasets/datasets.py",

@@ -121,6 +121,14 @@ class ModelSpec:
 
     def validate(self, path: str = "workload.model_spec") -> ModelSpec:
         """Raise ConfigError naming the first bad field; returns self so calls chain."""
+        self._check_counts(path)
+        self._check_layer_shapes(path)
+        self._check_choices(path)
+        self._check_sizes(path)
+        return self
+
+    def _check_counts(self, path: str) -> None:
+        """The id and every count field: positive, or at least 0 where a model may have none."""
         if not isinstance(self.id, str) or not self.id.strip() or any(c.isspace() for c in self.id):
             raise fail(f"{path}.id", self.id, "must be a Hugging Face repo id such as org/model-name")
         for name in (
@@ -153,6 +161,9 @@ class ModelSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise fail(f"{path}.{name}", value, "must be an integer >= 0 (0 when the model has none)")
+
+    def _check_layer_shapes(self, path: str) -> None:
+        """Fields that only make sense together: latent attention, windowed layers, MoE layers, KV heads."""
         if (self.kv_lora_rank > 0) != (self.qk_rope_head_dim > 0):
             raise fail(
                 f"{path}.qk_rope_head_dim",
@@ -180,6 +191,9 @@ class ModelSpec:
                 self.kv_heads,
                 f"must divide attention_heads ({self.attention_heads}): each KV head serves a group of query heads",
             )
+
+    def _check_choices(self, path: str) -> None:
+        """The dtype, the flags and the quantization among what llm-eks knows; experts per token within the experts."""
         if self.native_dtype not in DTYPES:
             raise fail(f"{path}.native_dtype", self.native_dtype, f"must be one of {', '.join(DTYPES)}")
         if not isinstance(self.tie_word_embeddings, bool):
@@ -194,6 +208,9 @@ class ModelSpec:
             )
         if self.num_experts <= 1 and self.experts_per_token > 1:
             raise fail(f"{path}.experts_per_token", self.experts_per_token, "needs num_experts > 1")
+
+    def _check_sizes(self, path: str) -> None:
+        """The vision encoder and the parameter counts against what the layers alone hold; the AWQ checkpoint id."""
         _non_negative_int(self.vision_parameters, f"{path}.vision_parameters")
         _non_negative_int(self.deepstack_levels, f"{path}.deepstack_levels")
         if not isinstance(self.language_model_only, bool):
@@ -228,7 +245,6 @@ class ModelSpec:
             not isinstance(self.awq_checkpoint, str) or "/" not in self.awq_checkpoint
         ):
             raise fail(f"{path}.awq_checkpoint", self.awq_checkpoint, "must be a Hugging Face repo id (org/name)")
-        return self
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], path: str = "workload.model_spec") -> ModelSpec:

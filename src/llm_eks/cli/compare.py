@@ -9,6 +9,7 @@ from typing import Any
 
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
 from llm_eks.cli.compare_chart import Point, write_chart
+from llm_eks.cli.plan_table import decision_lines
 from llm_eks.errors import ConfigError
 from llm_eks.planner import TIMES, PlanRequest, plan
 from llm_eks.planner.compare import COST_FORMULA, Comparison, compare, neuron_refusals
@@ -42,10 +43,17 @@ def print_comparison(request: PlanRequest, *, as_json: bool, chart: str | None) 
     if chart is not None:
         write_comparison_chart(Path(chart), request, rows)
     refused = neuron_refusals(request)
+    # Both serving modes on the plan's own choice (the first row's layout when auto picks it).
+    decision = plan(request).disaggregation
     if as_json:
-        print(json.dumps(comparison_dict(request, rows, refused), indent=2, ensure_ascii=False))
+        body = comparison_dict(request, rows, refused)
+        body["disaggregation"] = None if decision is None else decision.to_dict()
+        print(json.dumps(body, indent=2, ensure_ascii=False))
     else:
         print(comparison_table(request, rows, refused))
+        if decision is not None:
+            print("\nPrefill/decode on the plan's choice:")
+            print("\n".join(f"  {line}" for line in decision_lines(decision)))
         if chart is not None:
             print(f"Chart: {chart}")
     return 0

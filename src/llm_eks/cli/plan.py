@@ -50,6 +50,11 @@ _REQUEST_OPTIONS = (
     "enable_expert_parallel",
     "allow_without_efa",
     "compute",
+    "disaggregation",
+    "prefill_replicas",
+    "kv_offload",
+    "conversation_turns",
+    "think_time_s",
 )
 
 
@@ -65,6 +70,16 @@ def _choices(field: str) -> str:
 
 
 _REQUEST_FIELDS = {f.name: f for f in dataclasses.fields(PlanRequest)}
+
+
+def _offload_size(text: str) -> float | str:
+    """--kv-offload: "auto" or a size in GiB (the planner checks its range)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in GiB or auto") from None
 
 
 def add_parser(commands: Any) -> None:
@@ -175,6 +190,37 @@ def add_parser(commands: Any) -> None:
         "--compute",
         help=f"{_choices('compute')} (default {_default('compute')}): where the nodes come from; auto-mode plans EKS "
         "Auto Mode's (its own image pull, no image snapshot, weekly node replacement, a management fee)",
+    )
+    p.add_argument(
+        "--disaggregation",
+        help=f"{_choices('disaggregation')} (default {_default('disaggregation')}: separate prefill and decode "
+        "pools only where they cost less per million output tokens at the targets, or meet targets one pool misses)",
+    )
+    p.add_argument(
+        "--prefill-replicas",
+        type=int,
+        metavar="N",
+        help="prefill replicas of a disaggregated plan (default: the fewest that meet the TTFT target)",
+    )
+    p.add_argument(
+        "--kv-offload",
+        type=_offload_size,
+        metavar="GIB|auto",
+        help="a CPU tier for the KV cache: GiB per engine (vLLM --kv-offloading-size) or auto (what the pod's memory "
+        "share holds beyond vLLM's needs); default off",
+    )
+    p.add_argument(
+        "--conversation-turns",
+        type=int,
+        metavar="N",
+        help=f"turns per conversation (default {_default('conversation_turns')}); above 1 the plan estimates how "
+        "much of each prompt the GPU cache and the CPU tier already hold",
+    )
+    p.add_argument(
+        "--think-time-s",
+        type=float,
+        metavar="S",
+        help=f"mean seconds between an answer and the next message (default {_default('think_time_s')}, an assumption)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare = p.add_argument_group("compare before choosing")

@@ -8,6 +8,7 @@ from typing import Any
 
 from llm_eks.planner import TIMES
 from llm_eks.planner.memory import DRIVER_VISIBLE_FRACTION
+from llm_eks.planner.pods import vllm_host_mib
 
 
 def _gib(n: float) -> str:
@@ -161,6 +162,17 @@ def table(p: Any) -> str:
                 + f"{cold.image_pull_s:g} s image pull",
             ),
         )
+    if p.kv_offload_gib is not None:
+        per = f" x {p.engines_per_pod} engines" if p.engines_per_pod > 1 else ""
+        rows.insert(
+            -2,
+            (
+                "KV offload",
+                f"CPU tier {p.kv_offload_gib:g} GiB per engine{per} (vLLM native, in /dev/shm): "
+                f"{p.kv_offload_mib_per_pod} MiB of the pod's {pod.memory} beside the "
+                f"{vllm_host_mib(p.gpus_per_pod)} MiB vLLM needs",
+            ),
+        )
     if p.auto_mode_fee is not None:
         # On EKS Auto Mode nodes are replaced weekly: what that costs the replicas (planner/compute_mode.py).
         rows.insert(-2, ("Node lifetime", p.node_replacement.line()))
@@ -174,7 +186,53 @@ def _render(p: Any, rows: list[tuple[str, str]]) -> str:
     lines += [f"{label:<{width}}  {value}" for label, value in rows]
     lines += ["", *_paths_table(p)]
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in p.assumptions]
+    if p.disaggregation is not None:
+        lines += ["", "Prefill/decode:"] + [f"  {line}" for line in decision_lines(p.disaggregation)]
+    if p.prefix_reuse is not None:
+        lines += ["", "Prefix reuse (multi-turn):"] + [f"  {line}" for line in reuse_lines(p.prefix_reuse)]
     return "\n".join(lines)
+
+
+def reuse_lines(u: Any) -> list[str]:
+    """Where multi-turn prompts find their prefixes, and the TTFT that follows (planner/kv_offload.py)."""
+    cpu = f", CPU tier {u.cpu_hit:.0%}" if u.cpu_tokens else " (no CPU tier)"
+    return [
+        f"prompt tokens: GPU prefix cache {u.gpu_hit:.0%}{cpu}, prefilled {u.prefilled:.0%} "
+        f"(of which earlier turns computed {u.reusable:.0%})",
+        f"TTFT ~{u.ttft_ms:g} ms (no reuse ~{u.ttft_no_reuse_ms:g} ms, GPU cache alone ~{u.ttft_gpu_ms:g} ms"
+        + (f", CPU loads {u.load_ms:g} ms" if u.cpu_tokens else "")
+        + f"); caches beyond running sequences: GPU {u.gpu_idle_tokens:,} tokens, CPU {u.cpu_tokens:,} tokens, "
+        f"{u.tokens_written_per_s:,.0f} KV tokens written per second",
+        *(f"- {a}" for a in u.assumptions),
+    ]
+
+
+def _mode(m: Any) -> str:
+    cost = "no price" if m.usd_per_million_output_tokens is None else f"${m.usd_per_million_output_tokens:.3f}"
+    pools = " + ".join(f"{pool.replicas}{TIMES} {pool.role} {pool.split}" for pool in m.pools)
+    met = "meets" if m.meets_targets else "misses"
+    return f"{pools}: TTFT ~{m.ttft_ms:g} ms, ~{m.tpot_ms:g} ms per output token, {cost} per 1M output tokens ({met})"
+
+
+def decision_lines(d: Any) -> list[str]:
+    """The prefill/decode decision as the plan table and `plan --compare` print it: both modes, then the choice."""
+    lines = [f"aggregated     {_mode(d.aggregated)}"]
+    if d.disaggregated is not None and d.phase is not None:
+        ph = d.phase
+        bound = " (upper bound)" if ph.transfer.upper_bound else ""
+        lines.append(f"disaggregated  {_mode(d.disaggregated)}")
+        lines.append(
+            f"  TTFT parts: prefill {ph.prefill_ms:g} ms, queue {ph.queue_ms:g} ms (prefill pool "
+            f"{ph.prefill_utilization:.0%} busy), KV {ph.kv_bytes_per_request / 2**20:,.0f} MiB over "
+            f"{ph.transfer.transport.upper()} at {ph.transfer.gb_per_s:g} GB/s{bound} = {ph.transfer_ms:g} ms, decode "
+            f"{ph.decode_wait_ms:g} ms; transfer rate published, not measured here: {ph.transfer.source}"
+        )
+    ratio = f" ({d.ratio} prefill:decode)" if d.recommended == "disaggregated" else ""
+    lines.append(
+        f"{d.setting}: {d.recommended}{ratio}: {d.why}"
+        + ("; planned only: llm-eks serves every workload aggregated today" if d.recommended == "disaggregated" else "")
+    )
+    return lines
 
 
 # How each source reads in the path table.

@@ -275,6 +275,20 @@ class WorkloadConfig:
     # A NodePool of this workload's own instead of sharing its GPU family's with the environment's other workloads:
     # off by default, since a shared pool packs replicas of several models onto the same nodes and limit.
     dedicated_pool: bool = False
+    # Separate prefill and decode pools: auto lets the planner recommend them where they cost less per million output
+    # tokens at the SLO (or meet an SLO one pool misses; `llm-eks plan` says which and why); on always, off never.
+    # Planned only: the charts serve every workload aggregated today. engine ray-serve: off (on is refused).
+    disaggregation: str = "auto"
+    # Prefill replicas of a disaggregated plan; None: the fewest that meet the TTFT target.
+    prefill_replicas: int | None = None
+    # A CPU tier for the KV cache (vLLM --kv-offloading-size, native backend): a size in GiB per engine, "auto" (what
+    # the pod's memory share holds beyond vLLM's needs) or null. Off by default: it pays only where prompts share
+    # prefixes the GPU cache evicts (multi-turn chat, agents), and pins host memory. engine vllm only.
+    kv_offload: float | str | None = None
+    # Turns per conversation of this workload's traffic; above 1 `llm-eks plan` estimates their prefix reuse.
+    conversation_turns: int = 1
+    # Mean seconds between an answer and the next message of a conversation (the reuse estimate's assumption).
+    think_time_s: float = 30.0
     # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})
@@ -334,6 +348,12 @@ class WorkloadConfig:
             # Accepting the no-EFA warning is accepting a replica whose nodes talk over TCP.
             allow_without_efa=WARN_NO_EFA in self.acknowledged_warnings,
             warm_replicas=self.warm_replicas,
+            # Ray Serve's chart renders no prefill/decode pools: its workloads are planned aggregated.
+            disaggregation="off" if self.engine == "ray-serve" else self.disaggregation,
+            prefill_replicas=self.prefill_replicas,
+            kv_offload=self.kv_offload,
+            conversation_turns=self.conversation_turns,
+            think_time_s=self.think_time_s,
             lora=(
                 LoraAdapters(tuple((name, repo) for name, repo, _ in self.adapters), self.max_lora_rank)
                 if self.lora_adapters

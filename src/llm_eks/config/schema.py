@@ -11,7 +11,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_eks.errors import ConfigError, did_you_mean, fail
@@ -51,60 +51,82 @@ def build(cls: type[T], data: Any, path: str, hidden: tuple[str, ...] = ()) -> T
 
 def _convert(hint: Any, value: Any, path: str) -> Any:
     origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        non_none = [a for a in args if a is not type(None)]
-        if len(non_none) == 1:
-            return _convert(non_none[0], value, path)
-        errors = []
-        for arg in non_none:
-            try:
-                return _convert(arg, value, path)
-            except ConfigError as err:
-                errors.append(str(err))
-        raise ConfigError(errors[-1])
+        return _convert_union(typing.get_args(hint), value, path)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build(hint, value, path)
     if origin is tuple:
         if not isinstance(value, list | tuple):
             raise fail(path, value, "must be a list")
-        return tuple(_convert(args[0], item, f"{path}[{i}]") for i, item in enumerate(value))
+        item = typing.get_args(hint)[0]
+        return tuple(_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value))
     if origin in (Mapping, dict) or hint is dict:
-        if not isinstance(value, Mapping):
-            raise fail(path, value, "must be an object")
-        # Mapping[str, Any] (model_spec) keeps its values for the owner to check; Mapping[str, str] (tags) checks here.
-        value_hint = args[1] if len(args) == 2 else Any
-        converted = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise fail(path, k, "keys must be strings")
-            converted[k] = _convert(value_hint, v, f"{path}.{k}")
-        return types.MappingProxyType(converted)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise fail(path, value, "must be true or false")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(path, value, "must be an integer")
-        return _bounded(value, path)
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise fail(path, value, "must be a number")
-        if isinstance(value, int):
-            value = _bounded(value, path)
-        if not math.isfinite(value):
-            raise fail(path, value, "must be a finite number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise fail(path, value, "must be a string")
-        return value
+        return _convert_mapping(typing.get_args(hint), value, path)
+    if hint in _SCALARS:
+        return _SCALARS[hint](value, path)
     if hint is Any:
         return value
     raise TypeError(f"unsupported config type {hint!r} at {path}")  # a bug in our dataclasses, not user input
+
+
+def _convert_union(args: tuple[Any, ...], value: Any, path: str) -> Any:
+    """`X | None` is X or null; a union of several types takes the first that converts (else the last error)."""
+    if value is None and type(None) in args:
+        return None
+    non_none = [a for a in args if a is not type(None)]
+    if len(non_none) == 1:
+        return _convert(non_none[0], value, path)
+    errors = []
+    for arg in non_none:
+        try:
+            return _convert(arg, value, path)
+        except ConfigError as err:
+            errors.append(str(err))
+    raise ConfigError(errors[-1])
+
+
+def _convert_mapping(args: tuple[Any, ...], value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise fail(path, value, "must be an object")
+    # Mapping[str, Any] (model_spec) keeps its values for the owner to check; Mapping[str, str] (tags) checks here.
+    value_hint = args[1] if len(args) == 2 else Any
+    converted = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise fail(path, k, "keys must be strings")
+        converted[k] = _convert(value_hint, v, f"{path}.{k}")
+    return types.MappingProxyType(converted)
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise fail(path, value, "must be true or false")
+    return value
+
+
+def _int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(path, value, "must be an integer")
+    return _bounded(value, path)
+
+
+def _float(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(path, value, "must be a number")
+    if isinstance(value, int):
+        value = _bounded(value, path)
+    if not math.isfinite(value):
+        raise fail(path, value, "must be a finite number")
+    return float(value)
+
+
+def _str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise fail(path, value, "must be a string")
+    return value
+
+
+_SCALARS: Mapping[Any, Callable[[Any, str], Any]] = {bool: _bool, int: _int, float: _float, str: _str}
 
 
 def _bounded(value: int, path: str) -> int:

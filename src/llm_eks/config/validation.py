@@ -289,17 +289,64 @@ def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None
     if w.engine not in ENGINES:
         raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
     if w.engine == "ray-serve":
-        # The RayService chart renders tensor x pipeline parallelism only (its engine_kwargs carry no DP or EP).
-        for name in ("data_parallel_size", "enable_expert_parallel"):
-            value = getattr(w, name)
-            if value is True or (type(value) is int and value > 1):
-                raise fail(
-                    f"{path}.{name}",
-                    value,
-                    "engine 'ray-serve' serves tensor x pipeline parallelism only; data and expert parallelism "
-                    "need engine 'vllm'",
-                )
+        _validate_ray_serve_workload(w, path)
     inputs.validate_model_spec(w, path)
+    _validate_capacity(w, path, held)
+    if w.warm_replicas and w.engine != "vllm":
+        raise fail(
+            f"{path}.warm_replicas",
+            w.warm_replicas,
+            "needs engine vllm (Ray Serve scales its own workers inside the RayCluster); use 0 with ray-serve",
+        )
+    inputs.validate_slo(w.slo, f"{path}.slo")
+    a = w.autoscaling
+    inputs.validate_scale_to_zero(w, path)
+    if a.waiting_per_replica < 1:
+        raise fail(f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
+    if not 0 < a.kv_cache_usage < 1:
+        raise fail(f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
+    _validate_weights_source(w, path)
+    _validate_api_key(w, path)
+    if w.revision is not None:
+        _validate_revision(f"{path}.revision", w.revision)
+    _validate_lora(w, path)
+    _validate_neuron(w, path)
+    inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
+    _validate_benchmark(w, path)
+
+
+def _validate_ray_serve_workload(w: WorkloadConfig, path: str) -> None:
+    """What a Ray Serve workload cannot do: data or expert parallelism, prefill/decode pools, a CPU KV tier."""
+    # The RayService chart renders tensor x pipeline parallelism only (its engine_kwargs carry no DP or EP).
+    for name in ("data_parallel_size", "enable_expert_parallel"):
+        value = getattr(w, name)
+        if value is True or (type(value) is int and value > 1):
+            raise fail(
+                f"{path}.{name}",
+                value,
+                "engine 'ray-serve' serves tensor x pipeline parallelism only; data and expert parallelism "
+                "need engine 'vllm'",
+            )
+    # vLLM's NIXL prefill/decode pools are planned for the vLLM engine; Ray Serve workloads stay aggregated.
+    for name, value in (("disaggregation", w.disaggregation), ("prefill_replicas", w.prefill_replicas)):
+        if value == "on" or (name == "prefill_replicas" and value is not None):
+            raise fail(
+                f"{path}.{name}",
+                value,
+                "prefill/decode pools are planned for engine 'vllm' only (vLLM's NixlConnector behind the "
+                "endpoint picker); use disaggregation auto or off with ray-serve",
+            )
+    if w.kv_offload is not None:
+        raise fail(
+            f"{path}.kv_offload",
+            w.kv_offload,
+            "the CPU KV tier is planned for engine 'vllm' only (vLLM keeps it in /dev/shm, where a Ray worker "
+            "also keeps its object store); leave it out with ray-serve",
+        )
+
+
+def _validate_capacity(w: WorkloadConfig, path: str, held: bool) -> None:
+    """Capacity types, the replica bounds and the accelerator limit."""
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(
             f"{path}.capacity_types",
@@ -322,19 +369,10 @@ def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None
         raise fail(f"{path}.replicas.max", r.max, "must be at most 64")
     if w.accelerator_limit is not None and w.accelerator_limit < 1:
         raise fail(f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
-    if w.warm_replicas and w.engine != "vllm":
-        raise fail(
-            f"{path}.warm_replicas",
-            w.warm_replicas,
-            "needs engine vllm (Ray Serve scales its own workers inside the RayCluster); use 0 with ray-serve",
-        )
-    inputs.validate_slo(w.slo, f"{path}.slo")
-    a = w.autoscaling
-    inputs.validate_scale_to_zero(w, path)
-    if a.waiting_per_replica < 1:
-        raise fail(f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
-    if not 0 < a.kv_cache_usage < 1:
-        raise fail(f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
+
+
+def _validate_weights_source(w: WorkloadConfig, path: str) -> None:
+    """Where the weights come from, the Hub token's secret and the image snapshot."""
     if w.weights not in WEIGHT_SOURCES:
         raise fail(f"{path}.weights", w.weights, f"must be one of {', '.join(WEIGHT_SOURCES)}")
     if w.weights == "s3":
@@ -359,12 +397,9 @@ def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None
             w.image_snapshot_id,
             "must be an EBS snapshot id such as snap-0123456789abcdef0",
         )
-    _validate_api_key(w, path)
-    if w.revision is not None:
-        _validate_revision(f"{path}.revision", w.revision)
-    _validate_lora(w, path)
-    _validate_neuron(w, path)
-    inputs.validate_acknowledged_warnings(w.acknowledged_warnings, f"{path}.acknowledged_warnings")
+
+
+def _validate_benchmark(w: WorkloadConfig, path: str) -> None:
     b = w.benchmark
     if b.request_rate <= 0:
         raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")

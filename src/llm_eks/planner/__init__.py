@@ -21,12 +21,18 @@ constructs and charts use.
     search        choosing among candidates, and the one-line error when none fits
     fixes         when none fits: the changes that would, each planned, cheapest first
     assumptions   what a plan assumed, with its numbers
+    disaggregation whether separate prefill and decode pools pay, their sizes, and the NIXL KV-transfer config
+    kv_offload    the CPU KV tier (vLLM --kv-offloading-size): its host memory, and the prefix reuse of multi-turn chat
     engine        the vLLM engine settings a plan carries, and their `vllm serve` flags and Ray engine_kwargs
     result        Plan and what it carries
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from llm_eks.planner.expert_parallel import evaluate_expert_parallel
+from llm_eks.planner.kv_offload import Reuse, reuse
 from llm_eks.planner.memory import GIB
 from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
 from llm_eks.planner.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
@@ -44,7 +50,7 @@ from llm_eks.planner.result import (
     PodResources,
 )
 from llm_eks.planner.search import planned
-from llm_eks.planner.sizing import Context
+from llm_eks.planner.sizing import Context, evaluate
 
 __all__ = [
     "GIB",
@@ -72,4 +78,23 @@ __all__ = [
 def plan(request: PlanRequest) -> Plan:
     """The deployment plan for `request`; ConfigError (one line) when nothing fits: a NoFitError (planner/fixes.py)
     lists the changes that would, cheapest first."""
-    return planned(Context(request))
+    planned_ = planned(Context(request))
+    # The prefill/decode decision on the chosen layout (ConfigError when a forced one cannot meet the targets).
+    from llm_eks.planner.disaggregation import decide
+
+    return dataclasses.replace(planned_, disaggregation=decide(planned_), prefix_reuse=_reuse(planned_))
+
+
+def _reuse(p: Plan) -> Reuse | None:
+    """The multi-turn prefix reuse estimate on the plan's own layout (its step re-evaluated)."""
+    if p.request.conversation_turns == 1 or p.neuron is not None:
+        # Neuron's engine paths are planned by their own latency model (planner/neuron): no reuse estimate there.
+        return None
+    ctx = Context(p.request, suggest=False)
+    if p.expert_parallel:
+        fit = evaluate_expert_parallel(
+            ctx, p.instance, p.tensor_parallel_size, p.data_parallel_size, p.nodes_per_replica
+        )
+    else:
+        fit = evaluate(ctx, p.instance, p.tensor_parallel_size, p.pipeline_parallel_size, p.nodes_per_replica)
+    return reuse(p, fit)

@@ -15,9 +15,11 @@ from llm_eks.planner.cold_start import (
 )
 from llm_eks.planner.compute_mode import compute_assumptions
 from llm_eks.planner.kv_cache import BLOCK_TOKENS
+from llm_eks.planner.kv_offload import AUTO_SHARE
 from llm_eks.planner.latency import FITTED, efa_link, link
 from llm_eks.planner.memory import CUDA_GRAPH_BYTES, DRIVER_VISIBLE_FRACTION, GIB, NON_TORCH_BYTES, batch_defaults
-from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
+from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB, vllm_host_mib
+from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.sizing import Context, Fit, expert_padding
 
 
@@ -85,6 +87,7 @@ def plan_assumptions(ctx: Context, fit: Fit) -> list[str]:
         else f"max_num_seqs {r.max_num_seqs} as given: vLLM's profiling run (the activation peak above) uses it",
         f"pod requests: node allocatable less {DAEMONSET_CPU_MILLICORES}m CPU and {DAEMONSET_MEMORY_MIB} MiB for "
         f"DaemonSets, split over {fit.replicas_per_node} pod(s) per node",
+        *_offload_assumption(r, fit),
         image_assumption(node_image_source(ctx, fit)),
         weights_assumption(r.weights_source),
         f"warm-up: {WARMUP_BASE_S} s (start-up, torch.compile with a cold cache, CUDA graphs) + "
@@ -182,3 +185,19 @@ def _latency_assumption(fit: Fit) -> str:
         f"ms); TTFT {lat.ttft_ms:g} ms (p99 {lat.ttft_p99_ms:g} ms), {lat.output_tokens_per_s:g} output tokens/s per "
         "replica (constants fitted to published vLLM runs, docs: planner accuracy)"
     )
+
+
+def _offload_assumption(r: PlanRequest, fit: Fit) -> list[str]:
+    """The CPU KV tier's host memory, when the workload has one."""
+    if fit.kv_offload_gib is None:
+        return []
+    engines = fit.dp_local if fit.expert_parallel else 1
+    how = "as given"
+    if r.kv_offload == "auto":
+        how = f"auto: {AUTO_SHARE:.0%} of the pod's memory beyond vLLM's, in whole GiB"
+    per = f" x {engines} data-parallel ranks" if engines > 1 else ""
+    return [
+        f"CPU KV tier: {fit.kv_offload_gib:g} GiB per engine{per} ({how}) in the pod's /dev/shm, inside its "
+        f"{fit.pod.memory_mib} MiB memory request beside the {vllm_host_mib(fit.gpus_per_pod)} MiB vLLM needs; "
+        "pre-faulted at start (time not modelled)"
+    ]

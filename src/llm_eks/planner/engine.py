@@ -57,6 +57,9 @@ class EngineSettings:
     # Serve a multimodal checkpoint's decoder alone (--language-model-only: vLLM neither builds nor loads its vision
     # tower); off unless the model is catalogued text-only (ModelSpec.language_model_only).
     language_model_only: bool = False
+    # A CPU tier for the KV cache, GiB per engine (--kv-offloading-size with the native backend); None: off, the
+    # planner sizes it (planner/kv_offload.py).
+    kv_offloading_size: float | None = None
 
 
 def validate_engine(settings: EngineSettings, path: str) -> None:
@@ -167,6 +170,9 @@ def vllm_flags(settings: EngineSettings) -> list[str]:
         flags.append("--trust-remote-code")
     if settings.language_model_only:
         flags.append("--language-model-only")
+    if settings.kv_offloading_size is not None:
+        # The native backend named, so vLLM's default changing never changes what runs (planner/kv_offload.py).
+        flags += ["--kv-offloading-size", f"{settings.kv_offloading_size:g}", "--kv-offloading-backend", "native"]
     if settings.lora_modules:
         # `name=source` per adapter: a folder the pod restored (staged adapters), else a Hub id vLLM downloads.
         flags += ["--enable-lora", "--max-loras", str(len(settings.lora_modules))]
@@ -194,6 +200,8 @@ VLLM_FLAG_FIELDS = {
     "--code-revision": "revision",
     "--trust-remote-code": "trust_remote_code",
     "--language-model-only": "language_model_only",
+    "--kv-offloading-size": "kv_offloading_size",
+    "--kv-offloading-backend": "kv_offloading_size",
 }
 
 

@@ -101,7 +101,7 @@ def evaluate_expert_parallel(ctx: Context, inst: InstanceType, tp: int, dp: int,
         ctx, inst, tp, dp, nodes, weight_per_gpu - deepstack, expert_bytes, local_experts, layout, batched
     )
     latency = estimate(step).rounded()
-    gpus_per_node, replicas_per_node, pod, host_ok = pod_share(inst, ep, nodes)
+    gpus_per_node, replicas_per_node, pod, host_ok, offload = pod_share(inst, ep, nodes, r.kv_offload, dp // nodes)
     return Fit(
         instance=inst,
         tp=tp,
@@ -131,6 +131,7 @@ def evaluate_expert_parallel(ctx: Context, inst: InstanceType, tp: int, dp: int,
         dp=dp,
         expert_parallel=True,
         experts_per_gpu=local_experts,
+        kv_offload_gib=offload,
     )
 
 

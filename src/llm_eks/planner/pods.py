@@ -12,3 +12,14 @@ DAEMONSET_MEMORY_MIB = 2048
 MIN_POD_MEMORY_MIB = 6144
 
 MIN_POD_MEMORY_PER_GPU_MIB = 2048
+
+
+def vllm_host_mib(gpus_per_pod: int) -> int:
+    """Host memory (MiB) a vLLM pod needs without a CPU KV tier: MIN_POD_MEMORY_MIB and MIN_POD_MEMORY_PER_GPU_MIB."""
+    return MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * gpus_per_pod
+
+
+def shm_mib(gpus_per_pod: int) -> int:
+    """/dev/shm of a vLLM pod without a CPU KV tier: NCCL's intra-node buffers and the engine's worker processes need
+    more with tensor parallelism."""
+    return 2048 if gpus_per_pod == 1 else min(4 * gpus_per_pod, 32) * 1024

@@ -13,7 +13,16 @@ from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.errors import fail
 from llm_eks.planner.compute_mode import AUTO_MODE, COMPUTE_MODES
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
+from llm_eks.planner.kv_offload import THINK_TIME_S, max_turns
+from llm_eks.planner.kv_offload import validate as validate_offload
 from llm_eks.planner.tensor_split import attention_tensor_parallel_sizes, valid_tensor_parallel_sizes
+
+# auto: the planner recommends separate prefill and decode pools where they cost less at the targets (planner/
+# disaggregation.py); on: always plan them; off: never.
+DISAGGREGATION_MODES = ("auto", "on", "off")
+
+# Prefill replicas a request may fix: the most one model's prefill pool reasonably needs.
+MAX_PREFILL_REPLICAS = 256
 
 # Warm headroom beyond this is a second deployment, not headroom.
 MAX_WARM_REPLICAS = 64
@@ -36,6 +45,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "weights_source": WEIGHTS_SOURCES,
     "image_source": IMAGE_SOURCES,
     "compute": COMPUTE_MODES,
+    "disaggregation": DISAGGREGATION_MODES,
 }
 
 MAX_TARGET_CONCURRENCY = 4096
@@ -124,6 +134,19 @@ class PlanRequest:
     # A replica may span nodes of an instance type without EFA (activations then cross nodes over TCP). False: such
     # a plan is refused with a one-line error (config: acknowledged_warnings llm-eks:plan-no-efa sets it).
     allow_without_efa: bool = False
+    # Separate prefill and decode pools (vLLM's NixlConnector): auto recommends them only where they cost less per
+    # million output tokens at the targets (or meet targets one pool misses); on plans them always; off never.
+    disaggregation: str = "auto"
+    # Prefill replicas of a disaggregated plan; None: the fewest that meet max_ttft_ms (the planner sizes it).
+    prefill_replicas: int | None = None
+    # A CPU tier for the KV cache (vLLM --kv-offloading-size, GiB per engine; "auto": what the pod's memory share
+    # holds beyond vLLM's needs). None (off): it only pays where prompts share prefixes the GPU cache evicts
+    # (multi-turn chat, agents), and it takes host memory and start-up time (planner/kv_offload.py).
+    kv_offload: float | str | None = None
+    # Turns per conversation: above 1 the plan estimates the prefix reuse of multi-turn traffic (kv_offload.reuse).
+    conversation_turns: int = 1
+    # Mean seconds between an answer and the conversation's next message (an assumption the reuse estimate uses).
+    think_time_s: float = THINK_TIME_S
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -210,9 +233,39 @@ def validate_request(r: PlanRequest) -> None:
             )
     if not isinstance(r.allow_without_efa, bool):
         raise fail("workload.allow_without_efa", r.allow_without_efa, "must be true or false")
+    if r.prefill_replicas is not None:
+        _int_between("prefill_replicas", r.prefill_replicas, 1, MAX_PREFILL_REPLICAS)
+        if r.disaggregation == "off":
+            raise fail(
+                "workload.prefill_replicas",
+                r.prefill_replicas,
+                "sizes a prefill pool, and disaggregation is off: set disaggregation on or auto, or leave it out",
+            )
     _validate_vllm_sizes(r, spec)
     _validate_lora(r.lora, spec)
     _validate_expert_parallel(r, spec)
+    _validate_offload(r)
+
+
+def _validate_offload(r: PlanRequest) -> None:
+    """kv_offload and the multi-turn traffic the reuse estimate reads (planner/kv_offload.py)."""
+    validate_offload(r.kv_offload, r.conversation_turns, r.think_time_s)
+    inst = INSTANCE_TYPES.get(r.accelerator) if r.accelerator != "auto" else None
+    if r.kv_offload is not None and inst is not None and inst.accelerator_vendor == "neuron":
+        raise fail(
+            "workload.kv_offload",
+            r.kv_offload,
+            f"vLLM's CPU tier runs on CUDA GPUs (vLLM 0.33's CPUOffloadingSpec refuses other devices); "
+            f"{inst.instance_type} runs Neuron's engine path: leave it out",
+        )
+    most = max_turns(r.typical_input_tokens, r.typical_output_tokens)
+    if r.conversation_turns > most:
+        raise fail(
+            "workload.conversation_turns",
+            r.conversation_turns,
+            f"turns of {r.typical_output_tokens} output tokens cannot average {r.typical_input_tokens} prompt "
+            f"tokens (each prompt carries every earlier turn): at most {most}; raise typical_input_tokens",
+        )
 
 
 def _check_compute(r: PlanRequest) -> None:

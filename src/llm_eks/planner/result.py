@@ -11,7 +11,9 @@ from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
+from llm_eks.planner.kv_offload import Reuse, host_mib
 from llm_eks.planner.neuron.engine import NeuronLayout, neuron_flags
+from llm_eks.planner.pods import vllm_host_mib
 from llm_eks.planner.request import PlanRequest
 
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
@@ -166,9 +168,27 @@ class Plan:
     data_parallel_size_local: int = 1
     # The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs (--enable-expert-parallel).
     expert_parallel: bool = False
+    # Whether separate prefill and decode pools pay for this request: a planner.disaggregation.Decision (typed Any:
+    # that module imports this one); None only on a plan made without it (the search's candidates).
+    disaggregation: Any = None
+    # The CPU KV tier per engine (vLLM --kv-offloading-size, GiB); None: offload off.
+    kv_offload_gib: float | None = None
+    # Where multi-turn prompts find their prefixes and the TTFT that follows (kv_offload.Reuse); None: single-turn
+    # traffic, or a plan made without it (the search's candidates).
+    prefix_reuse: Reuse | None = None
     # A plan on a Neuron instance type: its engine path, compiled shape and cores (tensor_parallel_size then counts
     # NeuronCores, gpus_per_pod chips, and the per-GPU memory figures are per core). None on GPUs.
     neuron: NeuronLayout | None = None
+
+    @property
+    def engines_per_pod(self) -> int:
+        """vLLM engines a pod runs (data-parallel ranks on its node; 1 for TP x PP): each holds its own CPU tier."""
+        return self.data_parallel_size_local if self.expert_parallel else 1
+
+    @property
+    def kv_offload_mib_per_pod(self) -> int:
+        """Host memory (and /dev/shm) a pod's CPU KV tier takes, MiB; 0 with offload off."""
+        return host_mib(self.kv_offload_gib, self.engines_per_pod)
 
     @property
     def instance_type(self) -> str:
@@ -260,6 +280,7 @@ class Plan:
             lora_modules=() if self.request.lora is None else self.request.lora.adapters,
             max_lora_rank=16 if self.request.lora is None else self.request.lora.max_rank,
             language_model_only=spec.language_model_only,
+            kv_offloading_size=self.kv_offload_gib,
         )
 
     @property
@@ -420,6 +441,16 @@ class Plan:
                 **({EFA_RESOURCE: self.efa_interfaces_per_pod} if self.efa_interfaces_per_pod else {}),
             },
             "engine_args": list(self.engine_args),
+            "disaggregation": None if self.disaggregation is None else self.disaggregation.to_dict(),
+            "kv_offload": {
+                "setting": self.request.kv_offload,
+                "gib_per_engine": self.kv_offload_gib,
+                "engines_per_pod": self.engines_per_pod,
+                "host_mib_per_pod": self.kv_offload_mib_per_pod,
+                "vllm_host_mib_per_pod": vllm_host_mib(self.gpus_per_pod),
+                "backend": None if self.kv_offload_gib is None else "native",
+            },
+            "prefix_reuse": None if self.prefix_reuse is None else self.prefix_reuse.to_dict(),
             "assumptions": list(self.assumptions),
             "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
             **({"neuron": self.neuron.to_dict()} if self.neuron is not None else {}),

@@ -18,7 +18,7 @@ from llm_eks.planner.fixes import NoFitError, find_fixes
 from llm_eks.planner.kv_cache import cdiv
 from llm_eks.planner.neuron.plan import plan_on_neuron
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
-from llm_eks.planner.pods import MIN_POD_MEMORY_MIB, MIN_POD_MEMORY_PER_GPU_MIB
+from llm_eks.planner.pods import vllm_host_mib
 from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.result import (
     TIMES,
@@ -297,6 +297,21 @@ def shortfalls(ctx: Context, fit: Fit) -> list[PlanWarning]:
     return out
 
 
+def kv_offload_too_large(r: PlanRequest, inst: InstanceType, fit: Fit, need: int) -> ConfigError:
+    """The CPU KV tier does not fit the pod's share of `inst`'s memory beside vLLM's `need` MiB: one line."""
+    spare = fit.pod.memory_mib - need
+    engines = fit.dp_local if fit.expert_parallel else 1
+    per = f" x {engines} engines per pod" if engines > 1 else ""
+    most = f"at most {spare // 1024 // engines} GiB" if spare >= 1024 * engines else "no CPU tier fits"
+    return fail(
+        "workload.kv_offload",
+        r.kv_offload,
+        f"a pod's share of {inst.instance_type}'s host memory ({fit.pod.memory_mib} MiB) holds the {need} MiB "
+        f"vLLM needs and {max(spare, 0)} MiB more{per}: {most} there; lower kv_offload, use auto, or choose "
+        "an instance type with more memory",
+    )
+
+
 def no_fit_on(
     ctx: Context, inst: InstanceType, single: list[tuple[int, int, int]], multi: list[tuple[int, int, int]]
 ) -> ConfigError:
@@ -312,11 +327,13 @@ def no_fit_on(
         )
     if memory_fits:
         worst = memory_fits[0]
+        need = vllm_host_mib(worst.gpus_per_pod)
+        if r.kv_offload is not None:
+            return kv_offload_too_large(r, inst, worst, need)
         return fail(
             "workload.accelerator",
             inst.instance_type,
-            f"a pod's share of its host memory ({worst.pod.memory_mib} MiB) is below the "
-            f"{MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * worst.gpus_per_pod} MiB vLLM needs; "
+            f"a pod's share of its host memory ({worst.pod.memory_mib} MiB) is below the {need} MiB vLLM needs; "
             "choose a larger size of the family",
         )
     if r.fixed_shape:
@@ -394,4 +411,5 @@ def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
         data_parallel_size=fit.dp,
         data_parallel_size_local=fit.dp_local,
         expert_parallel=fit.expert_parallel,
+        kv_offload_gib=fit.kv_offload_gib,
     )

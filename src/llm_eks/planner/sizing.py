@@ -10,6 +10,7 @@ from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.formats import FORMATS, support
 from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.kv_cache import KvLayout, cdiv, kv_bytes_per_token_per_layer, kv_layout
+from llm_eks.planner.kv_offload import host_mib, resolve_size
 from llm_eks.planner.latency import (
     LatencyEstimate,
     StepShape,
@@ -29,12 +30,7 @@ from llm_eks.planner.memory import (
     sampler_state_bytes,
     visible_bytes,
 )
-from llm_eks.planner.pods import (
-    DAEMONSET_CPU_MILLICORES,
-    DAEMONSET_MEMORY_MIB,
-    MIN_POD_MEMORY_MIB,
-    MIN_POD_MEMORY_PER_GPU_MIB,
-)
+from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB, shm_mib, vllm_host_mib
 from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.result import PodResources
 
@@ -115,6 +111,8 @@ class Fit:
     expert_parallel: bool = False
     # Routed experts on the heaviest GPU under expert parallelism (0 for TP x PP).
     experts_per_gpu: int = 0
+    # The CPU KV tier per engine (vLLM --kv-offloading-size, GiB); None: offload off.
+    kv_offload_gib: float | None = None
 
     @property
     def gpus(self) -> int:
@@ -181,7 +179,7 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     step = step_shape(ctx, inst, tp, pp, nodes, stage_layers, weight_per_gpu - deepstack, padding, layout, batched)
     latency = estimate(step).rounded()
 
-    gpus_per_node, replicas_per_node, pod, host_ok = pod_share(inst, tp * pp, nodes)
+    gpus_per_node, replicas_per_node, pod, host_ok, offload = pod_share(inst, tp * pp, nodes, r.kv_offload)
     return Fit(
         instance=inst,
         tp=tp,
@@ -207,18 +205,29 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
         pod=pod,
         host_memory_ok=host_ok,
         nvme_ok=nvme_fits(ctx, inst),
+        kv_offload_gib=offload,
     )
 
 
-def pod_share(inst: InstanceType, gpus: int, nodes: int) -> tuple[int, int, PodResources, bool]:
-    """(GPUs per pod, replicas per node, the pod's share of the node, whether that holds vLLM's host memory) for a
-    replica of `gpus` GPUs (all of each node's when it spans `nodes` > 1)."""
+def pod_share(
+    inst: InstanceType, gpus: int, nodes: int, offload: float | str | None = None, engines: int = 1
+) -> tuple[int, int, PodResources, bool, float | None]:
+    """(GPUs per pod, replicas per node, the pod's share of the node, whether that holds vLLM's host memory and the
+    CPU KV tier, the tier's GiB per engine) for a replica of `gpus` GPUs (all of each node's when it spans `nodes` >
+    1) whose pods run `engines` engines each (data-parallel ranks), with the request's kv_offload `offload`."""
     gpus_per_node = gpus if nodes == 1 else inst.accelerators
     replicas_per_node = inst.accelerators // gpus if nodes == 1 else 1
     cpu = (inst.allocatable_cpu - DAEMONSET_CPU_MILLICORES) // replicas_per_node // 10 * 10
     memory = (inst.allocatable_memory - DAEMONSET_MEMORY_MIB) // replicas_per_node
-    host_ok = memory >= MIN_POD_MEMORY_MIB + MIN_POD_MEMORY_PER_GPU_MIB * gpus_per_node
-    return gpus_per_node, replicas_per_node, PodResources(cpu_millicores=cpu, memory_mib=memory), host_ok
+    # The tier sits in /dev/shm, whose volume counts against the pod's memory limit: it must fit beside both.
+    need = vllm_host_mib(gpus_per_node)
+    if offload is not None:
+        need = max(need, shm_mib(gpus_per_node))
+    spare = memory - need
+    size = resolve_size(offload, spare, engines)
+    # auto that finds less than a GiB per engine spare cannot hold a tier: the pod does not fit, like a named size.
+    host_ok = spare >= host_mib(size, engines) and size != 0
+    return gpus_per_node, replicas_per_node, PodResources(cpu_millicores=cpu, memory_mib=memory), host_ok, size
 
 
 def nvme_fits(ctx: Context, inst: InstanceType) -> bool:

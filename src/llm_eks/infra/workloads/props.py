@@ -42,6 +42,7 @@ from llm_eks.manifests.weights_staging import (
 )
 from llm_eks.manifests.weights_staging.props import NAME_MAX
 from llm_eks.planner import Plan
+from llm_eks.planner.pods import shm_mib
 from llm_eks.versions import RAY_LLM_IMAGE, VLLM_IMAGE
 
 GIB = 1024**3
@@ -70,8 +71,12 @@ def workload_namespace(s: ServedWorkload) -> str:
 
 
 def shm_size(plan: Plan) -> str:
-    """/dev/shm: NCCL's intra-node buffers and the engine's worker processes need more with tensor parallelism."""
-    return "2Gi" if plan.gpus_per_pod == 1 else f"{min(4 * plan.gpus_per_pod, 32)}Gi"
+    """/dev/shm (planner/pods.shm_mib) plus a CPU KV tier, which lives there (vLLM checks its free space before
+    creating it: planner/kv_offload.py)."""
+    base = shm_mib(plan.gpus_per_pod)
+    if plan.kv_offload_mib_per_pod:
+        return f"{base + plan.kv_offload_mib_per_pod}Mi"
+    return f"{base // 1024}Gi"
 
 
 def cache_size(plan: Plan) -> str:

@@ -365,6 +365,19 @@ class NodePoolsProps:
             pool.validate(f"gpu_pools[{i}]")
         if self.cpu_pool is not None:
             self.cpu_pool.validate("cpu_pool")
+        self._validate_pool_names_and_classes()
+        self._validate_ami()
+        if not 40 <= self.root_volume_gib <= 16384:
+            raise fail(
+                "root_volume_gib",
+                self.root_volume_gib,
+                "must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)",
+            )
+        self._validate_ids()
+        self._validate_placement_groups()
+
+    def _validate_pool_names_and_classes(self) -> None:
+        """Pools sharing a node class launch from one reservation; pool names are unique."""
         classes: dict[str, GpuPoolSpec] = {}
         for i, pool in enumerate(self.gpu_pools):
             first = classes.setdefault(pool.node_class, pool)
@@ -379,13 +392,9 @@ class NodePoolsProps:
             if pool.name in seen:
                 raise fail(f"gpu_pools[{i}].name", pool.name, "must be unique across gpu_pools and cpu_pool")
             seen.add(pool.name)
-        self._validate_ami()
-        if not 40 <= self.root_volume_gib <= 16384:
-            raise fail(
-                "root_volume_gib",
-                self.root_volume_gib,
-                "must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)",
-            )
+
+    def _validate_ids(self) -> None:
+        """The image snapshot, security groups, subnets and tags as AWS spells them."""
         if self.image_snapshot_id is not None:
             if not aws_ids.SNAPSHOT_ID.match(self.image_snapshot_id):
                 raise fail(
@@ -409,7 +418,6 @@ class NodePoolsProps:
         for key in self.tags:
             if not key or key in _RESERVED_TAGS or key.startswith(_RESERVED_TAG_PREFIXES):
                 raise fail(f"tags.{key}", self.tags[key], "uses a tag key Karpenter reserves for node ownership")
-        self._validate_placement_groups()
 
     def _validate_placement_groups(self) -> None:
         wanted = self.efa_node_classes

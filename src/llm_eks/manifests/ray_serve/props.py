@@ -216,6 +216,22 @@ def validate(p: RayServeProps) -> None:
     _at_least("efa_interfaces", p.efa_interfaces, 0)
     _at_least("tensor_parallel_size", p.tensor_parallel_size, 1)
     _at_least("pipeline_parallel_size", p.pipeline_parallel_size, 1)
+    _validate_layout(p)
+    validate_engine(p.engine, "ray_serve.engine")
+    _at_least("min_replicas", p.min_replicas, 0)
+    _at_least("max_replicas", p.max_replicas, 1)
+    if p.min_replicas > p.max_replicas:
+        raise _fail("min_replicas", p.min_replicas, f"must be at most max_replicas ({p.max_replicas})")
+    _at_least("target_ongoing_requests", p.target_ongoing_requests, 1)
+    if p.max_ongoing_requests is not None:
+        _at_least("max_ongoing_requests", p.max_ongoing_requests, p.target_ongoing_requests)
+    _validate_engine_kwargs(p)
+    _validate_pods(p)
+    _validate_drain(p)
+
+
+def _validate_layout(p: RayServeProps) -> None:
+    """Tensor parallelism within a worker node; a replica a whole number of worker nodes."""
     if p.tensor_parallel_size > p.gpus_per_worker:
         raise _fail(
             "tensor_parallel_size",
@@ -236,14 +252,10 @@ def validate(p: RayServeProps) -> None:
             p.gpus_per_worker,
             f"must equal tensor_parallel_size x pipeline_parallel_size ({gpus}) when one node holds a replica",
         )
-    validate_engine(p.engine, "ray_serve.engine")
-    _at_least("min_replicas", p.min_replicas, 0)
-    _at_least("max_replicas", p.max_replicas, 1)
-    if p.min_replicas > p.max_replicas:
-        raise _fail("min_replicas", p.min_replicas, f"must be at most max_replicas ({p.max_replicas})")
-    _at_least("target_ongoing_requests", p.target_ongoing_requests, 1)
-    if p.max_ongoing_requests is not None:
-        _at_least("max_ongoing_requests", p.max_ongoing_requests, p.target_ongoing_requests)
+
+
+def _validate_engine_kwargs(p: RayServeProps) -> None:
+    """No engine keyword that llm-eks sets itself or that has its own setting."""
     for key in p.extra_engine_kwargs:
         if key in _RESERVED_ENGINE_KWARGS:
             raise _fail("extra_engine_kwargs", key, _RESERVED_ENGINE_KWARGS[key])
@@ -251,6 +263,10 @@ def validate(p: RayServeProps) -> None:
             raise _fail("extra_engine_kwargs", key, "it has its own prop")
         if key in RAY_ENGINE_FIELDS:
             raise _fail("extra_engine_kwargs", key, f"it has its own setting (engine.{key})")
+
+
+def _validate_pods(p: RayServeProps) -> None:
+    """Resources, the Hub token's secret, autoscaling and upgrade settings, and where the head runs."""
     for prop in ("worker_cpu", "worker_memory", "head_cpu", "head_memory"):
         parse_quantity(f"ray_serve.{prop}", getattr(p, prop))
     if p.worker_ephemeral_storage is not None:
@@ -270,7 +286,6 @@ def validate(p: RayServeProps) -> None:
             dict(p.head_node_selector),
             "the head (GCS, Serve controller) must run on on-demand capacity, never Spot",
         )
-    _validate_drain(p)
 
 
 def _version(text: object) -> tuple[int, ...]:

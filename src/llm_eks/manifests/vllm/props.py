@@ -258,6 +258,38 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"served_model_name: {p.served_model_name!r} is not allowed; must be non-empty without '\"', '\\' "
             "or a newline (it is quoted in PromQL)"
         )
+    _validate_model_source(p)
+    _validate_layout(p)
+    _validate_resources(p)
+    _at_least("startup_seconds", p.startup_seconds, 1)
+    _at_least("replicas", p.replicas, 0)
+    _at_least("provisioning_seconds", p.provisioning_seconds, 0)
+    if not p.startup_margin >= 1:
+        raise ConfigError(f"startup_margin: {p.startup_margin} is not allowed; must be at least 1")
+    if p.run_as_user is not None:
+        _at_least("run_as_user", p.run_as_user, 1)
+    _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
+    _at_least("floor_replicas", p.floor_replicas, 0)
+    if bool(p.floor_replicas) != bool(p.floor_pools):
+        raise ConfigError(
+            f"floor_pools: {list(p.floor_pools)} is not allowed with floor_replicas {p.floor_replicas}; name the "
+            "NodePools the on-demand floor may use exactly when it has replicas"
+        )
+    _validate_drain(p)
+    validate_engine(p.engine, "engine")
+    _validate_neuron(p)
+    _validate_extra_engine_args(p)
+    if p.ingress is not None:
+        validate_ingress(p.ingress)
+        if p.nodes_per_replica > 1:
+            raise ConfigError(
+                f"ingress: not allowed with nodes_per_replica {p.nodes_per_replica}; the ALB's readiness gate "
+                "follows pods, and only a group's leader serves"
+            )
+
+
+def _validate_model_source(p: VllmProps) -> None:
+    """Where the weights come from, and the secrets as Secrets Manager names."""
     if p.weights not in ("hf", "s3"):
         raise ConfigError(f"weights: {p.weights!r} is not allowed; must be 'hf' or 's3'")
     if p.weights == "s3" and not p.model.startswith("s3://"):
@@ -273,6 +305,10 @@ def validate_vllm_props(p: VllmProps) -> None:
                 f"{field_name}: {secret!r} is not allowed; must be a Secrets Manager secret name "
                 "(letters, digits and /_+=.@-)"
             )
+
+
+def _validate_layout(p: VllmProps) -> None:
+    """Tensor, pipeline and data parallelism over the accelerators of a pod, a node and a replica."""
     for name, value in (
         ("tensor_parallel_size", p.tensor_parallel_size),
         ("pipeline_parallel_size", p.pipeline_parallel_size),
@@ -320,6 +356,10 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must be at most "
             f"{p.accelerators_per_node} (accelerators per node)"
         )
+
+
+def _validate_resources(p: VllmProps) -> None:
+    """The accelerator resource name, CPU, memory, /dev/shm and the model cache."""
     if "/" not in p.accelerator_resource:
         raise ConfigError(
             f"accelerator_resource: {p.accelerator_resource!r} is not allowed; must be an extended resource "
@@ -338,31 +378,6 @@ def validate_vllm_props(p: VllmProps) -> None:
             f"memory: {p.memory} is not allowed; must be at least shm_size ({p.shm_size}) because /dev/shm "
             "pages count against the memory limit"
         )
-    _at_least("startup_seconds", p.startup_seconds, 1)
-    _at_least("replicas", p.replicas, 0)
-    _at_least("provisioning_seconds", p.provisioning_seconds, 0)
-    if not p.startup_margin >= 1:
-        raise ConfigError(f"startup_margin: {p.startup_margin} is not allowed; must be at least 1")
-    if p.run_as_user is not None:
-        _at_least("run_as_user", p.run_as_user, 1)
-    _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
-    _at_least("floor_replicas", p.floor_replicas, 0)
-    if bool(p.floor_replicas) != bool(p.floor_pools):
-        raise ConfigError(
-            f"floor_pools: {list(p.floor_pools)} is not allowed with floor_replicas {p.floor_replicas}; name the "
-            "NodePools the on-demand floor may use exactly when it has replicas"
-        )
-    _validate_drain(p)
-    validate_engine(p.engine, "engine")
-    _validate_neuron(p)
-    _validate_extra_engine_args(p)
-    if p.ingress is not None:
-        validate_ingress(p.ingress)
-        if p.nodes_per_replica > 1:
-            raise ConfigError(
-                f"ingress: not allowed with nodes_per_replica {p.nodes_per_replica}; the ALB's readiness gate "
-                "follows pods, and only a group's leader serves"
-            )
 
 
 def _validate_drain(p: VllmProps) -> None:
@@ -426,5 +441,8 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
             reason = "the Neuron engine's vLLM 0.16 has no such flag (the chart drains in preStop)"
         if flag == "--load-format" and p.weights == "s3":
             reason = "the chart sets it (runai_streamer) for weights 's3'"
+        if flag == "--kv-transfer-config" and p.engine.kv_offloading_size is not None:
+            # vLLM 0.33 replaces its connector with the CPU tier's (config/vllm.py _post_init_kv_transfer_config).
+            reason = "--kv-offloading-size (engine.kv_offloading_size) replaces its connector; pass one or the other"
         if reason:
             raise ConfigError(f"extra_engine_args: {flag!r} is not allowed; {reason}")

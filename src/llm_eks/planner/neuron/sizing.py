@@ -165,7 +165,7 @@ def evaluate(ctx: Context, inst: InstanceType, engine: NeuronEngine, chips: int,
     most = max_sequences(engine.name, usable, weights, kv_per_token, ctx.max_len)
     batch = max_num_seqs if max_num_seqs is not None else max(1, min(r.target_concurrency, most))
     shape = compiled_shape(engine.name, batch, ctx.max_len)
-    _, replicas_per_node, pod, _ = pod_share(inst, chips, 1)
+    _, replicas_per_node, pod, _, _ = pod_share(inst, chips, 1)
     live = min(r.target_concurrency, batch)
     step = step_for(
         ctx, inst, heads, shape, weights, kv_per_token, live, r.typical_input_tokens, r.typical_output_tokens

@@ -94,11 +94,11 @@ def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
     scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
     is per workload (ChartPlan.workload), not an environment add-on. A gateway needs Envoy Gateway (with the AI
     Gateway, its CRDs, the counter store and the External Secrets Operator) and, for its NLB, the AWS Load Balancer
-    Controller."""
+    Controller (on EKS Auto Mode, whose own load balancing makes the NLB, nothing more)."""
     wanted = {need for w in workloads for need in prerequisites(w)} - {"weights", "staging"}
     gateway = workloads[0].gateway if workloads else None
     if gateway is not None:
-        wanted |= {"envoy-gateway", "alb"} if gateway.load_balanced else {"envoy-gateway"}
+        wanted |= {"envoy-gateway", "alb"} if gateway.needs_load_balancer_controller else {"envoy-gateway"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
         wanted.add("keda")
     order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "envoy-gateway", "keda")
@@ -247,7 +247,11 @@ def _gateway_charts(
     if any(w.gateway is not shared for w in workloads):
         raise ValueError("every workload of an environment must carry the same gateway")  # a bug in the caller
     props = shared.with_cluster_issuer(cluster_oidc_issuer)
-    needs = ("envoy-gateway", "alb", "observability") if props.load_balanced else ("envoy-gateway", "observability")
+    needs = (
+        ("envoy-gateway", "alb", "observability")
+        if props.needs_load_balancer_controller
+        else ("envoy-gateway", "observability")
+    )
     charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props, region), needs=needs)]
     for workload, route in zip(workloads, props.routes, strict=True):
         if not route.routed:

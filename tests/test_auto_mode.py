@@ -231,10 +231,6 @@ def test_the_comparison_pages_figures_are_dev_plans_on_both_modes() -> None:
             {"compute": "auto-mode", "alpha_features": {"node-repair": "GPU faults"}},
             "environments.e.alpha_features.node-repair: 'GPU faults' is not allowed; it is self-managed Karpenter's",
         ),
-        (
-            {"compute": "auto-mode", "gateway": {"expose": "cluster"}},
-            "environments.e.gateway: {'expose': 'cluster'} is not allowed; the gateway is not built for compute",
-        ),
     ],
 )
 def test_what_auto_mode_cannot_do_is_refused_in_one_line(body: dict[str, Any], message: str) -> None:

@@ -13,6 +13,7 @@ import math
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,13 @@ from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.gpu_devices import gpu_options_for
 from llm_eks.errors import ConfigError
 from llm_eks.infra.app import add_checks, build_app, new_app, write_review
+from llm_eks.manifests.checks import check_objects
 from llm_eks.manifests.disruption import AUTO_MODE_GPU_DISRUPTION
+from llm_eks.manifests.gateway import GatewayProps
+from llm_eks.manifests.gateway.proxy import envoy_proxy
 from llm_eks.manifests.node_pools import GpuPoolSpec, NodePoolsChart, NodePoolsProps
+from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_POOL_TOLERATIONS, builtin_system_pool
+from tests.admission import denials
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
 from tests.test_reserved_capacity import LARGEST
@@ -61,9 +67,15 @@ NEURON_AUTO_BODY = {
     "compute": "auto-mode",
     "workload": {**INF2_BODY["inf2"]["workload"], "accelerator": "inf2.24xlarge", "target_concurrency": 16},
 }
+# Two models behind the inference gateway (the multi-model example) on Auto Mode: the gateway's pods on its system
+# pool, its NLB Auto Mode's.
+MULTI_BODY = json.loads((REPO_ROOT / "examples" / "multi_model" / "cdk.json").read_text())["context"]["environments"]
+GATEWAY_AUTO = "gateway-auto"
+GATEWAY_AUTO_BODY = {**MULTI_BODY["team-b"], "compute": "auto-mode"}
 CONTEXT = {
     "environments": {
         AUTO: EXAMPLE_BODY,
+        GATEWAY_AUTO: GATEWAY_AUTO_BODY,
         KARPENTER: {key: value for key, value in EXAMPLE_BODY.items() if key != "compute"},
         LARGEST_AUTO: LARGEST_BODY,
         NEURON_AUTO: NEURON_AUTO_BODY,
@@ -108,7 +120,7 @@ class Synth:
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The four environments in one app, synthesized with cdk-nag and llm-eks's checks (synth fails on any finding),
+    """The five environments in one app, synthesized with cdk-nag and llm-eks's checks (synth fails on any finding),
     from the example's folder as `cdk synth` runs it."""
     outdir = tmp_path_factory.mktemp("auto-mode")
     with contextlib.chdir(EXAMPLE):
@@ -276,6 +288,57 @@ def test_controllers_run_on_the_system_pool_and_storage_and_ingress_move_to_auto
     assert synth.named(AUTO, "ConfigMap", "amazon-vpc-cni")["data"] == {"enable-network-policy-controller": "true"}
 
 
+def test_every_gateway_pod_runs_on_the_system_pool_behind_auto_modes_nlb(synth: Synth) -> None:
+    """Envoy (EnvoyProxy), the pickers, Valkey and, in the Helm values, Envoy Gateway's controller, its certgen Job
+    and rate-limit service, the AI Gateway's controller and the External Secrets Operator: all on Auto Mode's system
+    pool, tolerating its taint. The NLB is Auto Mode's, and the Service policy admits that class."""
+    system = {"karpenter.sh/nodepool": "system", "kubernetes.io/arch": "amd64"}
+    tolerations = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    objects = synth.objects(GATEWAY_AUTO)
+    assert_valid(objects)
+    proxy = synth.named(GATEWAY_AUTO, "EnvoyProxy", "inference")["spec"]["provider"]["kubernetes"]
+    pod = proxy["envoyDeployment"]["pod"]
+    assert (pod["nodeSelector"], pod["tolerations"]) == (system, tolerations)
+    pickers = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-epp")]
+    valkey = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "valkey"]
+    assert [o["metadata"]["name"] for o in pickers] == ["vllm-chat-epp", "vllm-fast-epp"] and len(valkey) == 1
+    for deployment in (*pickers, *valkey):
+        spec = deployment["spec"]["template"]["spec"]
+        assert (spec["nodeSelector"], spec["tolerations"]) == (system, tolerations), deployment["metadata"]["name"]
+    releases = synth.releases(GATEWAY_AUTO)
+    values = {name: json.loads(v) if isinstance(v := releases[name]["Values"], str) else v for name in releases}
+    eg = values["eg"]
+    kubernetes = eg["config"]["envoyGateway"]["provider"]["kubernetes"]
+    for placed in (
+        eg["deployment"]["pod"],
+        eg["certgen"]["job"],
+        kubernetes["rateLimitDeployment"]["pod"],
+        values["aieg"]["controller"],
+        values["external-secrets"],
+    ):
+        assert (placed["nodeSelector"], placed["tolerations"]) == (system, tolerations)
+    service = proxy["envoyService"]
+    assert service["type"] == "LoadBalancer" and service["loadBalancerClass"] == "eks.amazonaws.com/nlb"
+    assert service["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    assert "service.beta.kubernetes.io/aws-load-balancer-type" not in service["annotations"]
+    # The Service Envoy Gateway makes of envoyService is admitted; one for the AWS Load Balancer Controller is not.
+    policy = synth.named(GATEWAY_AUTO, "ValidatingAdmissionPolicy", "llm-eks-gateway-services")
+    envoy_service = {
+        "metadata": {
+            "name": "envoy-inference",
+            "namespace": "inference-gateway",
+            "annotations": service["annotations"],
+        },
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": service["loadBalancerClass"]},
+    }
+    assert denials(policy, envoy_service, kind="Service") == []
+    other_class = {**envoy_service, "spec": {"type": "LoadBalancer", "loadBalancerClass": "service.k8s.aws/nlb"}}
+    assert denials(policy, other_class, kind="Service") != []
+    # No AWS Load Balancer Controller and no IngressClass: Auto Mode's load balancing makes the NLB itself.
+    assert "aws-load-balancer-controller" not in releases
+    assert not [o for o in objects if o["kind"] == "IngressClass"]
+
+
 def test_the_guard_runs_before_the_cluster_in_both_modes(synth: Synth) -> None:
     for env, mode in ((AUTO, "auto-mode"), (KARPENTER, "karpenter")):
         ((guard_id, guard),) = synth.resources(env, "Custom::ComputeModeGuard").items()
@@ -402,3 +465,16 @@ def test_karpenter_and_the_lb_controller_are_refused_on_an_auto_mode_cluster() -
         platform.add_load_balancer_controller()
     with pytest.raises(ConfigError, match=r"^system_min_size: 4 is not allowed with auto_mode; the controllers run"):
         InferenceClusterProps(cluster_name="x", auto_mode=True, system_min_size=4).validate()
+
+
+def test_the_scheduling_check_places_envoy_gateways_envoy_pods() -> None:
+    """The EnvoyProxy's Envoy pods are pods like a Deployment's to the SCHEDULING check: without the system pool's
+    toleration they are reported, with it they place."""
+    placed = GatewayProps(routes=(), tenants=(), expose="cluster", node_selector=SYSTEM_POOL_SELECTOR)
+    (finding,) = check_objects([builtin_system_pool(), envoy_proxy(placed)])
+    assert str(finding).startswith(
+        "[SCHEDULING] EnvoyProxy/inference-gateway/inference: envoy: no NodePool can run this pod (system: does not "
+        "tolerate taint CriticalAddonsOnly:NoSchedule)"
+    )
+    tolerated = replace(placed, tolerations=SYSTEM_POOL_TOLERATIONS)
+    assert check_objects([builtin_system_pool(), envoy_proxy(tolerated)]) == []

@@ -29,6 +29,12 @@ USER = {"username": "alice@example.com", "groups": ["team-chat-admins"]}
 CONTROLLER = {"username": ai_gateway_controller(), "groups": ["system:serviceaccounts"]}
 
 
+def _gateways(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The gateway's admission objects of `kind` (each vLLM workload carries a load policy of its own:
+    tests/test_load_policy.py)."""
+    return [o for o in all_of(objects, kind) if o["metadata"]["name"].startswith("llm-eks-gateway-")]
+
+
 @pytest.fixture(scope="module")
 def objects() -> list[dict[str, Any]]:
     return flat(charts(BODY))
@@ -36,18 +42,18 @@ def objects() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def policies(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    found = {p["metadata"]["name"]: p for p in all_of(objects, "ValidatingAdmissionPolicy")}
+    found = {p["metadata"]["name"]: p for p in _gateways(objects, "ValidatingAdmissionPolicy")}
     assert set(found) == {ROUTES_POLICY, OTHER_ROUTES_POLICY, POLICIES_POLICY, SERVICES_POLICY}
     return found
 
 
 def test_every_policy_is_bound_with_deny_and_fails_closed(objects: list[dict[str, Any]]) -> None:
-    bindings = {b["metadata"]["name"]: b["spec"] for b in all_of(objects, "ValidatingAdmissionPolicyBinding")}
+    bindings = {b["metadata"]["name"]: b["spec"] for b in _gateways(objects, "ValidatingAdmissionPolicyBinding")}
     assert bindings == {
         name: {"policyName": name, "validationActions": ["Deny"]}
         for name in (ROUTES_POLICY, OTHER_ROUTES_POLICY, POLICIES_POLICY, SERVICES_POLICY)
     }
-    for policy in all_of(objects, "ValidatingAdmissionPolicy"):
+    for policy in _gateways(objects, "ValidatingAdmissionPolicy"):
         assert policy["spec"]["failurePolicy"] == "Fail"
         assert validation_errors(policy) == []
 

@@ -5,10 +5,10 @@ naming the field and why, before anything is planned or synthesized:
   data volume (EKS User Guide, create-node-class: the NodeClass fields; automode: AMIs chosen by AWS, read-only root);
 - a system node group: the controllers run on Auto Mode's built-in `system` node pool instead (set-builtin-node-pools);
 - Karpenter's Alpha node repair: Auto Mode repairs nodes itself ("Node repair: Enabled by default, EKS node
-  monitoring agent included", ml-node-pools);
-- the gateway: its endpoint picker and router select the system node group's label (`llm-eks.io/node-role`), and
-  its NLB asks the AWS Load Balancer Controller (loadBalancerClass service.k8s.aws/nlb), which Auto Mode replaces
-  with its own (eks.amazonaws.com/nlb): the gateway charts do not place or expose themselves on Auto Mode yet.
+  monitoring agent included", ml-node-pools).
+
+The gateway is allowed: on Auto Mode its pods run on the built-in system pool and its NLB is Auto Mode's
+(infra/workloads/gateway.py).
 """
 
 from __future__ import annotations
@@ -53,12 +53,4 @@ def validate_compute(c: EnvironmentConfig, path: str) -> None:
             c.alpha_features["node-repair"],
             "it is self-managed Karpenter's feature gate, and with compute auto-mode EKS Auto Mode repairs nodes "
             "itself: remove it",
-        )
-    if c.gateway is not None:
-        raise fail(
-            f"{path}.gateway",
-            {"expose": c.gateway.expose},
-            "the gateway is not built for compute auto-mode yet: its pods are placed by the system node group's "
-            "label and its NLB asks the AWS Load Balancer Controller, neither of which EKS Auto Mode has; reach "
-            "each workload through its Service (or workload.alb), or use compute karpenter",
         )

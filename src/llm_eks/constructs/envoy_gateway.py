@@ -160,6 +160,7 @@ class EnvoyGateway(Construct):
                 image=pin(VALKEY_IMAGE, check_digests(self.node.try_get_context(IMAGE_DIGESTS_CONTEXT) or {}, "")),
                 max_memory_mib=props.counter_store_mib,
                 node_selector=props.placement.node_selector,
+                tolerations=props.placement.tolerations,
             ),
         ]
         self.namespace_manifest = addon_namespace(self, "Namespace", cluster=cluster, objects=self.namespace_objects)
@@ -211,8 +212,10 @@ def _pod(props: EnvoyGatewayOptions, labels: Mapping[str, str]) -> dict[str, Any
 
 
 def envoy_gateway_values(props: EnvoyGatewayOptions) -> dict[str, Any]:
-    """Helm values for gateway-helm (values.tmpl.yaml at v1.9.0)."""
+    """Helm values for gateway-helm (values.tmpl.yaml at v1.9.0: certgen.job.nodeSelector/tolerations read by
+    templates/certgen.yaml)."""
     key, value = WATCH_LABEL
+    placement = props.placement.values()
     return {
         "crds": {"enabled": False},
         # Zone labels on Envoy pods for zone-aware routing, through a webhook on pods/binding: nothing here uses it,
@@ -224,6 +227,9 @@ def envoy_gateway_values(props: EnvoyGatewayOptions) -> dict[str, Any]:
             "envoyGateway": {"resources": requests_limits("100m", "256Mi", memory_limit="1024Mi")},
         },
         "podDisruptionBudget": {"minAvailable": 1} if props.replicas > 1 else {"minAvailable": 0},
+        # The certgen hook Job lands on any untainted node by itself; where the system nodes are tainted (EKS Auto
+        # Mode's system pool) it goes there too, not onto a node the workloads' pools would launch for it.
+        **({"certgen": {"job": placement}} if props.placement.tolerations else {}),
         "config": {
             "envoyGateway": {
                 "gateway": {"controllerName": CONTROLLER_NAME},

@@ -15,7 +15,7 @@ from llm_eks.config import EnvironmentConfig
 from llm_eks.infra.workloads import Addon, RayServeWorkload, VllmWorkload, Workload
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.autoscaling import VllmAutoscalingChart
-from llm_eks.manifests.benchmark import BENCHMARK_APP, BenchmarkChart, load_job_name
+from llm_eks.manifests.benchmark import BENCHMARK_APP, LOAD_ARGS, BenchmarkChart, load_template
 from llm_eks.manifests.benchmark import service_account as benchmark_service_account
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE, GatewayChart, ModelRouteChart, platform
 from llm_eks.manifests.headroom import headroom_objects, priority_class
@@ -28,7 +28,7 @@ from llm_eks.manifests.query_endpoint import query_objects
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, pod_selector
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.serving_objects import add_objects
-from llm_eks.manifests.verifier import load_rbac, rbac_objects, workload_rbac
+from llm_eks.manifests.verifier import LOAD_GROUP, load_policy, load_rbac, rbac_objects, workload_rbac
 from llm_eks.manifests.vllm import PORT, VllmChart
 from llm_eks.manifests.vllm.disaggregated import ROLE_LABEL
 from llm_eks.manifests.weights_staging import bucket_config_map, staging_objects
@@ -95,11 +95,11 @@ def addons(workloads: Sequence[Workload]) -> tuple[Addon, ...]:
     scales its own replicas, so KEDA comes only with vLLM (its autoscaling charts wait for it). S3 weights access
     is per workload (ChartPlan.workload), not an environment add-on. A gateway needs Envoy Gateway (with the AI
     Gateway, its CRDs, the counter store and the External Secrets Operator) and, for its NLB, the AWS Load Balancer
-    Controller."""
+    Controller (on EKS Auto Mode, whose own load balancing makes the NLB, nothing more)."""
     wanted = {need for w in workloads for need in prerequisites(w)} - {"weights", "staging"}
     gateway = workloads[0].gateway if workloads else None
     if gateway is not None:
-        wanted |= {"envoy-gateway", "alb"} if gateway.load_balanced else {"envoy-gateway"}
+        wanted |= {"envoy-gateway", "alb"} if gateway.needs_load_balancer_controller else {"envoy-gateway"}
     if any(isinstance(w, VllmWorkload) for w in workloads):
         wanted.add("keda")
     order: tuple[Addon, ...] = ("kuberay", "lws", "secrets", "alb", "envoy-gateway", "keda")
@@ -227,9 +227,9 @@ def build_charts(
         if isinstance(workload, RayServeWorkload):
             charts += _ray_serve_charts(app, workload)
         else:
-            # A next version shares its current version's namespace, whose Roles name both versions' load Jobs.
+            # A next version shares its current version's namespace, whose Roles and load policy name both load Jobs.
             loads = [
-                load_job_name(w.benchmark.name)
+                w
                 for w in workloads
                 if isinstance(w, VllmWorkload) and (w is workload or (w.canary_of and w.canary_of == workload.key))
             ]
@@ -248,7 +248,11 @@ def _gateway_charts(
     if any(w.gateway is not shared for w in workloads):
         raise ValueError("every workload of an environment must carry the same gateway")  # a bug in the caller
     props = shared.with_cluster_issuer(cluster_oidc_issuer)
-    needs = ("envoy-gateway", "alb", "observability") if props.load_balanced else ("envoy-gateway", "observability")
+    needs = (
+        ("envoy-gateway", "alb", "observability")
+        if props.needs_load_balancer_controller
+        else ("envoy-gateway", "observability")
+    )
     charts = [ChartPlan("gateway", GatewayChart(app, "gateway", props, region), needs=needs)]
     for workload, route in zip(workloads, props.routes, strict=True):
         if not route.routed:
@@ -294,7 +298,7 @@ def _vllm_charts(
     workload: VllmWorkload,
     weights_bucket: str | None,
     cache_signing_key: str | None,
-    load_jobs: list[str],
+    loads: list[VllmWorkload],
 ) -> list[ChartPlan]:
     vllm = workload.vllm
     ids = {base: chart_id(workload, base) for base in ("vllm", "autoscaling", "monitoring", "benchmark")}
@@ -329,7 +333,13 @@ def _vllm_charts(
     if next_version:
         add_objects(vllm_chart, [account])
     else:
-        add_objects(vllm_chart, [*workload_rbac(vllm.namespace), account, *load_rbac(vllm.namespace, load_jobs)])
+        # Group llm-eks-load may create only these load Jobs, as verify builds them (its admission policy).
+        jobs = [load_template(w.vllm, w.benchmark) for w in loads]
+        load = [
+            *load_rbac(vllm.namespace, [j["metadata"]["name"] for j in jobs]),
+            *load_policy(vllm.namespace, jobs, LOAD_ARGS, LOAD_GROUP),
+        ]
+        add_objects(vllm_chart, [*workload_rbac(vllm.namespace), account, *load])
     if workload.headroom is not None:
         add_objects(vllm_chart, headroom_objects(workload.headroom))
     if workload.staging is not None:

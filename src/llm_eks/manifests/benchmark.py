@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 import cdk8s
 from constructs import Construct
@@ -131,6 +131,13 @@ class BenchmarkProps:
     ttl_seconds_after_finished: int = 86400
     # A hung run ends after an hour (vLLM's own readiness wait is 10 minutes of it).
     active_deadline_seconds: int = 3600
+
+
+# The arguments a load run sets from the plan and the Ready replicas (`load_props`); every other part of a load Job is
+# the benchmark's own, which the load admission policy pins (llm_eks.manifests.verifier.load_policy).
+LOAD_ARGS = ("--random-input-len", "--random-output-len", "--num-prompts", "--request-rate", "--max-concurrency")
+# A load run's Job is deleted by the command that ran it; this only cleans up after one that was killed outright.
+LOAD_TTL_SECONDS = 600
 
 
 def load_job_name(benchmark_name: str) -> str:
@@ -381,3 +388,33 @@ def _fetch_tokenizer(vllm: VllmProps, b: BenchmarkProps) -> dict[str, Any]:
         "volumeMounts": [{"name": "work", "mountPath": WORK_DIR}],
         "securityContext": container_security_context(),
     }
+
+
+def load_props(
+    b: BenchmarkProps, *, input_len: int, output_len: int, num_prompts: int, request_rate: float, concurrency: int
+) -> BenchmarkProps:
+    """A load run's props: the benchmark's own, sending `num_prompts` requests of these lengths at `request_rate`
+    with at most `concurrency` in flight (the values of LOAD_ARGS)."""
+    return replace(
+        b,
+        input_len=input_len,
+        output_len=output_len,
+        num_prompts=num_prompts,
+        request_rate=request_rate,
+        max_concurrency=concurrency,
+        ttl_seconds_after_finished=LOAD_TTL_SECONDS,
+    )
+
+
+def load_job(vllm: VllmProps, b: BenchmarkProps) -> dict[str, Any]:
+    """The Job `llm-eks verify --load` creates for a load run (`b` from `load_props`): the benchmark chart's Job,
+    named `load_job_name`."""
+    (job,) = BenchmarkChart(cdk8s.App(), "load", vllm, b, with_service_account=False).to_json()
+    job["metadata"]["name"] = load_job_name(b.name)
+    return cast(dict[str, Any], job)
+
+
+def load_template(vllm: VllmProps, b: BenchmarkProps) -> dict[str, Any]:
+    """The load Job of `b` whatever the load: LOAD_ARGS' values at 1, the values the load admission policy leaves
+    free (llm_eks.manifests.verifier.load_policy)."""
+    return load_job(vllm, load_props(b, input_len=1, output_len=1, num_prompts=1, request_rate=1.0, concurrency=1))

@@ -96,6 +96,22 @@ class PlanWarning:
         return f"{self.message} [ack: {self.id}]"
 
 
+def slo_warnings(
+    max_itl_ms: float | None, max_ttft_ms: float | None, tpot_ms: float, ttft_ms: float
+) -> list[PlanWarning]:
+    """The latency targets an estimate misses: time per output token against max_itl_ms, TTFT against max_ttft_ms."""
+    out = []
+    if max_itl_ms is not None and tpot_ms > max_itl_ms:
+        out.append(
+            PlanWarning(WARN_ITL, f"time-per-output-token estimate {tpot_ms:g} ms exceeds max_itl_ms {max_itl_ms:g}")
+        )
+    if max_ttft_ms is not None and ttft_ms > max_ttft_ms:
+        out.append(
+            PlanWarning(WARN_TTFT, f"time-to-first-token estimate {ttft_ms:g} ms exceeds max_ttft_ms {max_ttft_ms:g}")
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class PodResources:
     """Requests for one vLLM pod: its share of the node's allocatable CPU and memory after DaemonSets."""

@@ -23,13 +23,12 @@ from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.result import (
     TIMES,
     WARN_CONCURRENCY,
-    WARN_ITL,
     WARN_NO_EFA,
     WARN_NO_PRICE,
-    WARN_TTFT,
     Plan,
     PlanWarning,
     layout_text,
+    slo_warnings,
 )
 from llm_eks.planner.shape import (
     expert_parallel_does_not_fit,
@@ -282,19 +281,7 @@ def shortfalls(ctx: Context, fit: Fit) -> list[PlanWarning]:
             )
         )
     lat = fit.latency
-    if r.max_itl_ms is not None and lat.tpot_ms > r.max_itl_ms:
-        out.append(
-            PlanWarning(
-                WARN_ITL, f"time-per-output-token estimate {lat.tpot_ms:g} ms exceeds max_itl_ms {r.max_itl_ms:g}"
-            )
-        )
-    if r.max_ttft_ms is not None and lat.ttft_ms > r.max_ttft_ms:
-        out.append(
-            PlanWarning(
-                WARN_TTFT, f"time-to-first-token estimate {lat.ttft_ms:g} ms exceeds max_ttft_ms {r.max_ttft_ms:g}"
-            )
-        )
-    return out
+    return [*out, *slo_warnings(r.max_itl_ms, r.max_ttft_ms, lat.tpot_ms, lat.ttft_ms)]
 
 
 def kv_offload_too_large(r: PlanRequest, inst: InstanceType, fit: Fit, need: int) -> ConfigError:

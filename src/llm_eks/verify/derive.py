@@ -16,13 +16,11 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-import cdk8s
-
 from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.config import EnvironmentConfig
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workloads
-from llm_eks.manifests.benchmark import BenchmarkChart, load_job_name
+from llm_eks.manifests.benchmark import load_job, load_props
 from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.props import MODEL_HEADER, ModelRoute, PoolBackend
 from llm_eks.manifests.gateway.routes import generated_rules
@@ -173,8 +171,6 @@ def _pools(
     return tuple(pools.values())
 
 
-# A load run's Job is deleted by the command that ran it; this only cleans up after one that was killed outright.
-LOAD_TTL_SECONDS = 600
 # Requests per load run: enough for a p99 (P99_MIN_SAMPLES), and each sequence slot used ten times over.
 LOAD_REQUESTS_PER_SEQUENCE = 10
 
@@ -211,19 +207,16 @@ def load_specs(
         # A request takes its first token and then each output token's time: at `concurrency` in flight, requests
         # arrive `concurrency` per request time.
         request_s = (plan.ttft_estimate_ms + r.typical_output_tokens * plan.tpot_estimate_ms) / 1000
-        bench = replace(
+        bench = load_props(
             w.benchmark,
             input_len=r.typical_input_tokens,
             output_len=r.typical_output_tokens,
             num_prompts=max(P99_MIN_SAMPLES, LOAD_REQUESTS_PER_SEQUENCE * concurrency),
             request_rate=float(f"{concurrency / request_s:.3g}"),
-            max_concurrency=concurrency,
-            ttl_seconds_after_finished=LOAD_TTL_SECONDS,
+            concurrency=concurrency,
         )
-        chart = BenchmarkChart(cdk8s.App(), "load", w.vllm, bench, with_service_account=False)
-        (job,) = chart.to_json()
-        name = load_job_name(bench.name)
-        job["metadata"]["name"] = name
+        job = load_job(w.vllm, bench)
+        name = job["metadata"]["name"]
         specs.append(
             LoadSpec(
                 workload=w.vllm.name,

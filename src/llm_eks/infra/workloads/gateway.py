@@ -1,12 +1,14 @@
 """The environment's inference gateway from its config, workloads and plans: one route per workload, naming every
 `model` it answers (the served model name, then each LoRA adapter), with its picker's flow control from the plan;
-the tenants (declared, or one per workload with that workload's own key) and their JWT issuers."""
+the tenants (declared, or one per workload with that workload's own key) and their JWT issuers. On EKS Auto Mode the
+Envoy pods and the pickers run on its system pool and the NLB is Auto Mode's (`eks.amazonaws.com/nlb`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from llm_eks.config import EnvironmentConfig, ServedWorkload
 from llm_eks.config.tenant_checks import routed, tenant_key_secret, tenant_models
@@ -15,6 +17,7 @@ from llm_eks.images.lock import ImageLock
 from llm_eks.infra.workloads.props import workload_key_secret
 from llm_eks.infra.workloads.types import VllmWorkload, Workload
 from llm_eks.manifests.gateway import (
+    AUTO_MODE_NLB_CLASS,
     CLUSTER_ISSUER,
     ENVOY_PROXY_IMAGE,
     EPP_IMAGE,
@@ -30,10 +33,12 @@ from llm_eks.manifests.gateway import (
     hold_for,
 )
 from llm_eks.manifests.labels import POOL_LABEL, serving_selector
+from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_POOL_TOLERATIONS
 from llm_eks.manifests.ray_monitoring import pod_selector as ray_pod_selector
 from llm_eks.manifests.vllm import PORT
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL
 from llm_eks.planner import Plan
+from llm_eks.planner.compute_mode import AUTO_MODE
 
 
 def flow_control(s: ServedWorkload, plan: Plan) -> FlowControl:
@@ -101,6 +106,9 @@ def gateway_props(
     nlb = g.expose == "nlb"
     routes = [model_route(s, w, plan, lock) for s, w, plan in zip(config.served, workloads, plans, strict=True)]
     routes = canary_pairs(config, workloads, routes)
+    on_auto_mode = config.compute == AUTO_MODE
+    if on_auto_mode:
+        routes = [replace(r, **_system_pool()) for r in routes]
     declared = bool(g.tenants)
     names = {r.name: r.model_names for r in routes}
     if declared:
@@ -120,7 +128,15 @@ def gateway_props(
         allow_http=g.allow_http or not nlb,
         forward_api_key=not declared,
         envoy_image=lock.pin(ENVOY_PROXY_IMAGE),
+        **(_system_pool() | {"load_balancer_class": AUTO_MODE_NLB_CLASS} if on_auto_mode else {}),
     )
+
+
+def _system_pool() -> dict[str, Any]:
+    """On EKS Auto Mode the Envoy pods and the pickers run where the controllers do: its built-in system pool
+    (on-demand, apart from the GPU and Spot CPU capacity they route to), whose CriticalAddonsOnly taint they
+    tolerate."""
+    return {"node_selector": SYSTEM_POOL_SELECTOR, "tolerations": SYSTEM_POOL_TOLERATIONS}
 
 
 def w_name(w: Workload) -> str:

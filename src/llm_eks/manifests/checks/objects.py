@@ -214,6 +214,8 @@ def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]
                 "RayJob": spec.get("rayClusterSpec"),
             }
             yield from _ray_templates(obj, mapping_at(cluster, kind))
+        elif group == "gateway.envoyproxy.io" and kind == "EnvoyProxy":
+            yield from _envoy_templates(obj, mapping_at(spec, "provider", "kubernetes", "envoyDeployment"))
         elif group == "leaderworkerset.x-k8s.io" and kind == "LeaderWorkerSet":
             lwt = mapping_at(spec, "leaderWorkerTemplate")
             # Groups at the maximum scale: a ScaledObject or HPA on the LeaderWorkerSet (its scale subresource
@@ -229,6 +231,20 @@ def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]
                 )
             else:
                 yield PodTemplate(obj, "", worker, groups * size, f"{source} x size {size}", fix, size)
+
+
+def _envoy_templates(obj: Mapping[str, Any], deployment: Mapping[str, Any]) -> Iterator[PodTemplate]:
+    """The Envoy pods Envoy Gateway makes of an EnvoyProxy: its `envoyDeployment.pod` placement and the Envoy
+    container's resources (envoyproxy/gateway v1.9.0 api/v1alpha1/shared_types.go KubernetesDeploymentSpec; one
+    replica when unset, DefaultDeploymentReplicas in the same file). The sidecars added at deploy
+    time (Envoy Gateway's shutdown manager, the AI Gateway's external processor) are not counted."""
+    if not deployment:
+        return
+    pod = mapping_at(deployment, "pod")
+    placement = {key: pod[key] for key in ("nodeSelector", "tolerations", "affinity") if key in pod}
+    container = {"name": "envoy", "resources": mapping_at(deployment, "container", "resources")}
+    count = as_int(deployment.get("replicas"), 1)
+    yield PodTemplate(obj, "envoy", {**placement, "containers": [container]}, count, f"replicas {count}", "")
 
 
 def part_prefix(template: PodTemplate) -> str:

@@ -27,6 +27,7 @@ Sources: each module names its own; the gateway comparison that chose this stack
 from llm_eks.manifests.gateway.chart import GatewayChart, ModelRouteChart
 from llm_eks.manifests.gateway.hold import Hold, hold_for
 from llm_eks.manifests.gateway.props import (
+    AUTO_MODE_NLB_CLASS,
     GATEWAY_NAMESPACE,
     MODEL_HEADER,
     FlowControl,
@@ -41,6 +42,7 @@ from llm_eks.manifests.gateway.tenants import CLUSTER_ISSUER, Issuer, Tenant, Te
 from llm_eks.versions import ENVOY_PROXY_IMAGE, EPP_IMAGE
 
 __all__ = [
+    "AUTO_MODE_NLB_CLASS",
     "CLUSTER_ISSUER",
     "ENVOY_PROXY_IMAGE",
     "EPP_IMAGE",

@@ -35,7 +35,7 @@ from typing import Any
 from llm_eks.manifests.gateway.common import meta
 from llm_eks.manifests.gateway.platform import AI_GATEWAY_CONTROLLER, AI_GATEWAY_NAMESPACE
 from llm_eks.manifests.gateway.props import GATEWAY_CLASS, MODEL_HEADER, GatewayProps
-from llm_eks.manifests.gateway.proxy import NLB_CLASS, SCHEME_ANNOTATION
+from llm_eks.manifests.gateway.proxy import SCHEME_ANNOTATION
 from llm_eks.manifests.gateway.routes import route_kind
 from llm_eks.manifests.labels import PART_OF
 from llm_eks.manifests.source import builds_objects
@@ -225,7 +225,8 @@ def service_policy(p: GatewayProps) -> list[dict[str, Any]]:
     """The policy on Services in llm-eks's namespaces, and its binding."""
     in_gateway = f"object.metadata.namespace == {_cel(p.namespace)}"
     internal_nlb = (
-        f"{in_gateway} && has(object.spec.loadBalancerClass) && object.spec.loadBalancerClass == {_cel(NLB_CLASS)} "
+        f"{in_gateway} && has(object.spec.loadBalancerClass) && "
+        f"object.spec.loadBalancerClass == {_cel(p.load_balancer_class)} "
         f"&& has(object.metadata.annotations) && {_cel(SCHEME_ANNOTATION)} in object.metadata.annotations && "
         f"object.metadata.annotations[{_cel(SCHEME_ANNOTATION)}] == 'internal'"
     )
@@ -233,7 +234,7 @@ def service_policy(p: GatewayProps) -> list[dict[str, Any]]:
         load_balancer = f"!has(object.spec.type) || object.spec.type != 'LoadBalancer' || ({internal_nlb})"
         message = (
             f"the only LoadBalancer Service in llm-eks's namespaces is the gateway's internal NLB in {p.namespace} "
-            f"(loadBalancerClass {NLB_CLASS}, {SCHEME_ANNOTATION}: internal)"
+            f"(loadBalancerClass {p.load_balancer_class}, {SCHEME_ANNOTATION}: internal)"
         )
     else:
         load_balancer = "!has(object.spec.type) || object.spec.type != 'LoadBalancer'"

@@ -66,7 +66,7 @@ def endpoint_picker(r: ModelRoute, priorities: Sequence[int]) -> list[dict[str, 
     labels = picker_labels(r)
     pod_sc, container_sc = security()
     read = ["get", "watch", "list"]
-    deployment = {
+    deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": router_meta(name, ns, labels, r.picker_image),
@@ -83,6 +83,7 @@ def endpoint_picker(r: ModelRoute, priorities: Sequence[int]) -> list[dict[str, 
                     "serviceAccountName": name,
                     "securityContext": pod_sc,
                     "nodeSelector": dict(r.node_selector),
+                    **({"tolerations": [dict(t) for t in r.tolerations]} if r.tolerations else {}),
                     # The standby on another node, in another zone where there is one: a node or zone loss leaves one
                     # to take the lease.
                     "topologySpreadConstraints": [

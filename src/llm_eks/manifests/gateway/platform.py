@@ -186,6 +186,7 @@ def counter_store(
     image: str = VALKEY_IMAGE,
     max_memory_mib: int = 256,
     node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Valkey for the rate-limit service's counters: one replica, nothing persisted (counters are per window; a lost
     pod resets the current windows, and with the rate-limit service failing open traffic passes unlimited for those
@@ -230,6 +231,7 @@ def counter_store(
                 "spec": {
                     "automountServiceAccountToken": False,
                     "nodeSelector": dict(node_selector or {"llm-eks.io/node-role": "system"}),
+                    **({"tolerations": [dict(t) for t in tolerations]} if tolerations else {}),
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": VALKEY_UID,

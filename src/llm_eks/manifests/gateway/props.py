@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from llm_eks import aws_ids
 from llm_eks.errors import ConfigError, fail
@@ -45,6 +46,12 @@ EXTPROC_METRICS_PORT = 1064
 _MODEL_NAME = re.compile(r"^[\x21-\x7e]{1,4096}$")
 # An AIGatewayRoute holds at most 15 rules of at most 128 matches (its CRD's MaxItems).
 MATCHES_PER_RULE, RULES_PER_ROUTE = 128, 15
+# Who makes the NLB of a LoadBalancer Service, by its loadBalancerClass: the AWS Load Balancer Controller, or EKS Auto
+# Mode's own load balancing (EKS User Guide, auto-configure-nlb.adoc@1eb6aa42: "loadBalancerClass:
+# eks.amazonaws.com/nlb"). Set, the in-tree cloud provider leaves the Service alone.
+NLB_CLASS = "service.k8s.aws/nlb"
+AUTO_MODE_NLB_CLASS = "eks.amazonaws.com/nlb"
+NLB_CLASSES = (NLB_CLASS, AUTO_MODE_NLB_CLASS)
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,9 @@ class ModelRoute:
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
     )
+    # The taints of those nodes it tolerates: none on llm-eks's system node group; CriticalAddonsOnly on EKS Auto
+    # Mode's system pool.
+    tolerations: tuple[Mapping[str, Any], ...] = ()
     # The AI Gateway fails closed on the picker (failure_mode_allow false, whatever the pool's failureMode): two
     # replicas elect a leader (the only one Ready); the standby keeps its datastore and takes the lease within about
     # 15 s when the leader's pod or node is lost (llm-d-router v0.10.0 cmd/epp/runner/health.go and
@@ -182,9 +192,15 @@ class GatewayProps:
     envoy_replicas: int = 2
     # The data plane's pinned Envoy; `repo:tag@sha256:...` once locked.
     envoy_image: str = ENVOY_PROXY_IMAGE
+    # Where the Envoy pods run: the system nodes (on-demand, apart from the GPU capacity they route to), and the
+    # taints of those nodes they tolerate (none on llm-eks's node group; CriticalAddonsOnly on Auto Mode's pool).
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({"llm-eks.io/node-role": "system"})
     )
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Who makes the NLB: the AWS Load Balancer Controller (service.k8s.aws/nlb), or on EKS Auto Mode its own load
+    # balancing (eks.amazonaws.com/nlb).
+    load_balancer_class: str = NLB_CLASS
     monitoring_namespace: str = "monitoring"
     # Where the External Secrets Operator writes the tenants' key Secrets.
     secrets_namespace: str = EXTERNAL_SECRETS_NAMESPACE
@@ -196,6 +212,11 @@ class GatewayProps:
     @property
     def load_balanced(self) -> bool:
         return self.expose == "nlb"
+
+    @property
+    def needs_load_balancer_controller(self) -> bool:
+        """Whether the NLB is the AWS Load Balancer Controller's (EKS Auto Mode's load balancing needs no add-on)."""
+        return self.load_balanced and self.load_balancer_class == NLB_CLASS
 
     def listeners(self) -> tuple[tuple[str, int], ...]:
         """(name, port) of each listener: one per credential kind in use (an API key and a JWT both arrive as
@@ -233,6 +254,8 @@ def validate_gateway(p: GatewayProps) -> None:
     require_dns1035("gateway.name", p.name)
     if p.expose not in EXPOSE:
         raise ConfigError(f"gateway.expose: {p.expose!r} is not allowed; must be one of {', '.join(EXPOSE)}")
+    if p.load_balancer_class not in NLB_CLASSES:
+        raise fail("gateway.load_balancer_class", p.load_balancer_class, f"must be one of {', '.join(NLB_CLASSES)}")
     if p.load_balanced:
         _validate_load_balancer(p)
     else:

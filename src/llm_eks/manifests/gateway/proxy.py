@@ -14,7 +14,9 @@ api/v1beta1/gateway_config.go (globalLLMRequestCosts; a Gateway names its Gatewa
 aigateway.envoyproxy.io/gateway-config), internal/endpointspec/endpointspec.go (with costs configured a streaming
 request is given stream_options.include_usage, so streamed tokens are counted too); llm-d router v0.10.0
 pkg/epp/metadata/consts.go and pkg/common/routing/common.go (the headers a client must never set); AWS Load
-Balancer Controller v3.5.0 docs/guide/service (the NLB annotations).
+Balancer Controller v3.5.0 docs/guide/service (the NLB annotations); on EKS Auto Mode the EKS User Guide,
+auto-configure-nlb.adoc@1eb6aa42 (class eks.amazonaws.com/nlb, which replaces the aws-load-balancer-type annotation;
+scheme, target type, ssl-cert/-ports, attributes and target group attributes as annotations).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.gateway.common import meta
 from llm_eks.manifests.gateway.platform import ENVOY_POD, OWNING_GATEWAY_NAME, OWNING_GATEWAY_NAMESPACE
 from llm_eks.manifests.gateway.props import (
+    AUTO_MODE_NLB_CLASS,
     ENVOY_METRICS_PORT,
     EXTPROC_METRICS_PORT,
     GATEWAY_CLASS,
@@ -37,8 +40,6 @@ from llm_eks.manifests.source import builds_objects
 GATEWAY_API = "gateway.networking.k8s.io"
 EG_API = "gateway.envoyproxy.io/v1alpha1"
 CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
-# The AWS Load Balancer Controller's class: set, the in-tree cloud provider leaves the Service alone.
-NLB_CLASS = "service.k8s.aws/nlb"
 SCHEME_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-scheme"
 GATEWAY_CONFIG_ANNOTATION = "aigateway.envoyproxy.io/gateway-config"
 # Token costs, as metadata keys (namespace io.envoy.ai_gateway) the rate-limit rules charge.
@@ -75,8 +76,15 @@ def gateway_class() -> dict[str, Any]:
 def _service(p: GatewayProps) -> dict[str, Any]:
     if not p.load_balanced:
         return {"type": "ClusterIP"}
+    # Auto Mode takes the class instead of the type annotation ("aws-load-balancer-type: Not supported, use
+    # spec.loadBalancerClass", auto-configure-nlb.adoc@1eb6aa42); the AWS Load Balancer Controller reads either.
+    load_balancer_type = (
+        {}
+        if p.load_balancer_class == AUTO_MODE_NLB_CLASS
+        else {"service.beta.kubernetes.io/aws-load-balancer-type": "external"}
+    )
     annotations = {
-        "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+        **load_balancer_type,
         "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
         SCHEME_ANNOTATION: "internal",
         "service.beta.kubernetes.io/aws-load-balancer-attributes": "load_balancing.cross_zone.enabled=true",
@@ -94,7 +102,7 @@ def _service(p: GatewayProps) -> dict[str, Any]:
         }
     return {
         "type": "LoadBalancer",
-        "loadBalancerClass": NLB_CLASS,
+        "loadBalancerClass": p.load_balancer_class,
         "annotations": annotations,
         "loadBalancerSourceRanges": list(p.inbound_cidrs),
     }
@@ -142,6 +150,7 @@ def envoy_proxy(p: GatewayProps) -> dict[str, Any]:
                         "replicas": p.envoy_replicas,
                         "pod": {
                             "nodeSelector": dict(p.node_selector),
+                            **({"tolerations": [dict(t) for t in p.tolerations]} if p.tolerations else {}),
                             "topologySpreadConstraints": [
                                 {
                                     "maxSkew": 1,

@@ -1,6 +1,8 @@
-"""What `llm-eks verify` reads from a cluster (`reads`) and the RBAC that lets it read exactly that (`rbac`): plain
-Kubernetes objects, applied by the stack (and the workloads' charts) and used by the verify command alike."""
+"""What `llm-eks verify` reads from a cluster (`reads`), the RBAC that lets it read exactly that (`rbac`) and the
+admission policy that holds `--load` to its own Jobs (`load_policy`): plain Kubernetes objects, applied by the stack
+(and the workloads' charts) and used by the verify command alike."""
 
+from llm_eks.manifests.verifier.load_policy import load_policy
 from llm_eks.manifests.verifier.rbac import (
     GROUP,
     LOAD_GROUP,
@@ -22,6 +24,7 @@ __all__ = [
     "Read",
     "cluster_role",
     "cluster_role_binding",
+    "load_policy",
     "load_rbac",
     "rbac_objects",
     "workload_rbac",

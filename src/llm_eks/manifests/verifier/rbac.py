@@ -11,7 +11,8 @@ not one of the environment's workloads' or `monitoring`.
 
 `llm-eks verify --load` and `llm-eks canary --load` also run the workload's benchmark Job: Role `llm-eks-load`
 (`load_rbac`, bound to Group `llm-eks-load`, in each vLLM workload's namespace) creates Jobs, reads and deletes the
-one load Job by name, and reads its pod's log (where the result is).
+one load Job by name, and reads its pod's log (where the result is). RBAC cannot limit what a created Job holds: the
+namespace's admission policy (`load_policy`) admits from that group only the load Jobs verify builds.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ NAME = "llm-eks-verify"
 GROUP = "llm-eks-verify"
 LOAD_NAME = "llm-eks-load"
 LOAD_GROUP = "llm-eks-load"
-_LABELS = {"app.kubernetes.io/part-of": "llm-eks"}
+LABELS = {"app.kubernetes.io/part-of": "llm-eks"}
 _RBAC = "rbac.authorization.k8s.io"
 
 
@@ -41,7 +42,7 @@ def _rules(reads: Iterable[Read]) -> list[dict[str, Any]]:
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": dict(_LABELS)}
+    meta: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
     if namespace is not None:
         meta["namespace"] = namespace
     return meta

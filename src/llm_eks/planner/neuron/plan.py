@@ -27,11 +27,10 @@ from llm_eks.planner.neuron.sizing import (
 from llm_eks.planner.result import (
     TIMES,
     WARN_CONCURRENCY,
-    WARN_ITL,
     WARN_NO_PRICE,
-    WARN_TTFT,
     Plan,
     PlanWarning,
+    slo_warnings,
 )
 from llm_eks.planner.sizing import Context
 
@@ -231,19 +230,7 @@ def shortfalls(ctx: Context, fit: NeuronFit) -> list[PlanWarning]:
             )
         )
     lat = fit.latency
-    if r.max_itl_ms is not None and lat.tpot_ms > r.max_itl_ms:
-        out.append(
-            PlanWarning(
-                WARN_ITL, f"time-per-output-token estimate {lat.tpot_ms:g} ms exceeds max_itl_ms {r.max_itl_ms:g}"
-            )
-        )
-    if r.max_ttft_ms is not None and lat.ttft_ms > r.max_ttft_ms:
-        out.append(
-            PlanWarning(
-                WARN_TTFT, f"time-to-first-token estimate {lat.ttft_ms:g} ms exceeds max_ttft_ms {r.max_ttft_ms:g}"
-            )
-        )
-    return out
+    return [*out, *slo_warnings(r.max_itl_ms, r.max_ttft_ms, lat.tpot_ms, lat.ttft_ms)]
 
 
 def layout(ctx: Context, fit: NeuronFit, engine: NeuronEngine) -> NeuronLayout:

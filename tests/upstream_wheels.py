@@ -66,6 +66,9 @@ VLLM = Wheel(
         "vllm/config/kv_transfer.py",
         "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py",
         "vllm/envs.py",
+        # The metric names the P/D dashboard, alerts and verify read (tests/test_disaggregated_monitoring.py).
+        "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
+        "vllm/v1/metrics/loggers.py",
         # `vllm bench serve`'s flags (tests/vllm_bench_flags.py).
         "vllm/benchmarks/serve.py",
         "vllm/benchmarks/datasets/datasets.py",

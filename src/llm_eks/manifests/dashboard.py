@@ -5,6 +5,14 @@ Every query reads current vLLM metric names only (llm_eks.manifests.promql) and 
 counters; for Ray Serve LLM the same panels read the names Ray re-exports (ray_vllm_*), and the caller adds its own
 panels (Ray Serve's proxy and router metrics). The Prometheus datasource is a dashboard variable, so the same JSON
 works in any Grafana.
+
+A disaggregated workload's two pools report the same model name, so its panels select each pool by its scrape job
+(the Service name, as the KEDA triggers do): the standard panels read the decode pool, and panels of their own show
+the prefill pool (its queue, its first-token time, vLLM's per-request prefill time,
+`vllm:request_prefill_time_seconds`: first token - scheduled, vLLM 0.33 v1/metrics/stats.py:601, loggers.py:991)
+and the KV transfer from NIXL's own series on the decode pool, which pulls the blocks (`vllm:nixl_xfer_time_seconds`,
+`vllm:nixl_bytes_transferred`, `vllm:nixl_num_failed_transfers`, `vllm:nixl_num_kv_expired_reqs`; vLLM 0.33
+kv_connector/v1/nixl/stats.py:188-281, recorded in nixl/base_worker.py:3420-3424).
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ class DashboardSpec:
     tags: tuple[str, ...] = ("llm-eks", "vllm")
     # Graphs added after the standard ones (laid out the same way).
     extra_panels: tuple[ExtraPanel, ...] = ()
+    # A disaggregated workload: the prefill pool's scrape job (`job` is then the decode pool's); None: one pool.
+    prefill_job: str | None = None
 
 
 class _Queries:
@@ -72,21 +82,28 @@ class _Queries:
         self.spec = spec
         self.vllm = selector({"namespace": spec.namespace, "model_name": spec.served_model_name})
         self.up = selector({"job": spec.job, "namespace": spec.namespace})
+        if spec.prefill_job is not None:
+            # Both pools report the model: the standard panels read the decode pool's job, the prefill panels theirs.
+            self.vllm = pool_selector(spec.namespace, spec.served_model_name, spec.job)
+            self.prefill = pool_selector(spec.namespace, spec.served_model_name, spec.prefill_job)
+            # Ready replicas (and the cost panels' count) span both pools: a prefill replica costs as much.
+            self.up = selector({"namespace": spec.namespace}, {"job": f"{spec.job}|{spec.prefill_job}"})
         self.gpu = selector({"namespace": spec.namespace})
 
     def name(self, vllm_name: str) -> str:
         """A vLLM series name as this dashboard's source exports it."""
         return self.spec.metrics.series(vllm_name)
 
-    def series(self, vllm_name: str) -> str:
-        return f"{self.name(vllm_name)}{self.vllm}"
+    def series(self, vllm_name: str, pool: str | None = None) -> str:
+        """A series of the workload's (decode) pool, or of the pool `pool` selects."""
+        return f"{self.name(vllm_name)}{pool or self.vllm}"
 
-    def quantile(self, q: float, histogram: str) -> str:
-        bucket = self.series(f"{histogram}_bucket")
+    def quantile(self, q: float, histogram: str, pool: str | None = None) -> str:
+        bucket = self.series(f"{histogram}_bucket", pool)
         return f"histogram_quantile({promql_number(q)}, sum by (le) (rate({bucket}[{_RATE}])))"
 
-    def rate(self, counter: str) -> str:
-        return f"sum(rate({self.series(counter)}[{_RATE}]))"
+    def rate(self, counter: str, pool: str | None = None) -> str:
+        return f"sum(rate({self.series(counter, pool)}[{_RATE}]))"
 
     def replicas(self) -> str:
         return self.spec.replicas_expr or f"count(up{self.up} == 1)"
@@ -100,6 +117,11 @@ class _Queries:
 
     def prefix_hit_ratio(self) -> str:
         return f"{self.rate('vllm:prefix_cache_hits_total')} / ({self.rate('vllm:prefix_cache_queries_total')} > 0)"
+
+
+def pool_selector(namespace: str, model: str, job: str) -> str:
+    """One pool's vLLM series: its namespace, model and scrape job."""
+    return selector({"namespace": namespace, "job": job, "model_name": model})
 
 
 def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
@@ -180,13 +202,21 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
         "in the plan, not here."
     )
 
-    def quantiles(histogram: str) -> list[dict[str, Any]]:
-        return _targets(*((q.quantile(p, histogram), f"p{round(p * 100)}") for p in _QUANTILES))
+    def quantiles(histogram: str, pool: str | None = None) -> list[dict[str, Any]]:
+        return _targets(*((q.quantile(p, histogram, pool), f"p{round(p * 100)}") for p in _QUANTILES))
+
+    # A disaggregated workload's standard panels read its decode pool, and say so.
+    pool = "" if spec.prefill_job is None else " (decode pool)"
 
     panels = [
         _stat(
             "Ready replicas",
-            spec.replicas_description or f"vLLM pods whose /metrics Prometheus scrapes (up == 1 for job {spec.job}).",
+            spec.replicas_description
+            or (
+                f"vLLM pods whose /metrics Prometheus scrapes (up == 1 for job {spec.job})."
+                if spec.prefill_job is None
+                else f"vLLM pods of both pools Prometheus scrapes (up == 1 for jobs {spec.job}, {spec.prefill_job})."
+            ),
             "none",
             _targets((q.replicas(), "replicas")),
             0,
@@ -206,34 +236,34 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             0,
         ),
         _stat(
-            "Prefix cache hit ratio",
+            "Prefix cache hit ratio" + pool,
             "Prompt tokens served from the prefix cache / prompt tokens looked up.",
             "percentunit",
             _targets((q.prefix_hit_ratio(), "hit ratio")),
             1,
         ),
         _timeseries(
-            "Time to first token",
+            "Time to first token" + pool,
             f"TTFT percentiles; the dashed line is the p99 SLO ({promql_number(spec.targets.ttft_p99_seconds)} s).",
             "s",
             quantiles("vllm:time_to_first_token_seconds"),
             limit=spec.targets.ttft_p99_seconds,
         ),
         _timeseries(
-            "Inter-token latency",
+            "Inter-token latency" + pool,
             f"ITL percentiles; the dashed line is the p99 SLO ({promql_number(spec.targets.itl_p99_seconds)} s).",
             "s",
             quantiles("vllm:inter_token_latency_seconds"),
             limit=spec.targets.itl_p99_seconds,
         ),
         _timeseries(
-            "End-to-end request latency",
+            "End-to-end request latency" + pool,
             "Percentiles of the time from request arrival to the last token.",
             "s",
             quantiles("vllm:e2e_request_latency_seconds"),
         ),
         _timeseries(
-            "Token throughput",
+            "Token throughput" + pool,
             "Prompt (prefill) and generated (decode) tokens per second across all replicas.",
             "none",
             _targets(
@@ -242,7 +272,7 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             ),
         ),
         _timeseries(
-            "Queue depth",
+            "Queue depth" + pool,
             "Requests waiting for a batch slot and requests in the running batch, summed over replicas. A waiting "
             "queue that keeps growing means the autoscaler is out of room.",
             "none",
@@ -252,7 +282,7 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             ),
         ),
         _timeseries(
-            "KV-cache usage",
+            "KV-cache usage" + pool,
             f"KV-cache blocks in use per pod (0-1); the dashed line is the alert threshold "
             f"({promql_number(spec.targets.kv_cache_usage_threshold)}). Near 1, vLLM preempts requests.",
             "percentunit",
@@ -261,13 +291,13 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             max_value=1,
         ),
         _timeseries(
-            "Preemptions",
+            "Preemptions" + pool,
             "Requests preempted per second (KV cache exhausted; their work is recomputed).",
             "none",
             _targets((q.rate("vllm:num_preemptions_total"), "preemptions/s")),
         ),
         _timeseries(
-            "Finished requests",
+            "Finished requests" + pool,
             "Requests finished per second, by finish reason (stop, length, abort, ...).",
             "reqps",
             _targets(
@@ -290,6 +320,8 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             ),
         ),
     ]
+    if spec.prefill_job is not None:
+        panels += _disaggregated_panels(spec, q, quantiles)
     panels += [
         _timeseries(extra.title, extra.description, extra.unit, _targets(*extra.queries)) for extra in spec.extra_panels
     ]
@@ -341,6 +373,62 @@ def _panels(spec: DashboardSpec) -> list[dict[str, Any]]:
             ),
         ]
     return panels
+
+
+def _disaggregated_panels(spec: DashboardSpec, q: _Queries, quantiles: Any) -> list[dict[str, Any]]:
+    """The prefill pool's panels and the KV transfer's, of a disaggregated workload (see the module docstring)."""
+    prefill = q.prefill
+    return [
+        _timeseries(
+            "Time to first token (prefill pool)",
+            f"TTFT percentiles of the prefill pool ({spec.prefill_job}): its queue and the prompt's prefill, the "
+            "first leg of a disaggregated request's first token (the decode pool's TTFT panel is the second: the KV "
+            f"read and the first decode step). The dashed line is the p99 SLO of the whole path "
+            f"({promql_number(spec.targets.ttft_p99_seconds)} s).",
+            "s",
+            quantiles("vllm:time_to_first_token_seconds", prefill),
+            limit=spec.targets.ttft_p99_seconds,
+        ),
+        _timeseries(
+            "Prefill time per request (prefill pool)",
+            "vLLM's time from a request's scheduling to its first token on the prefill pool (queueing excluded): "
+            "the planner's prefill estimate (llm-eks plan, the P/D decision) is a median of this.",
+            "s",
+            quantiles("vllm:request_prefill_time_seconds", prefill),
+        ),
+        _timeseries(
+            "Queue depth (prefill pool)",
+            "Requests waiting and running on the prefill pool (what its ScaledObject scales on, with the requests "
+            "the endpoint picker holds).",
+            "none",
+            _targets(
+                (f"sum({q.series('vllm:num_requests_waiting', prefill)})", "waiting"),
+                (f"sum({q.series('vllm:num_requests_running', prefill)})", "running"),
+            ),
+        ),
+        _timeseries(
+            "KV transfer time",
+            "NIXL transfer time per transfer (decode pool, which reads the prefill pod's KV blocks), p50 and p99.",
+            "s",
+            _targets(*((q.quantile(p, "vllm:nixl_xfer_time_seconds"), f"p{round(p * 100)}") for p in (0.5, 0.99))),
+        ),
+        _timeseries(
+            "KV transfer throughput",
+            "Bytes of KV cache the decode pool reads from the prefill pool per second (NIXL).",
+            "Bps",
+            _targets((q.rate("vllm:nixl_bytes_transferred_sum"), "bytes/s")),
+        ),
+        _timeseries(
+            "KV transfer failures",
+            "Failed NIXL transfers per second on the decode pool (each fails its request: kv_load_failure_policy "
+            "'fail'), and requests whose KV expired on the prefill pool before a decode pod read it.",
+            "none",
+            _targets(
+                (q.rate("vllm:nixl_num_failed_transfers_total"), "failed transfers/s"),
+                (q.rate("vllm:nixl_num_kv_expired_reqs_total", prefill), "expired KV/s (prefill pool)"),
+            ),
+        ),
+    ]
 
 
 def _layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:

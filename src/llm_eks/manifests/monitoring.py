@@ -65,6 +65,16 @@ class MonitoringProps:
     scaled_object: str | None = None
     # It may sit at 0 replicas on its schedule: waking it takes the cold start, so "no ready replica" waits as long.
     scales_to_zero: bool = False
+    # A disaggregated workload (VllmProps.disaggregation): the prefill pool's Service, so its scrape job (`name` is
+    # the decode pool's); the dashboard, the alerts and the drift rules then select each pool by job. None: one pool.
+    prefill_job: str | None = None
+    # The plan's prefill time per request on the prefill pool, seconds (its P/D decision's prefill phase).
+    planned_prefill_seconds: float | None = None
+
+    @property
+    def pools(self) -> tuple[str, str] | None:
+        """(decode, prefill) scrape jobs of a disaggregated workload; None for one pool."""
+        return None if self.prefill_job is None else (self.name, self.prefill_job)
 
     @property
     def dashboard_uid(self) -> str:
@@ -110,7 +120,17 @@ def validate(props: MonitoringProps) -> None:
         )
     if props.scaled_object is not None:
         require_dns1123("monitoring.scaled_object", props.scaled_object)
-    validate_planned("monitoring", props.planned_kv_cache_tokens, props.planned_itl_seconds, props.planned_ttft_seconds)
+    validate_planned(
+        "monitoring",
+        props.planned_kv_cache_tokens,
+        props.planned_itl_seconds,
+        props.planned_ttft_seconds,
+        props.planned_prefill_seconds,
+    )
+    if props.prefill_job is not None:
+        require_dns1123("monitoring.prefill_job", props.prefill_job)
+        if props.prefill_job == props.name:
+            raise fail("monitoring.prefill_job", props.prefill_job, "must differ from the decode pool's name")
 
 
 def drift_inputs(props: MonitoringProps) -> DriftInputs:
@@ -123,6 +143,8 @@ def drift_inputs(props: MonitoringProps) -> DriftInputs:
         planned_kv_cache_tokens=props.planned_kv_cache_tokens,
         planned_itl_seconds=props.planned_itl_seconds,
         planned_ttft_seconds=props.planned_ttft_seconds,
+        prefill_job=props.prefill_job,
+        planned_prefill_seconds=props.planned_prefill_seconds,
     )
 
 
@@ -143,6 +165,13 @@ def _pod_pattern(props: MonitoringProps) -> str:
         return f"{props.name}-[0-9]+(-[0-9]+)?"
     owners = names[0] if len(names) == 1 else f"({'|'.join(names)})"
     return f"{owners}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"
+
+
+def _scrape_jobs(props: MonitoringProps) -> str:
+    """The workload's scrape targets: its Service's job, or both pools' of a disaggregated workload."""
+    if props.pools is None:
+        return selector({"job": props.name, "namespace": props.namespace})
+    return selector({"namespace": props.namespace}, {"job": "|".join(props.pools)})
 
 
 def health_rules(props: MonitoringProps) -> list[dict[str, Any]]:
@@ -206,11 +235,11 @@ def health_rules(props: MonitoringProps) -> list[dict[str, Any]]:
 def alert_rules(props: MonitoringProps) -> list[dict[str, Any]]:
     """The alerting rules, each with severity, summary, description and a runbook hint."""
     return [
-        *engine_alert_rules(VLLM_ALERTS, props.namespace, props.served_model_name, props.targets),
+        *engine_alert_rules(VLLM_ALERTS, props.namespace, props.served_model_name, props.targets, props.pools),
         *health_rules(props),
         alert_rule(
             "VllmTargetDown",
-            f"up{selector({'job': props.name, 'namespace': props.namespace})} == 0",
+            f"up{_scrape_jobs(props)} == 0",
             "5m",
             "critical",
             f"Prometheus cannot scrape {props.name}",
@@ -235,6 +264,7 @@ class MonitoringChart(WorkloadMonitoringChart):
                 served_model_name=props.served_model_name,
                 targets=props.targets,
                 extra_panels=props.extra_panels,
+                prefill_job=props.prefill_job,
             )
         )
         super().__init__(

@@ -16,6 +16,13 @@ match the label against a regular expression, and a decimal integer below a boun
 alert selects the info series whose label is an integer below the bound (`integers_below`). The figure itself is
 compared by `llm-eks verify`.
 
+A disaggregated workload (its prefill and decode pools report the same model name; each pool's series are selected
+by its scrape job): ITL is the decode pool's, held to the plan's decode step; the TTFT of the whole path is no one
+vLLM histogram (each pool observes its own leg), so its place is taken by the prefill phase: vLLM's per-request
+prefill time on the prefill pool (`vllm:request_prefill_time_seconds`, first token - scheduled, queueing excluded:
+vLLM 0.33 v1/metrics/stats.py:601, loggers.py:991), recorded as `llm_eks:prefill_seconds:p50_10m` and `...:p99_10m`
+beside the plan's prefill estimate `llm_eks:plan_prefill_seconds`, alerting above the TTFT drift ratio.
+
 The series have no `model_name` (the info metric carries CacheConfig's fields and `engine` only), so the KV alert
 selects the workload by `namespace` and `job` (the Service, or for Ray Serve the RayService, a ServiceMonitor or
 PodMonitor names the job after).
@@ -36,6 +43,7 @@ from llm_eks.validation import positive_number, whole_number
 PLAN_KV_CACHE_TOKENS = "llm_eks:plan_kv_cache_tokens"
 PLAN_ITL_SECONDS = "llm_eks:plan_itl_seconds"
 PLAN_TTFT_SECONDS = "llm_eks:plan_ttft_seconds"
+PLAN_PREFILL_SECONDS = "llm_eks:plan_prefill_seconds"
 
 
 @dataclass(frozen=True)
@@ -70,11 +78,17 @@ class DriftThresholds:
 DRIFT = DriftThresholds()
 
 
-def validate_planned(prefix: str, kv_cache_tokens: object, itl_seconds: object, ttft_seconds: object) -> None:
+def validate_planned(
+    prefix: str, kv_cache_tokens: object, itl_seconds: object, ttft_seconds: object, prefill_seconds: object = None
+) -> None:
     """Raise ConfigError (one line naming the field) on a planned figure that is given and not positive."""
     if kv_cache_tokens is not None and (not whole_number(kv_cache_tokens) or kv_cache_tokens < 1):
         raise fail(f"{prefix}.planned_kv_cache_tokens", kv_cache_tokens, "must be a positive whole number or None")
-    for name, value in (("planned_itl_seconds", itl_seconds), ("planned_ttft_seconds", ttft_seconds)):
+    for name, value in (
+        ("planned_itl_seconds", itl_seconds),
+        ("planned_ttft_seconds", ttft_seconds),
+        ("planned_prefill_seconds", prefill_seconds),
+    ):
         if value is not None and not positive_number(value):
             raise fail(f"{prefix}.{name}", value, "must be a positive number of seconds or None")
 
@@ -141,14 +155,23 @@ class DriftInputs:
     planned_kv_cache_tokens: int | None = None
     planned_itl_seconds: float | None = None
     planned_ttft_seconds: float | None = None
+    # A disaggregated workload: the prefill pool's scrape job (`job` is the decode pool's), and the plan's prefill
+    # time per request (its P/D decision's prefill phase); None: one pool.
+    prefill_job: str | None = None
+    planned_prefill_seconds: float | None = None
 
     @property
     def selector(self) -> str:
-        """The workload's engine series (and the recorded ones): its namespace and served model."""
+        """The workload's recorded series: its namespace and served model."""
         return selector({"namespace": self.namespace, "model_name": self.model})
 
-    def series(self, vllm_name: str) -> str:
-        return f"{self.engine.metrics.series(vllm_name)}{self.selector}"
+    def series(self, vllm_name: str, job: str | None = None) -> str:
+        """The engine's series of the workload; of the pool whose scrape job is `job` where given (a disaggregated
+        workload's pools share the model name)."""
+        if job is None:
+            return f"{self.engine.metrics.series(vllm_name)}{self.selector}"
+        pool = selector({"namespace": self.namespace, "job": job, "model_name": self.model})
+        return f"{self.engine.metrics.series(vllm_name)}{pool}"
 
 
 # Plan and observed series pair on the labels both carry.
@@ -167,14 +190,23 @@ def _records(d: DriftInputs, t: DriftThresholds) -> list[dict[str, Any]]:
         (PLAN_KV_CACHE_TOKENS, d.planned_kv_cache_tokens),
         (PLAN_ITL_SECONDS, d.planned_itl_seconds),
         (PLAN_TTFT_SECONDS, d.planned_ttft_seconds),
+        (PLAN_PREFILL_SECONDS, d.planned_prefill_seconds),
     )
     rules = [record_rule(name, _constant(value), dict(labels)) for name, value in plan if value is not None]
-    for kind, histogram in (
-        ("itl", "vllm:inter_token_latency_seconds_bucket"),
-        ("ttft", "vllm:time_to_first_token_seconds_bucket"),
-    ):
+    # (kind, histogram, scrape job): one pool's ITL and TTFT, or a disaggregated workload's decode ITL and prefill.
+    observed: tuple[tuple[str, str, str | None], ...] = (
+        ("itl", "vllm:inter_token_latency_seconds_bucket", None),
+        ("ttft", "vllm:time_to_first_token_seconds_bucket", None),
+    )
+    if d.prefill_job is not None:
+        observed = (
+            ("itl", "vllm:inter_token_latency_seconds_bucket", d.job),
+            ("prefill", "vllm:request_prefill_time_seconds_bucket", d.prefill_job),
+        )
+    for kind, histogram, job in observed:
         for q in (0.5, 0.99):
-            expr = f"histogram_quantile({promql_number(q)}, {BY_MODEL_LE} (rate({d.series(histogram)}[{t.window}])))"
+            series = d.series(histogram, job)
+            expr = f"histogram_quantile({promql_number(q)}, {BY_MODEL_LE} (rate({series}[{t.window}])))"
             rules.append(record_rule(observed_record(kind, q, t), expr))
     return rules
 
@@ -217,11 +249,31 @@ def _ttft_alert(d: DriftInputs, planned: float, t: DriftThresholds) -> dict[str,
     )
 
 
+def _prefill_alert(d: DriftInputs, planned: float, t: DriftThresholds) -> dict[str, Any]:
+    ratio = promql_number(t.ttft_p50_ratio)
+    return alert_rule(
+        f"{d.engine.prefix}PrefillTimeAbovePlan",
+        f"{observed_record('prefill', 0.5, t)}{d.selector} > {_JOIN} {ratio} * {PLAN_PREFILL_SECONDS}{d.selector}",
+        t.duration,
+        "warning",
+        f"vLLM p50 prefill time on the prefill pool above {ratio}x the plan's estimate for {t.duration}"
+        f"{d.engine.summary_suffix}",
+        f"p50 prefill time per request of {d.model} on {d.prefill_job} over {t.window} is "
+        f"{{{{ $value | humanizeDuration }}}} (queueing excluded); the plan estimated {_ms(planned)} ms (alert above "
+        f"{_ms(planned * t.ttft_p50_ratio)} ms for {t.duration}).",
+        "The prefill pool is slower than planned: compare prompt lengths (the prompt-tokens histogram) with "
+        "typical_input_tokens, check the prefill pods' max-num-batched-tokens and GPU panels, compare `llm-eks verify` "
+        "(its prefill row) with `llm-eks plan`; then re-plan.",
+    )
+
+
 def _kv_alert(d: DriftInputs, planned: int, t: DriftThresholds) -> dict[str, Any]:
     limit = kv_cache_alert_limit(planned, t)
     info = d.engine.metrics.series("vllm:cache_config_info")
     # namespace and job are DNS names (validated), the pattern only digits, brackets, braces and '|'.
-    matchers = f'namespace="{d.namespace}", job="{d.job}", kv_cache_size_tokens=~"{integers_below(limit)}"'
+    # Both pools of a disaggregated workload run the plan's replica layout, so both are held to its KV cache.
+    job = f'job="{d.job}"' if d.prefill_job is None else f'job=~"{d.job}|{d.prefill_job}"'
+    matchers = f'namespace="{d.namespace}", {job}, kv_cache_size_tokens=~"{integers_below(limit)}"'
     return alert_rule(
         f"{d.engine.prefix}KvCacheBelowPlan",
         f"max by (namespace, pod, kv_cache_size_tokens) ({info}{{{matchers}}})",
@@ -243,8 +295,11 @@ def drift_rules(d: DriftInputs, t: DriftThresholds = DRIFT) -> list[dict[str, An
     rules = _records(d, t)
     if d.planned_itl_seconds is not None:
         rules.append(_itl_alert(d, d.planned_itl_seconds, t))
-    if d.planned_ttft_seconds is not None:
+    # A disaggregated workload records no whole-path TTFT (see the module docstring): its prefill phase instead.
+    if d.planned_ttft_seconds is not None and d.prefill_job is None:
         rules.append(_ttft_alert(d, d.planned_ttft_seconds, t))
+    if d.planned_prefill_seconds is not None:
+        rules.append(_prefill_alert(d, d.planned_prefill_seconds, t))
     if d.planned_kv_cache_tokens is not None:
         rules.append(_kv_alert(d, d.planned_kv_cache_tokens, t))
     return rules

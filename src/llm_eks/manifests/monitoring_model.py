@@ -88,14 +88,22 @@ class EngineAlerts:
 
 
 def engine_alert_rules(
-    engine: EngineAlerts, namespace: str, model: str, targets: MonitoringTargets
+    engine: EngineAlerts, namespace: str, model: str, targets: MonitoringTargets, pools: tuple[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """The six vLLM engine alerts (KV cache, growing queue, TTFT and ITL above the SLO, preemptions, a stalled
-    engine) on the model's series in the engine's names."""
+    engine) on the model's series in the engine's names. `pools`: a disaggregated workload's (decode, prefill) scrape
+    jobs, whose series share the model name: ITL is then judged on the decode pool, the queue, preemptions and TTFT
+    per pool (`job` label; each pool's TTFT is one leg of the path, so either above the SLO breaches it); the KV and
+    stall alerts are per pod already."""
     vllm = selector({"namespace": namespace, "model_name": model})
+    by, by_le, decode, on_pool = BY_MODEL, BY_MODEL_LE, vllm, ""
+    if pools is not None:
+        vllm = selector({"namespace": namespace, "model_name": model}, {"job": "|".join(pools)})
+        decode = selector({"namespace": namespace, "job": pools[0], "model_name": model})
+        by, by_le, on_pool = f"{BY_MODEL[:-1]}, job)", f"{BY_MODEL_LE[:-1]}, job)", " on {{ $labels.job }}"
 
-    def series(vllm_name: str) -> str:
-        return f"{engine.metrics.series(vllm_name)}{vllm}"
+    def series(vllm_name: str, pool: str | None = None) -> str:
+        return f"{engine.metrics.series(vllm_name)}{pool or vllm}"
 
     ttft = promql_number(targets.ttft_p99_seconds)
     itl = promql_number(targets.itl_p99_seconds)
@@ -116,28 +124,34 @@ def engine_alert_rules(
         ),
         alert_rule(
             f"{engine.prefix}WaitingQueueGrowing",
-            f"{BY_MODEL} ({waiting_series}) > {waiting} and {BY_MODEL} (deriv({waiting_series}[10m])) > 0",
+            f"{by} ({waiting_series}) > {waiting} and {by} (deriv({waiting_series}[10m])) > 0",
             "10m",
             "warning",
             f"vLLM waiting queue above {waiting} requests and still growing{suffix}",
-            "{{ $value }} requests wait for " + model + " in {{ $labels.namespace }} and the queue has grown for 10 "
+            "{{ $value }} requests wait for " + model + on_pool + " in {{ $labels.namespace }} and the queue has "
+            "grown for 10 "
             "minutes: demand exceeds what the running replicas serve.",
             engine.queue_runbook,
         ),
         alert_rule(
             f"{engine.prefix}TimeToFirstTokenAboveSlo",
             "histogram_quantile(0.99, "
-            f"{BY_MODEL_LE} (rate({series('vllm:time_to_first_token_seconds_bucket')}[5m]))) > {ttft}",
+            f"{by_le} (rate({series('vllm:time_to_first_token_seconds_bucket')}[5m]))) > {ttft}",
             "10m",
             "critical",
             f"vLLM TTFT p99 above the {ttft} s SLO{suffix}",
-            "p99 time to first token of " + model + " is {{ $value | humanizeDuration }} (SLO " + ttft + " s).",
+            "p99 time to first token of "
+            + model
+            + on_pool
+            + " is {{ $value | humanizeDuration }} (SLO "
+            + ttft
+            + " s).",
             engine.ttft_runbook,
         ),
         alert_rule(
             f"{engine.prefix}InterTokenLatencyAboveSlo",
             "histogram_quantile(0.99, "
-            f"{BY_MODEL_LE} (rate({series('vllm:inter_token_latency_seconds_bucket')}[5m]))) > {itl}",
+            f"{BY_MODEL_LE} (rate({series('vllm:inter_token_latency_seconds_bucket', decode)}[5m]))) > {itl}",
             "10m",
             "critical",
             f"vLLM inter-token latency p99 above the {itl} s SLO{suffix}",
@@ -146,11 +160,12 @@ def engine_alert_rules(
         ),
         alert_rule(
             f"{engine.prefix}PreemptionsRising",
-            f"{BY_MODEL} (rate({series('vllm:num_preemptions_total')}[5m])) > 0",
+            f"{by} (rate({series('vllm:num_preemptions_total')}[5m])) > 0",
             "15m",
             "warning",
             f"vLLM keeps preempting requests{suffix}",
-            model + " has preempted {{ $value | humanize }} requests/s for 15 minutes: the KV cache is too small "
+            model + on_pool + " has preempted {{ $value | humanize }} requests/s for 15 minutes: the KV cache is "
+            "too small "
             "for the running batch, and preempted work is recomputed.",
             engine.preemption_runbook,
         ),

@@ -79,6 +79,18 @@ CURRENT_VLLM_METRICS: Mapping[str, str] = MappingProxyType(
         "vllm:kv_block_lifetime_seconds": HISTOGRAM,
         "vllm:kv_block_idle_before_evict_seconds": HISTOGRAM,
         "vllm:kv_block_reuse_gap_seconds": HISTOGRAM,
+        # The NIXL KV connector's own (a disaggregated workload's pools; vLLM 0.33 kv_connector/v1/nixl/stats.py:
+        # 188-281, labels model_name and engine as every series, v1/metrics/loggers.py:499-505). Recorded where the
+        # transfer is polled to completion (nixl/base_worker.py:3420-3424): with NixlConnector (= NixlPullConnector)
+        # the decode pod, which READs the prefill pod's blocks.
+        "vllm:nixl_xfer_time_seconds": HISTOGRAM,
+        "vllm:nixl_post_time_seconds": HISTOGRAM,
+        "vllm:nixl_bytes_transferred": HISTOGRAM,
+        "vllm:nixl_num_descriptors": HISTOGRAM,
+        "vllm:nixl_num_failed_transfers": COUNTER,
+        "vllm:nixl_num_failed_notifications": COUNTER,
+        "vllm:nixl_num_kv_expired_reqs": COUNTER,
+        "vllm:nixl_num_notifications_after_expiry": COUNTER,
     }
 )
 

@@ -30,7 +30,7 @@ from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_plac
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
 from llm_eks.manifests.ray_serve import RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
-from llm_eks.manifests.vllm.disaggregated import Disaggregation
+from llm_eks.manifests.vllm.disaggregated import Disaggregation, prefill_name
 from llm_eks.manifests.vllm.neuron import NEURON_SCHEDULER_NAME
 from llm_eks.manifests.vllm.pod import adapter_dir
 from llm_eks.manifests.weights_staging import (
@@ -420,8 +420,21 @@ def monitoring_props(
         # VllmAutoscalingChart names its ScaledObject after the Deployment it scales.
         scaled_object=vllm.name,
         scales_to_zero=s.config.autoscaling.scale_to_zero is not None,
-        **_planned(plan),
+        **{**_planned(plan), **(_disaggregated_planned(plan, vllm.name) if vllm.disaggregation is not None else {})},
     )
+
+
+def _disaggregated_planned(plan: Plan, name: str) -> dict[str, Any]:
+    """A disaggregated workload's monitoring: the prefill pool's scrape job, the plan's decode step as the ITL the
+    decode pool is held to, and its prefill time per request in place of a whole-path TTFT no histogram measures."""
+    d = plan.disaggregation
+    assert d is not None and d.disaggregated is not None and d.phase is not None  # disaggregation_props made it
+    return {
+        "prefill_job": prefill_name(name),
+        "planned_itl_seconds": d.disaggregated.tpot_ms / 1000,
+        "planned_ttft_seconds": None,
+        "planned_prefill_seconds": d.phase.prefill_ms / 1000,
+    }
 
 
 def benchmark_props(s: ServedWorkload, cpu: CpuPoolSpec, plan: Plan | None = None) -> BenchmarkProps:

@@ -350,6 +350,9 @@ class _Builder:
             if w.floor_replicas:
                 # The on-demand floor: a Deployment of its own, on its own pool's nodes.
                 self._deployment(w, f"{w.name}-floor", first=replicas, pool=f"{w.pool}-floor")
+            if w.phases is not None:
+                # Disaggregated: the prefill pool's Deployment, on the workload's GPU pool too.
+                self._deployment(w, w.phases.prefill_job, first=replicas + w.floor_replicas)
             return
         lws = obj["spec"]["leaderWorkerTemplate"]
         self.objects.append(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -78,6 +78,9 @@ class ServerLoad:
     max_model_len: int = 8192
     # False: labels as a vLLM without kv_cache_size_tokens writes them (only num_gpu_blocks and block_size).
     group_aware: bool = True
+    # Each request's prefill time (vllm:request_prefill_time_seconds); written where not None: a disaggregated
+    # workload's prefill pool (an empty list: the histogram of a server that prefilled nothing).
+    prefill_s: list[float] | None = None
 
     @property
     def requests(self) -> int:
@@ -122,12 +125,28 @@ def healthy_load(w: WorkloadPlan) -> ServerLoad:
     highest bucket bound within the SLO), the slowest 1.5 % at that bound."""
     ttft_cap, itl_cap = _ceiling(TTFT_BUCKETS, w.slo_ttft_p99_ms / 1000), _ceiling(ITL_BUCKETS, w.slo_itl_p99_ms / 1000)
     ttft = (w.ttft_estimate_ms if w.ttft_estimate_ms is not None else w.slo_ttft_p99_ms / 3) / 1000
+    # A disaggregated workload's decode pool steps at the plan's decode step.
+    itl = w.itl_estimate_ms if w.phases is None else w.phases.decode_itl_ms
     return ServerLoad(
         kv_tokens=w.kv_cache_tokens,
         ttft_s=spread(min(ttft, ttft_cap / 1.1), REQUESTS, ttft_cap),
-        itl_s=spread(min(w.itl_estimate_ms / 1000, itl_cap / 1.1), GAPS, itl_cap),
+        itl_s=spread(min(itl / 1000, itl_cap / 1.1), GAPS, itl_cap),
         running=w.target_concurrency / 2,
         max_model_len=max_model_len(w),
+    )
+
+
+def prefill_load(w: WorkloadPlan, factor: float = 1.0, requests: int = REQUESTS) -> ServerLoad:
+    """A disaggregated workload's prefill server: `requests` prompts each prefilled in `factor` x the plan's prefill
+    phase (±10 %), and the one token each generates."""
+    assert w.phases is not None
+    prefill_s = spread(factor * w.phases.prefill_ms / 1000, requests)
+    return replace(
+        healthy_load(w),
+        ttft_s=prefill_s,
+        itl_s=[],
+        prefill_s=prefill_s,
+        output_tokens=1,
     )
 
 
@@ -206,6 +225,9 @@ class _Server:
                          [load.output_tokens] * n)  # fmt: skip
         yield _histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
                          labels, REQUEST_LATENCY_BUCKETS, inference)  # fmt: skip
+        if load.prefill_s is not None:
+            yield _histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+                             labels, REQUEST_LATENCY_BUCKETS, load.prefill_s)  # fmt: skip
 
 
 def exposition(model_name: str, load: ServerLoad) -> str:
@@ -224,6 +246,9 @@ def healthy_metrics(cluster: StubCluster) -> None:
             if labels.get("leaderworkerset.sigs.k8s.io/worker-index", "0") != "0":
                 continue
             key = (w.namespace, p["metadata"]["name"])
+            if w.phases is not None and p["metadata"]["name"].startswith(f"{w.phases.prefill_job}-"):
+                cluster.metrics[key] = Target(w.phases.prefill_job, w.served_model_name, prefill_load(w))
+                continue
             cluster.metrics[key] = Target(w.metrics_job, w.served_model_name, healthy_load(w), w.engine == "ray-serve")
 
 

@@ -5,9 +5,11 @@ observations for a percentile is `insufficient`, never ok. The estimate at a loa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llm_eks.planner.at_load import LoadEstimate
 from llm_eks.planner.drift import DRIFT_RATIOS, MEDIAN_MIN_SAMPLES, P99_MIN_SAMPLES, drift_ratio, drifted
-from llm_eks.verify.expected import WorkloadPlan
+from llm_eks.verify.expected import PhasePlan, WorkloadPlan
 from llm_eks.verify.observed import Latency, WorkloadMetrics
 from llm_eks.verify.rows import Row, Verdict
 from llm_eks.verify.text import count, load_text, ms, percent, planned_ms, tokens
@@ -92,49 +94,128 @@ def judge_latency(
     return settled, observed, f"{off}; {counted}{short}"
 
 
+@dataclass(frozen=True)
+class _Held:
+    """What a latency row's median is held to: the estimate (None: not planned), what it is (`basis`), the planner's
+    p99 at the observed load where it has one."""
+
+    estimate_ms: float | None
+    basis: str
+    p99_estimate_ms: float | None = None
+
+
 def _latency_row(
     check: str,
     w: WorkloadPlan,
     measured: Latency,
-    planned_estimate_ms: float | None,
-    at_load: LoadEstimate | None,
+    planned: str,
+    held: _Held,
     slo_ms: float,
-    window: str,
+    counted: str,
     unit: str,
 ) -> Row:
-    planned = f"p99 ≤ {planned_ms(slo_ms)}, median " + (
-        f"~{planned_ms(planned_estimate_ms)} at {w.target_concurrency} running"
-        if planned_estimate_ms is not None
-        else "not planned"
-    )
-    p99_estimate_ms: float | None = None
-    if at_load is not None:
-        estimate_ms: float | None = at_load.ttft_ms if check == "ttft" else at_load.itl_ms
-        p99_estimate_ms = at_load.ttft_p99_ms if check == "ttft" else at_load.itl_p99_ms
-        basis = f"~{planned_ms(estimate_ms or 0)} estimated at the observed {load_text(at_load)}"
-    else:
-        estimate_ms, basis = planned_estimate_ms, "the planned estimate (no observed load)"
     n = measured.count or 0
     verdict, observed, detail = judge_latency(
-        check,
+        # The prefill phase drifts as a TTFT does (planner/drift.py): only above, beyond the TTFT ratio.
+        "ttft" if check == "prefill" else check,
         None if measured.median_s is None else measured.median_s * 1000,
         None if measured.p99_s is None else measured.p99_s * 1000,
         n,
         slo_ms,
-        estimate_ms,
-        basis,
-        f"{n:,.0f} {unit} in {window}",
+        held.estimate_ms,
+        held.basis,
+        f"{n:,.0f} {unit} {counted}",
         unit,
-        p99_estimate_ms,
+        held.p99_estimate_ms,
     )
     return Row(check, w.name, planned, observed, verdict, detail)
+
+
+def _planned(slo_ms: float, estimate_ms: float | None, at: str) -> str:
+    median = f"~{planned_ms(estimate_ms)} {at}" if estimate_ms is not None else "not planned"
+    return f"p99 ≤ {planned_ms(slo_ms)}, median {median}"
+
+
+def _at_load(check: str, planned_estimate_ms: float | None, at_load: LoadEstimate | None) -> _Held:
+    """The planner's estimate at the observed load (`at_load`), else the planned one."""
+    if at_load is None:
+        return _Held(planned_estimate_ms, "the planned estimate (no observed load)")
+    estimate_ms = at_load.ttft_ms if check == "ttft" else at_load.itl_ms
+    p99_ms = at_load.ttft_p99_ms if check == "ttft" else at_load.itl_p99_ms
+    return _Held(estimate_ms, f"~{planned_ms(estimate_ms)} estimated at the observed {load_text(at_load)}", p99_ms)
 
 
 def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str, at_load: LoadEstimate | None) -> list[Row]:
     """TTFT and ITL: a p99 above the SLO (or a median above it) is a breach; a median off the planner's estimate at
     the observed load (`at_load`; the planned estimate when there is none) by more than its ratio is drift; fewer
-    observations than a percentile needs leave that percentile unjudged and the row `insufficient`."""
+    observations than a percentile needs leave that percentile unjudged and the row `insufficient`. A disaggregated
+    workload is judged per phase instead (`_phase_rows`)."""
+    if w.phases is not None:
+        return _phase_rows(w, w.phases, m, window)
+    at = f"at {w.target_concurrency} running"
+    counted = f"in {window}"
     return [
-        _latency_row("ttft", w, m.ttft, w.ttft_estimate_ms, at_load, w.slo_ttft_p99_ms, window, "requests"),
-        _latency_row("itl", w, m.itl, w.itl_estimate_ms, at_load, w.slo_itl_p99_ms, window, "token gaps"),
+        _latency_row(
+            "ttft",
+            w,
+            m.ttft,
+            _planned(w.slo_ttft_p99_ms, w.ttft_estimate_ms, at),
+            _at_load("ttft", w.ttft_estimate_ms, at_load),
+            w.slo_ttft_p99_ms,
+            counted,
+            "requests",
+        ),
+        _latency_row(
+            "itl",
+            w,
+            m.itl,
+            _planned(w.slo_itl_p99_ms, w.itl_estimate_ms, at),
+            _at_load("itl", w.itl_estimate_ms, at_load),
+            w.slo_itl_p99_ms,
+            counted,
+            "token gaps",
+        ),
+    ]
+
+
+def _phase_rows(w: WorkloadPlan, phases: PhasePlan, m: WorkloadMetrics, window: str) -> list[Row]:
+    """A disaggregated workload, each pool by its scrape job: the decode pool's TTFT against the SLO only (its
+    histogram times the decode leg, KV transfer and first step, not the whole path the plan estimates), its ITL
+    against the plan's decode step, and the prefill pool's prefill time against the plan's prefill phase, with the
+    TTFT's drift ratio and the TTFT SLO as its bound (a prefill is part of every first token)."""
+    decode, prefill = f"on the decode pool ({w.metrics_job}) in {window}", f"on {phases.prefill_job} in {window}"
+    step = f"the plan's decode step (~{planned_ms(phases.decode_itl_ms)} at {w.target_concurrency} running)"
+    phase = f"the plan's prefill phase (~{planned_ms(phases.prefill_ms)} per prompt)"
+    return [
+        _latency_row(
+            "ttft",
+            w,
+            m.ttft,
+            f"p99 ≤ {planned_ms(w.slo_ttft_p99_ms)}, median per phase (prefill ~{planned_ms(phases.prefill_ms)}, "
+            f"KV transfer ~{planned_ms(phases.transfer_ms)})",
+            _Held(None, ""),
+            w.slo_ttft_p99_ms,
+            decode,
+            "requests",
+        ),
+        _latency_row(
+            "itl",
+            w,
+            m.itl,
+            _planned(w.slo_itl_p99_ms, phases.decode_itl_ms, "decode step"),
+            _Held(phases.decode_itl_ms, step),
+            w.slo_itl_p99_ms,
+            decode,
+            "token gaps",
+        ),
+        _latency_row(
+            "prefill",
+            w,
+            m.prefill or Latency(),
+            _planned(w.slo_ttft_p99_ms, phases.prefill_ms, "prefill phase"),
+            _Held(phases.prefill_ms, phase),
+            w.slo_ttft_p99_ms,
+            prefill,
+            "requests",
+        ),
     ]

@@ -27,12 +27,13 @@ from llm_eks.manifests.gateway.routes import generated_rules
 from llm_eks.manifests.labels import serving_selector
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
+from llm_eks.manifests.vllm.disaggregated import prefill_name
 from llm_eks.manifests.vllm.pod import Role
 from llm_eks.planner import Plan
 from llm_eks.planner.at_load import ObservedLoad, estimate_at_load
 from llm_eks.planner.drift import P99_MIN_SAMPLES
 from llm_eks.verify.checks_load import LoadSpec
-from llm_eks.verify.expected import EnvironmentPlan, PoolPlan, RoutePlan, WorkloadPlan
+from llm_eks.verify.expected import EnvironmentPlan, PhasePlan, PoolPlan, RoutePlan, WorkloadPlan
 
 # KubeRay 1.7.0 labels every Ray pod with its node type (ray-operator/controllers/ray/common/pod.go, labelPod; the
 # template's own labels cannot override it): the GPU workers are "worker".
@@ -121,7 +122,21 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
         replicas_min=0 if w.canary_of is not None else p.floor_replicas + w.autoscaling.min_replicas,
         replicas_max=p.floor_replicas + w.autoscaling.max_replicas,
         floor_replicas=p.floor_replicas,
+        phases=_phases(plan, p.name) if p.disaggregation is not None else None,
         **common,
+    )
+
+
+def _phases(plan: Plan, name: str) -> PhasePlan:
+    """The prefill pool's scrape job and the P/D decision's per-phase estimates of a workload served disaggregated
+    (the same figures its drift rules hold each pool to: infra.workloads.props)."""
+    d = plan.disaggregation
+    assert d is not None and d.disaggregated is not None and d.phase is not None  # it rendered a prefill pool
+    return PhasePlan(
+        prefill_job=prefill_name(name),
+        prefill_ms=d.phase.prefill_ms,
+        decode_itl_ms=d.disaggregated.tpot_ms,
+        transfer_ms=d.phase.transfer_ms,
     )
 
 

@@ -61,6 +61,22 @@ class RoutePlan:
 
 
 @dataclass(frozen=True)
+class PhasePlan:
+    """A disaggregated workload's prefill pool and the plan's estimate of each phase (its P/D decision's), what the
+    prefill and decode pools are each held to: neither pool's histograms measure the whole-path TTFT."""
+
+    # The prefill pool's Prometheus `job` (its Service, `<name>-prefill`); the workload's `metrics_job` is the decode
+    # pool's.
+    prefill_job: str
+    # One prompt's prefill on the prefill pool (queueing excluded, as vllm:request_prefill_time_seconds is).
+    prefill_ms: float
+    # The decode pool's step: its inter-token latency, no prompt chunks mixed in.
+    decode_itl_ms: float
+    # The prompt's KV cache moved from the prefill pod to the decode pod.
+    transfer_ms: float
+
+
+@dataclass(frozen=True)
 class WorkloadPlan:
     """One workload: where its pods are, what they run, and the plan's figures the metrics are held against."""
 
@@ -115,6 +131,8 @@ class WorkloadPlan:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     route: RoutePlan | None = None
+    # Disaggregated: its prefill pool and per-phase estimates (None: one pool serves both phases).
+    phases: PhasePlan | None = None
 
     @property
     def gpus_per_replica(self) -> int:

@@ -79,6 +79,8 @@ class WorkloadMetrics:
     mean_input_tokens: float | None = None
     mean_output_tokens: float | None = None
     output_tokens_per_s: float | None = None
+    # A disaggregated workload's prefill time per request on its prefill pool (None: one pool, nothing asked).
+    prefill: Latency | None = None
 
 
 NO_METRICS = WorkloadMetrics()

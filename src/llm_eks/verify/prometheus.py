@@ -8,6 +8,12 @@ pkg/prometheus/promcfg.go): latency histograms and counters carry `model_name` (
 `vllm:cache_config_info` is a gauge of 1 whose labels are CacheConfig's fields as strings and has no `model_name`, so
 it is selected by the labels the ServiceMonitor adds: `namespace`, `job` (the Service name), `pod`. Ray Serve's
 PodMonitor sets `job` to the RayService name the same way (llm_eks.manifests.ray_monitoring).
+
+A disaggregated workload's two pools report the same model name, each under its own `job`: the decode pool's is the
+workload's `metrics_job`, the prefill pool's `PhasePlan.prefill_job`. The prefill phase is read from the prefill pool's
+`vllm:request_prefill_time_seconds` (vLLM 0.33 vllm/v1/metrics/loggers.py:991, a per-engine histogram on the request
+latency buckets, labels model_name and engine; first token - scheduled per request, queueing excluded, as
+llm_eks.manifests.monitoring_drift's rules read it too).
 """
 
 from __future__ import annotations
@@ -68,24 +74,26 @@ def _server(w: WorkloadPlan) -> str:
     return selector({"namespace": w.namespace, "job": w.metrics_job})
 
 
-def _model(w: WorkloadPlan) -> str:
+def _model(w: WorkloadPlan, job: str | None = None) -> str:
     """The workload's own servers' series of its model: by job too, since a next version serves the same model in the
-    same namespace (pool share) and must be judged on its own replicas."""
-    return selector({"namespace": w.namespace, "job": w.metrics_job, "model_name": w.served_model_name})
+    same namespace (pool share) and must be judged on its own replicas, and a disaggregated workload's prefill pool
+    (`job`) reports the same model as its decode pool."""
+    return selector({"namespace": w.namespace, "job": job or w.metrics_job, "model_name": w.served_model_name})
 
 
 def cache_config_query(w: WorkloadPlan) -> str:
     return f"{source(w).series('vllm:cache_config_info')}{_server(w)}"
 
 
-def quantile_query(w: WorkloadPlan, histogram: str, q: float, window: str) -> str:
-    """histogram_quantile over the window's rate of a classic histogram, all servers of the workload pooled."""
+def quantile_query(w: WorkloadPlan, histogram: str, q: float, window: str, job: str | None = None) -> str:
+    """histogram_quantile over the window's rate of a classic histogram, all servers of the workload (or of its pool
+    `job`) pooled."""
     bucket = source(w).series(f"{histogram}_bucket")
-    return f"histogram_quantile({q}, sum by (le) (rate({bucket}{_model(w)}[{window}])))"
+    return f"histogram_quantile({q}, sum by (le) (rate({bucket}{_model(w, job)}[{window}])))"
 
 
-def count_query(w: WorkloadPlan, histogram: str, window: str) -> str:
-    return f"sum(increase({source(w).series(f'{histogram}_count')}{_model(w)}[{window}]))"
+def count_query(w: WorkloadPlan, histogram: str, window: str, job: str | None = None) -> str:
+    return f"sum(increase({source(w).series(f'{histogram}_count')}{_model(w, job)}[{window}]))"
 
 
 def running_query(w: WorkloadPlan, window: str) -> str:
@@ -109,10 +117,20 @@ def rate_query(w: WorkloadPlan, counter: str, window: str) -> str:
 
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
 
 
 def workload_queries(w: WorkloadPlan, window: str) -> dict[str, str]:
-    """Every query verify sends for one workload, by what it answers."""
+    """Every query verify sends for one workload, by what it answers; a disaggregated workload's prefill time too, on
+    its prefill pool."""
+    prefill: dict[str, str] = {}
+    if w.phases is not None:
+        job = w.phases.prefill_job
+        prefill = {
+            "prefill_median": quantile_query(w, PREFILL, 0.5, window, job),
+            "prefill_p99": quantile_query(w, PREFILL, 0.99, window, job),
+            "prefill_count": count_query(w, PREFILL, window, job),
+        }
     return {
         "kv": cache_config_query(w),
         "ttft_median": quantile_query(w, TTFT, 0.5, window),
@@ -125,6 +143,7 @@ def workload_queries(w: WorkloadPlan, window: str) -> dict[str, str]:
         "input_tokens": per_request_query(w, "vllm:request_prompt_tokens", window),
         "output_tokens": per_request_query(w, "vllm:request_generation_tokens", window),
         "output_rate": rate_query(w, "vllm:generation_tokens_total", window),
+        **prefill,
     }
 
 
@@ -201,18 +220,21 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _latency(prometheus: Prometheus, q: Mapping[str, str], name: str) -> Latency:
+    return Latency(
+        prometheus.quantile(q[f"{name}_median"]),
+        prometheus.quantile(q[f"{name}_p99"]),
+        prometheus.scalar(q[f"{name}_count"]),
+    )
+
+
 def workload_metrics(prometheus: Prometheus, w: WorkloadPlan, window: str) -> WorkloadMetrics:
     q = workload_queries(w, window)
     return WorkloadMetrics(
         kv=kv_samples(prometheus.query(q["kv"])),
-        ttft=Latency(
-            prometheus.quantile(q["ttft_median"]),
-            prometheus.quantile(q["ttft_p99"]),
-            prometheus.scalar(q["ttft_count"]),
-        ),
-        itl=Latency(
-            prometheus.quantile(q["itl_median"]), prometheus.quantile(q["itl_p99"]), prometheus.scalar(q["itl_count"])
-        ),
+        ttft=_latency(prometheus, q, "ttft"),
+        itl=_latency(prometheus, q, "itl"),
+        prefill=_latency(prometheus, q, "prefill") if w.phases is not None else None,
         running_mean=prometheus.scalar(q["running"]),
         mean_input_tokens=prometheus.scalar(q["input_tokens"]),
         mean_output_tokens=prometheus.scalar(q["output_tokens"]),

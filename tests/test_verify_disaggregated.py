@@ -1,0 +1,110 @@
+"""`llm-eks verify` on a disaggregated workload (the example `disaggregated`), through the CLI against the stand-in
+API server and a real Prometheus: each pool is read by its own scrape job, the prefill pool's prefill time is held
+to the plan's prefill phase (the TTFT's evidence rule and drift ratio), and the decode pool's ITL to the plan's decode
+step."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from llm_eks.config import parse_environment
+from llm_eks.verify.prometheus import workload_queries
+from tests.prometheus_server import PrometheusServer
+from tests.test_disaggregated_serving import EXAMPLE, NAME, PREFILL
+from tests.verify_cluster import StubCluster, healthy_cluster
+from tests.verify_metrics import REQUESTS, prefill_load, series
+from tests.verify_run import Run, fresh, run_verify
+
+ENV = "rag"
+CONTEXT_FILE = str(EXAMPLE / "cdk.json")
+
+
+def _prefill_at(factor: float, requests: int = REQUESTS) -> Callable[[StubCluster], None]:
+    """A change to the prefill pool's servers: prompts prefilled in `factor` x the plan's prefill phase."""
+
+    def change(cluster: StubCluster) -> None:
+        w = cluster.workload(NAME)
+        for target in cluster.metrics.values():
+            if target.job == PREFILL:
+                target.load = prefill_load(w, factor, requests)
+
+    return change
+
+
+CHANGES = {"slow": _prefill_at(3.0), "idle": _prefill_at(1.0, requests=0)}
+
+
+@pytest.fixture(scope="module")
+def clusters(prometheus: PrometheusServer) -> dict[str, StubCluster]:
+    """The healthy example, and its variants (loaded into Prometheus together: one restart)."""
+    envs = json.loads(Path(CONTEXT_FILE).read_text())["context"]["environments"]
+    healthy = healthy_cluster(parse_environment(ENV, envs[ENV]), prometheus=prometheus)
+    out = {"healthy": healthy}
+    for name, change in CHANGES.items():
+        out[name] = fresh({ENV: healthy}, ENV)
+        change(out[name])
+    prometheus.load(series(c) for c in out.values())
+    return out
+
+
+def _run(cluster: StubCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
+    return run_verify(cluster, tmp_path, capsys, context_file=CONTEXT_FILE)
+
+
+def test_the_plan_carries_the_prefill_pool_and_each_phase(clusters: dict[str, StubCluster]) -> None:
+    w = clusters["healthy"].workload(NAME)
+    assert w.phases is not None
+    assert (w.metrics_job, w.phases.prefill_job) == (NAME, PREFILL)
+    assert w.phases.prefill_ms > 0 and w.phases.decode_itl_ms > 0 and w.phases.transfer_ms > 0
+    q = workload_queries(w, "1h")
+    assert q["prefill_median"] == (
+        "histogram_quantile(0.5, sum by (le) (rate(vllm:request_prefill_time_seconds_bucket"
+        f'{{namespace="inference", job="{PREFILL}", model_name="meta-llama/Llama-3.3-70B-Instruct"}}[1h])))'
+    )
+    assert f'job="{PREFILL}"' in q["prefill_count"] and f'job="{NAME}"' in q["itl_median"]
+
+
+def test_a_prefill_as_planned_is_ok(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(clusters["healthy"], tmp_path, capsys)
+    w = clusters["healthy"].workload(NAME)
+    assert w.phases is not None
+    prefill = run.row("prefill", NAME)
+    assert prefill["verdict"] == "ok", prefill
+    assert f"on {PREFILL} in 1h" in prefill["detail"]
+    assert f"x the plan's prefill phase (~{w.phases.prefill_ms:.0f} ms per prompt)" in prefill["detail"]
+    assert prefill["detail"].startswith("median ")
+    itl = run.row("itl", NAME)
+    assert itl["verdict"] == "ok", itl
+    assert f"the plan's decode step (~{w.phases.decode_itl_ms:.1f} ms" in itl["detail"]
+    # The decode pool's TTFT times its own leg: the SLO holds it, no whole-path estimate does.
+    ttft = run.row("ttft", NAME)
+    assert ttft["verdict"] == "ok", ttft
+    decode = sum(1 for t in clusters["healthy"].metrics.values() if t.job == NAME)
+    assert ttft["detail"] == f"{REQUESTS * decode:,} requests on the decode pool ({NAME}) in 1h"
+
+
+def test_a_prefill_three_times_the_plan_is_drift(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(clusters["slow"], tmp_path, capsys)
+    prefill = run.row("prefill", NAME)
+    assert prefill["verdict"] == "drift", prefill
+    assert "(allowed at most 2x)" in prefill["detail"]
+    ratio = float(prefill["detail"].removeprefix("median ").split("x")[0])
+    assert 2.5 < ratio < 3.5
+    assert run.code == 1
+
+
+def test_no_prefill_observations_is_insufficient(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(clusters["idle"], tmp_path, capsys)
+    prefill = run.row("prefill", NAME)
+    assert (prefill["verdict"], prefill["observed"]) == ("insufficient", "insufficient data")
+    assert prefill["detail"] == f"0 requests on {PREFILL} in 1h: a median needs 10, a p99 500"

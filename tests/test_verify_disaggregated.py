@@ -85,6 +85,9 @@ def test_a_prefill_as_planned_is_ok(
     # The decode pool's TTFT times its own leg: the SLO holds it, no whole-path estimate does.
     ttft = run.row("ttft", NAME)
     assert ttft["verdict"] == "ok", ttft
+    # Each pool's pods run their own role's arguments (the decode port and KV consumer; the KV producer).
+    assert run.row("args", NAME)["verdict"] == "ok"
+    assert run.code == 0, run.out
     decode = sum(1 for t in clusters["healthy"].metrics.values() if t.job == NAME)
     assert ttft["detail"] == f"{REQUESTS * decode:,} requests on the decode pool ({NAME}) in 1h"
 

@@ -226,8 +226,8 @@ class _Server:
         yield _histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
                          labels, REQUEST_LATENCY_BUCKETS, inference)  # fmt: skip
         if load.prefill_s is not None:
-            yield _histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-                             labels, REQUEST_LATENCY_BUCKETS, load.prefill_s)  # fmt: skip
+            doc = "Histogram of time spent in PREFILL phase for request."
+            yield _histogram("vllm:request_prefill_time_seconds", doc, labels, REQUEST_LATENCY_BUCKETS, load.prefill_s)
 
 
 def exposition(model_name: str, load: ServerLoad) -> str:

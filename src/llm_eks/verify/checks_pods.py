@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from llm_eks.verify.args_diff import args_difference, config_difference
-from llm_eks.verify.expected import WorkloadPlan
+from llm_eks.verify.expected import PREFILL_ROLE, WorkloadPlan
 from llm_eks.verify.observed import (
     EMPTY,
     Object,
@@ -45,10 +45,12 @@ def _live(pods: Sequence[Object]) -> list[Object]:
 
 
 def _role(w: WorkloadPlan, pod: Object) -> str:
+    pod_labels = (pod.get("metadata") or EMPTY).get("labels") or EMPTY
+    if w.phases is not None and all(pod_labels.get(k) == v for k, v in w.phases.prefill_pod_labels.items()):
+        return PREFILL_ROLE
     if w.owner_kind != "LeaderWorkerSet":
         return "server"
-    index = ((pod.get("metadata") or EMPTY).get("labels") or EMPTY).get(LWS_WORKER_INDEX_LABEL)
-    return "leader" if index == "0" else "worker"
+    return "leader" if pod_labels.get(LWS_WORKER_INDEX_LABEL) == "0" else "worker"
 
 
 def _owner_ref(w: WorkloadPlan) -> str:

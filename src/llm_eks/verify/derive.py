@@ -27,13 +27,14 @@ from llm_eks.manifests.gateway.routes import generated_rules
 from llm_eks.manifests.labels import serving_selector
 from llm_eks.manifests.ray_serve import llm_config
 from llm_eks.manifests.vllm import container_args
-from llm_eks.manifests.vllm.disaggregated import prefill_name
+from llm_eks.manifests.vllm.disaggregated import ROLE_LABEL, prefill_name
 from llm_eks.manifests.vllm.pod import Role
+from llm_eks.manifests.vllm.props import VllmProps
 from llm_eks.planner import Plan
 from llm_eks.planner.at_load import ObservedLoad, estimate_at_load
 from llm_eks.planner.drift import P99_MIN_SAMPLES
 from llm_eks.verify.checks_load import LoadSpec
-from llm_eks.verify.expected import EnvironmentPlan, PhasePlan, PoolPlan, RoutePlan, WorkloadPlan
+from llm_eks.verify.expected import PREFILL_ROLE, EnvironmentPlan, PhasePlan, PoolPlan, RoutePlan, WorkloadPlan
 
 # KubeRay 1.7.0 labels every Ray pod with its node type (ray-operator/controllers/ray/common/pod.go, labelPod; the
 # template's own labels cannot override it): the GPU workers are "worker".
@@ -115,7 +116,7 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
         # Both Deployments' pods: KEDA's and the on-demand floor's (a next version's own, never its current's).
         pod_selector=MappingProxyType(serving_selector(p.name)),
         image=p.image,
-        args=MappingProxyType({role: tuple(container_args(p, role)) for role in roles}),
+        args=MappingProxyType(_args(p, roles)),
         metrics_job=p.name,
         # KEDA's bounds (0 with scale_to_zero, or behind the gateway's held requests) above the on-demand floor; a
         # next version's replicas are its share of the pool, 0 at share 0.
@@ -125,6 +126,17 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
         phases=_phases(plan, p.name) if p.disaggregation is not None else None,
         **common,
     )
+
+
+def _args(p: VllmProps, roles: tuple[Role, ...]) -> dict[str, tuple[str, ...]]:
+    """The `vllm serve` arguments by pod role; a disaggregated workload's own pods decode (as its chart renders them:
+    the decode port and KV-transfer config) and its prefill pool's pods prefill."""
+    if p.disaggregation is None:
+        return {role: tuple(container_args(p, role)) for role in roles}
+    return {
+        "server": tuple(container_args(replace(p, pd_role="decode"))),
+        PREFILL_ROLE: tuple(container_args(replace(p, pd_role="prefill"))),
+    }
 
 
 def _phases(plan: Plan, name: str) -> PhasePlan:
@@ -137,6 +149,7 @@ def _phases(plan: Plan, name: str) -> PhasePlan:
         prefill_ms=d.phase.prefill_ms,
         decode_itl_ms=d.disaggregated.tpot_ms,
         transfer_ms=d.phase.transfer_ms,
+        prefill_pod_labels=MappingProxyType({ROLE_LABEL: "prefill"}),
     )
 
 

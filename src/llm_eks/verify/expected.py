@@ -13,6 +13,8 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 Engine: TypeAlias = Literal["vllm", "ray-serve"]
+# The `args` role of a disaggregated workload's prefill pods (its own pods decode, as "server").
+PREFILL_ROLE = "prefill"
 # The object that owns a workload's serving pods.
 OwnerKind: TypeAlias = Literal["Deployment", "LeaderWorkerSet", "RayService"]
 
@@ -74,6 +76,8 @@ class PhasePlan:
     decode_itl_ms: float
     # The prompt's KV cache moved from the prefill pod to the decode pod.
     transfer_ms: float
+    # The labels that tell its prefill pods from its decode pods (the endpoint picker's role label).
+    prefill_pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,8 @@ class WorkloadPlan:
     nodes_per_replica: int
     # The image every serving pod runs (pinned by digest when images.lock.json has it).
     image: str
-    # vLLM: the `vllm serve` arguments by pod role (server, or leader and worker of a LeaderWorkerSet group).
+    # vLLM: the `vllm serve` arguments by pod role (server, or leader and worker of a LeaderWorkerSet group; a
+    # disaggregated workload's prefill pods: PREFILL_ROLE).
     args: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     # vLLM: the replicas of `<name>-floor`, the on-demand floor beside the owner KEDA scales (0: none).
     floor_replicas: int = 0

@@ -1,7 +1,9 @@
 """Checks 3 and 4, on what Prometheus measured: the KV cache each vLLM server sized against the plan's, and the
 window's TTFT and ITL against the SLO (p99) and the planner's estimate at the load the window held (median). Too few
 observations for a percentile is `insufficient`, never ok. The estimate at a load is the planner's
-(llm_eks.planner.at_load); the drift ratios and the observations a percentile needs are planner/drift.py's."""
+(llm_eks.planner.at_load); the drift ratios and the observations a percentile needs are planner/drift.py's. A
+workload served as separate prefill and decode pools is judged per phase against its P/D decision: the prefill pool's
+prefill time (a `prefill` row) and the decode pool's ITL."""
 
 from __future__ import annotations
 
@@ -153,28 +155,22 @@ def latency_rows(w: WorkloadPlan, m: WorkloadMetrics, window: str, at_load: Load
     if w.phases is not None:
         return _phase_rows(w, w.phases, m, window)
     at = f"at {w.target_concurrency} running"
-    counted = f"in {window}"
+    checks = (
+        ("ttft", m.ttft, w.ttft_estimate_ms, w.slo_ttft_p99_ms, "requests"),
+        ("itl", m.itl, w.itl_estimate_ms, w.slo_itl_p99_ms, "token gaps"),
+    )
     return [
         _latency_row(
-            "ttft",
+            check,
             w,
-            m.ttft,
-            _planned(w.slo_ttft_p99_ms, w.ttft_estimate_ms, at),
-            _at_load("ttft", w.ttft_estimate_ms, at_load),
-            w.slo_ttft_p99_ms,
-            counted,
-            "requests",
-        ),
-        _latency_row(
-            "itl",
-            w,
-            m.itl,
-            _planned(w.slo_itl_p99_ms, w.itl_estimate_ms, at),
-            _at_load("itl", w.itl_estimate_ms, at_load),
-            w.slo_itl_p99_ms,
-            counted,
-            "token gaps",
-        ),
+            measured,
+            _planned(slo, estimate, at),
+            _at_load(check, estimate, at_load),
+            slo,
+            f"in {window}",
+            unit,
+        )
+        for check, measured, estimate, slo, unit in checks
     ]
 
 

@@ -1,6 +1,7 @@
-"""`InferenceCluster`: the VPC, the EKS control plane, the system node group and the managed add-ons, or on EKS Auto
-Mode (`auto_mode`) the cluster with Auto Mode's compute, storage and load balancing and its built-in system pool
-(cluster_auto_mode.py). Either way a `ComputeModeGuard` refuses a deploy that would switch a deployed cluster's mode.
+"""`InferenceCluster`: the VPC, the EKS control plane, the system node group and the managed add-ons
+(cluster_addons.py), or on EKS Auto Mode (`auto_mode`) the cluster with Auto Mode's compute, storage and load
+balancing and its built-in system pool (cluster_auto_mode.py). Either way a `ComputeModeGuard` refuses a deploy that
+would switch a deployed cluster's mode.
 
 GPU capacity is not here: Karpenter (self-managed, or Auto Mode's) launches it. This construct only provides what every
 controller needs: a private network tagged for discovery, a cluster with every log type and envelope encryption, and a
@@ -31,9 +32,14 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
 from llm_eks.catalog.ec2_instance_types import check_instance_type
-from llm_eks.constructs import cluster_auto_mode
+from llm_eks.constructs import cluster_addons, cluster_auto_mode
 from llm_eks.constructs.addons import Placement, check_boundary, check_statements, harden_roles
 from llm_eks.constructs.auto_mode import SYSTEM_POOL_PLACEMENT
+from llm_eks.constructs.cluster_addons import (
+    EBS_CSI_POLICY,
+    NODE_MONITORING_ADDON,
+    VPC_CNI_POLICY,
+)
 from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.compute_guard import ComputeModeGuard, ComputeModeGuardProps
 from llm_eks.constructs.log_encryption import encrypted_log_group
@@ -41,7 +47,7 @@ from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_reso
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests.gateway.routes import ROLLOUT_GROUP
 from llm_eks.manifests.labels import SYSTEM_NODE_LABEL
-from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, DISCOVERY_TAG, NVIDIA
+from llm_eks.manifests.node_pools import DISCOVERY_TAG
 from llm_eks.manifests.node_status_guard import node_status_guard
 from llm_eks.manifests.verifier import GROUP as VERIFY_GROUP
 from llm_eks.planner.compute_mode import AUTO_MODE, KARPENTER
@@ -50,26 +56,10 @@ from llm_eks.versions import KUBERNETES_MINOR, KUBERNETES_VERSION
 # The AWS Load Balancer Controller puts internal load balancers in the subnets tagged with this key.
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 
-# Managed add-ons every inference cluster needs besides vpc-cni (built on its own: Pod Identity and network policy).
-# EKS picks the default add-on version for the cluster's Kubernetes version; bumping KUBERNETES_MINOR moves them too.
-CORE_ADDONS = ("coredns", "kube-proxy")
-# The EKS node monitoring agent, as a managed add-on at EKS's default version too: it sets the node conditions
-# Karpenter's node repair acts on (AcceleratedHardwareReady, NetworkingReady, ...). No IAM: its ClusterRole covers
-# nodes, nodes/status (patch, any node: an admission policy of ours, manifests/node_status_guard.py, holds it to
-# its own node), events and nodediagnostics only (aws/eks-node-monitoring-agent v1.7.0, charts/
-# eks-node-monitoring-agent/templates/clusterrole.yaml), and the agent calls no AWS API beyond IMDS on the host
-# network. Its DCGM host engine (DaemonSet dcgm-server, which the agent's GPU checks query on localhost:5555)
-# tolerates no taint by default (values.yaml dcgmAgent.tolerations: []): it is told to tolerate the GPU taint.
-NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
 # Root device of the AL2023 EKS AMI (awslabs/amazon-eks-ami templates/al2023/template.json: /dev/xvda).
 AL2023_ROOT_DEVICE = "/dev/xvda"
 # What system nodes need to join and pull images. No AmazonEKS_CNI_Policy: aws-node gets it through Pod Identity.
 SYSTEM_NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
-# The VPC CNI's service account (kube-system/aws-node) and the AWS managed policy for IPv4 clusters.
-VPC_CNI_SERVICE_ACCOUNT = "aws-node"
-VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
-# The EBS CSI add-on's controller service account (kube-system), the subject of its Pod Identity association.
-EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 
 
 @dataclass(frozen=True)
@@ -282,7 +272,7 @@ class InferenceCluster(ClusterComposition, Construct):
                 self.cluster, self.auto_mode_tagging
             )
         else:
-            self.vpc_cni = vpc_cni = self._vpc_cni_addon(props)
+            self.vpc_cni = vpc_cni = self._vpc_cni_addon()
             self.system_nodegroup = self._system_nodegroup(props, vpc_cni)
             self.system_capacity = self.system_nodegroup
             self.addons = self._managed_addons(vpc_cni)
@@ -470,117 +460,25 @@ class InferenceCluster(ClusterComposition, Construct):
         nodegroup.node.add_dependency(vpc_cni)
         return nodegroup
 
-    def _addon_role(self, id: str, service_account: str, policy: str, what: str) -> iam.Role:
-        """The Pod Identity role of a managed add-on's controller: only `kube-system/<service_account>` of this
-        cluster may assume it (the session tags Pod Identity sets), and it carries one AWS managed policy."""
-        return iam.Role(
-            self,
-            id,
-            # Pod Identity needs sts:TagSession besides sts:AssumeRole.
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com")
-            .with_conditions(
-                {
-                    "StringEquals": {
-                        "aws:RequestTag/eks-cluster-arn": self.cluster.cluster_arn,
-                        "aws:RequestTag/kubernetes-namespace": "kube-system",
-                        "aws:RequestTag/kubernetes-service-account": service_account,
-                    }
-                }
-            )
-            .with_session_tags(),
-            description=f"{what} of {self.cluster_name} (Pod Identity)",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(policy)],
-        )
-
-    def _addon_with_identity(
-        self, name: str, role: iam.Role, service_account: str, configuration: dict[str, Any]
-    ) -> eks_l1.CfnAddon:
-        """Managed add-on `name` whose controller gets `role` through Pod Identity; EKS creates the association
-        with the add-on, in the same call."""
-        return eks_l1.CfnAddon(
-            self,
-            f"Addon-{name}",
-            addon_name=name,
-            cluster_name=self.cluster.cluster_name,
-            # The add-on owns its configuration; a drifted field is put back on every update.
-            resolve_conflicts="OVERWRITE",
-            pod_identity_associations=[
-                eks_l1.CfnAddon.PodIdentityAssociationProperty(service_account=service_account, role_arn=role.role_arn)
-            ],
-            # A JSON string: the add-on's configuration schema (string values, as the schema types them).
-            configuration_values=json.dumps(configuration, sort_keys=True),
-        )
-
-    def _vpc_cni_addon(self, props: InferenceClusterProps) -> eks_l1.CfnAddon:
+    def _vpc_cni_addon(self) -> eks_l1.CfnAddon:
         """vpc-cni with its own Pod Identity role (not the node role) and NetworkPolicy enforcement."""
-        self.vpc_cni_role = self._addon_role(
-            "VpcCniRole", VPC_CNI_SERVICE_ACCOUNT, VPC_CNI_POLICY, "VPC CNI (kube-system/aws-node)"
-        )
-        # NetworkPolicy enforcement (node agent + EKS's controller); without it policies are accepted and ignored.
-        addon = self._addon_with_identity(
-            "vpc-cni", self.vpc_cni_role, VPC_CNI_SERVICE_ACCOUNT, {"enableNetworkPolicy": "true"}
-        )
-        # The agent serves aws-node's credentials on every node (it runs on the host network, so it needs no CNI).
-        # Not on the whole Cluster construct: manifests added to it later wait for the system nodes, which wait
-        # for this add-on (a cycle). The cluster itself is a dependency through the ClusterName reference.
-        addon.node.add_dependency(self.cluster.eks_pod_identity_agent)
+        self.vpc_cni_role, addon = cluster_addons.vpc_cni_addon(self, self.cluster, self.cluster_name)
         return addon
 
     def _managed_addons(self, vpc_cni: eks_l1.CfnAddon) -> dict[str, IConstruct]:
         addons: dict[str, IConstruct] = {"vpc-cni": vpc_cni}
-        for name in CORE_ADDONS:
-            addon = eks_l1.CfnAddon(
-                self,
-                f"Addon-{name}",
-                addon_name=name,
-                cluster_name=self.cluster.cluster_name,
-                # The add-on owns its configuration; a drifted field is put back on every update.
-                resolve_conflicts="OVERWRITE",
-            )
-            addon.node.add_dependency(self.cluster)
-            addons[name] = addon
-        addons[NODE_MONITORING_ADDON] = self._node_monitoring_addon()
+        addons.update(cluster_addons.core_addons(self, self.cluster))
+        addons[NODE_MONITORING_ADDON] = cluster_addons.node_monitoring_addon(self, self.cluster, self.system_capacity)
+        # Its ServiceAccount may patch any node's status (the add-on's ClusterRole): hold it to its own node's.
+        self.node_status_guard = self.cluster.add_manifest("NodeStatusGuard", *node_status_guard())
         # Created through the cluster so aws_eks_v2's own Pod Identity service accounts reuse the same add-on.
         addons["eks-pod-identity-agent"] = _created(self.cluster.eks_pod_identity_agent, "Pod Identity agent add-on")
-        addons["aws-ebs-csi-driver"] = self._ebs_csi_addon()
+        self.ebs_csi_role, addons["aws-ebs-csi-driver"] = cluster_addons.ebs_csi_addon(
+            self, self.cluster, self.cluster_name, self.system_node_selector, self.system_capacity
+        )
         # CoreDNS pods need a node to run on before the add-on reports ACTIVE.
         addons["coredns"].node.add_dependency(self.system_capacity)
         return addons
-
-    def _node_monitoring_addon(self) -> eks_l1.CfnAddon:
-        """eks-node-monitoring-agent (NODE_MONITORING_ADDON): the agent on every node (it tolerates every taint),
-        its DCGM host engine on the NVIDIA GPU nodes."""
-        gpu_taint = {"key": ACCELERATOR_RESOURCE[NVIDIA], "operator": "Exists", "effect": "NoSchedule"}
-        addon = eks_l1.CfnAddon(
-            self,
-            f"Addon-{NODE_MONITORING_ADDON}",
-            addon_name=NODE_MONITORING_ADDON,
-            cluster_name=self.cluster.cluster_name,
-            resolve_conflicts="OVERWRITE",
-            # The add-on schema (charts/configuration.schema.json at v1.7.0) takes dcgmAgent.tolerations.
-            configuration_values=json.dumps({"dcgmAgent": {"tolerations": [gpu_taint]}}, sort_keys=True),
-        )
-        # Its pods need a node before the add-on reports ACTIVE.
-        addon.node.add_dependency(self.cluster, self.system_capacity)
-        # Its ServiceAccount may patch any node's status (the add-on's ClusterRole): hold it to its own node's.
-        self.node_status_guard = self.cluster.add_manifest("NodeStatusGuard", *node_status_guard())
-        return addon
-
-    def _ebs_csi_addon(self) -> Construct:
-        """EBS CSI driver with its controller on Pod Identity (Prometheus and Grafana volumes use it)."""
-        role = self._addon_role(
-            "EbsCsiRole", EBS_CSI_SERVICE_ACCOUNT, "service-role/AmazonEBSCSIDriverPolicy", "EBS CSI controller"
-        )
-        # Controller on the system nodes; the node DaemonSet must reach GPU nodes (their taints) too.
-        addon = self._addon_with_identity(
-            "aws-ebs-csi-driver",
-            role,
-            EBS_CSI_SERVICE_ACCOUNT,
-            {"controller": {"nodeSelector": self.system_node_selector}, "node": {"tolerateAllTaints": True}},
-        )
-        addon.node.add_dependency(self.cluster.eks_pod_identity_agent, self.system_capacity)
-        self.ebs_csi_role = role
-        return addon
 
     def _acknowledge_add_on_roles(self) -> None:
         """The managed policies of the system nodes' and the add-ons' roles (self-managed Karpenter mode)."""
@@ -597,7 +495,7 @@ class InferenceCluster(ClusterComposition, Construct):
         )
         acknowledge(
             self.ebs_csi_role,
-            managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
+            managed_policy(EBS_CSI_POLICY),
             "AWS keeps the EBS CSI policy in step with the driver; it is tag-scoped to CSI-created volumes.",
         )
 

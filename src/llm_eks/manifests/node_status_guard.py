@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llm_eks.manifests.admission import deny_binding
 from llm_eks.manifests.labels import PART_OF
 from llm_eks.manifests.source import builds_objects
 
@@ -68,10 +69,4 @@ def node_status_guard() -> list[dict[str, Any]]:
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY, "labels": labels},
-        "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return [policy, deny_binding(POLICY, labels)]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llm_eks.manifests.admission import deny_binding
 from llm_eks.manifests.gateway.common import meta
 from llm_eks.manifests.gateway.platform import AI_GATEWAY_CONTROLLER, AI_GATEWAY_NAMESPACE
 from llm_eks.manifests.gateway.props import GATEWAY_CLASS, MODEL_HEADER, GatewayProps
@@ -260,9 +261,4 @@ def admission_policies(p: GatewayProps) -> list[dict[str, Any]]:
 
 @builds_objects
 def _binding(policy: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy, "labels": meta(policy, "")["labels"]},
-        "spec": {"policyName": policy, "validationActions": ["Deny"]},
-    }
+    return deny_binding(policy, meta(policy, "")["labels"])

@@ -34,6 +34,7 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from llm_eks.manifests.admission import deny_binding
 from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.verifier.rbac import LABELS
 
@@ -287,10 +288,4 @@ def load_policy(
             "validations": rules,
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": dict(LABELS)},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return [policy, deny_binding(name, LABELS)]

@@ -5,6 +5,7 @@ published measurement exists, it says so."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from llm_eks.planner.compute_mode import AUTO_MODE, image_source_on
@@ -158,24 +159,34 @@ def cold_start_paths(ctx: Context, fit: Fit) -> tuple[ColdStartPath, ...]:
     for weights_source in ("nvme", "s3", "staged"):
         weights = weights_seconds(ctx, fit, weights_source)
         warmup = warmup_seconds(fit, compile_cache=weights_source == "staged")
-        images = {source: image_seconds(source) for source in sources} | {HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S}
-        for image_source, image in images.items():
-            warm = image_source == HEADROOM_IMAGE_SOURCE
-            node = 0 if warm else NODE_PROVISION_S
-            rows.append(
-                ColdStartPath(
-                    weights_source=weights_source,
-                    image_source=image_source,
-                    warm_node=warm,
-                    node_s=node,
-                    image_s=round(image),
-                    weights_s=round(weights),
-                    warmup_s=round(warmup),
-                    total_s=round(node + image + weights + warmup),
-                    in_use=(weights_source, image_source, warm) == mine,
-                )
-            )
+        rows += image_paths(weights_source, weights, warmup, sources, mine)
     return tuple(sorted(rows, key=lambda row: not row.in_use))
+
+
+def image_paths(
+    weights_source: str, weights_s: float, warmup_s: float, sources: Sequence[str], in_use: tuple[str, str, bool]
+) -> list[ColdStartPath]:
+    """One weights source's paths: a new node with each image source in `sources`, and a warm node; `in_use` is the
+    (weights source, image source, warm node) the plan takes."""
+    images = {source: image_seconds(source) for source in sources} | {HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S}
+    rows = []
+    for image_source, image in images.items():
+        warm = image_source == HEADROOM_IMAGE_SOURCE
+        node = 0 if warm else NODE_PROVISION_S
+        rows.append(
+            ColdStartPath(
+                weights_source=weights_source,
+                image_source=image_source,
+                warm_node=warm,
+                node_s=node,
+                image_s=round(image),
+                weights_s=round(weights_s),
+                warmup_s=round(warmup_s),
+                total_s=round(node + image + weights_s + warmup_s),
+                in_use=(weights_source, image_source, warm) == in_use,
+            )
+        )
+    return rows
 
 
 def image_assumption(source: str) -> str:

@@ -25,13 +25,12 @@ from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.planner.cold_start import (
     EBS_GP3_BYTES_PER_S,
     EBS_SHARE,
-    HEADROOM_IMAGE_SOURCE,
     NETWORK_SHARE,
     NODE_PROVISION_S,
     NVME_READ_BYTES_PER_S,
     S3_STREAM_BYTES_PER_S,
-    WARM_NODE_IMAGE_S,
     WARMUP_INIT_S,
+    image_paths,
     image_seconds,
 )
 from llm_eks.planner.request import IMAGE_SOURCES
@@ -83,22 +82,7 @@ def neuron_cold_start_paths(
     first. On EKS Auto Mode a new node has one image path, Auto Mode's own (`image_source`, planner/compute_mode.py)."""
     weights = round(fetch_seconds(inst, checkpoint_bytes))
     sources = (image_source,) if auto_mode else IMAGE_SOURCES
-    images = {source: image_seconds(source) for source in sources} | {HEADROOM_IMAGE_SOURCE: WARM_NODE_IMAGE_S}
-    rows = []
-    for source, image in images.items():
-        warm = source == HEADROOM_IMAGE_SOURCE
-        node = 0 if warm else NODE_PROVISION_S
-        rows.append(
-            ColdStartPath(
-                weights_source=NEURON_WEIGHTS_SOURCE,
-                image_source=source,
-                warm_node=warm,
-                node_s=node,
-                image_s=round(image),
-                weights_s=weights,
-                warmup_s=WARMUP_INIT_S,
-                total_s=round(node + image + weights + WARMUP_INIT_S),
-                in_use=source == image_source and not warm,
-            )
-        )
+    rows = image_paths(
+        NEURON_WEIGHTS_SOURCE, weights, WARMUP_INIT_S, sources, (NEURON_WEIGHTS_SOURCE, image_source, False)
+    )
     return tuple(sorted(rows, key=lambda row: not row.in_use))

@@ -55,7 +55,9 @@ class JwtCredentialConfig:
 class TenantCredentialConfig:
     """Exactly one of the two."""
 
+    # An API key of the tenant's own; None when the tenant authenticates with a JWT instead.
     api_key: ApiKeyCredentialConfig | None = None
+    # A JWT principal of a named issuer; None when the tenant has an API key instead.
     jwt: JwtCredentialConfig | None = None
 
 

@@ -4,7 +4,7 @@ against their goals, the planner's latency and its error against published vLLM 
 the modelled cold start of every default workload.
 
     make bench                                   # or: .venv/bin/python benchmarks/bench.py [options]
-    make bench ARGS="--anchor ../anchor --runs 5 --skip-tests"
+    make bench ARGS="--anchor ../anchor --skip-tests"     # the anchor ratio: median of 5 side-by-side runs
 
 --anchor DIR: a CDK app folder (cdk.json, node_modules) synthesized with `npx cdk synth`, alternating run by run
 with ours, so both see the same machine. Run it after `make synth`/`make test` have set up .venv and node_modules,
@@ -96,14 +96,17 @@ def sizes() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--anchor", type=Path, help="folder of a CDK app to compare one synth with")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per environment for the phases")
+    parser.add_argument(
+        "--synth-runs", type=int, default=5, help="side-by-side `cdk synth` runs (ours, the anchor) for the ratio"
+    )
     parser.add_argument("--skip-tests", action="store_true", help="do not time `make test` and `make check-fast`")
     args = parser.parse_args()
     os.environ.setdefault("CDK_DISABLE_VERSION_CHECK", "1")
     environments = list(json.loads((ROOT / "cdk.json").read_text())["context"]["environments"])
 
     phases(environments, args.runs)
-    cdk_synth(environments[-1], args.anchor.resolve() if args.anchor else None, args.runs)
+    cdk_synth(environments[-1], args.anchor.resolve() if args.anchor else None, args.synth_runs)
     wall, cpu, _ = run(["make", "synth"])
     print(f"make synth (all {len(environments)})      {wall:6.2f} s wall  {cpu:6.2f} s CPU")
     sizes()

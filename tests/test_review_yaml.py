@@ -105,3 +105,22 @@ def test_the_gateway_names_its_source_because_its_annotations_never_reach_its_po
     assert set(gateway["spec"]["infrastructure"]) == {"parametersRef"}
     assert not metadata_reaches_pods(gateway)
     assert gateway["metadata"]["annotations"][SOURCE_ANNOTATION] == "llm_eks.manifests.gateway.proxy"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_libyaml_writes_the_same_bytes_as_pure_python(synthesized: Synthesized, env: str) -> None:
+    """The review is written with libyaml's emitter for speed; every file it writes reads byte for byte as PyYAML's
+    own emitter writes it, so switching emitters never changes what a reviewer diffs."""
+    from llm_eks.infra import review
+
+    assert review._ReadableDumper.__mro__[1] is yaml.CSafeDumper
+
+    class PurePython(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    PurePython.add_representer(str, review._string)
+    for name, objs in synthesized.manifests(env).items():
+        written = (synthesized.outdir / "manifests" / env / name).read_text()
+        options = {"sort_keys": False, "default_flow_style": False, "width": 120, "allow_unicode": True}
+        assert yaml.dump_all(objs, Dumper=PurePython, **options) == written, name

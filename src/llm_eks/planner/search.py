@@ -340,12 +340,10 @@ def no_fit_on(
 
 
 def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
-    r, spec, inst = ctx.request, ctx.spec, fit.instance
+    r, inst = ctx.request, fit.instance
     # Per data-parallel rank, as vLLM applies --max-num-seqs (the replica's, for TP x PP).
     share = cdiv(r.target_concurrency, fit.dp)
     max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(share, fit.typical_per_rank))
-    cold = estimate_cold_start(ctx, fit)
-    paths = cold_start_paths(ctx, fit)
     extra = list(warnings)
     if fit.nodes > 1 and not inst.efa:  # only when the request accepts it (allow_without_efa)
         across = (
@@ -358,45 +356,10 @@ def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
         extra.append(PlanWarning(WARN_NO_PRICE, f"{inst.instance_type}: {inst.note or 'no on-demand price'}"))
     return Plan(
         request=r,
-        model=spec,
-        served_model_name=spec.id,
-        checkpoint=ctx.checkpoint,
-        weight_format=ctx.fmt,
-        kv_cache_dtype=r.kv_cache_dtype,
-        max_model_len=ctx.max_len,
-        gpu_memory_utilization=r.gpu_memory_utilization,
-        instance=inst,
-        tensor_parallel_size=fit.tp,
-        pipeline_parallel_size=fit.pp,
-        nodes_per_replica=fit.nodes,
-        replicas_per_node=fit.replicas_per_node,
-        gpus_per_pod=fit.gpus_per_pod,
-        weight_bytes=ctx.weight_bytes,
-        checkpoint_bytes=ctx.checkpoint_bytes,
-        weight_bytes_per_gpu=fit.weight_bytes_per_gpu,
-        kv_bytes_per_token=ctx.kv_bytes_per_token,
-        kv_bytes_per_token_per_gpu=fit.kv_bytes_per_token_per_gpu,
-        gpu_memory_bytes=fit.gpu_memory_bytes,
-        reserve_bytes_per_gpu=fit.reserve_bytes_per_gpu,
-        usable_bytes_per_gpu=fit.usable_bytes_per_gpu,
-        kv_cache_bytes_per_gpu=fit.kv_cache_bytes_per_gpu,
-        kv_cache_tokens=fit.kv_cache_tokens,
-        max_concurrency_full_context=fit.full_context,
-        max_concurrency_typical=fit.typical,
+        fit=fit,
         max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=fit.max_num_batched_tokens,
-        itl_estimate_ms=fit.itl_ms,
-        tpot_estimate_ms=fit.latency.tpot_ms,
-        ttft_estimate_ms=fit.latency.ttft_ms,
-        output_tokens_per_s=fit.latency.output_tokens_per_s,
-        cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
-        cold_start=cold,
-        cold_start_paths=paths,
-        pod_resources=fit.pod,
+        cold_start=estimate_cold_start(ctx, fit),
+        cold_start_paths=cold_start_paths(ctx, fit),
         assumptions=tuple(plan_assumptions(ctx, fit)),
         warnings=tuple(extra),
-        data_parallel_size=fit.dp,
-        data_parallel_size_local=fit.dp_local,
-        expert_parallel=fit.expert_parallel,
-        kv_offload_gib=fit.kv_offload_gib,
     )

@@ -20,9 +20,8 @@ from llm_eks.planner.latency import (
     pipeline_hop_us,
 )
 from llm_eks.planner.memory import Budget, batched_tokens, budget, lora_bytes, profile_peak_bytes
-from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB, shm_mib, vllm_host_mib
+from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB, PodResources, shm_mib, vllm_host_mib
 from llm_eks.planner.request import PlanRequest
-from llm_eks.planner.result import PodResources
 
 
 class Context:

@@ -4,7 +4,7 @@ one, and the one-line error when nothing fits."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType, instance_type
@@ -146,26 +146,24 @@ def _choose(ctx: Context, tp_pp: Fit | None, ep: Fit | None, tp_pp_fits: list[Fi
 
 
 def cheapest(ctx: Context) -> Plan:
+    """The plan on the catalog instance type that meets the targets at the lowest cost; the one-line error saying
+    why when none does."""
+    best, fitting, tried = cheapest_fit(ctx)
+    if best is not None:
+        return build(ctx, best, ())
+    no_cheapest(ctx, fitting, tried)
+
+
+def cheapest_fit(ctx: Context) -> tuple[Fit | None, list[Fit], list[Fit]]:
+    """The search over the catalog: the cheapest candidate that meets the targets with one-node replicas, else with
+    multi-node ones (TP x PP or DP x EP, as `_choose` decides); with every candidate tried and those usable."""
     fitting: list[Fit] = []
     tried: list[Fit] = []
-    r = ctx.request
     for multi_node in (False, True):
         tp_meeting: list[Fit] = []
         ep_meeting: list[Fit] = []
         for inst in INSTANCE_CATALOG:
-            if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None:
-                continue
-            if inst.compute_capability is None or support(ctx.fmt, inst.compute_capability).level == "unsupported":
-                continue
-            if multi_node and not efa_allowed(ctx, inst):
-                continue
-            single, multi = ([], []) if r.expert_parallel_only else candidate_shapes(ctx, inst)
-            ep_single, ep_multi = expert_parallel_shapes(ctx, inst)
-            # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.
-            shapes = multi if multi_node else [s for s in single if s[0] * s[1] == inst.accelerators]
-            ep_shapes = ep_multi if multi_node else [s for s in ep_single if s[0] * s[1] == inst.accelerators]
-            evaluated = [evaluate(ctx, inst, *s) for s in shapes]
-            ep_evaluated = [evaluate_expert_parallel(ctx, inst, *s) for s in ep_shapes]
+            evaluated, ep_evaluated = _filling(ctx, inst, multi_node)
             tried += evaluated + ep_evaluated
             fitting += [f for f in evaluated + ep_evaluated if usable(ctx, f)]
             tp_meeting += [f for f in evaluated if usable(ctx, f) and meets(ctx, f)]
@@ -182,7 +180,32 @@ def cheapest(ctx: Context) -> Plan:
         )
         best = _choose(ctx, best_tp, best_ep, tp_meeting)
         if best is not None:
-            return build(ctx, best, ())
+            return best, fitting, tried
+    return None, fitting, tried
+
+
+def _filling(ctx: Context, inst: InstanceType, multi_node: bool) -> tuple[list[Fit], list[Fit]]:
+    """The TP x PP and DP x EP candidates on `inst` whose replica fills its node (or, `multi_node`, spans nodes):
+    none where the search does not look (not NVIDIA, no price, the weight format unsupported, or nodes without EFA
+    that the request does not accept)."""
+    cc = inst.compute_capability
+    if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None or cc is None:
+        return [], []
+    if support(ctx.fmt, cc).level == "unsupported" or (multi_node and not efa_allowed(ctx, inst)):
+        return [], []
+    single, multi = ([], []) if ctx.request.expert_parallel_only else candidate_shapes(ctx, inst)
+    ep_single, ep_multi = expert_parallel_shapes(ctx, inst)
+    # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.
+    shapes = multi if multi_node else [s for s in single if s[0] * s[1] == inst.accelerators]
+    ep_shapes = ep_multi if multi_node else [s for s in ep_single if s[0] * s[1] == inst.accelerators]
+    return [evaluate(ctx, inst, *s) for s in shapes], [evaluate_expert_parallel(ctx, inst, *s) for s in ep_shapes]
+
+
+def no_cheapest(ctx: Context, fitting: list[Fit], tried: list[Fit]) -> NoReturn:
+    """Why no catalog instance type serves the request (from the candidates `tried` and those `fitting`): the fixed
+    split or expert parallelism that fits nowhere, the model that fits nowhere (with the changes that would), or
+    the concurrency, ITL or TTFT target no fitting candidate meets."""
+    r = ctx.request
     spec = ctx.spec
     if not fitting and tried and r.expert_parallel_only:
         closest = max(tried, key=lambda f: f.usable_bytes_per_gpu - f.weight_bytes_per_gpu - f.request_kv_bytes_per_gpu)

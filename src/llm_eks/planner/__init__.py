@@ -89,4 +89,4 @@ def _reuse(p: Plan) -> Reuse | None:
     if p.request.conversation_turns == 1 or not isinstance(p.fit, Fit):
         # Neuron's engine paths are planned by their own latency model (planner/neuron): no reuse estimate there.
         return None
-    return reuse(p, p.fit)
+    return reuse(p)

@@ -170,7 +170,7 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     batched = batched_tokens(inst, max_num_seqs)
     weights = weight_per_gpu + deepstack_bytes(ctx, batched)
 
-    # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
+    # The KV layout of the heaviest stage (kv_cache.py), then vLLM's budget and its deductions (memory.py).
     # Async scheduling keeps max_concurrent_batches (2 at PP=1, PP + 1 above) batches in flight.
     layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, (2 if pp == 1 else pp + 1) * batched)
     # LoRA buffers of the heaviest stage's layers (allocated at load, like weights).

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from llm_eks.planner.expert_parallel import evaluate_expert_parallel
 from llm_eks.planner.kv_offload import Reuse, reuse
 from llm_eks.planner.memory import GIB
 from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
+from llm_eks.planner.pods import PodResources
 from llm_eks.planner.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
 from llm_eks.planner.result import (
     TIMES,
@@ -47,10 +47,9 @@ from llm_eks.planner.result import (
     ColdStart,
     Plan,
     PlanWarning,
-    PodResources,
 )
 from llm_eks.planner.search import planned
-from llm_eks.planner.sizing import Context, evaluate
+from llm_eks.planner.sizing import Context, Fit
 
 __all__ = [
     "GIB",
@@ -86,15 +85,8 @@ def plan(request: PlanRequest) -> Plan:
 
 
 def _reuse(p: Plan) -> Reuse | None:
-    """The multi-turn prefix reuse estimate on the plan's own layout (its step re-evaluated)."""
-    if p.request.conversation_turns == 1 or p.neuron is not None:
+    """The multi-turn prefix reuse estimate on the plan's own layout (its chosen candidate's step)."""
+    if p.request.conversation_turns == 1 or not isinstance(p.fit, Fit):
         # Neuron's engine paths are planned by their own latency model (planner/neuron): no reuse estimate there.
         return None
-    ctx = Context(p.request, suggest=False)
-    if p.expert_parallel:
-        fit = evaluate_expert_parallel(
-            ctx, p.instance, p.tensor_parallel_size, p.data_parallel_size, p.nodes_per_replica
-        )
-    else:
-        fit = evaluate(ctx, p.instance, p.tensor_parallel_size, p.pipeline_parallel_size, p.nodes_per_replica)
-    return reuse(p, fit)
+    return reuse(p)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,7 @@ def compare(request: PlanRequest) -> list[Comparison]:
         if inst.accelerator_vendor != "nvidia":
             fit = best_neuron_fit(ctx, inst)
             if fit is not None:
-                rows.append(neuron_row(ctx, fit))
+                rows.append(row(ctx, fit))
             continue
         if request.compute == AUTO_MODE and not auto_mode.launches(inst.family):
             continue  # EKS Auto Mode does not launch this family
@@ -158,30 +159,6 @@ def neuron_refusals(request: PlanRequest) -> list[tuple[str, str]]:
     return out
 
 
-def neuron_row(ctx: Context, fit: NeuronFit) -> Comparison:
-    inst, shape = fit.instance, fit.shape
-    cost = _neuron_per_million(ctx, fit)
-    return Comparison(
-        instance_type=inst.instance_type,
-        accelerator_name=inst.accelerator_name,
-        gpus_per_node=inst.accelerators,
-        tensor_parallel_size=fit.tp,
-        pipeline_parallel_size=1,
-        nodes_per_replica=1,
-        kv_cache_tokens=shape.max_num_seqs * shape.max_model_len,
-        concurrency_typical=shape.max_num_seqs,
-        itl_ms=fit.latency.itl_ms,
-        tpot_ms=fit.latency.tpot_ms,
-        ttft_ms=fit.latency.ttft_ms,
-        output_tokens_per_s=fit.latency.output_tokens_per_s,
-        usd_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
-        replicas=math.ceil(ctx.request.target_concurrency / shape.max_num_seqs),
-        usd_per_million_output_tokens=None if cost is None else round(cost, 4),
-        meets_targets=neuron.meets(ctx, fit),
-        engine=fit.engine.name,
-    )
-
-
 def _cheapest(ctx: Context, fits: list[Fit]) -> Fit:
     return min(fits, key=lambda f: (not meets(ctx, f), per_million(ctx, f) or math.inf, f.gpus * f.nodes))
 
@@ -191,30 +168,42 @@ def best_fit(ctx: Context, inst: InstanceType) -> Fit | None:
     the one that meets the targets at the lowest cost per token, then with the fewest GPUs. None: nothing fits."""
     if ctx.request.expert_parallel_only:
         return None
-    single, multi = candidate_shapes(ctx, inst)
-    whole = [s for s in single if s[0] * s[1] == inst.accelerators]
-    for shapes in (whole, multi if efa_allowed(ctx, inst) else []):
-        fits = [f for f in (evaluate(ctx, inst, *s) for s in shapes) if usable(ctx, f)]
-        if fits:
-            return _cheapest(ctx, fits)
-    return None
+    return _best_filling(ctx, inst, candidate_shapes(ctx, inst), evaluate)
 
 
 def best_expert_parallel_fit(ctx: Context, inst: InstanceType) -> Fit | None:
     """The DP x EP layout auto would weigh on `inst`: whole nodes, one node first, then several; None: none fits
     (or the model, the request or the instance type rules expert parallelism out)."""
-    single, multi = expert_parallel_shapes(ctx, inst)
+    return _best_filling(ctx, inst, expert_parallel_shapes(ctx, inst), evaluate_expert_parallel)
+
+
+def _best_filling(
+    ctx: Context,
+    inst: InstanceType,
+    shapes: tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]],
+    evaluator: Callable[[Context, InstanceType, int, int, int], Fit],
+) -> Fit | None:
+    """Of the (one-node, multi-node) `shapes` `evaluator` sizes on `inst`: the cheapest usable one that fills its
+    node, else the cheapest usable multi-node one (where EFA or the request allows)."""
+    single, multi = shapes
     whole = [s for s in single if s[0] * s[1] == inst.accelerators]
-    for shapes in (whole, multi if efa_allowed(ctx, inst) else []):
-        fits = [f for f in (evaluate_expert_parallel(ctx, inst, *s) for s in shapes) if usable(ctx, f)]
+    for candidates in (whole, multi if efa_allowed(ctx, inst) else []):
+        fits = [f for f in (evaluator(ctx, inst, *s) for s in candidates) if usable(ctx, f)]
         if fits:
             return _cheapest(ctx, fits)
     return None
 
 
-def row(ctx: Context, fit: Fit) -> Comparison:
+def row(ctx: Context, fit: Fit | NeuronFit) -> Comparison:
+    """One row: a GPU split or a Neuron candidate (whose replica is one pod and whose batch is compiled), and what
+    serving the target load on it costs."""
     inst = fit.instance
-    cost = per_million(ctx, fit)
+    if isinstance(fit, NeuronFit):
+        cost, ok, engine = _neuron_per_million(ctx, fit), neuron.meets(ctx, fit), fit.engine.name
+        replicas = math.ceil(ctx.request.target_concurrency / fit.shape.max_num_seqs)
+    else:
+        cost, ok, engine = per_million(ctx, fit), meets(ctx, fit), "vllm"
+        replicas = replicas_for_target(ctx, fit)
     return Comparison(
         instance_type=inst.instance_type,
         accelerator_name=inst.accelerator_name,
@@ -224,17 +213,18 @@ def row(ctx: Context, fit: Fit) -> Comparison:
         nodes_per_replica=fit.nodes,
         kv_cache_tokens=fit.kv_cache_tokens,
         concurrency_typical=fit.typical,
-        itl_ms=fit.itl_ms,
+        itl_ms=fit.latency.itl_ms,
         tpot_ms=fit.latency.tpot_ms,
         ttft_ms=fit.latency.ttft_ms,
         output_tokens_per_s=fit.latency.output_tokens_per_s,
         usd_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
-        replicas=replicas_for_target(ctx, fit),
+        replicas=replicas,
         usd_per_million_output_tokens=None if cost is None else round(cost, 4),
-        meets_targets=meets(ctx, fit),
-        layout=fit.layout,
+        meets_targets=ok,
+        layout="dp-ep" if fit.expert_parallel else "tp-pp",
         data_parallel_size=fit.dp,
         expert_parallel_size=fit.tp * fit.dp if fit.expert_parallel else 1,
+        engine=engine,
     )
 
 

@@ -48,7 +48,7 @@ from llm_eks.planner.latency import FITTED, step_time
 from llm_eks.planner.latency.model import TTFT_WAIT_STEPS
 from llm_eks.planner.request import DISAGGREGATION_MODES, PlanRequest
 from llm_eks.planner.result import layout_text
-from llm_eks.planner.sizing import Context, Fit, evaluate
+from llm_eks.planner.sizing import Context, Fit
 
 if TYPE_CHECKING:
     from llm_eks.planner.result import Plan
@@ -201,7 +201,8 @@ def decide(plan: Plan) -> Decision:
     r = plan.request
     aggregated = _aggregated(plan)
     setting = r.disaggregation
-    if plan.neuron is not None:
+    fit = plan.fit
+    if not isinstance(fit, Fit):
         # Neuron's engine paths run their own vLLM lines, compiled ahead of time: no NIXL pools are modelled there.
         if setting == "on" or r.prefill_replicas is not None:
             raise fail(
@@ -220,8 +221,7 @@ def decide(plan: Plan) -> Decision:
                 f"{_split(plan)} on {plan.nodes_per_replica} node(s): use auto or off",
             )
         return Decision(setting, AGGREGATED, "not modelled for multi-node or expert-parallel replicas", aggregated)
-    ctx = Context(r, suggest=False)
-    fit = evaluate(ctx, plan.instance, plan.tensor_parallel_size, plan.pipeline_parallel_size, 1)
+    ctx = plan.context
     ttft_target = r.max_ttft_ms if r.max_ttft_ms is not None else aggregated.ttft_ms
     disaggregated, phase = _disaggregated(ctx, plan, fit, ttft_target)
     offload = plan.kv_offload_gib

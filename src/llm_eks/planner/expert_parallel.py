@@ -18,24 +18,15 @@ What runs (vLLM 0.33.0 wheel):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
-from llm_eks.catalog.formats import support
 from llm_eks.planner.kv_cache import KvLayout, cdiv, kv_layout
-from llm_eks.planner.latency import StepShape, collective_us, estimate, link, peak_tflops
-from llm_eks.planner.memory import (
-    CUDA_GRAPH_BYTES,
-    NON_TORCH_BYTES,
-    available_kv_bytes,
-    expert_parallel_batched_tokens,
-    expert_parallel_peak_bytes,
-    requested_bytes,
-    sampler_state_bytes,
-    visible_bytes,
-)
-from llm_eks.planner.sizing import Context, Fit, attention_flops, expert_padding, kv_read_bytes, nvme_fits, pod_share
+from llm_eks.planner.latency import StepShape, collective_us
+from llm_eks.planner.memory import budget, expert_parallel_batched_tokens, expert_parallel_peak_bytes
+from llm_eks.planner.sizing import Context, Fit, deepstack_bytes, expert_padding, fit_of, step_shape
 
 # Bytes per token the dispatch gathers: the hidden state in bf16 and the router logits (fp32 at most,
 # models/deepseek_v2.py `_get_moe_router_dtype`) per routed expert; the combine reduce-scatters the bf16 output.
@@ -87,52 +78,12 @@ def evaluate_expert_parallel(ctx: Context, inst: InstanceType, tp: int, dp: int,
     # max_num_seqs is per DP rank in vLLM: given, else the rank's share of the target.
     rank_seqs = r.max_num_seqs if r.max_num_seqs is not None else cdiv(r.target_concurrency, dp)
     batched = expert_parallel_batched_tokens(inst, dp, rank_seqs)
-    deepstack = spec.deepstack_levels * batched * spec.hidden_size * 2
-    weight_per_gpu += deepstack
-
-    layout = kv_layout(spec, tp, 1, ctx.kv_dtype_bytes, 2 * batched)
-    requested = requested_bytes(visible_bytes(inst), r.gpu_memory_utilization)
+    weights = weight_per_gpu + deepstack_bytes(ctx, batched)
     peak = expert_parallel_peak_bytes(spec, dp, batched, rank_seqs)
-    sampler_state = sampler_state_bytes(rank_seqs, spec.vocab_size)
-    reserve = sampler_state + NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES
-    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, sampler_state, peak))
-
-    step = expert_parallel_step(
-        ctx, inst, tp, dp, nodes, weight_per_gpu - deepstack, expert_bytes, local_experts, layout, batched
-    )
-    latency = estimate(step).rounded()
-    gpus_per_node, replicas_per_node, pod, host_ok, offload = pod_share(inst, ep, nodes, r.kv_offload, dp // nodes)
-    return Fit(
-        instance=inst,
-        tp=tp,
-        pp=1,
-        nodes=nodes,
-        weight_bytes_per_gpu=weight_per_gpu,
-        kv_bytes_per_token_per_gpu=layout.bytes_per_token,
-        request_kv_bytes_per_gpu=layout.blocks_per_request(ctx.max_len) * layout.bytes_per_block,
-        gpu_memory_bytes=inst.accelerator_memory_bytes,
-        reserve_bytes_per_gpu=reserve,
-        lora_bytes_per_gpu=0,
-        usable_bytes_per_gpu=requested - reserve,
-        kv_cache_bytes_per_gpu=num_blocks * layout.bytes_per_block,
-        # Each rank's pool is its own: the replica holds DP of them.
-        kv_cache_tokens=dp * layout.logged_tokens(num_blocks, ctx.max_len),
-        full_context=dp * layout.requests_that_fit(num_blocks, ctx.max_len),
-        typical=dp * layout.requests_that_fit(num_blocks, ctx.typical),
-        max_num_batched_tokens=batched,
-        itl_ms=latency.itl_ms,
-        latency=latency,
-        step=step,
-        replicas_per_node=replicas_per_node,
-        gpus_per_pod=gpus_per_node,
-        pod=pod,
-        host_memory_ok=host_ok,
-        nvme_ok=nvme_fits(ctx, inst),
-        dp=dp,
-        expert_parallel=True,
-        experts_per_gpu=local_experts,
-        kv_offload_gib=offload,
-    )
+    memory = budget(inst, r.gpu_memory_utilization, weights, peak, rank_seqs, spec.vocab_size)
+    layout = kv_layout(spec, tp, 1, ctx.kv_dtype_bytes, 2 * batched)
+    step = expert_parallel_step(ctx, inst, tp, dp, nodes, weight_per_gpu, expert_bytes, layout, batched)
+    return fit_of(ctx, inst, (tp, 1, dp, nodes), memory, layout, step, True, local_experts)
 
 
 def expert_parallel_step(
@@ -143,20 +94,14 @@ def expert_parallel_step(
     nodes: int,
     weight_per_gpu: int,
     expert_bytes: float,
-    local_experts: int,
     layout: KvLayout,
     token_budget: int,
 ) -> StepShape:
     """A decode step of one DP rank (its share of target_concurrency) on one of its GPUs: its weight share, the
-    shared experts, the local experts the whole replica's batch routes to, its own sequences' KV; and the dispatch
-    and combine of every MoE layer over the EP group of all DP x TP GPUs."""
+    shared experts, the local experts the whole replica's batch routes to, its own sequences' KV (sizing.step_shape
+    at PP 1); and the dispatch and combine of every MoE layer over the EP group of all DP x TP GPUs."""
     spec, r = ctx.spec, ctx.request
     batch = cdiv(r.target_concurrency, dp)
-    context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
-    dense = weight_per_gpu - ctx.vision_bytes / tp - expert_bytes
-    level = support(ctx.fmt, inst.compute_capability).level if inst.compute_capability else "native"
-    compute = ctx.format.activations if level == "native" else "16-bit"
-    active = (spec.active_parameters or spec.parameters) - spec.vision_parameters
     ep = tp * dp
     dispatch_per_token = spec.hidden_size * HIDDEN_BYTES + spec.num_experts * ROUTER_LOGIT_BYTES
     combine_per_token = spec.hidden_size * HIDDEN_BYTES
@@ -170,33 +115,13 @@ def expert_parallel_step(
     decode_us = collectives(dp * batch)
     # A step whose ranks each carry a full chunk of prompt tokens, per prompt token of one rank.
     per_token_us = (collectives(dp * (batch + token_budget)) - decode_us) / token_budget
-    return StepShape(
-        batch=batch,
-        input_tokens=r.typical_input_tokens,
-        output_tokens=r.typical_output_tokens,
-        layers_per_stage=spec.layers,
-        pipeline_stages=1,
-        tensor_parallel_size=tp,
-        dense_bytes=dense,
-        expert_bytes=expert_bytes,
-        experts_per_token=spec.experts_per_token,
-        num_experts=spec.num_experts,
+    # Per GPU and token the rank's dense share is over TP, and the experts' compute over EP for the replica's
+    # dp x batch tokens is the same per rank token (2 FLOPs per active parameter over TP): step_shape's at PP 1.
+    step = step_shape(ctx, inst, tp, 1, batch, spec.layers, weight_per_gpu, expert_bytes, layout, token_budget, 0.0)
+    return dataclasses.replace(
+        step,
         # Every rank's tokens reach the experts: the replica's whole batch decides which are read.
         expert_token_scale=dp,
-        kv_bytes_per_sequence=kv_read_bytes(layout, context),
-        # Per GPU and token: the rank's dense share over TP, and the experts' compute over EP for the replica's
-        # dp x batch tokens, which is the same per rank token (2 FLOPs per active parameter over TP).
-        linear_flops_per_token=2 * active / tp,
-        decode_attention_flops_per_token=attention_flops(spec, context) / tp,
-        prefill_attention_flops_per_token=attention_flops(spec, r.typical_input_tokens // 2) / tp,
-        hidden_size=spec.hidden_size,
-        is_moe=True,
-        is_mla=spec.is_mla,
-        memory_bandwidth_gbps=inst.memory_bandwidth_gbps,
-        peak_tflops=peak_tflops(inst, compute),
-        interconnect=link(inst),
-        pipeline_hop_us=0.0,
-        token_budget=token_budget,
         moe_layers_per_stage=spec.layers - spec.dense_layers,
         moe_collective_us=decode_us,
         moe_collective_us_per_token=per_token_us,

@@ -139,8 +139,15 @@ def find_fixes(
     """The changes that make `request` plan (on `inst`, or with accelerator auto when None), cheapest first, and
     what was tried. `planner` plans without looking for fixes of its own; `fmt` is the resolved weight format;
     `blocked_by_efa`: a replica would span nodes of `inst`, which has no EFA."""
-    r, spec = request, request.spec
-    search = _Search(r, planner)
+    search = _Search(request, planner)
+    _model_fixes(search, fmt)
+    _placement_fixes(search, inst, blocked_by_efa)
+    return tuple(sorted(_least_changes(search.found), key=Fix.sort_key)), ", ".join(search.tried)
+
+
+def _model_fixes(search: _Search, fmt: str) -> None:
+    """What would fit without moving the replica: a shorter context, an fp8 KV cache, smaller weights."""
+    r, spec = search.request, search.request.spec
     max_len = r.resolved_max_model_len
     lengths = [n for n in ROUND_LENGTHS if r.typical_tokens <= n < max_len]
     if lengths:
@@ -158,6 +165,11 @@ def find_fixes(
     if spec.quantization is None and spec.awq_checkpoint is not None and fmt != "awq-int4":
         search.tried.append("weight_format awq-int4")
         search.attempt(AWQ, weight_format="awq-int4")
+
+
+def _placement_fixes(search: _Search, inst: InstanceType | None, blocked_by_efa: bool) -> None:
+    """What would fit elsewhere: another instance type, more nodes per replica, nodes with EFA (or TCP accepted)."""
+    r = search.request
     if inst is not None and not r.fixed_shape:
         search.tried.append("other instance types")
         larger = search.first_size(LARGER, _family(inst), one_node=True)
@@ -178,7 +190,6 @@ def find_fixes(
         search.first_size(EFA, [row for row in _family(inst) if row.efa], one_node=False)
         if not r.allow_without_efa:
             search.attempt(TCP, allow_without_efa=True)
-    return tuple(sorted(_least_changes(search.found), key=Fix.sort_key)), ", ".join(search.tried)
 
 
 class _Search:

@@ -168,8 +168,8 @@ class Reuse:
         return dataclasses.asdict(self)
 
 
-def reuse(plan: Any, fit: Any) -> Reuse | None:
-    """The prefix reuse estimate of `plan` (a result.Plan; its sizing.Fit re-evaluated: `fit`; typed Any because
+def reuse(plan: Any) -> Reuse | None:
+    """The prefix reuse estimate of `plan` (a result.Plan on a GPU, whose `fit` is a sizing.Fit; typed Any because
     both modules import this one); None for single-turn traffic."""
     r = plan.request
     turns = r.conversation_turns
@@ -200,7 +200,7 @@ def reuse(plan: Any, fit: Any) -> Reuse | None:
 
     def ttft(hit: float) -> float:
         computed = max(1, round(inputs * (1 - hit)))
-        return estimate(dataclasses.replace(fit.step, input_tokens=computed), FITTED).ttft_ms
+        return estimate(dataclasses.replace(plan.fit.step, input_tokens=computed), FITTED).ttft_ms
 
     assumptions = (
         f"{turns} turns per conversation, each prompt all earlier turns plus a new {fresh:.0f}-token message "

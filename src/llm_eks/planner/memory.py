@@ -16,6 +16,7 @@ so they come out of the (1 - utilization) slack, not out of this budget.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.models import ModelSpec
@@ -119,6 +120,53 @@ def available_kv_bytes(requested: int, weights: int, sampler_state: int, peak: i
     """What is left for the KV cache (`determine_available_memory`): the budget less weights (and the LoRA buffers
     allocated with them), the sampler state, non-torch growth, the transient peak and the CUDA-graph estimate."""
     return requested - weights - lora - sampler_state - NON_TORCH_BYTES - peak - CUDA_GRAPH_BYTES
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One GPU's memory as vLLM accounts for it when it sizes the KV cache, term by term (the module docstring), for
+    any layout: the layout's weights, transient peak, sampler slots and LoRA buffers go in; what is left for the KV
+    cache comes out."""
+
+    # Device memory EC2 lists for the GPU (before the driver's share).
+    total: int
+    # ceil(visible x gpu_memory_utilization): vLLM's requested memory.
+    requested: int
+    weights: int
+    sampler_state: int
+    peak: int
+    # LoRA adapter buffers (0 without adapters).
+    lora: int = 0
+
+    @property
+    def reserve(self) -> int:
+        """Everything vLLM deducts besides the weights (LoRA buffers included)."""
+        return self.sampler_state + NON_TORCH_BYTES + self.peak + CUDA_GRAPH_BYTES + self.lora
+
+    @property
+    def usable(self) -> int:
+        """What weights and KV cache share: requested less the reserve."""
+        return self.requested - self.reserve
+
+    @property
+    def available_kv(self) -> int:
+        return available_kv_bytes(self.requested, self.weights, self.sampler_state, self.peak, self.lora)
+
+
+def budget(
+    inst: InstanceType, utilization: float, weights: int, peak: int, max_num_seqs: int, vocab_size: int, lora: int = 0
+) -> Budget:
+    """The budget of one GPU of `inst` at `utilization` holding `weights` bytes, whose profiling run peaks `peak`
+    bytes above them (the layout's: `profile_peak_bytes` or `expert_parallel_peak_bytes`), whose engine keeps sampler
+    state for `max_num_seqs` slots over `vocab_size`, and with `lora` bytes of adapter buffers."""
+    return Budget(
+        total=inst.accelerator_memory_bytes,
+        requested=requested_bytes(visible_bytes(inst), utilization),
+        weights=weights,
+        sampler_state=sampler_state_bytes(max_num_seqs, vocab_size),
+        peak=peak,
+        lora=lora,
+    )
 
 
 def lora_bytes(spec: ModelSpec, tp: int, max_loras: int, max_rank: int, dtype_bytes: int = 2) -> int:

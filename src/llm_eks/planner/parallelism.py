@@ -82,28 +82,38 @@ def expert_parallel_shapes(ctx: Context, inst: InstanceType) -> tuple[list[Shape
     reduce-scatter; and not at all when the request fixes the TP or PP size alone. A request that asks for expert
     parallelism gets it on any instance type."""
     r, spec, n = ctx.request, ctx.spec, inst.accelerators
-    if not spec.is_moe or r.enable_expert_parallel is False or r.lora is not None:
-        return [], []
-    if (r.pipeline_parallel_size or 1) > 1:
-        return [], []
-    if not r.expert_parallel_only and (r.fixed_shape or link(inst) != "nvlink"):
-        # A request that fixes TP or PP alone reproduces a `vllm serve` without data or expert parallelism.
+    if _expert_parallel_ruled_out(ctx, inst):
         return [], []
     tps = (r.tensor_parallel_size,) if r.tensor_parallel_size is not None else attention_tensor_parallel_sizes(spec, n)
     single: list[Shape] = []
     multi: list[Shape] = []
     for nodes in range(1, r.max_nodes_per_replica + 1):
         for tp in tps:
-            if tp > n:  # tensor parallelism stays inside a node
-                continue
-            if r.data_parallel_size is not None:
-                dp = r.data_parallel_size
-                if not (tp * dp <= n if nodes == 1 else tp * dp == nodes * n):
-                    continue
-            else:
-                dp = nodes * n // tp
-                if dp * tp > spec.num_experts:
-                    continue
-            if tp * dp > 1:
+            dp = _data_parallel_size(ctx, n, tp, nodes)
+            if dp is not None and tp * dp > 1:
                 (single if nodes == 1 else multi).append((tp, dp, nodes))
     return single, multi
+
+
+def _expert_parallel_ruled_out(ctx: Context, inst: InstanceType) -> bool:
+    """No DP x EP layouts for `ctx` on `inst` (expert_parallel_shapes says why)."""
+    r = ctx.request
+    if not ctx.spec.is_moe or r.enable_expert_parallel is False or r.lora is not None:
+        return True
+    if (r.pipeline_parallel_size or 1) > 1:
+        return True
+    # A request that fixes TP or PP alone reproduces a `vllm serve` without data or expert parallelism.
+    return not r.expert_parallel_only and (r.fixed_shape or link(inst) != "nvlink")
+
+
+def _data_parallel_size(ctx: Context, n: int, tp: int, nodes: int) -> int | None:
+    """The data-parallel size of a layout of `tp` GPUs per rank over `nodes` nodes of `n` GPUs: the request's (if it
+    fits the nodes), else the one that fills them (if it has no more EP ranks than routed experts); None: neither."""
+    r = ctx.request
+    if tp > n:  # tensor parallelism stays inside a node
+        return None
+    if r.data_parallel_size is not None:
+        dp = r.data_parallel_size
+        return dp if (tp * dp <= n if nodes == 1 else tp * dp == nodes * n) else None
+    dp = nodes * n // tp
+    return dp if dp * tp <= ctx.spec.num_experts else None

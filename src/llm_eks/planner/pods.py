@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # Pods share a node with DaemonSets (CNI, kube-proxy, CSI drivers, device plugin, DCGM and node exporters, log
 # agent): keep this much of the node's allocatable CPU and memory for them.
 DAEMONSET_CPU_MILLICORES = 1000
@@ -23,3 +25,19 @@ def shm_mib(gpus_per_pod: int) -> int:
     """/dev/shm of a vLLM pod without a CPU KV tier: NCCL's intra-node buffers and the engine's worker processes need
     more with tensor parallelism."""
     return 2048 if gpus_per_pod == 1 else min(4 * gpus_per_pod, 32) * 1024
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """Requests for one vLLM pod: its share of the node's allocatable CPU and memory after DaemonSets."""
+
+    cpu_millicores: int
+    memory_mib: int
+
+    @property
+    def cpu(self) -> str:
+        return f"{self.cpu_millicores}m"
+
+    @property
+    def memory(self) -> str:
+        return f"{self.memory_mib}Mi"

@@ -4,6 +4,7 @@ cold start, warnings and pod requests."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from llm_eks.catalog import auto_mode
@@ -13,8 +14,10 @@ from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_sourc
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from llm_eks.planner.kv_offload import Reuse, host_mib
 from llm_eks.planner.neuron.engine import NeuronLayout, neuron_flags
-from llm_eks.planner.pods import vllm_host_mib
+from llm_eks.planner.neuron.sizing import NeuronFit
+from llm_eks.planner.pods import PodResources, vllm_host_mib
 from llm_eks.planner.request import PlanRequest
+from llm_eks.planner.sizing import Context, Fit
 
 # The multiplication sign of "1x L40S" in summaries, as an escape so linters do not mistake it for an x.
 TIMES = "\N{MULTIPLICATION SIGN}"
@@ -113,88 +116,197 @@ def slo_warnings(
 
 
 @dataclass(frozen=True)
-class PodResources:
-    """Requests for one vLLM pod: its share of the node's allocatable CPU and memory after DaemonSets."""
-
-    cpu_millicores: int
-    memory_mib: int
-
-    @property
-    def cpu(self) -> str:
-        return f"{self.cpu_millicores}m"
-
-    @property
-    def memory(self) -> str:
-        return f"{self.memory_mib}Mi"
-
-
-@dataclass(frozen=True)
 class Plan:
-    """A deployment of one model that fits: where it runs, how it is split, what it holds, costs and takes to start."""
+    """A deployment of one model that fits: where it runs, how it is split, what it holds, costs and takes to start.
+
+    It holds the request and the candidate the search chose (`fit`); what it says of them (the instance, the split,
+    the memory and KV cache, the latency estimates) are properties read off the two."""
 
     request: PlanRequest
-    model: ModelSpec
-    # The served name clients send (the requested model id) and the checkpoint vLLM loads (an AWQ repo for awq-int4).
-    served_model_name: str
-    checkpoint: str
-    weight_format: str
-    kv_cache_dtype: str
-    max_model_len: int
-    gpu_memory_utilization: float
-    instance: InstanceType
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    nodes_per_replica: int
-    replicas_per_node: int
-    # Accelerators each pod requests (all of them per node when a replica spans nodes).
-    gpus_per_pod: int
-    weight_bytes: int
-    # Bytes read at start-up (a 16-bit checkpoint when vLLM quantizes to fp8 at load).
-    checkpoint_bytes: int
-    weight_bytes_per_gpu: int
-    kv_bytes_per_token: int
-    kv_bytes_per_token_per_gpu: int
-    gpu_memory_bytes: int
-    reserve_bytes_per_gpu: int
-    # GPU memory x gpu_memory_utilization - reserve: what weights and KV cache share on each GPU.
-    usable_bytes_per_gpu: int
-    kv_cache_bytes_per_gpu: int
-    kv_cache_tokens: int
-    max_concurrency_full_context: int
-    max_concurrency_typical: int
+    # The chosen candidate: a sizing.Fit on GPUs; on a Neuron instance type a neuron.sizing.NeuronFit, whose
+    # per-GPU figures are per NeuronCore and whose GPUs per pod are chips.
+    fit: Fit | NeuronFit
+    # vLLM --max-num-seqs, per data-parallel rank as vLLM applies it (the replica's, for TP x PP).
     max_num_seqs: int
-    max_num_batched_tokens: int
-    # At target_concurrency sequences of the typical size (latency/model.py): the median inter-token latency (a
-    # decode step), the mean time per output token (with chunked prefill mixed in), the median time to first token
-    # and the output tokens per second one replica produces.
-    itl_estimate_ms: float
-    tpot_estimate_ms: float
-    ttft_estimate_ms: float
-    output_tokens_per_s: float
-    cost_per_replica_hour: float | None
     cold_start: ColdStart
-    pod_resources: PodResources
     assumptions: tuple[str, ...]
     warnings: tuple[PlanWarning, ...] = field(default=())
     # Queue spike to a Ready replica by path, the one in use first (llm-eks plan prints them side by side).
     cold_start_paths: tuple[ColdStartPath, ...] = field(default=())
-    # Data-parallel ranks of the replica (vLLM --data-parallel-size; each with tensor_parallel_size GPUs, its own
-    # scheduler, max_num_seqs and KV cache), and how many run on each node (--data-parallel-size-local).
-    data_parallel_size: int = 1
-    data_parallel_size_local: int = 1
-    # The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs (--enable-expert-parallel).
-    expert_parallel: bool = False
     # Whether separate prefill and decode pools pay for this request: a planner.disaggregation.Decision (typed Any:
     # that module imports this one); None only on a plan made without it (the search's candidates).
     disaggregation: Any = None
-    # The CPU KV tier per engine (vLLM --kv-offloading-size, GiB); None: offload off.
-    kv_offload_gib: float | None = None
     # Where multi-turn prompts find their prefixes and the TTFT that follows (kv_offload.Reuse); None: single-turn
     # traffic, or a plan made without it (the search's candidates).
     prefix_reuse: Reuse | None = None
     # A plan on a Neuron instance type: its engine path, compiled shape and cores (tensor_parallel_size then counts
     # NeuronCores, gpus_per_pod chips, and the per-GPU memory figures are per core). None on GPUs.
     neuron: NeuronLayout | None = None
+
+    @cached_property
+    def context(self) -> Context:
+        """The request's figures that do not depend on the instance (weights, checkpoint, KV bytes per token), as the
+        search worked them out."""
+        return Context(self.request, suggest=False)
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.context.spec
+
+    @property
+    def served_model_name(self) -> str:
+        """The name clients send: the requested model id."""
+        return self.model.id
+
+    @property
+    def checkpoint(self) -> str:
+        """The checkpoint vLLM loads (an AWQ repo for awq-int4)."""
+        return self.context.checkpoint
+
+    @property
+    def weight_format(self) -> str:
+        return self.context.fmt
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.request.kv_cache_dtype
+
+    @property
+    def max_model_len(self) -> int:
+        return self.context.max_len
+
+    @property
+    def gpu_memory_utilization(self) -> float:
+        return self.request.gpu_memory_utilization
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.context.weight_bytes
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """Bytes read at start-up (a 16-bit checkpoint when vLLM quantizes to fp8 at load)."""
+        return self.context.checkpoint_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.context.kv_bytes_per_token
+
+    @property
+    def instance(self) -> InstanceType:
+        return self.fit.instance
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        return self.fit.tp
+
+    @property
+    def pipeline_parallel_size(self) -> int:
+        return self.fit.pp
+
+    @property
+    def nodes_per_replica(self) -> int:
+        return self.fit.nodes
+
+    @property
+    def replicas_per_node(self) -> int:
+        return self.fit.replicas_per_node
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """Accelerators each pod requests (all of them per node when a replica spans nodes)."""
+        return self.fit.gpus_per_pod
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Data-parallel ranks of the replica (vLLM --data-parallel-size; each with tensor_parallel_size GPUs, its own
+        scheduler, max_num_seqs and KV cache)."""
+        return self.fit.dp
+
+    @property
+    def data_parallel_size_local(self) -> int:
+        """Data-parallel ranks on each node (--data-parallel-size-local)."""
+        return self.fit.dp_local
+
+    @property
+    def expert_parallel(self) -> bool:
+        """The routed experts spread whole over data_parallel_size x tensor_parallel_size GPUs
+        (--enable-expert-parallel)."""
+        return self.fit.expert_parallel
+
+    @property
+    def weight_bytes_per_gpu(self) -> int:
+        return self.fit.weight_bytes_per_gpu
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> int:
+        return self.fit.kv_bytes_per_token_per_gpu
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        return self.fit.gpu_memory_bytes
+
+    @property
+    def reserve_bytes_per_gpu(self) -> int:
+        return self.fit.reserve_bytes_per_gpu
+
+    @property
+    def usable_bytes_per_gpu(self) -> int:
+        """GPU memory x gpu_memory_utilization - reserve: what weights and KV cache share on each GPU."""
+        return self.fit.usable_bytes_per_gpu
+
+    @property
+    def kv_cache_bytes_per_gpu(self) -> int:
+        return self.fit.kv_cache_bytes_per_gpu
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return self.fit.kv_cache_tokens
+
+    @property
+    def max_concurrency_full_context(self) -> int:
+        return self.fit.full_context
+
+    @property
+    def max_concurrency_typical(self) -> int:
+        return self.fit.typical
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.fit.max_num_batched_tokens
+
+    # At target_concurrency sequences of the typical size (latency/model.py): the median inter-token latency (a
+    # decode step), the mean time per output token (with chunked prefill mixed in), the median time to first token
+    # and the output tokens per second one replica produces.
+    @property
+    def itl_estimate_ms(self) -> float:
+        return self.fit.latency.itl_ms
+
+    @property
+    def tpot_estimate_ms(self) -> float:
+        return self.fit.latency.tpot_ms
+
+    @property
+    def ttft_estimate_ms(self) -> float:
+        return self.fit.latency.ttft_ms
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.fit.latency.output_tokens_per_s
+
+    @property
+    def cost_per_replica_hour(self) -> float | None:
+        cost = self.fit.cost
+        return None if cost is None else round(cost, 4)
+
+    @property
+    def pod_resources(self) -> PodResources:
+        return self.fit.pod
+
+    @property
+    def kv_offload_gib(self) -> float | None:
+        """The CPU KV tier per engine (vLLM --kv-offloading-size, GiB); None: offload off."""
+        return self.fit.kv_offload_gib
 
     @property
     def engines_per_pod(self) -> int:

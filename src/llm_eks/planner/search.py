@@ -4,7 +4,7 @@ one, and the one-line error when nothing fits."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType, instance_type
@@ -146,26 +146,24 @@ def _choose(ctx: Context, tp_pp: Fit | None, ep: Fit | None, tp_pp_fits: list[Fi
 
 
 def cheapest(ctx: Context) -> Plan:
+    """The plan on the catalog instance type that meets the targets at the lowest cost; the one-line error saying
+    why when none does."""
+    best, fitting, tried = cheapest_fit(ctx)
+    if best is not None:
+        return build(ctx, best, ())
+    no_cheapest(ctx, fitting, tried)
+
+
+def cheapest_fit(ctx: Context) -> tuple[Fit | None, list[Fit], list[Fit]]:
+    """The search over the catalog: the cheapest candidate that meets the targets with one-node replicas, else with
+    multi-node ones (TP x PP or DP x EP, as `_choose` decides); with every candidate tried and those usable."""
     fitting: list[Fit] = []
     tried: list[Fit] = []
-    r = ctx.request
     for multi_node in (False, True):
         tp_meeting: list[Fit] = []
         ep_meeting: list[Fit] = []
         for inst in INSTANCE_CATALOG:
-            if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None:
-                continue
-            if inst.compute_capability is None or support(ctx.fmt, inst.compute_capability).level == "unsupported":
-                continue
-            if multi_node and not efa_allowed(ctx, inst):
-                continue
-            single, multi = ([], []) if r.expert_parallel_only else candidate_shapes(ctx, inst)
-            ep_single, ep_multi = expert_parallel_shapes(ctx, inst)
-            # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.
-            shapes = multi if multi_node else [s for s in single if s[0] * s[1] == inst.accelerators]
-            ep_shapes = ep_multi if multi_node else [s for s in ep_single if s[0] * s[1] == inst.accelerators]
-            evaluated = [evaluate(ctx, inst, *s) for s in shapes]
-            ep_evaluated = [evaluate_expert_parallel(ctx, inst, *s) for s in ep_shapes]
+            evaluated, ep_evaluated = _filling(ctx, inst, multi_node)
             tried += evaluated + ep_evaluated
             fitting += [f for f in evaluated + ep_evaluated if usable(ctx, f)]
             tp_meeting += [f for f in evaluated if usable(ctx, f) and meets(ctx, f)]
@@ -182,7 +180,32 @@ def cheapest(ctx: Context) -> Plan:
         )
         best = _choose(ctx, best_tp, best_ep, tp_meeting)
         if best is not None:
-            return build(ctx, best, ())
+            return best, fitting, tried
+    return None, fitting, tried
+
+
+def _filling(ctx: Context, inst: InstanceType, multi_node: bool) -> tuple[list[Fit], list[Fit]]:
+    """The TP x PP and DP x EP candidates on `inst` whose replica fills its node (or, `multi_node`, spans nodes):
+    none where the search does not look (not NVIDIA, no price, the weight format unsupported, or nodes without EFA
+    that the request does not accept)."""
+    cc = inst.compute_capability
+    if inst.accelerator_vendor != "nvidia" or inst.on_demand_usd_per_hour is None or cc is None:
+        return [], []
+    if support(ctx.fmt, cc).level == "unsupported" or (multi_node and not efa_allowed(ctx, inst)):
+        return [], []
+    single, multi = ([], []) if ctx.request.expert_parallel_only else candidate_shapes(ctx, inst)
+    ep_single, ep_multi = expert_parallel_shapes(ctx, inst)
+    # A replica fills its node(s): the price per replica then holds without assuming other pods pack in.
+    shapes = multi if multi_node else [s for s in single if s[0] * s[1] == inst.accelerators]
+    ep_shapes = ep_multi if multi_node else [s for s in ep_single if s[0] * s[1] == inst.accelerators]
+    return [evaluate(ctx, inst, *s) for s in shapes], [evaluate_expert_parallel(ctx, inst, *s) for s in ep_shapes]
+
+
+def no_cheapest(ctx: Context, fitting: list[Fit], tried: list[Fit]) -> NoReturn:
+    """Why no catalog instance type serves the request (from the candidates `tried` and those `fitting`): the fixed
+    split or expert parallelism that fits nowhere, the model that fits nowhere (with the changes that would), or
+    the concurrency, ITL or TTFT target no fitting candidate meets."""
+    r = ctx.request
     spec = ctx.spec
     if not fitting and tried and r.expert_parallel_only:
         closest = max(tried, key=lambda f: f.usable_bytes_per_gpu - f.weight_bytes_per_gpu - f.request_kv_bytes_per_gpu)
@@ -340,12 +363,10 @@ def no_fit_on(
 
 
 def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
-    r, spec, inst = ctx.request, ctx.spec, fit.instance
+    r, inst = ctx.request, fit.instance
     # Per data-parallel rank, as vLLM applies --max-num-seqs (the replica's, for TP x PP).
     share = cdiv(r.target_concurrency, fit.dp)
     max_num_seqs = r.max_num_seqs if r.max_num_seqs is not None else max(1, min(share, fit.typical_per_rank))
-    cold = estimate_cold_start(ctx, fit)
-    paths = cold_start_paths(ctx, fit)
     extra = list(warnings)
     if fit.nodes > 1 and not inst.efa:  # only when the request accepts it (allow_without_efa)
         across = (
@@ -358,45 +379,10 @@ def build(ctx: Context, fit: Fit, warnings: tuple[PlanWarning, ...]) -> Plan:
         extra.append(PlanWarning(WARN_NO_PRICE, f"{inst.instance_type}: {inst.note or 'no on-demand price'}"))
     return Plan(
         request=r,
-        model=spec,
-        served_model_name=spec.id,
-        checkpoint=ctx.checkpoint,
-        weight_format=ctx.fmt,
-        kv_cache_dtype=r.kv_cache_dtype,
-        max_model_len=ctx.max_len,
-        gpu_memory_utilization=r.gpu_memory_utilization,
-        instance=inst,
-        tensor_parallel_size=fit.tp,
-        pipeline_parallel_size=fit.pp,
-        nodes_per_replica=fit.nodes,
-        replicas_per_node=fit.replicas_per_node,
-        gpus_per_pod=fit.gpus_per_pod,
-        weight_bytes=ctx.weight_bytes,
-        checkpoint_bytes=ctx.checkpoint_bytes,
-        weight_bytes_per_gpu=fit.weight_bytes_per_gpu,
-        kv_bytes_per_token=ctx.kv_bytes_per_token,
-        kv_bytes_per_token_per_gpu=fit.kv_bytes_per_token_per_gpu,
-        gpu_memory_bytes=fit.gpu_memory_bytes,
-        reserve_bytes_per_gpu=fit.reserve_bytes_per_gpu,
-        usable_bytes_per_gpu=fit.usable_bytes_per_gpu,
-        kv_cache_bytes_per_gpu=fit.kv_cache_bytes_per_gpu,
-        kv_cache_tokens=fit.kv_cache_tokens,
-        max_concurrency_full_context=fit.full_context,
-        max_concurrency_typical=fit.typical,
+        fit=fit,
         max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=fit.max_num_batched_tokens,
-        itl_estimate_ms=fit.itl_ms,
-        tpot_estimate_ms=fit.latency.tpot_ms,
-        ttft_estimate_ms=fit.latency.ttft_ms,
-        output_tokens_per_s=fit.latency.output_tokens_per_s,
-        cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
-        cold_start=cold,
-        cold_start_paths=paths,
-        pod_resources=fit.pod,
+        cold_start=estimate_cold_start(ctx, fit),
+        cold_start_paths=cold_start_paths(ctx, fit),
         assumptions=tuple(plan_assumptions(ctx, fit)),
         warnings=tuple(extra),
-        data_parallel_size=fit.dp,
-        data_parallel_size_local=fit.dp_local,
-        expert_parallel=fit.expert_parallel,
-        kv_offload_gib=fit.kv_offload_gib,
     )

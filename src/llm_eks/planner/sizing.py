@@ -19,20 +19,9 @@ from llm_eks.planner.latency import (
     peak_tflops,
     pipeline_hop_us,
 )
-from llm_eks.planner.memory import (
-    CUDA_GRAPH_BYTES,
-    NON_TORCH_BYTES,
-    available_kv_bytes,
-    batched_tokens,
-    lora_bytes,
-    profile_peak_bytes,
-    requested_bytes,
-    sampler_state_bytes,
-    visible_bytes,
-)
-from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB, shm_mib, vllm_host_mib
+from llm_eks.planner.memory import Budget, batched_tokens, budget, lora_bytes, profile_peak_bytes
+from llm_eks.planner.pods import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB, PodResources, shm_mib, vllm_host_mib
 from llm_eks.planner.request import PlanRequest
-from llm_eks.planner.result import PodResources
 
 
 class Context:
@@ -82,21 +71,16 @@ class Fit:
     tp: int
     pp: int
     nodes: int
-    weight_bytes_per_gpu: int
+    # The heaviest GPU's memory as vLLM accounts it (its weights include buffers allocated with them).
+    memory: Budget
     kv_bytes_per_token_per_gpu: int
     # KV bytes one max_model_len request holds on this GPU (its blocks in every layer group).
     request_kv_bytes_per_gpu: int
-    gpu_memory_bytes: int
-    reserve_bytes_per_gpu: int
-    # Of the reserve: LoRA adapter buffers (0 without adapters).
-    lora_bytes_per_gpu: int
-    usable_bytes_per_gpu: int
     kv_cache_bytes_per_gpu: int
     kv_cache_tokens: int
     full_context: int
     typical: int
     max_num_batched_tokens: int
-    itl_ms: float
     # The latency estimates at target_concurrency (latency/model.py), and the step they come from.
     latency: LatencyEstimate
     step: StepShape
@@ -117,6 +101,31 @@ class Fit:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
+
+    @property
+    def weight_bytes_per_gpu(self) -> int:
+        return self.memory.weights
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        return self.memory.total
+
+    @property
+    def reserve_bytes_per_gpu(self) -> int:
+        return self.memory.reserve
+
+    @property
+    def lora_bytes_per_gpu(self) -> int:
+        """Of the reserve: LoRA adapter buffers (0 without adapters)."""
+        return self.memory.lora
+
+    @property
+    def usable_bytes_per_gpu(self) -> int:
+        return self.memory.usable
+
+    @property
+    def itl_ms(self) -> float:
+        return self.latency.itl_ms
 
     @property
     def layout(self) -> str:
@@ -144,6 +153,7 @@ class Fit:
 
 
 def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> Fit:
+    """One TP x PP layout on `inst`: the heaviest pipeline stage's GPU as vLLM accounts its memory, and its step."""
     spec, r = ctx.spec, ctx.request
     stage_layers = math.ceil(spec.layers / pp)
     # Heaviest stage: its share of layers plus the embedding (first stage) or output projection (last stage);
@@ -158,53 +168,73 @@ def evaluate(ctx: Context, inst: InstanceType, tp: int, pp: int, nodes: int) -> 
     # vLLM's profiling run schedules max_num_seqs sequences: an explicit one, else the target (what the plan sets).
     max_num_seqs = r.scheduled_sequences
     batched = batched_tokens(inst, max_num_seqs)
-    # Qwen3-VL's deepstack buffers are allocated with the weights, whole on every GPU.
-    deepstack = spec.deepstack_levels * batched * spec.hidden_size * 2
-    weight_per_gpu += deepstack
+    weights = weight_per_gpu + deepstack_bytes(ctx, batched)
 
-    # vLLM's budget and its deductions (memory.py), then the KV layout of the heaviest stage (kv_cache.py).
+    # The KV layout of the heaviest stage (kv_cache.py), then vLLM's budget and its deductions (memory.py).
     # Async scheduling keeps max_concurrent_batches (2 at PP=1, PP + 1 above) batches in flight.
-    in_flight = (2 if pp == 1 else pp + 1) * batched
-    layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, in_flight)
-    requested = requested_bytes(visible_bytes(inst), r.gpu_memory_utilization)
-    peak = profile_peak_bytes(spec, tp, batched, max_num_seqs)
+    layout = kv_layout(spec, tp, pp, ctx.kv_dtype_bytes, (2 if pp == 1 else pp + 1) * batched)
     # LoRA buffers of the heaviest stage's layers (allocated at load, like weights).
     lora = (
         0 if r.lora is None else lora_bytes(spec, tp, r.lora.max_loras, r.lora.max_rank) * stage_layers // spec.layers
     )
-    sampler_state = sampler_state_bytes(max_num_seqs, spec.vocab_size)
-    reserve = sampler_state + NON_TORCH_BYTES + peak + CUDA_GRAPH_BYTES + lora
-    num_blocks = layout.num_blocks(available_kv_bytes(requested, weight_per_gpu, sampler_state, peak, lora))
+    peak = profile_peak_bytes(spec, tp, batched, max_num_seqs)
+    memory = budget(inst, r.gpu_memory_utilization, weights, peak, max_num_seqs, spec.vocab_size, lora)
 
-    step = step_shape(ctx, inst, tp, pp, nodes, stage_layers, weight_per_gpu - deepstack, padding, layout, batched)
-    latency = estimate(step).rounded()
+    experts = stage_layers * ctx.expert_layer_bytes * padding / tp
+    step = step_shape(
+        ctx, inst, tp, pp, r.target_concurrency, stage_layers, weight_per_gpu, experts, layout, batched,
+        pipeline_hop_us(inst, nodes),
+    )  # fmt: skip
+    return fit_of(ctx, inst, (tp, pp, 1, nodes), memory, layout, step)
 
-    gpus_per_node, replicas_per_node, pod, host_ok, offload = pod_share(inst, tp * pp, nodes, r.kv_offload)
+
+def deepstack_bytes(ctx: Context, batched: int) -> int:
+    """Qwen3-VL's deepstack buffers for `batched` tokens: allocated with the weights, whole on every GPU."""
+    return ctx.spec.deepstack_levels * batched * ctx.spec.hidden_size * 2
+
+
+def fit_of(
+    ctx: Context,
+    inst: InstanceType,
+    shape: tuple[int, int, int, int],
+    memory: Budget,
+    layout: KvLayout,
+    step: StepShape,
+    expert_parallel: bool = False,
+    experts_per_gpu: int = 0,
+) -> Fit:
+    """The Fit of a layout of `shape` (TP, PP, DP, nodes) on `inst` once its GPU's memory budget, KV layout and step
+    are worked out, for TP x PP and DP x EP alike: the KV cache the budget leaves (each data-parallel rank holds a
+    pool of its own), the step's latency, and the pods (a DP x EP pod runs its node's ranks, an engine each)."""
+    tp, pp, dp, nodes = shape
+    num_blocks = layout.num_blocks(memory.available_kv)
+    engines = dp // nodes if expert_parallel else 1
+    gpus_per_node, replicas_per_node, pod, host_ok, offload = pod_share(
+        inst, tp * pp * dp, nodes, ctx.request.kv_offload, engines
+    )
     return Fit(
         instance=inst,
         tp=tp,
         pp=pp,
         nodes=nodes,
-        weight_bytes_per_gpu=weight_per_gpu,
+        memory=memory,
         kv_bytes_per_token_per_gpu=layout.bytes_per_token,
         request_kv_bytes_per_gpu=layout.blocks_per_request(ctx.max_len) * layout.bytes_per_block,
-        gpu_memory_bytes=inst.accelerator_memory_bytes,
-        reserve_bytes_per_gpu=reserve,
-        lora_bytes_per_gpu=lora,
-        usable_bytes_per_gpu=requested - reserve,
         kv_cache_bytes_per_gpu=num_blocks * layout.bytes_per_block,
-        kv_cache_tokens=layout.logged_tokens(num_blocks, ctx.max_len),
-        full_context=layout.requests_that_fit(num_blocks, ctx.max_len),
-        typical=layout.requests_that_fit(num_blocks, ctx.typical),
-        max_num_batched_tokens=batched,
-        itl_ms=latency.itl_ms,
-        latency=latency,
+        kv_cache_tokens=dp * layout.logged_tokens(num_blocks, ctx.max_len),
+        full_context=dp * layout.requests_that_fit(num_blocks, ctx.max_len),
+        typical=dp * layout.requests_that_fit(num_blocks, ctx.typical),
+        max_num_batched_tokens=step.token_budget,
+        latency=estimate(step).rounded(),
         step=step,
         replicas_per_node=replicas_per_node,
         gpus_per_pod=gpus_per_node,
         pod=pod,
         host_memory_ok=host_ok,
         nvme_ok=nvme_fits(ctx, inst),
+        dp=dp,
+        expert_parallel=expert_parallel,
+        experts_per_gpu=experts_per_gpu,
         kv_offload_gib=offload,
     )
 
@@ -240,32 +270,33 @@ def step_shape(
     inst: InstanceType,
     tp: int,
     pp: int,
-    nodes: int,
+    batch: int,
     stage_layers: int,
     weight_per_gpu: int,
-    padding: float,
+    expert_bytes: float,
     layout: KvLayout,
     token_budget: int,
+    hop_us: float,
 ) -> StepShape:
-    """A step of target_concurrency sequences of the typical size on one GPU of the heaviest stage: the weights every
-    step reads, the routed experts this GPU holds, and the KV of a running sequence halfway through its output."""
+    """A step of `batch` sequences of the typical size on one GPU of the heaviest stage: the weights every step reads
+    (`weight_per_gpu`, of which `expert_bytes` are routed experts this GPU holds), and the KV of a running sequence
+    halfway through its output; `hop_us` per pipeline hand-off."""
     spec, r = ctx.spec, ctx.request
     context = int(r.typical_input_tokens + r.typical_output_tokens / 2)
-    experts_per_gpu = stage_layers * ctx.expert_layer_bytes * padding / tp
     # A step reads no vision weights.
-    dense = weight_per_gpu - ctx.vision_bytes / tp - experts_per_gpu
+    dense = weight_per_gpu - ctx.vision_bytes / tp - expert_bytes
     level = support(ctx.fmt, inst.compute_capability).level if inst.compute_capability else "native"
     compute = ctx.format.activations if level == "native" else "16-bit"
     active = (spec.active_parameters or spec.parameters) - spec.vision_parameters
     return StepShape(
-        batch=r.target_concurrency,
+        batch=batch,
         input_tokens=r.typical_input_tokens,
         output_tokens=r.typical_output_tokens,
         layers_per_stage=stage_layers,
         pipeline_stages=pp,
         tensor_parallel_size=tp,
         dense_bytes=dense,
-        expert_bytes=experts_per_gpu,
+        expert_bytes=expert_bytes,
         experts_per_token=spec.experts_per_token if spec.is_moe else 0,
         num_experts=spec.num_experts if spec.is_moe else 0,
         kv_bytes_per_sequence=kv_read_bytes(layout, context),
@@ -278,7 +309,7 @@ def step_shape(
         memory_bandwidth_gbps=inst.memory_bandwidth_gbps,
         peak_tflops=peak_tflops(inst, compute),
         interconnect=link(inst),
-        pipeline_hop_us=pipeline_hop_us(inst, nodes),
+        pipeline_hop_us=hop_us,
         token_budget=token_budget,
     )
 

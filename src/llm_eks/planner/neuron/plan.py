@@ -253,53 +253,21 @@ def layout(ctx: Context, fit: NeuronFit, engine: NeuronEngine) -> NeuronLayout:
 
 def build(ctx: Context, fit: NeuronFit) -> Plan:
     """The Plan of a Neuron candidate."""
-    r, spec, inst = ctx.request, ctx.spec, fit.instance
+    r, inst = ctx.request, fit.instance
     warnings = shortfalls(ctx, fit) if not meets(ctx, fit) else []
     if inst.on_demand_usd_per_hour is None:
         warnings.append(PlanWarning(WARN_NO_PRICE, f"{inst.instance_type}: cost unknown: {inst.note}"))
     details = layout(ctx, fit, fit.engine)
-    shape = fit.shape
     # On EKS Auto Mode the node's image path is Auto Mode's own (its parallel pull on Trn, a plain pull on Inf).
     image_source = image_source_on(r.compute, r.image_source, inst.family)
     return Plan(
         request=r,
-        model=spec,
-        served_model_name=spec.id,
-        checkpoint=ctx.checkpoint,
-        weight_format=ctx.fmt,
-        kv_cache_dtype=r.kv_cache_dtype,
-        max_model_len=ctx.max_len,
-        gpu_memory_utilization=r.gpu_memory_utilization,
-        instance=inst,
-        tensor_parallel_size=fit.tp,
-        pipeline_parallel_size=1,
-        nodes_per_replica=1,
-        replicas_per_node=fit.replicas_per_node,
-        gpus_per_pod=fit.chips,
-        weight_bytes=ctx.weight_bytes,
-        checkpoint_bytes=ctx.checkpoint_bytes,
-        weight_bytes_per_gpu=fit.weight_bytes_per_core,
-        kv_bytes_per_token=ctx.kv_bytes_per_token,
-        kv_bytes_per_token_per_gpu=fit.kv_bytes_per_token_per_core,
-        gpu_memory_bytes=fit.memory_per_core_bytes,
-        reserve_bytes_per_gpu=fit.memory_per_core_bytes - fit.usable_bytes_per_core,
-        usable_bytes_per_gpu=fit.usable_bytes_per_core,
-        kv_cache_bytes_per_gpu=fit.kv_cache_bytes_per_core,
-        kv_cache_tokens=shape.max_num_seqs * shape.max_model_len,
-        max_concurrency_full_context=shape.max_num_seqs,
-        max_concurrency_typical=shape.max_num_seqs,
-        max_num_seqs=shape.max_num_seqs,
-        max_num_batched_tokens=shape.max_num_batched_tokens or shape.max_model_len,
-        itl_estimate_ms=fit.latency.itl_ms,
-        tpot_estimate_ms=fit.latency.tpot_ms,
-        ttft_estimate_ms=fit.latency.ttft_ms,
-        output_tokens_per_s=fit.latency.output_tokens_per_s,
-        cost_per_replica_hour=None if fit.cost is None else round(fit.cost, 4),
+        fit=fit,
+        max_num_seqs=fit.shape.max_num_seqs,
         cold_start=neuron_cold_start(inst, fit.engine.name, ctx.checkpoint_bytes, image_source),
         cold_start_paths=neuron_cold_start_paths(
             inst, ctx.checkpoint_bytes, image_source, auto_mode=r.compute == AUTO_MODE
         ),
-        pod_resources=fit.pod,
         assumptions=tuple(neuron_assumptions(ctx, fit, details)),
         warnings=tuple(warnings),
         neuron=details,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.catalog.neuron import NeuronEngine
@@ -29,7 +30,7 @@ from llm_eks.planner.kv_cache import cdiv
 from llm_eks.planner.latency import LatencyEstimate
 from llm_eks.planner.neuron.latency import FITTED, NeuronStep, estimate
 from llm_eks.planner.neuron.shape import CompiledShape, ShardedHeads, compiled_shape, sharded_heads
-from llm_eks.planner.result import PodResources
+from llm_eks.planner.pods import PodResources
 from llm_eks.planner.sizing import Context, pod_share
 
 GIB = 1024**3
@@ -85,6 +86,61 @@ class NeuronFit:
     def cost(self) -> float | None:
         price = self.instance.on_demand_usd_per_hour
         return None if price is None else price / self.replicas_per_node
+
+    # What a plan reads off its candidate, under a GPU Fit's names (sizing.Fit): one pod of one tensor-parallel
+    # group per replica, chips for GPUs and NeuronCores for the per-GPU figures; the compiled batch is both the
+    # sequences that fit and those at the typical size.
+    pp: ClassVar[int] = 1
+    nodes: ClassVar[int] = 1
+    dp: ClassVar[int] = 1
+    dp_local: ClassVar[int] = 1
+    expert_parallel: ClassVar[bool] = False
+    kv_offload_gib: ClassVar[float | None] = None
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.chips
+
+    @property
+    def weight_bytes_per_gpu(self) -> int:
+        return self.weight_bytes_per_core
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> int:
+        return self.kv_bytes_per_token_per_core
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        return self.memory_per_core_bytes
+
+    @property
+    def usable_bytes_per_gpu(self) -> int:
+        return self.usable_bytes_per_core
+
+    @property
+    def reserve_bytes_per_gpu(self) -> int:
+        """The share gpu_memory_utilization leaves out."""
+        return self.memory_per_core_bytes - self.usable_bytes_per_core
+
+    @property
+    def kv_cache_bytes_per_gpu(self) -> int:
+        return self.kv_cache_bytes_per_core
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return self.shape.max_num_seqs * self.shape.max_model_len
+
+    @property
+    def full_context(self) -> int:
+        return self.shape.max_num_seqs
+
+    @property
+    def typical(self) -> int:
+        return self.shape.max_num_seqs
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.shape.max_num_batched_tokens or self.shape.max_model_len
 
 
 def weight_bytes_per_core(ctx: Context, heads: ShardedHeads) -> int:

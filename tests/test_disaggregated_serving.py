@@ -240,3 +240,43 @@ def test_what_the_chart_cannot_serve_disaggregated_is_one_line(overrides: dict[s
     with pytest.raises(ConfigError) as err:
         validate_vllm_props(_props(**overrides))
     assert str(err.value) == message
+
+
+def test_efa_false_where_the_kv_cache_moves_over_efa_is_one_line() -> None:
+    """Without EFA devices in its pods NIXL's libfabric backend cannot start, and the plan's TTFT counts the transfer
+    at EFA's rate: `efa: false` on a plan that disaggregates over EFA is refused before anything is built."""
+    from llm_eks.config import parse_environment
+    from llm_eks.config.plans import plan_workloads
+    from llm_eks.infra.workloads import build_workloads
+
+    body = _context()["environments"]["rag"]
+    body["workload"]["efa"] = False
+    config = parse_environment("rag", body)
+    with pytest.raises(ConfigError) as err:
+        build_workloads(config, plan_workloads(config))
+    assert str(err.value) == (
+        "environments.rag.workload.efa: False is not allowed; the plan disaggregates prefill and decode on "
+        "p5.48xlarge, moving the KV cache over EFA (NIXL's libfabric backend), which needs EFA in every pod: leave "
+        "efa unset, or use disaggregation off"
+    )
+    # Served aggregated, the same workload may leave EFA off (one replica per node: nothing crosses nodes).
+    body["workload"]["disaggregation"] = "off"
+    config = parse_environment("rag", body)
+    (workload,) = build_workloads(config, plan_workloads(config))
+    assert workload.vllm.efa_interfaces == 0 and workload.vllm.disaggregation is None
+
+
+def test_both_pools_run_on_efa_nodes_of_the_cluster_security_group(objects: list[dict[str, Any]]) -> None:
+    """EFA's traffic needs all traffic to and from the nodes' own security group: the EKS cluster security group's
+    default rules (tests/test_largest_models.py checks the stack never narrows them). Both pools' pods land on the
+    one EFA pool, whose node class carries that group and nothing else."""
+    pools = {_one(objects, "Deployment", n)["spec"]["template"]["spec"]["nodeSelector"]["llm-eks.io/node-pool"]
+             for n in (NAME, PREFILL)}  # fmt: skip
+    (pool,) = pools
+    node_pool = _one(objects, "NodePool", pool)
+    assert node_pool["spec"]["template"]["metadata"]["labels"]["llm-eks.io/efa"] == "true"
+    node_class = _one(objects, "EC2NodeClass", node_pool["spec"]["template"]["spec"]["nodeClassRef"]["name"])
+    assert node_class["spec"]["securityGroupSelectorTerms"] == [
+        {"id": {"Fn::GetAtt": ["PlatformCluster6842C9C4", "ClusterSecurityGroupId"]}}
+    ]
+    assert len(node_class["spec"]["networkInterfaces"]) == 33

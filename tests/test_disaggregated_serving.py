@@ -280,3 +280,44 @@ def test_both_pools_run_on_efa_nodes_of_the_cluster_security_group(objects: list
         {"id": {"Fn::GetAtt": ["PlatformCluster6842C9C4", "ClusterSecurityGroupId"]}}
     ]
     assert len(node_class["spec"]["networkInterfaces"]) == 33
+
+
+def _restore_key(deployment: dict[str, Any]) -> str:
+    (restore,) = [
+        c for c in deployment["spec"]["template"]["spec"]["initContainers"] if c["name"] == "restore-compile-cache"
+    ]
+    return str(restore["args"][restore["args"].index("--cache-key") + 1])
+
+
+def test_both_pools_restore_the_one_compile_cache_its_writer_publishes(objects: list[dict[str, Any]]) -> None:
+    """vLLM 0.33 hashes nothing of the KV-transfer config into its compile cache's directory (KVTransferConfig's
+    compute_hash has no factors; the side channel's host is an ignored env factor), so a prefill server's compile
+    serves the decode pods too: one writer, running the prefill role, whose vLLM answers /health on the port its
+    publish step polls."""
+    decode, prefill = _one(objects, "Deployment", NAME), _one(objects, "Deployment", PREFILL)
+    key = _restore_key(prefill)
+    assert _restore_key(decode) == key
+    (job,) = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"].startswith(f"{NAME}-cc-")]
+    (writer,) = job["spec"]["template"]["spec"]["containers"]
+    script, args = writer["command"][2], writer["args"]
+    assert f"--cache-key {key} " in script
+    port = args[args.index("--port") + 1]
+    assert f"--health http://127.0.0.1:{port}/health " in script
+    transfer = json.loads(args[args.index("--kv-transfer-config") + 1])
+    assert transfer["kv_role"] == "kv_producer"
+    # The writer compiles with the serving pods' own engine flags and the same KV connector.
+    served = _one(objects, "Deployment", PREFILL)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert _engine_flags(args) == _engine_flags(served)
+
+
+def test_the_kv_transfer_config_is_no_factor_of_vllm_0_33_s_compile_cache() -> None:
+    wheel = extracted(VLLM)
+    if wheel is None:
+        pytest.skip(missing_reason(VLLM))
+    source = (wheel / "vllm/config/kv_transfer.py").read_text()
+    body = source[source.index("    def compute_hash(self) -> str:") :]
+    body = body[: body.index("\n    def ")]
+    assert "factors: list[Any] = []" in body and "self." not in body.split('"""')[-1]
+    envs = (wheel / "vllm/envs.py").read_text()
+    ignored = envs[envs.index("def compile_factors()") :]
+    assert '"VLLM_NIXL_SIDE_CHANNEL_HOST",' in ignored[: ignored.index("}")]

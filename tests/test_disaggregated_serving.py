@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
+from llm_eks.infra.workloads import build_workloads
 from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
 from llm_eks.manifests.vllm.disaggregated import DISAGG_SIDECAR_IMAGE, ROLE_LABEL, Disaggregation
 from tests.conftest import REPO_ROOT
@@ -245,10 +248,6 @@ def test_what_the_chart_cannot_serve_disaggregated_is_one_line(overrides: dict[s
 def test_efa_false_where_the_kv_cache_moves_over_efa_is_one_line() -> None:
     """Without EFA devices in its pods NIXL's libfabric backend cannot start, and the plan's TTFT counts the transfer
     at EFA's rate: `efa: false` on a plan that disaggregates over EFA is refused before anything is built."""
-    from llm_eks.config import parse_environment
-    from llm_eks.config.plans import plan_workloads
-    from llm_eks.infra.workloads import build_workloads
-
     body = _context()["environments"]["rag"]
     body["workload"]["efa"] = False
     config = parse_environment("rag", body)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_eks.manifests.monitoring_drift import DRIFT, kv_cache_alert_limit
@@ -28,9 +28,13 @@ TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
 TTFT_BUCKETS += (40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
 ITL_BUCKETS += (80.0,)
+# The request phase-timing histograms' (vllm:request_prefill_time_seconds among them): REQUEST_LATENCY_BUCKETS.
+REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0)
+REQUEST_BUCKETS += (480.0, 960.0, 1920.0, 7680.0)
 TTFT = "vllm:time_to_first_token_seconds_bucket"
 ITL = "vllm:inter_token_latency_seconds_bucket"
-BUCKETS = {TTFT: TTFT_BUCKETS, ITL: ITL_BUCKETS}
+PREFILL = "vllm:request_prefill_time_seconds_bucket"
+BUCKETS = {TTFT: TTFT_BUCKETS, ITL: ITL_BUCKETS, PREFILL: REQUEST_BUCKETS}
 # Samples: one a minute for an hour.
 SPAN = 60
 OTHER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -58,6 +62,30 @@ class Scene:
     replica_names: tuple[str, ...] = ()
     scaled_object: str | None = None
     deployment: str = ""
+    # A disaggregated workload: its prefill pool's scrape job (`job` is the decode pool's) and the plan's prefill
+    # time per request; None: one pool.
+    prefill_job: str | None = None
+    planned_prefill_seconds: float | None = None
+    # The workload the pool belongs to (its picker, InferencePool and decode Deployment); "": `job`'s own.
+    workload: str = ""
+
+    @property
+    def workload_name(self) -> str:
+        return self.workload or self.job
+
+    def prefill_pool(self) -> Scene:
+        """The prefill pool of a disaggregated workload as a scene of its own: its pods and series under its own job,
+        its ScaledObject; the replica objects stay the decode pool's (what the health alerts' guards read)."""
+        assert self.prefill_job is not None
+        return replace(
+            self,
+            rule_name=f"{self.rule_name} (prefill pool)",
+            job=self.prefill_job,
+            replica_names=self.replica_names or (self.job,),
+            scaled_object=None if self.scaled_object is None else self.prefill_job,
+            prefill_job=None,
+            workload=self.job,
+        )
 
     @property
     def prefix(self) -> str:
@@ -234,6 +262,16 @@ def _model(scene: Scene) -> dict[str, str]:
     return {"namespace": scene.namespace, "model_name": scene.model}
 
 
+def _grouped(s: Scene, name: str) -> dict[str, str]:
+    """The labels alert `name` keeps of pod 0's series: those of its first `by (...)` (`le` aside), else the model's
+    (a drift alert compares recorded series, which carry namespace and model_name)."""
+    found = re.search(r"\bby \(([^)]*)\)", s.rule(name)["expr"])
+    if found is None:
+        return _model(s)
+    by = {label.strip() for label in found.group(1).split(",")} - {"le"}
+    return {k: v for k, v in s.engine(0).items() if k in by}
+
+
 def kv_cache_nearly_full(s: Scene, name: str) -> list[dict[str, Any]]:
     full = (1 + s.targets.kv_cache_usage_threshold) / 2
     under = round(s.targets.kv_cache_usage_threshold - 0.05, 6)
@@ -264,7 +302,7 @@ def waiting_queue_growing(s: Scene, name: str) -> list[dict[str, Any]]:
             name,
             "a queue above the threshold and growing fires",
             [s.series(waiting, s.engine(0), f"{over}+1x{SPAN}"), decoy],
-            [(_model(s), over + wait + 3)],
+            [(_grouped(s, name), over + wait + 3)],
         ),
         alert_test(
             s,
@@ -290,7 +328,7 @@ def _histogram_alert(
             name,
             f"every observation in ({lo}, {hi}] fires",
             s.histogram(histogram, s.engine(0), {hi: 60}) + extra(0),
-            [(_model(s), lo + (hi - lo) * q)],
+            [(_grouped(s, name), lo + (hi - lo) * q)],
         ),
         alert_test(
             s,
@@ -323,7 +361,7 @@ def preemptions_rising(s: Scene, name: str) -> list[dict[str, Any]]:
             name,
             "one preemption a second fires",
             [s.series(counter, s.engine(0), f"0+60x{SPAN}"), decoy],
-            [(_model(s), 1.0)],
+            [(_grouped(s, name), 1.0)],
         ),
         alert_test(
             s, name, "no new preemption stays quiet", [s.series(counter, s.engine(0), f"100x{SPAN}"), decoy], None
@@ -367,6 +405,11 @@ def ttft_above_plan(s: Scene, name: str) -> list[dict[str, Any]]:
         )
     )
     return cases
+
+
+def prefill_time_above_plan(s: Scene, name: str) -> list[dict[str, Any]]:
+    assert s.planned_prefill_seconds is not None
+    return _histogram_alert(s, name, PREFILL, s.planned_prefill_seconds * DRIFT.ttft_p50_ratio, 0.5, _nothing)
 
 
 def kv_cache_below_plan(s: Scene, name: str) -> list[dict[str, Any]]:
@@ -440,14 +483,39 @@ ALERT_CASES: dict[str, Callable[[Scene, str], list[dict[str, Any]]]] = {
     "PreemptionsRising": preemptions_rising,
     "InterTokenLatencyAbovePlan": itl_above_plan,
     "TimeToFirstTokenAbovePlan": ttft_above_plan,
+    "PrefillTimeAbovePlan": prefill_time_above_plan,
     "KvCacheBelowPlan": kv_cache_below_plan,
     "EngineStalled": engine_stalled,
 }
 # The workload alerts named for what they watch rather than the engine.
 
 
+# A disaggregated workload's alerts that read one pool only (the others read both, each pool on its own), and those
+# of one pool's objects: the decode Deployment's readiness and series (a prefill pool at zero still serves).
+DECODE_POOL_ALERTS = ("InterTokenLatencyAboveSlo", "InterTokenLatencyAbovePlan", "NoReadyReplica", "SeriesAbsent")
+PREFILL_POOL_ALERTS = ("PrefillTimeAbovePlan",)
+
+
 def alert_cases(s: Scene, name: str) -> list[dict[str, Any]]:
-    """The promtool tests of alert `name` of scene `s`; an alert without cases fails here."""
+    """The promtool tests of alert `name` of scene `s`; an alert without cases fails here. A disaggregated
+    workload's: a per-pool alert fires on either pool (with its job where it groups by pool); a one-pool alert fires
+    on its pool, and the other pool's same series stay quiet."""
+    if s.prefill_job is None:
+        return _pool_cases(s, name)
+    decode, prefill = s, s.prefill_pool()
+    for pool, other, alerts in ((decode, prefill, DECODE_POOL_ALERTS), (prefill, decode, PREFILL_POOL_ALERTS)):
+        if name.removeprefix(s.prefix) in alerts:
+            if name.endswith(("NoReadyReplica", "SeriesAbsent")):
+                return _pool_cases(pool, name)
+            (firing, *_) = _pool_cases(other, name)
+            title = firing["name"].split(": ", 1)[1]
+            quiet = alert_test(s, name, f"on {other.job}, what fires on that pool ({title}) stays quiet",
+                               firing["input_series"], None)  # fmt: skip
+            return [*_pool_cases(pool, name), quiet]
+    return _pool_cases(decode, name) + _pool_cases(prefill, name)
+
+
+def _pool_cases(s: Scene, name: str) -> list[dict[str, Any]]:
     if name == s.target_down:
         return target_down(s, name)
     from tests.promtool_fault_cases import WORKLOAD_CASES  # it builds on this module
@@ -464,8 +532,10 @@ def sample(name: str, labels: Mapping[str, str], value: float) -> dict[str, Any]
 
 # The observed quantiles: 50 observations a second in the first bucket, 48 in the second, 2 in the third (split over
 # two pods), so p50 is the first bucket's upper bound and p99 the middle of the third.
-_QUANTILE_BUCKETS = {ITL: (0.05, 0.075, 0.15), TTFT: (0.25, 0.5, 1.0)}
+_QUANTILE_BUCKETS = {ITL: (0.05, 0.075, 0.15), TTFT: (0.25, 0.5, 1.0), PREFILL: (0.3, 0.5, 1.5)}
 _RECORDED = {
+    "llm_eks:prefill_seconds:p50_10m": 0.3,
+    "llm_eks:prefill_seconds:p99_10m": 1.25,  # 1.0 + (1.5 - 1.0) x (99 - 98) / 2
     "llm_eks:itl_seconds:p50_10m": 0.05,
     "llm_eks:itl_seconds:p99_10m": 0.125,  # 0.1 + (0.15 - 0.1) x (99 - 98) / 2
     "llm_eks:ttft_seconds:p50_10m": 0.25,
@@ -477,13 +547,21 @@ def record_cases(s: Scene, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One promtool test with an exact expected sample for every recording rule among `rules` of scene `s`."""
     inputs = []
     for histogram, (a, b, c) in _QUANTILE_BUCKETS.items():
+        # A disaggregated workload: ITL on the decode pool, the prefill time on the prefill pool, and the same
+        # histogram on the other pool far above, which a record that reads the wrong pool would count.
+        pool, other = s, None
+        if s.prefill_job is not None:
+            pool, other = (s.prefill_pool(), s) if histogram == PREFILL else (s, s.prefill_pool())
         for pod in (0, 1):
-            inputs += s.histogram(histogram, s.engine(pod), {a: 1500, b: 1440, c: 60})
+            inputs += pool.histogram(histogram, pool.engine(pod), {a: 1500, b: 1440, c: 60})
         inputs += s.histogram(histogram, s.engine(9, model=OTHER_MODEL), {BUCKETS[histogram][-1]: 600})
+        if other is not None:
+            inputs += other.histogram(histogram, other.engine(2), {BUCKETS[histogram][-1]: 600})
     plan = {
         "llm_eks:plan_kv_cache_tokens": s.planned_kv_cache_tokens,
         "llm_eks:plan_itl_seconds": s.planned_itl_seconds,
         "llm_eks:plan_ttft_seconds": s.planned_ttft_seconds,
+        "llm_eks:plan_prefill_seconds": s.planned_prefill_seconds,
     }
     checks = []
     for rule in rules:
@@ -527,7 +605,7 @@ def held_request_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, A
     scraped and holds none (its gauge has no series yet: 0, no error); no picker is scraped while a replica is ready
     (empty: an error to KEDA, so its fallback, never a scale-in) or while none is (0: a model asleep stays asleep)."""
     assert trigger["metadata"]["ignoreNullValues"] == "false", "an empty result must be an error, not a 0"
-    picker = {"namespace": s.namespace, "job": f"{s.job}-epp", "instance": "10.0.2.7:9090"}
+    picker = {"namespace": s.namespace, "job": f"{s.workload_name}-epp", "instance": "10.0.2.7:9090"}
     queue = "llm_d_epp_flow_control_queue_size"
 
     def held(fairness: str, pool: str, value: int) -> dict[str, str]:
@@ -536,7 +614,8 @@ def held_request_cases(s: Scene, trigger: Mapping[str, Any]) -> list[dict[str, A
 
     up = {"series": series_text("up", picker), "values": f"1x{SPAN}"}
     down = {"series": series_text("up", picker), "values": f"0x{SPAN}"}
-    holding = [up, held("team-a", s.job, 2), held("team-b", s.job, 3), held("team-a", "other", 100)]
+    pool = s.workload_name
+    holding = [up, held("team-a", pool, 2), held("team-b", pool, 3), held("team-a", "other", 100)]
     five, zero = [{"labels": "{}", "value": 5}], [{"labels": "{}", "value": 0}]
     return [
         _keda_case(trigger, "holding, a replica ready", [*holding, _ready(s, 1)], five),

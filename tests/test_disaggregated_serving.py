@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from llm_eks.config import parse_environment
+from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
+from llm_eks.infra.workloads import build_workloads
 from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
 from llm_eks.manifests.vllm.disaggregated import DISAGG_SIDECAR_IMAGE, ROLE_LABEL, Disaggregation
 from tests.conftest import REPO_ROOT
@@ -240,3 +243,80 @@ def test_what_the_chart_cannot_serve_disaggregated_is_one_line(overrides: dict[s
     with pytest.raises(ConfigError) as err:
         validate_vllm_props(_props(**overrides))
     assert str(err.value) == message
+
+
+def test_efa_false_where_the_kv_cache_moves_over_efa_is_one_line() -> None:
+    """Without EFA devices in its pods NIXL's libfabric backend cannot start, and the plan's TTFT counts the transfer
+    at EFA's rate: `efa: false` on a plan that disaggregates over EFA is refused before anything is built."""
+    body = _context()["environments"]["rag"]
+    body["workload"]["efa"] = False
+    config = parse_environment("rag", body)
+    with pytest.raises(ConfigError) as err:
+        build_workloads(config, plan_workloads(config))
+    assert str(err.value) == (
+        "environments.rag.workload.efa: False is not allowed; the plan disaggregates prefill and decode on "
+        "p5.48xlarge, moving the KV cache over EFA (NIXL's libfabric backend), which needs EFA in every pod: leave "
+        "efa unset, or use disaggregation off"
+    )
+    # Served aggregated, the same workload may leave EFA off (one replica per node: nothing crosses nodes).
+    body["workload"]["disaggregation"] = "off"
+    config = parse_environment("rag", body)
+    (workload,) = build_workloads(config, plan_workloads(config))
+    assert workload.vllm.efa_interfaces == 0 and workload.vllm.disaggregation is None
+
+
+def test_both_pools_run_on_efa_nodes_of_the_cluster_security_group(objects: list[dict[str, Any]]) -> None:
+    """EFA's traffic needs all traffic to and from the nodes' own security group: the EKS cluster security group's
+    default rules (tests/test_largest_models.py checks the stack never narrows them). Both pools' pods land on the
+    one EFA pool, whose node class carries that group and nothing else."""
+    pools = {_one(objects, "Deployment", n)["spec"]["template"]["spec"]["nodeSelector"]["llm-eks.io/node-pool"]
+             for n in (NAME, PREFILL)}  # fmt: skip
+    (pool,) = pools
+    node_pool = _one(objects, "NodePool", pool)
+    assert node_pool["spec"]["template"]["metadata"]["labels"]["llm-eks.io/efa"] == "true"
+    node_class = _one(objects, "EC2NodeClass", node_pool["spec"]["template"]["spec"]["nodeClassRef"]["name"])
+    assert node_class["spec"]["securityGroupSelectorTerms"] == [
+        {"id": {"Fn::GetAtt": ["PlatformCluster6842C9C4", "ClusterSecurityGroupId"]}}
+    ]
+    assert len(node_class["spec"]["networkInterfaces"]) == 33
+
+
+def _restore_key(deployment: dict[str, Any]) -> str:
+    (restore,) = [
+        c for c in deployment["spec"]["template"]["spec"]["initContainers"] if c["name"] == "restore-compile-cache"
+    ]
+    return str(restore["args"][restore["args"].index("--cache-key") + 1])
+
+
+def test_both_pools_restore_the_one_compile_cache_its_writer_publishes(objects: list[dict[str, Any]]) -> None:
+    """vLLM 0.33 hashes nothing of the KV-transfer config into its compile cache's directory (KVTransferConfig's
+    compute_hash has no factors; the side channel's host is an ignored env factor), so a prefill server's compile
+    serves the decode pods too: one writer, running the prefill role, whose vLLM answers /health on the port its
+    publish step polls."""
+    decode, prefill = _one(objects, "Deployment", NAME), _one(objects, "Deployment", PREFILL)
+    key = _restore_key(prefill)
+    assert _restore_key(decode) == key
+    (job,) = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"].startswith(f"{NAME}-cc-")]
+    (writer,) = job["spec"]["template"]["spec"]["containers"]
+    script, args = writer["command"][2], writer["args"]
+    assert f"--cache-key {key} " in script
+    port = args[args.index("--port") + 1]
+    assert f"--health http://127.0.0.1:{port}/health " in script
+    transfer = json.loads(args[args.index("--kv-transfer-config") + 1])
+    assert transfer["kv_role"] == "kv_producer"
+    # The writer compiles with the serving pods' own engine flags and the same KV connector.
+    served = _one(objects, "Deployment", PREFILL)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert _engine_flags(args) == _engine_flags(served)
+
+
+def test_the_kv_transfer_config_is_no_factor_of_vllm_0_33_s_compile_cache() -> None:
+    wheel = extracted(VLLM)
+    if wheel is None:
+        pytest.skip(missing_reason(VLLM))
+    source = (wheel / "vllm/config/kv_transfer.py").read_text()
+    body = source[source.index("    def compute_hash(self) -> str:") :]
+    body = body[: body.index("\n    def ")]
+    assert "factors: list[Any] = []" in body and "self." not in body.split('"""')[-1]
+    envs = (wheel / "vllm/envs.py").read_text()
+    ignored = envs[envs.index("def compile_factors()") :]
+    assert '"VLLM_NIXL_SIDE_CHANNEL_HOST",' in ignored[: ignored.index("}")]

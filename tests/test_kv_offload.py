@@ -14,6 +14,7 @@ from llm_eks.config import parse_environment
 from llm_eks.errors import ConfigError
 from llm_eks.infra.workloads.props import shm_size
 from llm_eks.planner import PlanRequest, plan
+from llm_eks.planner.cold_start import KV_OFFLOAD_PREFAULT_BYTES_PER_S
 from llm_eks.planner.disaggregation import kv_transfer_config
 from llm_eks.planner.kv_offload import AUTO_SHARE, max_turns, new_tokens_per_turn
 from llm_eks.planner.pods import vllm_host_mib
@@ -210,3 +211,32 @@ def test_the_connectors_are_ones_vllm_registers() -> None:
     factory = (wheel / "vllm/distributed/kv_transfer/kv_connector/factory.py").read_text()
     for name in ("OffloadingConnector", "MultiConnector"):
         assert re.search(rf'register_connector\(\s*"{name}",', factory)
+
+
+def test_the_tier_s_pre_fault_is_in_the_warm_up_and_the_startup_probe() -> None:
+    """vLLM 0.33 writes every page of the tier in before it serves, at most ~10 GiB/s by its own comment for one
+    /dev/shm file (v1/kv_offload/cpu/shared_offload_region.py): 100 GiB adds 10 s to the warm-up, the startup probe's
+    budget and every cold-start path (the same one-GPU layout with and without the tier)."""
+    without, tier = plan(_chat(accelerator="g6e.4xlarge")), plan(_chat(accelerator="g6e.4xlarge", kv_offload=100))
+    assert (tier.kv_offload_gib, tier.gpus_per_pod, without.gpus_per_pod) == (100, 1, 1)
+    for part in ("warmup_s", "startup_s", "total_s", "scale_out_s"):
+        assert getattr(tier.cold_start, part) - getattr(without.cold_start, part) == 10, part
+    paths = zip(tier.cold_start_paths, without.cold_start_paths, strict=True)
+    assert {(a.warmup_s - b.warmup_s, a.total_s - b.total_s) for a, b in paths} == {(10, 10)}
+    (line,) = [a for a in tier.assumptions if a.startswith("CPU KV tier")]
+    assert "pre-faulted at start: 10 s of the warm-up at 10 GiB/s (vLLM's own figure for one /dev/shm file" in line
+
+
+def test_the_pre_fault_rate_is_vllm_0_33_s_own_figure() -> None:
+    """The figure the cold-start model uses, where vLLM states it: the region is split into files because
+    page-cache inserts are serialized per file, "capping pre-faulting of one file near 10 GiB/s", and each worker
+    pre-faults its share with MADV_POPULATE_WRITE."""
+    wheel = extracted(VLLM)
+    if wheel is None:
+        pytest.skip(missing_reason(VLLM))
+    region = (wheel / "vllm/v1/kv_offload/cpu/shared_offload_region.py").read_text()
+    assert "capping pre-faulting of one\n# file near 10 GiB/s" in region
+    assert "_MADV_POPULATE_WRITE" in region and "populate_shard" in region
+    assert KV_OFFLOAD_PREFAULT_BYTES_PER_S == 10 * 2**30
+    spec = (wheel / "vllm/v1/kv_offload/cpu/spec.py").read_text()
+    assert re.search(r"^_REGION_SEGMENTS = 32$", spec, re.M)

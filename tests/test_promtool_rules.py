@@ -1,15 +1,17 @@
 """Every alert, recording rule and KEDA query the library ships, run by Prometheus's own evaluator (`promtool test
 rules`) on series in vLLM 0.33's names and labels (tests/promtool_cases.py says which and how).
 
-The rules and queries are the synthesized objects of every environment in cdk.json (built in-process, as
-`llm-eks manifests` builds them), plus, for each engine, a workload carrying every planned figure, so each drift
-alert is tested even where no shipped plan has that figure. A PrometheusRule, rule or trigger without a case here
+The rules and queries are the synthesized objects of every environment in cdk.json and of the disaggregated example
+(built in-process, as `llm-eks manifests` builds them: its prefill and decode pools' per-pool rules and its prefill
+pool's ScaledObject), plus, for each engine, a workload carrying every planned figure, so each drift alert is tested
+even where no shipped plan has that figure. A PrometheusRule, rule or trigger without a case here
 fails the test.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,8 @@ from llm_eks.manifests.autoscaling import AutoscalingProps, ScaleToZeroSchedule,
 from llm_eks.manifests.monitoring import MonitoringChart, MonitoringProps
 from llm_eks.manifests.promql import MetricSource
 from llm_eks.manifests.ray_monitoring import RayMonitoringChart, RayMonitoringProps
-from tests.conftest import CDK_JSON
+from tests.chart_helpers import placement_groups
+from tests.conftest import CDK_JSON, REPO_ROOT
 from tests.promtool import run_rule_tests
 from tests.promtool_cases import Scene, alert_cases, keda_cases, record_cases
 from tests.promtool_fault_cases import INFRASTRUCTURE_CASES
@@ -35,6 +38,8 @@ ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71E
 # What a workload without a figure gets in the every-figure scenes.
 FULL_PLAN = {"planned_kv_cache_tokens": 33088, "planned_itl_seconds": 0.04, "planned_ttft_seconds": 0.2}
 DRIFT_ALERTS = ("InterTokenLatencyAbovePlan", "TimeToFirstTokenAbovePlan", "KvCacheBelowPlan")
+# A prefill pool and a decode pool: the example a disaggregated workload's rules are tested on.
+DISAGGREGATED = json.loads((REPO_ROOT / "examples" / "disaggregated" / "cdk.json").read_text())["context"]
 
 Props = MonitoringProps | RayMonitoringProps
 
@@ -59,6 +64,8 @@ def _scene(props: Props, rule: dict[str, Any]) -> Scene:
                 "replica_kind": props.replica_kind,
                 "replica_names": props.replica_names,
                 "scaled_object": props.scaled_object,
+                "prefill_job": props.prefill_job,
+                "planned_prefill_seconds": props.planned_prefill_seconds,
             }
         ),
     )
@@ -85,7 +92,8 @@ def shipped() -> Shipped:
     workloads: list[tuple[Props, Scene]] = []
     triggers: list[tuple[Scene, dict[str, Any]]] = []
     others: dict[str, dict[str, Any]] = {}
-    for env, body in CDK_JSON["context"]["environments"].items():
+    environments = [*CDK_JSON["context"]["environments"].items(), *DISAGGREGATED["environments"].items()]
+    for env, body in environments:
         config = parse_environment(env, body)
         built = build_workloads(config, plan_workloads(config))
         charts = build_charts(
@@ -96,6 +104,7 @@ def shipped() -> Shipped:
             security_group_ids=SECURITY_GROUPS,
             cluster_oidc_issuer=ISSUER,
             region="us-west-2",
+            placement_groups=placement_groups(built),
         )
         objects = [o for c in charts for o in c.chart.to_json()]
         scenes = {
@@ -111,9 +120,11 @@ def shipped() -> Shipped:
             if o["kind"] == "PrometheusRule" and not workload and o["metadata"]["namespace"] != "inference-gateway":
                 others[f"{o['metadata']['namespace']}/{o['metadata']['name']}"] = o
         served = {w.vllm.name: w.vllm.served_model_name for w in built if isinstance(w, VllmWorkload)}
+        # A disaggregated workload's prefill pool scales on a ScaledObject of its own, named as its scrape job.
+        pools = {s.prefill_job: s.prefill_pool() for s in list(scenes.values()) if s.prefill_job is not None}
         for scaled in (o for o in objects if o["kind"] == "ScaledObject"):
-            scene = scenes[scaled["metadata"]["name"]]
-            assert scene.model == served[scaled["metadata"]["name"]]
+            scene = {**scenes, **pools}[scaled["metadata"]["name"]]
+            assert scene.model == served[scene.workload_name]
             triggers += [(scene, t) for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
     return Shipped(workloads, triggers, others)
 
@@ -155,6 +166,7 @@ def test_every_prometheus_rule_alert_and_recording_rule_passes_promtool(shipped:
         tested |= {r["alert"] for r in scene.rules() if "alert" in r}
     for prefix in ("Vllm", "RayVllm"):
         assert {prefix + a for a in DRIFT_ALERTS} <= tested
+    assert "VllmPrefillTimeAbovePlan" in tested, "no disaggregated workload among the scenes"
 
 
 def test_every_keda_query_passes_promtool(shipped: Shipped, tmp_path: Path) -> None:

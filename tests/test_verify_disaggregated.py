@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,15 @@ def _prefill_at(factor: float, requests: int = REQUESTS) -> Callable[[StubCluste
     return change
 
 
-CHANGES = {"slow": _prefill_at(3.0), "idle": _prefill_at(1.0, requests=0)}
+def _prefill_kv_short(cluster: StubCluster) -> None:
+    """The prefill pool's servers size 20 % less KV cache than the plan (the decode pool's as planned)."""
+    w = cluster.workload(NAME)
+    for target in cluster.metrics.values():
+        if target.job == PREFILL:
+            target.load = replace(prefill_load(w), kv_tokens=int(w.kv_cache_tokens * 0.8))
+
+
+CHANGES = {"slow": _prefill_at(3.0), "idle": _prefill_at(1.0, requests=0), "prefill-kv-short": _prefill_kv_short}
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +120,60 @@ def test_no_prefill_observations_is_insufficient(
     prefill = run.row("prefill", NAME)
     assert (prefill["verdict"], prefill["observed"]) == ("insufficient", "insufficient data")
     assert prefill["detail"] == f"0 requests on {PREFILL} in 1h: a median needs 10, a p99 500"
+
+
+def test_each_pool_s_pods_are_counted_against_its_own_replicas(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = clusters["healthy"]
+    w = cluster.workload(NAME)
+    assert w.phases is not None
+    decode = int(cluster.find("Deployment", NAME)["spec"]["replicas"])
+    prefill = int(cluster.find("Deployment", PREFILL)["spec"]["replicas"])
+    assert decode != prefill, "the example's pools must differ in size for this test to tell them apart"
+    run = _run(cluster, tmp_path, capsys)
+    rows = {name: run.row("pods", name) for name in (NAME, PREFILL)}
+    assert rows[NAME]["observed"] == f"{decode}/{decode} Ready", rows[NAME]
+    assert rows[NAME]["planned"] == f"Deployment, {w.replicas_min}-{w.replicas_max} replicas"
+    assert rows[PREFILL]["observed"] == f"{prefill}/{prefill} Ready", rows[PREFILL]
+    low, high = w.phases.prefill_replicas_min, w.phases.prefill_replicas_max
+    assert rows[PREFILL]["planned"] == f"Deployment, {low}-{high} replicas (prefill pool)"
+    assert {r["verdict"] for r in rows.values()} == {"ok"}
+
+
+def test_a_prefill_pod_not_ready_is_the_prefill_pool_s_drift(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = fresh({ENV: clusters["healthy"]}, ENV)
+    (first, *_) = [p for p in cluster.all("Pod") if p["metadata"]["name"].startswith(f"{PREFILL}-")]
+    for c in first["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c["status"] = "False"
+    run = _run(cluster, tmp_path, capsys)
+    assert run.row("pods", NAME)["verdict"] == "ok"
+    prefill = run.row("pods", PREFILL)
+    assert prefill["verdict"] == "drift", prefill
+    assert prefill["detail"].startswith(first["metadata"]["name"])
+
+
+def test_each_pool_s_kv_cache_is_held_to_the_plan(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = clusters["healthy"]
+    prefill = int(cluster.find("Deployment", PREFILL)["spec"]["replicas"])
+    run = _run(cluster, tmp_path, capsys)
+    row = run.row("kv-cache", PREFILL)
+    assert row["verdict"] == "ok", row
+    assert row["observed"].endswith(f"({prefill} servers)" if prefill > 1 else "(1 server)")
+    assert f'job="{PREFILL}"' in workload_queries(cluster.workload(NAME), "1h")["prefill_kv"]
+
+
+def test_a_prefill_pool_short_of_kv_cache_is_its_drift(
+    clusters: dict[str, StubCluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(clusters["prefill-kv-short"], tmp_path, capsys)
+    assert run.row("kv-cache", NAME)["verdict"] == "ok"
+    row = run.row("kv-cache", PREFILL)
+    assert row["verdict"] == "drift", row
+    assert row["detail"].startswith(f"{PREFILL}-") and "-20.0%" in row["detail"], row
+    assert run.code == 1

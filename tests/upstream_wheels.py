@@ -69,6 +69,9 @@ VLLM = Wheel(
         # The metric names the P/D dashboard, alerts and verify read (tests/test_disaggregated_monitoring.py).
         "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
         "vllm/v1/metrics/loggers.py",
+        # The CPU KV tier's pre-fault at start (tests/test_kv_offload.py).
+        "vllm/v1/kv_offload/cpu/shared_offload_region.py",
+        "vllm/v1/kv_offload/cpu/spec.py",
         # `vllm bench serve`'s flags (tests/vllm_bench_flags.py).
         "vllm/benchmarks/serve.py",
         "vllm/benchmarks/datasets/datasets.py",

@@ -173,7 +173,7 @@ def efa_interfaces(s: ServedWorkload, plan: Plan) -> int:
     """EFA interfaces each pod of workload `s` requests and each node of its pool carries: all of the instance's
     (Karpenter's `vpc.amazonaws.com/efa` capacity) when a replica spans nodes and efa is not false, else 0. An
     `efa: true` the plan cannot meet, and `efa: false` on a replica spanning nodes unless the no-EFA warning is
-    acknowledged, are one-line errors."""
+    acknowledged, and `efa: false` on a disaggregated plan moving its KV cache over EFA, are one-line errors."""
     w, inst = s.config, plan.instance
     if w.efa is True:
         if not inst.efa_interfaces:
@@ -185,6 +185,15 @@ def efa_interfaces(s: ServedWorkload, plan: Plan) -> int:
                 f"a replica of {plan.model.id} fits one {inst.instance_type}: nothing crosses nodes; leave efa unset",
             )
     if w.efa is False:
+        if plan.disaggregation is not None and plan.disaggregation.kv_over_efa:
+            # NIXL's libfabric backend finds no EFA device in a pod without one: the engine would not start, and the
+            # plan's TTFT counts the transfer at EFA's rate, which TCP is orders of magnitude below.
+            raise fail(
+                f"{s.path}.efa",
+                False,
+                f"the plan disaggregates prefill and decode on {inst.instance_type}, moving the KV cache over EFA "
+                "(NIXL's libfabric backend), which needs EFA in every pod: leave efa unset, or use disaggregation off",
+            )
         if plan.nodes_per_replica > 1 and WARN_NO_EFA not in w.acknowledged_warnings:
             raise fail(
                 f"{s.path}.efa",

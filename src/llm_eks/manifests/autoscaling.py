@@ -303,6 +303,20 @@ def _validate_schedule(s: ScaleToZeroSchedule, a: AutoscalingProps) -> None:
         )
 
 
+def prefill_autoscaling(a: AutoscalingProps) -> AutoscalingProps:
+    """The prefill pool's bounds of a disaggregated workload: up to its largest planned size (at least 1), from the
+    decode pool's least (its floor included, no floor of its own); a schedule wakes at most that many."""
+    largest = max(a.prefill_max_replicas, 1)
+    schedule = a.scale_to_zero
+    return replace(
+        a,
+        max_replicas=largest,
+        min_replicas=min(a.min_replicas + a.floor_replicas, largest),
+        floor_replicas=0,
+        scale_to_zero=None if schedule is None else replace(schedule, replicas=min(schedule.replicas, largest)),
+    )
+
+
 class VllmAutoscalingChart(cdk8s.Chart):
     """The KEDA ScaledObject (keda.sh/v1alpha1) for one `VllmChart` Deployment."""
 
@@ -323,16 +337,7 @@ class VllmAutoscalingChart(cdk8s.Chart):
         # waiting on the prefill pods and the held requests (each of which needs a prefill once dispatched).
         self.spec = self._scaled_object(vllm, autoscaling, vllm.name, "scaled-object")
         prefill = replace(vllm, name=prefill_name(vllm.name), floor_replicas=0, floor_pools=())
-        a = autoscaling
-        largest = max(a.prefill_max_replicas, 1)
-        schedule = a.scale_to_zero
-        prefill_a = replace(
-            a,
-            max_replicas=largest,
-            min_replicas=min(a.min_replicas + a.floor_replicas, largest),
-            floor_replicas=0,
-            scale_to_zero=None if schedule is None else replace(schedule, replicas=min(schedule.replicas, largest)),
-        )
+        prefill_a = prefill_autoscaling(autoscaling)
         validate_autoscaling_props(prefill_a, prefill)
         self.prefill_spec = self._scaled_object(prefill, prefill_a, prefill.name, "scaled-object-prefill", kv=False)
 

@@ -163,6 +163,8 @@ def _pod_pattern(props: MonitoringProps) -> str:
     names = props.replica_names or (props.name,)
     if props.replica_kind == "statefulset":
         return f"{props.name}-[0-9]+(-[0-9]+)?"
+    # A disaggregated workload's prefill Deployment is named after its pool's scrape job (its Service).
+    names = (*names, props.prefill_job) if props.prefill_job is not None else names
     owners = names[0] if len(names) == 1 else f"({'|'.join(names)})"
     return f"{owners}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"
 
@@ -211,9 +213,12 @@ def health_rules(props: MonitoringProps) -> list[dict[str, Any]]:
         ),
     ]
     if props.scaled_object is not None:
-        errors = "keda_scaler_detail_errors_total" + selector(
-            {"exported_namespace": ns, "scaledObject": props.scaled_object}
-        )
+        scaled, which = {"scaledObject": props.scaled_object}, {}
+        if props.prefill_job is not None:
+            # The prefill pool has a ScaledObject of its own, named as its Deployment.
+            scaled, which = {}, {"scaledObject": f"{props.scaled_object}|{props.prefill_job}"}
+        errors = "keda_scaler_detail_errors_total" + selector({"exported_namespace": ns, **scaled}, which)
+        described = props.scaled_object if props.prefill_job is None else "{{ $labels.scaledObject }}"
         rules.append(
             alert_rule(
                 "KedaScalerErrors",
@@ -224,7 +229,7 @@ def health_rules(props: MonitoringProps) -> list[dict[str, Any]]:
                 f"KEDA cannot read the metrics that scale {name}",
                 f"The ScaledObject {ns}/{{{{ $labels.scaledObject }}}} fails {{{{ $value | humanize }}}} reads a "
                 "second while replicas are ready: KEDA holds the current count (fallback) and cannot scale out.",
-                f"kubectl -n {ns} describe scaledobject {props.scaled_object} (KEDAScalerFailed events say why); "
+                f"kubectl -n {ns} describe scaledobject {described} (KEDAScalerFailed events say why); "
                 "kubectl -n monitoring get pods -l app.kubernetes.io/name=thanos-query: the query endpoint KEDA reads.",
             )
         )

@@ -5,11 +5,13 @@ from __future__ import annotations
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.formats import support
 from llm_eks.planner.cold_start import (
+    KV_OFFLOAD_PREFAULT_BYTES_PER_S,
     NODE_PROVISION_S,
     WARMUP_BASE_S,
     WARMUP_PER_EXTRA_NODE_S,
     WARMUP_PER_GPU_DOUBLING_S,
     image_assumption,
+    kv_offload_prefault_seconds,
     node_image_source,
     weights_assumption,
 )
@@ -199,5 +201,7 @@ def _offload_assumption(r: PlanRequest, fit: Fit) -> list[str]:
     return [
         f"CPU KV tier: {fit.kv_offload_gib:g} GiB per engine{per} ({how}) in the pod's /dev/shm, inside its "
         f"{fit.pod.memory_mib} MiB memory request beside the {vllm_host_mib(fit.gpus_per_pod)} MiB vLLM needs; "
-        "pre-faulted at start (time not modelled)"
+        f"pre-faulted at start: {kv_offload_prefault_seconds(fit):.0f} s of the warm-up at "
+        f"{KV_OFFLOAD_PREFAULT_BYTES_PER_S / 2**30:g} GiB/s (vLLM's own figure for one /dev/shm file; an upper bound, "
+        "not measured)"
     ]

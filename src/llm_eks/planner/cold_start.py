@@ -76,6 +76,16 @@ WARMUP_PER_GPU_DOUBLING_S = 10
 
 WARMUP_PER_EXTRA_NODE_S = 30
 
+# The CPU KV tier (planner/kv_offload.py) is pre-faulted before the engine serves: vLLM 0.33 maps it from /dev/shm and
+# each worker writes its share of the pages in (MADV_POPULATE_WRITE; v1/kv_offload/cpu/shared_offload_region.py:
+# 189-200), the region split into 32 files (v1/kv_offload/cpu/spec.py:25-27) because "Page-cache inserts are
+# serialized per shm file, capping pre-faulting of one file near 10 GiB/s" (shared_offload_region.py:28-29). That
+# comment's figure, for one file on hardware it does not name, is the only published one, and llm-eks has not
+# measured it: we use it for the whole region (the workers' shards run in parallel but share the host's memory
+# bandwidth), so the term is an upper bound, as the startup probe sized from the warm-up needs. Each data-parallel
+# rank pre-faults a region of its own at the same time.
+KV_OFFLOAD_PREFAULT_BYTES_PER_S = 10 * 2**30
+
 # On a warm node the placeholder's init container has pulled the serving image, so the replica's container starts
 # from the node's image store at once, whatever the image source.
 WARM_NODE_IMAGE_S = 0.0
@@ -113,11 +123,19 @@ def weights_seconds(ctx: Context, fit: Fit, source: str | None = None) -> float:
     return per_node / min(EBS_GP3_BYTES_PER_S, ebs)
 
 
+def kv_offload_prefault_seconds(fit: Fit) -> float:
+    """The CPU KV tier's pre-fault at engine start (0 without a tier)."""
+    if fit.kv_offload_gib is None:
+        return 0.0
+    return fit.kv_offload_gib * 2**30 / KV_OFFLOAD_PREFAULT_BYTES_PER_S
+
+
 def warmup_seconds(fit: Fit, compile_cache: bool = False) -> float:
     """Engine start to serving; with `compile_cache` the torch.compile term is the cached one."""
     compile_s = WARMUP_CACHED_COMPILE_S if compile_cache else WARMUP_COMPILE_S
     return (
-        WARMUP_INIT_S
+        kv_offload_prefault_seconds(fit)
+        + WARMUP_INIT_S
         + compile_s
         + WARMUP_GRAPHS_S
         + WARMUP_PER_GPU_DOUBLING_S * math.log2(fit.gpus)

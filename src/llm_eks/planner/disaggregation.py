@@ -178,12 +178,16 @@ class Decision:
         prefill, decode = self.disaggregated.pools
         return f"{prefill.replicas}:{decode.replicas}"
 
+    @property
+    def kv_over_efa(self) -> bool:
+        """Served disaggregated with the KV cache moving over EFA (NIXL's libfabric backend): each pod needs EFA."""
+        return self.recommended == DISAGGREGATED and self.phase is not None and self.phase.transfer.transport == "efa"
+
     def kv_transfer_configs(self) -> dict[str, str] | None:
         """The `--kv-transfer-config` of each pool's pods (prefill, decode); None when not disaggregated."""
         if self.recommended != DISAGGREGATED or self.phase is None:
             return None
-        efa = self.phase.transfer.transport == "efa"
-        return {role: kv_transfer_config(role, efa, self.kv_offload_gib) for role in ("prefill", "decode")}
+        return {role: kv_transfer_config(role, self.kv_over_efa, self.kv_offload_gib) for role in ("prefill", "decode")}
 
     def to_dict(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)

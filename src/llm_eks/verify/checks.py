@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from llm_eks.planner.at_load import LoadEstimate
-from llm_eks.verify.checks_metrics import kv_row, latency_rows
+from llm_eks.verify.checks_metrics import kv_rows, latency_rows
 from llm_eks.verify.checks_nodes import node_rows
-from llm_eks.verify.checks_pods import args_row, serving_row, startup_row
+from llm_eks.verify.checks_pods import args_row, serving_rows, startup_row
 from llm_eks.verify.checks_routes import route_row
 from llm_eks.verify.expected import EnvironmentPlan
 from llm_eks.verify.observed import NO_METRICS, ClusterState, WorkloadMetrics, WorkloadObjects, name
@@ -31,9 +31,9 @@ def evaluate(
         objs = state.workloads.get(w.name) or WorkloadObjects(owner=None)
         m = metrics.get(w.name, NO_METRICS)
         rows += [
-            serving_row(w, objs),
+            *serving_rows(w, objs),
             args_row(w, objs),
-            kv_row(w, m),
+            *kv_rows(w, m),
             *latency_rows(w, m, window, (at_load or {}).get(w.name)),
         ]
         route = route_row(w, objs)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from llm_eks.planner.at_load import LoadEstimate
 from llm_eks.planner.drift import DRIFT_RATIOS, MEDIAN_MIN_SAMPLES, P99_MIN_SAMPLES, drift_ratio, drifted
 from llm_eks.verify.expected import PhasePlan, WorkloadPlan
-from llm_eks.verify.observed import Latency, WorkloadMetrics
+from llm_eks.verify.observed import KvSample, Latency, WorkloadMetrics
 from llm_eks.verify.rows import Row, Verdict
 from llm_eks.verify.text import count, load_text, ms, percent, planned_ms, tokens
 
@@ -26,23 +26,37 @@ ITL_MEDIAN_RATIO = DRIFT_RATIOS.itl
 TTFT_MEDIAN_RATIO = DRIFT_RATIOS.ttft
 
 
+def kv_rows(w: WorkloadPlan, m: WorkloadMetrics) -> list[Row]:
+    """The workload's `kv-cache` row; a disaggregated workload's prefill pool has its own, against the same plan: both
+    pools run the plan's replica layout and engine settings (one --gpu-memory-utilization and --max-model-len), so
+    vLLM sizes the same cache on each (the KV drift alert holds both pools to it too)."""
+    if w.phases is None:
+        return [kv_row(w, m)]
+    return [kv_row(w, m), _kv_row(w, m.prefill_kv, w.phases.prefill_job, w.phases.prefill_job)]
+
+
 def kv_row(w: WorkloadPlan, m: WorkloadMetrics) -> Row:
     """Each server's num_gpu_blocks x block_size (or vLLM's group-aware kv_cache_size_tokens) against the plan's
     kv_cache_tokens per replica."""
+    return _kv_row(w, m.kv, w.name, w.metrics_job)
+
+
+def _kv_row(w: WorkloadPlan, kv: tuple[KvSample, ...], owner: str, job: str) -> Row:
+    """The KV cache of the servers scraped under `job` (`owner`'s) against the plan's."""
     planned = tokens(w.kv_cache_tokens)
     metric = "ray_vllm_cache_config_info" if w.engine == "ray-serve" else "vllm:cache_config_info"
-    if not m.kv:
-        why = f"no {metric} series for job {w.metrics_job} in {w.namespace} (no server up, or not scraped)"
-        return Row("kv-cache", w.name, planned, "no series", "unknown", why)
-    values = sorted(s.tokens for s in m.kv)
+    if not kv:
+        why = f"no {metric} series for job {job} in {w.namespace} (no server up, or not scraped)"
+        return Row("kv-cache", owner, planned, "no series", "unknown", why)
+    values = sorted(s.tokens for s in kv)
     observed = tokens(values[0]) if values[0] == values[-1] else f"{values[0]:,}-{values[-1]:,} tokens"
     observed += f" ({count(len(values), 'server')})"
-    off = [s for s in m.kv if abs(s.tokens / w.kv_cache_tokens - 1) > KV_TOLERANCE]
-    worst = max(m.kv, key=lambda s: abs(s.tokens / w.kv_cache_tokens - 1))
+    off = [s for s in kv if abs(s.tokens / w.kv_cache_tokens - 1) > KV_TOLERANCE]
+    worst = max(kv, key=lambda s: abs(s.tokens / w.kv_cache_tokens - 1))
     deviation = f"{percent(worst.tokens / w.kv_cache_tokens)} ({worst.source}), tolerance ±{KV_TOLERANCE:.0%}"
     if off:
-        return Row("kv-cache", w.name, planned, observed, "drift", f"{worst.pod}: {deviation}")
-    return Row("kv-cache", w.name, planned, observed, "ok", deviation)
+        return Row("kv-cache", owner, planned, observed, "drift", f"{worst.pod}: {deviation}")
+    return Row("kv-cache", owner, planned, observed, "ok", deviation)
 
 
 def judge_latency(

@@ -4,7 +4,7 @@ chart renders; and each serving pod started within its planned cold start."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -61,8 +61,67 @@ def _not_ready(pods: Sequence[Object]) -> str:
     return "; ".join(f"{name(p)}: {why_not_ready(p)}" for p in pods if not is_true(p, "Ready"))
 
 
+def serving_rows(w: WorkloadPlan, objs: WorkloadObjects) -> list[Row]:
+    """The workload's `pods` row; a disaggregated workload's, one per pool, each against its own bounds."""
+    if w.phases is None:
+        return [serving_row(w, objs)]
+    prefill = [p for p in objs.pods if _role(w, p) == PREFILL_ROLE]
+    decode = replace(objs, pods=tuple(p for p in objs.pods if _role(w, p) != PREFILL_ROLE))
+    bounds = (w.phases.prefill_replicas_min, w.phases.prefill_replicas_max)
+    pool = replace(objs, owner=objs.prefill_owner, pods=tuple(prefill))
+    return [serving_row(w, decode), _deployment_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")]
+
+
 def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """The owner exists, its pods are Ready, and the replica count is within replicas.min..max."""
+    if w.owner_kind != "Deployment":
+        return _owner_row(w, objs)
+    return _deployment_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas)
+
+
+def _deployment_row(
+    w: WorkloadPlan, objs: WorkloadObjects, owner: str, bounds: tuple[int, int], pool: str, floor_replicas: int = 0
+) -> Row:
+    """Deployment `owner` (and its on-demand floor's `floor_replicas`): its pods Ready, its count within `bounds`."""
+    low, high = bounds
+    floor = f" ({floor_replicas} on the on-demand floor)" if floor_replicas else ""
+    planned = f"Deployment, {low}-{high} replicas{floor}{pool}"
+    if objs.owner is None:
+        return Row("pods", owner, planned, "not found", "breach", f"no Deployment {w.namespace}/{owner}")
+    pods = _live(objs.pods)
+    ready = [p for p in pods if is_true(p, "Ready")]
+    # The on-demand floor's replicas are fixed: the plan's, beside what KEDA asks of the owner.
+    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + floor_replicas
+    observed = f"{len(ready)}/{desired} Ready"
+    return _count_row(owner, planned, observed, pods, len(ready), desired, bounds, "replicas")
+
+
+def _count_row(
+    owner: str,
+    planned: str,
+    observed: str,
+    pods: Sequence[Object],
+    ready_units: int,
+    desired: int,
+    bounds: tuple[int, int],
+    unit: str,
+) -> Row:
+    low, high = bounds
+    if desired == 0 and low == 0:
+        return Row("pods", owner, planned, observed, "unknown", "scaled to zero: no pod to check")
+    if ready_units == 0:
+        why = _not_ready(pods) or "no pod exists"
+        return Row("pods", owner, planned, observed, "breach", f"nothing serves: {why}")
+    if not low <= desired <= high:
+        return Row("pods", owner, planned, observed, "drift", f"{desired} {unit}, outside the planned bounds")
+    ready = sum(1 for p in pods if is_true(p, "Ready"))
+    if ready_units < desired or ready < len(pods):
+        return Row("pods", owner, planned, observed, "drift", _not_ready(pods) or "not every pod is Ready")
+    return Row("pods", owner, planned, observed, "ok")
+
+
+def _owner_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
+    """A LeaderWorkerSet's groups or a RayService's workers."""
     unit = "groups" if w.owner_kind == "LeaderWorkerSet" else "replicas"
     floor = f" ({w.floor_replicas} on the on-demand floor)" if w.floor_replicas else ""
     planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} {unit}{floor}"
@@ -72,24 +131,10 @@ def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     ready = [p for p in pods if is_true(p, "Ready")]
     if w.owner_kind == "RayService":
         return _ray_serving_row(w, objs.owner, pods, ready, planned)
-    # The on-demand floor's replicas are fixed: the plan's, beside what KEDA asks of the owner.
     desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + w.floor_replicas
-    if w.owner_kind == "LeaderWorkerSet":
-        ready_units = int(status(objs.owner).get("readyReplicas") or 0)
-        observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
-    else:
-        ready_units = len(ready)
-        observed = f"{ready_units}/{desired} Ready"
-    if desired == 0 and w.replicas_min == 0:
-        return Row("pods", w.name, planned, observed, "unknown", "scaled to zero: no pod to check")
-    if ready_units == 0:
-        why = _not_ready(pods) or "no pod exists"
-        return Row("pods", w.name, planned, observed, "breach", f"nothing serves: {why}")
-    if not w.replicas_min <= desired <= w.replicas_max:
-        return Row("pods", w.name, planned, observed, "drift", f"{desired} {unit}, outside the planned bounds")
-    if ready_units < desired or len(ready) < len(pods):
-        return Row("pods", w.name, planned, observed, "drift", _not_ready(pods) or "not every pod is Ready")
-    return Row("pods", w.name, planned, observed, "ok")
+    ready_units = int(status(objs.owner).get("readyReplicas") or 0)
+    observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
+    return _count_row(w.name, planned, observed, pods, ready_units, desired, (w.replicas_min, w.replicas_max), unit)
 
 
 def _ray_serving_row(

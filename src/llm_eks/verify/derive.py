@@ -20,6 +20,7 @@ from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.config import EnvironmentConfig
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.workloads import RayServeWorkload, VllmWorkload, Workload, build_workloads
+from llm_eks.manifests.autoscaling import AutoscalingProps, prefill_autoscaling
 from llm_eks.manifests.benchmark import load_job, load_props
 from llm_eks.manifests.gateway import GatewayProps
 from llm_eks.manifests.gateway.props import MODEL_HEADER, ModelRoute, PoolBackend
@@ -123,7 +124,7 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
         replicas_min=0 if w.canary_of is not None else p.floor_replicas + w.autoscaling.min_replicas,
         replicas_max=p.floor_replicas + w.autoscaling.max_replicas,
         floor_replicas=p.floor_replicas,
-        phases=_phases(plan, p.name) if p.disaggregation is not None else None,
+        phases=_phases(plan, p.name, prefill_autoscaling(w.autoscaling)) if p.disaggregation is not None else None,
         **common,
     )
 
@@ -139,7 +140,7 @@ def _args(p: VllmProps, roles: tuple[Role, ...]) -> dict[str, tuple[str, ...]]:
     }
 
 
-def _phases(plan: Plan, name: str) -> PhasePlan:
+def _phases(plan: Plan, name: str, autoscaling: AutoscalingProps) -> PhasePlan:
     """The prefill pool's scrape job and the P/D decision's per-phase estimates of a workload served disaggregated
     (the same figures its drift rules hold each pool to: infra.workloads.props)."""
     d = plan.disaggregation
@@ -150,6 +151,8 @@ def _phases(plan: Plan, name: str) -> PhasePlan:
         decode_itl_ms=d.disaggregated.tpot_ms,
         transfer_ms=d.phase.transfer_ms,
         prefill_pod_labels=MappingProxyType({ROLE_LABEL: "prefill"}),
+        prefill_replicas_min=autoscaling.min_replicas,
+        prefill_replicas_max=autoscaling.max_replicas,
     )
 
 

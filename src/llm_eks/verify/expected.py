@@ -78,6 +78,9 @@ class PhasePlan:
     transfer_ms: float
     # The labels that tell its prefill pods from its decode pods (the endpoint picker's role label).
     prefill_pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The prefill Deployment's replica bounds (its own ScaledObject's).
+    prefill_replicas_min: int = 0
+    prefill_replicas_max: int = 0
 
 
 @dataclass(frozen=True)

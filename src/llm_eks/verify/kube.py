@@ -235,7 +235,10 @@ class Kube:
             if w.route.backend_kind == "InferencePool":
                 namespace = w.route.pool_namespace or w.route.namespace
                 pool = self.get(reads.INFERENCE_POOLS.path(w.route.backend_name, namespace))
-        return WorkloadObjects(owner, tuple((pods or {}).get("items") or ()), route, pool)
+        prefill = None
+        if w.phases is not None:
+            prefill = self.get(reads.DEPLOYMENTS.path(w.phases.prefill_job, w.namespace))
+        return WorkloadObjects(owner, tuple((pods or {}).get("items") or ()), route, pool, prefill)
 
 
 def selector(labels: Mapping[str, str]) -> str:

@@ -24,6 +24,8 @@ class WorkloadObjects:
     # Behind a gateway: its HTTPRoute, and the InferencePool the route targets (vLLM).
     route: Object | None = None
     inference_pool: Object | None = None
+    # A disaggregated workload's prefill Deployment (its pods are among `pods`, told apart by their role label).
+    prefill_owner: Object | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class WorkloadMetrics:
     """Prometheus's answers for one workload over the window."""
 
     kv: tuple[KvSample, ...] = ()
+    # A disaggregated workload's prefill servers' KV cache (the decode pool's is `kv`).
+    prefill_kv: tuple[KvSample, ...] = ()
     ttft: Latency = field(default_factory=Latency)
     itl: Latency = field(default_factory=Latency)
     # Requests running per engine on average over the window (Little's law over vLLM's inference-time histogram).

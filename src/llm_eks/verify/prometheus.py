@@ -81,8 +81,10 @@ def _model(w: WorkloadPlan, job: str | None = None) -> str:
     return selector({"namespace": w.namespace, "job": job or w.metrics_job, "model_name": w.served_model_name})
 
 
-def cache_config_query(w: WorkloadPlan) -> str:
-    return f"{source(w).series('vllm:cache_config_info')}{_server(w)}"
+def cache_config_query(w: WorkloadPlan, job: str | None = None) -> str:
+    """The servers' vllm:cache_config_info: the workload's, or its pool `job`'s."""
+    server = _server(w) if job is None else selector({"namespace": w.namespace, "job": job})
+    return f"{source(w).series('vllm:cache_config_info')}{server}"
 
 
 def quantile_query(w: WorkloadPlan, histogram: str, q: float, window: str, job: str | None = None) -> str:
@@ -130,6 +132,7 @@ def workload_queries(w: WorkloadPlan, window: str) -> dict[str, str]:
             "prefill_median": quantile_query(w, PREFILL, 0.5, window, job),
             "prefill_p99": quantile_query(w, PREFILL, 0.99, window, job),
             "prefill_count": count_query(w, PREFILL, window, job),
+            "prefill_kv": cache_config_query(w, job),
         }
     return {
         "kv": cache_config_query(w),
@@ -235,6 +238,7 @@ def workload_metrics(prometheus: Prometheus, w: WorkloadPlan, window: str) -> Wo
         ttft=_latency(prometheus, q, "ttft"),
         itl=_latency(prometheus, q, "itl"),
         prefill=_latency(prometheus, q, "prefill") if w.phases is not None else None,
+        prefill_kv=kv_samples(prometheus.query(q["prefill_kv"])) if w.phases is not None else (),
         running_mean=prometheus.scalar(q["running"]),
         mean_input_tokens=prometheus.scalar(q["input_tokens"]),
         mean_output_tokens=prometheus.scalar(q["output_tokens"]),

@@ -5,7 +5,9 @@ may sign with the cache's KMS key), no Hub token, no API key, and labels no Serv
 NetworkPolicy selects; its vLLM listens on the pod's loopback only (`--host 127.0.0.1`, vLLM 0.33 FrontendArgs.host,
 where publish polls /health): no client ever reaches it. The Job is named after a hash of its pod template (a Job's
 template is immutable): a changed image or engine argument is a new cache key, so a new Job and a new cache; any
-other change to the template is a new Job that finds its cache signed and exits before vLLM is up.
+other change to the template is a new Job that finds its cache signed and exits before vLLM is up. A disaggregated
+workload has one writer for both pools: it runs the prefill role's server, whose compile the decode pods restore too
+(pod.compiled_server says why that is the same compile).
 
 On Neuron (VllmProps.neuron) the writer is where the model is compiled ahead of time: it runs the same server on the
 same instance type, without the serving pods' refusal to compile (manifests/vllm/neuron.py), publishes the engine's
@@ -25,18 +27,20 @@ from llm_eks.manifests.source import builds_objects
 from llm_eks.manifests.vllm import neuron
 from llm_eks.manifests.vllm.pod import (
     LOOPBACK,
+    compile_cache_key_of,
+    compiled_server,
     container_args,
     container_env,
     serving_pod_spec,
     staged_weights_init_containers,
+    vllm_port,
 )
-from llm_eks.manifests.vllm.props import CACHE_DIR, PORT, ProbeTiming, VllmProps
+from llm_eks.manifests.vllm.props import CACHE_DIR, ProbeTiming, VllmProps
 from llm_eks.manifests.weights_staging import (
     BUCKET_ENV,
     COMPILE_CACHE_SCRIPT_ENV,
     KEY_LENGTH,
     cache_signing_key_env,
-    compile_cache_key,
     compile_cache_publish_command,
     compile_cache_script,
 )
@@ -51,8 +55,8 @@ PUBLISH_SECONDS = 1800
 
 
 def cache_key(p: VllmProps) -> str:
-    """The cache key of the workload's server: its image and `vllm serve` arguments."""
-    return compile_cache_key(p.image, container_args(p, "server"))
+    """The cache key of the workload's server: its image and `vllm serve` arguments (pod.compile_cache_key_of)."""
+    return compile_cache_key_of(p)
 
 
 def cache_prefix(p: VllmProps) -> str:
@@ -85,7 +89,10 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
         raise ConfigError(f"compile_cache: {p.name!r} is too long for the writer's names (at most 48 characters)")
     # The server as the Deployment runs it, without what a client needs (key, Hub token) and without probes.
     # It compiles for the planned family: on node_selector's pool alone, never a fallback family's.
-    server = replace(p, api_key_secret=None, hf_token_secret=None, pools=(), floor_replicas=0, floor_pools=())
+    # A disaggregated workload's writer compiles as its prefill server (pod.compiled_server says why).
+    server = replace(
+        compiled_server(p), api_key_secret=None, hf_token_secret=None, pools=(), floor_replicas=0, floor_pools=()
+    )
     labels = app_labels(COMPILE_CACHE_APP, name)
     pod = serving_pod_spec(server, timing, selector=labels)
     (container,) = pod["containers"]
@@ -94,7 +101,7 @@ def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     container["command"] = [
         "/bin/sh",
         "-c",
-        compile_cache_publish_command(cache_prefix(p), key, CACHE_DIR, PORT, **neuron.publish_options(p)),
+        compile_cache_publish_command(cache_prefix(p), key, CACHE_DIR, vllm_port(server), **neuron.publish_options(p)),
         "vllm",
     ]
     # It serves nobody: its API server listens on the pod's loopback only, where publish polls /health.

@@ -115,6 +115,21 @@ def container_args(p: VllmProps, role: Role = "server", *, host: str = ALL_INTER
     return args + vllm_flags(engine) + list(p.extra_engine_args)
 
 
+def compiled_server(p: VllmProps) -> VllmProps:
+    """The server whose compile a pod's compile cache holds: its own, or for either pool of a disaggregated workload
+    the prefill role's. vLLM 0.33 hashes nothing of the KV-transfer config into the compile cache's directory
+    (KVTransferConfig.compute_hash has no factors, config/kv_transfer.py:93-108; VllmConfig.compute_hash,
+    config/vllm.py:551-554; compilation/backends.py:1059-1098) nor the side channel's host (an ignored env factor,
+    envs.py compile_factors), and both roles run the same engine flags: one compile serves both pools. The prefill
+    role's server answers on the pool's port (a decode pod's vLLM is behind its sidecar)."""
+    return replace(p, pd_role="prefill") if p.pd_role is not None else p
+
+
+def compile_cache_key_of(p: VllmProps) -> str:
+    """The compile cache's key of `p`'s pods: the image and the `vllm serve` arguments of `compiled_server(p)`."""
+    return compile_cache_key(p.image, container_args(compiled_server(p), "server"))
+
+
 def vllm_port(p: VllmProps) -> int:
     """Where vLLM listens: a decode pod's behind its routing sidecar, which takes the pool's port."""
     return DECODE_VLLM_PORT if p.pd_role == "decode" else PORT
@@ -210,7 +225,7 @@ def staged_weights_init_containers(p: VllmProps, role: Role, *, restore: bool = 
         container["volumeMounts"] = [{"name": "cache", "mountPath": CACHE_DIR}]
         containers.append(container)
     if p.compile_cache is not None and role == "server" and restore:
-        cache_key = compile_cache_key(p.image, container_args(p, "server"))
+        cache_key = compile_cache_key_of(p)
         cache = f"{p.compile_cache}{cache_key}/"
         containers.append(
             compile_cache_restore_container(

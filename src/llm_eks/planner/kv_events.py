@@ -40,7 +40,10 @@ vLLM 0.33.0 (the wheel, vllm/_version.py 0.33.0):
   api_router.py:11-76) answer 403 on `vllm serve` unless `--enable-scale-out` (scale_out/factories.py:87-130; the
   flag, entrypoints/common/cli_args.py:216-222, also registers /v1/*/derender and /inference/v1/generate and
   /inference/v1/abort_requests). `--api-key` guards /v1, /v2, /inference and /cohere
-  (entrypoints/serve/middleware/authenticate.py:11, 59).
+  (entrypoints/serve/middleware/authenticate.py:11, 59). Behind the gateway none of these is reachable by a client:
+  the AI Gateway answers 404 "unsupported path" for every path it has no processor for (envoyproxy/ai-gateway v1.1.0
+  internal/extproc/server.go:204-217; its paths, cmd/extproc/mainlib/main.go:326-353), and the serving port admits
+  only the gateway, the picker, Prometheus and the benchmark Job (manifests/network_policies.py).
 
 llm-d router v0.10.0 (llm-d/llm-d-router, commit 71f4f0999f95b96c49a9d0c4afbd18dfdb943c26), the picker's side:
 - The picker dials each pod: `tcp://<pod IP>:<socketPort + rank>` (default 5557) and, with `replaySocketPort`, the

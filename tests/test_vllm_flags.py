@@ -17,6 +17,7 @@ import pytest
 from llm_eks.planner import LoraAdapters, PlanRequest, plan
 from llm_eks.planner.disaggregation import kv_transfer_config
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
+from llm_eks.planner.kv_events import kv_events_config
 from tests.upstream_wheels import VLLM, extracted, missing_reason
 
 # flag -> (file in the wheel's vllm/ package, line of its add_argument, takes a value). Value-less flags are
@@ -50,9 +51,18 @@ VLLM_FLAGS: dict[str, tuple[str, int, bool]] = {
     "--max-num-batched-tokens": ("engine/arg_utils.py", 1740, True),
     "--max-num-seqs": ("engine/arg_utils.py", 1754, True),
     "--kv-transfer-config": ("engine/arg_utils.py", 1881, True),  # a JSON KVTransferConfig
+    "--kv-events-config": ("engine/arg_utils.py", 1883, True),  # a JSON KVEventsConfig
     "--headless": ("entrypoints/common/cli_args.py", 445, False),  # action="store_true"
     # Generated from the field name (BaseFrontendArgs.lora_modules, get_kwargs) with nargs "+" (LoRAParserAction).
     "--lora-modules": ("entrypoints/common/cli_args.py", 81, True),
+    # Generated from BaseFrontendArgs.enable_scale_out: bool (get_kwargs gives a bool BooleanOptionalAction,
+    # engine/arg_utils.py:386).
+    "--enable-scale-out": ("entrypoints/common/cli_args.py", 216, False),
+}
+# Flags argparse builds from a frontend dataclass field (BaseFrontendArgs.add_cli_args): the field's line.
+FIELD_FLAGS = {
+    "--lora-modules": "lora_modules: list[LoRAModulePath]",
+    "--enable-scale-out": "enable_scale_out: bool = False",
 }
 
 
@@ -134,7 +144,7 @@ def test_every_flag_the_engine_module_renders_is_vllms() -> None:
     everything = EngineSettings(
         max_model_len=8192, max_num_seqs=8, max_num_batched_tokens=8192, kv_cache_dtype="fp8", quantization="fp8",
         dtype="bfloat16", lora_modules=(("a", "acme/a"), ("b", "acme/b")), revision="main", trust_remote_code=True,
-        language_model_only=True,
+        language_model_only=True, kv_events_config=kv_events_config("acme/model"),
     )  # fmt: skip
     _check(vllm_flags(everything))
 
@@ -148,8 +158,8 @@ def test_the_pinned_flags_are_where_the_source_says(flag: str) -> None:
     assert "__version__ = version = '0.33.0'" in (source / "_version.py").read_text()
     path, line, takes_value = VLLM_FLAGS[flag]
     lines = (source / path).read_text(encoding="utf-8").splitlines()
-    if flag == "--lora-modules":
-        assert lines[line - 1].strip().startswith("lora_modules: list[LoRAModulePath]")
+    if flag in FIELD_FLAGS:
+        assert lines[line - 1].strip().startswith(FIELD_FLAGS[flag])
         return
     window = "\n".join(lines[line - 2 : line + 1])
     assert f'"{flag}"' in window and "add_argument(" in window, (flag, window)

@@ -72,6 +72,15 @@ VLLM = Wheel(
         # The CPU KV tier's pre-fault at start (tests/test_kv_offload.py).
         "vllm/v1/kv_offload/cpu/shared_offload_region.py",
         "vllm/v1/kv_offload/cpu/spec.py",
+        # KV-cache events for the picker's precise prefix scorer, the CPU tier's among them, and the render
+        # endpoints it tokenizes on (tests/test_kv_events.py).
+        "vllm/config/kv_events.py",
+        "vllm/distributed/kv_events.py",
+        "vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py",
+        "vllm/v1/core/sched/scheduler.py",
+        "vllm/entrypoints/scale_out/factories.py",
+        "vllm/entrypoints/scale_out/render/api_router.py",
+        "vllm/entrypoints/serve/middleware/authenticate.py",
         # `vllm bench serve`'s flags (tests/vllm_bench_flags.py).
         "vllm/benchmarks/serve.py",
         "vllm/benchmarks/datasets/datasets.py",

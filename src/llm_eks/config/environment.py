@@ -289,6 +289,11 @@ class WorkloadConfig:
     conversation_turns: int = 1
     # Mean seconds between an answer and the next message of a conversation (the reuse estimate's assumption).
     think_time_s: float = 30.0
+    # How the gateway's endpoint picker scores prefix-cache hits: auto is precise (fed by vLLM's KV-cache events, the
+    # CPU tier included) where kv_offload is on, approximate elsewhere; precise asks for it (refused where the picker
+    # cannot tokenize on the workload's pods: an API key, no gateway, Ray Serve, Neuron, several data-parallel
+    # engines); approximate never publishes events.
+    prefix_cache_scorer: str = "auto"
     # Read from models/<org>/<name>.json (`llm-eks models add`) when `model` is recorded there; filled by config
     # loading, never written in cdk.json (the schema skips derived fields).
     recorded_model: ModelSpec | None = field(default=None, metadata={"derived": True})

@@ -32,6 +32,7 @@ from llm_eks.config.environment import (
 )
 from llm_eks.config.network_checks import validate_load_balancers
 from llm_eks.errors import ConfigError, did_you_mean, fail
+from llm_eks.planner import kv_events
 from llm_eks.validation import HF_REPO, LORA_NAME
 from llm_eks.versions import KUBERNETES_VERSION
 
@@ -307,6 +308,7 @@ def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None
         raise fail(f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
     _validate_weights_source(w, path)
     _validate_api_key(w, path)
+    kv_events.validate_setting(w.prefix_cache_scorer, path)
     if w.revision is not None:
         _validate_revision(f"{path}.revision", w.revision)
     _validate_lora(w, path)

@@ -23,6 +23,7 @@ constructs and charts use.
     assumptions   what a plan assumed, with its numbers
     disaggregation whether separate prefill and decode pools pay, their sizes, and the NIXL KV-transfer config
     kv_offload    the CPU KV tier (vLLM --kv-offloading-size): its host memory, and the prefix reuse of multi-turn chat
+    kv_events     precise prefix-cache routing: when a workload gets it, and vLLM's --kv-events-config
     engine        the vLLM engine settings a plan carries, and their `vllm serve` flags and Ray engine_kwargs
     result        Plan and what it carries
 """

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from llm_eks.errors import ConfigError, fail
+from llm_eks.planner import kv_events
 from llm_eks.validation import HF_REPO, LORA_NAME, whole_number
 
 # A vLLM choice value (dtype, KV-cache dtype, quantization method): one lower-case word, never a flag.
@@ -60,6 +61,9 @@ class EngineSettings:
     # A CPU tier for the KV cache, GiB per engine (--kv-offloading-size with the native backend); None: off, the
     # planner sizes it (planner/kv_offload.py).
     kv_offloading_size: float | None = None
+    # vLLM's KV-cache events for the endpoint picker's precise prefix-cache scorer (--kv-events-config JSON, with
+    # the render endpoints it tokenizes on); None: the picker's approximate scorer, no events (planner/kv_events.py).
+    kv_events_config: str | None = None
 
 
 def validate_engine(settings: EngineSettings, path: str) -> None:
@@ -178,6 +182,8 @@ def vllm_flags(settings: EngineSettings) -> list[str]:
         flags += ["--enable-lora", "--max-loras", str(len(settings.lora_modules))]
         flags += ["--max-lora-rank", str(settings.max_lora_rank), "--lora-modules"]
         flags += [f"{name}={source}" for name, source in settings.lora_modules]
+    if settings.kv_events_config is not None:
+        flags += kv_events.vllm_flags(settings.kv_events_config)
     return flags
 
 
@@ -202,6 +208,8 @@ VLLM_FLAG_FIELDS = {
     "--language-model-only": "language_model_only",
     "--kv-offloading-size": "kv_offloading_size",
     "--kv-offloading-backend": "kv_offloading_size",
+    "--kv-events-config": "kv_events_config",
+    "--enable-scale-out": "kv_events_config",
 }
 
 

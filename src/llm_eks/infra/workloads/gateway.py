@@ -27,6 +27,7 @@ from llm_eks.manifests.gateway import (
     ModelRoute,
     NextVersion,
     PoolBackend,
+    PrecisePrefix,
     ServiceBackend,
     Tenant,
     TenantLimits,
@@ -35,7 +36,7 @@ from llm_eks.manifests.gateway import (
 from llm_eks.manifests.labels import POOL_LABEL, serving_selector
 from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_POOL_TOLERATIONS
 from llm_eks.manifests.ray_monitoring import pod_selector as ray_pod_selector
-from llm_eks.manifests.vllm import PORT
+from llm_eks.manifests.vllm import PORT, service_url
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL
 from llm_eks.planner import Plan
 from llm_eks.planner.compute_mode import AUTO_MODE
@@ -78,6 +79,13 @@ def model_route(s: ServedWorkload, workload: Workload, plan: Plan, lock: ImageLo
             flow=flow_control(s, plan),
             picker_image=lock.pin(EPP_IMAGE),
             pd_non_cached_tokens=None if v.disaggregation is None else v.disaggregation.non_cached_tokens,
+            # The pods publish KV-cache events (vllm_props decided): the picker scores on them, and renders prompts
+            # on the workload's Service.
+            precise_prefix=(
+                None
+                if v.engine.kv_events_config is None
+                else PrecisePrefix(model_name=v.served_model_name, render_url=service_url(v))
+            ),
         )
     r = workload.ray
     w = s.config

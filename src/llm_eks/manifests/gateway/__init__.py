@@ -17,7 +17,8 @@ internal/xds/translator/httpfilters.go; envoyproxy/ai-gateway v1.1.0 internal/ex
    request rate and token budgets for that model (429 with Retry-After);
 6. a vLLM route's backend is an InferencePool: its picker holds the request while no replica is ready or the pool is
    saturated (flow control: priority band by tenant, tenants take turns within a band; 503 or 429 with Retry-After
-   when the hold ends or the band is full), then picks the pod by queue, KV cache and prefix match; a Ray Serve
+   when the hold ends or the band is full), then picks the pod by queue, KV cache and prefix match (precise, from
+   the pods' KV-cache events, where a CPU tier keeps prefixes the GPU evicted: precise_prefix.py); a Ray Serve
    route's backend is its Serve Service;
 7. tokens are charged from the response's `usage` when it ends (streamed responses too).
 
@@ -35,6 +36,7 @@ from llm_eks.manifests.gateway.props import (
     ModelRoute,
     NextVersion,
     PoolBackend,
+    PrecisePrefix,
     ServiceBackend,
 )
 from llm_eks.manifests.gateway.routes import all_model_names, route_kind, route_objects, traffic_split
@@ -57,6 +59,7 @@ __all__ = [
     "ModelRouteChart",
     "NextVersion",
     "PoolBackend",
+    "PrecisePrefix",
     "ServiceBackend",
     "Tenant",
     "TenantLimits",

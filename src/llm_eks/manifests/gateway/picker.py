@@ -160,7 +160,7 @@ def endpoint_picker(r: ModelRoute, priorities: Sequence[int]) -> list[dict[str, 
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": meta(name, ns, labels),
-            "data": {_CONFIG_FILE: picker_config_text(r.flow, priorities, r.pd_non_cached_tokens)},
+            "data": {_CONFIG_FILE: picker_config_text(r.flow, priorities, r.pd_non_cached_tokens, r.precise_prefix)},
         },
         deployment,
         {

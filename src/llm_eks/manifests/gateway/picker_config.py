@@ -20,6 +20,10 @@ profile when `prefix-based-pd-decider` (prefix_based_pd_decider.go:19-31, runner
 with `max-score-picker` (runner.go:612). Plugin names default to their type (pkg/epp/config/loader/defaults.go:110).
 Only one profile handler may exist in a config, so the default `single-profile-handler` is not injected.
 
+Prefix-cache scoring: approximate by default (the picker records what it routed); precise for a pool whose pods
+publish their KV-cache events (precise_prefix.py; when: llm_eks/planner/kv_events.py), the same `prefix-cache-scorer`
+and weight fed by the precise producer instead.
+
 There is no published schema: tests/fixtures/epp/endpoint_picker_config_v0.10.0.yaml lists the field names and
 plugin parameters read from the pinned source, and the tests hold every rendered config to it.
 """
@@ -31,7 +35,8 @@ from typing import Any
 
 import yaml
 
-from llm_eks.manifests.gateway.props import FlowControl
+from llm_eks.manifests.gateway import precise_prefix
+from llm_eks.manifests.gateway.props import FlowControl, PrecisePrefix
 
 API_VERSION = "llm-d.ai/v1alpha1"
 FAIRNESS = "round-robin-fairness-policy"
@@ -67,21 +72,26 @@ def _pd_plugins(non_cached_tokens: int) -> list[dict[str, Any]]:
 
 
 def picker_config(
-    flow: FlowControl, priorities: Sequence[int], pd_non_cached_tokens: int | None = None
+    flow: FlowControl,
+    priorities: Sequence[int],
+    pd_non_cached_tokens: int | None = None,
+    precise: PrecisePrefix | None = None,
 ) -> dict[str, Any]:
     """The EndpointPickerConfig of one pool: the chart's scorers (queue length, KV-cache use, prefix match, weights as
     llm-d-router v0.10.0's default-plugins.yaml), and flow control with one band per tenant priority on the pool;
-    with `pd_non_cached_tokens`, the prefill and decode profiles of a disaggregated workload (module docstring)."""
+    with `pd_non_cached_tokens`, the prefill and decode profiles of a disaggregated workload; with `precise`, the
+    prefix match from the pods' KV-cache events (module docstring)."""
     bands = sorted(set(priorities) | {0}, reverse=True)
     band_capacity = str(flow.band_capacity)
-    return {
+    config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "EndpointPickerConfig",
         "featureGates": ["flowControl"],
         "plugins": [
             {"type": "queue-scorer"},
             {"type": "kv-cache-utilization-scorer"},
-            {"type": "prefix-cache-scorer"},
+            *(precise_prefix.plugins(precise) if precise is not None else []),
+            precise_prefix.scorer(precise),
             {"type": "metrics-data-source", "parameters": {"scheme": "http", "path": "/metrics"}},
             {"type": "core-metrics-extractor"},
             # Saturation from what the picker itself dispatched (no scrape staleness): requests in flight over
@@ -111,8 +121,16 @@ def picker_config(
             },
         },
     }
+    if precise is not None:
+        config["dataLayer"] = precise_prefix.data_layer()
+    return config
 
 
-def picker_config_text(flow: FlowControl, priorities: Sequence[int], pd_non_cached_tokens: int | None = None) -> str:
+def picker_config_text(
+    flow: FlowControl,
+    priorities: Sequence[int],
+    pd_non_cached_tokens: int | None = None,
+    precise: PrecisePrefix | None = None,
+) -> str:
     """The config as the picker reads it (`--config-file`)."""
-    return yaml.safe_dump(picker_config(flow, priorities, pd_non_cached_tokens), sort_keys=False)
+    return yaml.safe_dump(picker_config(flow, priorities, pd_non_cached_tokens, precise), sort_keys=False)

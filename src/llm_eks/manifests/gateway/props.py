@@ -104,6 +104,16 @@ class NextVersion:
 
 
 @dataclass(frozen=True)
+class PrecisePrefix:
+    """A pool whose picker scores prefix-cache hits from its pods' KV-cache events (gateway/precise_prefix.py)."""
+
+    # The model the picker asks vLLM to render prompts for: the workload's served model name.
+    model_name: str
+    # Where it renders them: the workload's Service (vLLM's /v1/completions/render, no key).
+    render_url: str
+
+
+@dataclass(frozen=True)
 class ModelRoute:
     """One workload behind the gateway: the names clients ask for and where they go."""
 
@@ -141,6 +151,9 @@ class ModelRoute:
     # A disaggregated vLLM workload: the picker's prefill/decode profiles, prefilling on the prefill pool when more
     # than this many prompt tokens miss the decode pod's prefix cache; None: one profile.
     pd_non_cached_tokens: int | None = None
+    # A vLLM pool whose pods publish KV-cache events: the picker scores with them (the CPU tier included); None: the
+    # approximate scorer.
+    precise_prefix: PrecisePrefix | None = None
 
     @property
     def picker(self) -> str:

@@ -34,6 +34,7 @@ from llm_eks.manifests.gateway.props import (
     ServiceBackend,
 )
 from llm_eks.manifests.source import builds_objects
+from llm_eks.planner import kv_events
 
 AIGW_GROUP = "aigateway.envoyproxy.io"
 GATEWAY_API = "gateway.networking.k8s.io"
@@ -235,7 +236,8 @@ def envoy_peer(p: GatewayProps) -> dict[str, Any]:
 
 def route_policies(p: GatewayProps, r: ModelRoute) -> list[dict[str, Any]]:
     """Ingress added to the workload's namespace (its default-deny comes with the workload): Envoy to the serving
-    port, and for a pool Envoy to the picker, the picker to vLLM's /metrics, Prometheus to the picker's metrics."""
+    port, and for a pool Envoy to the picker, the picker to vLLM's /metrics (and its render endpoints), Prometheus to
+    the picker's metrics; with precise prefix scoring, the picker to the pods' KV-event sockets."""
     envoy = envoy_peer(p)
     if isinstance(r.backend, ServiceBackend):
         # Ray Serve: the Serve proxy runs on every Ray pod; the Serve Service selects them.
@@ -248,7 +250,22 @@ def route_policies(p: GatewayProps, r: ModelRoute) -> list[dict[str, Any]]:
             )
         ]
     picker = picker_labels(r)
+    # Precise prefix scoring: the picker dials each pod's KV-event and replay sockets (it subscribes; the pods only
+    # bind), so the pods admit the picker on those two ports and nothing else there (planner/kv_events.py).
+    events = (
+        []
+        if r.precise_prefix is None
+        else [
+            netpol.network_policy(
+                f"{r.name}-kv-events",
+                r.namespace,
+                r.backend.selector,
+                [netpol.rule([netpol.pods(picker)], netpol.tcp(kv_events.EVENTS_PORT, kv_events.REPLAY_PORT))],
+            )
+        ]
+    )
     return [
+        *events,
         netpol.network_policy(
             f"{r.name}-gateway",
             r.namespace,

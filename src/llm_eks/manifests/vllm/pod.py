@@ -44,6 +44,7 @@ from llm_eks.manifests.weights_staging import (
     fetch_weights_init_container,
     wait_for_weights_init_container,
 )
+from llm_eks.planner import kv_events
 from llm_eks.planner.engine import parallel_flags, vllm_flags
 from llm_eks.planner.neuron.engine import neuron_flags
 from llm_eks.planner.result import EFA_RESOURCE
@@ -187,11 +188,18 @@ def container_env(p: VllmProps, *, writer: bool = False) -> list[dict[str, str]]
         env += [{"name": name, "value": pods.POD_INTERFACE} for name in pods.SOCKET_INTERFACE_ENV]
     if p.pd_role is not None:
         env += side_channel_env()
+    if p.engine.kv_events_config is not None:
+        # The pod's address in the KV-event topic, $(POD_IP) in --kv-events-config (planner/kv_events.py).
+        env += pod_ip_env()
     if p.efa_interfaces:
         # NCCL's init and network lines name the transport it chose: "NET/OFI Selected provider is efa" with the EFA
         # userspace in the image, "Using network Socket" when it fell back to TCP (docs: Largest models).
         env += [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"}]
     return env
+
+
+def pod_ip_env() -> list[dict[str, Any]]:
+    return [{"name": kv_events.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
 
 
 def pod_security_context(p: VllmProps) -> dict[str, Any]:

@@ -90,7 +90,35 @@ _OPS = {"add": cdk8s.JsonPatch.add, "replace": cdk8s.JsonPatch.replace}
 # before these are converted to Kubernetes JSON (cdk8s ApiObject.toJson, then toJson_KubeDeploymentProps in
 # cdk8s-plus-35's lib/imports/k8s.js): a patch names a props key where it differs from the Kubernetes one, and
 # gives a Quantity or IntOrString as the object holding it ({"value": ...}), or the conversion drops it.
-_PROPS_KEYS = {"setHostnameAsFQDN": "setHostnameAsFqdn", "clusterIP": "clusterIp", "hostIP": "hostIp"}
+_PROPS_KEYS = {
+    "clientIP": "clientIp",
+    "clusterIP": "clusterIp",
+    "datasetUUID": "datasetUuid",
+    "diskURI": "diskUri",
+    "downwardAPI": "downwardApi",
+    "externalID": "externalId",
+    "hostIP": "hostIp",
+    "hostIPC": "hostIpc",
+    "hostPID": "hostPid",
+    "insecureSkipTLSVerify": "insecureSkipTlsVerify",
+    "loadBalancerIP": "loadBalancerIp",
+    "nodeID": "nodeId",
+    "nodeUID": "nodeUid",
+    "nonResourceURLs": "nonResourceUrLs",
+    "openAPIV3Schema": "openApiv3Schema",
+    "pdID": "pdId",
+    "podCIDR": "podCidr",
+    "podCIDRs": "podCidRs",
+    "podUID": "podUid",
+    "providerID": "providerId",
+    "scaleIO": "scaleIo",
+    "serviceAccountUID": "serviceAccountUid",
+    "setHostnameAsFQDN": "setHostnameAsFqdn",
+    "storagePolicyID": "storagePolicyId",
+    "targetCPUUtilizationPercentage": "targetCpuUtilizationPercentage",
+    "targetWWNs": "targetWwNs",
+    "volumeID": "volumeId",
+}
 _PORT_HOLDERS = ("httpGet", "tcpSocket")
 
 
@@ -128,7 +156,11 @@ def reconcile(resource: kplus.Resource, desired: Mapping[str, Any]) -> list[str]
     ops = list(_diff(api_object.to_json(), dict(desired), ()))
     if ops:
         api_object.add_json_patch(*(_patch(op, path, value) for op, path, value in ops))
-    return [f"{op} {_pointer(path)}" for op, path, _ in ops]
+    paths = [f"{op} {_pointer(path)}" for op, path, _ in ops]
+    chart = cdk8s.Chart.of(resource)
+    if isinstance(chart, PlusChart):
+        chart.record(resource.node.id, desired, paths)
+    return paths
 
 
 class PodParts:
@@ -238,9 +270,9 @@ def _pod_props(scope: Construct, pod: Mapping[str, Any], account: kplus.IService
 
 def deployment(
     scope: Construct, construct_id: str, obj: Mapping[str, Any], account: kplus.IServiceAccount | None
-) -> tuple[kplus.Deployment, list[str]]:
+) -> kplus.Deployment:
     """The Deployment `obj` (a whole object dict) as a cdk8s-plus Deployment with `account` as its service account,
-    and the paths reconciled. Its selector is exactly `obj`'s (select=False: no cdk8s-plus address label)."""
+    reconciled (`reconcile`). Its selector is exactly `obj`'s (select=False: no cdk8s-plus address label)."""
     spec = obj["spec"]
     rolling = spec["strategy"]["rollingUpdate"]
     template = spec["template"]
@@ -259,13 +291,14 @@ def deployment(
         **_pod_props(Construct(scope, f"{construct_id}-pod"), template["spec"], account),
     )
     made.select(kplus.LabelSelector.of(labels=spec["selector"]["matchLabels"]))
-    return made, reconcile(made, obj)
+    reconcile(made, obj)
+    return made
 
 
 def job(
     scope: Construct, construct_id: str, obj: Mapping[str, Any], account: kplus.IServiceAccount | None
-) -> tuple[kplus.Job, list[str]]:
-    """The Job `obj` as a cdk8s-plus Job (select=False), and the paths reconciled."""
+) -> kplus.Job:
+    """The Job `obj` as a cdk8s-plus Job (select=False), reconciled (`reconcile`)."""
     spec = obj["spec"]
     template = spec["template"]
     deadline = spec.get("activeDeadlineSeconds")
@@ -281,12 +314,13 @@ def job(
         pod_metadata=cdk8s.ApiObjectMetadata(**_metadata(template["metadata"])),
         **_pod_props(Construct(scope, f"{construct_id}-pod"), template["spec"], account),
     )
-    return made, reconcile(made, obj)
+    reconcile(made, obj)
+    return made
 
 
-def service(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> tuple[kplus.Service, list[str]]:
-    """The Service `obj` as a cdk8s-plus Service selecting its pods by label, and the paths reconciled (a named
-    targetPort: cdk8s-plus takes numbers only)."""
+def service(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.Service:
+    """The Service `obj` as a cdk8s-plus Service selecting its pods by label, reconciled (a named targetPort: cdk8s-plus
+    takes numbers only)."""
     spec = obj["spec"]
     made = kplus.Service(
         scope,
@@ -300,20 +334,20 @@ def service(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> tupl
     )
     for key, value in spec.get("selector", {}).items():
         made.select_label(key, value)
-    return made, reconcile(made, obj)
+    reconcile(made, obj)
+    return made
 
 
-def service_account(
-    scope: Construct, construct_id: str, obj: Mapping[str, Any]
-) -> tuple[kplus.ServiceAccount, list[str]]:
-    """The ServiceAccount `obj` as a cdk8s-plus ServiceAccount, and the paths reconciled."""
+def service_account(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.ServiceAccount:
+    """The ServiceAccount `obj` as a cdk8s-plus ServiceAccount, reconciled (`reconcile`)."""
     made = kplus.ServiceAccount(
         scope,
         construct_id,
         metadata=cdk8s.ApiObjectMetadata(**_metadata(obj["metadata"])),
         automount_token=obj.get("automountServiceAccountToken"),
     )
-    return made, reconcile(made, obj)
+    reconcile(made, obj)
+    return made
 
 
 def in_order(rendered: Any, reviewed: Any) -> Any:
@@ -330,8 +364,8 @@ def in_order(rendered: Any, reviewed: Any) -> Any:
 
 
 class PlusChart(cdk8s.Chart):
-    """A chart of cdk8s-plus objects built by this module's builders (`self.plus(...)`): each is reconciled to its
-    reviewed dict and synthesized in that dict's key order (in_order)."""
+    """A chart whose cdk8s-plus objects, built by this module's builders, are synthesized in their reviewed dicts'
+    key order (in_order)."""
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id, disable_resource_name_hashes=True)
@@ -339,12 +373,11 @@ class PlusChart(cdk8s.Chart):
         self.reconciled: dict[str, list[str]] = {}
         self._reviewed: dict[tuple[Any, Any], Mapping[str, Any]] = {}
 
-    def plus(self, build: Any, construct_id: str, obj: Mapping[str, Any], *args: Any) -> Any:
-        """`build` (one of this module's builders) of `obj` under this chart."""
-        made, self.reconciled[construct_id] = build(self, construct_id, obj, *args)
+    def record(self, construct_id: str, obj: Mapping[str, Any], paths: list[str]) -> None:
+        """`obj`, the reviewed dict of this chart's cdk8s-plus object `construct_id`, and its reconciled paths."""
+        self.reconciled[construct_id] = paths
         # An object's own metadata comes out of cdk8s sorted (ApiObjectMetadata), as a plain ApiObject's does.
         self._reviewed[(obj["kind"], obj["metadata"]["name"])] = {**obj, "metadata": _sorted(obj["metadata"])}
-        return made
 
     def to_json(self) -> list[Any]:
         objects: list[Any] = super().to_json()

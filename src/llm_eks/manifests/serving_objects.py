@@ -45,7 +45,7 @@ def workload_identity(
 ) -> kplus.ServiceAccount:
     """ServiceAccount `name` (the AWS side binds it through Pod Identity to the token secret and the weights bucket),
     and, with a Hugging Face token secret, the SecretProviderClass that mounts it as a file."""
-    account, _ = plus.service_account(
+    account = plus.service_account(
         scope,
         "service-account",
         {

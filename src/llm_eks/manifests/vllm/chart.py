@@ -177,12 +177,9 @@ class VllmChart(plus.PlusChart):
             self._ingress(props, props.ingress, meta)
         if props.compile_cache is not None:
             account_obj, job_obj = writer_objects(props, self.timing)
-            self.compile_cache_service_account = self.plus(
-                plus.service_account, "serviceaccount-" + account_obj["metadata"]["name"], account_obj
-            )
-            self.compile_cache_job = self.plus(
-                plus.job, "job-" + job_obj["metadata"]["name"], job_obj, self.compile_cache_service_account
-            )
+            account = plus.service_account(self, "serviceaccount-" + account_obj["metadata"]["name"], account_obj)
+            self.compile_cache_service_account = account
+            self.compile_cache_job = plus.job(self, "job-" + job_obj["metadata"]["name"], job_obj, account)
 
     def _service(self, construct_id: str, metadata: dict[str, Any], selector: dict[str, str]) -> kplus.Service:
         """A ClusterIP Service over `selector`'s pods on the serving port (named, so it follows the pods' port)."""
@@ -196,8 +193,7 @@ class VllmChart(plus.PlusChart):
                 "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
             },
         }
-        service: kplus.Service = self.plus(plus.service, construct_id, obj)
-        return service
+        return plus.service(self, construct_id, obj)
 
     def _prefill(self, p: VllmProps, replicas: int, pool: dict[str, str], meta: Any) -> None:
         """The prefill Deployment `<name>-prefill` (its own immutable selector, the workload's instance and pool), and
@@ -235,8 +231,7 @@ class VllmChart(plus.PlusChart):
                 "metadata": sourced_metadata(metadata, __name__),
                 "spec": spec,
             }
-            deployment: kplus.Deployment = self.plus(plus.deployment, f"deployment{suffix}", obj, self.service_account)
-            return deployment
+            return plus.deployment(self, f"deployment{suffix}", obj, self.service_account)
         spec = self._leader_worker_set_spec(p, replicas, pods, selector, floor)
         return plain_object(
             self,

@@ -45,8 +45,8 @@ PUBLIC_API = (
 
 # Plain ApiObjects the chart still builds, by kind, each with the reason.
 RAW_OBJECTS = {
-    "Namespace": "cdk8s-plus-35's Namespace renders nothing we set beyond metadata; shared with the Ray Serve chart "
-    "(serving_objects.workload_namespace), which moves to cdk8s-plus with that chart",
+    "Namespace": "built by serving_objects.workload_namespace, shared with the Ray Serve chart: it moves to "
+    "cdk8s-plus (kplus.Namespace) with that chart",
     "SecretProviderClass": "a custom resource (secrets-store.csi.x-k8s.io/v1): no cdk8s-plus class",
     "LeaderWorkerSet": "a custom resource (leaderworkerset.x-k8s.io/v1), a dict validated against the vendored CRD "
     "(tests/fixtures/upstream/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml, test_multi_node.py)",
@@ -57,6 +57,21 @@ RAW_OBJECTS = {
     "takes its own IApiResource objects; a dict, reviewed as one",
     "RoleBinding": "binds that Role to the workload's ServiceAccount: a dict beside its Role",
 }
+
+
+# Plain ApiObjects an environment adds to its vLLM chart (llm_eks.infra.charts), each with the reason. Its
+# ServiceAccounts, ConfigMaps and Jobs are cdk8s-plus objects (serving_objects.add_objects on a cdk8s-plus chart).
+ENVIRONMENT_RAW_OBJECTS = {
+    "NetworkPolicy": "the namespace's default-deny and one allow per flow, built with the add-on namespaces' policies "
+    "(network_policies.py) and read by the tests' policy evaluator (tests/netpol.py); cdk8s-plus renders rules from "
+    "its own peer objects, and a rule patched in would sit where a user's added rule renders",
+    "Role": "what `llm-eks verify` and the load Job may read and create (manifests/verifier): dicts the admission "
+    "policy's CEL names by rule",
+    "RoleBinding": "binds those Roles to the verify and load groups: dicts beside their Roles",
+    "ValidatingAdmissionPolicy": "no cdk8s-plus class (admissionregistration.k8s.io/v1)",
+    "ValidatingAdmissionPolicyBinding": "no cdk8s-plus class (admissionregistration.k8s.io/v1)",
+}
+OIDC_ISSUER = "https://oidc.eks.eu-west-1.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF"
 
 
 def _disaggregation() -> Disaggregation:
@@ -180,6 +195,48 @@ def test_every_plain_api_object_left_is_listed_with_its_reason(charts: dict[str,
     assert raw == set(RAW_OBJECTS)
     # Deployments, Services, ServiceAccounts and the Job are never among them.
     assert not raw & {"Deployment", "Service", "ServiceAccount", "Job", "ConfigMap"}
+
+
+@pytest.fixture(scope="module")
+def environment_charts() -> dict[str, VllmChart]:
+    """The vLLM chart of each environment of the default cdk.json, as `llm-eks manifests` builds it."""
+    from llm_eks.config import load_environments
+    from llm_eks.config.plans import plan_workloads
+    from llm_eks.infra.charts import build_charts
+    from llm_eks.infra.workloads import build_workloads
+    from tests.conftest import CDK_JSON
+
+    out = {}
+    for name, config in load_environments(CDK_JSON["context"]).items():
+        workloads = build_workloads(config, plan_workloads(config), region=config.region)
+        charts = build_charts(
+            cdk8s.App(),
+            config,
+            workloads,
+            node_role_name="KarpenterNodeRole",
+            security_group_ids=("sg-0123456789abcdef0",),
+            weights_bucket="weights",
+            cluster_oidc_issuer=OIDC_ISSUER,
+            region="eu-west-1",
+        )
+        (out[name],) = [c.chart for c in charts if isinstance(c.chart, VllmChart)]
+    return out
+
+
+def test_an_environments_plain_objects_are_listed_with_their_reasons(environment_charts: dict[str, VllmChart]) -> None:
+    raw: dict[str, set[str]] = {}
+    for name, chart in environment_charts.items():
+        for obj in chart.node.find_all():
+            if isinstance(obj, cdk8s.ApiObject) and not isinstance(obj.node.scope, kplus.Resource):
+                raw.setdefault(obj.kind, set()).add(name)
+    assert set(raw) <= {*RAW_OBJECTS, *ENVIRONMENT_RAW_OBJECTS}, raw
+    assert set(ENVIRONMENT_RAW_OBJECTS) <= set(raw)
+    # and every cdk8s-plus object of an environment synthesizes its reviewed dict
+    for chart in environment_charts.values():
+        synthesized = _objects(chart)
+        for key, reviewed in chart._reviewed.items():
+            assert json.dumps(synthesized[key]) == json.dumps(reviewed), key
+        assert {k for k, _ in chart._reviewed} >= {"Deployment", "Service", "ServiceAccount"}
 
 
 def test_a_user_extends_the_deployment_and_keeps_every_reviewed_field(charts: dict[str, VllmChart]) -> None:

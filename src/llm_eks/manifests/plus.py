@@ -250,6 +250,9 @@ class PodParts:
 def _pod_props(scope: Construct, pod: Mapping[str, Any], account: kplus.IServiceAccount | None) -> dict[str, Any]:
     """The pod-level props of a workload (a Deployment's or a Job's) whose pod spec is `pod`."""
     parts = PodParts(scope, pod.get("volumes") or ())
+    if account is None and "serviceAccountName" in pod:
+        # An account built elsewhere (another chart, or the same chart as a plain object): by name.
+        account = kplus.ServiceAccount.from_service_account_name(scope, "account", pod["serviceAccountName"])
     grace = pod.get("terminationGracePeriodSeconds")
     security = pod.get("securityContext") or {}
     return {
@@ -389,6 +392,37 @@ def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value)}
     return value
+
+
+def config_map(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.ConfigMap:
+    """The ConfigMap `obj` as a cdk8s-plus ConfigMap, reconciled (`reconcile`)."""
+    made = kplus.ConfigMap(
+        scope,
+        construct_id,
+        metadata=cdk8s.ApiObjectMetadata(**_metadata(obj["metadata"])),
+        data=obj.get("data"),
+        immutable=obj.get("immutable"),
+    )
+    reconcile(made, obj)
+    return made
+
+
+def _job(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.Job:
+    return job(scope, construct_id, obj, None)
+
+
+def _deployment(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.Deployment:
+    return deployment(scope, construct_id, obj, None)
+
+
+# The kinds add_objects builds through cdk8s-plus on a PlusChart: (apiVersion, kind) -> builder.
+BUILDERS: dict[tuple[str, str], Any] = {
+    ("v1", "ServiceAccount"): service_account,
+    ("v1", "ConfigMap"): config_map,
+    ("v1", "Service"): service,
+    ("batch/v1", "Job"): _job,
+    ("apps/v1", "Deployment"): _deployment,
+}
 
 
 def _metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -277,19 +277,24 @@ def deployment(
     """The Deployment `obj` (a whole object dict) as a cdk8s-plus Deployment with `account` as its service account,
     reconciled (`reconcile`). Its selector is exactly `obj`'s (select=False: no cdk8s-plus address label)."""
     spec = obj["spec"]
-    rolling = spec["strategy"]["rollingUpdate"]
     template = spec["template"]
+    # A rolling update by absolute numbers, as ours are; anything else is left to reconcile.
+    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+    strategy = None
+    if all(isinstance(rolling.get(k), int) for k in ("maxSurge", "maxUnavailable")):
+        strategy = kplus.DeploymentStrategy.rolling_update(
+            max_surge=kplus.PercentOrAbsolute.absolute(rolling["maxSurge"]),
+            max_unavailable=kplus.PercentOrAbsolute.absolute(rolling["maxUnavailable"]),
+        )
+    deadline = spec.get("progressDeadlineSeconds")
     made = kplus.Deployment(
         scope,
         construct_id,
         metadata=cdk8s.ApiObjectMetadata(**_metadata(obj["metadata"])),
         select=False,
-        replicas=spec["replicas"],
-        strategy=kplus.DeploymentStrategy.rolling_update(
-            max_surge=kplus.PercentOrAbsolute.absolute(rolling["maxSurge"]),
-            max_unavailable=kplus.PercentOrAbsolute.absolute(rolling["maxUnavailable"]),
-        ),
-        progress_deadline=cdk8s.Duration.seconds(spec["progressDeadlineSeconds"]),
+        replicas=spec.get("replicas"),
+        strategy=strategy,
+        progress_deadline=None if deadline is None else cdk8s.Duration.seconds(deadline),
         pod_metadata=cdk8s.ApiObjectMetadata(**_metadata(template["metadata"])),
         **_pod_props(Construct(scope, f"{construct_id}-pod"), template["spec"], account),
     )

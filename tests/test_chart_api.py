@@ -280,7 +280,7 @@ def test_the_patch_key_renames_are_every_one_cdk8s_plus_converts() -> None:
     """A patch on a cdk8s-plus object names props keys (manifests/plus.py): every Kubernetes key whose props key
     differs in the bundled converters is renamed, so a patch never lands on a key the conversion drops."""
     pairs = re.findall(r"^\s+'([A-Za-z0-9]+)': [^,\n]*?obj\.([A-Za-z0-9]+)", _bundled_converters(), re.MULTILINE)
-    assert {k: p for k, p in pairs if k != p} == plus._PROPS_KEYS
+    assert {k: p for k, p in pairs if k != p} == plus.PROPS_KEYS
 
 
 def test_in_order_keeps_reviewed_keys_first_and_a_users_after() -> None:

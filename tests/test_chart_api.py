@@ -202,22 +202,15 @@ def environment_charts() -> dict[str, VllmChart]:
     """The vLLM chart of each environment of the default cdk.json, as `llm-eks manifests` builds it."""
     from llm_eks.config import load_environments
     from llm_eks.config.plans import plan_workloads
-    from llm_eks.infra.charts import build_charts
     from llm_eks.infra.workloads import build_workloads
+    from tests.chart_helpers import charts_of
     from tests.conftest import CDK_JSON
 
     out = {}
     for name, config in load_environments(CDK_JSON["context"]).items():
         workloads = build_workloads(config, plan_workloads(config), region=config.region)
-        charts = build_charts(
-            cdk8s.App(),
-            config,
-            workloads,
-            node_role_name="KarpenterNodeRole",
-            security_group_ids=("sg-0123456789abcdef0",),
-            weights_bucket="weights",
-            cluster_oidc_issuer=OIDC_ISSUER,
-            region="eu-west-1",
+        charts = charts_of(
+            config, workloads, weights_bucket="weights", cluster_oidc_issuer=OIDC_ISSUER, region="eu-west-1"
         )
         (out[name],) = [c.chart for c in charts if isinstance(c.chart, VllmChart)]
     return out

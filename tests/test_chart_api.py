@@ -25,8 +25,8 @@ from llm_eks.manifests.vllm.disaggregated import Disaggregation
 from llm_eks.manifests.weights_staging import BUCKET_ENV
 from tests.test_vllm_chart import base_props
 
-# The snapshot. Removing an attribute or changing its type breaks a user's extended chart: bump the major version,
-# say so in the changelog, then update this.
+# The snapshot. Removing an attribute or changing its type breaks a user's extended chart: only in a release that may
+# break (0.x: a minor), announced in the changelog; then update this.
 PUBLIC_API = (
     ("props", "VllmProps"),
     ("service_account", "kplus.ServiceAccount"),
@@ -151,7 +151,7 @@ def test_each_cdk8s_plus_object_synthesizes_the_reviewed_dict_byte_for_byte(
 
 
 def test_the_patches_are_the_ones_reviewed(charts: dict[str, VllmChart]) -> None:
-    """What cdk8s-plus-35 2.0.5 renders otherwise for the serving Deployment (manifests/plus.py says why for each):
+    """What cdk8s-plus-35 2.0.5 renders otherwise for the serving Deployment (manifests/plus says why for each):
     its defaults out, what it has no API for in. A cdk8s-plus upgrade that changes its rendering changes this."""
     pod = "/spec/template/spec"
     assert charts["default"].reconciled["deployment"] == [
@@ -270,7 +270,7 @@ def _bundled_converters() -> str:
 
 
 def test_the_patch_key_renames_are_every_one_cdk8s_plus_converts() -> None:
-    """A patch on a cdk8s-plus object names props keys (manifests/plus.py): every Kubernetes key whose props key
+    """A patch on a cdk8s-plus object names props keys (manifests/plus): every Kubernetes key whose props key
     differs in the bundled converters is renamed, so a patch never lands on a key the conversion drops."""
     pairs = re.findall(r"^\s+'([A-Za-z0-9]+)': [^,\n]*?obj\.([A-Za-z0-9]+)", _bundled_converters(), re.MULTILINE)
     assert {k: p for k, p in pairs if k != p} == plus.PROPS_KEYS

@@ -1,5 +1,5 @@
 """The objects the vLLM and the Ray Serve chart emit around their workload: the workload Namespace, and the
-ServiceAccount (a cdk8s-plus ServiceAccount: manifests/plus.py) with the Hugging Face token's SecretProviderClass."""
+ServiceAccount (a cdk8s-plus ServiceAccount: manifests/plus) with the Hugging Face token's SecretProviderClass."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`VllmChart`: the objects of one served model (see the package docstring).
 
-Its Deployments, Services, ServiceAccounts and compile-cache Job are cdk8s-plus objects (manifests/plus.py builds them
+Its Deployments, Services, ServiceAccounts and compile-cache Job are cdk8s-plus objects (manifests/plus builds them
 so they synthesize exactly the reviewed dicts), exposed as the typed attributes PUBLIC_ATTRIBUTES lists: a user
 extends them with cdk8s-plus's API (`chart.deployment.add_container(...)`, `add_volume`, ...). The rest are plain
 objects: custom resources (LeaderWorkerSet, SecretProviderClass), and the kinds cdk8s-plus-35 has no class for
@@ -48,7 +48,8 @@ from llm_eks.manifests.vllm.props import (
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 
 # The chart's public API: attribute name and type. A user's extended chart relies on these; tests/test_chart_api.py
-# fails when one is removed or its type changes (a breaking change, so a major release).
+# fails when one is removed or its type changes: a breaking change, made only in a release that may break (0.x: a
+# minor) and announced in the changelog.
 PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("props", "VllmProps"),
     ("service_account", "kplus.ServiceAccount"),

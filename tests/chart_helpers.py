@@ -86,24 +86,28 @@ def placement_groups(workloads: Iterable[Any]) -> dict[str, str]:
     return {name: "pg-0123456789abcdef0" for name in efa_node_classes(list(workloads))}
 
 
-def applied_objects(config: Any, workloads: Iterable[Any]) -> list[dict[str, Any]]:
-    """The objects of every chart the stack applies for `workloads` of `config`, with stand-ins for what the stack
-    creates (node role, security group, placement groups)."""
+def charts_of(config: Any, workloads: Iterable[Any], **options: Any) -> list[Any]:
+    """Every chart (ChartPlan) of `workloads` of `config`, with stand-ins for what the stack creates (node role,
+    security group, placement groups); `options` are build_charts' other keywords."""
     import cdk8s
 
     from llm_eks.infra.charts import build_charts
 
     built = list(workloads)
-    charts = build_charts(
+    return build_charts(
         cdk8s.App(),
         config,
         built,
         node_role_name="r",
         security_group_ids=("sg-0123456789abcdef0",),
         placement_groups=placement_groups(built),
-        region="us-west-2",
+        **{"region": "us-west-2", **options},
     )
-    return [o for c in charts if c.apply for o in c.chart.to_json()]
+
+
+def applied_objects(config: Any, workloads: Iterable[Any]) -> list[dict[str, Any]]:
+    """The objects of every chart the stack applies for `workloads` of `config` (charts_of)."""
+    return [o for c in charts_of(config, workloads) if c.apply for o in c.chart.to_json()]
 
 
 def environment_objects(name: str, body: dict[str, Any]) -> list[dict[str, Any]]:

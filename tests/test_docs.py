@@ -124,11 +124,17 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_included_code_is_an_example_the_tests_synthesize() -> None:
-    from tests.test_examples import AUTO_MODE_EXAMPLE, CONFIG_EXAMPLES, CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE
+    from tests.test_examples import (
+        AUTO_MODE_EXAMPLE,
+        CONFIG_EXAMPLES,
+        CONSTRUCT_EXAMPLES,
+        EXTEND_EXAMPLE,
+        PIPELINE_EXAMPLE,
+    )
 
     # own_app runs against the installed wheel (tests/test_package.py); the pipeline in tests/test_pipeline.py, EKS
-    # Auto Mode's in tests/test_auto_mode_stack.py.
-    tested = {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, AUTO_MODE_EXAMPLE, "own_app"}
+    # Auto Mode's in tests/test_auto_mode_stack.py, the cdk8s-plus extension in tests/test_extend_chart.py.
+    tested = {*CONFIG_EXAMPLES, *CONSTRUCT_EXAMPLES, PIPELINE_EXAMPLE, AUTO_MODE_EXAMPLE, EXTEND_EXAMPLE, "own_app"}
     for block in ALL_BLOCKS:
         if (included := examples.included_file(block)) is not None:
             assert included.relative_to(REPO_ROOT / "examples").parts[0] in tested, block.where

@@ -24,6 +24,8 @@ CONSTRUCT_EXAMPLES = ("composed_app", "escape_hatches", "existing_cluster")
 PIPELINE_EXAMPLE = "promotion_pipeline"
 # Synthesized in test_auto_mode_stack.py, beside its own environment on self-managed Karpenter.
 AUTO_MODE_EXAMPLE = "auto_mode"
+# A plain cdk8s app extending the vLLM chart with cdk8s-plus: synthesized and checked in test_extend_chart.py.
+EXTEND_EXAMPLE = "extend_vllm_chart"
 # Synthesized in test_disaggregated_serving.py (with every check), whose tests read its prefill and decode pools.
 PD_EXAMPLE = "disaggregated"
 
@@ -37,8 +39,10 @@ def test_every_example_is_synthesized_by_a_test() -> None:
         AUTO_MODE_EXAMPLE,
         PD_EXAMPLE,
         "own_app",
+        EXTEND_EXAMPLE,
     }
     assert f'"{PD_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_disaggregated_serving.py").read_text()
+    assert f'"{EXTEND_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_extend_chart.py").read_text()
     assert f'"{PIPELINE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_pipeline.py").read_text()
     assert f'"{AUTO_MODE_EXAMPLE}"' in (REPO_ROOT / "tests" / "test_auto_mode_stack.py").read_text()
     # own_app (the construct guide's first example): test_package runs it against the installed wheel.

@@ -1,17 +1,19 @@
 """The objects the vLLM and the Ray Serve chart emit around their workload: the workload Namespace, and the
-ServiceAccount with the Hugging Face token's SecretProviderClass."""
+ServiceAccount (a cdk8s-plus ServiceAccount: manifests/plus) with the Hugging Face token's SecretProviderClass."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import cdk8s_plus_35 as kplus
 from constructs import Construct
 
+from llm_eks.manifests import plus
 from llm_eks.manifests.labels import PART_OF, plain_object
 from llm_eks.manifests.network_policies import pod_security_labels
 from llm_eks.manifests.pods import HF_TOKEN_FILE, secret_provider_class_name
-from llm_eks.manifests.source import SOURCE_ANNOTATION
+from llm_eks.manifests.source import SOURCE_ANNOTATION, sourced_metadata
 
 
 def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None) -> None:
@@ -40,28 +42,29 @@ def workload_identity(
     name: str,
     hf_token_secret: str | None,
     aws_region: str | None,
-) -> None:
+) -> kplus.ServiceAccount:
     """ServiceAccount `name` (the AWS side binds it through Pod Identity to the token secret and the weights bucket),
     and, with a Hugging Face token secret, the SecretProviderClass that mounts it as a file."""
-    plain_object(
+    account = plus.service_account(
         scope,
         "service-account",
-        api_version="v1",
-        kind="ServiceAccount",
-        metadata=meta(name),
-        body={"automountServiceAccountToken": False},
-        source=__name__,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": sourced_metadata(meta(name), __name__),
+            "automountServiceAccountToken": False,
+        },
     )
-    if hf_token_secret is None:
-        return
-    secret_file_class(
-        scope,
-        "secret-provider-class",
-        meta(secret_provider_class_name(name)),
-        hf_token_secret,
-        HF_TOKEN_FILE,
-        aws_region,
-    )
+    if hf_token_secret is not None:
+        secret_file_class(
+            scope,
+            "secret-provider-class",
+            meta(secret_provider_class_name(name)),
+            hf_token_secret,
+            HF_TOKEN_FILE,
+            aws_region,
+        )
+    return account
 
 
 def secret_file_class(
@@ -91,12 +94,21 @@ def secret_file_class(
 
 def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> None:
     """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case. Each
-    names the module that built it (labels.builds_objects on its builder)."""
+    names the module that built it (labels.builds_objects on its builder). On a cdk8s-plus chart (plus.PlusChart),
+    the standard kinds plus.BUILDERS lists become cdk8s-plus objects, synthesized as the dicts are."""
+    on_plus = isinstance(scope, plus.PlusChart)
     for obj in objects:
+        construct_id = f"{obj['kind'].lower()}-{obj['metadata']['name']}"
+        build = plus.BUILDERS.get((obj["apiVersion"], obj["kind"])) if on_plus else None
+        if build is not None:
+            if SOURCE_ANNOTATION not in (obj["metadata"].get("annotations") or {}):  # a builder without builds_objects
+                raise ValueError(f"{obj['kind']} {obj['metadata']['name']}: names no source; decorate its builder")
+            build(scope, construct_id, obj)
+            continue
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         plain_object(
             scope,
-            f"{obj['kind'].lower()}-{obj['metadata']['name']}",
+            construct_id,
             api_version=obj["apiVersion"],
             kind=obj["kind"],
             metadata=obj["metadata"],

@@ -1,4 +1,12 @@
-"""`VllmChart`: the objects of one served model (see the package docstring)."""
+"""`VllmChart`: the objects of one served model (see the package docstring).
+
+Its Deployments, Services, ServiceAccounts and compile-cache Job are cdk8s-plus objects (manifests/plus builds them
+so they synthesize exactly the reviewed dicts), exposed as the typed attributes PUBLIC_ATTRIBUTES lists: a user
+extends them with cdk8s-plus's API (`chart.deployment.add_container(...)`, `add_volume`, ...). The rest are plain
+objects: custom resources (LeaderWorkerSet, SecretProviderClass), and the kinds cdk8s-plus-35 has no class for
+(PodDisruptionBudget) or that stay dicts for now (Ingress, Role, RoleBinding): tests/test_chart_api.py lists each with
+its reason.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 import cdk8s
+import cdk8s_plus_35 as kplus
 from constructs import Construct
 
+from llm_eks.manifests import plus
 from llm_eks.manifests.api_key import api_key_secret_provider_class
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.ingress import IngressProps, ingress_annotations, ingress_rule
@@ -21,6 +31,7 @@ from llm_eks.manifests.labels import (
     serving_selector,
 )
 from llm_eks.manifests.serving_objects import add_objects, workload_identity, workload_namespace
+from llm_eks.manifests.source import sourced_metadata
 from llm_eks.manifests.vllm.compile_job import writer_objects
 from llm_eks.manifests.vllm.disaggregated import PREFILL_APP, ROLE_LABEL, prefill_name, sidecar_rbac
 from llm_eks.manifests.vllm.pod import LWS_WORKER_INDEX_LABEL, serving_pod_spec
@@ -36,19 +47,68 @@ from llm_eks.manifests.vllm.props import (
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 
+# The chart's public API: attribute name and type. A user's extended chart relies on these; tests/test_chart_api.py
+# fails when one is removed or its type changes: a breaking change, made only in a release that may break (0.x: a
+# minor) and announced in the changelog.
+PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("props", "VllmProps"),
+    ("service_account", "kplus.ServiceAccount"),
+    # The serving Deployment; None when a LeaderWorkerSet serves (a replica spanning nodes).
+    ("deployment", "kplus.Deployment | None"),
+    # The on-demand floor's Deployment (floor_replicas > 0, one node per replica).
+    ("floor_deployment", "kplus.Deployment | None"),
+    # A replica spanning nodes: its LeaderWorkerSet (a custom resource, a plain object), and the floor's.
+    ("leader_worker_set", "cdk8s.ApiObject | None"),
+    ("floor_leader_worker_set", "cdk8s.ApiObject | None"),
+    # A disaggregated workload's prefill Deployment and the Service over its pods (`deployment` decodes).
+    ("prefill_deployment", "kplus.Deployment | None"),
+    ("prefill_service", "kplus.Service | None"),
+    ("service", "kplus.Service"),
+    ("pod_disruption_budget", "cdk8s.ApiObject"),
+    # The compile cache's writer Job and its own ServiceAccount (compile_cache set).
+    ("compile_cache_job", "kplus.Job | None"),
+    ("compile_cache_service_account", "kplus.ServiceAccount | None"),
+    # The labels of every serving pod (both Deployments, all pools): select the workload's pods by them.
+    ("selector", "dict[str, str]"),
+)
+
 
 def floor_name(p: VllmProps) -> str:
     """The on-demand floor's Deployment (or LeaderWorkerSet): `<name>-floor`."""
     return f"{p.name}-floor"
 
 
-class VllmChart(cdk8s.Chart):
-    """The vLLM serving workload for one model (see the module docstring for the timing arithmetic)."""
+def _split(workload: kplus.Deployment | cdk8s.ApiObject) -> tuple[kplus.Deployment | None, cdk8s.ApiObject | None]:
+    """(the Deployment, None) or (None, the LeaderWorkerSet)."""
+    return (workload, None) if isinstance(workload, kplus.Deployment) else (None, workload)
+
+
+class VllmChart(plus.PlusChart):
+    """The vLLM serving workload for one model (see the package docstring for the timing arithmetic); its public
+    attributes are PUBLIC_ATTRIBUTES."""
+
+    props: VllmProps
+    service_account: kplus.ServiceAccount
+    deployment: kplus.Deployment | None
+    floor_deployment: kplus.Deployment | None
+    leader_worker_set: cdk8s.ApiObject | None
+    floor_leader_worker_set: cdk8s.ApiObject | None
+    prefill_deployment: kplus.Deployment | None
+    prefill_service: kplus.Service | None
+    service: kplus.Service
+    pod_disruption_budget: cdk8s.ApiObject
+    compile_cache_job: kplus.Job | None
+    compile_cache_service_account: kplus.ServiceAccount | None
+    selector: dict[str, str]
 
     def __init__(self, scope: Construct, construct_id: str, props: VllmProps) -> None:
-        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        super().__init__(scope, construct_id)
         validate_vllm_props(props)
         self.props = props
+        self.deployment = self.floor_deployment = self.prefill_deployment = None
+        self.leader_worker_set = self.floor_leader_worker_set = None
+        self.prefill_service = None
+        self.compile_cache_job = self.compile_cache_service_account = None
         disaggregation = props.disaggregation
         if disaggregation is not None:
             # This workload's own Deployment (and floor) decode; `<name>-prefill` prefills.
@@ -64,6 +124,7 @@ class VllmChart(cdk8s.Chart):
         pod_labels = {**selector, "app.kubernetes.io/part-of": PART_OF, **pool, **role}
         # Both Deployments' pods (the Spot/on-demand one and the on-demand floor): what the Service and PDB select.
         serving = serving_selector(props.name)
+        self.selector = dict(serving)
 
         def meta(name: str, **extra: Any) -> dict[str, Any]:
             return {"name": name, "namespace": props.namespace, "labels": labels, **extra}
@@ -72,39 +133,29 @@ class VllmChart(cdk8s.Chart):
             # The ALB controller then gates rollouts on ALB target health, not only on pod readiness.
             readiness_gate = {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"} if props.ingress is not None else {}
             workload_namespace(self, props.namespace, readiness_gate)
-        workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
+        self.service_account = workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
         if props.api_key_secret is not None:
             api_key_secret_provider_class(self, meta, props.name, props.api_key_secret, props.aws_region)
-        self._serving(props, props.name, props.replicas, (labels, pod_labels), selector, meta, floor=False)
+        self.deployment, self.leader_worker_set = _split(
+            self._serving(props, props.name, props.replicas, (labels, pod_labels), selector, meta, floor=False)
+        )
         if props.floor_replicas:
             floor = floor_name(props)
             # Its own `name` label: neither Deployment's selector (immutable) matches the other's pods.
             floor_selector = selector_labels(FLOOR_APP, props.name)
             floor_labels = {**floor_selector, "app.kubernetes.io/part-of": PART_OF}
             floor_pods = (floor_labels, {**floor_labels, **pool, **role})
-            self._serving(props, floor, props.floor_replicas, floor_pods, floor_selector, meta, floor=True)
-        plain_object(
-            self,
+            self.floor_deployment, self.floor_leader_worker_set = _split(
+                self._serving(props, floor, props.floor_replicas, floor_pods, floor_selector, meta, floor=True)
+            )
+        self.service = self._service(
             "service",
-            api_version="v1",
-            kind="Service",
-            metadata=meta(props.name),
-            body={
-                "spec": {
-                    "type": "ClusterIP",
-                    # Only a group's leader serves (its workers run --headless); of a disaggregated workload, the
-                    # decode pods (their sidecar prefills a long prompt on the prefill pool).
-                    "selector": (
-                        {**serving, **role}
-                        if props.nodes_per_replica == 1
-                        else {**serving, LWS_WORKER_INDEX_LABEL: "0"}
-                    ),
-                    "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
-                }
-            },
-            source=__name__,
+            meta(props.name),
+            # Only a group's leader serves (its workers run --headless); of a disaggregated workload, the decode
+            # pods (their sidecar prefills a long prompt on the prefill pool).
+            {**serving, **role} if props.nodes_per_replica == 1 else {**serving, LWS_WORKER_INDEX_LABEL: "0"},
         )
-        plain_object(
+        self.pod_disruption_budget = plain_object(
             self,
             "pdb",
             api_version="policy/v1",
@@ -126,7 +177,24 @@ class VllmChart(cdk8s.Chart):
         if props.ingress is not None:
             self._ingress(props, props.ingress, meta)
         if props.compile_cache is not None:
-            add_objects(self, writer_objects(props, self.timing))
+            account_obj, job_obj = writer_objects(props, self.timing)
+            account = plus.service_account(self, "serviceaccount-" + account_obj["metadata"]["name"], account_obj)
+            self.compile_cache_service_account = account
+            self.compile_cache_job = plus.job(self, "job-" + job_obj["metadata"]["name"], job_obj, account)
+
+    def _service(self, construct_id: str, metadata: dict[str, Any], selector: dict[str, str]) -> kplus.Service:
+        """A ClusterIP Service over `selector`'s pods on the serving port (named, so it follows the pods' port)."""
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": sourced_metadata(metadata, __name__),
+            "spec": {
+                "type": "ClusterIP",
+                "selector": selector,
+                "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+            },
+        }
+        return plus.service(self, construct_id, obj)
 
     def _prefill(self, p: VllmProps, replicas: int, pool: dict[str, str], meta: Any) -> None:
         """The prefill Deployment `<name>-prefill` (its own immutable selector, the workload's instance and pool), and
@@ -134,22 +202,10 @@ class VllmChart(cdk8s.Chart):
         name = prefill_name(p.name)
         selector = selector_labels(PREFILL_APP, p.name)
         own = {**selector, "app.kubernetes.io/part-of": PART_OF}
-        self._serving(p, name, replicas, (own, {**own, **pool, ROLE_LABEL: "prefill"}), selector, meta, floor=False)
-        plain_object(
-            self,
-            "service-prefill",
-            api_version="v1",
-            kind="Service",
-            metadata=meta(name),
-            body={
-                "spec": {
-                    "type": "ClusterIP",
-                    "selector": selector,
-                    "ports": [{"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
-                }
-            },
-            source=__name__,
+        self.prefill_deployment, _ = _split(
+            self._serving(p, name, replicas, (own, {**own, **pool, ROLE_LABEL: "prefill"}), selector, meta, floor=False)
         )
+        self.prefill_service = self._service("service-prefill", meta(name), selector)
 
     def _serving(
         self,
@@ -161,34 +217,32 @@ class VllmChart(cdk8s.Chart):
         meta: Any,
         *,
         floor: bool,
-    ) -> None:
-        """The Deployment (or LeaderWorkerSet) `name` of `replicas` serving pods; `floor`: the on-demand floor's."""
+    ) -> kplus.Deployment | cdk8s.ApiObject:
+        """The Deployment (or LeaderWorkerSet, a custom resource) `name` of `replicas` serving pods; `floor`: the
+        on-demand floor's."""
         suffix = "-floor" if floor else "-prefill" if p.pd_role == "prefill" else ""
         # The object's own labels, and its pods' (the pool label too).
         own, pods = labels
         metadata = {**meta(name, annotations=serving_pod_annotations(p.image)), "labels": own}
         if p.nodes_per_replica == 1:
             spec = self._deployment_spec(p, replicas, pods, selector, floor)
-            plain_object(
-                self,
-                f"deployment{suffix}",
-                api_version="apps/v1",
-                kind="Deployment",
-                metadata=metadata,
-                body={"spec": spec},
-                source=__name__,
-            )
-        else:
-            spec = self._leader_worker_set_spec(p, replicas, pods, selector, floor)
-            plain_object(
-                self,
-                f"leader-worker-set{suffix}",
-                api_version=LWS_API_VERSION,
-                kind="LeaderWorkerSet",
-                metadata=metadata,
-                body={"spec": spec},
-                source=__name__,
-            )
+            obj = {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": sourced_metadata(metadata, __name__),
+                "spec": spec,
+            }
+            return plus.deployment(self, f"deployment{suffix}", obj, self.service_account)
+        spec = self._leader_worker_set_spec(p, replicas, pods, selector, floor)
+        return plain_object(
+            self,
+            f"leader-worker-set{suffix}",
+            api_version=LWS_API_VERSION,
+            kind="LeaderWorkerSet",
+            metadata=metadata,
+            body={"spec": spec},
+            source=__name__,
+        )
 
     def _deployment_spec(
         self, p: VllmProps, replicas: int, labels: dict[str, str], selector: dict[str, str], floor: bool

@@ -1,0 +1,98 @@
+"""examples/extend_vllm_chart: a plain cdk8s app that adds a sidecar and a volume to the vLLM chart through
+cdk8s-plus. It synthesizes and passes the synth-time checks; a bad extension fails them with the one-line finding
+`cdk synth` reports for the same objects (LlmEksChecks), before any YAML is written."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import cdk8s
+import pytest
+import yaml
+
+from llm_eks.infra.checks import MANIFEST_TYPE, LlmEksChecks
+from llm_eks.manifests.app_checks import ChecksFailed, chart_objects, check_app
+from tests.conftest import REPO_ROOT
+
+EXAMPLE = REPO_ROOT / "examples" / "extend_vllm_chart"
+NAME = "vllm-qwen3-8b"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("extend_vllm_chart", EXAMPLE / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _deployment(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == NAME]
+    return found
+
+
+def _cdk_synth_lines(objects: list[dict[str, Any]]) -> list[str]:
+    """What `cdk synth` reports for these objects applied by one stack: LlmEksChecks on a template holding them
+    as one manifest, each violation as its one line."""
+    template = {"Resources": {"Manifest": {"Type": MANIFEST_TYPE, "Properties": {"Manifest": json.dumps(objects)}}}}
+    violations = LlmEksChecks().check_template(template, "LlmEks-team-a.template.json")
+    return [f"[{v.rule_name}] {v.description}. Fix: {v.fix}" for v in violations]
+
+
+def test_the_example_synthesizes_with_the_sidecar_and_passes_the_checks(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE / "app.py"), str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    objects = [o for o in yaml.safe_load_all((tmp_path / "vllm.k8s.yaml").read_text()) if o]
+    spec = _deployment(objects)["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["vllm", "log-shipper"]
+    assert spec["containers"][1]["volumeMounts"] == [{"mountPath": "/spool", "name": "log-spool"}]
+    assert {"name": "log-spool", "emptyDir": {"sizeLimit": "1024Mi"}} in spec["volumes"]
+
+
+def test_the_extension_leaves_the_charts_own_objects_as_they_were() -> None:
+    example = _example()
+    plain_app, extended_app = cdk8s.App(), cdk8s.App()
+    plain = example.platform(plain_app).to_json()
+    example.add_log_shipper(example.platform(extended_app))
+    extended = chart_objects(extended_app.charts)
+    check_app(extended_app)
+    before, after = _deployment(plain), _deployment(extended)
+    assert after["spec"]["selector"] == before["spec"]["selector"]
+    assert after["spec"]["template"]["metadata"] == before["spec"]["template"]["metadata"]
+    spec = dict(after["spec"]["template"]["spec"])
+    assert spec.pop("containers")[0] == before["spec"]["template"]["spec"]["containers"][0]
+    assert [v for v in spec.pop("volumes") if v["name"] != "log-spool"] == before["spec"]["template"]["spec"]["volumes"]
+    assert spec == {k: v for k, v in before["spec"]["template"]["spec"].items() if k not in ("containers", "volumes")}
+    # Every other object of the environment is unchanged.
+    assert [o for o in extended if o is not after] == [o for o in chart_objects(plain_app.charts) if o != before]
+
+
+def test_a_sidecar_that_does_not_fit_the_gpu_node_fails_with_cdk_synths_one_line() -> None:
+    example = _example()
+    app = cdk8s.App()
+    example.add_log_shipper(example.platform(app), memory_mib=200_000)
+    with pytest.raises(ChecksFailed) as err:
+        check_app(app)
+    line = (
+        f"[SCHEDULING] Deployment/inference/{NAME}: no NodePool can run this pod (gpu-g6e: needs 221.9Gi memory but "
+        "the largest allowed type, g6e.2xlarge, has allocatable 58.2Gi); Karpenter would leave it Pending. Fix: lower "
+        "the pod's memory request to at most 58.2Gi memory or allow a larger instance type in NodePool gpu-g6e"
+    )
+    assert str(err.value) == line
+    # The same line `cdk synth` reports when a CDK stack applies these objects.
+    assert _cdk_synth_lines(chart_objects(app.charts)) == [line]
+
+
+def test_the_unextended_environment_passes_both_ways() -> None:
+    app = cdk8s.App()
+    _example().platform(app)
+    check_app(app)
+    assert _cdk_synth_lines(chart_objects(app.charts)) == []

@@ -37,6 +37,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.error_codes import E201
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # Date of the AWS Price List snapshot the on-demand prices below come from (us-east-1).
@@ -407,7 +408,7 @@ del _row
 def unknown_name(field: str, value: object, choices: list[str]) -> ConfigError:
     """`<field>: <value> is not allowed; did you mean ...? allowed: a, b, c`."""
     hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-    return fail(field, value, f"{hint}allowed: {', '.join(choices)}")
+    return fail(E201, field, value, f"{hint}allowed: {', '.join(choices)}")
 
 
 def instance_type(name: str, field: str = "workload.accelerator") -> InstanceType:

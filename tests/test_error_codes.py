@@ -60,8 +60,24 @@ def _called(node: ast.Call) -> str | None:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
+def _takes_a_code(node: ast.FunctionDef) -> bool:
+    """A helper whose first parameter is the code (`fail`, `unknown_name`): its callers pass one."""
+    first = node.args.args[0] if node.args.args else None
+    return first is not None and first.arg == "code" and ast.unparse(first.annotation or ast.Name("")) == "ErrorCode"
+
+
+# The helpers that pass their caller's code on, and the calls inside them (which pass `code`).
+HELPERS = {
+    node.name: node
+    for tree in TREES.values()
+    for node in ast.walk(tree)
+    if isinstance(node, ast.FunctionDef) and _takes_a_code(node)
+}
+PASSED_ON = {id(n) for helper in HELPERS.values() for n in ast.walk(helper) if isinstance(n, ast.Call)}
+
+
 def _sites() -> list[tuple[str, ast.Call]]:
-    checked = (set(CODED) - OWN_INIT) | {"fail"}
+    checked = (set(CODED) - OWN_INIT) | set(HELPERS)
     return [
         (f"{path.relative_to(SRC.parent)}:{node.lineno}", node)
         for path, tree in TREES.items()
@@ -71,11 +87,14 @@ def _sites() -> list[tuple[str, ast.Call]]:
 
 
 def _code_of(call: ast.Call) -> str | None:
-    """The code a construction passes: `E123`, `err.code` (kept from the error it re-raises), or None."""
+    """The code a construction passes: `E123`, `err.code` (kept from the error it re-raises), a helper's own `code`
+    parameter, or None."""
     first = call.args[0] if call.args else None
     if isinstance(first, ast.Name) and CODE_NAME.fullmatch(first.id):
         return first.id
     if isinstance(first, ast.Attribute) and first.attr == "code":
+        return "(kept)"
+    if isinstance(first, ast.Name) and first.id == "code" and id(call) in PASSED_ON:
         return "(kept)"
     return None
 
@@ -86,6 +105,7 @@ LISTED = {f"E{c.number:03d}" for c in all_codes()}
 def test_the_scan_sees_every_kind_of_user_facing_error() -> None:
     assert {"ConfigError", "ConstructError", "NoFitError", "ClusterError", "UsageError", "HubError"} <= set(CODED)
     assert {"HubUnreachable", "RegistryError", "RegistryUnreachable"} <= set(CODED)
+    assert {"fail", "unknown_name"} <= set(HELPERS)
     assert len(_sites()) > 800
 
 

@@ -343,10 +343,11 @@ E201 = ErrorCode(
 )
 E202 = ErrorCode(
     202,
-    "Plan request value out of range",
-    "A request or engine setting (lengths, concurrency, memory utilization, batch sizes) is outside its bounds or "
-    "inconsistent with another.",
-    "Give the value within the bounds the message names.",
+    "Plan request value not allowed",
+    "A request or engine setting (lengths, concurrency, memory utilization, batch sizes, compute mode, "
+    "disaggregation, KV cache dtype) is not one of its choices, is outside its bounds, or is inconsistent with "
+    "another.",
+    "Give one of the choices, or a value within the bounds, the message names.",
     "reference/configuration.md",
 )
 E203 = ErrorCode(

@@ -318,7 +318,7 @@ def weight_format(name: str, field: str = "workload.weight_format") -> WeightFor
     """The format called `name`; unknown names raise ConfigError with a did-you-mean hint."""
     if isinstance(name, str) and name in FORMATS:
         return FORMATS[name]
-    raise unknown_name(field, name, list(FORMATS))
+    raise unknown_name(E205, field, name, list(FORMATS))
 
 
 def support(format: str, compute_capability: tuple[int, int]) -> Support:

@@ -220,7 +220,7 @@ def validate_request(r: PlanRequest) -> None:
     if r.accelerator != "auto":
         inst = INSTANCE_TYPES.get(r.accelerator) if isinstance(r.accelerator, str) else None
         if inst is None:
-            raise unknown_name("workload.accelerator", r.accelerator, ["auto", *INSTANCE_TYPES])
+            raise unknown_name(E201, "workload.accelerator", r.accelerator, ["auto", *INSTANCE_TYPES])
     _check_compute(r)
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
     _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
@@ -311,7 +311,7 @@ def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
-        raise unknown_name(f"workload.{name}", value, list(allowed))
+        raise unknown_name(E205 if name == "weight_format" else E202, f"workload.{name}", value, list(allowed))
 
 
 def _int_between(name: str, value: Any, low: int, high: int) -> None:

@@ -30,6 +30,7 @@ from docgen.cli_reference import cli_reference  # noqa: E402
 from docgen.cold_start import cold_start_table  # noqa: E402
 from docgen.compatibility import compatibility_table  # noqa: E402
 from docgen.config_reference import config_reference  # noqa: E402
+from docgen.error_reference import errors_reference  # noqa: E402
 
 MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
 _SECTION = re.compile(r"^(<!-- generated: ([a-z-]+) -->\n)(.*?)^(<!-- end of generated: \2 -->)$", re.M | re.S)
@@ -50,6 +51,7 @@ def generators() -> dict[str, Callable[[], str]]:
         "cli": cli_reference,
         "compatibility": compatibility_table,
         "cold-start": cold_start_table,
+        "errors": errors_reference,
         "kv-accuracy": kv_accuracy_table,
         "latency-accuracy": latency_accuracy_table,
         "latency-rules": latency_rules,

@@ -132,6 +132,7 @@ def test_unknown_family_lists_the_families() -> None:
     assert str(err.value) == (
         "workload.accelerator_family: 'p5x' is not allowed; did you mean 'p5'? "
         "allowed: g5, g6, gr6, g6e, g7, g7e, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, inf2, trn1, trn1n, trn2"
+        " [LLMEKS-E201]"
     )
 
 

@@ -26,11 +26,13 @@ from llm_eks.constructs.load_balancer import AwsLoadBalancerController, AwsLoadB
 from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessOptions, ModelWeightsAccessProps
 from llm_eks.constructs.observability import Observability, ObservabilityOptions, ObservabilityProps, storage_class
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiProps
+from llm_eks.error_codes import E300
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from llm_eks.manifests import network_policies as netpol
 from tests.amtool import EVERY_RECEIVER_KIND
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
+from tests.coded import raises_code
 from tests.kube_schema import assert_valid
 from tests.upstream import CRDS, sources
 
@@ -484,7 +486,7 @@ def test_a_secret_receiver_needs_the_secrets_store(bare_cluster: eks.Cluster) ->
     assert str(err.value) == (
         "Bare/Observability: observability.secrets_store: None is not allowed with receivers that hold a secret "
         "(pager, chat, snitch); pass the cluster's SecretsStoreCsi (InferenceCluster.add_secrets_store), which "
-        "mounts each secret into Alertmanager as a file"
+        "mounts each secret into Alertmanager as a file [LLMEKS-E306]"
     )
 
 
@@ -557,7 +559,7 @@ def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster
         Keda(bare_cluster.stack, "KedaSlow", KedaProps(cluster=bare_cluster, timeout=cdk.Duration.minutes(14)))
     assert str(err.value) == (
         "Bare/KedaSlow: keda.timeout: 14 min is not allowed; 1 Helm wait(s) x timeout + 2 min setup must fit the "
-        "kubectl Lambda's 15 minutes (at most 13 min)"
+        "kubectl Lambda's 15 minutes (at most 13 min) [LLMEKS-E300]"
     )
     with pytest.raises(ConfigError) as err:
         Observability(
@@ -567,21 +569,22 @@ def test_a_helm_timeout_that_outlives_the_kubectl_lambda_is_refused(bare_cluster
         )
     assert str(err.value) == (
         "Bare/ObsSlow: kube-prometheus-stack.timeout: 5 min is not allowed; 3 Helm wait(s) x timeout + 2 min setup "
-        "must fit the kubectl Lambda's 15 minutes (at most 4.3 min)"
+        "must fit the kubectl Lambda's 15 minutes (at most 4.3 min) [LLMEKS-E300]"
     )
 
 
 def test_control_plane_cidrs_must_be_cidrs(bare_cluster: eks.Cluster) -> None:
     with pytest.raises(ConfigError) as err:
         Keda(bare_cluster.stack, "KedaCidr", KedaProps(cluster=bare_cluster, control_plane_cidrs=("vpc",)))
-    assert (
-        str(err.value)
-        == "Bare/KedaCidr: keda.control_plane_cidrs: 'vpc' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+    assert str(err.value) == (
+        "Bare/KedaCidr: keda.control_plane_cidrs: 'vpc' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16 "
+        "[LLMEKS-E300]"
     )
     with pytest.raises(ConfigError) as err:
         ObservabilityOptions(control_plane_cidrs=("10.0.0.0/33",)).validate()
     assert str(err.value) == (
         "observability.control_plane_cidrs: '10.0.0.0/33' is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+        " [LLMEKS-E300]"
     )
 
 
@@ -591,21 +594,22 @@ def test_control_plane_cidrs_must_be_cidrs(bare_cluster: eks.Cluster) -> None:
         (
             {"prefix": "models/llama"},
             "model_weights.prefix: 'models/llama' is not allowed; must be a key prefix without a leading '/' or '*', "
-            "ending in '/' (so it cannot match a sibling prefix)",
+            "ending in '/' (so it cannot match a sibling prefix) [LLMEKS-E305]",
         ),
         (
             {"bucket_name": "My_Bucket"},
             "model_weights.bucket_name: 'My_Bucket' is not allowed; must be an S3 bucket name "
-            "(3-63 lowercase letters, digits, '.', '-')",
+            "(3-63 lowercase letters, digits, '.', '-') [LLMEKS-E305]",
         ),
         (
             {"kms_key_arn": "alias/weights"},
-            "model_weights.kms_key_arn: 'alias/weights' is not allowed; must be a KMS key ARN (not an alias)",
+            "model_weights.kms_key_arn: 'alias/weights' is not allowed; must be a KMS key ARN (not an alias)"
+            " [LLMEKS-E300]",
         ),
         (
             {"service_account": "vLLM"},
             "model_weights.service_account: 'vLLM' is not allowed; must be a DNS subdomain (lowercase letters, "
-            "digits, '-' and '.', at most 253 characters)",
+            "digits, '-' and '.', at most 253 characters) [LLMEKS-E300]",
         ),
     ],
 )
@@ -621,18 +625,18 @@ def test_secret_reader_wants_a_name_not_an_arn(bare_cluster: eks.Cluster) -> Non
     with pytest.raises(ConfigError) as err:
         secrets.add_secret_reader("inference", "vllm", "arn:aws:secretsmanager:us-west-2:1:secret:hf-AbCdEf")
     assert str(err.value).startswith("Bare/Secrets: secret_reader.secret_name: 'arn:aws:secretsmanager")
-    with pytest.raises(ConfigError, match=r"^Bare/Secrets: secret_reader\.namespace: 'Inference' is not allowed"):
+    with raises_code(E300, match=r"^Bare/Secrets: secret_reader\.namespace: 'Inference' is not allowed"):
         secrets.add_secret_reader("Inference", "vllm", "hf-token")
 
 
 def test_replica_counts_are_bounded(bare_cluster: eks.Cluster) -> None:
     with pytest.raises(ConfigError) as err:
         KedaOptions(operator_replicas=0).validate()
-    assert str(err.value) == "keda.operator_replicas: 0 is not allowed; must be between 1 and 3"
+    assert str(err.value) == "keda.operator_replicas: 0 is not allowed; must be between 1 and 3 [LLMEKS-E300]"
     with pytest.raises(ConfigError) as err:
         ObservabilityOptions(retention="two weeks").validate()
     assert str(err.value) == (
-        "observability.retention: 'two weeks' is not allowed; must be a Prometheus duration such as 15d"
+        "observability.retention: 'two weeks' is not allowed; must be a Prometheus duration such as 15d [LLMEKS-E306]"
     )
 
 
@@ -689,13 +693,13 @@ def test_replicas_beyond_the_zones_are_refused() -> None:
         Observability(stack, "Observability", ObservabilityProps(cluster=cluster, prometheus_replicas=3))
     assert str(err.value) == (
         "TwoZones/Observability: observability.prometheus_replicas: 3 is not allowed; must be at most the cluster's 2 "
-        "availability zones (one replica per zone: another would stay Pending)"
+        "availability zones (one replica per zone: another would stay Pending) [LLMEKS-E306]"
     )
     with pytest.raises(ConfigError) as err:
         ObservabilityOptions(query_replicas=1).validate()
     assert str(err.value) == (
         "observability.query_replicas: 1 is not allowed; must be 2 or 3 (KEDA's scaling and verify read through it: "
-        "one replica would be a single point of failure)"
+        "one replica would be a single point of failure) [LLMEKS-E306]"
     )
 
 

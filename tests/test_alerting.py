@@ -170,43 +170,43 @@ def _env(alerting: dict[str, Any]) -> dict[str, Any]:
         (
             {"critical": ["pager"]},
             "environments.e.alerting.critical[0]: 'pager' is not allowed; must be 'sns' or a receiver of "
-            "environments.e.alerting.receivers (none defined)",
+            "environments.e.alerting.receivers (none defined) [LLMEKS-E134]",
         ),
         (
             {"critical": []},
             "environments.e.alerting.critical: [] is not allowed; must name at least one receiver (sns): critical "
-            "alerts must reach someone",
+            "alerts must reach someone [LLMEKS-E134]",
         ),
         (
             {"receivers": {"pager": {"type": "pagerdutty", "secret": "s"}}},
             "environments.e.alerting.receivers.pager.type: 'pagerdutty' is not allowed; did you mean 'pagerduty'? "
-            "must be one of pagerduty, slack, webhook",
+            "must be one of pagerduty, slack, webhook [LLMEKS-E134]",
         ),
         (
             {"receivers": {"pager": {"type": "pagerduty", "secret": "arn:aws:secretsmanager:us-east-1:1:secret:x"}}},
             "environments.e.alerting.receivers.pager.secret: 'arn:aws:secretsmanager:us-east-1:1:secret:x' is not "
             "allowed; must be the NAME of a Secrets Manager secret holding the routing key or URL (never the value, "
-            "never an ARN)",
+            "never an ARN) [LLMEKS-E134]",
         ),
         (
             {"receivers": {"pager": {"type": "pagerduty", "secret": "s"}}, "deadmans_switch": "pager"},
             "environments.e.alerting.deadmans_switch: 'pager' is not allowed; must be 'cloudwatch' (an SNS heartbeat "
             "topic watched by a CloudWatch alarm) or a receiver of type webhook that alarms when the heartbeat stops "
-            "(none defined)",
+            "(none defined) [LLMEKS-E134]",
         ),
         (
             {"receivers": {"chat": {"type": "webhook", "secret": "s", "channel": "#x"}}},
-            "environments.e.alerting.receivers.chat.channel: only allowed with type slack",
+            "environments.e.alerting.receivers.chat.channel: only allowed with type slack [LLMEKS-E134]",
         ),
         (
             {"receivers": {"sns": {"type": "webhook", "secret": "s"}}},
             "environments.e.alerting.receivers: 'sns' is not allowed; receiver names are 1-31 lowercase letters, "
-            "digits and '-', starting with a letter, and not 'sns' or 'cloudwatch' (llm-eks's own)",
+            "digits and '-', starting with a letter, and not 'sns' or 'cloudwatch' (llm-eks's own) [LLMEKS-E134]",
         ),
         (
             {"email": ["oncall"]},
             "environments.e.alerting.email[0]: 'oncall' is not allowed; must be an email address such as "
-            "oncall@example.com",
+            "oncall@example.com [LLMEKS-E134]",
         ),
         (
             {
@@ -216,7 +216,7 @@ def _env(alerting: dict[str, Any]) -> dict[str, Any]:
                 "receivers": {"pager": {"type": "pagerduty", "secret": "s"}},
             },
             "environments.e.alerting.email: ['a@example.com'] is not allowed; needs 'sns' among critical or warning "
-            "receivers (the emails subscribe to the alerts topic)",
+            "receivers (the emails subscribe to the alerts topic) [LLMEKS-E134]",
         ),
     ],
 )

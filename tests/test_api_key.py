@@ -53,11 +53,11 @@ def test_cdk_nag_clean_with_rotation_acknowledged_on_the_secret(
         (
             GeneratedApiKeyProps(secret_name="arn:aws:secretsmanager:us-west-2:123456789012:secret:k-AbCdEf"),
             "api_key.secret_name: 'arn:aws:secretsmanager:us-west-2:123456789012:secret:k-AbCdEf' is not allowed; "
-            "must be a Secrets Manager secret name, not an ARN",
+            "must be a Secrets Manager secret name, not an ARN [LLMEKS-E308]",
         ),
         (
             GeneratedApiKeyProps(secret_name="llm-eks/dev/api-key", length=16),
-            "api_key.length: 16 is not allowed; must be 32 to 4096 characters",
+            "api_key.length: 16 is not allowed; must be 32 to 4096 characters [LLMEKS-E308]",
         ),
     ],
 )

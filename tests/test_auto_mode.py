@@ -18,6 +18,7 @@ from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
 from llm_eks.constructs.compute_guard_handler import index as guard
 from llm_eks.constructs.gpu_devices import GpuDeviceSoftwareOptions, gpu_options_for
+from llm_eks.error_codes import E201, E202, E207, E311
 from llm_eks.errors import ConfigError
 from llm_eks.infra.workloads.pools import gpu_disruption
 from llm_eks.manifests.disruption import AUTO_MODE_CPU_DISRUPTION, AUTO_MODE_GPU_DISRUPTION, GPU_DISRUPTION, Disruption
@@ -32,6 +33,7 @@ from llm_eks.planner import PlanRequest, plan
 from llm_eks.planner.compare import compare
 from llm_eks.planner.compute_mode import image_source_on, node_replacement
 from tests.chart_helpers import by_kind_and_name
+from tests.coded import raises_code
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid, validation_errors
 
@@ -149,11 +151,11 @@ def test_no_cold_start_path_restores_a_snapshot_on_auto_mode() -> None:
 
 
 def test_an_image_snapshot_or_a_family_auto_mode_does_not_launch_is_refused_before_planning() -> None:
-    with pytest.raises(ConfigError, match=r"^workload\.image_source: 'snapshot' is not allowed; needs a node data"):
+    with raises_code(E207, match=r"^workload\.image_source: 'snapshot' is not allowed; needs a node data"):
         PlanRequest(model=LLAMA_8B, image_source="snapshot", compute="auto-mode")
-    with pytest.raises(ConfigError, match=r"^workload\.accelerator: 'g7\.2xlarge' is not allowed; g7 is not an EKS"):
+    with raises_code(E201, match=r"^workload\.accelerator: 'g7\.2xlarge' is not allowed; g7 is not an EKS"):
         PlanRequest(model=LLAMA_8B, accelerator="g7.2xlarge", compute="auto-mode")
-    with pytest.raises(ConfigError, match=r"^workload\.compute: 'fargate' is not allowed; allowed: karpenter, auto"):
+    with raises_code(E202, match=r"^workload\.compute: 'fargate' is not allowed; allowed: karpenter, auto"):
         PlanRequest(model=LLAMA_8B, compute="fargate")
 
 
@@ -335,7 +337,7 @@ def test_what_auto_mode_refuses_of_the_node_pools(changes: dict[str, Any], messa
 def test_auto_modes_nodes_bring_their_own_device_plugins() -> None:
     options = gpu_options_for(PROPS)
     assert options.managed_device_plugins and options.nvidia and options.neuron and options.efa
-    with pytest.raises(ConfigError, match=r"^neuron_scheduler: True is not allowed; the Neuron scheduler extension"):
+    with raises_code(E311, match=r"^neuron_scheduler: True is not allowed; the Neuron scheduler extension"):
         GpuDeviceSoftwareOptions(neuron=True, neuron_scheduler=True, managed_device_plugins=True).validate()
 
 

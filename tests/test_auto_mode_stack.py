@@ -28,7 +28,7 @@ from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
 from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.gpu_devices import gpu_options_for
-from llm_eks.errors import ConfigError
+from llm_eks.error_codes import E303, E304
 from llm_eks.infra.app import add_checks, build_app, new_app, write_review
 from llm_eks.manifests.checks import check_objects
 from llm_eks.manifests.disruption import AUTO_MODE_GPU_DISRUPTION
@@ -37,6 +37,7 @@ from llm_eks.manifests.gateway.proxy import envoy_proxy
 from llm_eks.manifests.node_pools import GpuPoolSpec, NodePoolsChart, NodePoolsProps
 from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_POOL_TOLERATIONS, builtin_system_pool
 from tests.admission import denials
+from tests.coded import raises_code
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
 from tests.test_reserved_capacity import LARGEST
@@ -459,11 +460,11 @@ def test_karpenter_and_the_lb_controller_are_refused_on_an_auto_mode_cluster() -
     app = cdk.App()
     stack = cdk.Stack(app, "Refused")
     platform = InferenceCluster(stack, "Platform", InferenceClusterProps(cluster_name="refused", auto_mode=True))
-    with pytest.raises(ConfigError, match=r"^add_karpenter: not allowed on an EKS Auto Mode cluster, which runs"):
+    with raises_code(E304, match=r"^add_karpenter: not allowed on an EKS Auto Mode cluster, which runs"):
         platform.add_karpenter()
-    with pytest.raises(ConfigError, match=r"^add_load_balancer_controller: not allowed on an EKS Auto Mode cluster"):
+    with raises_code(E304, match=r"^add_load_balancer_controller: not allowed on an EKS Auto Mode cluster"):
         platform.add_load_balancer_controller()
-    with pytest.raises(ConfigError, match=r"^system_min_size: 4 is not allowed with auto_mode; the controllers run"):
+    with raises_code(E303, match=r"^system_min_size: 4 is not allowed with auto_mode; the controllers run"):
         InferenceClusterProps(cluster_name="x", auto_mode=True, system_min_size=4).validate()
 
 

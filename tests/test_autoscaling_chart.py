@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from llm_eks.error_codes import E130
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.autoscaling import (
     PROMETHEUS_URL,
@@ -17,6 +18,7 @@ from llm_eks.manifests.autoscaling import (
 )
 from llm_eks.manifests.checks import check_objects
 from tests.chart_helpers import DESIGN_VLLM_METRICS
+from tests.coded import raises_code
 from tests.kube_schema import assert_valid
 from tests.test_vllm_chart import NAME, base_props
 
@@ -206,23 +208,23 @@ def test_scale_to_zero_is_a_working_hours_schedule(scheduled: dict[str, Any]) ->
         (
             AutoscalingProps(min_replicas=3, max_replicas=2, waiting_requests_per_replica=4, kv_cache_usage_target=0.8),
             {},
-            "autoscaling.min_replicas: 3 is not allowed; must be at most max_replicas (2)",
+            "autoscaling.min_replicas: 3 is not allowed; must be at most max_replicas (2) [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(max_replicas=0, waiting_requests_per_replica=4, kv_cache_usage_target=0.8),
             {},
-            "autoscaling.max_replicas: 0 is not allowed; must be at least 1",
+            "autoscaling.max_replicas: 0 is not allowed; must be at least 1 [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(max_replicas=2, waiting_requests_per_replica=0, kv_cache_usage_target=0.8),
             {},
-            "autoscaling.waiting_requests_per_replica: 0 is not allowed; must be above 0",
+            "autoscaling.waiting_requests_per_replica: 0 is not allowed; must be above 0 [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(max_replicas=2, waiting_requests_per_replica=4, kv_cache_usage_target=80),
             {},
             "autoscaling.kv_cache_usage_target: 80 is not allowed; must be above 0 and at most 1 "
-            "(vllm:kv_cache_usage_perc is a fraction)",
+            "(vllm:kv_cache_usage_perc is a fraction) [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(
@@ -233,14 +235,14 @@ def test_scale_to_zero_is_a_working_hours_schedule(scheduled: dict[str, Any]) ->
             ),
             {},
             "autoscaling.scale_down_stabilization_seconds: 300 is not allowed; must be at least startup_seconds "
-            "(600): removing a replica sooner than one starts again thrashes GPU nodes",
+            "(600): removing a replica sooner than one starts again thrashes GPU nodes [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(min_replicas=0, max_replicas=2, waiting_requests_per_replica=4, kv_cache_usage_target=0.8),
             {"replicas": 0},
             "autoscaling.min_replicas: 0 is not allowed without scale_to_zero or held_requests; vLLM's metrics "
             "vanish with its last pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron), or "
-            "put the workload behind the gateway, whose endpoint picker holds the requests that wake it",
+            "put the workload behind the gateway, whose endpoint picker holds the requests that wake it [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(
@@ -248,7 +250,7 @@ def test_scale_to_zero_is_a_working_hours_schedule(scheduled: dict[str, Any]) ->
             ),
             {},
             "autoscaling.min_replicas: 1 is not allowed with scale_to_zero; must be 0 (the schedule is what "
-            "brings replicas back)",
+            "brings replicas back) [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(
@@ -259,7 +261,8 @@ def test_scale_to_zero_is_a_working_hours_schedule(scheduled: dict[str, Any]) ->
                 scale_to_zero=ScaleToZeroSchedule("Europe/Paris", "0 7 * * *", "0 7 * * *", 1),
             ),
             {},
-            "autoscaling.scale_to_zero.end: '0 7 * * *' is not allowed; must differ from start (KEDA rejects it)",
+            "autoscaling.scale_to_zero.end: '0 7 * * *' is not allowed; must differ from start (KEDA rejects it)"
+            " [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(
@@ -271,12 +274,13 @@ def test_scale_to_zero_is_a_working_hours_schedule(scheduled: dict[str, Any]) ->
             ),
             {},
             "autoscaling.scale_to_zero.start: '7am' is not allowed; must be a 5-field cron expression such as "
-            "'0 7 * * 1-5'",
+            "'0 7 * * 1-5' [LLMEKS-E130]",
         ),
         (
             AutoscalingProps(max_replicas=4, waiting_requests_per_replica=4, kv_cache_usage_target=0.8),
             {"replicas": 5},
-            "replicas: 5 is not allowed; must be between autoscaling.min_replicas (1) and autoscaling.max_replicas (4)",
+            "replicas: 5 is not allowed; must be between autoscaling.min_replicas (1) and autoscaling.max_replicas (4)"
+            " [LLMEKS-E130]",
         ),
     ],
 )
@@ -291,7 +295,7 @@ def test_bad_props_get_one_line_errors(
 def test_chart_refuses_scale_to_zero_without_a_signal() -> None:
     import cdk8s
 
-    with pytest.raises(ConfigError, match=r"^autoscaling\.min_replicas: 0 is not allowed without scale_to_zero"):
+    with raises_code(E130, match=r"^autoscaling\.min_replicas: 0 is not allowed without scale_to_zero"):
         VllmAutoscalingChart(
             cdk8s.App(),
             "autoscaling",

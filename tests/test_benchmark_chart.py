@@ -187,25 +187,25 @@ def test_script_passes_args_through_and_prints_the_json_last(tmp_path: Path, pod
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"input_len": 0}, "benchmark.input_len: 0 is not allowed; must be at least 1"),
-        ({"num_prompts": -5}, "benchmark.num_prompts: -5 is not allowed; must be at least 1"),
+        ({"input_len": 0}, "benchmark.input_len: 0 is not allowed; must be at least 1 [LLMEKS-E126]"),
+        ({"num_prompts": -5}, "benchmark.num_prompts: -5 is not allowed; must be at least 1 [LLMEKS-E126]"),
         (
             {"request_rate": 0.0},
-            "benchmark.request_rate: 0.0 is not allowed; must be above 0 (None sends all at once)",
+            "benchmark.request_rate: 0.0 is not allowed; must be above 0 (None sends all at once) [LLMEKS-E126]",
         ),
-        ({"slo_ttft_p99_ms": -1.0}, "benchmark.slo_ttft_p99_ms: -1.0 is not allowed; must be above 0"),
+        ({"slo_ttft_p99_ms": -1.0}, "benchmark.slo_ttft_p99_ms: -1.0 is not allowed; must be above 0 [LLMEKS-E126]"),
         (
             {"tolerations": ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)},
-            "benchmark.tolerations: 'nvidia.com/gpu' is not allowed; the benchmark runs on CPU capacity",
+            "benchmark.tolerations: 'nvidia.com/gpu' is not allowed; the benchmark runs on CPU capacity [LLMEKS-E126]",
         ),
         (
             {"tolerations": ({"operator": "Exists"},)},
-            "benchmark.tolerations: 'every taint' is not allowed; the benchmark runs on CPU capacity",
+            "benchmark.tolerations: 'every taint' is not allowed; the benchmark runs on CPU capacity [LLMEKS-E126]",
         ),
         (
             {"name": "Bench"},
             "benchmark.name: 'Bench' is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters",
+            "starting with a letter, at most 63 characters [LLMEKS-E400]",
         ),
     ],
 )

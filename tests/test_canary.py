@@ -243,7 +243,7 @@ def test_a_canary_that_does_not_fit_the_accelerator_limit_is_refused() -> None:
     assert _error(body) == (
         "environments.qa.workloads.chat.canary.replicas.max: 2 is not allowed; needs 2 accelerators (g6e.xlarge) "
         "beside the current version's 3, above environments.qa.workloads.chat.accelerator_limit 4: lower "
-        "canary.replicas.max or raise the limit"
+        "canary.replicas.max or raise the limit [LLMEKS-E133]"
     )
 
 
@@ -263,37 +263,37 @@ def test_a_canary_within_the_limit_adds_nothing_to_it() -> None:
         (
             lambda b: b.pop("gateway"),
             "environments.qa.workloads.chat.canary: needs the environment's `gateway` (its route splits the traffic "
-            "between the two versions)",
+            "between the two versions) [LLMEKS-E133]",
         ),
         (
             lambda b: b["workloads"]["chat"].update(engine="ray-serve"),
             "environments.qa.workloads.chat.canary: 'ray-serve' is not allowed; is for engine vllm (the next version's "
-            "pods join the workload's InferencePool; Ray Serve routes inside its own application)",
+            "pods join the workload's InferencePool; Ray Serve routes inside its own application) [LLMEKS-E133]",
         ),
         (
             lambda b: b["workloads"]["chat"]["canary"].update(weight=100),
             "environments.qa.workloads.chat.canary.weight: 100 is not allowed; must be 0 to 99 (the next version's "
-            "share of the pool's replicas; all of it is a promotion)",
+            "share of the pool's replicas; all of it is a promotion) [LLMEKS-E133]",
         ),
         (
             lambda b: b["workloads"]["chat"]["canary"].update(steps=[5, 25, 100]),
             "environments.qa.workloads.chat.canary.steps: [5, 25, 100] is not allowed; must rise strictly from at "
-            "least 1 to at most 99 (100 is the promotion, docs/how-to/promote.md)",
+            "least 1 to at most 99 (100 is the promotion, docs/how-to/promote.md) [LLMEKS-E133]",
         ),
         (
             lambda b: b["workloads"]["chat"].update(canary={"weight": 5}),
             "environments.qa.workloads.chat.canary: names no change; set at least one of revision, weight_format, "
-            "image, kv_cache_dtype, gpu_memory_utilization, max_num_seqs (what the next version changes)",
+            "image, kv_cache_dtype, gpu_memory_utilization, max_num_seqs (what the next version changes) [LLMEKS-E133]",
         ),
         (
             lambda b: b["workloads"]["chat"]["canary"].update(replicas={"min": 0, "max": 1}),
             "environments.qa.workloads.chat.canary.replicas.min: 0 is not allowed; must be at least 1 (any share "
-            "above 0 runs at least one pod of the next version)",
+            "above 0 runs at least one pod of the next version) [LLMEKS-E133]",
         ),
         (
             lambda b: b["workloads"].update({"chat-canary": copy.deepcopy(b["workloads"]["chat"])}),
             "environments.qa.workloads.chat.canary: 'chat' is not allowed; names the next version 'chat-canary', "
-            "already a workload here",
+            "already a workload here [LLMEKS-E133]",
         ),
     ],
     ids=["no-gateway", "ray-serve", "weight", "steps", "no-change", "min-zero", "key-taken"],
@@ -331,7 +331,7 @@ def test_the_current_version_keeps_a_replica_while_it_has_a_next_version() -> No
     body["workloads"]["chat"]["replicas"] = {"min": 0, "max": 3}
     assert _error(body) == (
         "environments.qa.workloads.chat.replicas.min: 0 is not allowed; must be at least 1 with a canary (the next "
-        "version's share is its pods over the pool's, so the current version keeps at least one replica)"
+        "version's share is its pods over the pool's, so the current version keeps at least one replica) [LLMEKS-E133]"
     )
 
 

@@ -126,12 +126,15 @@ def test_catalog_shows_compute_capability(capsys: pytest.CaptureFixture[str]) ->
         (["plan", "--model", "acme/unknown"], "llm-eks: error: workload.model: 'acme/unknown' is not allowed; "),
         (["plan", "--model", LLAMA_8B, "--max-model-len", "8k"], "llm-eks: error: argument --max-model-len: invalid "),
         (["plan", "--model", LLAMA_8B, "--weight-format", "int3"], "llm-eks: error: workload.weight_format: 'int3' "),
-        ([], "llm-eks: error: a command is required: plan (see llm-eks --help)"),
-        (["plan"], "llm-eks: error: give exactly one of --model, --env NAME or --catalog"),
+        ([], "llm-eks: error: a command is required: plan (see llm-eks --help) [LLMEKS-E600]"),
+        (["plan"], "llm-eks: error: give exactly one of --model, --env NAME or --catalog [LLMEKS-E600]"),
         (["plan", "--model", LLAMA_8B, "--env", "dev"], "llm-eks: error: give exactly one of --model, --env NAME"),
         (["plan", "--env", "dev", "--context-file", "/nonexistent/cdk.json"], "llm-eks: error: --context-file: "),
         (["plan", "--env", "nope", "--context-file", str(REPO_ROOT / "cdk.json")], "llm-eks: error: env: 'nope' "),
-        (["plan", "--model", LLAMA_8B, "--parameters", "5"], "llm-eks: error: --parameters needs --model-config"),
+        (
+            ["plan", "--model", LLAMA_8B, "--parameters", "5"],
+            "llm-eks: error: --parameters needs --model-config [LLMEKS-E600]",
+        ),
         (["plan", "--model", "a/b", "--model-config", "/nonexistent"], "llm-eks: error: model_config: '/nonexistent"),
     ],
 )
@@ -153,7 +156,8 @@ def test_subprocess_error_has_no_traceback_and_no_cdk_imports() -> None:
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr == (
-        "llm-eks: error: workload.gpu_memory_utilization: 1.5 is not allowed; must be a number above 0 and at most 1\n"
+        "llm-eks: error: workload.gpu_memory_utilization: 1.5 is not allowed; must be a number above 0 and at most 1"
+        " [LLMEKS-E202]\n"
     )
     # The planner's import path stays free of aws_cdk, cdk8s, constructs and jsii, even with --env.
     probe = (

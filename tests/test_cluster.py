@@ -305,7 +305,9 @@ def test_system_disk_size_is_validated() -> None:
 
     with pytest.raises(ConfigError) as error:
         InferenceClusterProps(cluster_name="disk", system_disk_gib=10).validate()
-    assert str(error.value) == "system_disk_gib: 10 is not allowed; must be 20 (the AMI's own size) to 16384"
+    assert (
+        str(error.value) == "system_disk_gib: 10 is not allowed; must be 20 (the AMI's own size) to 16384 [LLMEKS-E303]"
+    )
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
@@ -328,7 +330,7 @@ def test_system_instance_type_is_an_ec2_instance_type() -> None:
         InferenceClusterProps(cluster_name="typo", system_instance_type="m7i.xlargee").validate()
     assert str(error.value) == (
         "system_instance_type: 'm7i.xlargee' is not allowed; not an EC2 instance type (botocore 1.44.8's list); "
-        "closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge"
+        "closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge [LLMEKS-E201]"
     )
     InferenceClusterProps(cluster_name="ok", system_instance_type="c7i.2xlarge").validate()
 

@@ -18,6 +18,7 @@ from llm_eks.constructs.cluster import InferenceCluster, InferenceClusterProps
 from llm_eks.constructs.interruption import InterruptionQueue
 from llm_eks.constructs.karpenter import Karpenter, KarpenterProps
 from llm_eks.constructs.keda import Keda, KedaProps
+from llm_eks.error_codes import E312
 from llm_eks.errors import ConfigError, errors_at
 from llm_eks.infra.app import add_checks
 from llm_eks.infra.review import readable
@@ -104,7 +105,7 @@ def test_a_cluster_without_a_kubectl_provider_is_one_line() -> None:
     assert str(err.value) == (
         "NoKubectl/Keda: cluster: 'team-a' has no kubectl provider, so Helm releases and manifests cannot be applied "
         "to it; create it with kubectl_provider_options, or import it with "
-        "kubectl_provider=KubectlProvider.from_kubectl_provider_attributes(...)"
+        "kubectl_provider=KubectlProvider.from_kubectl_provider_attributes(...) [LLMEKS-E301]"
     )
 
 
@@ -220,12 +221,13 @@ def test_construct_errors_name_the_construct_path() -> None:
         Karpenter(stack, "Karpenter", KarpenterProps(cluster=None, helm_values=["debug"]))  # type: ignore[arg-type]
     assert str(err.value) == (
         "LlmEks-dev/Karpenter: helm_values: ['debug'] is not allowed; must be a mapping of Helm values, "
-        "e.g. {'replicas': 3}"
+        "e.g. {'replicas': 3} [LLMEKS-E300]"
     )
     with pytest.raises(ConfigError) as err:
         Keda(stack, "Keda", KedaProps(cluster=None, helm_values={"operator": {1: "x"}}))  # type: ignore[arg-type]
     assert str(err.value) == (
         "LlmEks-dev/Keda: keda.helm_values.operator: {1: 'x'} is not allowed; every key must be a string (found 1)"
+        " [LLMEKS-E300]"
     )
 
 
@@ -240,14 +242,14 @@ def test_statements_for_the_node_role_need_our_node_role() -> None:
         props.validate()
     assert str(err.value) == (
         "node_role_statements: 1 is not allowed; must be empty with your own node_role; add statements to that role "
-        "yourself"
+        "yourself [LLMEKS-E302]"
     )
 
 
 def test_a_nested_construct_error_keeps_its_own_path() -> None:
     with pytest.raises(ConfigError) as err, errors_at("App/Karpenter"), errors_at("App/Karpenter/InterruptionQueue"):
-        raise ConfigError("cluster_name: 'a b' is not allowed; ...")
-    assert str(err.value) == "App/Karpenter/InterruptionQueue: cluster_name: 'a b' is not allowed; ..."
+        raise ConfigError(E312, "cluster_name: 'a b' is not allowed; ...")
+    assert str(err.value) == "App/Karpenter/InterruptionQueue: cluster_name: 'a b' is not allowed; ... [LLMEKS-E312]"
 
 
 def test_karpenter_without_a_queue_creates_its_own() -> None:
@@ -264,5 +266,5 @@ def test_cluster_errors_name_the_cluster_construct() -> None:
         InferenceCluster(cdk.Stack(cdk.App(), "TeamA"), "Platform", InferenceClusterProps("c", system_min_size=1))
     assert str(err.value) == (
         "TeamA/Platform: system_min_size: 1 is not allowed; must be at least 2 (Karpenter's 2 replicas need 2 nodes "
-        "in 2 AZs)"
+        "in 2 AZs) [LLMEKS-E303]"
     )

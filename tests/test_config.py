@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from llm_eks.config import load_environments, parse_environment, select_environments
+from llm_eks.error_codes import E102
 from llm_eks.errors import ConfigError
+from tests.coded import raises_code
 from tests.conftest import CDK_JSON, REPO_ROOT
 
 
@@ -85,12 +87,12 @@ def test_existing_vpc() -> None:
         (
             None,
             "environments.x.vpc.cidr: None is not allowed; an existing VPC needs its CIDR given (NetworkPolicies "
-            "admit the EKS control plane and the ALB from it)",
+            "admit the EKS control plane and the ALB from it) [LLMEKS-E112]",
         ),
         (
             "vpc-cidr",
             "environments.x.vpc.cidr: 'vpc-cidr' is not allowed; must be the existing VPC's IPv4 CIDR such as "
-            "10.0.0.0/16",
+            "10.0.0.0/16 [LLMEKS-E112]",
         ),
     ],
 )
@@ -115,7 +117,7 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "environments.dev: unknown key 'acount'; did you mean 'account'? allowed: accepted_risks, account, "
             "admin_role_arns, alerting, alpha_features, capacity_reservations, compute, endpoint, gateway, "
             "kubernetes_version, production, region, require_image_digests, rollout_role_arns, "
-            "system_nodes, tags, vpc, weights_bucket, workload, workloads",
+            "system_nodes, tags, vpc, weights_bucket, workload, workloads [LLMEKS-E103]",
         ),
         (
             {"workload": {"modle": "x"}},
@@ -128,84 +130,87 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "max_model_len, max_num_seqs, "
             "model, model_spec, on_demand_floor, pipeline_parallel_size, prefill_replicas, prefix_cache_scorer, "
             "replicas, revision, slo, target_concurrency, tensor_parallel_size, think_time_s, trust_remote_code, "
-            "typical_input_tokens, typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri",
+            "typical_input_tokens, typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri [LLMEKS-E103]",
         ),
         (
             {"account": "1234"},
-            "environments.dev.account: '1234' is not allowed; must be a 12-digit AWS account id",
+            "environments.dev.account: '1234' is not allowed; must be a 12-digit AWS account id [LLMEKS-E110]",
         ),
         (
             {"account": "123456789012"},
-            "environments.dev: account and region must be given together (or neither, for an env-agnostic stack)",
+            "environments.dev: account and region must be given together (or neither, for an env-agnostic stack)"
+            " [LLMEKS-E110]",
         ),
         (
             {"region": "mars-1", "account": "123456789012"},
             "environments.dev.region: 'mars-1' is not allowed; must be a commercial, GovCloud or China AWS region "
-            "such as us-east-1 (listed in llm_eks/aws_regions.py)",
+            "such as us-east-1 (listed in llm_eks/aws_regions.py) [LLMEKS-E110]",
         ),
         (
             {"kubernetes_version": "1.29"},
             "environments.dev.kubernetes_version: '1.29' is not allowed; must be 1.35, the version llm-eks pins its "
-            "kubectl layer and node AMIs to (see llm_eks/versions.py)",
+            "kubectl layer and node AMIs to (see llm_eks/versions.py) [LLMEKS-E110]",
         ),
         (
             {"vpc": {"cidr": "10.0.0.0/8"}},
             "environments.dev.vpc.cidr: '10.0.0.0/8' is not allowed; prefix length must be /16 to /20 "
-            "(GPU nodes and pods need addresses)",
+            "(GPU nodes and pods need addresses) [LLMEKS-E112]",
         ),
         (
             {"vpc": {"cidr": "banana"}},
-            "environments.dev.vpc.cidr: 'banana' is not allowed; must be an IPv4 CIDR such as 10.0.0.0/16",
+            "environments.dev.vpc.cidr: 'banana' is not allowed; must be an IPv4 CIDR such as 10.0.0.0/16"
+            " [LLMEKS-E112]",
         ),
         (
             {"vpc": {"az_count": 3}},
             "environments.dev.vpc.az_count: 3 is not allowed; must be 2 unless availability_zones are listed "
-            "(with account and region): an env-agnostic stack resolves only 2 zones without a context lookup",
+            "(with account and region): an env-agnostic stack resolves only 2 zones without a context lookup"
+            " [LLMEKS-E112]",
         ),
         (
             {"vpc": {"vpc_id": "vpc-0abc12345def67890"}},
             "environments.dev.vpc.availability_zones: [] is not allowed; an existing VPC needs its availability "
-            "zones listed (at least 2), so synth needs no lookup",
+            "zones listed (at least 2), so synth needs no lookup [LLMEKS-E112]",
         ),
         (
             {"endpoint": {"access": "public"}},
             "environments.dev.endpoint.public_cidrs: [] is not allowed; access 'public' needs at least one CIDR "
-            "to allow",
+            "to allow [LLMEKS-E113]",
         ),
         (
             {"endpoint": {"access": "public", "public_cidrs": ["0.0.0.0/0"]}},
             "environments.dev.endpoint.public_cidrs[0]: '0.0.0.0/0' is not allowed; must not be the whole "
-            "internet; list your own ranges",
+            "internet; list your own ranges [LLMEKS-E113]",
         ),
         (
             {"endpoint": {"access": "open"}},
             "environments.dev.endpoint.access: 'open' is not allowed; must be 'private' or 'public' (public is "
-            "limited to public_cidrs)",
+            "limited to public_cidrs) [LLMEKS-E113]",
         ),
         (
             {"system_nodes": {"min_size": 1}},
             "environments.dev.system_nodes.min_size: 1 is not allowed; must be at least 2 (Karpenter's 2 "
-            "replicas need 2 nodes in 2 AZs)",
+            "replicas need 2 nodes in 2 AZs) [LLMEKS-E114]",
         ),
         (
             {"system_nodes": {"instance_type": "g6e.xlarge"}},
             "environments.dev.system_nodes.instance_type: 'g6e.xlarge' is not allowed; must be a CPU instance "
-            "type (GPU capacity is Karpenter's)",
+            "type (GPU capacity is Karpenter's) [LLMEKS-E114]",
         ),
         (
             {"system_nodes": {"instance_type": "m7i.xlargee"}},
             "environments.dev.system_nodes.instance_type: 'm7i.xlargee' is not allowed; not an EC2 instance type "
-            "(botocore 1.44.8's list); closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge",
+            "(botocore 1.44.8's list); closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge [LLMEKS-E201]",
         ),
         (
             {"system_nodes": {"instance_type": "m7i"}},
             "environments.dev.system_nodes.instance_type: 'm7i' is not allowed; not an EC2 instance type "
-            "(botocore 1.44.8's list); such as m7i.xlarge",
+            "(botocore 1.44.8's list); such as m7i.xlarge [LLMEKS-E201]",
         ),
         (
             {"system_nodes": {"desired_size": 9}},
             "environments.dev.system_nodes.desired_size: 9 is not allowed; must be between min_size (3) and "
-            "max_size (5)",
+            "max_size (5) [LLMEKS-E114]",
         ),
         (
             {
@@ -213,97 +218,97 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
                 "rollout_role_arns": ["arn:aws:iam::123456789012:role/OPS"],
             },
             "environments.dev.rollout_role_arns[0]: 'arn:aws:iam::123456789012:role/OPS' is not allowed; a role may "
-            "be listed once (it is in admin_role_arns too) (EKS allows one access entry per role)",
+            "be listed once (it is in admin_role_arns too) (EKS allows one access entry per role) [LLMEKS-E110]",
         ),
         (
             {"admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]},
             "environments.dev.admin_role_arns[0]: 'arn:aws:iam::123456789012:user/bob' is not allowed; must be "
-            "an IAM role ARN (arn:aws:iam::<account>:role/...)",
+            "an IAM role ARN (arn:aws:iam::<account>:role/...) [LLMEKS-E110]",
         ),
         (
             {"tags": {"aws:owner": "me"}},
             "environments.dev.tags: 'aws:owner' is not allowed; tag keys are 1-128 characters of letters, digits, "
-            "spaces and _ . : / = + - @, and may not start with 'aws:'",
+            "spaces and _ . : / = + - @, and may not start with 'aws:' [LLMEKS-E116]",
         ),
         (
             {"workload": {"engine": "tgi"}},
-            "environments.dev.workload.engine: 'tgi' is not allowed; must be one of vllm, ray-serve",
+            "environments.dev.workload.engine: 'tgi' is not allowed; must be one of vllm, ray-serve [LLMEKS-E121]",
         ),
         (
             {"workload": {"capacity_types": ["spot", "reserved"]}},
             "environments.dev.workload.capacity_types: ['spot', 'reserved'] is not allowed; must be a non-empty "
-            "subset of ['spot', 'on-demand']",
+            "subset of ['spot', 'on-demand'] [LLMEKS-E122]",
         ),
         (
             {"workload": {"replicas": {"min": 3, "max": 2}}},
             "environments.dev.workload.replicas.max: 2 is not allowed; must be at least replicas.min (3) and at "
-            "least 1",
+            "least 1 [LLMEKS-E122]",
         ),
         (
             {"workload": {"replicas": {"min": 0}}},
             "environments.dev.workload.replicas.min: 0 is not allowed; must be at least 1 (0 only with "
             "autoscaling.scale_to_zero working hours, or for a vLLM workload behind the gateway, whose endpoint "
-            "picker holds the requests that wake it)",
+            "picker holds the requests that wake it) [LLMEKS-E122]",
         ),
         (
             {"workload": {"slo": {"ttft_p99_ms": -5}}},
             "environments.dev.workload.slo.ttft_p99_ms: -5.0 is not allowed; must be 10 to 600000 milliseconds; a "
             "first token needs a network round trip, a scheduler step and a prefill pass over the whole prompt, "
-            "which takes at least 10 ms",
+            "which takes at least 10 ms [LLMEKS-E129]",
         ),
         (
             {"workload": {"max_model_len": "8k"}},
-            "environments.dev.workload.max_model_len: '8k' is not allowed; must be an integer",
+            "environments.dev.workload.max_model_len: '8k' is not allowed; must be an integer [LLMEKS-E105]",
         ),
         (
             {"workload": {"weights": "s3"}},
             "environments.dev.workload.weights_s3_uri: None is not allowed; weights 's3' needs an "
-            "s3://bucket/prefix URI",
+            "s3://bucket/prefix URI [LLMEKS-E125]",
         ),
         (
             {"workload": {"hf_token_secret": "hf_abcdefghijklmnop"}},
             "environments.dev.workload.hf_token_secret: 'hf_…' is not allowed; must be the NAME of a Secrets "
-            "Manager secret holding the token (never the token, never an ARN)",
+            "Manager secret holding the token (never the token, never an ARN) [LLMEKS-E125]",
         ),
         (
             {"workload": {"autoscaling": {"kv_cache_usage": 95}}},
             "environments.dev.workload.autoscaling.kv_cache_usage: 95.0 is not allowed; must be between 0 and 1 "
-            "(exclusive)",
+            "(exclusive) [LLMEKS-E121]",
         ),
         (
             {"workload": {"image_snapshot_id": "ami-0123456789abcdef0"}},
             "environments.dev.workload.image_snapshot_id: 'ami-0123456789abcdef0' is not allowed; must be an EBS "
-            "snapshot id such as snap-0123456789abcdef0",
+            "snapshot id such as snap-0123456789abcdef0 [LLMEKS-E125]",
         ),
         (
             {"name": "other"},
-            "environments.dev.name: not allowed; the environment's name is its key in environments",
+            "environments.dev.name: not allowed; the environment's name is its key in environments [LLMEKS-E102]",
         ),
         (
             {"workload": {"api_key": "yes"}},
-            "environments.dev.workload.api_key: 'yes' is not allowed; must be true or false",
+            "environments.dev.workload.api_key: 'yes' is not allowed; must be true or false [LLMEKS-E105]",
         ),
         (
             {"workload": {"api_key": False, "api_key_secret": "llm-eks/dev/my-key"}},
-            "environments.dev.workload.api_key_secret: only allowed with api_key true",
+            "environments.dev.workload.api_key_secret: only allowed with api_key true [LLMEKS-E128]",
         ),
         (
             {"workload": {"engine": "ray-serve", "api_key_secret": "llm-eks/dev/my-key"}},
             "environments.dev.workload.api_key_secret: 'llm-eks/dev/my-key' is not allowed; only engine 'vllm' "
-            "checks an API key (Ray Serve LLM has none; NetworkPolicies guard it)",
+            "checks an API key (Ray Serve LLM has none; NetworkPolicies guard it) [LLMEKS-E128]",
         ),
         (
             {"workload": {"api_key_secret": "arn:aws:secretsmanager:us-east-1:111122223333:secret:k-AbCdEf"}},
             "environments.dev.workload.api_key_secret: 'arn:aws:secretsmanager:us-east-1:111122223333:secret:"
             "k-AbCdEf' is not allowed; must be the NAME of a Secrets Manager secret holding the key (never the key, "
-            "never an ARN)",
+            "never an ARN) [LLMEKS-E128]",
         ),
         (
             {"workload": {"api_key_secret": "my api key"}},
             "environments.dev.workload.api_key_secret: 'my api key' is not allowed; must be the NAME of a Secrets "
-            "Manager secret holding the key (never the key, never an ARN)",
+            "Manager secret holding the key (never the key, never an ARN) [LLMEKS-E128]",
         ),
-        ("not-an-object", "environments.dev: 'not-an-object' is not allowed; must be an object"),
+        ("not-an-object", "environments.dev: 'not-an-object' is not allowed; must be an object [LLMEKS-E105]"),
     ],
 )
 def test_config_errors(body: Any, message: str) -> None:
@@ -313,12 +318,12 @@ def test_config_errors(body: Any, message: str) -> None:
 def test_bad_environment_name() -> None:
     assert error_of({}, name="Prod_1") == (
         "environments: 'Prod_1' is not allowed; names are 1-20 characters: lowercase letters, digits and '-', "
-        "starting with a letter"
+        "starting with a letter [LLMEKS-E102]"
     )
 
 
 def test_missing_environments() -> None:
-    with pytest.raises(ConfigError, match=r"^environments: missing or empty"):
+    with raises_code(E102, match=r"^environments: missing or empty"):
         load_environments({})
 
 
@@ -326,7 +331,10 @@ def test_unknown_selected_environment() -> None:
     environments = load_environments(CDK_JSON["context"])
     with pytest.raises(ConfigError) as info:
         select_environments(environments, "prd")
-    assert str(info.value) == "env: 'prd' is not allowed; did you mean 'prod'? defined environments: dev, staging, prod"
+    assert (
+        str(info.value)
+        == "env: 'prd' is not allowed; did you mean 'prod'? defined environments: dev, staging, prod [LLMEKS-E102]"
+    )
     assert [e.name for e in select_environments(environments, "prod")] == ["prod"]
 
 
@@ -344,6 +352,7 @@ def test_app_reports_one_line_and_exit_2() -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "llm-eks: error: environments.dev.workload.engine: 'tgi' is not allowed; must be one of vllm, ray-serve"
+        " [LLMEKS-E121]"
     )
     assert "Traceback" not in result.stderr
 
@@ -354,13 +363,14 @@ def test_app_reports_one_line_and_exit_2() -> None:
         # The CDK CLI drops an environment whose body is null from the context it hands the app.
         (
             '{"dev": null}',
-            "environments.dev: None is not allowed; must be an object (use {} for an environment with every default)",
+            "environments.dev: None is not allowed; must be an object (use {} for an environment with every default)"
+            " [LLMEKS-E102]",
         ),
         # JSON (and the CDK CLI) keep only the second body of a key written twice.
         (
             '{"dev": {}, "dev": {"workload": {}}}',
             "environments.dev: given twice in cdk.json; JSON keeps only the last, so the first would be silently "
-            "ignored: write each key once",
+            "ignored: write each key once [LLMEKS-E101]",
         ),
     ],
     ids=["null-body", "named-twice"],

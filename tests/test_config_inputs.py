@@ -92,29 +92,33 @@ def test_model_spec_is_planned_and_its_charts_synthesize(capsys: pytest.CaptureF
         (
             {"model": "acme llama", "model_spec": SPEC},
             "environments.dev.workload.model: 'acme llama' is not allowed; with model_spec, must be a Hugging Face "
-            "repo id: org/name of letters, digits, '-', '_' and '.', at most 96 characters, with no '--' or '..'",
+            "repo id: org/name of letters, digits, '-', '_' and '.', at most 96 characters, with no '--' or '..'"
+            " [LLMEKS-E203]",
         ),
         (
             {"model": "llama-clone", "model_spec": SPEC},
             "environments.dev.workload.model: 'llama-clone' is not allowed; with model_spec, must be a Hugging Face "
-            "repo id: org/name of letters, digits, '-', '_' and '.', at most 96 characters, with no '--' or '..'",
+            "repo id: org/name of letters, digits, '-', '_' and '.', at most 96 characters, with no '--' or '..'"
+            " [LLMEKS-E203]",
         ),
         (
             {"model": "acme/llama--clone", "model_spec": SPEC},
             "environments.dev.workload.model: 'acme/llama--clone' is not allowed; with model_spec, must be a Hugging "
-            "Face repo id: org/name of letters, digits, '-', '_' and '.', at most 96 characters, with no '--' or '..'",
+            "Face repo id: org/name of letters, digits, '-', '_' and '.', at most 96 characters, with no '--' or '..'"
+            " [LLMEKS-E203]",
         ),
         (
             {"model": "acme/x", "model_spec": {**SPEC, "id": "acme/y"}},
-            "environments.dev.workload.model_spec.id: not allowed; the model's id is workload.model",
+            "environments.dev.workload.model_spec.id: not allowed; the model's id is workload.model [LLMEKS-E203]",
         ),
         (
             {"model": "acme/x", "model_spec": {**SPEC, "layers": 0}},
-            "environments.dev.workload.model_spec.layers: 0 is not allowed; must be a positive integer",
+            "environments.dev.workload.model_spec.layers: 0 is not allowed; must be a positive integer [LLMEKS-E203]",
         ),
         (
             {"model": "acme/x", "model_spec": {**SPEC, "layers": "32"}},
-            "environments.dev.workload.model_spec.layers: '32' is not allowed; must be a positive integer",
+            "environments.dev.workload.model_spec.layers: '32' is not allowed; must be a positive integer"
+            " [LLMEKS-E203]",
         ),
     ],
 )
@@ -132,118 +136,120 @@ def test_model_spec_errors_name_the_config_field(workload: dict[str, Any], messa
             {"endpoint": {"access": "public", "public_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}},
             "environments.dev.endpoint.public_cidrs: ['0.0.0.0/1', '128.0.0.0/1'] is not allowed; together they "
             "open the API to 4,294,967,296 addresses (100% of IPv4); the union may cover at most 16,777,216 "
-            "(one /8): list your own ranges",
+            "(one /8): list your own ranges [LLMEKS-E113]",
         ),
         (
             {"endpoint": {"access": "public", "public_cidrs": ["11.0.0.0/8", "12.0.0.0/16"]}},
             "environments.dev.endpoint.public_cidrs: ['11.0.0.0/8', '12.0.0.0/16'] is not allowed; together they "
             "open the API to 16,842,752 addresses (0% of IPv4); the union may cover at most 16,777,216 (one /8): "
-            "list your own ranges",
+            "list your own ranges [LLMEKS-E113]",
         ),
         (
             {"vpc": {"cidr": "8.8.0.0/16"}},
             "environments.dev.vpc.cidr: '8.8.0.0/16' is not allowed; must be inside a private range: 10.0.0.0/8, "
             "172.16.0.0/12 or 192.168.0.0/16 (RFC 1918), or 100.64.0.0/10 (RFC 6598); a public range would shadow "
-            "those addresses on the internet",
+            "those addresses on the internet [LLMEKS-E112]",
         ),
         (
             {"account": "123456789012", "region": "eu-wset-1"},
             "environments.dev.region: 'eu-wset-1' is not allowed; did you mean 'eu-west-1'? must be a commercial, "
-            "GovCloud or China AWS region such as us-east-1 (listed in llm_eks/aws_regions.py)",
+            "GovCloud or China AWS region such as us-east-1 (listed in llm_eks/aws_regions.py) [LLMEKS-E110]",
         ),
         (
             scaled_to_zero(timezone="Europe/Pariss"),
             "environments.dev.workload.autoscaling.scale_to_zero.timezone: 'Europe/Pariss' is not allowed; did you "
-            "mean 'Europe/Paris'? must be a time zone of the IANA tz database such as Europe/Paris or UTC",
+            "mean 'Europe/Paris'? must be a time zone of the IANA tz database such as Europe/Paris or UTC"
+            " [LLMEKS-E130]",
         ),
         (
             scaled_to_zero(start="0 25 * * 1-5"),
             "environments.dev.workload.autoscaling.scale_to_zero.start: '0 25 * * 1-5' is not allowed; its hour "
             "field '25' must be *, a value or a range a-b within 0-23; a cron expression is minute hour "
-            "day-of-month month day-of-week, such as '0 8 * * 1-5'",
+            "day-of-month month day-of-week, such as '0 8 * * 1-5' [LLMEKS-E130]",
         ),
         (
             scaled_to_zero(end="0 19 * * 7"),
             "environments.dev.workload.autoscaling.scale_to_zero.end: '0 19 * * 7' is not allowed; its day-of-week "
             "field '7' must be *, a value or a range a-b within 0-6 (or SUN-SAT); a cron expression is minute hour "
-            "day-of-month month day-of-week, such as '0 8 * * 1-5'",
+            "day-of-month month day-of-week, such as '0 8 * * 1-5' [LLMEKS-E130]",
         ),
         (
             scaled_to_zero(end="0 19 * * MON-FRI *"),
             "environments.dev.workload.autoscaling.scale_to_zero.end: '0 19 * * MON-FRI *' is not allowed; must "
             "have 5 fields separated by single spaces; a cron expression is minute hour day-of-month month "
-            "day-of-week, such as '0 8 * * 1-5'",
+            "day-of-week, such as '0 8 * * 1-5' [LLMEKS-E130]",
         ),
         (
             scaled_to_zero(start="*/0 8 * * *"),
             "environments.dev.workload.autoscaling.scale_to_zero.start: '*/0 8 * * *' is not allowed; its minute "
             "field step '0' must be a positive integer; a cron expression is minute hour day-of-month month "
-            "day-of-week, such as '0 8 * * 1-5'",
+            "day-of-week, such as '0 8 * * 1-5' [LLMEKS-E130]",
         ),
         (
             scaled_to_zero(end="0 8 * * 1-5"),
             "environments.dev.workload.autoscaling.scale_to_zero.end: '0 8 * * 1-5' is not allowed; must differ "
-            "from start (KEDA rejects a window that opens and closes at once)",
+            "from start (KEDA rejects a window that opens and closes at once) [LLMEKS-E130]",
         ),
         (
             {"workload": {"replicas": {"min": 1}, "autoscaling": {"scale_to_zero": SCHEDULE}}},
             "environments.dev.workload.replicas.min: 1 is not allowed; must be 0 with autoscaling.scale_to_zero "
-            "(the schedule is what brings replicas back)",
+            "(the schedule is what brings replicas back) [LLMEKS-E130]",
         ),
         (
             {"workload": {"engine": "ray-serve", "replicas": {"min": 0}, "autoscaling": {"scale_to_zero": SCHEDULE}}},
             "environments.dev.workload.autoscaling.scale_to_zero: not allowed with engine 'ray-serve'; only the "
-            "vllm engine scales to zero (on a KEDA cron schedule)",
+            "vllm engine scales to zero (on a KEDA cron schedule) [LLMEKS-E130]",
         ),
         (
             {"tags": {"cost#center": "x"}},
             "environments.dev.tags: 'cost#center' is not allowed; tag keys are 1-128 characters of letters, digits, "
-            "spaces and _ . : / = + - @, and may not start with 'aws:'",
+            "spaces and _ . : / = + - @, and may not start with 'aws:' [LLMEKS-E116]",
         ),
         (
             {"tags": {"k" * 129: "x"}},
             f"environments.dev.tags: '{'k' * 129}' is not allowed; tag keys are 1-128 characters of letters, "
-            "digits, spaces and _ . : / = + - @, and may not start with 'aws:'",
+            "digits, spaces and _ . : / = + - @, and may not start with 'aws:' [LLMEKS-E116]",
         ),
         (
             {"tags": {"AWS:team": "x"}},
             "environments.dev.tags: 'AWS:team' is not allowed; tag keys are 1-128 characters of letters, digits, "
-            "spaces and _ . : / = + - @, and may not start with 'aws:'",
+            "spaces and _ . : / = + - @, and may not start with 'aws:' [LLMEKS-E116]",
         ),
         (
             {"tags": {"owner": "ml\nplatform"}},
             "environments.dev.tags.owner: 'ml\\nplatform' is not allowed; tag values are 0-256 characters of "
-            "letters, digits, spaces and _ . : / = + - @",
+            "letters, digits, spaces and _ . : / = + - @ [LLMEKS-E116]",
         ),
         (
             {"tags": {"owner": "a&b"}},
             "environments.dev.tags.owner: 'a&b' is not allowed; tag values are 0-256 characters of letters, digits, "
-            "spaces and _ . : / = + - @",
+            "spaces and _ . : / = + - @ [LLMEKS-E116]",
         ),
         (
             {"tags": {"owner": "v" * 257}},
             f"environments.dev.tags.owner: '{'v' * 257}' is not allowed; tag values are 0-256 characters of "
-            "letters, digits, spaces and _ . : / = + - @",
+            "letters, digits, spaces and _ . : / = + - @ [LLMEKS-E116]",
         ),
         (
             {"tags": {"karpenter.sh/nodepool": "x"}},
             "environments.dev.tags: 'karpenter.sh/nodepool' is not allowed; is a tag key Karpenter sets itself on "
-            "the nodes it launches; choose another key",
+            "the nodes it launches; choose another key [LLMEKS-E116]",
         ),
         (
             {"tags": {"owner": 7}},
-            "environments.dev.tags.owner: 7 is not allowed; must be a string",
+            "environments.dev.tags.owner: 7 is not allowed; must be a string [LLMEKS-E105]",
         ),
         (
             {"workload": {"slo": {"ttft_p99_ms": 1e-9}}},
             "environments.dev.workload.slo.ttft_p99_ms: 1e-09 is not allowed; must be 10 to 600000 milliseconds; a "
             "first token needs a network round trip, a scheduler step and a prefill pass over the whole prompt, "
-            "which takes at least 10 ms",
+            "which takes at least 10 ms [LLMEKS-E129]",
         ),
         (
             {"workload": {"slo": {"itl_p99_ms": 0.05}}},
             "environments.dev.workload.slo.itl_p99_ms: 0.05 is not allowed; must be 1 to 600000 milliseconds; each "
-            "output token is a forward pass that reads every weight from GPU memory, which takes at least 1 ms",
+            "output token is a forward pass that reads every weight from GPU memory, which takes at least 1 ms"
+            " [LLMEKS-E129]",
         ),
         (
             {
@@ -254,29 +260,31 @@ def test_model_spec_errors_name_the_config_field(workload: dict[str, Any], messa
                 ]
             },
             "environments.dev.admin_role_arns[2]: 'arn:aws:iam::123456789012:role/admin' is not allowed; a role may "
-            "be listed once (EKS allows one access entry per role)",
+            "be listed once (EKS allows one access entry per role) [LLMEKS-E110]",
         ),
         (
             None,
-            "environments.dev: None is not allowed; must be an object (use {} for an environment with every default)",
+            "environments.dev: None is not allowed; must be an object (use {} for an environment with every default)"
+            " [LLMEKS-E102]",
         ),
         (
             {"workload": {"slo": {"ttft_p99_ms": math.inf}}},
-            "environments.dev.workload.slo.ttft_p99_ms: inf is not allowed; must be a finite number",
+            "environments.dev.workload.slo.ttft_p99_ms: inf is not allowed; must be a finite number [LLMEKS-E105]",
         ),
         (
             {"workload": {"gpu_memory_utilization": math.nan}},
-            "environments.dev.workload.gpu_memory_utilization: nan is not allowed; must be a finite number",
+            "environments.dev.workload.gpu_memory_utilization: nan is not allowed; must be a finite number"
+            " [LLMEKS-E105]",
         ),
         (
             {"workload": {"benchmark": {"request_rate": 1e308}}},
             "environments.dev.workload.benchmark.request_rate: 1e+308 is not allowed; must be at most num_prompts "
-            "(200) per second; a higher rate sends every prompt in the first second already",
+            "(200) per second; a higher rate sends every prompt in the first second already [LLMEKS-E126]",
         ),
         (
             {"workload": {"max_model_len": 10**400}},
             "environments.dev.workload.max_model_len: an integer of 1329 bits is not allowed; must be between "
-            "-2**63 and 2**63 - 1",
+            "-2**63 and 2**63 - 1 [LLMEKS-E105]",
         ),
     ],
 )
@@ -315,7 +323,7 @@ KEY_RULE = (
 )
 def test_weights_uri_follows_s3_naming_rules(uri: str, rule: str) -> None:
     assert error_of({"workload": {"weights": "s3", "weights_s3_uri": uri}}) == (
-        f"environments.dev.workload.weights_s3_uri: {uri!r} is not allowed; {rule}"
+        f"environments.dev.workload.weights_s3_uri: {uri!r} is not allowed; {rule} [LLMEKS-E125]"
     )
 
 
@@ -370,27 +378,27 @@ STRICT_READ = [
     (
         DUPLICATE_ENV,
         "environments.dev: given twice in cdk.json; JSON keeps only the last, so the first would be silently "
-        "ignored: write each key once",
+        "ignored: write each key once [LLMEKS-E101]",
     ),
     (
         DUPLICATE_KEY,
         "environments.dev.workload.slo: given twice in cdk.json; JSON keeps only the last, so the first would be "
-        "silently ignored: write each key once",
+        "silently ignored: write each key once [LLMEKS-E101]",
     ),
     (
         HUGE_NUMBER,
         "environments.dev.workload.slo.ttft_p99_ms: 1e400 is not allowed; must be a finite number (too large for a "
-        "64-bit float: JSON readers make it infinity)",
+        "64-bit float: JSON readers make it infinity) [LLMEKS-E101]",
     ),
     (
         HUGE_INTEGER,
         f"environments.dev.workload.max_model_len: 1{'0' * 5000} is not allowed; must be a finite number (too "
-        "large for a 64-bit float: JSON readers make it infinity)",
+        "large for a 64-bit float: JSON readers make it infinity) [LLMEKS-E101]",
     ),
     (
         '{"context": {"environments": {"dev": {"workload": {"gpu_memory_utilization": NaN}}}}}',
         "environments.dev.workload.gpu_memory_utilization: NaN is not allowed; must be a finite number (NaN and "
-        "Infinity are not JSON)",
+        "Infinity are not JSON) [LLMEKS-E101]",
     ),
 ]
 
@@ -437,7 +445,7 @@ def test_context_json_option_is_read_strictly() -> None:
         read_context(app)
     assert str(info.value) == (
         "environments.dev: given twice in -c environments; JSON keeps only the last, so the first would be "
-        "silently ignored: write each key once"
+        "silently ignored: write each key once [LLMEKS-E101]"
     )
 
 
@@ -451,24 +459,25 @@ def test_context_json_option_is_read_strictly() -> None:
             "--node-role-name",
             "arn:aws:iam::123456789012:role/KarpenterNodeRole-dev",
             "--node-role-name: 'arn:aws:iam::123456789012:role/KarpenterNodeRole-dev' is not allowed; must be an IAM "
-            "role NAME (1-64 letters, digits and + = , . @ _ -), not its ARN",
+            "role NAME (1-64 letters, digits and + = , . @ _ -), not its ARN [LLMEKS-E601]",
         ),
         (
             "--node-role-name",
             "Karpenter Node Role",
             "--node-role-name: 'Karpenter Node Role' is not allowed; must be an IAM role NAME (1-64 letters, digits "
-            "and + = , . @ _ -), not its ARN",
+            "and + = , . @ _ -), not its ARN [LLMEKS-E601]",
         ),
         (
             "--security-group-id",
             "sg-12345",
-            "--security-group-id: 'sg-12345' is not allowed; must be a security group id such as sg-0123456789abcdef0",
+            "--security-group-id: 'sg-12345' is not allowed; must be a security group id such as sg-0123456789abcdef0"
+            " [LLMEKS-E601]",
         ),
         (
             "--security-group-id",
             "vpc-0abc12345def67890",
             "--security-group-id: 'vpc-0abc12345def67890' is not allowed; must be a security group id such as "
-            "sg-0123456789abcdef0",
+            "sg-0123456789abcdef0 [LLMEKS-E601]",
         ),
     ],
 )
@@ -533,7 +542,7 @@ def test_null_environment_in_cdk_json(capsys: pytest.CaptureFixture[str], tmp_pa
     assert (code, err) == (
         2,
         "llm-eks: error: environments.qa: None is not allowed; must be an object (use {} for an environment with "
-        "every default)\n",
+        "every default) [LLMEKS-E102]\n",
     )
 
 

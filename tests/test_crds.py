@@ -890,45 +890,49 @@ GOOD = CrdSource("widgets.example.com", "https://example.com/w.yaml", "a" * 64)
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"sources": ()}, "sources: () is not allowed; list at least one CrdSource"),
+        ({"sources": ()}, "sources: () is not allowed; list at least one CrdSource [LLMEKS-E309]"),
         (
             {"sources": (replace(GOOD, url="http://example.com/w.yaml"),)},
-            "sources[0].url: 'http://example.com/w.yaml' is not allowed; must be an https:// URL",
+            "sources[0].url: 'http://example.com/w.yaml' is not allowed; must be an https:// URL [LLMEKS-E309]",
         ),
         (
             {"sources": (GOOD, replace(GOOD, name="gadgets.example.com", url="https:///w.yaml"))},
-            "sources[1].url: 'https:///w.yaml' is not allowed; must be an https:// URL",
+            "sources[1].url: 'https:///w.yaml' is not allowed; must be an https:// URL [LLMEKS-E309]",
         ),
         (
             {"sources": (replace(GOOD, sha256="A" * 64),)},
-            f"sources[0].sha256: {'A' * 64!r} is not allowed; must be 64 lowercase hex digits (sha256sum of the file)",
+            f"sources[0].sha256: {'A' * 64!r} is not allowed; must be 64 lowercase hex digits (sha256sum of the file)"
+            " [LLMEKS-E309]",
         ),
         (
             {"sources": (replace(GOOD, sha256="abc"),)},
-            "sources[0].sha256: 'abc' is not allowed; must be 64 lowercase hex digits (sha256sum of the file)",
+            "sources[0].sha256: 'abc' is not allowed; must be 64 lowercase hex digits (sha256sum of the file)"
+            " [LLMEKS-E309]",
         ),
         (
             {"sources": (GOOD, replace(GOOD, url="https://example.com/other.yaml"))},
-            "sources[1].name: 'widgets.example.com' is not allowed; each CRD may be listed once (also sources[0])",
+            "sources[1].name: 'widgets.example.com' is not allowed; each CRD may be listed once (also sources[0])"
+            " [LLMEKS-E309]",
         ),
         (
             {"sources": (replace(GOOD, name="widgets"),)},
             "sources[0].name: 'widgets' is not allowed; must be the CRD's metadata.name, <plural>.<group> (a DNS "
-            "subdomain with a dot, e.g. httproutes.gateway.networking.k8s.io)",
+            "subdomain with a dot, e.g. httproutes.gateway.networking.k8s.io) [LLMEKS-E309]",
         ),
         (
             {"sources": (replace(GOOD, name="Widgets.example.com"),)},
             "sources[0].name: 'Widgets.example.com' is not allowed; must be the CRD's metadata.name, <plural>.<group> "
-            "(a DNS subdomain with a dot, e.g. httproutes.gateway.networking.k8s.io)",
+            "(a DNS subdomain with a dot, e.g. httproutes.gateway.networking.k8s.io) [LLMEKS-E309]",
         ),
         (
             {"name": "CRD_installer"},
-            "name: 'CRD_installer' is not allowed; must be a DNS label of 1-40 lowercase letters, digits and '-'",
+            "name: 'CRD_installer' is not allowed; must be a DNS label of 1-40 lowercase letters, digits and '-'"
+            " [LLMEKS-E309]",
         ),
         (
             {"timeout_minutes": 15},
             "timeout_minutes: 15 is not allowed; must be between 2 and 14 "
-            "(the Provider framework's Lambda stops at 15)",
+            "(the Provider framework's Lambda stops at 15) [LLMEKS-E309]",
         ),
     ],
 )
@@ -948,7 +952,7 @@ def test_a_construct_error_names_the_construct() -> None:
     stack = cdk.Stack(cdk.App(), "Errors")
     with pytest.raises(ConfigError) as error:
         PinnedCrds(stack, "Crds", PinnedCrdsProps(cluster=CLUSTER, sources=()))
-    assert str(error.value) == "Errors/Crds: sources: () is not allowed; list at least one CrdSource"
+    assert str(error.value) == "Errors/Crds: sources: () is not allowed; list at least one CrdSource [LLMEKS-E309]"
 
 
 # -- the pins against the byte-exact upstream copies in tests/fixtures/upstream ----------------------------------

@@ -138,5 +138,7 @@ def test_drift_rules_hold_decode_itl_and_prefill_time_to_the_plan(synthesized: l
 
 def test_prefill_job_must_name_another_service() -> None:
     props = base_props()
-    with pytest.raises(ConfigError, match=r"^monitoring\.prefill_job: .* must differ from the decode pool's name$"):
+    with pytest.raises(
+        ConfigError, match=r"^monitoring\.prefill_job: .* must differ from the decode pool's name \[LLMEKS-E410\]$"
+    ):
         MonitoringChart(cdk8s.App(), "m", replace(props, prefill_job=props.name))

@@ -210,7 +210,7 @@ def test_without_a_gateway_it_is_one_line(tmp_path: Path) -> None:
     assert str(err.value) == (
         "environments.rag.workload.disaggregation: 'auto' is not allowed; the plan disaggregates prefill and decode, "
         "which the gateway's endpoint picker routes (its prefill and decode profiles): add a gateway to the "
-        "environment, or use disaggregation off"
+        "environment, or use disaggregation off [LLMEKS-E138]"
     )
 
 
@@ -230,12 +230,12 @@ def _props(**overrides: Any) -> VllmProps:
         (
             {"nodes_per_replica": 2, "pipeline_parallel_size": 2},
             "disaggregation: not allowed with nodes_per_replica 2; prefill/decode pools are served one node per "
-            "replica here (a LeaderWorkerSet P/D is not built yet): use disaggregation off",
+            "replica here (a LeaderWorkerSet P/D is not built yet): use disaggregation off [LLMEKS-E138]",
         ),
         (
             {"extra_engine_args": ("--kv-transfer-config", "{}")},
             "extra_engine_args: '--kv-transfer-config' is not allowed; the chart sets it for each pool of a "
-            "disaggregated workload (the plan's NIXL config)",
+            "disaggregated workload (the plan's NIXL config) [LLMEKS-E402]",
         ),
     ],
 )

@@ -11,9 +11,11 @@ import pytest
 from llm_eks.catalog.accelerators import instance_type
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
+from llm_eks.error_codes import E202
 from llm_eks.errors import ConfigError
 from llm_eks.planner import PlanRequest, plan
 from llm_eks.planner.disaggregation import TCP_RATE, kv_transfer_config, transfer_rate
+from tests.coded import raises_code
 from tests.upstream_wheels import VLLM, extracted, missing_reason
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -83,7 +85,7 @@ def test_a_prefill_pool_too_small_for_the_ttft_target_is_one_line() -> None:
     assert re.fullmatch(
         r"workload\.prefill_replicas: 1 is not allowed; it cannot meet max_ttft_ms 300: TTFT estimate \d+ ms with 1 "
         r"prefill replica\(s\), of which the KV transfer 414 ms over TCP at 0\.324 GB/s; raise max_ttft_ms, use a "
-        r"family with EFA or leave prefill_replicas out",
+        r"family with EFA or leave prefill_replicas out \[LLMEKS-E138\]",
         str(info.value),
     ), str(info.value)
 
@@ -93,19 +95,21 @@ def test_a_saturated_prefill_pool_is_one_line() -> None:
         plan(_rag_70b(prefill_replicas=1, max_itl_ms=None))
     assert re.fullmatch(
         r"workload\.prefill_replicas: 1 is not allowed; 1 prefill replica\(s\) cannot keep up with the prompts "
-        r"\(utilisation \d+\.\d\d >= 1\); add prefill replicas or leave prefill_replicas out \(the planner sizes it\)",
+        r"\(utilisation \d+\.\d\d >= 1\); add prefill replicas or leave prefill_replicas out \(the planner sizes it\) "
+        r"\[LLMEKS-E138\]",
         str(info.value),
     ), str(info.value)
 
 
 def test_prefill_replicas_with_disaggregation_off_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^workload\.prefill_replicas: 2 is not allowed; sizes a prefill pool, and "
-                       r"disaggregation is off: set disaggregation on or auto, or leave it out$"):  # fmt: skip
+                       r"disaggregation is off: set disaggregation on or auto, or leave it out "
+                       r"\[LLMEKS-E202\]$"):  # fmt: skip
         PlanRequest(model=LLAMA_8B, disaggregation="off", prefill_replicas=2)
 
 
 def test_an_unknown_mode_is_refused() -> None:
-    with pytest.raises(ConfigError, match=r"^workload\.disaggregation: 'yes' is not allowed; .*auto, on, off"):
+    with raises_code(E202, match=r"^workload\.disaggregation: 'yes' is not allowed; .*auto, on, off"):
         PlanRequest(model=LLAMA_8B, disaggregation="yes")
 
 
@@ -117,6 +121,7 @@ def test_ray_serve_refuses_prefill_decode_pools(setting: dict[str, object]) -> N
     assert str(info.value) == (
         f"environments.dev.workload.{name}: {value!r} is not allowed; prefill/decode pools are planned for engine "
         "'vllm' only (vLLM's NixlConnector behind the endpoint picker); use disaggregation auto or off with ray-serve"
+        " [LLMEKS-E121]"
     )
 
 

@@ -43,22 +43,22 @@ def test_every_catalog_instance_type_is_an_ec2_instance_type() -> None:
         (
             "m7i.xlargee",
             "system_nodes.instance_type: 'm7i.xlargee' is not allowed; not an EC2 instance type (botocore 1.44.8's "
-            "list); closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge",
+            "list); closest: m7i.xlarge, m7i.8xlarge, m7i.4xlarge [LLMEKS-E201]",
         ),
         (
             "c7g.medum",
             "system_nodes.instance_type: 'c7g.medum' is not allowed; not an EC2 instance type (botocore 1.44.8's "
-            "list); closest: c7g.medium, c7gn.medium, c7gd.medium",
+            "list); closest: c7g.medium, c7gn.medium, c7gd.medium [LLMEKS-E201]",
         ),
         (
             "M7I.XLARGE",
             "system_nodes.instance_type: 'M7I.XLARGE' is not allowed; not an EC2 instance type (botocore 1.44.8's "
-            "list); such as m7i.xlarge",
+            "list); such as m7i.xlarge [LLMEKS-E201]",
         ),
         (
             4,
             "system_nodes.instance_type: 4 is not allowed; not an EC2 instance type (botocore 1.44.8's list); such "
-            "as m7i.xlarge",
+            "as m7i.xlarge [LLMEKS-E201]",
         ),
     ],
 )

@@ -135,6 +135,7 @@ def test_efa_false_runs_the_group_over_tcp_once_acknowledged() -> None:
     assert str(err.value) == (
         "environments.largest.workload.efa: False is not allowed; a replica spans 2 p5.48xlarge nodes, which would "
         "then talk over TCP: accept that with acknowledged_warnings llm-eks:plan-no-efa, or leave efa unset"
+        " [LLMEKS-E124]"
     )
     body["workload"]["acknowledged_warnings"] = {"llm-eks:plan-no-efa": "EFA userspace not in our image yet"}
     objects = _objects(body)
@@ -150,7 +151,7 @@ def test_efa_true_on_an_instance_type_without_efa_is_one_line() -> None:
     assert str(err.value) == (
         "environments.qa.workload.efa: True is not allowed; g6e.xlarge has no EFA interface (g6e sizes with EFA: "
         "g6e.8xlarge, g6e.12xlarge, g6e.16xlarge, g6e.24xlarge, g6e.48xlarge); choose an instance type with EFA, or "
-        "leave efa unset"
+        "leave efa unset [LLMEKS-E124]"
     )
 
 
@@ -160,7 +161,7 @@ def test_efa_true_on_a_replica_that_fits_one_node_is_one_line() -> None:
         build_workloads(config, plan_workloads(config))
     assert str(err.value) == (
         "environments.qa.workload.efa: True is not allowed; a replica of meta-llama/Llama-3.1-8B-Instruct fits one "
-        "g6e.12xlarge: nothing crosses nodes; leave efa unset"
+        "g6e.12xlarge: nothing crosses nodes; leave efa unset [LLMEKS-E124]"
     )
 
 
@@ -169,7 +170,7 @@ def test_a_bad_image_override_is_one_line() -> None:
         parse_environment("qa", {"workload": {"image": "example.com/vllm-efa"}})
     assert str(err.value) == (
         "environments.qa.workload.image: 'example.com/vllm-efa' is not allowed; must carry a tag (repository:tag); "
-        "an untagged reference means ':latest', which moves"
+        "an untagged reference means ':latest', which moves [LLMEKS-E139]"
     )
 
 
@@ -191,7 +192,7 @@ def test_an_efa_pool_without_its_placement_group_is_one_line() -> None:
         NodePoolsChart(cdk8s.App(), "pools", props)
     assert str(err.value) == (
         "placement_groups: {} is not allowed; must name the cluster placement group (pg-...) of EFA node class "
-        "gpu-nvidia-p5-efa32"
+        "gpu-nvidia-p5-efa32 [LLMEKS-E407]"
     )
 
 
@@ -212,10 +213,10 @@ def test_gitops_takes_the_placement_group_of_each_efa_node_class(
     assert main(base) == 2
     assert capsys.readouterr().err == (
         "llm-eks: error: placement_groups: {} is not allowed; must name the cluster placement group (pg-...) of EFA "
-        "node class gpu-nvidia-p5-efa32\n"
+        "node class gpu-nvidia-p5-efa32 [LLMEKS-E407]\n"
     )
     assert main([*base, "--placement-group", "pg-0abc"]) == 2
     assert capsys.readouterr().err == (
         "llm-eks: error: --placement-group: 'pg-0abc' is not allowed; must be NODECLASS=pg-... (an EFA node class "
-        "and its placement group)\n"
+        "and its placement group) [LLMEKS-E601]\n"
     )

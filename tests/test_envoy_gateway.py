@@ -279,14 +279,17 @@ GOOD = EnvoyGatewayOptions(control_plane_cidrs=(VPC_CIDR,))
             {"control_plane_cidrs": ()},
             "envoy_gateway.control_plane_cidrs: () is not allowed; name the CIDRs the EKS control plane calls "
             "webhooks from (the VPC's CIDR), or the AI Gateway's pod webhook stays unreachable and no Envoy pod "
-            "starts",
+            "starts [LLMEKS-E310]",
         ),
-        ({"replicas": 4}, "envoy_gateway.replicas: 4 is not allowed; must be between 1 and 3"),
-        ({"counter_store_mib": 8}, "envoy_gateway.counter_store_mib: 8 is not allowed; must be 64 to 8192 (MiB)"),
+        ({"replicas": 4}, "envoy_gateway.replicas: 4 is not allowed; must be between 1 and 3 [LLMEKS-E300]"),
+        (
+            {"counter_store_mib": 8},
+            "envoy_gateway.counter_store_mib: 8 is not allowed; must be 64 to 8192 (MiB) [LLMEKS-E310]",
+        ),
         (
             {"metrics_request_headers": {"x-tenant": "a:b"}},
             "envoy_gateway.metrics_request_headers: {'x-tenant': 'a:b'} is not allowed; header and attribute names "
-            "must be non-empty, without ',', ':' or spaces",
+            "must be non-empty, without ',', ':' or spaces [LLMEKS-E310]",
         ),
     ],
 )

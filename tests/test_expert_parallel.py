@@ -231,24 +231,24 @@ def test_one_node_data_parallelism_needs_no_per_pod_flags() -> None:
         (
             {"model": "meta-llama/Llama-3.1-8B-Instruct", "enable_expert_parallel": True},
             "workload.enable_expert_parallel: True is not allowed; meta-llama/Llama-3.1-8B-Instruct is dense: it has "
-            "no experts to spread; leave it out or set it false",
+            "no experts to spread; leave it out or set it false [LLMEKS-E206]",
         ),
         (
             {"model": "meta-llama/Llama-3.1-8B-Instruct", "data_parallel_size": 2},
             "workload.data_parallel_size: 2 is not allowed; the planner models data parallelism for MoE models "
             "(attention per DP rank, experts over DP x TP); meta-llama/Llama-3.1-8B-Instruct is dense: scale it out "
-            "with replicas",
+            "with replicas [LLMEKS-E206]",
         ),
         (
             {"model": DEEPSEEK, "data_parallel_size": 2, "enable_expert_parallel": False},
             "workload.data_parallel_size: 2 is not allowed; without expert parallelism vLLM shards every expert over "
             "DP x TP GPUs (FusedMoEParallelConfig.make), which the planner does not model; set enable_expert_parallel "
-            "true or leave data_parallel_size out",
+            "true or leave data_parallel_size out [LLMEKS-E206]",
         ),
         (
             {"model": DEEPSEEK, "enable_expert_parallel": True, "pipeline_parallel_size": 2},
             "workload.pipeline_parallel_size: 2 is not allowed; the planner models expert parallelism without "
-            "pipeline stages: use 1 (or leave it out) with data_parallel_size or enable_expert_parallel",
+            "pipeline stages: use 1 (or leave it out) with data_parallel_size or enable_expert_parallel [LLMEKS-E206]",
         ),
         (
             {
@@ -258,18 +258,20 @@ def test_one_node_data_parallelism_needs_no_per_pod_flags() -> None:
                 "tensor_parallel_size": 1,
             },
             "workload.data_parallel_size: 1 is not allowed; expert parallelism needs more than one GPU: vLLM turns it "
-            "off unless data_parallel_size x tensor_parallel_size > 1 (FusedMoEParallelConfig.make); raise either",
+            "off unless data_parallel_size x tensor_parallel_size > 1 (FusedMoEParallelConfig.make); raise either"
+            " [LLMEKS-E206]",
         ),
         (
             {"model": DEEPSEEK, "accelerator": "p5.48xlarge", "data_parallel_size": 12, "tensor_parallel_size": 1},
             "workload.data_parallel_size: 12 is not allowed; DP12 \N{MULTIPLICATION SIGN} TP1 = 12 GPUs must fit one "
-            "p5.48xlarge node (8 GPUs) or whole nodes (a multiple of 8, at most max_nodes_per_replica 2 of them)",
+            "p5.48xlarge node (8 GPUs) or whole nodes (a multiple of 8, at most max_nodes_per_replica 2 of them)"
+            " [LLMEKS-E206]",
         ),
         (
             {"model": DEEPSEEK, "data_parallel_size": 16, "max_num_seqs": 1, "target_concurrency": 32},
             "workload.max_num_seqs: 1 is not allowed; times data_parallel_size 16 (vLLM applies it per DP rank) must "
             "be at least target_concurrency (32): a replica never runs more than max_num_seqs sequences at once; "
-            "lower target_concurrency and scale out with replicas instead",
+            "lower target_concurrency and scale out with replicas instead [LLMEKS-E206]",
         ),
         (
             {
@@ -283,7 +285,7 @@ def test_one_node_data_parallelism_needs_no_per_pod_flags() -> None:
             "max_model_len 32768 with DP8 \N{MULTIPLICATION SIGN} TP1 (EP8) on p5.48xlarge (80.0 GiB H100): each GPU "
             "has 70.9 GiB for weights and KV cache (gpu_memory_utilization 0.92 less what vLLM deducts besides "
             "weights) but its share of the weights alone is 93.8 GiB; use more nodes, quantize (weight_format, "
-            "kv_cache_dtype) or shorten max_model_len",
+            "kv_cache_dtype) or shorten max_model_len [LLMEKS-E209]",
         ),
         (
             {
@@ -297,15 +299,16 @@ def test_one_node_data_parallelism_needs_no_per_pod_flags() -> None:
             "(2\N{MULTIPLICATION SIGN} g6e.xlarge, DP2 TP1 EP2) and g6e.xlarge has no EFA, so the nodes would "
             "exchange activations over TCP; choose an instance type with EFA (such as g6e.8xlarge, g6e.12xlarge, "
             "g6e.16xlarge, g6e.24xlarge, g6e.48xlarge), or accept TCP with acknowledged_warnings llm-eks:plan-no-efa "
-            "(allow_without_efa)",
+            "(allow_without_efa) [LLMEKS-E124]",
         ),
         (
             {"model": DEEPSEEK, "enable_expert_parallel": "yes"},
-            "workload.enable_expert_parallel: 'yes' is not allowed; must be true, false or null (the planner chooses)",
+            "workload.enable_expert_parallel: 'yes' is not allowed; must be true, false or null (the planner chooses)"
+            " [LLMEKS-E206]",
         ),
         (
             {"model": DEEPSEEK, "data_parallel_size": 0},
-            "workload.data_parallel_size: 0 is not allowed; must be an integer from 1 to 128",
+            "workload.data_parallel_size: 0 is not allowed; must be an integer from 1 to 128 [LLMEKS-E202]",
         ),
     ],
 )

@@ -43,18 +43,19 @@ def test_on_demand_first_alone_gets_a_floor_and_false_turns_it_off() -> None:
     [
         (
             {"on_demand_floor": True, "capacity_types": ["spot"]},
-            "environments.prod.workload.on_demand_floor: True is not allowed; needs 'on-demand' among capacity_types",
+            "environments.prod.workload.on_demand_floor: True is not allowed; needs 'on-demand' among capacity_types"
+            " [LLMEKS-E122]",
         ),
         (
             {"on_demand_floor": True, "replicas": {"min": 2, "max": 2}},
             "environments.prod.workload.on_demand_floor: True is not allowed; needs replicas.max above replicas.min "
-            "(2): the replicas above the floor scale out from the Spot pool",
+            "(2): the replicas above the floor scale out from the Spot pool [LLMEKS-E122]",
         ),
         (
             {"fallback_accelerator": "p5.48xlarg"},
             "environments.prod.workload.fallback_accelerator: 'p5.48xlarg' is not allowed; did you mean "
             "'p5.48xlarge'? must be a GPU instance type of the catalog (llm_eks.catalog.accelerators), such as "
-            "p5.48xlarge",
+            "p5.48xlarge [LLMEKS-E122]",
         ),
     ],
 )
@@ -70,13 +71,13 @@ def test_floor_and_fallback_errors_before_planning(workload: dict[str, Any], mes
         (
             "p4d.24xlarge",
             "environments.prod.workload.fallback_accelerator: 'p4d.24xlarge' is not allowed; must be of another "
-            "family than the planned p4d.24xlarge",
+            "family than the planned p4d.24xlarge [LLMEKS-E135]",
         ),
         (
             "p5.48xlarge",
             "environments.prod.workload.fallback_accelerator: 'p5.48xlarge' is not allowed; a replica there needs "
             "other engine arguments (--max-num-batched-tokens 8192 instead of 2048) than on p4d.24xlarge, and one "
-            "pod template serves both; choose a type the same arguments fit",
+            "pod template serves both; choose a type the same arguments fit [LLMEKS-E135]",
         ),
     ],
 )

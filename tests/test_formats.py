@@ -16,9 +16,11 @@ from llm_eks.catalog.formats import (
     support,
     weight_format,
 )
+from llm_eks.error_codes import E205
 from llm_eks.errors import ConfigError
 from llm_eks.planner import PlanRequest
 from llm_eks.planner.sizing import Context, evaluate, expert_padding
+from tests.coded import raises_code
 
 # One column per GPU of the catalog: (name, compute capability). N native, W weight-only, - unsupported.
 GPUS = (
@@ -151,12 +153,12 @@ def test_unsupported_pair_fails_with_one_line_naming_the_gpu_and_what_runs_it() 
         "CUTLASS int8 GEMM has no kernel from sm100 on yet claims every int8 layer before the Triton fallback, so "
         "start-up fails (model_executor/kernels/linear/scaled_mm/cutlass.py "
         "CutlassInt8ScaledMMLinearKernel.is_supported; vllm#54311); "
-        "instance families that run it: g5, g6, gr6, g6e, p4d, p4de, p5, p5e, p5en"
+        "instance families that run it: g5, g6, gr6, g6e, p4d, p4de, p5, p5e, p5en [LLMEKS-E205]"
     )
 
 
 def test_consumer_blackwell_refuses_int8_too() -> None:
-    with pytest.raises(ConfigError, match=r"^workload\.weight_format: 'w8a8-int8' is not allowed on g7e\.2xlarge "):
+    with raises_code(E205, match=r"^workload\.weight_format: 'w8a8-int8' is not allowed on g7e\.2xlarge "):
         require_supported("w8a8-int8", instance_type("g7e.2xlarge"))
 
 
@@ -172,7 +174,7 @@ def test_inferentia_is_outside_the_table() -> None:
     assert str(err.value) == (
         "environments.dev.workload.weight_format: 'bf16' is not allowed on inf2.xlarge (Inferentia2): the format "
         "table covers vLLM 0.33 on NVIDIA GPUs only; instance families that run it: g5, g6, gr6, g6e, g7, g7e, "
-        "p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300"
+        "p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300 [LLMEKS-E205]"
     )
 
 
@@ -181,12 +183,13 @@ def test_unknown_format_and_capability() -> None:
         weight_format("nvfp8")
     assert str(err.value) == (
         "workload.weight_format: 'nvfp8' is not allowed; did you mean 'nvfp4'? allowed: bf16, fp8, fp8-block, "
-        "mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8, w4a16-experts"
+        "mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8, w4a16-experts [LLMEKS-E205]"
     )
     with pytest.raises(ConfigError) as err:
         support("fp8", (7, 5))
     assert str(err.value) == (
         "compute_capability: (7, 5) is not allowed; the format table covers sm80, sm86, sm89, sm90, sm100, sm103, sm120"
+        " [LLMEKS-E205]"
     )
 
 
@@ -260,28 +263,34 @@ P = "model_config.quantization_config"
             {"quant_method": "bitsandbytes"},
             f"{P}.quant_method: 'bitsandbytes' is not allowed; the planner knows fp8 (per-tensor/channel or "
             "weight_block_size), mxfp4, modelopt (quant_algo FP8 or NVFP4), gptq and awq (bits 4), "
-            "compressed-tensors (W4A16, W4A16 routed experts in groups of 32, W8A8 int8, W8A8 fp8, NVFP4)",
+            "compressed-tensors (W4A16, W4A16 routed experts in groups of 32, W8A8 int8, W8A8 fp8, NVFP4)"
+            " [LLMEKS-E205]",
         ),
-        ({"quant_method": "gptq", "bits": 8}, f"{P}.bits: 8 is not allowed; the planner knows 4-bit GPTQ checkpoints"),
+        (
+            {"quant_method": "gptq", "bits": 8},
+            f"{P}.bits: 8 is not allowed; the planner knows 4-bit GPTQ checkpoints [LLMEKS-E205]",
+        ),
         (
             {"quant_method": "fp8", "weight_block_size": [64, 64]},
             f"{P}.weight_block_size: [64, 64] is not allowed; "
-            "the planner knows [128, 128] blocks (DeepSeek, Qwen3 FP8)",
+            "the planner knows [128, 128] blocks (DeepSeek, Qwen3 FP8) [LLMEKS-E205]",
         ),
         (
             {"quant_method": "modelopt", "quant_algo": "MXFP8"},
-            f"{P}.quant_algo: 'MXFP8' is not allowed; the planner knows ModelOpt FP8 and NVFP4 checkpoints",
+            f"{P}.quant_algo: 'MXFP8' is not allowed; the planner knows ModelOpt FP8 and NVFP4 checkpoints"
+            " [LLMEKS-E205]",
         ),
         (
             _ct({"num_bits": 8, "type": "float", "strategy": "channel"}, None),
             f"{P}.config_groups.group_0: 'weights float 8, activations 16-bit' is not allowed; the planner knows "
-            "compressed-tensors W4A16 (int 4, no activations), W8A8 int8, W8A8 fp8 and NVFP4 (float 4, group 16)",
+            "compressed-tensors W4A16 (int 4, no activations), W8A8 int8, W8A8 fp8 and NVFP4 (float 4, group 16)"
+            " [LLMEKS-E205]",
         ),
         (
             {"quant_method": "compressed-tensors", "config_groups": {}},
-            f"{P}.config_groups: {{}} is not allowed; must name at least one quantization scheme",
+            f"{P}.config_groups: {{}} is not allowed; must name at least one quantization scheme [LLMEKS-E205]",
         ),
-        ("fp8", f"{P}: 'fp8' is not allowed; must be an object"),
+        ("fp8", f"{P}: 'fp8' is not allowed; must be an object [LLMEKS-E205]"),
     ],
     ids=["unknown-method", "gptq-8bit", "fp8-64-block", "modelopt-mxfp8", "ct-w8a16", "ct-no-groups", "not-object"],
 )
@@ -298,6 +307,7 @@ def test_mixed_compressed_tensors_schemes_are_refused() -> None:
         format_of_quantization_config(config)
     assert str(err.value) == (
         f"{P}.config_groups: ['w4a16', 'w8a8-int8'] is not allowed; the planner sizes checkpoints with one scheme"
+        " [LLMEKS-E205]"
     )
 
 

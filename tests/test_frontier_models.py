@@ -88,7 +88,7 @@ def test_an_int4_checkpoint_quantizing_attention_stays_w4a16() -> None:
         )
     assert str(err.value) == (
         "model_config.quantization_config.config_groups: ['128'] is not allowed; the planner knows W4A16 routed "
-        "experts (attention ignored) with groups of 32 (Kimi K2.5)"
+        "experts (attention ignored) with groups of 32 (Kimi K2.5) [LLMEKS-E205]"
     )
 
 
@@ -132,7 +132,7 @@ def test_deepseek_v32_sparse_attention_is_refused_not_sized_as_mla() -> None:
         ModelSpec.from_hf_config(config, id="deepseek-ai/DeepSeek-V3.2")
     assert str(err.value) == (
         "model_config.index_topk: 2048 is not allowed; sparse attention with an indexer (DeepSeek-V3.2 DSA) keeps a "
-        "second KV cache the planner does not model; such models are not planned"
+        "second KV cache the planner does not model; such models are not planned [LLMEKS-E203]"
     )
 
 

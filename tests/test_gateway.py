@@ -429,7 +429,7 @@ def _config_error(b: dict[str, Any]) -> str:
 def test_a_gateway_without_certificate_or_http_choice_is_refused() -> None:
     assert _config_error(body(certificate_arn=None)) == (
         "environments.qa.gateway.certificate_arn: None is not allowed; gateway needs an ACM certificate ARN for "
-        "HTTPS, or allow_http: true to serve plain HTTP"
+        "HTTPS, or allow_http: true to serve plain HTTP [LLMEKS-E131]"
     )
 
 
@@ -438,7 +438,7 @@ def test_a_gateway_certificate_in_another_region_is_refused() -> None:
     b["vpc"] = {"availability_zones": ["eu-west-1a", "eu-west-1b"]}
     assert _config_error(b) == (
         f"environments.qa.gateway.certificate_arn: {CERT!r} is not allowed; must be a certificate in eu-west-1, "
-        "the NLB's"
+        "the NLB's [LLMEKS-E131]"
     )
 
 
@@ -467,19 +467,21 @@ def _props(**overrides: Any) -> GatewayProps:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"inbound_cidrs": ()}, "gateway.inbound_cidrs: () is not allowed; name at least one IPv4 CIDR"),
+        ({"inbound_cidrs": ()}, "gateway.inbound_cidrs: () is not allowed; name at least one IPv4 CIDR [LLMEKS-E131]"),
         (
             {"inbound_cidrs": ("0.0.0.0/0",)},
-            "gateway.inbound_cidrs: '0.0.0.0/0' is not allowed; must not be the whole internet, list your own ranges",
+            "gateway.inbound_cidrs: '0.0.0.0/0' is not allowed; must not be the whole internet, list your own ranges"
+            " [LLMEKS-E131]",
         ),
         (
             {"ssl_policy": "ELBSecurityPolicy-2016-08"},
             "gateway.ssl_policy: 'ELBSecurityPolicy-2016-08' is not allowed; must be an "
-            "ELBSecurityPolicy-TLS13-1-2-* or -TLS13-1-3-* policy (TLS 1.2 and newer)",
+            "ELBSecurityPolicy-TLS13-1-2-* or -TLS13-1-3-* policy (TLS 1.2 and newer) [LLMEKS-E131]",
         ),
         (
             {"certificate_arn": CERT},
-            "gateway.allow_http: True is not allowed with certificate_arn; the endpoint serves HTTPS only",
+            "gateway.allow_http: True is not allowed with certificate_arn; the endpoint serves HTTPS only"
+            " [LLMEKS-E131]",
         ),
         (
             {
@@ -489,16 +491,17 @@ def _props(**overrides: Any) -> GatewayProps:
                 )
             },
             "gateway.routes[ray-b].model_names: 'a' is not allowed; gateway.routes[vllm-a] already serves it (each "
-            "model name routes to exactly one workload)",
+            "model name routes to exactly one workload) [LLMEKS-E131]",
         ),
         (
             {"routes": (ModelRoute("vllm-a", "inference-a", ("has space",), PoolBackend({"app": "a"}), flow=_FLOW),)},
             "gateway.routes[vllm-a].model_names: 'has space' is not allowed; must be 1-4096 visible ASCII "
-            "characters, no spaces",
+            "characters, no spaces [LLMEKS-E131]",
         ),
         (
             {"routes": (ModelRoute("vllm-a", "inference-a", ("a",), PoolBackend({"app": "a"})),)},
-            "gateway.routes[vllm-a].flow: None is not allowed; a pool's picker holds and sheds by its flow control",
+            "gateway.routes[vllm-a].flow: None is not allowed; a pool's picker holds and sheds by its flow control"
+            " [LLMEKS-E131]",
         ),
         (
             {
@@ -513,7 +516,7 @@ def _props(**overrides: Any) -> GatewayProps:
                 )
             },
             "gateway.routes[vllm-a].flow.hold_seconds: 300 is not allowed; must be 1 to 299 (the AI Gateway's 300 s "
-            "picker timeout)",
+            "picker timeout) [LLMEKS-E131]",
         ),
         (
             {
@@ -528,12 +531,16 @@ def _props(**overrides: Any) -> GatewayProps:
                 )
             },
             "gateway.routes[vllm-a].flow.request_timeout_seconds: 100 is not allowed; must exceed the hold (120 s): "
-            "a held request would time out before it is served",
+            "a held request would time out before it is served [LLMEKS-E131]",
         ),
-        ({"tenants": ()}, "gateway.tenants: () is not allowed; at least one tenant must be able to call the gateway"),
+        (
+            {"tenants": ()},
+            "gateway.tenants: () is not allowed; at least one tenant must be able to call the gateway [LLMEKS-E132]",
+        ),
         (
             {"tenants": (Tenant("t", ("b",), api_key_secret="k"),)},
-            "gateway.tenants[t].models: 'b' is not allowed; must be a name one of the gateway's routes serves",
+            "gateway.tenants[t].models: 'b' is not allowed; must be a name one of the gateway's routes serves"
+            " [LLMEKS-E132]",
         ),
     ],
 )

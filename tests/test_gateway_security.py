@@ -47,12 +47,12 @@ def test_the_nlb_admits_only_named_client_ranges() -> None:
     assert _error(_with_gateway(allow_http=True)) == (
         "environments.qa.gateway.inbound_cidrs: [] is not allowed; name the client ranges the NLB admits (with the "
         "VPC CNI every pod holds a VPC address, so the VPC's CIDR would admit every pod); in-cluster clients call "
-        "the Service instead"
+        "the Service instead [LLMEKS-E131]"
     )
     assert _error(_with_gateway(allow_http=True, inbound_cidrs=["10.0.8.0/24"])) == (
         "environments.qa.gateway.inbound_cidrs[0]: '10.0.8.0/24' is not allowed; overlaps the environment's VPC "
         "10.0.0.0/16, where every pod holds an address: list client ranges outside it (in-cluster clients call the "
-        "Service)"
+        "Service) [LLMEKS-E131]"
     )
 
 
@@ -60,7 +60,7 @@ def test_a_production_front_door_serves_https_only() -> None:
     body = {**_with_gateway(allow_http=True, inbound_cidrs=CLIENTS), "production": True}
     assert _error(body) == (
         "environments.qa.gateway.allow_http: True is not allowed; a production environment's front door serves "
-        "HTTPS only: name an ACM certificate in certificate_arn"
+        "HTTPS only: name an ACM certificate in certificate_arn [LLMEKS-E131]"
     )
 
 
@@ -106,13 +106,13 @@ def test_without_tenants_each_workload_is_its_own_tenant_ray_serve_included() ->
             {"allow_http": True, "inbound_cidrs": CLIENTS, "auth": {"mode": "jwt"}},
             "environments.qa.gateway.auth: no longer exists; declare gateway.tenants instead: each caller with its own "
             "credential (api_key, or jwt with an issuer and a principal), the models it may call and its limits; "
-            "without tenants each workload's own API key is its caller's credential",
+            "without tenants each workload's own API key is its caller's credential [LLMEKS-E106]",
         ),
         (
             {"allow_http": True, "inbound_cidrs": CLIENTS, "ray_serve_without_api_key": True},
             "environments.qa.gateway.ray_serve_without_api_key: no longer exists; every routed model needs a "
             "credential, and the gateway now checks one for every tenant (gateway.tenants; without tenants, each "
-            "workload's own API key)",
+            "workload's own API key) [LLMEKS-E106]",
         ),
     ],
 )

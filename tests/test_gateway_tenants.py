@@ -379,52 +379,52 @@ def _tenants_error(**tenants: Any) -> str:
         (
             {"credential": {"api_key": {}}, "models": ["chatt"]},
             f"{PATH}.x.models[0]: 'chatt' is not allowed; did you mean 'chat'? must be a workload (chat, small, moe) "
-            f"or a name one serves ({CHAT_MODEL}, sql, support-fr, {SMALL_MODEL}, {MOE_MODEL})",
+            f"or a name one serves ({CHAT_MODEL}, sql, support-fr, {SMALL_MODEL}, {MOE_MODEL}) [LLMEKS-E132]",
         ),
         (
             {"credential": {"api_key": {"secret": "acme/team-c/llm-key"}}, "models": ["chat"]},
             f"{PATH}.x.credential.api_key.secret: 'acme/team-c/llm-key' is not allowed; tenant team-c holds that key "
-            "already: each tenant's key is its own (a shared key would make two tenants one)",
+            "already: each tenant's key is its own (a shared key would make two tenants one) [LLMEKS-E132]",
         ),
         (
             {"credential": {"jwt": {"issuer": "corp", "principal": "svc-partner"}}, "models": ["chat"]},
             f"{PATH}.x.credential.jwt.principal: 'svc-partner' is not allowed; tenant partner is that principal "
-            "already: each tenant's credential is its own",
+            "already: each tenant's credential is its own [LLMEKS-E132]",
         ),
         (
             {"credential": {"api_key": {}}, "models": ["chat"], "limits": {"output_tokens_per_day": 0}},
             f"{PATH}.x.limits.output_tokens_per_day: 0 is not allowed; must be at least 1 (a budget of zero refuses "
-            "every request; leave it out for no limit)",
+            "every request; leave it out for no limit) [LLMEKS-E132]",
         ),
         (
             {"credential": {"api_key": {}}, "models": ["chat"], "priority": 101},
             f"{PATH}.x.priority: 101 is not allowed; must be -100 to 100 (higher bands are served first; below 0 is "
-            "shed first)",
+            "shed first) [LLMEKS-E132]",
         ),
         (
             {"credential": {}, "models": ["chat"]},
             f"{PATH}.x.credential: none is not allowed; name exactly one credential: api_key (a key of its own in "
-            "Secrets Manager) or jwt (a principal of a named issuer)",
+            "Secrets Manager) or jwt (a principal of a named issuer) [LLMEKS-E132]",
         ),
         (
             {"credential": {"api_key": {}, "jwt": {"issuer": "corp", "principal": "p"}}, "models": ["chat"]},
             f"{PATH}.x.credential: api_key, jwt is not allowed; name exactly one credential: api_key (a key of its "
-            "own in Secrets Manager) or jwt (a principal of a named issuer)",
+            "own in Secrets Manager) or jwt (a principal of a named issuer) [LLMEKS-E132]",
         ),
         (
             {"credential": {"jwt": {"issuer": "crop", "principal": "p"}}, "models": ["chat"]},
             f"{PATH}.x.credential.jwt.issuer: 'crop' is not allowed; did you mean 'corp'? must be eks-cluster or a "
-            "name in gateway.issuers (eks-cluster, corp)",
+            "name in gateway.issuers (eks-cluster, corp) [LLMEKS-E132]",
         ),
         (
             {"credential": {"jwt": {"issuer": "corp", "principal": "a,b"}}, "models": ["chat"]},
             f"{PATH}.x.credential.jwt.principal: 'a,b' is not allowed; must be 1-256 visible ASCII characters "
-            "without ',' (the value of the issuer's principal claim)",
+            "without ',' (the value of the issuer's principal claim) [LLMEKS-E132]",
         ),
         (
             {"credential": {"api_key": {"secret": "arn:aws:secretsmanager:us-west-2:1:secret:k"}}, "models": ["chat"]},
             f"{PATH}.x.credential.api_key.secret: 'arn:aws:secretsmanager:us-west-2:1:secret:k' is not allowed; "
-            "must be a Secrets Manager secret NAME (1-512 of letters, digits and /_+=.@-), not an ARN",
+            "must be a Secrets Manager secret NAME (1-512 of letters, digits and /_+=.@-), not an ARN [LLMEKS-E132]",
         ),
     ],
 )

@@ -67,7 +67,7 @@ def test_staged_weights_without_the_bucket_name_are_a_one_line_error(
     assert main(args) == 2
     assert capsys.readouterr().err == (
         "llm-eks: error: --weights-bucket: None is not allowed; environments.dev.workload has weights 'staged' in a "
-        "bucket the stack creates: pass its name (stack output WeightsBucketName)\n"
+        "bucket the stack creates: pass its name (stack output WeightsBucketName) [LLMEKS-E601]\n"
     )
 
 
@@ -133,7 +133,9 @@ def test_bad_environment_is_one_line(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.returncode == 2
-    assert result.stderr == ("llm-eks: error: env: 'qa' is not allowed; defined environments: dev, staging, prod\n")
+    assert result.stderr == (
+        "llm-eks: error: env: 'qa' is not allowed; defined environments: dev, staging, prod [LLMEKS-E102]\n"
+    )
 
 
 def test_api_key_objects_for_gitops(gitops_dev: Path) -> None:
@@ -161,7 +163,7 @@ def test_the_gateways_key_region_is_given_or_the_environments(
     base += ["--weights-bucket", BUCKET, "--oidc-issuer", "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"]
     assert main([*base, "--region", "the-moon", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        "llm-eks: error: --region: 'the-moon' is not allowed; must be an AWS region such as us-west-2\n"
+        "llm-eks: error: --region: 'the-moon' is not allowed; must be an AWS region such as us-west-2 [LLMEKS-E601]\n"
     )
     assert main([*base, "--out", str(tmp_path)]) == 2
     assert "region: None is not allowed with API-key tenants" in capsys.readouterr().err

@@ -143,12 +143,16 @@ def test_props_follow_the_node_pools() -> None:
     [
         (
             {"nvidia": False, "neuron": False},
-            "nvidia, neuron: both False is not allowed; enable the accelerators the pools use",
+            "nvidia, neuron: both False is not allowed; enable the accelerators the pools use [LLMEKS-E311]",
         ),
-        ({"ami_family": "ubuntu"}, "ami_family: 'ubuntu' is not allowed; must be one of al2023, bottlerocket"),
+        (
+            {"ami_family": "ubuntu"},
+            "ami_family: 'ubuntu' is not allowed; must be one of al2023, bottlerocket [LLMEKS-E311]",
+        ),
         (
             {"helm_timeout": cdk.Duration.minutes(14)},
-            "helm_timeout: 14 minutes is not allowed; must be between 1 and 10 minutes (the kubectl Lambda dies at 15)",
+            "helm_timeout: 14 minutes is not allowed; must be between 1 and 10 minutes (the kubectl Lambda dies at 15)"
+            " [LLMEKS-E311]",
         ),
     ],
 )

@@ -84,16 +84,17 @@ def test_the_plan_prices_the_headroom(capsys: pytest.CaptureFixture[str]) -> Non
         (
             {"workload": {"warm_replicas": 4, "replicas": {"min": 1, "max": 3}}},
             "environments.dev.workload.warm_replicas: 4 is not allowed; holds 4 accelerators, above the node pool's "
-            "limit of 3 (workload.accelerator_limit, or what replicas.max needs): lower it or raise the limit",
+            "limit of 3 (workload.accelerator_limit, or what replicas.max needs): lower it or raise the limit"
+            " [LLMEKS-E137]",
         ),
         (
             {"workload": {"engine": "ray-serve", "warm_replicas": 1}},
             "environments.dev.workload.warm_replicas: 1 is not allowed; needs engine vllm (Ray Serve scales its own "
-            "workers inside the RayCluster); use 0 with ray-serve",
+            "workers inside the RayCluster); use 0 with ray-serve [LLMEKS-E121]",
         ),
         (
             {"workload": {"warm_replicas": -1}},
-            "environments.dev.workload.warm_replicas: -1 is not allowed; must be an integer from 0 to 64",
+            "environments.dev.workload.warm_replicas: -1 is not allowed; must be an integer from 0 to 64 [LLMEKS-E202]",
         ),
     ],
 )

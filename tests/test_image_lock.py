@@ -18,6 +18,7 @@ import pytest
 from llm_eks import versions
 from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
+from llm_eks.error_codes import E105, E700, E704
 from llm_eks.errors import ConfigError
 from llm_eks.images.charts import CHART_IMAGES, IMAGE_DIGESTS_CONTEXT, NOT_COVERED
 from llm_eks.images.lock import ImageLock, LockEntry, load_lock, parse_lock, write_lock
@@ -26,6 +27,7 @@ from llm_eks.infra.charts import build_charts
 from llm_eks.infra.images import LOCK_FILE_CONTEXT, environment_charts, environment_images
 from llm_eks.infra.review import readable
 from llm_eks.infra.workloads import build_workload
+from tests.coded import raises_code
 from tests.conftest import CDK_JSON, ENVIRONMENTS, REPO_ROOT
 from tests.environments import plan_environment
 from tests.kube_schema import assert_valid
@@ -71,11 +73,12 @@ GOOD = {"digest": "sha256:" + "a" * 64, "resolved_at": "2026-11-30T14:00:00Z", "
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ([], "lock.json: [] is not allowed; must be a JSON object {\"version\": 1, \"images\": {...}}"),
-        ({"version": 2, "images": {}}, "lock.json: version: 2 is not allowed; must be 1"),
-        ({"version": 1, "imgs": {}}, "lock.json: unknown key 'imgs'; allowed: images, version"),
+        ([], "lock.json: [] is not allowed; must be a JSON object {\"version\": 1, \"images\": {...}} [LLMEKS-E700]"),
+        ({"version": 2, "images": {}}, "lock.json: version: 2 is not allowed; must be 1 [LLMEKS-E700]"),
+        ({"version": 1, "imgs": {}}, "lock.json: unknown key 'imgs'; allowed: images, version [LLMEKS-E700]"),
         ({"version": 1, "images": {"vllm/vllm-openai": GOOD}}, "lock.json: images: 'vllm/vllm-openai' is not "
-         "allowed; keys must carry a tag (repository:tag); an untagged reference means ':latest', which moves"),
+         "allowed; keys must carry a tag (repository:tag); an untagged reference means ':latest', which moves"
+         " [LLMEKS-E139]"),
         ({"version": 1, "images": {f"{VLLM}@{GOOD['digest']}": GOOD}}, "is not allowed; keys must be a tagged "
          "reference without '@digest' (the digest is the entry's value)"),
         ({"version": 1, "images": {VLLM: {**GOOD, "digest": "sha256:" + "A" * 64}}}, f"lock.json: images['{VLLM}']"
@@ -98,7 +101,7 @@ def test_malformed_lock_is_one_line_naming_file_and_entry(data: Any, message: st
 def test_not_json_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "images.lock.json"
     path.write_text("{")
-    with pytest.raises(ConfigError, match=rf"^{path}: is not JSON \(line 1: "):
+    with raises_code(E700, match=rf"^{path}: is not JSON \(line 1: "):
         load_lock(path)
 
 
@@ -159,7 +162,7 @@ def test_require_image_digests_refuses_the_first_unlocked_image() -> None:
     assert str(info.value) == (
         "environments.dev.require_image_digests: true is not allowed while public.ecr.aws/karpenter/controller:1.14.1 "
         "and 19 more have no digest in images.lock.json; run `llm-eks images lock --env dev` where the registries are "
-        "reachable, review and commit the file, or set require_image_digests to false"
+        "reachable, review and commit the file, or set require_image_digests to false [LLMEKS-E704]"
     )
     config = parse_environment("dev", body)
     full = lock_of(*environment_images(config, [plan_environment(config)]))
@@ -167,14 +170,14 @@ def test_require_image_digests_refuses_the_first_unlocked_image() -> None:
 
 
 def test_require_image_digests_is_a_boolean() -> None:
-    with pytest.raises(ConfigError, match=r"^environments.dev.require_image_digests: 'yes' is not allowed; "):
+    with raises_code(E105, match=r"^environments.dev.require_image_digests: 'yes' is not allowed; "):
         parse_environment("dev", {"require_image_digests": "yes"})
 
 
 def test_app_refuses_synth_before_building_stacks(tmp_path: Path) -> None:
     environments = {"dev": {**CDK_JSON["context"]["environments"]["dev"], "require_image_digests": True}}
     app = cdk.App(context={"environments": environments, LOCK_FILE_CONTEXT: str(tmp_path / "images.lock.json")})
-    with pytest.raises(ConfigError, match=r"^environments.dev.require_image_digests: true is not allowed while vllm/"):
+    with raises_code(E704, match=r"^environments.dev.require_image_digests: true is not allowed while vllm/"):
         build_app(app)
     assert app.node.children == []
 
@@ -300,7 +303,7 @@ def test_bad_digest_in_context_is_one_line() -> None:
         check_digests({VLLM: "latest"}, IMAGE_DIGESTS_CONTEXT)
     assert str(info.value) == (
         f"llm-eks:image-digests['{VLLM}']: 'latest' is not allowed; must be 'sha256:' followed by 64 lowercase hex "
-        "digits"
+        "digits [LLMEKS-E700]"
     )
 
 

@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 
 from llm_eks.cli import main
+from llm_eks.error_codes import E701, E702
 from llm_eks.images.lock import load_lock
 from llm_eks.images.reference import parse_ref
 from llm_eks.images.registry import HttpResponse, RegistryError, RegistryUnreachable, challenges, resolve
+from tests.coded import raises_code
 from tests.conftest import REPO_ROOT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "registry"
@@ -47,7 +49,7 @@ class Replay:
         self.calls.append((method, url, dict(headers)))
         host = urllib.parse.urlsplit(url).hostname
         if host not in self.hosts:
-            raise RegistryUnreachable(f"{host} unreachable ([Errno -2] Name or service not known)")
+            raise RegistryUnreachable(E702, f"{host} unreachable ([Errno -2] Name or service not known)")
         for e in self.exchanges:
             req = e["request"]
             if (req["method"], req["url"], req.get("authorization")) == (method, url, headers.get("Authorization")):
@@ -129,13 +131,13 @@ def test_a_manifest_that_cannot_be_verified_is_refused(replay: Replay, message: 
 
 
 def test_not_found_and_credentials_challenges() -> None:
-    with pytest.raises(RegistryError, match=r"not found at https://registry.k8s.io/v2/x/y/manifests/v1 \(HTTP 404\)"):
+    with raises_code(E701, match=r"not found at https://registry.k8s.io/v2/x/y/manifests/v1 \(HTTP 404\)"):
         resolve("registry.k8s.io/x/y:v1", Replay("registry-k8s-livenessprobe.json"))
 
     def basic_only(method: str, url: str, headers: Mapping[str, str]) -> HttpResponse:
         return HttpResponse(401, {"www-authenticate": 'Basic realm="private"'}, b"")
 
-    with pytest.raises(RegistryError, match="only anonymous bearer tokens from an https realm are supported"):
+    with raises_code(E701, match="only anonymous bearer tokens from an https realm are supported"):
         resolve("ghcr.io/acme/private:v1", basic_only)
 
 
@@ -289,12 +291,12 @@ def test_lock_command_writes_what_resolved_and_one_line_per_unreachable_registry
     assert (
         "llm-eks: error: public.ecr.aws unreachable ([Errno -2] Name or service not known): 2 image(s) not locked "
         "(public.ecr.aws/karpenter/controller:1.14.1, "
-        "public.ecr.aws/aws-secrets-manager/secrets-store-csi-driver-provider-aws:3.1.1)"
+        "public.ecr.aws/aws-secrets-manager/secrets-store-csi-driver-provider-aws:3.1.1) [LLMEKS-E702]"
     ) in lines
     # A reachable registry that refuses one image: one line for that image.
     assert (
         "llm-eks: error: registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.19.1: not found at "
-        "https://registry.k8s.io/v2/kube-state-metrics/kube-state-metrics/manifests/v2.19.1 (HTTP 404)"
+        "https://registry.k8s.io/v2/kube-state-metrics/kube-state-metrics/manifests/v2.19.1 (HTTP 404) [LLMEKS-E701]"
     ) in lines
 
 
@@ -323,7 +325,7 @@ def test_malformed_lock_stops_before_any_request(tmp_path: Path, capsys: pytest.
     assert code == 2
     assert err == (
         f"llm-eks: error: {lock}: images['{VLLM}'].digest: 'sha256:abc' is not allowed; must be 'sha256:' followed "
-        "by 64 lowercase hex digits\n"
+        "by 64 lowercase hex digits [LLMEKS-E700]\n"
     )
 
 

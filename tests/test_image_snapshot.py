@@ -170,7 +170,7 @@ def test_a_failed_step_still_terminates_the_builder(aws: Any, monkeypatch: pytes
                        instance_profile="builder", environment="dev", sleep=lambda _: None,
                        log=lines.append)  # fmt: skip
     assert str(info.value) == (
-        "images snapshot: 'kubelet' failed on the builder (Failed): ctr: failed to resolve reference"
+        "images snapshot: 'kubelet' failed on the builder (Failed): ctr: failed to resolve reference [LLMEKS-E703]"
     )
     assert _builder(ec2, lines)["State"]["Name"] == "terminated"
     failed = images_digest(("docker.io/no/such:1",))
@@ -295,7 +295,7 @@ def test_a_recorded_snapshot_is_reused_only_when_completed_encrypted_and_ours(
     assert (out, err) == (
         "",
         f"llm-eks: error: image-snapshot.json snapshot_id: '{snapshot_id}' is not allowed; {RULE} {why}; run again "
-        "with --rebuild to build a new one\n",
+        "with --rebuild to build a new one [LLMEKS-E703]\n",
     )
     assert len(_builders(session.client("ec2"), "dev")) == before  # no builder launched
 
@@ -315,18 +315,18 @@ def test_the_builder_launches_only_from_an_amazon_ami(
                        subnet_id=subnet, instance_profile="builder", environment="dev")  # fmt: skip
     assert str(info.value) == (
         f"images snapshot: builder AMI: '{lookalike['ImageId']}' is not allowed; {rule}; DescribeImages says "
-        "OwnerId 123456789012"
+        "OwnerId 123456789012 [LLMEKS-E703]"
     )
     # The command, with the public parameter pointing at it (or at an AMI that does not exist): refused, no launch.
     ssm = SsmOnline(session.client("ssm"), lookalike["ImageId"])
-    with pytest.raises(ConfigError, match=r"DescribeImages says OwnerId 123456789012$"):
+    with pytest.raises(ConfigError, match=r"DescribeImages says OwnerId 123456789012 \[LLMEKS-E703\]$"):
         snapshot_command(_build_args(_context(tmp_path), subnet), session=Session(session, ssm))
     missing = SsmOnline(session.client("ssm"), "ami-0123456789abcdef0")
     with pytest.raises(ConfigError) as info:
         snapshot_command(_build_args(_context(tmp_path), subnet), session=Session(session, missing))
     assert str(info.value) == (
         f"images snapshot: builder AMI: 'ami-0123456789abcdef0' is not allowed; {rule}; DescribeImages answered "
-        "InvalidAMIID.NotFound"
+        "InvalidAMIID.NotFound [LLMEKS-E703]"
     )
     assert len(_builders(ec2, "dev")) == before
 
@@ -383,7 +383,7 @@ def test_a_build_gives_up_at_its_expiry_and_terminates_the_builder(aws: Any) -> 
                        log=lines.append)  # fmt: skip
     assert str(info.value) == (
         "images snapshot: gave up waiting for SSM to reach the builder: the build passed --max-build-minutes 120 "
-        "(llm-eks:expires-at 2026-12-02T08:00:00Z)"
+        "(llm-eks:expires-at 2026-12-02T08:00:00Z) [LLMEKS-E703]"
     )
     assert _builder(ec2, lines)["State"]["Name"] == "terminated"
 
@@ -515,7 +515,7 @@ def test_synth_refuses_a_recorded_snapshot_of_another_image_list() -> None:
     assert str(info.value) == (
         f"environments.prod.workload.image_snapshot_id: '{snapshot}' is not allowed; image-snapshot.json says it "
         f"holds another image list (missing {missing}); run `llm-eks images snapshot --env prod` again and use the "
-        "new snapshot"
+        "new snapshot [LLMEKS-E704]"
     )
     # A snapshot the record does not know (built elsewhere) is not checked: synth cannot look inside it offline.
     other = parse_environment("prod", {"workload": {"image_snapshot_id": "snap-0fedcba9876543210"}})
@@ -528,34 +528,41 @@ def test_bad_builder_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
     cases = [
         (
             [*base, "--subnet-id", "subnet-x"],
-            "--subnet-id: 'subnet-x' is not allowed; must be a subnet id such as subnet-0abc12345def67890",
+            "--subnet-id: 'subnet-x' is not allowed; must be a subnet id such as subnet-0abc12345def67890"
+            " [LLMEKS-E601]",
         ),
         (
             [*base, *subnet, "--instance-type", "m7i.larg"],
             "--instance-type: 'm7i.larg' is not allowed; not an EC2 instance type (botocore 1.44.8's list); closest: "
-            "m7i.large, m7i.xlarge, m7i.8xlarge",
+            "m7i.large, m7i.xlarge, m7i.8xlarge [LLMEKS-E201]",
         ),
-        ([*base, *subnet, "--volume-gib", "5"], "--volume-gib: 5 is not allowed; must be 20 to 16384"),
-        ([*base, *subnet, "--max-build-minutes", "5"], "--max-build-minutes: 5 is not allowed; must be 10 to 720"),
-        ([*base, *subnet, "--max-build-minutes", "721"], "--max-build-minutes: 721 is not allowed; must be 10 to 720"),
+        ([*base, *subnet, "--volume-gib", "5"], "--volume-gib: 5 is not allowed; must be 20 to 16384 [LLMEKS-E601]"),
+        (
+            [*base, *subnet, "--max-build-minutes", "5"],
+            "--max-build-minutes: 5 is not allowed; must be 10 to 720 [LLMEKS-E601]",
+        ),
+        (
+            [*base, *subnet, "--max-build-minutes", "721"],
+            "--max-build-minutes: 721 is not allowed; must be 10 to 720 [LLMEKS-E601]",
+        ),
         (
             ["images", "snapshot", "--region", REGION],
             "the following arguments are required to build a snapshot: --env, --subnet-id, --instance-profile "
-            "(--cleanup needs only --region)",
+            "(--cleanup needs only --region) [LLMEKS-E600]",
         ),
         (
             ["images", "snapshot", "--env", "dev", "--region", REGION, *subnet],
             "the following arguments are required to build a snapshot: --instance-profile (--cleanup needs only "
-            "--region)",
+            "--region) [LLMEKS-E600]",
         ),
         (
             ["images", "snapshot", "--cleanup", "--region", REGION, *subnet, "--rebuild"],
-            "--cleanup builds nothing: leave out --subnet-id, --rebuild",
+            "--cleanup builds nothing: leave out --subnet-id, --rebuild [LLMEKS-E600]",
         ),
-        (["images", "snapshot", "--cleanup"], "the following arguments are required: --region"),
+        (["images", "snapshot", "--cleanup"], "the following arguments are required: --region [LLMEKS-E600]"),
         (
             ["images", "snapshot", "--cleanup", "--region", "Virginia"],
-            "--region: 'Virginia' is not allowed; must be an AWS region such as us-east-1",
+            "--region: 'Virginia' is not allowed; must be an AWS region such as us-east-1 [LLMEKS-E601]",
         ),
     ]
     for argv, message in cases:

@@ -166,16 +166,16 @@ def test_a_cluster_name_token_becomes_the_queue_name() -> None:
         (
             {"cluster_name": "bad name"},
             "cluster_name: 'bad name' is not allowed as the interruption queue name; must be 1-80 letters, digits, "
-            "'-' or '_'",
+            "'-' or '_' [LLMEKS-E312]",
         ),
         (
             {"cluster_name": "x" * 81},
             f"cluster_name: '{'x' * 81}' is not allowed as the interruption queue name; must be 1-80 letters, "
-            "digits, '-' or '_'",
+            "digits, '-' or '_' [LLMEKS-E312]",
         ),
         (
             {"cluster_name": CLUSTER, "message_retention_seconds": 30},
-            "message_retention_seconds: 30 is not allowed; must be between 60 and 1209600 (SQS limits)",
+            "message_retention_seconds: 30 is not allowed; must be between 60 and 1209600 (SQS limits) [LLMEKS-E312]",
         ),
     ],
     ids=["space", "too-long", "retention"],

@@ -496,21 +496,22 @@ def test_cfn_lint_passes(synthesized: dict[str, Synth], tmp_path: Path) -> None:
         (
             {"version": "v1.14.1"},
             "version: 'v1.14.1' is not allowed; Karpenter charts are versioned MAJOR.MINOR.PATCH without a leading "
-            "'v' (e.g. 1.14.1)",
+            "'v' (e.g. 1.14.1) [LLMEKS-E302]",
         ),
         (
             {"helm_timeout_minutes": 15},
             "helm_timeout_minutes: 15 is not allowed; must be between 1 and 13 (the kubectl provider's Lambda stops "
-            "at 15)",
+            "at 15) [LLMEKS-E302]",
         ),
-        ({"replicas": 0}, "replicas: 0 is not allowed; must be at least 1"),
+        ({"replicas": 0}, "replicas: 0 is not allowed; must be at least 1 [LLMEKS-E302]"),
         (
             {"controller_memory": "1 GB"},
-            "controller_memory: '1 GB' is not allowed; must be a Kubernetes quantity like 1, 500m, 1Gi",
+            "controller_memory: '1 GB' is not allowed; must be a Kubernetes quantity like 1, 500m, 1Gi [LLMEKS-E302]",
         ),
         (
             {"system_node_selector": {}},
-            "system_node_selector: {} is not allowed; the controller must be pinned to nodes Karpenter does not manage",
+            "system_node_selector: {} is not allowed; the controller must be pinned to nodes Karpenter does not manage"
+            " [LLMEKS-E302]",
         ),
     ],
     ids=["leading-v", "timeout", "replicas", "memory", "selector"],

@@ -74,7 +74,7 @@ def test_a_tier_larger_than_the_named_node_holds_is_one_line() -> None:
     assert str(info.value) == (
         "workload.kv_offload: 64 is not allowed; a pod's share of g6e.xlarge's host memory (27269 MiB) holds the "
         "8192 MiB vLLM needs and 19077 MiB more: at most 18 GiB there; lower kv_offload, use auto, or choose an "
-        "instance type with more memory"
+        "instance type with more memory [LLMEKS-E208]"
     )
 
 
@@ -93,22 +93,26 @@ def test_auto_avoids_a_node_too_small_for_the_tier() -> None:
         (
             {"kv_offload": 0},
             'workload.kv_offload: 0 is not allowed; must be null (off), "auto" or a size in GiB from 1 to 4096 '
-            "(vLLM --kv-offloading-size)",
+            "(vLLM --kv-offloading-size) [LLMEKS-E208]",
         ),
         (
             {"kv_offload": "lots"},
             "workload.kv_offload: 'lots' is not allowed; must be null (off), \"auto\" or a size in GiB from 1 to 4096 "
-            "(vLLM --kv-offloading-size)",
+            "(vLLM --kv-offloading-size) [LLMEKS-E208]",
         ),
-        ({"conversation_turns": 0}, "workload.conversation_turns: 0 is not allowed; must be an integer from 1 to 256"),
+        (
+            {"conversation_turns": 0},
+            "workload.conversation_turns: 0 is not allowed; must be an integer from 1 to 256 [LLMEKS-E208]",
+        ),
         (
             {"conversation_turns": 21},
             "workload.conversation_turns: 21 is not allowed; turns of 300 output tokens cannot average 3000 prompt "
-            "tokens (each prompt carries every earlier turn): at most 20; raise typical_input_tokens",
+            "tokens (each prompt carries every earlier turn): at most 20; raise typical_input_tokens [LLMEKS-E208]",
         ),
         (
             {"think_time_s": 0},
-            "workload.think_time_s: 0 is not allowed; must be a positive number of seconds (at most 86400)",
+            "workload.think_time_s: 0 is not allowed; must be a positive number of seconds (at most 86400)"
+            " [LLMEKS-E208]",
         ),
     ],
 )
@@ -124,6 +128,7 @@ def test_ray_serve_refuses_the_tier() -> None:
     assert str(info.value) == (
         "environments.dev.workload.kv_offload: 'auto' is not allowed; the CPU KV tier is planned for engine 'vllm' "
         "only (vLLM keeps it in /dev/shm, where a Ray worker also keeps its object store); leave it out with ray-serve"
+        " [LLMEKS-E121]"
     )
 
 

@@ -90,7 +90,8 @@ def test_extra_engine_args_cannot_set_lora_twice() -> None:
     with pytest.raises(ConfigError) as info:
         validate_vllm_props(replace(workload.vllm, extra_engine_args=("--max-loras", "4")))
     assert (
-        str(info.value) == "extra_engine_args: '--max-loras' is not allowed; the chart sets it from engine.lora_modules"
+        str(info.value)
+        == "extra_engine_args: '--max-loras' is not allowed; the chart sets it from engine.lora_modules [LLMEKS-E402]"
     )
 
 
@@ -101,34 +102,35 @@ def test_extra_engine_args_cannot_set_lora_twice() -> None:
             {"engine": "ray-serve", **STAGED, "lora_adapters": ADAPTERS},
             "environments.dev.workload.lora_adapters: {'sql': 'acme/llama-3.1-8b-sql-lora', 'support-fr': "
             "'acme/llama-3.1-8b-support-fr-lora'} is not allowed; needs engine vllm (Ray Serve LLM loads LoRA from a "
-            "dynamic path, which llm-eks does not configure)",
+            "dynamic path, which llm-eks does not configure) [LLMEKS-E127]",
         ),
         (
             {**STAGED, "lora_adapters": {"sql": "s3://acme-models/loras/sql/"}},
             "environments.dev.workload.lora_adapters.sql: 's3://acme-models/loras/sql/' is not allowed; vLLM 0.33 "
             "loads an adapter from a local path or the Hugging Face Hub only (vllm/lora/utils.py, "
-            "get_adapter_absolute_path); publish it to the Hub (a private repo with hf_token_secret)",
+            "get_adapter_absolute_path); publish it to the Hub (a private repo with hf_token_secret) [LLMEKS-E127]",
         ),
         (
             {**STAGED, "lora_adapters": {"sql=v2": "acme/sql"}},
             "environments.dev.workload.lora_adapters: 'sql=v2' is not allowed; adapter names are 1-64 letters, "
-            "digits, '.', '_' and '-', starting with a letter or digit (clients send the name as `model`)",
+            "digits, '.', '_' and '-', starting with a letter or digit (clients send the name as `model`)"
+            " [LLMEKS-E127]",
         ),
         (
             {**STAGED, "lora_adapters": {"sql": "not a repo"}},
             "environments.dev.workload.lora_adapters.sql: 'not a repo' is not allowed; must be a Hugging Face repo "
-            "id, pinned with @<commit>, such as org/adapter@<40 hex>",
+            "id, pinned with @<commit>, such as org/adapter@<40 hex> [LLMEKS-E127]",
         ),
         (
             {**STAGED, "lora_adapters": ADAPTERS, "max_lora_rank": 12},
             "environments.dev.workload.max_lora_rank: 12 is not allowed; must be one of 1, 8, 16, 32, 64, 128, 256, "
-            "320, 512",
+            "320, 512 [LLMEKS-E127]",
         ),
         (
             {"model": "deepseek-ai/DeepSeek-V3", **STAGED, "lora_adapters": {"sql": "acme/dsv3-sql"}},
             "environments.dev.workload.lora_adapters: {'sql': 'acme/dsv3-sql'} is not allowed; deepseek-ai/DeepSeek-V3 "
             "uses multi-head latent attention, whose LoRA buffers the planner does not model; serve the adapters "
-            "merged into their own checkpoints instead",
+            "merged into their own checkpoints instead [LLMEKS-E127]",
         ),
     ],
 )
@@ -152,5 +154,5 @@ def test_an_adapter_name_is_unique_in_the_environment() -> None:
     assert str(info.value) == (
         "environments.dev.workloads.qwen.lora_adapters: 'sql' is not allowed; is already served by "
         "environments.dev.workloads.llama; served model and adapter names must be unique in an environment (rename "
-        "one, or drop one of the two)"
+        "one, or drop one of the two) [LLMEKS-E120]"
     )

@@ -23,8 +23,10 @@ import pytest
 from llm_eks.cli import main
 from llm_eks.cli.models import add_command
 from llm_eks.config import parse_environment
+from llm_eks.error_codes import E103
 from llm_eks.errors import ConfigError
 from llm_eks.hub.records import MODELS_DIR_CONTEXT, checkpoint_parameters, load_record
+from tests.coded import raises_code
 from tests.conftest import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hub"
@@ -179,6 +181,7 @@ def test_gated_model_without_a_token(hub: FakeHub, tmp_path: Path, capsys: pytes
     assert one_line(capsys.readouterr().err) == (
         f"llm-eks: error: {LLAMA} is a gated model and HF_TOKEN is not set (HTTP 401): accept the model's licence "
         f"at {hub.base}/{LLAMA} with your Hugging Face account, then set HF_TOKEN to a read token of that account"
+        " [LLMEKS-E706]"
     )
     assert not (tmp_path / "models").exists()
 
@@ -193,7 +196,7 @@ def test_gated_model_with_a_token_that_has_no_access(
     assert one_line(capsys.readouterr().err) == (
         f"llm-eks: error: {LLAMA} is a gated model and the token in HF_TOKEN has no access (HTTP 403): accept the "
         f"model's licence at {hub.base}/{LLAMA} with your Hugging Face account, then set HF_TOKEN to a read token of "
-        "that account"
+        "that account [LLMEKS-E706]"
     )
 
 
@@ -218,7 +221,7 @@ def test_missing_model(hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["models", "add", "acme/missing", "--dir", str(tmp_path / "models")]) == 1
     assert one_line(capsys.readouterr().err) == (
         f"llm-eks: error: acme/missing: no such model on {hub.base} (HTTP 404); check the id; a private model needs "
-        "HF_TOKEN"
+        "HF_TOKEN [LLMEKS-E706]"
     )
 
 
@@ -232,7 +235,7 @@ def test_hub_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     assert err.startswith(f"llm-eks: error: 127.0.0.1:{port} unreachable (")
     assert err.endswith(
         "); `llm-eks models add` needs the Hugging Face Hub (or a mirror in HF_ENDPOINT); synth and `llm-eks plan` "
-        "then read the recorded file offline"
+        "then read the recorded file offline [LLMEKS-E705]"
     )
     assert "Traceback" not in err
 
@@ -243,7 +246,7 @@ def test_hub_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
         (["models", "add", "not-an-id"], "llm-eks: error: models add: 'not-an-id' is not allowed; must be a Hugging "),
         (["models", "add", "../etc/passwd"], "llm-eks: error: models add: '../etc/passwd' is not allowed; "),
         (["models", "add", QWEN, "--revision", "a b"], "llm-eks: error: --revision: 'a b' is not allowed; "),
-        (["models"], "llm-eks: error: the following arguments are required: ACTION"),
+        (["models"], "llm-eks: error: the following arguments are required: ACTION [LLMEKS-E600]"),
     ],
 )
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -359,11 +362,12 @@ def test_config_loading_reads_the_file_and_names_a_missing_one(recorded: Path, o
         "environments.lab.workload.model: 'Qwen/Qwen3-14B' is not allowed; not a catalog model and "
         f"{missing} does not exist: run `llm-eks models add Qwen/Qwen3-14B` in the app's folder to record it from "
         "the Hugging Face Hub, or describe it with workload.model_spec (`llm-eks plan --catalog` lists the catalog)"
+        " [LLMEKS-E200]"
     )
     # Catalog ids keep working without a file; model_spec needs none either.
     assert parse_environment("lab", {}, recorded / "models").workload.recorded_model is None
     # The resolved model is the loader's, never a cdk.json key.
-    with pytest.raises(ConfigError, match=r"^environments.lab.workload: unknown key 'recorded_model'; "):
+    with raises_code(E103, match=r"^environments.lab.workload: unknown key 'recorded_model'; "):
         parse_environment("lab", {"workload": {"recorded_model": {}}}, recorded / "models")
 
 
@@ -383,13 +387,13 @@ def test_a_recorded_catalog_model_wins_and_keeps_its_awq_checkpoint(hub: FakeHub
         (lambda t: t.replace('"format": 1', '"format": 1, "format": 2'), "models/Qwen/Qwen3-8B.json.format: given "
          "twice in"),
         (lambda t: t.replace(f'"id": "{QWEN}"', '"id": "Qwen/Qwen3-4B"'), "models/Qwen/Qwen3-8B.json.id: "
-         "'Qwen/Qwen3-4B' is not allowed; must be 'Qwen/Qwen3-8B', the id this file's path names"),
+         "'Qwen/Qwen3-4B' is not allowed; must be 'Qwen/Qwen3-8B', the id this file's path names [LLMEKS-E708]"),
         (lambda t: t.replace('"total_size": 16381470720', '"total_size": -1'), "models/Qwen/Qwen3-8B.json."
          "total_size: -1 is not allowed; must be a number of bytes"),
         (lambda t: t.replace(f'"commit": "{QWEN_SHA}"', '"commit": "main"'), "models/Qwen/Qwen3-8B.json.commit: "
          "'main' is not allowed; must be a 40-character"),
         (lambda t: t.replace('"num_hidden_layers": 36', '"num_hidden_layers": 0'), "models/Qwen/Qwen3-8B.json: "
-         "config.num_hidden_layers: 0 is not allowed; must be a positive integer"),
+         "config.num_hidden_layers: 0 is not allowed; must be a positive integer [LLMEKS-E203]"),
         (lambda t: t.replace('"sources"', '"source"'), "models/Qwen/Qwen3-8B.json: unknown key 'source'; did you "
          "mean 'sources'?"),
     ],
@@ -456,6 +460,7 @@ def test_bad_hf_endpoint_and_unwritable_dir(
     assert main(["models", "add", QWEN, "--dir", str(tmp_path / "other")]) == 1
     assert one_line(capsys.readouterr().err) == (
         "llm-eks: error: HF_ENDPOINT: 'huggingface.co' is not allowed; must be a URL such as https://huggingface.co"
+        " [LLMEKS-E707]"
     )
 
 

@@ -291,65 +291,73 @@ def test_dcgm_found_in_any_namespace_when_none_is_given() -> None:
         (
             {"name": "Vllm_8B"},
             "monitoring.name: 'Vllm_8B' is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters",
+            "starting with a letter, at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"served_model_name": 'bad"name'},
             "monitoring.served_model_name: 'bad\"name' is not allowed; must be 1-253 characters of letters, digits "
-            "and ._/:@+- starting with a letter or digit",
+            "and ._/:@+- starting with a letter or digit [LLMEKS-E400]",
         ),
         (
             {"ttft_p99_seconds": -1.0},
             "monitoring.targets.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of seconds, at "
-            "most 600",
+            "most 600 [LLMEKS-E410]",
         ),
         (
             {"itl_p99_seconds": 0},
-            "monitoring.targets.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600",
+            "monitoring.targets.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at most 600"
+            " [LLMEKS-E410]",
         ),
         (
             {"cost_per_hour_per_replica": float("nan")},
-            "monitoring.targets.cost_per_hour_per_replica: nan is not allowed; must be a positive USD amount",
+            "monitoring.targets.cost_per_hour_per_replica: nan is not allowed; must be a positive USD amount"
+            " [LLMEKS-E410]",
         ),
         (
             {"queue_waiting_threshold": 0},
-            "monitoring.targets.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests",
+            "monitoring.targets.queue_waiting_threshold: 0 is not allowed; must be a positive whole number of requests"
+            " [LLMEKS-E410]",
         ),
         (
             {"kv_cache_usage_threshold": 1.0},
-            "monitoring.targets.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
+            "monitoring.targets.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)"
+            " [LLMEKS-E410]",
         ),
         (
             {"scrape_interval": "15"},
-            "monitoring.targets.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m",
+            "monitoring.targets.scrape_interval: '15' is not allowed; must be a Prometheus duration such as 15s or 1m"
+            " [LLMEKS-E410]",
         ),
         (
             {"dcgm_namespace": "GPU"},
             "monitoring.targets.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase "
             "letters, digits "
-            "and '-', at most 63 characters",
+            "and '-', at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"dcgm_service_labels": {}},
-            "monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+            "monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service"
+            " [LLMEKS-E410]",
         ),
         (
             {"cold_start_seconds": 0},
             "monitoring.targets.cold_start_seconds: 0 is not allowed; must be a positive number of seconds, at most "
-            "7200",
+            "7200 [LLMEKS-E410]",
         ),
         (
             {"gpu_resource": "gpu"},
-            "monitoring.targets.gpu_resource: 'gpu' is not allowed; must be an extended resource name (vendor.com/x)",
+            "monitoring.targets.gpu_resource: 'gpu' is not allowed; must be an extended resource name (vendor.com/x)"
+            " [LLMEKS-E410]",
         ),
         (
             {"replica_kind": "leaderworkerset"},
-            "monitoring.replica_kind: 'leaderworkerset' is not allowed; must be 'deployment' or 'statefulset'",
+            "monitoring.replica_kind: 'leaderworkerset' is not allowed; must be 'deployment' or 'statefulset'"
+            " [LLMEKS-E410]",
         ),
         (
             {"replica_names": ("vllm-floor", NAME)},
             "monitoring.replica_names: ['vllm-floor', 'vllm-llama-3-1-8b'] is not allowed; must start with the "
-            "workload 'vllm-llama-3-1-8b'",
+            "workload 'vllm-llama-3-1-8b' [LLMEKS-E410]",
         ),
     ],
 )

@@ -102,15 +102,18 @@ def test_monitoring_props_carry_the_plans_figures(engine: str) -> None:
     [
         (
             {"planned_kv_cache_tokens": 0},
-            "monitoring.planned_kv_cache_tokens: 0 is not allowed; must be a positive whole number or None",
+            "monitoring.planned_kv_cache_tokens: 0 is not allowed; must be a positive whole number or None"
+            " [LLMEKS-E410]",
         ),
         (
             {"planned_itl_seconds": -0.04},
-            "monitoring.planned_itl_seconds: -0.04 is not allowed; must be a positive number of seconds or None",
+            "monitoring.planned_itl_seconds: -0.04 is not allowed; must be a positive number of seconds or None"
+            " [LLMEKS-E410]",
         ),
         (
             {"planned_ttft_seconds": float("nan")},
-            "monitoring.planned_ttft_seconds: nan is not allowed; must be a positive number of seconds or None",
+            "monitoring.planned_ttft_seconds: nan is not allowed; must be a positive number of seconds or None"
+            " [LLMEKS-E410]",
         ),
     ],
 )

@@ -152,6 +152,7 @@ def test_bad_multi_node_props_are_one_line() -> None:
     assert str(info.value) == (
         "accelerators_per_pod: 3 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size x "
         "data_parallel_size / nodes_per_replica (8 / 2), a whole number (vLLM splits the ranks evenly over the nodes)"
+        " [LLMEKS-E401]"
     )
     with_alb = parse_environment(
         "big",
@@ -170,5 +171,5 @@ def test_bad_multi_node_props_are_one_line() -> None:
     assert str(info.value) == (
         "environments.big.workload.alb: not allowed here; Qwen/Qwen3-235B-A22B-FP8 needs 2 "
         "g6e.12xlarge nodes per replica (a LeaderWorkerSet, whose workers never serve); reach it through its "
-        "Service, or use engine 'ray-serve'"
+        "Service, or use engine 'ray-serve' [LLMEKS-E140]"
     )

@@ -53,18 +53,19 @@ def _error(body: dict[str, Any]) -> str:
     [
         (
             {"workload": {}, "workloads": {"chat": {}}},
-            "environments.qa.workload: not allowed together with workloads; move it into workloads under a name",
+            "environments.qa.workload: not allowed together with workloads; move it into workloads under a name"
+            " [LLMEKS-E102]",
         ),
         (
             {"workloads": {}},
             "environments.qa.workloads: {} is not allowed; must name at least one workload (or use workload for one "
-            "model)",
+            "model) [LLMEKS-E102]",
         ),
         (
             {"workloads": {"Chat": {}}},
             "environments.qa.workloads: 'Chat' is not allowed; workload names are 1-20 characters: lowercase letters, "
             "digits and '-', starting with a letter and not ending with '-' (they name the workload's namespace "
-            "inference-<name>)",
+            "inference-<name>) [LLMEKS-E120]",
         ),
         (
             {
@@ -73,7 +74,8 @@ def _error(body: dict[str, Any]) -> str:
                 }
             },
             "environments.qa.workloads.chat.alb: only allowed in the one-model `workload`; the workloads of "
-            "`workloads` are reached through the environment's gateway or in-cluster through each workload's Service",
+            "`workloads` are reached through the environment's gateway or in-cluster through each workload's Service"
+            " [LLMEKS-E140]",
         ),
         (
             {
@@ -84,17 +86,17 @@ def _error(body: dict[str, Any]) -> str:
             },
             "environments.qa.workloads: ['snap-0123456789abcdef0', 'snap-0fedcba9876543210'] is not allowed; "
             "image_snapshot_id must be the same in every workload that gives one (GPU nodes of every workload restore "
-            "the one data-volume snapshot of the node class)",
+            "the one data-volume snapshot of the node class) [LLMEKS-E120]",
         ),
         (
             {"workloads": {"chat": {"replicas": {"min": 1, "max": 0}}}},
             "environments.qa.workloads.chat.replicas.max: 0 is not allowed; must be at least replicas.min (1) and at "
-            "least 1",
+            "least 1 [LLMEKS-E122]",
         ),
         (
             {"workloads": {"chat": {"max_model_len": 10**7}}},
             "environments.qa.workloads.chat.max_model_len: 10000000 is not allowed; must be an integer from 1 to "
-            "131072",
+            "131072 [LLMEKS-E202]",
         ),
     ],
 )
@@ -107,7 +109,7 @@ def test_two_workloads_may_not_answer_to_one_model_name() -> None:
     assert _error(body) == (
         "environments.qa.workloads.b.model: 'meta-llama/Llama-3.1-8B-Instruct' is not allowed; is already served by "
         "environments.qa.workloads.a; served model and adapter names must be unique in an environment (rename one, "
-        "or drop one of the two)"
+        "or drop one of the two) [LLMEKS-E120]"
     )
 
 
@@ -314,13 +316,14 @@ def test_plan_prints_each_workload(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ("--workload", "mistral"),
             "llm-eks: error: --workload: 'mistral' is not allowed; must name a workload of "
-            "environments.staging.workloads (qwen, llama)\n",
+            "environments.staging.workloads (qwen, llama) [LLMEKS-E601]\n",
         ),
-        (("--compare",), "llm-eks: error: --compare compares one workload: add --workload KEY\n"),
+        (("--compare",), "llm-eks: error: --compare compares one workload: add --workload KEY [LLMEKS-E600]\n"),
         (
             ("--workload", "llama", "--max-model-len", "0"),
             # An option's value keeps the option's own name, as with one workload.
-            "llm-eks: error: workload.max_model_len: 0 is not allowed; must be an integer from 1 to 131072\n",
+            "llm-eks: error: workload.max_model_len: 0 is not allowed; must be an integer from 1 to 131072"
+            " [LLMEKS-E202]\n",
         ),
     ],
 )

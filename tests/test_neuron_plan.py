@@ -74,7 +74,7 @@ def test_the_two_done_when_commands() -> None:
         "compile and load the 16.1 GB checkpoint of meta-llama/Llama-3.1-8B-Instruct: compiling Llama-3.1-8B-Instruct "
         "with NxD Inference ran out of memory on a 32 GiB trn1.2xlarge (aws-neuron/aws-neuron-sdk#1222), so llm-eks "
         "asks for more than 2.14x the checkpoint (32.0 GiB); inf2.8xlarge (1\N{MULTIPLICATION SIGN} Inferentia2, 128 "
-        "GiB RAM) serves it at max_model_len 118528 or less"
+        "GiB RAM) serves it at max_model_len 118528 or less [LLMEKS-E209]"
     )
     code, out = cli("plan", "--model", LLAMA_70B, "--accelerator", "trn2.48xlarge")
     assert code == 0
@@ -210,14 +210,14 @@ def test_a_model_the_path_does_not_serve_names_what_would() -> None:
     assert message.startswith("workload.model: 'Qwen/Qwen2.5-7B-Instruct' is not allowed; Qwen2ForCausalLM is not "
                               "served on trn2.48xlarge: its engine path is vllm-neuron")  # fmt: skip
     assert message.endswith(
-        "inf2, trn1, trn1n (another Neuron path) or GPU instance types (accelerator auto) can serve it"
+        "inf2, trn1, trn1n (another Neuron path) or GPU instance types (accelerator auto) can serve it [LLMEKS-E211]"
     )
     # Served by vllm-neuron, but not a model the planner sizes on Neuron.
     assert error(model="openai/gpt-oss-20b", accelerator="trn2.48xlarge", max_model_len=8192) == (
         "workload.model: 'openai/gpt-oss-20b' is not allowed; vllm-neuron serves GptOssForCausalLM on trn2.48xlarge, "
         "but llm-eks's Neuron planner sizes dense full-attention text decoders (LlamaForCausalLM, Qwen2ForCausalLM, "
         "Qwen3ForCausalLM) and openai/gpt-oss-20b has a mixture of experts; GPU instance types (accelerator auto) can "
-        "serve it"
+        "serve it [LLMEKS-E211]"
     )
 
 
@@ -242,7 +242,7 @@ def test_a_model_too_large_for_the_chips_names_a_size_that_holds_it() -> None:
         "workload.accelerator: 'inf2.8xlarge' is not allowed; meta-llama/Llama-3.3-70B-Instruct's 141.1 GB of bf16 "
         "weights take 65.71 GiB on each of the 2 NeuronCore-v2s of 1 chip(s), above the 14.72 GiB each has for "
         "weights and KV cache (gpu_memory_utilization 0.92 of 16 GiB); inf2.24xlarge (6\N{MULTIPLICATION SIGN} "
-        "Inferentia2, 384 GiB RAM) serves it"
+        "Inferentia2, 384 GiB RAM) serves it [LLMEKS-E209]"
     )
     message = error(model=LLAMA_8B, accelerator="inf2.8xlarge")
     assert "max_model_len 118528 fits one sequence there" in message
@@ -291,5 +291,5 @@ def test_on_auto_mode_a_neuron_pod_takes_one_chip_or_the_whole_node() -> None:
     assert str(info.value) == (
         "workload.tensor_parallel_size: 4 is not allowed; on inf2.24xlarge a pod takes 1, 6 chip(s) of 2 NeuronCores "
         "(EKS Auto Mode gives a pod one chip or the whole node: no Neuron scheduler extension for contiguous sets): "
-        "tensor_parallel_size 2, 12"
+        "tensor_parallel_size 2, 12 [LLMEKS-E209]"
     )

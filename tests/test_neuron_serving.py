@@ -19,6 +19,7 @@ import yaml
 
 from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
+from llm_eks.error_codes import E121
 from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock, LockEntry
 from llm_eks.infra.charts import build_charts
@@ -31,6 +32,7 @@ from llm_eks.manifests.promql_parse import parse_promql, selector_names
 from llm_eks.manifests.vllm.neuron import NEURON_SCHEDULER_NAME
 from llm_eks.versions import NEURON_MONITOR_IMAGE, NEURON_NXDI_IMAGE, NEURON_VLLM_IMAGE, VLLM_IMAGE
 from tests.checkov_run import failed_checks, run_checkov
+from tests.coded import raises_code
 from tests.kube_schema import assert_valid
 from tests.test_neuron_flags import TABLES, check
 from tests.upstream_wheels import VLLM_0_16, VLLM_0_29, Wheel, extracted, missing_reason
@@ -289,7 +291,7 @@ def test_the_vllm_metrics_monitoring_and_keda_read_exist_in_each_neuron_release(
 def test_a_neuron_workload_needs_vllm_on_staged_weights_with_the_compile_cache(
     change: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(ConfigError, match=rf"workload\.{field}: .*AWS Neuron"):
+    with raises_code(E121, match=rf"workload\.{field}: .*AWS Neuron"):
         parse_environment("qa", _environment({**INF2, **change}))
 
 

@@ -119,5 +119,5 @@ def test_an_end_of_life_node_stops_the_command_with_one_line(
     assert capsys.readouterr().err == (
         f"llm-eks: error: node v20.20.2 ({old}, JSII_NODE) is past its end of life and jsii no longer supports it; "
         "put Node 24 (or 22) first on PATH (in a clone, `make setup` installs it and `source .venv/bin/activate` puts "
-        "it first) or set JSII_NODE to its path\n"
+        "it first) or set JSII_NODE to its path [LLMEKS-E602]\n"
     )

@@ -413,7 +413,10 @@ def test_placement_refuses_a_capacity_type_the_pool_does_not_allow() -> None:
     spot_only = dataclasses.replace(G6E, capacity_types=("spot",))
     with pytest.raises(ConfigError) as err:
         workload_placement(spot_only, capacity_type="on-demand")
-    assert str(err.value) == "capacity_type: 'on-demand' is not allowed; must be one pool gpu-g6e allows: spot"
+    assert (
+        str(err.value)
+        == "capacity_type: 'on-demand' is not allowed; must be one pool gpu-g6e allows: spot [LLMEKS-E407]"
+    )
 
 
 # --- bad input: one line naming the field, the value and what is allowed ----------------------------------------
@@ -427,142 +430,162 @@ BAD_INPUT = [
     (
         pool(instance_family="trn3", instance_types=("trn3.3xlarge",)),
         "gpu_pools[0].instance_family: 'trn3' is not allowed; must be a catalog family: "
-        + ", ".join(supported_families()),
+        + ", ".join(supported_families())
+        + " [LLMEKS-E406]",
     ),
     (
         pool(instance_family="g7", instance_types=("g7.2xlarge",)),
         "gpu_pools[0].instance_family: 'g7' is not allowed; its RTX PRO 4500 GPUs need NVIDIA driver 595 and the "
-        "pinned EKS AMIs ship 580",
+        "pinned EKS AMIs ship 580 [LLMEKS-E406]",
     ),
-    (pool(vendor="amd"), "gpu_pools[0].vendor: 'amd' is not allowed; must be one of neuron, nvidia"),
-    (pool(vendor="neuron"), "gpu_pools[0].vendor: 'neuron' is not allowed; must be 'nvidia' for instance family g6e"),
+    (pool(vendor="amd"), "gpu_pools[0].vendor: 'amd' is not allowed; must be one of neuron, nvidia [LLMEKS-E406]"),
+    (
+        pool(vendor="neuron"),
+        "gpu_pools[0].vendor: 'neuron' is not allowed; must be 'nvidia' for instance family g6e [LLMEKS-E406]",
+    ),
     (
         pool(capacity_types=("spot", "reserved")),
         "gpu_pools[0].capacity_types[1]: 'reserved' is not allowed; must be 'spot' or 'on-demand' (or 'reserved', "
-        "with a reservation)",
+        "with a reservation) [LLMEKS-E406]",
     ),
-    (pool(capacity_types=()), "gpu_pools[0].capacity_types: () is not allowed; must list 'spot', 'on-demand' or both"),
+    (
+        pool(capacity_types=()),
+        "gpu_pools[0].capacity_types: () is not allowed; must list 'spot', 'on-demand' or both [LLMEKS-E406]",
+    ),
     (
         pool(capacity_types=("spot", "spot")),
-        "gpu_pools[0].capacity_types: ('spot', 'spot') is not allowed; must not repeat a capacity type",
+        "gpu_pools[0].capacity_types: ('spot', 'spot') is not allowed; must not repeat a capacity type [LLMEKS-E406]",
     ),
     (
         pool(instance_types=("g6e.xlarge", "g6e.12xlarge"), accelerators_per_node=None, accelerator_limit=2),
         "gpu_pools[0].accelerator_limit: 2 is not allowed; must be at least 4 (one g6e.12xlarge node), "
-        "or no node can launch",
+        "or no node can launch [LLMEKS-E406]",
     ),
     (
         pool(instance_types=("g6e.12xlarge",), accelerators_per_node=1),
         "gpu_pools[0].accelerators_per_node: 1 is not allowed; must be 4, the accelerators of the largest planned "
-        "size (or None)",
+        "size (or None) [LLMEKS-E406]",
     ),
     (
         pool(instance_types=("g6.xlarge",)),
         "gpu_pools[0].instance_types[0]: 'g6.xlarge' is not allowed; must be one of g6e.xlarge, g6e.2xlarge, "
-        "g6e.4xlarge, g6e.8xlarge, g6e.12xlarge, g6e.16xlarge, g6e.24xlarge, g6e.48xlarge",
+        "g6e.4xlarge, g6e.8xlarge, g6e.12xlarge, g6e.16xlarge, g6e.24xlarge, g6e.48xlarge [LLMEKS-E406]",
     ),
-    (pool(instance_types=()), "gpu_pools[0].instance_types: () is not allowed; must list at least one g6e size"),
+    (
+        pool(instance_types=()),
+        "gpu_pools[0].instance_types: () is not allowed; must list at least one g6e size [LLMEKS-E406]",
+    ),
     (
         pool(name="GPU_g6e"),
         "gpu_pools[0].name: 'GPU_g6e' is not allowed; must be a DNS label: lowercase letters, digits and '-', "
-        "at most 63 characters",
+        "at most 63 characters [LLMEKS-E406]",
     ),
-    (pool(name="cpu"), "gpu_pools[0].name: 'cpu' is not allowed; must be unique across gpu_pools and cpu_pool"),
+    (
+        pool(name="cpu"),
+        "gpu_pools[0].name: 'cpu' is not allowed; must be unique across gpu_pools and cpu_pool [LLMEKS-E407]",
+    ),
     (
         dataclasses.replace(BASE, gpu_pools=(G6E, dataclasses.replace(INF2, has_nvme=True))),
         "gpu_pools[1].has_nvme: True is not allowed; must be False or None: no planned inf2 size has instance-store "
-        "NVMe",
+        "NVMe [LLMEKS-E406]",
     ),
-    (dataclasses.replace(BASE, gpu_pools=()), "gpu_pools: () is not allowed; must list at least one GPU pool"),
+    (
+        dataclasses.replace(BASE, gpu_pools=()),
+        "gpu_pools: () is not allowed; must list at least one GPU pool [LLMEKS-E407]",
+    ),
     (
         dataclasses.replace(BASE, ami_family="ubuntu"),
-        "ami_family: 'ubuntu' is not allowed; must be one of al2023, bottlerocket",
+        "ami_family: 'ubuntu' is not allowed; must be one of al2023, bottlerocket [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, ami_version="latest"),
         "ami_version: 'latest' is not allowed; pin a release (latest drifts and replaces every node whenever AWS "
-        "publishes an AMI)",
+        "publishes an AMI) [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, ami_version="v20260903"),
-        "ami_version: 'v20260903' is not allowed; must be a Bottlerocket release tag like v1.65.0",
+        "ami_version: 'v20260903' is not allowed; must be a Bottlerocket release tag like v1.65.0 [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, ami_family="al2023", ami_version="v1.65.0"),
-        "ami_version: 'v1.65.0' is not allowed; must be an amazon-eks-ami release tag like v20260903",
+        "ami_version: 'v1.65.0' is not allowed; must be an amazon-eks-ami release tag like v20260903 [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, ami_family="al2023", image_snapshot_id=SNAPSHOT),
         "image_snapshot_id: 'snap-0123456789abcdef0' is not allowed; needs ami_family 'bottlerocket' "
-        "(ami_family is 'al2023': images live on its root volume)",
+        "(ami_family is 'al2023': images live on its root volume) [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, image_snapshot_id="ami-0123456789abcdef0"),
         "image_snapshot_id: 'ami-0123456789abcdef0' is not allowed; must be an EBS snapshot id like "
-        "snap-0123456789abcdef0",
+        "snap-0123456789abcdef0 [LLMEKS-E407]",
     ),
     (
         with_gpu_disruption(expire_after="30d"),
         "gpu_pools[0].disruption.expire_after: '30d' is not allowed; must be a duration like 30m, 720h, 1h30m, or "
-        "Never",
+        "Never [LLMEKS-E409]",
     ),
     (
         with_gpu_disruption(consolidate_after="ten minutes"),
         "gpu_pools[0].disruption.consolidate_after: 'ten minutes' is not allowed; must be a duration like 30m, 720h, "
-        "1h30m, or Never",
+        "1h30m, or Never [LLMEKS-E409]",
     ),
     (
         with_gpu_disruption(termination_grace_period="Never"),
-        "gpu_pools[0].disruption.termination_grace_period: 'Never' is not allowed; must be a duration like 10m or 1h",
+        "gpu_pools[0].disruption.termination_grace_period: 'Never' is not allowed; must be a duration like 10m or 1h"
+        " [LLMEKS-E409]",
     ),
     (
         with_gpu_disruption(budget_nodes="one"),
         "gpu_pools[0].disruption.budget_nodes: 'one' is not allowed; must be a node count like '1' or a percentage "
-        "like '10%'",
+        "like '10%' [LLMEKS-E409]",
     ),
     (
         with_gpu_disruption(consolidation_policy="WhenIdle"),
         "gpu_pools[0].disruption.consolidation_policy: 'WhenIdle' is not allowed; must be 'WhenEmpty', "
-        "'WhenEmptyOrUnderutilized' or 'Balanced'",
+        "'WhenEmptyOrUnderutilized' or 'Balanced' [LLMEKS-E409]",
     ),
     (
         dataclasses.replace(BASE, root_volume_gib=20),
-        "root_volume_gib: 20 is not allowed; must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)",
+        "root_volume_gib: 20 is not allowed; must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)"
+        " [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, node_role_name="arn:aws:iam::123456789012:role/node"),
         "node_role_name: 'arn:aws:iam::123456789012:role/node' is not allowed; must be the node IAM role's NAME, "
-        "not its ARN",
+        "not its ARN [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, cluster_name=""),
-        "cluster_name: '' is not allowed; must be the EKS cluster name (or a CDK token for it)",
+        "cluster_name: '' is not allowed; must be the EKS cluster name (or a CDK token for it) [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, security_group_ids=("default",)),
-        "security_group_ids[0]: 'default' is not allowed; must be a security group id like sg-0123456789abcdef0",
+        "security_group_ids[0]: 'default' is not allowed; must be a security group id like sg-0123456789abcdef0"
+        " [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, tags={"kubernetes.io/cluster/x": "owned"}),
-        "tags.kubernetes.io/cluster/x: 'owned' is not allowed; uses a tag key Karpenter reserves for node ownership",
+        "tags.kubernetes.io/cluster/x: 'owned' is not allowed; uses a tag key Karpenter reserves for node ownership"
+        " [LLMEKS-E407]",
     ),
     (
         dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(instance_categories=("c", "t"))),
-        "cpu_pool.instance_categories[1]: 't' is not allowed; must be 'c', 'm' or 'r'",
+        "cpu_pool.instance_categories[1]: 't' is not allowed; must be 'c', 'm' or 'r' [LLMEKS-E406]",
     ),
     (
         dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(capacity_types=("on-demand", "reserved"))),
         "cpu_pool.capacity_types[1]: 'reserved' is not allowed; must be 'spot' or 'on-demand' (or 'reserved', with a "
-        "reservation)",
+        "reservation) [LLMEKS-E406]",
     ),
     (
         dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(cpu_limit=1)),
-        "cpu_pool.cpu_limit: 1 is not allowed; must be at least 2 vCPUs (the smallest c/m/r size)",
+        "cpu_pool.cpu_limit: 1 is not allowed; must be at least 2 vCPUs (the smallest c/m/r size) [LLMEKS-E406]",
     ),
     (
         dataclasses.replace(BASE, cpu_pool=CpuPoolSpec(disruption=Disruption(consolidation_policy="Always"))),
         "cpu_pool.disruption.consolidation_policy: 'Always' is not allowed; must be 'WhenEmpty', "
-        "'WhenEmptyOrUnderutilized' or 'Balanced'",
+        "'WhenEmptyOrUnderutilized' or 'Balanced' [LLMEKS-E409]",
     ),
 ]
 

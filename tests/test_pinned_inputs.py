@@ -49,7 +49,7 @@ def test_production_refuses_a_branch_that_can_move_under_running_replicas() -> N
         "environments.qa.workload.revision: 'main' is not allowed; production needs a commit, and a branch or tag "
         "name can move under running replicas: run `llm-eks models add meta-llama/Llama-3.3-70B-Instruct` (it "
         "records the commit), or set revision to the 40-hex commit; or accept the risk: accepted_risks "
-        '{"revisions-by-name": "<why>"}'
+        '{"revisions-by-name": "<why>"} [LLMEKS-E118]'
     )
     # A commit passes, and the staging Job stages exactly it, under a prefix of its own.
     workload = _built({**_without_risk("revisions-by-name"), "workload": {**PROD["workload"], "revision": COMMIT}})
@@ -93,7 +93,7 @@ def test_production_refuses_an_adapter_without_a_commit() -> None:
     assert _error(body) == (
         "environments.qa.workload.lora_adapters.sql: 'acme/llama-3.1-8b-sql-lora@main' is not allowed; production "
         "needs a commit: write acme/llama-3.1-8b-sql-lora@<40-hex commit>; or accept the risk: accepted_risks "
-        '{"revisions-by-name": "<why>"}'
+        '{"revisions-by-name": "<why>"} [LLMEKS-E118]'
     )
 
 
@@ -119,7 +119,7 @@ def test_an_adapter_from_the_hub_at_every_start_is_refused() -> None:
     assert _error({"workload": {"lora_adapters": {"sql": ADAPTER}}}) == (
         "environments.qa.workload.lora_adapters: {'sql': 'acme/llama-3.1-8b-sql-lora'} is not allowed; needs weights "
         '"staged": adapters are staged into the weights bucket at a pinned revision and restored at start (vLLM would '
-        "fetch each from the Hub at every start, at no fixed revision)"
+        "fetch each from the Hub at every start, at no fixed revision) [LLMEKS-E127]"
     )
 
 
@@ -153,7 +153,7 @@ def test_production_refuses_images_by_tag_until_they_are_locked() -> None:
     )
     assert message.endswith(
         "have no digest in images.lock.json; run `llm-eks images lock --env qa` where the registries are reachable, "
-        'review and commit the file, or accept the risk: accepted_risks {"images-by-tag": "<why>"}'
+        'review and commit the file, or accept the risk: accepted_risks {"images-by-tag": "<why>"} [LLMEKS-E704]'
     )
     config = parse_environment("qa", body)
     full = lock_of(*environment_images(config, plan_workloads(config)))
@@ -165,32 +165,33 @@ def test_production_refuses_images_by_tag_until_they_are_locked() -> None:
     [
         (
             {"accepted_risks": {"images-by-tag": "later"}},
-            "environments.qa.accepted_risks: only allowed with production true (nothing else refuses these risks)",
+            "environments.qa.accepted_risks: only allowed with production true (nothing else refuses these risks)"
+            " [LLMEKS-E117]",
         ),
         (
             {"production": True, "accepted_risks": {"images-by-tags": "later"}},
             "environments.qa.accepted_risks: 'images-by-tags' is not allowed; did you mean 'images-by-tag'? must be "
-            "a risk id: images-by-tag, revisions-by-name",
+            "a risk id: images-by-tag, revisions-by-name [LLMEKS-E117]",
         ),
         (
             {"production": True, "accepted_risks": {"images-by-tag": " "}},
             "environments.qa.accepted_risks.images-by-tag: ' ' is not allowed; must say why in one line of 1-160 "
-            "characters",
+            "characters [LLMEKS-E117]",
         ),
         (
             {"alpha_features": {"node_repair": "heals GPUs"}},
             "environments.qa.alpha_features: 'node_repair' is not allowed; did you mean 'node-repair'? must be an "
-            "Alpha feature id: node-repair",
+            "Alpha feature id: node-repair [LLMEKS-E117]",
         ),
         (
             {"alpha_features": {"node-repair": ""}},
             "environments.qa.alpha_features.node-repair: '' is not allowed; must say why in one line of 1-160 "
-            "characters",
+            "characters [LLMEKS-E117]",
         ),
         (
             {"workload": {"revision": "main branch"}},
             "environments.qa.workload.revision: 'main branch' is not allowed; must be a Hub commit (40 hex), or a "
-            "branch or tag: up to 255 letters, digits and ._-/+ without '..'",
+            "branch or tag: up to 255 letters, digits and ._-/+ without '..' [LLMEKS-E125]",
         ),
     ],
 )

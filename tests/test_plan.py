@@ -66,7 +66,7 @@ def test_one_h100_cannot_hold_llama_70b_bf16() -> None:
         "sequences of 1280 tokens): 1) weight_format awq-int4: p5.4xlarge, 84 sequences a replica, $6.88/h; "
         "2) accelerator g7e.12xlarge: 99 sequences a replica, $8.29/h; 3) weight_format fp8 and kv_cache_dtype "
         "fp8: p5.4xlarge, 11 sequences a replica, 2 replicas, $13.76/h; 4) max_nodes_per_replica 2: "
-        f"2{X} p5.4xlarge over EFA, 21 sequences a replica, $13.76/h"
+        f"2{X} p5.4xlarge over EFA, 21 sequences a replica, $13.76/h [LLMEKS-E209]"
     )
 
 
@@ -169,7 +169,7 @@ def test_pipeline_stages_without_efa_are_refused_unless_accepted() -> None:
         "1536 (the longest round length that fits): g6e.xlarge, 1 sequence a replica, 16 replicas, $29.78/h; "
         f"3) accelerator g6e.8xlarge: 2{X} g6e.8xlarge over EFA, 101 sequences a replica, $9.06/h; "
         "4) acknowledged_warnings llm-eks:plan-no-efa (allow_without_efa): "
-        f"2{X} g6e.xlarge over TCP, 101 sequences a replica, $3.72/h"
+        f"2{X} g6e.xlarge over TCP, 101 sequences a replica, $3.72/h [LLMEKS-E209]"
     )
     p = plan(dataclasses.replace(request, allow_without_efa=True))
     assert p.nodes_per_replica == 2 and p.checkpoint == "Qwen/Qwen2.5-72B-Instruct-AWQ"
@@ -332,30 +332,37 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
         (
             {"weight_format": "int8"},
             "workload.weight_format: 'int8' is not allowed; did you mean 'w8a8-int8'? allowed: auto, bf16, fp8, "
-            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8, w4a16-experts",
+            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, w4a16, w8a8-int8, w8a8-fp8, w4a16-experts [LLMEKS-E205]",
         ),
-        ({"kv_cache_dtype": "fp16"}, "workload.kv_cache_dtype: 'fp16' is not allowed; allowed: auto, fp8"),
+        (
+            {"kv_cache_dtype": "fp16"},
+            "workload.kv_cache_dtype: 'fp16' is not allowed; allowed: auto, fp8 [LLMEKS-E202]",
+        ),
         (
             {"max_model_len": 200_000},
-            "workload.max_model_len: 200000 is not allowed; must be an integer from 1 to 131072",
+            "workload.max_model_len: 200000 is not allowed; must be an integer from 1 to 131072 [LLMEKS-E202]",
         ),
         (
             {"max_model_len": 1000},
             "workload.max_model_len: 1000 is not allowed; must hold the typical request "
-            "(typical_input_tokens + typical_output_tokens = 1280)",
+            "(typical_input_tokens + typical_output_tokens = 1280) [LLMEKS-E202]",
         ),
         (
             {"gpu_memory_utilization": 0},
-            "workload.gpu_memory_utilization: 0 is not allowed; must be a number above 0 and at most 1",
+            "workload.gpu_memory_utilization: 0 is not allowed; must be a number above 0 and at most 1 [LLMEKS-E202]",
         ),
-        ({"target_concurrency": 0}, "workload.target_concurrency: 0 is not allowed; must be an integer from 1 to 4096"),
+        (
+            {"target_concurrency": 0},
+            "workload.target_concurrency: 0 is not allowed; must be an integer from 1 to 4096 [LLMEKS-E202]",
+        ),
         (
             {"weights_source": "efs"},
-            "workload.weights_source: 'efs' is not allowed; did you mean 'ebs'? allowed: nvme, s3, staged, ebs",
+            "workload.weights_source: 'efs' is not allowed; did you mean 'ebs'? allowed: nvme, s3, staged, ebs"
+            " [LLMEKS-E202]",
         ),
         (
             {"max_nodes_per_replica": 0},
-            "workload.max_nodes_per_replica: 0 is not allowed; must be an integer from 1 to 16",
+            "workload.max_nodes_per_replica: 0 is not allowed; must be an integer from 1 to 16 [LLMEKS-E202]",
         ),
         (
             {"model": "mistralai/Mistral-7B-Instruct-v0.3", "accelerator": "inf2.8xlarge"},
@@ -364,26 +371,26 @@ def test_model_spec_from_config_plans_like_the_catalog() -> None:
             "0.16.0, Neuron SDK 2.31.1), which serves Llama 2/3.1/3.3 (LlamaForCausalLM), Llama 4 "
             "(Llama4ForConditionalGeneration), Qwen 2.5 (Qwen2ForCausalLM), Qwen 3 (Qwen3ForCausalLM), Qwen2-VL "
             "(Qwen2VLForConditionalGeneration), Qwen3-VL (Qwen3VLForConditionalGeneration), Pixtral "
-            "(LlavaForConditionalGeneration); GPU instance types (accelerator auto) can serve it",
+            "(LlavaForConditionalGeneration); GPU instance types (accelerator auto) can serve it [LLMEKS-E211]",
         ),
         (
             {"model": "meta-llama/Llama-3.1-8B"},
             "workload.model: 'meta-llama/Llama-3.1-8B' is not allowed; did you mean "
             f"'meta-llama/Llama-3.1-8B-Instruct'? catalog models: {', '.join(MODELS)} "
-            "(describe any other model with workload.model_spec)",
+            "(describe any other model with workload.model_spec) [LLMEKS-E200]",
         ),
         (
             {"model": "mistralai/Mistral-7B-Instruct-v0.3", "weight_format": "awq-int4"},
             "workload.weight_format: 'awq-int4' is not allowed; no AWQ checkpoint of "
             "mistralai/Mistral-7B-Instruct-v0.3 is known; serve an AWQ repo as the model, described with "
-            "workload.model_spec (quantization: awq-int4), or use bf16 or fp8",
+            "workload.model_spec (quantization: awq-int4), or use bf16 or fp8 [LLMEKS-E205]",
         ),
-        ({"model": 5}, "workload.model: 5 is not allowed; must be a catalog model id or a ModelSpec"),
+        ({"model": 5}, "workload.model: 5 is not allowed; must be a catalog model id or a ModelSpec [LLMEKS-E202]"),
         (
             {"max_model_len": 8192, "max_itl_ms": 0.5},
             "workload.max_itl_ms: 0.5 is not allowed; the lowest time-per-output-token estimate at 16 concurrent "
             "sequences is 2.3 ms (on p6-b200.48xlarge, TP8 PP1); raise it, lower target_concurrency or use fp8 "
-            "weights",
+            "weights [LLMEKS-E210]",
         ),
     ],
 )
@@ -395,6 +402,7 @@ def test_quantized_checkpoint_keeps_its_format() -> None:
     fp8_repo = dataclasses.replace(MODELS[LLAMA_8B], id="acme/llama-fp8", quantization="fp8")
     assert error(model=fp8_repo, weight_format="bf16") == (
         "workload.weight_format: 'bf16' is not allowed; acme/llama-fp8 is already quantized (fp8); use auto or fp8"
+        " [LLMEKS-E205]"
     )
     p = plan(PlanRequest(model=fp8_repo, accelerator="g6e.xlarge", max_model_len=8192))
     assert p.weight_format == "fp8" and "--quantization" not in p.engine_args
@@ -406,7 +414,7 @@ def test_instance_store_too_small_for_the_checkpoint() -> None:
         model=fp32, weight_format="fp8", accelerator="g6e.xlarge", max_nodes_per_replica=4, max_model_len=4096
     ) == (
         "workload.weights_source: 'nvme' is not allowed; the 282.2 GB checkpoint (plus 10 % headroom) does not fit "
-        "the 250 GB instance store of g6e.xlarge; use s3 or ebs"
+        "the 250 GB instance store of g6e.xlarge; use s3 or ebs [LLMEKS-E209]"
     )
 
 
@@ -416,14 +424,14 @@ def test_nothing_fits_anywhere() -> None:
         "workload.model: 'acme/huge' is not allowed; at bf16 (8000.0 GB of weights) it fits no catalog instance "
         "type at max_model_len 131072 across up to 1 node(s) per replica; what fits instead, cheapest first ($/h to "
         "hold target_concurrency 16 sequences of 1280 tokens): 1) max_nodes_per_replica 4: "
-        f"4{X} p6-b300.48xlarge over EFA, 755 sequences a replica, $569.66/h"
+        f"4{X} p6-b300.48xlarge over EFA, 755 sequences a replica, $569.66/h [LLMEKS-E209]"
     )
     # 80 TB at bf16, 40 TB at fp8: more than 16 nodes of 8 B300s hold. The error says what it tried.
     larger = dataclasses.replace(huge, parameters=40_000_000_000_000)
     assert error(model=larger).endswith(
         "it fits no catalog instance type at max_model_len 131072 across up to 2 node(s) per replica; nothing the "
         "planner tried fits either (a shorter max_model_len, kv_cache_dtype fp8, weight_format fp8, more nodes per "
-        "replica)"
+        "replica) [LLMEKS-E209]"
     )
 
 
@@ -438,7 +446,7 @@ def test_target_beyond_any_instance() -> None:
     ) == (
         "workload.target_concurrency: 4096 is not allowed; at most 1880 sequences of 8192 tokens fit one replica "
         "(on p6-b300.48xlarge, TP8 PP1); lower it, shorten the typical request or use kv_cache_dtype fp8, and "
-        "scale out with replicas instead"
+        "scale out with replicas instead [LLMEKS-E210]"
     )
 
 
@@ -536,7 +544,7 @@ def test_an_unknown_vision_encoder_is_one_line() -> None:
     assert str(err.value) == (
         "model_config.vision_config.model_type: 'clip_vision_model' is not allowed; the planner counts these vision "
         "encoders: siglip_vision_model, pixtral, llama4_vision_model, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, "
-        "qwen3_vl_vision, qwen3_vl_moe_vision"
+        "qwen3_vl_vision, qwen3_vl_moe_vision [LLMEKS-E203]"
     )
 
 
@@ -593,7 +601,7 @@ def test_hf_config_reader_matches_the_catalog() -> None:
 def test_hf_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError) as err:
         ModelSpec.from_hf_config({"hidden_size": 4096}, id="acme/x")
-    assert str(err.value) == "model_config.num_hidden_layers: missing; a decoder config.json must have it"
+    assert str(err.value) == "model_config.num_hidden_layers: missing; a decoder config.json must have it [LLMEKS-E203]"
     with pytest.raises(ConfigError) as err:
         ModelSpec.from_mapping({"id": "acme/x", "layers": 2, "hidden_size": 64, "attention_heads": 4,
                                 "vocab_size": 100, "intermediate_size": 128, "max_position_embeddings": 512,
@@ -609,7 +617,7 @@ def test_a_format_the_gpu_cannot_run_is_one_line_naming_who_can() -> None:
         plan(PlanRequest(model=spec, accelerator="p6-b200.48xlarge"))
     message = str(err.value)
     assert message.startswith("workload.weight_format: 'w8a8-int8' is not allowed on p6-b200.48xlarge (B200, sm100)")
-    assert message.endswith("instance families that run it: g5, g6, gr6, g6e, p4d, p4de, p5, p5e, p5en")
+    assert message.endswith("instance families that run it: g5, g6, gr6, g6e, p4d, p4de, p5, p5e, p5en [LLMEKS-E205]")
     # Left to choose, the planner skips the GPUs that cannot run it.
     assert plan(PlanRequest(model=spec, max_model_len=8192)).instance.compute_capability not in ((10, 0), (12, 0))
 

@@ -264,14 +264,14 @@ def test_compare_chart_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--chart", "c.svg"], "llm-eks: error: --chart goes with --compare\n"),
+        (["--chart", "c.svg"], "llm-eks: error: --chart goes with --compare [LLMEKS-E600]\n"),
         (
             ["--compare", "--chart", "c.png"],
-            "llm-eks: error: --chart: 'c.png' is not allowed; the chart is SVG: name the file *.svg\n",
+            "llm-eks: error: --chart: 'c.png' is not allowed; the chart is SVG: name the file *.svg [LLMEKS-E600]\n",
         ),
         (
             ["--compare", "--accelerator", "g6e.xlarge"],
-            "llm-eks: error: --compare compares every instance type: leave out --accelerator\n",
+            "llm-eks: error: --compare compares every instance type: leave out --accelerator [LLMEKS-E600]\n",
         ),
     ],
 )

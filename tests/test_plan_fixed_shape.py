@@ -35,54 +35,55 @@ def error(**kwargs) -> str:
             {"tensor_parallel_size": 3},
             "workload.tensor_parallel_size: 3 is not allowed; valid sizes for meta-llama/Llama-3.1-8B-Instruct (up "
             "to 8 GPUs): 1, 2, 4, 8 (its 32 attention heads and 8 KV heads must split evenly, and tensor parallelism "
-            "stays inside one node; span nodes with pipeline_parallel_size)",
+            "stays inside one node; span nodes with pipeline_parallel_size) [LLMEKS-E206]",
         ),
         (
             {"tensor_parallel_size": 8, "accelerator": "g6e.12xlarge"},
             "workload.tensor_parallel_size: 8 is not allowed; valid sizes for meta-llama/Llama-3.1-8B-Instruct on "
             "g6e.12xlarge (4 GPUs per node): 1, 2, 4 (its 32 attention heads and 8 KV heads must split evenly, and "
-            "tensor parallelism stays inside one node; span nodes with pipeline_parallel_size)",
+            "tensor parallelism stays inside one node; span nodes with pipeline_parallel_size) [LLMEKS-E206]",
         ),
         (
             {"tensor_parallel_size": True},
             "workload.tensor_parallel_size: True is not allowed; valid sizes for meta-llama/Llama-3.1-8B-Instruct (up "
             "to 8 GPUs): 1, 2, 4, 8 (its 32 attention heads and 8 KV heads must split evenly, and tensor parallelism "
-            "stays inside one node; span nodes with pipeline_parallel_size)",
+            "stays inside one node; span nodes with pipeline_parallel_size) [LLMEKS-E206]",
         ),
         (
             {"pipeline_parallel_size": 40},
             "workload.pipeline_parallel_size: 40 is not allowed; must be an integer from 1 to 32 (each stage holds "
-            "at least one of meta-llama/Llama-3.1-8B-Instruct's 32 layers)",
+            "at least one of meta-llama/Llama-3.1-8B-Instruct's 32 layers) [LLMEKS-E206]",
         ),
         (
             {"pipeline_parallel_size": 0},
             "workload.pipeline_parallel_size: 0 is not allowed; must be an integer from 1 to 32 (each stage holds "
-            "at least one of meta-llama/Llama-3.1-8B-Instruct's 32 layers)",
+            "at least one of meta-llama/Llama-3.1-8B-Instruct's 32 layers) [LLMEKS-E206]",
         ),
         (
             {"tensor_parallel_size": 2, "pipeline_parallel_size": 3},
             f"workload.pipeline_parallel_size: 3 is not allowed; TP2 {X} PP3 = 6 GPUs; with accelerator auto a "
             f"replica fills whole nodes, so TP {X} PP must be one of 1, 2, 4, 8, 16 (GPUs per node of a catalog "
-            "instance type, times up to max_nodes_per_replica 2 nodes); or name an accelerator",
+            "instance type, times up to max_nodes_per_replica 2 nodes); or name an accelerator [LLMEKS-E206]",
         ),
         (
             {"tensor_parallel_size": 4, "pipeline_parallel_size": 3, "accelerator": "p4d.24xlarge"},
             f"workload.pipeline_parallel_size: 3 is not allowed; TP4 {X} PP3 = 12 GPUs must fit one p4d.24xlarge "
-            "node (8 GPUs) or span whole nodes (a multiple of 8)",
+            "node (8 GPUs) or span whole nodes (a multiple of 8) [LLMEKS-E206]",
         ),
         (
             {"tensor_parallel_size": 4, "pipeline_parallel_size": 4, "accelerator": "g6e.12xlarge"},
             f"workload.pipeline_parallel_size: 4 is not allowed; TP4 {X} PP4 = 16 GPUs spans 4 g6e.12xlarge nodes; "
-            "max_nodes_per_replica is 2: raise it or use fewer stages",
+            "max_nodes_per_replica is 2: raise it or use fewer stages [LLMEKS-E206]",
         ),
         (
             {"max_num_seqs": 0},
-            "workload.max_num_seqs: 0 is not allowed; must be an integer from 1 to 16384",
+            "workload.max_num_seqs: 0 is not allowed; must be an integer from 1 to 16384 [LLMEKS-E202]",
         ),
         (
             {"max_num_seqs": 8},
             "workload.max_num_seqs: 8 is not allowed; must be at least target_concurrency (16): a replica never runs "
-            "more than max_num_seqs sequences at once; lower target_concurrency and scale out with replicas instead",
+            "more than max_num_seqs sequences at once; lower target_concurrency and scale out with replicas instead"
+            " [LLMEKS-E206]",
         ),
     ],
 )
@@ -135,7 +136,7 @@ def test_given_shape_that_does_not_fit_memory_says_why_with_numbers() -> None:
         f"max_model_len 8192 with TP1 {X} PP1 on p5.48xlarge (80.0 GiB H100): each GPU has 69.9 GiB for weights and "
         "KV cache (gpu_memory_utilization 0.92 less what vLLM deducts besides weights) but its share of the weights "
         "alone is "
-        "131.4 GiB; split wider, quantize (weight_format, kv_cache_dtype) or shorten max_model_len"
+        "131.4 GiB; split wider, quantize (weight_format, kv_cache_dtype) or shorten max_model_len [LLMEKS-E209]"
     )
 
 
@@ -150,7 +151,7 @@ def test_given_shape_that_leaves_too_little_kv_cache_says_how_much() -> None:
         "and KV cache (gpu_memory_utilization 0.92 less what vLLM deducts besides weights); its 15.0 GiB of weights "
         "leave 4.04 GiB, "
         "and one 131072-token sequence needs 16.00 GiB of KV cache; split wider, quantize (weight_format, "
-        "kv_cache_dtype) or shorten max_model_len"
+        "kv_cache_dtype) or shorten max_model_len [LLMEKS-E209]"
     )
 
 
@@ -161,6 +162,7 @@ def test_auto_with_a_shape_nothing_holds_names_the_closest_instance() -> None:
         f"max_model_len 8192 with TP1 {X} PP1 on g7e.2xlarge (96.0 GiB RTX-PRO-6000): each GPU has 84.5 GiB for "
         "weights and KV cache (gpu_memory_utilization 0.92 less what vLLM deducts besides weights) but its share of "
         "the weights alone is 131.4 GiB; split wider, quantize (weight_format, kv_cache_dtype) or shorten max_model_len"
+        " [LLMEKS-E209]"
     )
 
 
@@ -168,7 +170,7 @@ def test_given_pp_that_no_node_split_takes_is_one_line() -> None:
     # PP3 on a 1-GPU node needs 3 whole nodes, one more than max_nodes_per_replica allows.
     assert error(model=LLAMA_8B, accelerator="g6e.xlarge", max_model_len=8192, pipeline_parallel_size=3) == (
         "workload.pipeline_parallel_size: 3 is not allowed; no split with PP3 fits one g6e.xlarge node (1 GPU) "
-        "or whole nodes up to max_nodes_per_replica (2)"
+        "or whole nodes up to max_nodes_per_replica (2) [LLMEKS-E209]"
     )
     # The same stages on a 4-GPU node: TP1 x PP3 uses 3 of its GPUs.
     p = plan(PlanRequest(model=LLAMA_8B, accelerator="g6e.12xlarge", max_model_len=8192, pipeline_parallel_size=3))
@@ -231,13 +233,14 @@ def test_cli_bad_size_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
         "",
         "llm-eks: error: workload.tensor_parallel_size: 3 is not allowed; valid sizes for "
         "meta-llama/Llama-3.1-8B-Instruct (up to 8 GPUs): 1, 2, 4, 8 (its 32 attention heads and 8 KV heads must "
-        "split evenly, and tensor parallelism stays inside one node; span nodes with pipeline_parallel_size)\n",
+        "split evenly, and tensor parallelism stays inside one node; span nodes with pipeline_parallel_size)"
+        " [LLMEKS-E206]\n",
     )
     assert run(capsys, "plan", "--model", LLAMA_8B, "--max-num-seqs", "0")[2] == (
-        "llm-eks: error: workload.max_num_seqs: 0 is not allowed; must be an integer from 1 to 16384\n"
+        "llm-eks: error: workload.max_num_seqs: 0 is not allowed; must be an integer from 1 to 16384 [LLMEKS-E202]\n"
     )
     assert run(capsys, "plan", "--model", LLAMA_8B, "--pipeline-parallel-size", "x")[2] == (
-        "llm-eks: error: argument --pipeline-parallel-size: invalid int value: 'x'\n"
+        "llm-eks: error: argument --pipeline-parallel-size: invalid int value: 'x' [LLMEKS-E600]\n"
     )
 
 
@@ -255,19 +258,20 @@ def test_cdk_json_workload_carries_the_sizes() -> None:
     [
         (
             {"tensor_parallel_size": "2"},
-            "environments.dev.workload.tensor_parallel_size: '2' is not allowed; must be an integer",
+            "environments.dev.workload.tensor_parallel_size: '2' is not allowed; must be an integer [LLMEKS-E105]",
         ),
         (
             {"tensor_parallel_size": 5},
             "environments.dev.workload.tensor_parallel_size: 5 is not allowed; valid sizes for "
             "meta-llama/Llama-3.1-8B-Instruct (up to 8 GPUs): 1, 2, 4, 8 (its 32 attention heads and 8 KV heads must "
-            "split evenly, and tensor parallelism stays inside one node; span nodes with pipeline_parallel_size)",
+            "split evenly, and tensor parallelism stays inside one node; span nodes with pipeline_parallel_size)"
+            " [LLMEKS-E206]",
         ),
         (
             {"max_num_seqs": 4},
             "environments.dev.workload.max_num_seqs: 4 is not allowed; must be at least target_concurrency (16): a "
             "replica never runs more than max_num_seqs sequences at once; lower target_concurrency and scale out "
-            "with replicas instead",
+            "with replicas instead [LLMEKS-E206]",
         ),
     ],
 )

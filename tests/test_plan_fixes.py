@@ -13,11 +13,13 @@ import pytest
 from llm_eks.cli import main
 from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
+from llm_eks.error_codes import E209
 from llm_eks.errors import ConfigError
 from llm_eks.planner import PlanRequest, plan
 from llm_eks.planner.fixes import CONTEXT, ROUND_LENGTHS, TCP, NoFitError
 from llm_eks.planner.search import quiet_plan
 from llm_eks.planner.sizing import Context
+from tests.coded import raises_code
 
 X = "\N{MULTIPLICATION SIGN}"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -44,7 +46,7 @@ def test_a_shorter_context_comes_first_on_the_readme_model_and_devs_instance() -
         "3) accelerator g6e.xlarge: 156 sequences a replica, $1.86/h; "
         f"4) accelerator g5.8xlarge: 2{X} g5.8xlarge over EFA, 147 sequences a replica, $4.90/h; "
         "5) acknowledged_warnings llm-eks:plan-no-efa (allow_without_efa): "
-        f"2{X} g5.xlarge over TCP, 147 sequences a replica, $2.01/h"
+        f"2{X} g5.xlarge over TCP, 147 sequences a replica, $2.01/h [LLMEKS-E209]"
     )
 
 
@@ -82,7 +84,7 @@ def test_the_context_offered_is_the_longest_round_length_that_fits() -> None:
     assert length == 32768
     longer = ROUND_LENGTHS[ROUND_LENGTHS.index(length) + 1]
     assert longer == 49152 < 131072
-    with pytest.raises(ConfigError):
+    with raises_code(E209):
         plan(dataclasses.replace(README_ON_DEV, max_model_len=longer))
 
 
@@ -103,7 +105,7 @@ def test_the_cli_names_the_changes_as_options(capsys: pytest.CaptureFixture[str]
         "2) --weight-format fp8 --kv-cache-dtype fp8: g5.xlarge, 134 sequences a replica, $1.01/h; "
         "3) --accelerator g6e.xlarge: 156 sequences a replica, $1.86/h; "
         f"4) --accelerator g5.8xlarge: 2{X} g5.8xlarge over EFA, 147 sequences a replica, $4.90/h; "
-        f"5) --allow-without-efa: 2{X} g5.xlarge over TCP, 147 sequences a replica, $2.01/h\n"
+        f"5) --allow-without-efa: 2{X} g5.xlarge over TCP, 147 sequences a replica, $2.01/h [LLMEKS-E209]\n"
     )
 
 
@@ -121,7 +123,10 @@ CONFIG_FIXES = (
 def test_cdk_json_names_the_changes_by_their_paths() -> None:
     with pytest.raises(ConfigError) as err:
         plan_workloads(parse_environment("dev", DEV_ON_G5))
-    assert str(err.value) == f"environments.dev.workload.accelerator: 'g5.xlarge' is not allowed; {WHY}{CONFIG_FIXES}"
+    assert (
+        str(err.value)
+        == f"environments.dev.workload.accelerator: 'g5.xlarge' is not allowed; {WHY}{CONFIG_FIXES} [LLMEKS-E209]"
+    )
 
 
 def test_plan_env_names_cdk_json_paths_and_the_options_given(
@@ -131,7 +136,8 @@ def test_plan_env_names_cdk_json_paths_and_the_options_given(
     context.write_text(json.dumps({"context": {"environments": {"dev": DEV_ON_G5}}}))
     assert main(["plan", "--env", "dev", "--context-file", str(context)]) == 2
     assert capsys.readouterr().err == (
-        f"llm-eks: error: environments.dev.workload.accelerator: 'g5.xlarge' is not allowed; {WHY}{CONFIG_FIXES}\n"
+        f"llm-eks: error: environments.dev.workload.accelerator: 'g5.xlarge' is not allowed; {WHY}{CONFIG_FIXES}"
+        " [LLMEKS-E209]\n"
     )
     # An option given on the command line is named as that option; the rest stay cdk.json's.
     assert main(["plan", "--env", "dev", "--context-file", str(context), "--max-model-len", "65536"]) == 2

@@ -78,17 +78,17 @@ def test_a_warning_acknowledged_in_code_after_the_stack_is_gone() -> None:
             {"llm-eks:plan-latency": WHY},
             "environments.big.workload.acknowledged_warnings: 'llm-eks:plan-latency' is not allowed; must be a plan "
             "warning id: llm-eks:plan-concurrency, llm-eks:plan-itl, llm-eks:plan-ttft, llm-eks:plan-no-efa, "
-            "llm-eks:plan-no-price, llm-eks:plan-reservation",
+            "llm-eks:plan-no-price, llm-eks:plan-reservation [LLMEKS-E117]",
         ),
         (
             {"llm-eks:plan-itl": " "},
             "environments.big.workload.acknowledged_warnings.llm-eks:plan-itl: ' ' is not allowed; must say why in "
-            "one line of 1-160 characters",
+            "one line of 1-160 characters [LLMEKS-E117]",
         ),
         (
             {"llm-eks:plan-itl": "first line\nsecond line"},
             "environments.big.workload.acknowledged_warnings.llm-eks:plan-itl: 'first line\\nsecond line' is not "
-            "allowed; must say why in one line of 1-160 characters",
+            "allowed; must say why in one line of 1-160 characters [LLMEKS-E117]",
         ),
     ],
 )

@@ -350,54 +350,57 @@ def test_label_values_recording_rules_and_other_ray_metrics_are_not_checked() ->
         (
             {"name": "Ray_8B"},
             "ray_monitoring.name: 'Ray_8B' is not allowed; must be a DNS-1035 label: lowercase letters, digits and "
-            "'-', starting with a letter, at most 63 characters",
+            "'-', starting with a letter, at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"model_id": 'bad"id'},
             "ray_monitoring.model_id: 'bad\"id' is not allowed; must be 1-253 characters of letters, digits and "
-            "._/:@+- starting with a letter or digit",
+            "._/:@+- starting with a letter or digit [LLMEKS-E400]",
         ),
         (
             {"application": "my app"},
             "ray_monitoring.application: 'my app' is not allowed; must be a Serve application name (letters, digits, "
-            "._-)",
+            "._-) [LLMEKS-E410]",
         ),
         (
             {"ttft_p99_seconds": -1.0},
             "ray_monitoring.targets.ttft_p99_seconds: -1.0 is not allowed; must be a positive number of "
-            "seconds, at most 600",
+            "seconds, at most 600 [LLMEKS-E410]",
         ),
         (
             {"itl_p99_seconds": 0},
             "ray_monitoring.targets.itl_p99_seconds: 0 is not allowed; must be a positive number of seconds, at "
-            "most 600",
+            "most 600 [LLMEKS-E410]",
         ),
         (
             {"cost_per_hour_per_replica": float("inf")},
-            "ray_monitoring.targets.cost_per_hour_per_replica: inf is not allowed; must be a positive USD amount",
+            "ray_monitoring.targets.cost_per_hour_per_replica: inf is not allowed; must be a positive USD amount"
+            " [LLMEKS-E410]",
         ),
         (
             {"queue_waiting_threshold": 0},
             "ray_monitoring.targets.queue_waiting_threshold: 0 is not allowed; must be a positive whole number "
-            "of requests",
+            "of requests [LLMEKS-E410]",
         ),
         (
             {"kv_cache_usage_threshold": 1.0},
-            "ray_monitoring.targets.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)",
+            "ray_monitoring.targets.kv_cache_usage_threshold: 1.0 is not allowed; must be between 0 and 1 (exclusive)"
+            " [LLMEKS-E410]",
         ),
         (
             {"scrape_interval": "15"},
             "ray_monitoring.targets.scrape_interval: '15' is not allowed; must be a Prometheus duration such as "
-            "15s or 1m",
+            "15s or 1m [LLMEKS-E410]",
         ),
         (
             {"dcgm_namespace": "GPU"},
             "ray_monitoring.targets.dcgm_namespace: 'GPU' is not allowed; must be a DNS-1123 label: lowercase letters, "
-            "digits and '-', at most 63 characters",
+            "digits and '-', at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"dcgm_service_labels": {}},
-            "ray_monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service",
+            "ray_monitoring.targets.dcgm_service_labels: {} is not allowed; must select the DCGM exporter Service"
+            " [LLMEKS-E410]",
         ),
     ],
 )
@@ -438,5 +441,5 @@ def test_targets_must_be_a_monitoring_targets() -> None:
     with pytest.raises(ConfigError) as err:
         RayMonitoringChart(cdk8s.App(), "ray-monitoring", base_props(targets={"ttft_p99_seconds": 1.0}))
     assert str(err.value) == (
-        "ray_monitoring.targets: {'ttft_p99_seconds': 1.0} is not allowed; must be a MonitoringTargets"
+        "ray_monitoring.targets: {'ttft_p99_seconds': 1.0} is not allowed; must be a MonitoringTargets [LLMEKS-E410]"
     )

@@ -372,104 +372,106 @@ def test_optional_fields_are_left_to_ray_and_vllm() -> None:
             {"accelerator_type": "L40"},
             "ray_serve.accelerator_type: 'L40' is not allowed; must be one of Ray 2.60.0's NVIDIA types: V100, P100, "
             "T4, P4, K80, A10G, L4, L40S, A100, A100-40G, A100-80G, H100, H200, H20, B200, B300, GB200, GB300, "
-            "RTX-PRO-6000",
+            "RTX-PRO-6000 [LLMEKS-E405]",
         ),
         (
             {"tensor_parallel_size": 16, "gpus_per_worker": 8},
             "ray_serve.tensor_parallel_size: 16 is not allowed; must be at most 8 (GPUs per worker node; tensor "
-            "parallelism stays within a node)",
+            "parallelism stays within a node) [LLMEKS-E405]",
         ),
         (
             {"tensor_parallel_size": 4, "pipeline_parallel_size": 3, "gpus_per_worker": 8},
             "ray_serve.pipeline_parallel_size: 3 is not allowed; must make tensor_parallel_size x "
-            "pipeline_parallel_size (12 GPUs) a whole number of 8-GPU worker nodes",
+            "pipeline_parallel_size (12 GPUs) a whole number of 8-GPU worker nodes [LLMEKS-E405]",
         ),
         (
             {"tensor_parallel_size": 2, "gpus_per_worker": 4},
             "ray_serve.gpus_per_worker: 4 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size "
-            "(2) when one node holds a replica",
+            "(2) when one node holds a replica [LLMEKS-E405]",
         ),
         (
             {"gpu_resource": "aws.amazon.com/neuron"},
             "ray_serve.gpu_resource: 'aws.amazon.com/neuron' is not allowed; must be nvidia.com/gpu (Ray Serve LLM "
-            "runs vLLM on CUDA here)",
+            "runs vLLM on CUDA here) [LLMEKS-E405]",
         ),
         (
             {"min_replicas": 4, "max_replicas": 3},
-            "ray_serve.min_replicas: 4 is not allowed; must be at most max_replicas (3)",
+            "ray_serve.min_replicas: 4 is not allowed; must be at most max_replicas (3) [LLMEKS-E405]",
         ),
         (
             {"max_replicas": 0},
-            "ray_serve.max_replicas: 0 is not allowed; must be a whole number of at least 1",
+            "ray_serve.max_replicas: 0 is not allowed; must be a whole number of at least 1 [LLMEKS-E405]",
         ),
         (
             {"engine": EngineSettings(max_model_len=8192, gpu_memory_utilization=1.2)},
-            "ray_serve.engine.gpu_memory_utilization: 1.2 is not allowed; must be a fraction in (0, 1]",
+            "ray_serve.engine.gpu_memory_utilization: 1.2 is not allowed; must be a fraction in (0, 1] [LLMEKS-E202]",
         ),
         (
             {"engine": EngineSettings(max_model_len=0)},
-            "ray_serve.engine.max_model_len: 0 is not allowed; must be a whole number of at least 1",
+            "ray_serve.engine.max_model_len: 0 is not allowed; must be a whole number of at least 1 [LLMEKS-E202]",
         ),
         (
             {"engine": EngineSettings(max_model_len=8192, quantization="awq")},
             "ray_serve.engine.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it "
-            "(auto-detected) or use awq_marlin",
+            "(auto-detected) or use awq_marlin [LLMEKS-E202]",
         ),
         (
             {"name": "ray-" + "x" * 44},
             f"ray_serve.name: {'ray-' + 'x' * 44!r} is not allowed; must be at most 47 characters (KubeRay appends "
-            "suffixes)",
+            "suffixes) [LLMEKS-E405]",
         ),
         (
             {"name": "Ray_Llama"},
             "ray_serve.name: 'Ray_Llama' is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters",
+            "starting with a letter, at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"model_source": "https://example.com/model"},
             "ray_serve.model_source: 'https://example.com/model' is not allowed; must be a Hugging Face repo id "
-            "(org/name) or an s3:// URI",
+            "(org/name) or an s3:// URI [LLMEKS-E405]",
         ),
         (
             {"extra_engine_kwargs": {"distributed_executor_backend": "mp"}},
             "ray_serve.extra_engine_kwargs: 'distributed_executor_backend' is not allowed; Ray Serve LLM always uses "
-            "the ray executor",
+            "the ray executor [LLMEKS-E405]",
         ),
         (
             {"extra_engine_kwargs": {"max_model_len": 4096}},
             "ray_serve.extra_engine_kwargs: 'max_model_len' is not allowed; it has its own setting "
-            "(engine.max_model_len)",
+            "(engine.max_model_len) [LLMEKS-E405]",
         ),
         (
             {"extra_engine_kwargs": {"tensor_parallel_size": 2}},
-            "ray_serve.extra_engine_kwargs: 'tensor_parallel_size' is not allowed; it has its own prop",
+            "ray_serve.extra_engine_kwargs: 'tensor_parallel_size' is not allowed; it has its own prop [LLMEKS-E405]",
         ),
         (
             {"worker_memory": "48GB"},
-            "ray_serve.worker_memory: '48GB' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi",
+            "ray_serve.worker_memory: '48GB' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi"
+            " [LLMEKS-E400]",
         ),
         (
             {"max_ongoing_requests": 8},
-            "ray_serve.max_ongoing_requests: 8 is not allowed; must be a whole number of at least 16",
+            "ray_serve.max_ongoing_requests: 8 is not allowed; must be a whole number of at least 16 [LLMEKS-E405]",
         ),
         (
             {"upscaling_mode": "Fast"},
-            "ray_serve.upscaling_mode: 'Fast' is not allowed; must be one of Default, Aggressive, Conservative",
+            "ray_serve.upscaling_mode: 'Fast' is not allowed; must be one of Default, Aggressive, Conservative"
+            " [LLMEKS-E405]",
         ),
         (
             {"upgrade_strategy": "NewClusterWithIncrementalUpgrade"},
             "ray_serve.upgrade_strategy: 'NewClusterWithIncrementalUpgrade' is not allowed; must be one of "
-            "NewCluster, None",
+            "NewCluster, None [LLMEKS-E405]",
         ),
         (
             {"ray_version": "2.51.1"},
             "ray_serve.ray_version: '2.51.1' is not allowed; must be 2.52.0 or later (Ray token authentication, "
-            "which every RayCluster here turns on)",
+            "which every RayCluster here turns on) [LLMEKS-E405]",
         ),
         (
             {"ray_version": "latest"},
             "ray_serve.ray_version: 'latest' is not allowed; must be 2.52.0 or later (Ray token authentication, "
-            "which every RayCluster here turns on)",
+            "which every RayCluster here turns on) [LLMEKS-E405]",
         ),
     ],
 )
@@ -547,40 +549,43 @@ def test_no_pre_stop_when_it_is_zero() -> None:
         (
             {"drain_timeout_seconds": 100},
             "ray_serve.drain: preStop 15 s + Ray drain timeout 100 s = 115 s must be below "
-            "terminationGracePeriodSeconds 110 s, which must be at most 110 s (2-minute Spot notice minus margin)",
+            "terminationGracePeriodSeconds 110 s, which must be at most 110 s (2-minute Spot notice minus margin)"
+            " [LLMEKS-E403]",
         ),
         (
             {"termination_grace_seconds": 120, "drain_timeout_seconds": 100},
             "ray_serve.drain: preStop 15 s + Ray drain timeout 100 s = 115 s must be below "
-            "terminationGracePeriodSeconds 120 s, which must be at most 110 s (2-minute Spot notice minus margin)",
+            "terminationGracePeriodSeconds 120 s, which must be at most 110 s (2-minute Spot notice minus margin)"
+            " [LLMEKS-E403]",
         ),
         (
             {"termination_grace_seconds": 105},
             "ray_serve.drain: preStop 15 s + Ray drain timeout 90 s = 105 s must be below "
-            "terminationGracePeriodSeconds 105 s, which must be at most 110 s (2-minute Spot notice minus margin)",
+            "terminationGracePeriodSeconds 105 s, which must be at most 110 s (2-minute Spot notice minus margin)"
+            " [LLMEKS-E403]",
         ),
         (
             {"graceful_shutdown_timeout_seconds": 90},
             "ray_serve.graceful_shutdown_timeout_seconds: 90 is not allowed; must be at most drain_timeout_seconds - 5 "
-            "(85): Ray stops the node at its drain deadline",
+            "(85): Ray stops the node at its drain deadline [LLMEKS-E405]",
         ),
         (
             {"graceful_shutdown_wait_loop_seconds": 85},
             "ray_serve.graceful_shutdown_wait_loop_seconds: 85 is not allowed; must be below "
-            "graceful_shutdown_timeout_seconds (85)",
+            "graceful_shutdown_timeout_seconds (85) [LLMEKS-E405]",
         ),
         (
             {"drain_timeout_seconds": 0},
-            "ray_serve.drain_timeout_seconds: 0 is not allowed; must be a whole number of at least 1",
+            "ray_serve.drain_timeout_seconds: 0 is not allowed; must be a whole number of at least 1 [LLMEKS-E405]",
         ),
         (
             {"pre_stop_seconds": -1},
-            "ray_serve.pre_stop_seconds: -1 is not allowed; must be a whole number of at least 0",
+            "ray_serve.pre_stop_seconds: -1 is not allowed; must be a whole number of at least 0 [LLMEKS-E405]",
         ),
         (
             {"head_node_selector": {"karpenter.sh/nodepool": "system", "karpenter.sh/capacity-type": "spot"}},
             "ray_serve.head_node_selector: {'karpenter.sh/nodepool': 'system', 'karpenter.sh/capacity-type': 'spot'} "
-            "is not allowed; the head (GCS, Serve controller) must run on on-demand capacity, never Spot",
+            "is not allowed; the head (GCS, Serve controller) must run on on-demand capacity, never Spot [LLMEKS-E405]",
         ),
     ],
 )

@@ -151,52 +151,53 @@ def test_replicas_beyond_the_reservation_raise_a_plan_warning() -> None:
         (
             {"ids": ["cr_1"], "nodes": 2},
             "environments.qa.capacity_reservations.g6e.ids[0]: 'cr_1' is not allowed; must be a capacity reservation "
-            "id such as cr-0123456789abcdef0",
+            "id such as cr-0123456789abcdef0 [LLMEKS-E123]",
         ),
         (
             {"nodes": 2},
             "environments.qa.capacity_reservations.g6e.ids: [] is not allowed; list the reservations (cr-...) or "
-            "select them by tags",
+            "select them by tags [LLMEKS-E123]",
         ),
         (
             {"ids": ["cr-1"], "nodes": 0},
             "environments.qa.capacity_reservations.g6e.nodes: 0 is not allowed; must be the number of instances the "
-            "reservations hold, at least 1",
+            "reservations hold, at least 1 [LLMEKS-E123]",
         ),
         (
             {"ids": ["cr-1"], "nodes": 2, "reservation_type": "capacity-block"},
             "environments.qa.capacity_reservations.g6e.usd_per_hour: None is not allowed; a Capacity Block is paid "
-            "up front: give its price per instance-hour (what you paid / instances / hours)",
+            "up front: give its price per instance-hour (what you paid / instances / hours) [LLMEKS-E123]",
         ),
         (
             {"ids": ["cr-1"], "nodes": 2, "reservation_type": "block"},
             "environments.qa.capacity_reservations.g6e.reservation_type: 'block' is not allowed; must be one of "
-            "default, capacity-block",
+            "default, capacity-block [LLMEKS-E123]",
         ),
         (
             {"ids": ["cr-1"], "nodes": 2, "owner_id": "123456789012"},
             "environments.qa.capacity_reservations.g6e.owner_id: '123456789012' is not allowed; only allowed with "
-            "tags (an id names one reservation already)",
+            "tags (an id names one reservation already) [LLMEKS-E123]",
         ),
         (
             {"tags": {"team": "ml"}, "nodes": 2},
             "environments.qa.capacity_reservations.g6e.owner_id: None is not allowed; with tags, name the account "
             "that owns the reservations (12 digits; your own for reservations you made): without it the tags also "
-            "match reservations other accounts share with this one",
+            "match reservations other accounts share with this one [LLMEKS-E123]",
         ),
         (
             {"tags": {"team": ""}, "owner_id": "123456789012", "nodes": 2},
             "environments.qa.capacity_reservations.g6e.tags.team: '' is not allowed; tag keys and values must not "
-            "be empty ('*' matches any value)",
+            "be empty ('*' matches any value) [LLMEKS-E123]",
         ),
         (
             {"ids": ["cr-1", "cr-1"], "nodes": 2},
-            "environments.qa.capacity_reservations.g6e.ids[1]: 'cr-1' is not allowed; must not repeat a reservation",
+            "environments.qa.capacity_reservations.g6e.ids[1]: 'cr-1' is not allowed; must not repeat a reservation"
+            " [LLMEKS-E123]",
         ),
         (
             {"ids": ["cr-1"], "nodes": 2, "usd_per_hour": 0},
             "environments.qa.capacity_reservations.g6e.usd_per_hour: 0.0 is not allowed; must be a positive price "
-            "per instance-hour",
+            "per instance-hour [LLMEKS-E123]",
         ),
     ],
 )
@@ -215,7 +216,7 @@ def test_a_reservation_of_an_unknown_or_unplanned_family_is_one_line() -> None:
         build_workloads(config, plan_workloads(config))
     assert str(err.value) == (
         "environments.qa.capacity_reservations: 'p5' is not allowed; no workload's plan runs on p5 (the plans use "
-        "g6e): name a family a plan uses, or set workload.accelerator to a p5 size"
+        "g6e): name a family a plan uses, or set workload.accelerator to a p5 size [LLMEKS-E123]"
     )
 
 
@@ -234,13 +235,14 @@ def test_the_chart_refuses_a_capacity_block_pool_that_drains_too_long() -> None:
     assert str(err.value) == (
         "gpu_pools[0].disruption.termination_grace_period: '10m' is not allowed; must be at most 8m for a Capacity "
         "Block: Karpenter drains its nodes 40 minutes before the block ends and EC2 terminates them 10 minutes later"
+        " [LLMEKS-E123]"
     )
     spot = dataclasses.replace(workload.gpu_pool, capacity_types=("spot",))
     with pytest.raises(ConfigError) as err:
         NodePoolsChart(cdk8s.App(), "pools", dataclasses.replace(props, gpu_pools=(spot,)))
     assert str(err.value) == (
         "gpu_pools[0].capacity_types: ('spot',) is not allowed; must include 'reserved' with a reservation "
-        "(Karpenter launches into it only then)"
+        "(Karpenter launches into it only then) [LLMEKS-E123]"
     )
     unreserved = dataclasses.replace(workload.gpu_pool, reservation=None)
     with pytest.raises(ConfigError) as err:
@@ -251,5 +253,5 @@ def test_the_chart_refuses_a_capacity_block_pool_that_drains_too_long() -> None:
         ReservedCapacity(tags={"team": "ml"}).validate("gpu_pools[0].reservation")
     assert str(err.value) == (
         "gpu_pools[0].reservation.owner_id: None is not allowed; required with tags: without it they also match "
-        "reservations other accounts share"
+        "reservations other accounts share [LLMEKS-E123]"
     )

@@ -233,10 +233,10 @@ def test_an_error_mid_step_sets_the_weight_back_to_zero_and_says_so(run: Run) ->
         "trying to reach service: dial tcp 10.0.3.17:10902: i/o timeout"
     )
     assert r.out.splitlines()[2] == f"chat: {error} at step 25%; the next version is back at 0%"
-    assert r.err == f"llm-eks: error: {error}\n"
+    assert r.err == f"llm-eks: error: {error} [LLMEKS-E502]\n"
     step, end = r.journal
     assert (step["outcome"], step["weight_after"], step["message"]) == ("error", 0, f"{error} at step 25%")
-    assert (end["exit_status"], end["weight"], end["message"]) == (2, 0, error)
+    assert (end["exit_status"], end["weight"], end["message"]) == (2, 0, f"{error} [LLMEKS-E502]")
 
 
 @pytest.mark.parametrize(("signum", "name"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
@@ -344,7 +344,7 @@ def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -
     assert r.err == (
         f"llm-eks: error: --context: {CONTEXT!r} is not allowed; sets insecure-skip-tls-verify: a command that "
         "changes the cluster sends no credentials to an API server it cannot authenticate; give the cluster its "
-        "certificate-authority-data, or pass --allow-insecure-tls\n"
+        "certificate-authority-data, or pass --allow-insecure-tls [LLMEKS-E500]\n"
     )
     if command == "rollback":
         allowed = run(25, command, "--workload", "chat", "--allow-insecure-tls", insecure=True)
@@ -356,16 +356,17 @@ def test_an_insecure_context_is_refused_unless_allowed(run: Run, command: str) -
     [
         (
             ("canary", "--workload", "chats"),
-            "--workload: 'chats' is not allowed; must be a workload of environments.qa.workloads with a canary: chat",
+            "--workload: 'chats' is not allowed; must be a workload of environments.qa.workloads with a canary: chat"
+            " [LLMEKS-E506]",
         ),
         (
             ("canary", "--workload", "chat", "--steps", "50,25"),
             "--steps: '50,25' is not allowed; must rise strictly from at least 1 to at most 99 (100 is the promotion, "
-            "a deploy)",
+            "a deploy) [LLMEKS-E601]",
         ),
         (
             ("canary", "--workload", "chat", "--steps", "half"),
-            "--steps: 'half' is not allowed; must be shares separated by commas, e.g. 5,25,50",
+            "--steps: 'half' is not allowed; must be shares separated by commas, e.g. 5,25,50 [LLMEKS-E601]",
         ),
     ],
 )

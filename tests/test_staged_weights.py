@@ -148,23 +148,23 @@ def test_staging_and_the_compile_cache_cut_the_planned_cold_start(env: str, hub:
         (
             {"workload": {"weights": "staged"}},
             "environments.qa.workload.weights: 'staged' is not allowed; needs environments.qa.weights_bucket ({} to "
-            "let the stack create one, or the name of yours)",
+            "let the stack create one, or the name of yours) [LLMEKS-E115]",
         ),
         (
             {"weights_bucket": {}, "workload": {"engine": "ray-serve", "weights": "staged"}},
             "environments.qa.workload.weights: 'staged' is not allowed; needs engine vllm (Ray Serve LLM reads "
             "model_source from its serve config, which cannot take the bucket name from the cluster); use weights "
-            "'s3' with weights_s3_uri",
+            "'s3' with weights_s3_uri [LLMEKS-E115]",
         ),
         (
             {"weights_bucket": {"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab"}},
             "environments.qa.weights_bucket.kms_key_arn: only allowed with name (the bucket llm-eks creates has its "
-            "own key)",
+            "own key) [LLMEKS-E115]",
         ),
         (
             {"weights_bucket": {"name": "Bad_Bucket"}},
             "environments.qa.weights_bucket.name: 'Bad_Bucket' is not allowed; must be an S3 bucket name (3-63 "
-            "lowercase letters, digits, '.', '-')",
+            "lowercase letters, digits, '.', '-') [LLMEKS-E115]",
         ),
     ],
 )

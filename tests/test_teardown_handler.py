@@ -19,6 +19,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from llm_eks.constructs.teardown import HANDLER_DIR
+from llm_eks.error_codes import E312
+from tests.coded import raises_code
 
 REGION = "us-west-2"
 CLUSTER = "llm-test"
@@ -339,9 +341,8 @@ def test_handler_permissions_are_scoped_to_this_clusters_resources(teardown_stac
 
 def test_bad_props_are_one_line_errors() -> None:
     from llm_eks.constructs.teardown import KarpenterTeardownProps
-    from llm_eks.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^timeout_minutes: 15 is not allowed; must be between 2 and 14 "):
+    with raises_code(E312, match=r"^timeout_minutes: 15 is not allowed; must be between 2 and 14 "):
         KarpenterTeardownProps(cluster_name=CLUSTER, timeout_minutes=15).validate()
-    with pytest.raises(ConfigError, match=r"^cluster_name: 'bad name' is not allowed; must be an EKS cluster name"):
+    with raises_code(E312, match=r"^cluster_name: 'bad name' is not allowed; must be an EKS cluster name"):
         KarpenterTeardownProps(cluster_name="bad name").validate()

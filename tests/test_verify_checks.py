@@ -113,6 +113,7 @@ def test_a_window_that_is_not_one_is_refused(window: str) -> None:
         window_seconds(window)
     assert str(err.value) == (
         f"--window: {window!r} is not allowed; a Prometheus duration such as 1h, 30m or 2h30m (at least 1m)"
+        " [LLMEKS-E503]"
     )
 
 

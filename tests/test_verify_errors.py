@@ -37,7 +37,7 @@ def test_no_kubeconfig(capsys: pytest.CaptureFixture[str], tmp_path: Path, monke
     missing = str(tmp_path / "nope")
     assert _error(capsys, ["--kubeconfig", missing]) == (
         f"llm-eks: error: --kubeconfig: {missing!r} is not allowed; no such file: name a kubeconfig (aws eks "
-        "update-kubeconfig writes one)"
+        "update-kubeconfig writes one) [LLMEKS-E500]"
     )
     monkeypatch.setenv("KUBECONFIG", missing)
     assert _error(capsys, []).startswith(f"llm-eks: error: KUBECONFIG: {missing!r} is not allowed; no such file")
@@ -48,13 +48,13 @@ def test_an_unreadable_kubeconfig(capsys: pytest.CaptureFixture[str], tmp_path: 
     broken.write_text("{clusters: [")
     assert _error(capsys, ["--kubeconfig", str(broken)]) == (
         f"llm-eks: error: --kubeconfig: {str(broken)!r} is not allowed; cannot be read as a kubeconfig: expected "
-        "the node content, but found '<stream end>' at line 1, column 13"
+        "the node content, but found '<stream end>' at line 1, column 13 [LLMEKS-E500]"
     )
     listed = tmp_path / "listed"
     listed.write_text("- a\n- b\n")
     assert _error(capsys, ["--kubeconfig", str(listed)]) == (
         f"llm-eks: error: --kubeconfig: {str(listed)!r} is not allowed; cannot be read as a kubeconfig: {listed} is "
-        "not a Config mapping with contexts"
+        "not a Config mapping with contexts [LLMEKS-E500]"
     )
 
 
@@ -62,6 +62,7 @@ def test_an_unknown_context(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:1")
     assert _error(capsys, ["--kubeconfig", str(kubeconfig), "--context", "prod-admin"]) == (
         f"llm-eks: error: --context: 'prod-admin' is not allowed; must be a context of {kubeconfig}: {CONTEXT}"
+        " [LLMEKS-E500]"
     )
 
 
@@ -72,7 +73,7 @@ def test_an_unreachable_api_server(capsys: pytest.CaptureFixture[str], tmp_path:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}")
     assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
         f"llm-eks: error: kubernetes API: http://127.0.0.1:{port} (context {CONTEXT}) is unreachable: Failed to "
-        "establish a new connection: [Errno 111] Connection refused"
+        "establish a new connection: [Errno 111] Connection refused [LLMEKS-E501]"
     )
 
 
@@ -84,7 +85,7 @@ def test_refused_credentials(
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url, token="expired")
         assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
             f"llm-eks: error: kubernetes API: {server.url} refused the credentials of context {CONTEXT} "
-            "(401 Unauthorized)"
+            "(401 Unauthorized) [LLMEKS-E501]"
         )
 
 
@@ -97,6 +98,7 @@ def test_prometheus_unreachable_through_the_proxy(
         assert _error(capsys, ["--kubeconfig", str(kubeconfig)]) == (
             "llm-eks: error: prometheus: unreachable through the API server's service proxy "
             "(monitoring/thanos-query:10902): error trying to reach service: dial tcp 10.0.3.17:10902: i/o timeout"
+            " [LLMEKS-E502]"
         )
 
 
@@ -114,6 +116,7 @@ def test_an_error_is_the_journals_exit_line(
     unwritable = str(tmp_path / "missing" / "verify.jsonl")
     assert _error(capsys, ["--journal", unwritable]) == (
         f"llm-eks: error: --journal: {unwritable!r} is not allowed; cannot be written (No such file or directory)"
+        " [LLMEKS-E504]"
     )
 
 
@@ -128,17 +131,18 @@ def test_a_verifier_without_the_proxy_grant(
             "llm-eks: error: prometheus: 403 Forbidden through the service proxy (monitoring/thanos-query:10902)"
             ': services/proxy "thanos-query:10902" is forbidden: User "verifier" cannot get resource '
             '"services/proxy" in API group ""; verify needs the llm-eks-verify group\'s ClusterRole and Roles '
-            "(docs/how-to/verify.md)"
+            "(docs/how-to/verify.md) [LLMEKS-E502]"
         )
 
 
 def test_unknown_environment_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["verify", "--env", "qa", "--context-file", CONTEXT_FILE]) == 2
     assert capsys.readouterr().err == (
-        "llm-eks: error: env: 'qa' is not allowed; defined environments: dev, staging, prod\n"
+        "llm-eks: error: env: 'qa' is not allowed; defined environments: dev, staging, prod [LLMEKS-E102]\n"
     )
     assert _error(capsys, ["--window", "1h30"]) == (
         "llm-eks: error: --window: '1h30' is not allowed; a Prometheus duration such as 1h, 30m or 2h30m (at least 1m)"
+        " [LLMEKS-E503]"
     )
 
 
@@ -151,6 +155,7 @@ def test_record_to_a_folder_that_does_not_exist(
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
         assert _error(capsys, ["--kubeconfig", str(kubeconfig), "--record", record]) == (
             f"llm-eks: error: --record: {record!r} is not allowed; cannot be written (No such file or directory)"
+            " [LLMEKS-E504]"
         )
 
 

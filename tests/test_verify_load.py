@@ -172,7 +172,7 @@ def test_without_the_load_group_the_job_is_a_one_line_403(
     assert result.err == (
         'llm-eks: error: kubernetes API: 403 Forbidden on POST /apis/batch/v1/namespaces/inference/jobs: jobs "" is '
         'forbidden: User "verifier" cannot create resource "jobs" in API group "batch"; --load needs the '
-        "llm-eks-load group's Role (docs/how-to/verify.md)\n"
+        "llm-eks-load group's Role (docs/how-to/verify.md) [LLMEKS-E501]\n"
     )
     assert result.server.created == []
 
@@ -186,7 +186,7 @@ def test_a_load_job_still_running_is_an_error_and_is_left_alone(
     assert result.code == 2
     assert result.err == (
         f"llm-eks: error: load: Job inference/{JOB} is still running (another load run?); wait for it or delete it: "
-        f"kubectl -n inference delete job {JOB}\n"
+        f"kubectl -n inference delete job {JOB} [LLMEKS-E505]\n"
     )
     assert result.server.deleted == []
 

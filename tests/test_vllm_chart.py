@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from llm_eks.error_codes import E401
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.api_key import API_KEY_PATH
 from llm_eks.manifests.source import SOURCE_ANNOTATION
@@ -27,6 +28,7 @@ from llm_eks.manifests.vllm import (
 from llm_eks.planner.engine import EngineSettings
 from llm_eks.versions import VLLM_IMAGE
 from tests.chart_helpers import by_kind, by_kind_and_name
+from tests.coded import raises_code
 from tests.kube_schema import assert_valid
 
 NAME = "vllm-llama-3-1-8b"
@@ -328,7 +330,7 @@ def test_a_floor_needs_its_pools() -> None:
         validate_vllm_props(base_props(floor_replicas=2))
     assert str(err.value) == (
         "floor_pools: [] is not allowed with floor_replicas 2; name the NodePools the on-demand floor may use "
-        "exactly when it has replicas"
+        "exactly when it has replicas [LLMEKS-E401]"
     )
 
 
@@ -434,13 +436,13 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
     [
         (
             {"tensor_parallel_size": 16, "accelerators_per_pod": 16, "accelerators_per_node": 8},
-            "tensor_parallel_size: 16 is not allowed; must be at most 8 (accelerators per node)",
+            "tensor_parallel_size: 16 is not allowed; must be at most 8 (accelerators per node) [LLMEKS-E401]",
         ),
         (
             {"tensor_parallel_size": 2, "accelerators_per_pod": 1, "accelerators_per_node": 8},
             "accelerators_per_pod: 1 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size x "
             "data_parallel_size / nodes_per_replica (2 / 1), a whole number (vLLM splits the ranks evenly over the "
-            "nodes)",
+            "nodes) [LLMEKS-E401]",
         ),
         (
             {
@@ -449,131 +451,141 @@ def test_s3_weights_public_model_no_namespace_no_ingress_on_neuron() -> None:
                 "accelerators_per_pod": 16,
                 "accelerators_per_node": 8,
             },
-            "accelerators_per_pod: 16 is not allowed; must be at most 8 (accelerators per node)",
+            "accelerators_per_pod: 16 is not allowed; must be at most 8 (accelerators per node) [LLMEKS-E401]",
         ),
         (
             {"pre_stop_seconds": 10, "shutdown_timeout_seconds": 100, "termination_grace_seconds": 110},
             "drain: preStop 10 s + shutdown timeout 100 s = 110 s must be below terminationGracePeriodSeconds 110 s, "
-            "which must be at most 110 s (2-minute Spot notice minus margin)",
+            "which must be at most 110 s (2-minute Spot notice minus margin) [LLMEKS-E403]",
         ),
         (
             {"termination_grace_seconds": 150},
             "drain: preStop 15 s + shutdown timeout 90 s = 105 s must be below terminationGracePeriodSeconds 150 s, "
-            "which must be at most 110 s (2-minute Spot notice minus margin)",
+            "which must be at most 110 s (2-minute Spot notice minus margin) [LLMEKS-E403]",
         ),
-        ({"shutdown_timeout_seconds": 0}, "shutdown_timeout_seconds: 0 is not allowed; must be at least 1"),
+        (
+            {"shutdown_timeout_seconds": 0},
+            "shutdown_timeout_seconds: 0 is not allowed; must be at least 1 [LLMEKS-E401]",
+        ),
         (
             {"name": "vLLM_llama"},
             "name: 'vLLM_llama' is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters",
+            "starting with a letter, at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"namespace": "Inference"},
             "namespace: 'Inference' is not allowed; must be a DNS-1123 label: lowercase letters, digits and '-', "
-            "at most 63 characters",
+            "at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"served_model_name": 'llama"3'},
             "served_model_name: 'llama\"3' is not allowed; must be non-empty without '\"', '\\' or a newline "
-            "(it is quoted in PromQL)",
+            "(it is quoted in PromQL) [LLMEKS-E401]",
         ),
-        ({"weights": "gcs"}, "weights: 'gcs' is not allowed; must be 'hf' or 's3'"),
+        ({"weights": "gcs"}, "weights: 'gcs' is not allowed; must be 'hf' or 's3' [LLMEKS-E401]"),
         (
             {"weights": "s3"},
-            "model: 'meta-llama/Llama-3.1-8B-Instruct' is not allowed with weights 's3'; must be an s3:// URI",
+            "model: 'meta-llama/Llama-3.1-8B-Instruct' is not allowed with weights 's3'; must be an s3:// URI"
+            " [LLMEKS-E401]",
         ),
         (
             {"model": "s3://bucket/llama/"},
             "model: 's3://bucket/llama/' is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
-            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')",
+            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3') [LLMEKS-E401]",
         ),
         (
             {"memory": "4Gi"},
             "memory: 4Gi is not allowed; must be at least shm_size (8Gi) because /dev/shm pages count against "
-            "the memory limit",
+            "the memory limit [LLMEKS-E401]",
         ),
         (
             {"cpu": "lots"},
-            "cpu: 'lots' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi",
+            "cpu: 'lots' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi [LLMEKS-E400]",
         ),
         (
             {"extra_engine_args": ("--tensor-parallel-size", "1")},
-            "extra_engine_args: '--tensor-parallel-size' is not allowed; the chart sets it from tensor_parallel_size",
+            "extra_engine_args: '--tensor-parallel-size' is not allowed; the chart sets it from tensor_parallel_size"
+            " [LLMEKS-E402]",
         ),
         (
             {"extra_engine_args": ("--port=9000",)},
-            "extra_engine_args: '--port' is not allowed; the chart sets it (8000)",
+            "extra_engine_args: '--port' is not allowed; the chart sets it (8000) [LLMEKS-E402]",
         ),
         (
             {"extra_engine_args": ("--enable-chunked-prefill",)},
             "extra_engine_args: '--enable-chunked-prefill' is not allowed; chunked prefill is on by default "
-            "(pass --no-enable-chunked-prefill to turn it off)",
+            "(pass --no-enable-chunked-prefill to turn it off) [LLMEKS-E402]",
         ),
         (
             {"extra_engine_args": ("--enable-prefix-caching",)},
             "extra_engine_args: '--enable-prefix-caching' is not allowed; prefix caching is on by default "
-            "(pass --no-enable-prefix-caching to turn it off)",
+            "(pass --no-enable-prefix-caching to turn it off) [LLMEKS-E402]",
         ),
         (
             {"extra_engine_args": ("--num-scheduler-steps", "8")},
-            "extra_engine_args: '--num-scheduler-steps' is not allowed; it was removed with the V0 engine",
+            "extra_engine_args: '--num-scheduler-steps' is not allowed; it was removed with the V0 engine"
+            " [LLMEKS-E402]",
         ),
         (
             {"engine": EngineSettings(max_model_len=8192, quantization="awq")},
             "engine.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it (auto-detected) or "
-            "use awq_marlin",
+            "use awq_marlin [LLMEKS-E202]",
         ),
         (
             {"extra_engine_args": ("--quantization", "awq_marlin")},
-            "extra_engine_args: '--quantization' is not allowed; the chart sets it from engine.quantization",
+            "extra_engine_args: '--quantization' is not allowed; the chart sets it from engine.quantization"
+            " [LLMEKS-E402]",
         ),
         (
             {"extra_engine_args": ("--max-num-seqs=64",)},
-            "extra_engine_args: '--max-num-seqs' is not allowed; the chart sets it from engine.max_num_seqs",
+            "extra_engine_args: '--max-num-seqs' is not allowed; the chart sets it from engine.max_num_seqs"
+            " [LLMEKS-E402]",
         ),
         (
             {"engine": EngineSettings(max_model_len=8192, max_num_seqs=64, max_num_batched_tokens=32)},
-            "engine.max_num_batched_tokens: 32 is not allowed; must be at least max_num_seqs (64)",
+            "engine.max_num_batched_tokens: 32 is not allowed; must be at least max_num_seqs (64) [LLMEKS-E202]",
         ),
         (
             {"engine": EngineSettings(max_model_len=8192, kv_cache_dtype="fp8 --port 1")},
-            "engine.kv_cache_dtype: 'fp8 --port 1' is not allowed; must be one vLLM value such as auto or fp8",
+            "engine.kv_cache_dtype: 'fp8 --port 1' is not allowed; must be one vLLM value such as auto or fp8"
+            " [LLMEKS-E202]",
         ),
         (
             {"extra_engine_args": ("--api-key", "x")},
             "extra_engine_args: '--api-key' is not allowed; the chart sets the key from api_key_secret (a Secrets "
-            "Manager file, never an argument)",
+            "Manager file, never an argument) [LLMEKS-E402]",
         ),
         (
             {"api_key_secret": "the key itself"},
             "api_key_secret: 'the key itself' is not allowed; must be a Secrets Manager secret name "
-            "(letters, digits and /_+=.@-)",
+            "(letters, digits and /_+=.@-) [LLMEKS-E401]",
         ),
         (
             {"extra_engine_args": ("--disable-log-stats",)},
             "extra_engine_args: '--disable-log-stats' is not allowed; it turns off the Prometheus metrics that "
-            "autoscaling and alerts read",
+            "autoscaling and alerts read [LLMEKS-E402]",
         ),
         (
             {"model": "s3://b/m/", "weights": "s3", "extra_engine_args": ("--load-format", "safetensors")},
-            "extra_engine_args: '--load-format' is not allowed; the chart sets it (runai_streamer) for weights 's3'",
+            "extra_engine_args: '--load-format' is not allowed; the chart sets it (runai_streamer) for weights 's3'"
+            " [LLMEKS-E402]",
         ),
         (
             {"hf_token_secret": "hf token!"},
             "hf_token_secret: 'hf token!' is not allowed; must be a Secrets Manager secret name "
-            "(letters, digits and /_+=.@-)",
+            "(letters, digits and /_+=.@-) [LLMEKS-E401]",
         ),
         (
             {"accelerator_resource": "gpu"},
             "accelerator_resource: 'gpu' is not allowed; must be an extended resource name such as "
-            "nvidia.com/gpu or aws.amazon.com/neuron",
+            "nvidia.com/gpu or aws.amazon.com/neuron [LLMEKS-E401]",
         ),
-        ({"startup_seconds": 0}, "startup_seconds: 0 is not allowed; must be at least 1"),
-        ({"startup_margin": 0.5}, "startup_margin: 0.5 is not allowed; must be at least 1"),
-        ({"replicas": -1}, "replicas: -1 is not allowed; must be at least 0"),
+        ({"startup_seconds": 0}, "startup_seconds: 0 is not allowed; must be at least 1 [LLMEKS-E401]"),
+        ({"startup_margin": 0.5}, "startup_margin: 0.5 is not allowed; must be at least 1 [LLMEKS-E401]"),
+        ({"replicas": -1}, "replicas: -1 is not allowed; must be at least 0 [LLMEKS-E401]"),
         (
             {"ingress": IngressProps(idle_timeout_seconds=5000)},
-            "ingress.idle_timeout_seconds: 5000 is not allowed; must be 1 to 4000 (ALB limit)",
+            "ingress.idle_timeout_seconds: 5000 is not allowed; must be 1 to 4000 (ALB limit) [LLMEKS-E140]",
         ),
     ],
 )
@@ -587,7 +599,7 @@ def test_bad_props_get_one_line_errors(overrides: dict[str, Any], message: str) 
 def test_chart_validates_before_emitting_anything() -> None:
     import cdk8s
 
-    with pytest.raises(ConfigError, match=r"^tensor_parallel_size: 16 is not allowed"):
+    with raises_code(E401, match=r"^tensor_parallel_size: 16 is not allowed"):
         VllmChart(
             cdk8s.App(),
             "vllm",

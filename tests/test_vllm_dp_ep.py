@@ -131,12 +131,13 @@ def test_data_parallel_ranks_must_fill_the_pods(built: tuple[Plan, VllmWorkload,
     assert str(info.value) == (
         "accelerators_per_pod: 8 is not allowed; must equal tensor_parallel_size x pipeline_parallel_size x "
         "data_parallel_size / nodes_per_replica (8 / 2), a whole number (vLLM splits the ranks evenly over the nodes)"
+        " [LLMEKS-E401]"
     )
     with pytest.raises(ConfigError) as info:
         validate_vllm_props(replace(props, pipeline_parallel_size=2, data_parallel_size=8))
     assert str(info.value) == (
         "data_parallel_size: 8 is not allowed with pipeline_parallel_size 2; data-parallel ranks here are "
-        "tensor-parallel only (use 1 for either)"
+        "tensor-parallel only (use 1 for either) [LLMEKS-E401]"
     )
 
 
@@ -147,5 +148,5 @@ def test_ray_serve_refuses_data_and_expert_parallelism(name: str, value: object)
         parse_environment("big", body)
     assert str(info.value) == (
         f"environments.big.workload.{name}: {value!r} is not allowed; engine 'ray-serve' serves tensor x pipeline "
-        "parallelism only; data and expert parallelism need engine 'vllm'"
+        "parallelism only; data and expert parallelism need engine 'vllm' [LLMEKS-E121]"
     )

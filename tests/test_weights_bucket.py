@@ -21,9 +21,11 @@ from aws_cdk import aws_iam as iam
 from llm_eks.constructs.addons import PodIdentityRole
 from llm_eks.constructs.model_access import ModelWeightsAccessOptions
 from llm_eks.constructs.weights_bucket import WeightsBucket, WeightsBucketOptions, WeightsBucketProps
+from llm_eks.error_codes import E305
 from llm_eks.errors import ConfigError
 from llm_eks.infra.review import readable
 from tests.cdk_fixtures import minimal_cluster, nag_findings, synth_with_nag
+from tests.coded import raises_code
 
 STACK = "Weights"
 READER = ("inference", "vllm-llama-3-1-8b")
@@ -346,7 +348,10 @@ def test_a_prefix_that_could_match_more_is_refused(
     add = weights.add_reader if grant == "reader" else weights.add_stager
     with pytest.raises(ConfigError) as err:
         add("inference", "vllm", prefix)
-    assert str(err.value) == f"Bare/Weights: weights_bucket.{grant}.prefix: {prefix!r} is not allowed; {PREFIX_RULE}"
+    assert (
+        str(err.value)
+        == f"Bare/Weights: weights_bucket.{grant}.prefix: {prefix!r} is not allowed; {PREFIX_RULE} [LLMEKS-E305]"
+    )
 
 
 @pytest.mark.parametrize("grant", ["reader", "stager"])
@@ -357,7 +362,7 @@ def test_a_namespace_that_is_no_dns_label_is_refused(bare: tuple[eks.Cluster, We
         add("Inference", "vllm", "models/x/")
     assert str(err.value) == (
         f"Bare/Weights: weights_bucket.{grant}.namespace: 'Inference' is not allowed; must be a DNS label "
-        "(lowercase letters, digits and '-', at most 63 characters)"
+        "(lowercase letters, digits and '-', at most 63 characters) [LLMEKS-E300]"
     )
 
 
@@ -368,7 +373,7 @@ def test_a_second_prefix_for_one_reader_is_refused(bare: tuple[eks.Cluster, Weig
         weights.add_reader("inference", "two-models", "models/b/")
     assert str(err.value) == (
         "Bare/Weights: weights_bucket.reader.prefix: 'models/b/' is not allowed; inference/two-models already reads "
-        "'models/a/' (one prefix per reader: grant a common parent prefix instead)"
+        "'models/a/' (one prefix per reader: grant a common parent prefix instead) [LLMEKS-E305]"
     )
 
 
@@ -383,7 +388,7 @@ def test_one_stager_may_stage_several_prefixes(bare: tuple[eks.Cluster, WeightsB
         weights.add_stager("inference", "stage-two", "models/a-/")  # the same letters and digits as models/a/
     assert str(err.value) == (
         "Bare/Weights: weights_bucket.stager.prefix: 'models/a-/' is not allowed; its statement ids would repeat "
-        "those of 'models/a/' (IAM wants them unique in a policy)"
+        "those of 'models/a/' (IAM wants them unique in a policy) [LLMEKS-E305]"
     )
 
 
@@ -393,17 +398,17 @@ def test_one_stager_may_stage_several_prefixes(bare: tuple[eks.Cluster, WeightsB
         (
             {"removal_policy": cdk.RemovalPolicy.SNAPSHOT},
             "weights_bucket.removal_policy: RemovalPolicy.SNAPSHOT is not allowed; must be RemovalPolicy.RETAIN, "
-            "RETAIN_ON_UPDATE_OR_DELETE or DESTROY (S3 has no snapshots)",
+            "RETAIN_ON_UPDATE_OR_DELETE or DESTROY (S3 has no snapshots) [LLMEKS-E305]",
         ),
         (
             {"abort_incomplete_upload_days": 0},
             "weights_bucket.abort_incomplete_upload_days: 0 is not allowed; must be a whole number of days from 1 "
-            "to 365",
+            "to 365 [LLMEKS-E305]",
         ),
         (
             {"key_alias": "alias/aws/weights"},
             "weights_bucket.key_alias: 'alias/aws/weights' is not allowed; must be 'alias/' and 1-250 of letters, "
-            "digits, '/', '_', '-' (not 'alias/aws/', which AWS reserves)",
+            "digits, '/', '_', '-' (not 'alias/aws/', which AWS reserves) [LLMEKS-E305]",
         ),
     ],
 )
@@ -424,7 +429,7 @@ def test_model_weights_access_takes_tokens_but_still_checks_literals(
     ModelWeightsAccessOptions(
         bucket_name=weights.bucket_name, prefix="models/x/", service_account="vllm", kms_key_arn=weights.key.key_arn
     ).validate()
-    with pytest.raises(ConfigError, match=r"^model_weights\.bucket_name: 'My_Bucket' is not allowed"):
+    with raises_code(E305, match=r"^model_weights\.bucket_name: 'My_Bucket' is not allowed"):
         ModelWeightsAccessOptions(bucket_name="My_Bucket", prefix="models/x/", service_account="vllm").validate()
 
 
@@ -468,6 +473,7 @@ def test_an_existing_key_without_an_existing_bucket_is_refused() -> None:
         WeightsBucketOptions(existing_kms_key_arn=EXISTING_KEY).validate()
     assert str(info.value) == (
         "weights_bucket.existing_kms_key_arn: only allowed with existing_bucket_name (a created bucket has its own key)"
+        " [LLMEKS-E305]"
     )
 
 
@@ -487,5 +493,5 @@ def test_a_marker_reader_reads_one_staging_keys_marker_only() -> None:
     with pytest.raises(ConfigError) as err:
         weights.add_marker_reader("inference", "vllm-x", "models/x/", "*")
     assert str(err.value) == (
-        "Markers/Weights: weights_bucket.marker_reader.key: '*' is not allowed; must be a staging key"
+        "Markers/Weights: weights_bucket.marker_reader.key: '*' is not allowed; must be a staging key [LLMEKS-E305]"
     )

@@ -129,6 +129,7 @@ def test_a_lock_mode_s3_does_not_have_is_one_line() -> None:
         ObjectAccessTrail(stack, "T", ObjectAccessTrailProps(buckets=(bucket,), lock_mode="LEGAL_HOLD"))
     assert str(err.value).endswith(
         "object_access_trail.lock_mode: 'LEGAL_HOLD' is not allowed; must be one of COMPLIANCE, GOVERNANCE"
+        " [LLMEKS-E307]"
     )
 
 
@@ -169,7 +170,7 @@ def test_an_organisation_trail_can_stand_in_for_the_stacks_own() -> None:
             {"account": "123456789012", "region": "eu-west-1", "vpc": EXISTING_VPC, "weights_bucket": {}},
             "environments.x.vpc.s3_endpoint_id: required with an existing vpc_id and a weights bucket the stack "
             "creates; name the VPC's S3 endpoint (vpce-...), since the bucket refuses object requests from anywhere "
-            "else",
+            "else [LLMEKS-E112]",
         ),
         (
             {
@@ -179,11 +180,12 @@ def test_an_organisation_trail_can_stand_in_for_the_stacks_own() -> None:
                 "weights_bucket": {},
             },
             "environments.x.vpc.s3_endpoint_id: 's3-endpoint' is not allowed; must be a VPC endpoint id such as "
-            "vpce-0abc12345def67890",
+            "vpce-0abc12345def67890 [LLMEKS-E112]",
         ),
         (
             {"vpc": {"s3_endpoint_id": "vpce-0abc12345def67890"}},
-            "environments.x.vpc.s3_endpoint_id: only allowed with vpc_id (a new VPC gets an S3 endpoint of its own)",
+            "environments.x.vpc.s3_endpoint_id: only allowed with vpc_id (a new VPC gets an S3 endpoint of its own)"
+            " [LLMEKS-E112]",
         ),
     ],
 )
@@ -210,15 +212,16 @@ def test_an_existing_vpc_names_its_endpoint_and_an_existing_bucket_needs_none() 
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"buckets": ()}, "object_access_trail.buckets: 0 buckets is not allowed; give 1 to 250"),
+        ({"buckets": ()}, "object_access_trail.buckets: 0 buckets is not allowed; give 1 to 250 [LLMEKS-E307]"),
         (
             {"retention_days": 0},
-            "object_access_trail.retention_days: 0 is not allowed; must be a whole number of days from 1 to 3650",
+            "object_access_trail.retention_days: 0 is not allowed; must be a whole number of days from 1 to 3650"
+            " [LLMEKS-E307]",
         ),
         (
             {"trail_name": "-audit"},
             "object_access_trail.trail_name: '-audit' is not allowed; must be 3-128 of letters, digits, '.', '_', "
-            "'-', start and end with a letter or digit",
+            "'-', start and end with a letter or digit [LLMEKS-E307]",
         ),
     ],
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -45,6 +46,7 @@ from llm_eks.manifests.weights_staging import stage as stage_module
 from llm_eks.manifests.weights_staging import wait as wait_module
 from llm_eks.manifests.weights_staging.objects import SCRATCH_DIR, stage_args
 from llm_eks.versions import VLLM_IMAGE
+from tests.coded import raises_code
 from tests.kube_schema import assert_valid
 from tests.moto_s3 import emptied, module_s3
 from tests.test_vllm_chart import base_props
@@ -806,72 +808,77 @@ def test_the_init_container_rejects_what_is_not_a_staging_key() -> None:
         (
             {"name": "Stage"},
             "weights_staging.name: 'Stage' is not allowed; must be a DNS-1035 label: lowercase letters, digits and "
-            "'-', starting with a letter, at most 63 characters",
+            "'-', starting with a letter, at most 63 characters [LLMEKS-E400]",
         ),
         (
             {"name": "s" * 53},
             f"weights_staging.name: {'s' * 53!r} is not allowed; must be at most 52 characters (the Job name adds "
-            "'-' and a 10-character key)",
+            "'-' and a 10-character key) [LLMEKS-E411]",
         ),
         (
             {"repo_id": "llama"},
             "weights_staging.repo_id: 'llama' is not allowed; must be a Hugging Face repo id (org/name) such as "
-            "meta-llama/Llama-3.1-8B",
+            "meta-llama/Llama-3.1-8B [LLMEKS-E411]",
         ),
         (
             {"revision": "main branch"},
             "weights_staging.revision: 'main branch' is not allowed; must be a branch, tag or commit: up to 255 "
-            "letters, digits and ._-/+ without '..'",
+            "letters, digits and ._-/+ without '..' [LLMEKS-E411]",
         ),
         (
             {"prefix": "models/llama"},
             "weights_staging.prefix: 'models/llama' is not allowed; the key prefix must end in '/', not start with "
-            "'/' and hold no '*' (IAM grants it as <prefix>*)",
+            "'/' and hold no '*' (IAM grants it as <prefix>*) [LLMEKS-E411]",
         ),
         (
             {"prefix": "models//llama/"},
             "weights_staging.prefix: 'models//llama/' is not allowed; the key prefix may hold only S3's safe "
-            "characters (letters, digits and ! - _ . * ' ( ) /), with no empty, '.' or '..' path segments",
+            "characters (letters, digits and ! - _ . * ' ( ) /), with no empty, '.' or '..' path segments"
+            " [LLMEKS-E411]",
         ),
         (
             {"hf_token_secret": "my token"},
             "weights_staging.hf_token_secret: 'my token' is not allowed; must be a Secrets Manager secret name "
-            "(letters, digits and /_+=.@-)",
+            "(letters, digits and /_+=.@-) [LLMEKS-E411]",
         ),
         (
             {"aws_region": "Europe"},
-            "weights_staging.aws_region: 'Europe' is not allowed; must be an AWS region such as us-east-1",
+            "weights_staging.aws_region: 'Europe' is not allowed; must be an AWS region such as us-east-1"
+            " [LLMEKS-E411]",
         ),
         (
             {"allow_patterns": ()},
             "weights_staging.allow_patterns: () is not allowed; must list at least one file pattern such as "
-            "'*.safetensors'",
+            "'*.safetensors' [LLMEKS-E411]",
         ),
         (
             {"ignore_patterns": ("/original/*",)},
             "weights_staging.ignore_patterns[0]: '/original/*' is not allowed; must be a non-empty fnmatch pattern "
-            "relative to the repo root, without '$'",
+            "relative to the repo root, without '$' [LLMEKS-E411]",
         ),
         (
             {"scratch_size": "1Gi"},
-            "weights_staging.scratch_size: '1Gi' is not allowed; must be at least 2Gi (one file plus 1Gi headroom)",
+            "weights_staging.scratch_size: '1Gi' is not allowed; must be at least 2Gi (one file plus 1Gi headroom)"
+            " [LLMEKS-E411]",
         ),
         (
             {"memory": "lots"},
-            "weights_staging.memory: 'lots' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi",
+            "weights_staging.memory: 'lots' is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi"
+            " [LLMEKS-E400]",
         ),
         (
             {"tolerations": ({"key": "nvidia.com/gpu", "operator": "Exists"},)},
             "weights_staging.tolerations: 'nvidia.com/gpu' is not allowed; staging runs on CPU capacity, never GPU "
-            "nodes",
+            "nodes [LLMEKS-E411]",
         ),
         (
             {"backoff_limit": -1},
-            "weights_staging.backoff_limit: -1 is not allowed; must be a whole number of at least 0",
+            "weights_staging.backoff_limit: -1 is not allowed; must be a whole number of at least 0 [LLMEKS-E411]",
         ),
         (
             {"active_deadline_seconds": 0},
-            "weights_staging.active_deadline_seconds: 0 is not allowed; must be a whole number of at least 1",
+            "weights_staging.active_deadline_seconds: 0 is not allowed; must be a whole number of at least 1"
+            " [LLMEKS-E411]",
         ),
     ],
     ids=lambda v: next(iter(v)) if isinstance(v, dict) else None,
@@ -881,7 +888,8 @@ def test_exact_one_line_validation_errors(change: dict[str, Any], message: str) 
     with pytest.raises(ConfigError) as err:
         validate_weights_staging_props(props)
     assert str(err.value) == message
-    with pytest.raises(ConfigError):
+    # The chart refuses the same props with the same error.
+    with raises_code(err.value.code, match=re.escape(err.value.message)):
         staging_objects(props)
 
 

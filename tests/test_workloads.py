@@ -121,7 +121,7 @@ def test_engine_settings_default_to_vllms_own() -> None:
 def test_accelerator_limit_below_one_node() -> None:
     assert error_of({"workload": {"accelerator": "g6e.12xlarge", "accelerator_limit": 2}}) == (
         "environments.dev.workload.accelerator_limit: 2 is not allowed; must be at least one g6e.12xlarge node's "
-        "4 accelerators"
+        "4 accelerators [LLMEKS-E137]"
     )
 
 
@@ -129,7 +129,7 @@ def test_accelerator_limit_below_max_replicas() -> None:
     body = {"workload": {"accelerator": "g6e.xlarge", "replicas": {"max": 4}, "accelerator_limit": 2}}
     assert error_of(body) == (
         "environments.dev.workload.accelerator_limit: 2 is not allowed; must be at least 4: replicas.max 4 needs 4 "
-        "g6e.xlarge node(s) of 1; lower replicas.max or raise the limit"
+        "g6e.xlarge node(s) of 1; lower replicas.max or raise the limit [LLMEKS-E137]"
     )
 
 
@@ -158,7 +158,7 @@ def test_instance_without_an_on_demand_offer() -> None:
     assert error_of({"workload": {"accelerator": "p5e.48xlarge"}}) == (
         "environments.dev.workload.accelerator: 'p5e.48xlarge' is not allowed; no on-demand price in us-east-1 in "
         "the 2026-07-20 Price List (Capacity Blocks); auto never picks it; pick an instance type with an on-demand "
-        "price"
+        "price [LLMEKS-E136]"
     )
 
 
@@ -176,4 +176,4 @@ def test_monitoring_props_refuse_a_plan_without_a_price() -> None:
         with pytest.raises(ConfigError) as info:
             build()
         assert str(info.value).startswith("environments.dev.workload.accelerator: 'p5e.48xlarge' is not allowed; ")
-        assert str(info.value).endswith("pick an instance type with an on-demand price")
+        assert str(info.value).endswith("pick an instance type with an on-demand price [LLMEKS-E136]")

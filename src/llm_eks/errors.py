@@ -1,7 +1,10 @@
-"""The one error type for bad input, and the helpers that keep its messages in one shape.
+"""The errors a user sees, and the helpers that keep their messages in one shape.
 
-A message is a single line naming the field, the value and what is allowed; app.py and the CLI print it and exit
-non-zero instead of showing a traceback.
+Each carries a stable code from `llm_eks.error_codes` (listed with its meaning and fix on the errors reference page)
+and a single-line message naming the field, the value and what is allowed. `str()` is the message followed by the
+code in brackets, `workloads.chat.replicas.min: 0 is not allowed; must be at least 1 [LLMEKS-E122]`: app.py and the
+CLI print that one line and exit non-zero instead of showing a traceback; a program or test reads `.code` and
+`.message`.
 """
 
 from __future__ import annotations
@@ -12,14 +15,28 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from llm_eks.error_codes import ErrorCode
 
-class ConfigError(ValueError):
+
+class CodedError(Exception):
+    """An error a user sees: a stable `code` and a one-line `message`."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.code.id}]"
+
+
+class ConfigError(CodedError, ValueError):
     """Bad input: configuration, plan request or construct props."""
 
 
-def fail(path: str, value: Any, allowed: str) -> ConfigError:
+def fail(code: ErrorCode, path: str, value: Any, allowed: str) -> ConfigError:
     """The one error shape: `<path>: <value> is not allowed; <what is allowed>`."""
-    return ConfigError(f"{path}: {value!r} is not allowed; {allowed}")
+    return ConfigError(code, f"{path}: {value!r} is not allowed; {allowed}")
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -40,14 +57,14 @@ def construct_path(scope: Any, id: str) -> str:
 
 @contextmanager
 def errors_at(path: str) -> Iterator[None]:
-    """Re-raise a ConfigError raised inside as `<path>: <message>`, once: an error a nested construct already named
-    keeps its own (deeper, more precise) path."""
+    """Re-raise a ConfigError raised inside as `<path>: <message>` with its code, once: an error a nested construct
+    already named keeps its own (deeper, more precise) path."""
     try:
         yield
     except ConstructError:
         raise
     except ConfigError as err:
-        raise ConstructError(f"{path}: {err}") from None
+        raise ConstructError(err.code, f"{path}: {err.message}") from None
 
 
 def named_errors(init: Callable[..., None]) -> Callable[..., None]:

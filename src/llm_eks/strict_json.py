@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from llm_eks.error_codes import E100, E101
 from llm_eks.errors import ConfigError, fail
 
 
@@ -69,7 +70,7 @@ def loads(text: str, source: str, root: str = "") -> Any:
     try:
         data = _parse(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{source}: not JSON (line {err.lineno}: {err.msg})") from None
+        raise ConfigError(E100, f"{source}: not JSON (line {err.lineno}: {err.msg})") from None
     return _plain(data, root, source)
 
 
@@ -85,7 +86,7 @@ def _plain(value: Any, path: str, source: str) -> Any:
             if value.text.lstrip("-") in ("NaN", "Infinity")
             else "too large for a 64-bit float: JSON readers make it infinity"
         )
-        raise fail(path or "(top level)", value, f"must be a finite number ({why})")
+        raise fail(E101, path or "(top level)", value, f"must be a finite number ({why})")
     if isinstance(value, list):
         return [_plain(item, f"{path}[{i}]", source) for i, item in enumerate(value)]
     if not isinstance(value, _Object):
@@ -95,8 +96,9 @@ def _plain(value: Any, path: str, source: str) -> Any:
         child = key if not path or path == "context" else f"{path}.{key}"
         if key in value.duplicates:
             raise ConfigError(
+                E101,
                 f"{child}: given twice in {source}; JSON keeps only the last, so the first would be silently "
-                "ignored: write each key once"
+                "ignored: write each key once",
             )
         result[key] = _plain(item, child, source)
     return result
@@ -109,13 +111,15 @@ def read_context_file(path: Path, label: str) -> Mapping[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{label}: {str(path)!r} does not exist; run from the project root or pass it") from None
+        raise ConfigError(
+            E100, f"{label}: {str(path)!r} does not exist; run from the project root or pass it"
+        ) from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{label}: {str(path)!r} cannot be read ({err.__class__.__name__})") from None
+        raise ConfigError(E100, f"{label}: {str(path)!r} cannot be read ({err.__class__.__name__})") from None
     try:
         parsed = _parse(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{label}: {str(path)!r} is not JSON (line {err.lineno}: {err.msg})") from None
+        raise ConfigError(E100, f"{label}: {str(path)!r} is not JSON (line {err.lineno}: {err.msg})") from None
     data = _plain(parsed, "", path.name)
     if not isinstance(data, dict):
         return {}

@@ -7,6 +7,7 @@ import math
 import re
 from typing import TypeGuard
 
+from llm_eks.error_codes import E400
 from llm_eks.errors import fail
 
 HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -33,7 +34,10 @@ def require_model_name(field_name: str, value: object) -> None:
     """A served model name, as the `model_name` label of every vLLM series carries it."""
     if not isinstance(value, str) or not MODEL_NAME.match(value):
         raise fail(
-            field_name, value, "must be 1-253 characters of letters, digits and ._/:@+- starting with a letter or digit"
+            E400,
+            field_name,
+            value,
+            "must be 1-253 characters of letters, digits and ._/:@+- starting with a letter or digit",
         )
 
 

@@ -37,6 +37,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.error_codes import E201, ErrorCode
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # Date of the AWS Price List snapshot the on-demand prices below come from (us-east-1).
@@ -404,21 +405,21 @@ for _row in CATALOG:
 del _row
 
 
-def unknown_name(field: str, value: object, choices: list[str]) -> ConfigError:
+def unknown_name(code: ErrorCode, field: str, value: object, choices: list[str]) -> ConfigError:
     """`<field>: <value> is not allowed; did you mean ...? allowed: a, b, c`."""
     hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-    return fail(field, value, f"{hint}allowed: {', '.join(choices)}")
+    return fail(code, field, value, f"{hint}allowed: {', '.join(choices)}")
 
 
 def instance_type(name: str, field: str = "workload.accelerator") -> InstanceType:
     """The catalog row for an instance type; unknown names raise ConfigError with a did-you-mean hint."""
     if isinstance(name, str) and name in INSTANCE_TYPES:
         return INSTANCE_TYPES[name]
-    raise unknown_name(field, name, list(INSTANCE_TYPES))
+    raise unknown_name(E201, field, name, list(INSTANCE_TYPES))
 
 
 def family(name: str, field: str = "workload.accelerator_family") -> tuple[InstanceType, ...]:
     """Every size of one family (e.g. "g6e"), smallest first; unknown names raise ConfigError."""
     if isinstance(name, str) and name in FAMILIES:
         return FAMILIES[name]
-    raise unknown_name(field, name, list(FAMILIES))
+    raise unknown_name(E201, field, name, list(FAMILIES))

@@ -22,6 +22,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from llm_eks.error_codes import E201
 from llm_eks.errors import fail
 
 DATA_FILE = Path(__file__).with_name("ec2_instance_types.json")
@@ -51,7 +52,7 @@ def check_instance_type(path: str, value: Any) -> None:
         return
     close = difflib.get_close_matches(value, sorted(known.names), n=3, cutoff=0.8) if isinstance(value, str) else []
     hint = f"; closest: {', '.join(close)}" if close else "; such as m7i.xlarge"
-    raise fail(path, value, f"not an EC2 instance type (botocore {known.botocore_version}'s list){hint}")
+    raise fail(E201, path, value, f"not an EC2 instance type (botocore {known.botocore_version}'s list){hint}")
 
 
 def from_botocore() -> dict[str, Any]:

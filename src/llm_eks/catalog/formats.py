@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_eks.catalog.accelerators import CATALOG, InstanceType, unknown_name
+from llm_eks.error_codes import E205
 from llm_eks.errors import ConfigError, fail
 
 LEVELS = ("native", "weight-only", "unsupported")
@@ -317,7 +318,7 @@ def weight_format(name: str, field: str = "workload.weight_format") -> WeightFor
     """The format called `name`; unknown names raise ConfigError with a did-you-mean hint."""
     if isinstance(name, str) and name in FORMATS:
         return FORMATS[name]
-    raise unknown_name(field, name, list(FORMATS))
+    raise unknown_name(E205, field, name, list(FORMATS))
 
 
 def support(format: str, compute_capability: tuple[int, int]) -> Support:
@@ -325,7 +326,7 @@ def support(format: str, compute_capability: tuple[int, int]) -> Support:
     cells = _SUPPORT[weight_format(format).name]
     if compute_capability not in cells:
         known = ", ".join(_sm(cc) for cc in GENERATIONS)
-        raise fail("compute_capability", compute_capability, f"the format table covers {known}")
+        raise fail(E205, "compute_capability", compute_capability, f"the format table covers {known}")
     return cells[compute_capability]
 
 
@@ -348,13 +349,16 @@ def require_supported(format: str, instance: InstanceType, field: str = "workloa
     cc = instance.compute_capability
     if cc is None:
         raise ConfigError(
+            E205,
             f"{field}: {where} ({instance.accelerator_name}): the format table covers vLLM {VLLM_VERSION} on NVIDIA "
-            f"GPUs only; {runs}"
+            f"GPUs only; {runs}",
         )
     cell = support(fmt, cc)
     if cell.level == "unsupported":
         raise ConfigError(
-            f"{field}: {where} ({instance.accelerator_name}, {_sm(cc)}): in vLLM {VLLM_VERSION} {cell.evidence}; {runs}"
+            E205,
+            f"{field}: {where} ({instance.accelerator_name}, {_sm(cc)}): "
+            f"in vLLM {VLLM_VERSION} {cell.evidence}; {runs}",
         )
 
 
@@ -380,7 +384,7 @@ def format_of_quantization_config(
     if config is None:
         return "bf16"
     if not isinstance(config, Mapping):
-        raise fail(path, config, "must be an object")
+        raise fail(E205, path, config, "must be an object")
     method = config.get("quant_method")
     method = method.lower() if isinstance(method, str) else method
     if method is None and isinstance(config.get("quantization"), Mapping):
@@ -391,7 +395,9 @@ def format_of_quantization_config(
             return "fp8"
         if block == [128, 128]:
             return "fp8-block"
-        raise fail(f"{path}.weight_block_size", block, "the planner knows [128, 128] blocks (DeepSeek, Qwen3 FP8)")
+        raise fail(
+            E205, f"{path}.weight_block_size", block, "the planner knows [128, 128] blocks (DeepSeek, Qwen3 FP8)"
+        )
     if method == "mxfp4":
         return "mxfp4"
     if method in ("modelopt", "modelopt_fp4"):
@@ -399,11 +405,11 @@ def format_of_quantization_config(
     if method in ("gptq", "awq"):
         bits = config.get("bits", config.get("w_bit"))
         if bits != 4:
-            raise fail(f"{path}.bits", bits, f"the planner knows 4-bit {method.upper()} checkpoints")
+            raise fail(E205, f"{path}.bits", bits, f"the planner knows 4-bit {method.upper()} checkpoints")
         return f"{method}-int4"
     if method == "compressed-tensors":
         return _compressed_tensors(config, path)
-    raise fail(f"{path}.quant_method", method, f"the planner knows {_KNOWN_METHODS}")
+    raise fail(E205, f"{path}.quant_method", method, f"the planner knows {_KNOWN_METHODS}")
 
 
 def _modelopt(config: Mapping[str, Any], path: str) -> str:
@@ -413,17 +419,17 @@ def _modelopt(config: Mapping[str, Any], path: str) -> str:
     algo = nested.get("quant_algo") if isinstance(nested, Mapping) else config.get("quant_algo")
     name = {"FP8": "fp8", "NVFP4": "nvfp4"}.get(algo.upper() if isinstance(algo, str) else "")
     if name is None:
-        raise fail(f"{path}.quant_algo", algo, "the planner knows ModelOpt FP8 and NVFP4 checkpoints")
+        raise fail(E205, f"{path}.quant_algo", algo, "the planner knows ModelOpt FP8 and NVFP4 checkpoints")
     return name
 
 
 def _compressed_tensors(config: Mapping[str, Any], path: str) -> str:
     groups = config.get("config_groups")
     if not isinstance(groups, Mapping) or not groups:
-        raise fail(f"{path}.config_groups", groups, "must name at least one quantization scheme")
+        raise fail(E205, f"{path}.config_groups", groups, "must name at least one quantization scheme")
     names = {_scheme(group, f"{path}.config_groups.{key}") for key, group in groups.items()}
     if len(names) > 1:
-        raise fail(f"{path}.config_groups", sorted(names), "the planner sizes checkpoints with one scheme")
+        raise fail(E205, f"{path}.config_groups", sorted(names), "the planner sizes checkpoints with one scheme")
     name = names.pop()
     ignore = config.get("ignore")
     if name == "w4a16" and isinstance(ignore, list) and any("self_attn" in str(entry) for entry in ignore):
@@ -431,6 +437,7 @@ def _compressed_tensors(config: Mapping[str, Any], path: str) -> str:
         sizes = {g.get("weights", {}).get("group_size") for g in groups.values() if isinstance(g, Mapping)}
         if sizes != {32}:
             raise fail(
+                E205,
                 f"{path}.config_groups",
                 sorted(map(str, sizes)),
                 "the planner knows W4A16 routed experts (attention ignored) with groups of 32 (Kimi K2.5)",
@@ -442,7 +449,7 @@ def _compressed_tensors(config: Mapping[str, Any], path: str) -> str:
 def _scheme(group: Any, path: str) -> str:
     weights = group.get("weights") if isinstance(group, Mapping) else None
     if not isinstance(weights, Mapping):
-        raise fail(f"{path}.weights", weights, "must be an object with type and num_bits")
+        raise fail(E205, f"{path}.weights", weights, "must be an object with type and num_bits")
     acts = group.get("input_activations")
     w = (weights.get("type"), weights.get("num_bits"))
     a = (acts.get("type"), acts.get("num_bits")) if isinstance(acts, Mapping) else None
@@ -456,6 +463,7 @@ def _scheme(group: Any, path: str) -> str:
         return "nvfp4"
     scheme = f"weights {w[0]} {w[1]}, activations " + ("16-bit" if a is None else f"{a[0]} {a[1]}")
     raise fail(
+        E205,
         path,
         scheme,
         "the planner knows compressed-tensors W4A16 (int 4, no activations), W8A8 int8, W8A8 fp8 and NVFP4 "

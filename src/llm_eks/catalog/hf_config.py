@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llm_eks.error_codes import E203
 from llm_eks.errors import ConfigError, fail
 
 # model_type values read; anything else is read as a Llama-style decoder and must not carry the fields below.
@@ -45,7 +46,7 @@ def architecture_fields(config: Mapping[str, Any], path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, name in required.items():
         if key not in config:
-            raise ConfigError(f"{path}.{key}: missing; a decoder config.json must have it")
+            raise ConfigError(E203, f"{path}.{key}: missing; a decoder config.json must have it")
         values[name] = _positive_int(config[key], f"{path}.{key}")
     layers = values["layers"]
     model_type = str(config.get("model_type", ""))
@@ -54,6 +55,7 @@ def architecture_fields(config: Mapping[str, Any], path: str) -> dict[str, Any]:
         # (vllm/model_executor/models/deepseek_v2.py DeepseekV32IndexerCache) and sparse MLA backends with their own
         # cache format; sized as plain MLA the plan would promise memory vLLM does not have.
         raise fail(
+            E203,
             f"{path}.index_topk",
             config["index_topk"],
             "sparse attention with an indexer (DeepSeek-V3.2 DSA) keeps a second KV cache the planner does not "
@@ -102,7 +104,7 @@ def _sliding_layers(config: Mapping[str, Any], layers: int, path: str) -> int:
     types = config.get("layer_types")
     if isinstance(types, list) and types:
         if len(types) != layers:
-            raise fail(f"{path}.layer_types", f"{len(types)} entries", f"must list one type per layer ({layers})")
+            raise fail(E203, f"{path}.layer_types", f"{len(types)} entries", f"must list one type per layer ({layers})")
         return sum(1 for t in types if t == "sliding_attention")
     if not config.get("sliding_window") or config.get("use_sliding_window") is False:
         return 0
@@ -118,7 +120,9 @@ def _chunked_layers(config: Mapping[str, Any], layers: int, path: str) -> int:
     no_rope = config.get("no_rope_layers")
     if isinstance(no_rope, list) and no_rope:
         if len(no_rope) != layers:
-            raise fail(f"{path}.no_rope_layers", f"{len(no_rope)} entries", f"must list one flag per layer ({layers})")
+            raise fail(
+                E203, f"{path}.no_rope_layers", f"{len(no_rope)} entries", f"must list one flag per layer ({layers})"
+            )
         return sum(1 for flag in no_rope if flag)
     interval = config.get("no_rope_layer_interval") or 4
     return layers - layers // _positive_int(interval, f"{path}.no_rope_layer_interval")
@@ -206,11 +210,11 @@ def _mla_attention(config: Mapping[str, Any], fields: Mapping[str, Any]) -> int:
 
 def _positive_int(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise fail(path, value, "must be a positive integer")
+        raise fail(E203, path, value, "must be a positive integer")
     return int(value)
 
 
 def _non_negative_int(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise fail(path, value, "must be an integer >= 0")
+        raise fail(E203, path, value, "must be an integer >= 0")
     return int(value)

@@ -18,6 +18,7 @@ from llm_eks.catalog.formats import FORMATS, format_of_quantization_config
 from llm_eks.catalog.hf_config import active_parameters, architecture_fields, decoder_config
 from llm_eks.catalog.hf_config import estimate_parameters as hf_estimate_parameters
 from llm_eks.catalog.vision import deepstack_levels, vision_parameters
+from llm_eks.error_codes import E103, E104, E203, E204
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # A Python class name, as config.json's `architectures` holds them.
@@ -130,7 +131,7 @@ class ModelSpec:
     def _check_counts(self, path: str) -> None:
         """The id and every count field: positive, or at least 0 where a model may have none."""
         if not isinstance(self.id, str) or not self.id.strip() or any(c.isspace() for c in self.id):
-            raise fail(f"{path}.id", self.id, "must be a Hugging Face repo id such as org/model-name")
+            raise fail(E203, f"{path}.id", self.id, "must be a Hugging Face repo id such as org/model-name")
         for name in (
             "parameters",
             "layers",
@@ -146,7 +147,7 @@ class ModelSpec:
         for name in ("num_experts", "experts_per_token"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise fail(f"{path}.{name}", value, "must be an integer >= 0 (0 for a dense model)")
+                raise fail(E203, f"{path}.{name}", value, "must be an integer >= 0 (0 for a dense model)")
         for name in (
             "kv_lora_rank",
             "qk_rope_head_dim",
@@ -160,18 +161,20 @@ class ModelSpec:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise fail(f"{path}.{name}", value, "must be an integer >= 0 (0 when the model has none)")
+                raise fail(E203, f"{path}.{name}", value, "must be an integer >= 0 (0 when the model has none)")
 
     def _check_layer_shapes(self, path: str) -> None:
         """Fields that only make sense together: latent attention, windowed layers, MoE layers, KV heads."""
         if (self.kv_lora_rank > 0) != (self.qk_rope_head_dim > 0):
             raise fail(
+                E203,
                 f"{path}.qk_rope_head_dim",
                 self.qk_rope_head_dim,
                 "must be set together with kv_lora_rank (multi-head latent attention caches both per token)",
             )
         if self.sliding_window_layers + self.chunked_attention_layers > self.layers:
             raise fail(
+                E203,
                 f"{path}.sliding_window_layers",
                 self.sliding_window_layers,
                 f"sliding-window plus chunked layers ({self.chunked_attention_layers}) must not exceed layers "
@@ -182,11 +185,14 @@ class ModelSpec:
             (self.chunked_attention_layers, self.attention_chunk_size, "attention_chunk_size"),
         ):
             if (count > 0) != (size > 0):
-                raise fail(f"{path}.{name}", size, f"must be above 0 exactly when the model has such layers ({count})")
+                raise fail(
+                    E203, f"{path}.{name}", size, f"must be above 0 exactly when the model has such layers ({count})"
+                )
         if self.dense_layers >= self.layers and self.is_moe:
-            raise fail(f"{path}.dense_layers", self.dense_layers, f"must be below layers ({self.layers}) for MoE")
+            raise fail(E203, f"{path}.dense_layers", self.dense_layers, f"must be below layers ({self.layers}) for MoE")
         if self.attention_heads % self.kv_heads:
             raise fail(
+                E203,
                 f"{path}.kv_heads",
                 self.kv_heads,
                 f"must divide attention_heads ({self.attention_heads}): each KV head serves a group of query heads",
@@ -195,28 +201,32 @@ class ModelSpec:
     def _check_choices(self, path: str) -> None:
         """The dtype, the flags and the quantization among what llm-eks knows; experts per token within the experts."""
         if self.native_dtype not in DTYPES:
-            raise fail(f"{path}.native_dtype", self.native_dtype, f"must be one of {', '.join(DTYPES)}")
+            raise fail(E203, f"{path}.native_dtype", self.native_dtype, f"must be one of {', '.join(DTYPES)}")
         if not isinstance(self.tie_word_embeddings, bool):
-            raise fail(f"{path}.tie_word_embeddings", self.tie_word_embeddings, "must be true or false")
+            raise fail(E203, f"{path}.tie_word_embeddings", self.tie_word_embeddings, "must be true or false")
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
-            raise fail(f"{path}.quantization", self.quantization, f"must be null or one of {', '.join(QUANTIZATIONS)}")
+            raise fail(
+                E203, f"{path}.quantization", self.quantization, f"must be null or one of {', '.join(QUANTIZATIONS)}"
+            )
         if self.num_experts > 1 and not 1 <= self.experts_per_token <= self.num_experts:
             raise fail(
+                E203,
                 f"{path}.experts_per_token",
                 self.experts_per_token,
                 f"must be between 1 and num_experts ({self.num_experts})",
             )
         if self.num_experts <= 1 and self.experts_per_token > 1:
-            raise fail(f"{path}.experts_per_token", self.experts_per_token, "needs num_experts > 1")
+            raise fail(E203, f"{path}.experts_per_token", self.experts_per_token, "needs num_experts > 1")
 
     def _check_sizes(self, path: str) -> None:
         """The vision encoder and the parameter counts against what the layers alone hold; the AWQ checkpoint id."""
         _non_negative_int(self.vision_parameters, f"{path}.vision_parameters")
         _non_negative_int(self.deepstack_levels, f"{path}.deepstack_levels")
         if not isinstance(self.language_model_only, bool):
-            raise fail(f"{path}.language_model_only", self.language_model_only, "must be true or false")
+            raise fail(E203, f"{path}.language_model_only", self.language_model_only, "must be true or false")
         if self.language_model_only and (self.vision_parameters or self.deepstack_levels):
             raise fail(
+                E203,
                 f"{path}.language_model_only",
                 True,
                 "a model served text-only loads no vision encoder: leave vision_parameters and deepstack_levels at 0",
@@ -225,6 +235,7 @@ class ModelSpec:
             not isinstance(self.architecture, str) or not _ARCHITECTURE.fullmatch(self.architecture)
         ):
             raise fail(
+                E203,
                 f"{path}.architecture",
                 self.architecture,
                 "must be null or a Hugging Face architecture class name such as LlamaForCausalLM",
@@ -232,6 +243,7 @@ class ModelSpec:
         floor = self.embedding_parameters + self.layers * self.hidden_size + self.vision_parameters
         if self.parameters <= floor:
             raise fail(
+                E203,
                 f"{path}.parameters",
                 self.parameters,
                 f"must exceed the embeddings{' and vision encoder' if self.vision_parameters else ''} alone "
@@ -240,11 +252,11 @@ class ModelSpec:
         if self.active_parameters is not None:
             _positive_int(self.active_parameters, f"{path}.active_parameters")
             if self.active_parameters > self.parameters:
-                raise fail(f"{path}.active_parameters", self.active_parameters, "must not exceed parameters")
+                raise fail(E203, f"{path}.active_parameters", self.active_parameters, "must not exceed parameters")
         if self.awq_checkpoint is not None and (
             not isinstance(self.awq_checkpoint, str) or "/" not in self.awq_checkpoint
         ):
-            raise fail(f"{path}.awq_checkpoint", self.awq_checkpoint, "must be a Hugging Face repo id (org/name)")
+            raise fail(E203, f"{path}.awq_checkpoint", self.awq_checkpoint, "must be a Hugging Face repo id (org/name)")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], path: str = "workload.model_spec") -> ModelSpec:
@@ -252,18 +264,18 @@ class ModelSpec:
         model is Llama-style (see estimate_parameters); `kv_heads` defaults to attention_heads (no GQA) and
         `head_dim` to hidden_size / attention_heads."""
         if not isinstance(data, Mapping):
-            raise fail(path, data, "must be an object with the model's architecture fields")
+            raise fail(E203, path, data, "must be an object with the model's architecture fields")
         allowed = [f.name for f in fields(cls)]
         for key in data:
             if key not in allowed:
                 raise ConfigError(
-                    f"{path}: unknown key {key!r}; {did_you_mean(str(key), allowed)}allowed: {', '.join(allowed)}"
+                    E103, f"{path}: unknown key {key!r}; {did_you_mean(str(key), allowed)}allowed: {', '.join(allowed)}"
                 )
         for key in ("id", "layers", "hidden_size", "attention_heads", "max_position_embeddings", "vocab_size"):
             if key not in data:
-                raise ConfigError(f"{path}.{key}: missing; this field is required")
+                raise ConfigError(E104, f"{path}.{key}: missing; this field is required")
         if "intermediate_size" not in data:
-            raise ConfigError(f"{path}.intermediate_size: missing; this field is required")
+            raise ConfigError(E104, f"{path}.intermediate_size: missing; this field is required")
         values = dict(data)
         for key in ("layers", "hidden_size", "attention_heads", "intermediate_size", "vocab_size"):
             _positive_int(values[key], f"{path}.{key}")
@@ -272,8 +284,9 @@ class ModelSpec:
         if "head_dim" not in values:
             if values["hidden_size"] % values["attention_heads"]:
                 raise ConfigError(
+                    E203,
                     f"{path}.head_dim: missing; hidden_size ({values['hidden_size']}) is not a multiple of "
-                    f"attention_heads ({values['attention_heads']}), so it must be given"
+                    f"attention_heads ({values['attention_heads']}), so it must be given",
                 )
             values["head_dim"] = values["hidden_size"] // values["attention_heads"]
         _positive_int(values["head_dim"], f"{path}.head_dim")
@@ -365,13 +378,13 @@ def estimate_parameters(
 
 def _positive_int(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise fail(path, value, "must be a positive integer")
+        raise fail(E203, path, value, "must be a positive integer")
     return value
 
 
 def _non_negative_int(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise fail(path, value, "must be an integer >= 0")
+        raise fail(E203, path, value, "must be an integer >= 0")
     return value
 
 
@@ -384,11 +397,11 @@ def _read_config(source: str | Path | Mapping[str, Any], path: str) -> Mapping[s
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise fail(path, str(file), "no such file; give the path of a Hugging Face config.json") from None
+        raise fail(E204, path, str(file), "no such file; give the path of a Hugging Face config.json") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise fail(path, str(file), f"cannot be read ({err.__class__.__name__})") from None
+        raise fail(E204, path, str(file), f"cannot be read ({err.__class__.__name__})") from None
     except json.JSONDecodeError as err:
-        raise fail(path, str(file), f"is not JSON (line {err.lineno}: {err.msg})") from None
+        raise fail(E204, path, str(file), f"is not JSON (line {err.lineno}: {err.msg})") from None
     if not isinstance(data, Mapping):
-        raise fail(path, str(file), "must hold a JSON object")
+        raise fail(E204, path, str(file), "must hold a JSON object")
     return data

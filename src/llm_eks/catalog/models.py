@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llm_eks.catalog.model_spec import DTYPES, QUANTIZATIONS, ModelSpec, estimate_parameters
+from llm_eks.error_codes import E200
 from llm_eks.errors import did_you_mean, fail
 
 __all__ = [
@@ -212,6 +213,7 @@ def model(model_id: str, field: str = "workload.model") -> ModelSpec:
         return MODELS[model_id]
     hint = did_you_mean(model_id, MODELS) if isinstance(model_id, str) else ""
     raise fail(
+        E200,
         field,
         model_id,
         f"{hint}catalog models: {', '.join(MODELS)} (describe any other model with workload.model_spec)",

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from llm_eks.catalog.accelerators import CATALOG, InstanceType
 from llm_eks.catalog.model_spec import ModelSpec
+from llm_eks.error_codes import E201, E211
 from llm_eks.errors import ConfigError, fail
 from llm_eks.versions import NEURON_NXDI_IMAGE, NEURON_VLLM_IMAGE
 
@@ -121,7 +122,7 @@ def neuron_engine(inst: InstanceType) -> NeuronEngine:
     for engine in NEURON_ENGINES:
         if inst.family in engine.families:
             return engine
-    raise ConfigError(f"workload.accelerator: {inst.instance_type!r} has no Neuron engine path in llm-eks")
+    raise ConfigError(E201, f"workload.accelerator: {inst.instance_type!r} has no Neuron engine path in llm-eks")
 
 
 def _neuron_types_serving(architecture: str | None) -> list[str]:
@@ -153,6 +154,7 @@ def neuron_refusal(spec: ModelSpec, inst: InstanceType, weight_format: str, kv_c
     arch = spec.architecture
     if arch is None:
         return fail(
+            E211,
             "workload.model",
             spec.id,
             f"not allowed {where}, which serves models by their config.json architecture and {spec.id}'s is not "
@@ -162,6 +164,7 @@ def neuron_refusal(spec: ModelSpec, inst: InstanceType, weight_format: str, kv_c
         others = [f for f in _neuron_types_serving(arch) if f not in engine.families]
         instead = f"{', '.join(others)} (another Neuron path) or GPU instance types" if others else "GPU instance types"
         return fail(
+            E211,
             "workload.model",
             spec.id,
             f"{arch} is not served {where}, which serves {engine.models_text()}; {instead} (accelerator auto) can "
@@ -171,6 +174,7 @@ def neuron_refusal(spec: ModelSpec, inst: InstanceType, weight_format: str, kv_c
     if arch not in PLANNED_ARCHITECTURES or unsized is not None:
         why = f"{spec.id} has {unsized}" if unsized is not None else f"{arch} is not one of them"
         return fail(
+            E211,
             "workload.model",
             spec.id,
             f"{engine.name} serves {arch} on {inst.instance_type}, but llm-eks's Neuron planner sizes dense "
@@ -179,6 +183,7 @@ def neuron_refusal(spec: ModelSpec, inst: InstanceType, weight_format: str, kv_c
         )
     if weight_format != "bf16" or spec.quantization is not None:
         return fail(
+            E211,
             "workload.weight_format",
             spec.quantization or weight_format,
             f"16-bit weights only on {inst.instance_type}: {engine.name} quantizes through Neuron's own flow, never "
@@ -187,6 +192,7 @@ def neuron_refusal(spec: ModelSpec, inst: InstanceType, weight_format: str, kv_c
         )
     if kv_cache_dtype != "auto":
         return fail(
+            E211,
             "workload.kv_cache_dtype",
             kv_cache_dtype,
             f"the KV cache on {inst.instance_type} follows the checkpoint ({engine.name} takes FP8 KV from calibrated "

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from llm_eks.error_codes import E203
 from llm_eks.errors import fail
 
 # transformers' Qwen2_5_VLVisionConfig and Qwen3VLVisionConfig defaults (configuration_qwen2_5_vl.py,
@@ -51,12 +52,14 @@ def vision_parameters(config: Mapping[str, Any], text_hidden: int, path: str) ->
         return 0
     vpath = f"{path}.vision_config"
     if not isinstance(vision, Mapping):
-        raise fail(vpath, vision, "must be a mapping")
+        raise fail(E203, vpath, vision, "must be a mapping")
     # Original Qwen2.5-VL files leave the vision model_type out; the top level names the family.
     kind = vision.get("model_type") or config.get("model_type")
     count = _FAMILIES.get(str(kind))
     if count is None:
-        raise fail(f"{vpath}.model_type", kind, f"the planner counts these vision encoders: {', '.join(_FAMILIES)}")
+        raise fail(
+            E203, f"{vpath}.model_type", kind, f"the planner counts these vision encoders: {', '.join(_FAMILIES)}"
+        )
     return count(config, vision, text_hidden, path)
 
 
@@ -130,7 +133,7 @@ def _qwen3(config: Mapping[str, Any], vision: Mapping[str, Any], text_hidden: in
     mlp = merged * merged + merged + merged * out + out
     deepstack = vision.get("deepstack_visual_indexes", QWEN3_DEEPSTACK_DEFAULT)
     if not isinstance(deepstack, list):
-        raise fail(f"{vpath}.deepstack_visual_indexes", deepstack, "must be a list of layer indexes")
+        raise fail(E203, f"{vpath}.deepstack_visual_indexes", deepstack, "must be a list of layer indexes")
     levels = len(deepstack) * (2 * merged + mlp)  # each deepstack merger normalizes after the 2x2 shuffle
     return patch + size("num_position_embeddings") * h + size("depth") * block + 2 * h + mlp + levels
 
@@ -154,7 +157,7 @@ def _sizes(config: Mapping[str, Any], path: str, defaults: Mapping[str, int]) ->
     def size(key: str) -> int:
         value = config.get(key, defaults.get(key))
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail(f"{path}.{key}", value, "must be a positive integer")
+            raise fail(E203, f"{path}.{key}", value, "must be a positive integer")
         return value
 
     return size

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from llm_eks import __version__
 from llm_eks.cli import canary, images, manifests, models, plan, verify
 from llm_eks.cli.parsing import Parser, UsageError
+from llm_eks.error_codes import E600
 from llm_eks.errors import ConfigError
 
 
@@ -45,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = top.parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: plan (see llm-eks --help)")
+            raise UsageError(E600, "a command is required: plan (see llm-eks --help)")
         if getattr(args, "starts_jsii", False):
             from llm_eks.cli.node import require_supported_node  # imported here: `python -m llm_eks.cli.node`
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_eks.cli.environments import add_cluster_arguments, environment
+from llm_eks.error_codes import E601
 from llm_eks.errors import fail
 
 
@@ -73,9 +74,11 @@ def steps(text: str) -> tuple[int, ...]:
     try:
         weights = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise fail("--steps", text, "must be shares separated by commas, e.g. 5,25,50") from None
+        raise fail(E601, "--steps", text, "must be shares separated by commas, e.g. 5,25,50") from None
     if list(weights) != sorted(set(weights)) or weights[0] < 1 or weights[-1] > 99:
-        raise fail("--steps", text, "must rise strictly from at least 1 to at most 99 (100 is the promotion, a deploy)")
+        raise fail(
+            E601, "--steps", text, "must rise strictly from at least 1 to at most 99 (100 is the promotion, a deploy)"
+        )
     return weights
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ
 from llm_eks.cli.compare_chart import Point, write_chart
 from llm_eks.cli.plan_table import decision_lines
+from llm_eks.error_codes import E603
 from llm_eks.errors import ConfigError
 from llm_eks.planner import TIMES, PlanRequest, plan
 from llm_eks.planner.compare import COST_FORMULA, Comparison, compare, neuron_refusals
@@ -39,7 +40,7 @@ def print_comparison(request: PlanRequest, *, as_json: bool, chart: str | None) 
     rows = compare(request)
     if not rows:
         plan(request)  # raises the one-line error that says why nothing fits
-        raise ConfigError("workload.model: no catalog instance type can serve this request")
+        raise ConfigError(E603, "workload.model: no catalog instance type can serve this request")
     if chart is not None:
         write_comparison_chart(Path(chart), request, rows)
     refused = neuron_refusals(request)
@@ -165,7 +166,7 @@ def write_comparison_chart(path: Path, request: PlanRequest, rows: list[Comparis
     """Cost per million output tokens against the time-per-output-token estimate, one point per priced row."""
     priced = [r for r in rows if r.usd_per_million_output_tokens is not None]
     if not priced:
-        raise ConfigError("--chart: no instance type that can serve this request has an on-demand price to plot")
+        raise ConfigError(E603, "--chart: no instance type that can serve this request has an on-demand price to plot")
     unpriced = [r.instance_type for r in rows if r.usd_per_million_output_tokens is None]
     note = (
         f"{request.target_concurrency} sequences of {request.typical_tokens} tokens; {request.resolved_weight_format} "

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from llm_eks import aws_ids
 from llm_eks.catalog.ec2_instance_types import check_instance_type
 from llm_eks.cli.parsing import UsageError
+from llm_eks.error_codes import E600, E601, E604, E702
 from llm_eks.errors import ConfigError, fail
 from llm_eks.images.lock import LOCK_FILE, LockEntry, load_lock, write_lock
 from llm_eks.images.reference import parse_ref
@@ -91,7 +92,7 @@ def lock_command(
         try:
             found = resolve(ref, transport)
         except RegistryUnreachable as err:
-            unreachable[host] = (str(err), [ref])
+            unreachable[host] = (err.message, [ref])
             continue
         except RegistryError as err:
             failures.append(f"{ref}: {err}")
@@ -103,7 +104,7 @@ def lock_command(
         print(f"{ref}@{found.digest}" + (f" (was {before})" if before not in (None, found.digest) else ""))
 
     for reason, refs in unreachable.values():
-        failures.append(f"{reason}: {len(refs)} image(s) not locked ({', '.join(refs)})")
+        failures.append(f"{reason}: {len(refs)} image(s) not locked ({', '.join(refs)}) [{E702.id}]")
     changed = {ref: entry for ref, entry in resolved.items() if lock.digest(ref) != entry.digest}
     if resolved and (changed or not path.exists()):
         # Unchanged entries keep their resolved_at: a re-run only shows what moved.
@@ -194,17 +195,18 @@ def snapshot_command(
     """Clean up, reuse, or build then record. `session`: a boto3 Session (tests pass one bound to moto); `now`: the
     clock the builder's expiry is taken from."""
     if not aws_ids.REGION.match(args.region):
-        raise fail("--region", args.region, "must be an AWS region such as us-east-1")
+        raise fail(E601, "--region", args.region, "must be an AWS region such as us-east-1")
     if args.cleanup:
         given = [_option(dest) for dest in _BUILD_ONLY if getattr(args, dest, None) not in (None, False)]
         if given:
-            raise UsageError(f"--cleanup builds nothing: leave out {', '.join(given)}")
+            raise UsageError(E600, f"--cleanup builds nothing: leave out {', '.join(given)}")
         return _cleanup(args, _session(args, session), now)
     missing = [_option(dest) for dest in ("env", "subnet_id", "instance_profile") if getattr(args, dest) is None]
     if missing:
         raise UsageError(
+            E600,
             f"the following arguments are required to build a snapshot: {', '.join(missing)} "
-            "(--cleanup needs only --region)"
+            "(--cleanup needs only --region)",
         )
     return _build(args, _session(args, session), now)
 
@@ -215,7 +217,7 @@ def _session(args: argparse.Namespace, session: Any) -> Any:
     try:
         import boto3
     except ImportError:
-        raise ConfigError("images snapshot: needs boto3 (llm-eks's aws extra); pip install boto3") from None
+        raise ConfigError(E604, "images snapshot: needs boto3 (llm-eks's aws extra); pip install boto3") from None
     return boto3.Session(region_name=args.region)
 
 
@@ -248,20 +250,20 @@ def _build(args: argparse.Namespace, session: Any, now: Callable[[], datetime]) 
     from llm_eks.infra.images import gpu_node_images
 
     if not aws_ids.SUBNET_ID.match(args.subnet_id):
-        raise fail("--subnet-id", args.subnet_id, "must be a subnet id such as subnet-0abc12345def67890")
+        raise fail(E601, "--subnet-id", args.subnet_id, "must be a subnet id such as subnet-0abc12345def67890")
     security_groups = tuple(args.security_group_id or ())
     for sg in security_groups:
         if not aws_ids.SECURITY_GROUP_ID.match(sg):
-            raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
+            raise fail(E601, "--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     instance_type = args.instance_type or "m7i.large"
     check_instance_type("--instance-type", instance_type)
     volume_gib = 200 if args.volume_gib is None else args.volume_gib
     if not 20 <= volume_gib <= 16384:
-        raise fail("--volume-gib", volume_gib, "must be 20 to 16384")
+        raise fail(E601, "--volume-gib", volume_gib, "must be 20 to 16384")
     minutes = MAX_BUILD_MINUTES if args.max_build_minutes is None else args.max_build_minutes
     low, high = MAX_BUILD_MINUTES_RANGE
     if not low <= minutes <= high:
-        raise fail("--max-build-minutes", minutes, f"must be {low} to {high}")
+        raise fail(E601, "--max-build-minutes", minutes, f"must be {low} to {high}")
     context_file = Path(args.context_file)
     (config,) = environments_of(args)
     plans = plan_workloads(config)

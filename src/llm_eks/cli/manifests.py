@@ -12,6 +12,7 @@ from typing import Any
 
 from llm_eks import aws_ids
 from llm_eks.cli.environments import environment
+from llm_eks.error_codes import E601
 from llm_eks.errors import fail
 
 _HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[\x21-\x7e]*)?$")
@@ -68,29 +69,30 @@ def manifests_command(args: argparse.Namespace) -> int:
 
     if not aws_ids.ROLE_NAME.match(args.node_role_name):
         raise fail(
+            E601,
             "--node-role-name",
             args.node_role_name,
             "must be an IAM role NAME (1-64 letters, digits and + = , . @ _ -), not its ARN",
         )
     for sg in args.security_group_id:
         if not aws_ids.SECURITY_GROUP_ID.match(sg):
-            raise fail("--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
+            raise fail(E601, "--security-group-id", sg, "must be a security group id such as sg-0123456789abcdef0")
     if args.oidc_issuer is not None and not _HTTPS_URL.match(args.oidc_issuer):
-        raise fail("--oidc-issuer", args.oidc_issuer, "must be the cluster's https OIDC issuer URL")
+        raise fail(E601, "--oidc-issuer", args.oidc_issuer, "must be the cluster's https OIDC issuer URL")
     if args.region is not None and not aws_ids.REGION.match(args.region):
-        raise fail("--region", args.region, "must be an AWS region such as us-west-2")
+        raise fail(E601, "--region", args.region, "must be an AWS region such as us-west-2")
     placement_groups = {}
     for given in args.placement_group:
         node_class, sep, group = given.partition("=")
         if not sep or not node_class or not aws_ids.PLACEMENT_GROUP_ID.match(group):
             raise fail(
-                "--placement-group", given, "must be NODECLASS=pg-... (an EFA node class and its placement group)"
+                E601, "--placement-group", given, "must be NODECLASS=pg-... (an EFA node class and its placement group)"
             )
         placement_groups[node_class] = group
     config = environment(args)
     if args.weights_bucket is not None and aws_ids.s3_uri_problem(f"s3://{args.weights_bucket}/") is not None:
         raise fail(
-            "--weights-bucket", args.weights_bucket, "must be an S3 bucket name (3-63 lowercase letters, digits)"
+            E601, "--weights-bucket", args.weights_bucket, "must be an S3 bucket name (3-63 lowercase letters, digits)"
         )
     written = write_manifests(
         config,

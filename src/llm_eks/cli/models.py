@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llm_eks.error_codes import E504, E601
 from llm_eks.errors import ConfigError, fail
 from llm_eks.hub.records import MODELS_DIR, load_record, model_file, model_spec, write_record
 
@@ -58,12 +59,13 @@ def add_command(
 
     if not is_hf_repo_id(args.model):
         raise fail(
+            E601,
             "models add",
             args.model,
             "must be a Hugging Face model id: org/name of letters, digits, '-', '_' and '.', at most 96 characters",
         )
     if not args.revision or any(c.isspace() for c in args.revision):
-        raise fail("--revision", args.revision, "must be a branch, tag or commit")
+        raise fail(E601, "--revision", args.revision, "must be a branch, tag or commit")
     path = model_file(Path(args.dir), args.model)
     before = _previous_commit(path, args.model)
     try:
@@ -80,7 +82,7 @@ def add_command(
     try:
         write_record(record, path)
     except OSError as err:
-        raise fail("--dir", args.dir, f"{path} cannot be written ({err.__class__.__name__})") from None
+        raise fail(E504, "--dir", args.dir, f"{path} cannot be written ({err.__class__.__name__})") from None
     was = f" (was {before})" if before not in (None, record.commit) else ""
     print(f"wrote {path}: {record.id}@{record.commit}{was}, {record.total_size / 1e9:.2f} GB of weights")
     try:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from llm_eks.error_codes import E602
 from llm_eks.errors import ConfigError
 
 # jsii's supported majors and their end of life (see the module docstring); every older major is past it.
@@ -41,7 +42,7 @@ def jsii_node() -> tuple[str, str]:
         return str(beside), _BESIDE
     found = shutil.which("node")
     if found is None:
-        raise ConfigError(f"node: not found on PATH; jsii runs the AWS CDK on Node.js: {_FIX}")
+        raise ConfigError(E602, f"node: not found on PATH; jsii runs the AWS CDK on Node.js: {_FIX}")
     return found, "first on PATH"
 
 
@@ -67,9 +68,9 @@ def require_supported_node(today: datetime.date | None = None) -> None:
         # No timeout: `node --version` answers at once, and a timeout makes subprocess poll with time.sleep.
         version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.SubprocessError) as err:
-        raise ConfigError(f"node: {path} ({where}) did not run: {err}; {_FIX}") from None
+        raise ConfigError(E602, f"node: {path} ({where}) did not run: {err}; {_FIX}") from None
     if message := end_of_life_error(version, f"{path}, {where}", today or datetime.date.today()):
-        raise ConfigError(message)
+        raise ConfigError(E602, message)
     if where == _BESIDE:
         os.environ["JSII_NODE"] = path
 

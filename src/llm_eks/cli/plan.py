@@ -24,6 +24,7 @@ from typing import Any
 from llm_eks.cli.environments import environment
 from llm_eks.cli.parsing import UsageError
 from llm_eks.cli.plan_table import print_catalog, table
+from llm_eks.error_codes import E600, E601
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.cost import COST_FORMULA
 from llm_eks.planner.fixes import NoFitError
@@ -246,26 +247,26 @@ def plan_command(args: argparse.Namespace) -> int:
         print_catalog(args.json)
         return 0
     if (args.model is None) == (args.env is None):
-        raise UsageError("give exactly one of --model, --env NAME or --catalog")
+        raise UsageError(E600, "give exactly one of --model, --env NAME or --catalog")
     overrides = {name: getattr(args, name) for name in _REQUEST_OPTIONS if getattr(args, name) is not None}
     if args.chart is not None and not args.compare:
-        raise UsageError("--chart goes with --compare")
+        raise UsageError(E600, "--chart goes with --compare")
     if args.compare:
         if "accelerator" in overrides:
-            raise UsageError("--compare compares every instance type: leave out --accelerator")
+            raise UsageError(E600, "--compare compares every instance type: leave out --accelerator")
         if args.chart is not None and not args.chart.endswith(".svg"):
-            raise fail("--chart", args.chart, "the chart is SVG: name the file *.svg")
+            raise fail(E600, "--chart", args.chart, "the chart is SVG: name the file *.svg")
         # Every instance type is compared: an accelerator fixed in cdk.json does not narrow it.
         overrides["accelerator"] = "auto"
     if args.workload is not None and args.env is None:
-        raise UsageError("--workload goes with --env")
+        raise UsageError(E600, "--workload goes with --env")
     targets = (
         _env_requests(args, overrides)
         if args.env is not None
         else [_Target(functools.partial(_model_request, args, overrides), None, None, None)]
     )
     if args.compare and len(targets) > 1:
-        raise UsageError("--compare compares one workload: add --workload KEY")
+        raise UsageError(E600, "--compare compares one workload: add --workload KEY")
     results = []
     for target in targets:
         try:
@@ -330,11 +331,11 @@ def _named(err: ConfigError, target: _Target, overrides: dict[str, Any]) -> Conf
             flag if setting is None else (lambda f, v: flag(f, v) if f in overrides else setting(f, v))
         )
     else:
-        message = str(err)
+        message = err.message
     field = message.partition(":")[0].removeprefix("workload.")
     if target.path is None or field in overrides or not message.startswith("workload."):
-        return err if message == str(err) else ConfigError(message)
-    return ConfigError(f"{target.path}.{message.removeprefix('workload.')}")
+        return err if message == err.message else ConfigError(err.code, message)
+    return ConfigError(err.code, f"{target.path}.{message.removeprefix('workload.')}")
 
 
 def _canary_overlaps(args: argparse.Namespace, keys: list[str | None], results: list[Any]) -> dict[str, Any]:
@@ -367,7 +368,7 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
         spec = ModelSpec.from_hf_config(args.model_config, id=args.model, parameters=args.parameters)
         return PlanRequest(model=spec, **overrides)
     if args.parameters is not None:
-        raise UsageError("--parameters needs --model-config")
+        raise UsageError(E600, "--parameters needs --model-config")
     from llm_eks.hub.records import MODELS_DIR, recorded_model
 
     # A model recorded with `llm-eks models add` is read from its file (offline); else the catalog answers.
@@ -379,7 +380,7 @@ def _model_request(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
 def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[_Target]:
     """Each workload of --env, or --workload alone, with the options applied."""
     if args.model_config is not None or args.parameters is not None:
-        raise UsageError("--model-config and --parameters go with --model, not --env")
+        raise UsageError(E600, "--model-config and --parameters go with --model, not --env")
     config = environment(args)
     served = config.served
     if args.workload is not None:
@@ -387,7 +388,10 @@ def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[_
         if not served:
             names = ", ".join(config.workloads) or "none: the environment has one `workload`"
             raise fail(
-                "--workload", args.workload, f"must name a workload of environments.{args.env}.workloads ({names})"
+                E601,
+                "--workload",
+                args.workload,
+                f"must name a workload of environments.{args.env}.workloads ({names})",
             )
 
     def maker(w: Any) -> Callable[[], Any]:

@@ -56,6 +56,7 @@ from llm_eks.config.workload_options import (
     SloConfig,
     WorkingHoursConfig,
 )
+from llm_eks.error_codes import E102, E106
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.hub.records import MODELS_DIR, load_record, model_file, recorded_model
 
@@ -67,7 +68,9 @@ def load_environments(context: Mapping[str, Any], models_dir: Path | None = None
     (default: models in the working directory, where the CDK CLI runs the app)."""
     raw = context.get("environments")
     if not isinstance(raw, Mapping) or not raw:
-        raise ConfigError("environments: missing or empty; cdk.json context must map environment names to objects")
+        raise ConfigError(
+            E102, "environments: missing or empty; cdk.json context must map environment names to objects"
+        )
     return {name: parse_environment(name, body, models_dir) for name, body in raw.items()}
 
 
@@ -77,8 +80,9 @@ def select_environments(environments: Mapping[str, EnvironmentConfig], selected:
         return list(environments.values())
     if selected not in environments:
         raise ConfigError(
+            E102,
             f"env: {selected!r} is not allowed; {did_you_mean(selected, environments)}"
-            f"defined environments: {', '.join(environments)}"
+            f"defined environments: {', '.join(environments)}",
         )
     return [environments[selected]]
 
@@ -89,22 +93,23 @@ def parse_environment(name: str, body: Any, models_dir: Path | None = None) -> E
     path = f"environments.{name}"
     if not isinstance(name, str) or not _ENV_NAME.match(name):
         raise fail(
+            E102,
             "environments",
             name,
             "names are 1-20 characters: lowercase letters, digits and '-', starting with a letter",
         )
     if body is None:
-        raise fail(path, body, "must be an object (use {} for an environment with every default)")
+        raise fail(E102, path, body, "must be an object (use {} for an environment with every default)")
     if isinstance(body, Mapping) and "name" in body:
-        raise ConfigError(f"{path}.name: not allowed; the environment's name is its key in environments")
+        raise ConfigError(E102, f"{path}.name: not allowed; the environment's name is its key in environments")
     _refuse_removed_keys(body, path)
     if isinstance(body, Mapping) and "workloads" in body:
         if "workload" in body:
             raise ConfigError(
-                f"{path}.workload: not allowed together with workloads; move it into workloads under a name"
+                E102, f"{path}.workload: not allowed together with workloads; move it into workloads under a name"
             )
         if isinstance(body["workloads"], Mapping) and not body["workloads"]:
-            raise fail(f"{path}.workloads", {}, "must name at least one workload (or use workload for one model)")
+            raise fail(E102, f"{path}.workloads", {}, "must name at least one workload (or use workload for one model)")
     config = build(
         EnvironmentConfig, {"name": name, **(body or {})} if isinstance(body, Mapping) else body, path, hidden=("name",)
     )
@@ -147,7 +152,7 @@ def _refuse_removed_keys(body: Any, path: str) -> None:
         kind = "workload" if where.startswith("workload") else where
         for (owner, key), instead in _REMOVED.items():
             if owner == kind and key in section:
-                raise ConfigError(f"{path}.{where}.{key}: no longer exists; {instead}")
+                raise ConfigError(E106, f"{path}.{where}.{key}: no longer exists; {instead}")
 
 
 def _with_recorded_model(w: WorkloadConfig, path: str, models_dir: Path) -> WorkloadConfig:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from llm_eks.error_codes import E134
 from llm_eks.errors import fail
 from llm_eks.manifests.alerting import CLOUDWATCH, SNS, AlertRoutes, SecretReceiver, validate_routes
 
@@ -60,11 +61,12 @@ def validate_alerting(a: AlertingConfig, path: str) -> None:
     validate_routes(path, a.routes())
     for i, email in enumerate(a.email):
         if not _EMAIL.match(email):
-            raise fail(f"{path}.email[{i}]", email, "must be an email address such as oncall@example.com")
+            raise fail(E134, f"{path}.email[{i}]", email, "must be an email address such as oncall@example.com")
         if email in a.email[:i]:
-            raise fail(f"{path}.email[{i}]", email, "must not repeat an address")
+            raise fail(E134, f"{path}.email[{i}]", email, "must not repeat an address")
     if a.email and SNS not in (*a.critical, *a.warning):
         raise fail(
+            E134,
             f"{path}.email",
             list(a.email),
             "needs 'sns' among critical or warning receivers (the emails subscribe to the alerts topic)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llm_eks.config.workload_options import ReplicasConfig
+from llm_eks.error_codes import E133
 from llm_eks.errors import ConfigError, fail
 
 # The canary's key and namespace suffix: workload `llama` -> `llama-canary` (namespace inference-llama-canary).
@@ -56,10 +57,12 @@ class CanaryConfig:
     def validate(self, path: str) -> None:
         if not any(getattr(self, name) is not None for name in OVERRIDES):
             raise ConfigError(
-                f"{path}: names no change; set at least one of {', '.join(OVERRIDES)} (what the next version changes)"
+                E133,
+                f"{path}: names no change; set at least one of {', '.join(OVERRIDES)} (what the next version changes)",
             )
         if not 0 <= self.weight <= 99:
             raise fail(
+                E133,
                 f"{path}.weight",
                 self.weight,
                 "must be 0 to 99 (the next version's share of the pool's replicas; all of it is a promotion)",
@@ -67,12 +70,13 @@ class CanaryConfig:
         steps = list(self.steps)
         if not steps or steps != sorted(set(steps)) or steps[0] < 1 or steps[-1] > 99:
             raise fail(
+                E133,
                 f"{path}.steps",
                 steps,
                 "must rise strictly from at least 1 to at most 99 (100 is the promotion, docs/how-to/promote.md)",
             )
         if not 1 <= self.hold_minutes <= 1440:
-            raise fail(f"{path}.hold_minutes", self.hold_minutes, "must be 1 to 1440 (a day)")
+            raise fail(E133, f"{path}.hold_minutes", self.hold_minutes, "must be 1 to 1440 (a day)")
 
 
 def canary_key(key: str) -> str:

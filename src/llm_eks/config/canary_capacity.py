@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from llm_eks.config.capacity import nodes_at_max, replica_price, reservation, workload_nodes
 from llm_eks.config.environment import EnvironmentConfig, ServedWorkload
+from llm_eks.error_codes import E133
 from llm_eks.errors import fail
 from llm_eks.planner import Plan
 
@@ -88,6 +89,7 @@ def check_canary_capacity(config: EnvironmentConfig, plans: Sequence[Plan]) -> N
         extra = _accelerators(s, plan, s.config.replicas.max)
         if held + extra > limit:
             raise fail(
+                E133,
                 f"{s.path}.replicas.max",
                 s.config.replicas.max,
                 f"needs {extra} accelerators ({plan.instance.instance_type}) beside the current version's {held}, "

@@ -20,6 +20,7 @@ from llm_eks.config.environment import (
     ServedWorkload,
     WorkloadConfig,
 )
+from llm_eks.error_codes import E122, E123, E124, E136, E139
 from llm_eks.errors import did_you_mean, fail
 from llm_eks.images.reference import parse_ref
 from llm_eks.planner import WARN_NO_EFA, WARN_RESERVATION, PlanWarning
@@ -41,39 +42,44 @@ def validate_capacity(c: EnvironmentConfig, path: str) -> None:
     families = sorted(FAMILIES)
     for family, reservation in c.capacity_reservations.items():
         if family not in families:
-            raise fail(f"{path}.capacity_reservations", family, f"must be an instance family: {', '.join(families)}")
+            raise fail(
+                E123, f"{path}.capacity_reservations", family, f"must be an instance family: {', '.join(families)}"
+            )
         _validate_reservation(reservation, f"{path}.capacity_reservations.{family}")
 
 
 def _validate_workload(w: WorkloadConfig, path: str) -> None:
     inst = INSTANCE_TYPES.get(w.accelerator)
     if w.efa is True and inst is not None and not inst.efa_interfaces:
-        raise fail(f"{path}.efa", True, _no_efa(inst.instance_type, inst.family))
+        raise fail(E124, f"{path}.efa", True, _no_efa(inst.instance_type, inst.family))
     if w.image is not None:
         try:
             parse_ref(w.image)
         except ValueError as err:
-            raise fail(f"{path}.image", w.image, str(err)) from None
+            raise fail(E139, f"{path}.image", w.image, str(err)) from None
 
 
 def _validate_floor(w: WorkloadConfig, path: str) -> None:
     if w.on_demand_floor:
         if w.engine != "vllm":
             raise fail(
+                E122,
                 f"{path}.on_demand_floor",
                 True,
                 "needs engine vllm (Ray Serve scales its own workers inside one RayCluster)",
             )
         if w.replicas.min < 1:
             raise fail(
+                E122,
                 f"{path}.on_demand_floor",
                 True,
                 "needs replicas.min of at least 1: the floor is the minimum replicas, kept on on-demand capacity",
             )
         if ON_DEMAND not in w.capacity_types:
-            raise fail(f"{path}.on_demand_floor", True, "needs 'on-demand' among capacity_types")
+            raise fail(E122, f"{path}.on_demand_floor", True, "needs 'on-demand' among capacity_types")
         if w.replicas.max <= w.replicas.min:
             raise fail(
+                E122,
                 f"{path}.on_demand_floor",
                 True,
                 f"needs replicas.max above replicas.min ({w.replicas.min}): the replicas above the floor scale out "
@@ -81,9 +87,10 @@ def _validate_floor(w: WorkloadConfig, path: str) -> None:
             )
     if w.fallback_accelerator is not None:
         if w.engine != "vllm":
-            raise fail(f"{path}.fallback_accelerator", w.fallback_accelerator, "needs engine vllm")
+            raise fail(E122, f"{path}.fallback_accelerator", w.fallback_accelerator, "needs engine vllm")
         if w.fallback_accelerator not in INSTANCE_TYPES:
             raise fail(
+                E122,
                 f"{path}.fallback_accelerator",
                 w.fallback_accelerator,
                 f"{did_you_mean(w.fallback_accelerator, INSTANCE_TYPES)}must be a GPU instance type of the catalog "
@@ -124,42 +131,54 @@ OWNER_REQUIRED = (
 
 def _validate_reservation(r: CapacityReservationConfig, path: str) -> None:
     if r.nodes < 1:
-        raise fail(f"{path}.nodes", r.nodes, "must be the number of instances the reservations hold, at least 1")
+        raise fail(E123, f"{path}.nodes", r.nodes, "must be the number of instances the reservations hold, at least 1")
     if not r.ids and not r.tags:
-        raise fail(f"{path}.ids", [], "list the reservations (cr-...) or select them by tags")
+        raise fail(E123, f"{path}.ids", [], "list the reservations (cr-...) or select them by tags")
     for i, reservation_id in enumerate(r.ids):
         if not aws_ids.CAPACITY_RESERVATION_ID.match(reservation_id):
             raise fail(
-                f"{path}.ids[{i}]", reservation_id, "must be a capacity reservation id such as cr-0123456789abcdef0"
+                E123,
+                f"{path}.ids[{i}]",
+                reservation_id,
+                "must be a capacity reservation id such as cr-0123456789abcdef0",
             )
         if reservation_id in r.ids[:i]:
-            raise fail(f"{path}.ids[{i}]", reservation_id, "must not repeat a reservation")
+            raise fail(E123, f"{path}.ids[{i}]", reservation_id, "must not repeat a reservation")
     if len(r.ids) + (1 if r.tags else 0) > aws_ids.MAX_RESERVATION_TERMS:
         raise fail(
+            E123,
             f"{path}.ids",
             len(r.ids),
             f"Karpenter takes at most {aws_ids.MAX_RESERVATION_TERMS} selector terms (each id is one)",
         )
     if len(r.tags) > aws_ids.MAX_RESERVATION_TAGS:
-        raise fail(f"{path}.tags", dict(r.tags), f"must hold at most {aws_ids.MAX_RESERVATION_TAGS} tags")
+        raise fail(E123, f"{path}.tags", dict(r.tags), f"must hold at most {aws_ids.MAX_RESERVATION_TAGS} tags")
     for key, value in r.tags.items():
         if not key or not value:
-            raise fail(f"{path}.tags.{key}", value, "tag keys and values must not be empty ('*' matches any value)")
+            raise fail(
+                E123, f"{path}.tags.{key}", value, "tag keys and values must not be empty ('*' matches any value)"
+            )
     if r.owner_id is not None:
         if not r.tags:
-            raise fail(f"{path}.owner_id", r.owner_id, "only allowed with tags (an id names one reservation already)")
+            raise fail(
+                E123, f"{path}.owner_id", r.owner_id, "only allowed with tags (an id names one reservation already)"
+            )
         if not aws_ids.ACCOUNT.match(r.owner_id):
-            raise fail(f"{path}.owner_id", r.owner_id, "must be a 12-digit AWS account id")
+            raise fail(E123, f"{path}.owner_id", r.owner_id, "must be a 12-digit AWS account id")
     elif r.tags:
-        raise fail(f"{path}.owner_id", None, OWNER_REQUIRED)
+        raise fail(E123, f"{path}.owner_id", None, OWNER_REQUIRED)
     if r.reservation_type not in aws_ids.RESERVATION_TYPES:
         raise fail(
-            f"{path}.reservation_type", r.reservation_type, f"must be one of {', '.join(aws_ids.RESERVATION_TYPES)}"
+            E123,
+            f"{path}.reservation_type",
+            r.reservation_type,
+            f"must be one of {', '.join(aws_ids.RESERVATION_TYPES)}",
         )
     if r.usd_per_hour is not None and not r.usd_per_hour > 0:
-        raise fail(f"{path}.usd_per_hour", r.usd_per_hour, "must be a positive price per instance-hour")
+        raise fail(E123, f"{path}.usd_per_hour", r.usd_per_hour, "must be a positive price per instance-hour")
     if r.reservation_type == aws_ids.CAPACITY_BLOCK and r.usd_per_hour is None:
         raise fail(
+            E123,
             f"{path}.usd_per_hour",
             None,
             "a Capacity Block is paid up front: give its price per instance-hour (what you paid / instances / hours)",
@@ -177,9 +196,10 @@ def efa_interfaces(s: ServedWorkload, plan: Plan) -> int:
     w, inst = s.config, plan.instance
     if w.efa is True:
         if not inst.efa_interfaces:
-            raise fail(f"{s.path}.efa", True, _no_efa(inst.instance_type, inst.family))
+            raise fail(E124, f"{s.path}.efa", True, _no_efa(inst.instance_type, inst.family))
         if plan.nodes_per_replica == 1 and not plan.efa_interfaces_per_pod:
             raise fail(
+                E124,
                 f"{s.path}.efa",
                 True,
                 f"a replica of {plan.model.id} fits one {inst.instance_type}: nothing crosses nodes; leave efa unset",
@@ -196,6 +216,7 @@ def efa_interfaces(s: ServedWorkload, plan: Plan) -> int:
             )
         if plan.nodes_per_replica > 1 and WARN_NO_EFA not in w.acknowledged_warnings:
             raise fail(
+                E124,
                 f"{s.path}.efa",
                 False,
                 f"a replica spans {plan.nodes_per_replica} {inst.instance_type} nodes, which would then talk over TCP: "
@@ -249,6 +270,7 @@ def check_reservations(config: EnvironmentConfig, plans: Sequence[Plan]) -> None
     for family in config.capacity_reservations:
         if family not in used:
             raise fail(
+                E123,
                 f"environments.{config.name}.capacity_reservations",
                 family,
                 f"no workload's plan runs on {family} (the plans use {', '.join(used)}): name a family a plan "
@@ -293,6 +315,7 @@ def replica_price(s: ServedWorkload, plan: Plan, reserved: CapacityReservationCo
         # No price means no on-demand or Spot offer (Capacity Blocks only), which these node pools cannot launch;
         # the cost panels and the plan's $/h would be empty too.
         raise fail(
+            E136,
             f"{s.path}.accelerator",
             plan.instance.instance_type,
             f"{plan.instance.note or 'it has no on-demand price'}; pick an instance type with an on-demand price",

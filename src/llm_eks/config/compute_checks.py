@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from llm_eks.config.environment import COMPUTE, EnvironmentConfig, SystemNodesConfig
+from llm_eks.error_codes import E114, E207
 from llm_eks.errors import fail
 from llm_eks.planner.compute_mode import AUTO_MODE
 
@@ -24,6 +25,7 @@ def validate_compute(c: EnvironmentConfig, path: str) -> None:
     """`compute`, and on Auto Mode every setting it cannot honour."""
     if c.compute not in COMPUTE:
         raise fail(
+            E114,
             f"{path}.compute",
             c.compute,
             f"must be one of {', '.join(COMPUTE)} (self-managed Karpenter, or EKS Auto Mode's nodes)",
@@ -34,6 +36,7 @@ def validate_compute(c: EnvironmentConfig, path: str) -> None:
         snapshot = served.config.image_snapshot_id
         if snapshot is not None:
             raise fail(
+                E207,
                 f"{served.path}.image_snapshot_id",
                 snapshot,
                 "needs a node data volume restored from the snapshot, which EKS Auto Mode cannot give (its NodeClass "
@@ -42,6 +45,7 @@ def validate_compute(c: EnvironmentConfig, path: str) -> None:
             )
     if c.system_nodes != SystemNodesConfig():
         raise fail(
+            E114,
             f"{path}.system_nodes",
             asdict(c.system_nodes),
             "with compute auto-mode the controllers run on EKS Auto Mode's built-in system node pool (no node group "
@@ -49,6 +53,7 @@ def validate_compute(c: EnvironmentConfig, path: str) -> None:
         )
     if "node-repair" in c.alpha_features:
         raise fail(
+            E114,
             f"{path}.alpha_features.node-repair",
             c.alpha_features["node-repair"],
             "it is self-managed Karpenter's feature gate, and with compute auto-mode EKS Auto Mode repairs nodes "

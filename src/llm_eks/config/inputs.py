@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E113, E116, E117, E129, E130, E203
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.validation import is_hf_repo_id
 
@@ -57,6 +58,7 @@ def validate_public_cidrs(cidrs: tuple[str, ...], path: str) -> None:
     total = sum(n.num_addresses for n in networks)
     if total > _MAX_PUBLIC_ADDRESSES:
         raise fail(
+            E113,
             path,
             list(cidrs),
             f"together they open the API to {total:,} addresses ({total / 2**32:.0%} of IPv4); the union may cover "
@@ -72,11 +74,13 @@ def validate_tags(tags: Mapping[str, str], path: str) -> None:
     allowed = "letters, digits, spaces and _ . : / = + - @"
     for key, value in tags.items():
         if not 1 <= len(key) <= 128 or not _tag_text_ok(key) or key.lower().startswith("aws:"):
-            raise fail(path, key, f"tag keys are 1-128 characters of {allowed}, and may not start with 'aws:'")
+            raise fail(E116, path, key, f"tag keys are 1-128 characters of {allowed}, and may not start with 'aws:'")
         if key in aws_ids.KARPENTER_RESERVED_TAGS or key.startswith(aws_ids.KARPENTER_RESERVED_TAG_PREFIXES):
-            raise fail(path, key, "is a tag key Karpenter sets itself on the nodes it launches; choose another key")
+            raise fail(
+                E116, path, key, "is a tag key Karpenter sets itself on the nodes it launches; choose another key"
+            )
         if len(value) > 256 or not _tag_text_ok(value):
-            raise fail(f"{path}.{key}", value, f"tag values are 0-256 characters of {allowed}")
+            raise fail(E116, f"{path}.{key}", value, f"tag values are 0-256 characters of {allowed}")
 
 
 def validate_slo(slo: SloConfig, path: str) -> None:
@@ -84,6 +88,7 @@ def validate_slo(slo: SloConfig, path: str) -> None:
         value = getattr(slo, name)
         if not floor <= value <= _SLO_CEILING_MS:
             raise fail(
+                E129,
                 f"{path}.{name}",
                 value,
                 f"must be {floor:g} to {_SLO_CEILING_MS} milliseconds; {reason}, which takes at least {floor:g} ms",
@@ -98,13 +103,14 @@ def validate_model_spec(w: WorkloadConfig, path: str) -> None:
 
     if not is_hf_repo_id(w.model):
         raise fail(
+            E203,
             f"{path}.model",
             w.model,
             "with model_spec, must be a Hugging Face repo id: org/name of letters, digits, '-', '_' and '.', "
             "at most 96 characters, with no '--' or '..'",
         )
     if "id" in w.model_spec:
-        raise ConfigError(f"{path}.model_spec.id: not allowed; the model's id is workload.model")
+        raise ConfigError(E203, f"{path}.model_spec.id: not allowed; the model's id is workload.model")
     ModelSpec.from_mapping({"id": w.model, **w.model_spec}, f"{path}.model_spec")
 
 
@@ -137,10 +143,12 @@ def validate_scale_to_zero(w: WorkloadConfig, path: str) -> None:
     p = f"{path}.autoscaling.scale_to_zero"
     if w.engine != "vllm":
         raise ConfigError(
-            f"{p}: not allowed with engine {w.engine!r}; only the vllm engine scales to zero (on a KEDA cron schedule)"
+            E130,
+            f"{p}: not allowed with engine {w.engine!r}; only the vllm engine scales to zero (on a KEDA cron schedule)",
         )
     if w.replicas.min != 0:
         raise fail(
+            E130,
             f"{path}.replicas.min",
             w.replicas.min,
             "must be 0 with autoscaling.scale_to_zero (the schedule is what brings replicas back)",
@@ -148,6 +156,7 @@ def validate_scale_to_zero(w: WorkloadConfig, path: str) -> None:
     # KEDA resolves the zone with Go's time.LoadLocation: any IANA tz database name.
     if s.timezone not in zoneinfo.available_timezones():
         raise fail(
+            E130,
             f"{p}.timezone",
             s.timezone,
             f"{did_you_mean(s.timezone, zoneinfo.available_timezones())}must be a time zone of the IANA tz "
@@ -162,12 +171,15 @@ def validate_scale_to_zero(w: WorkloadConfig, path: str) -> None:
                 problem = f"its {label} field {problem}"
         if problem is not None:
             raise fail(
+                E130,
                 f"{p}.{name}",
                 expr,
                 f"{problem}; a cron expression is minute hour day-of-month month day-of-week, such as '0 8 * * 1-5'",
             )
     if s.start == s.end:
-        raise fail(f"{p}.end", s.end, "must differ from start (KEDA rejects a window that opens and closes at once)")
+        raise fail(
+            E130, f"{p}.end", s.end, "must differ from start (KEDA rejects a window that opens and closes at once)"
+        )
 
 
 # One line of why, as short as a cdk-nag acknowledgement's: it is read beside the warning it silences.
@@ -182,7 +194,7 @@ def require_reason(path: str, reason: object) -> None:
         or len(reason) > _ACKNOWLEDGEMENT_REASON_CHARS
         or "\n" in reason
     ):
-        raise fail(path, reason, f"must say why in one line of 1-{_ACKNOWLEDGEMENT_REASON_CHARS} characters")
+        raise fail(E117, path, reason, f"must say why in one line of 1-{_ACKNOWLEDGEMENT_REASON_CHARS} characters")
 
 
 def validate_acknowledged_warnings(acknowledged: Mapping[str, str], path: str) -> None:
@@ -191,5 +203,5 @@ def validate_acknowledged_warnings(acknowledged: Mapping[str, str], path: str) -
 
     for warning_id, reason in acknowledged.items():
         if warning_id not in WARNING_IDS:
-            raise fail(path, warning_id, f"must be a plan warning id: {', '.join(WARNING_IDS)}")
+            raise fail(E117, path, warning_id, f"must be a plan warning id: {', '.join(WARNING_IDS)}")
         require_reason(f"{path}.{warning_id}", reason)

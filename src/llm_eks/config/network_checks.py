@@ -9,6 +9,7 @@ import ipaddress
 from llm_eks import aws_ids
 from llm_eks.config.environment import GATEWAY_EXPOSE, EnvironmentConfig, VpcConfig
 from llm_eks.config.tenant_checks import validate_tenants
+from llm_eks.error_codes import E112, E131
 from llm_eks.errors import ConfigError, fail
 
 
@@ -20,7 +21,7 @@ def validate_load_balancers(c: EnvironmentConfig, env_path: str) -> None:
     alb = c.workload.alb
     nlb = c.gateway is not None and c.gateway.expose == "nlb"
     if alb is None and not nlb and c.vpc.load_balancer_cidrs and c.gateway is None:
-        raise ConfigError(f"{vpc_path}.load_balancer_cidrs: only allowed with workload.alb or a gateway")
+        raise ConfigError(E112, f"{vpc_path}.load_balancer_cidrs: only allowed with workload.alb or a gateway")
     if alb is not None:
         path = f"{env_path}.workload.alb"
         _validate_certificate(c, alb.certificate_arn, path, "ALB")
@@ -38,11 +39,12 @@ def _validate_gateway(c: EnvironmentConfig, path: str) -> None:
     g = c.gateway
     assert g is not None
     if g.expose not in GATEWAY_EXPOSE:
-        raise fail(f"{path}.expose", g.expose, f"must be one of {', '.join(GATEWAY_EXPOSE)}")
+        raise fail(E131, f"{path}.expose", g.expose, f"must be one of {', '.join(GATEWAY_EXPOSE)}")
     if g.expose == "cluster":
         for name in ("inbound_cidrs", "certificate_arn", "allow_http"):
             if getattr(g, name):
                 raise fail(
+                    E131,
                     f"{path}.{name}",
                     getattr(g, name),
                     "not allowed with expose cluster: there is no load balancer (in-cluster clients use plain HTTP "
@@ -53,6 +55,7 @@ def _validate_gateway(c: EnvironmentConfig, path: str) -> None:
             _validate_certificate(c, g.certificate_arn, path, "NLB")
             if g.allow_http:
                 raise fail(
+                    E131,
                     f"{path}.allow_http",
                     True,
                     "with certificate_arn the NLB serves HTTPS only (an HTTP listener, even one that redirects, "
@@ -60,19 +63,21 @@ def _validate_gateway(c: EnvironmentConfig, path: str) -> None:
                 )
         elif not g.allow_http:
             raise fail(
+                E131,
                 f"{path}.certificate_arn",
                 None,
                 "gateway needs an ACM certificate ARN for HTTPS, or allow_http: true to serve plain HTTP",
             )
         elif c.production:
             raise fail(
+                E131,
                 f"{path}.allow_http",
                 True,
                 "a production environment's front door serves HTTPS only: name an ACM certificate in certificate_arn",
             )
         _validate_inbound(c, g.inbound_cidrs, path, "NLB")
     if not 1024 <= g.max_request_bytes <= 256 * 1024 * 1024:
-        raise fail(f"{path}.max_request_bytes", g.max_request_bytes, "must be 1024 to 268435456 (256 MiB)")
+        raise fail(E131, f"{path}.max_request_bytes", g.max_request_bytes, "must be 1024 to 268435456 (256 MiB)")
     validate_tenants(c, path)
 
 
@@ -80,12 +85,13 @@ def _validate_certificate(c: EnvironmentConfig, arn: str, path: str, kind: str) 
     match = aws_ids.ACM_CERTIFICATE_ARN.match(arn)
     if not match:
         raise fail(
+            E131,
             f"{path}.certificate_arn",
             arn,
             "must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
         )
     if c.region is not None and match.group(1) != c.region:
-        raise fail(f"{path}.certificate_arn", arn, f"must be a certificate in {c.region}, the {kind}'s")
+        raise fail(E131, f"{path}.certificate_arn", arn, f"must be a certificate in {c.region}, the {kind}'s")
 
 
 def _validate_inbound(c: EnvironmentConfig, inbound: tuple[str, ...], path: str, kind: str) -> None:
@@ -93,6 +99,7 @@ def _validate_inbound(c: EnvironmentConfig, inbound: tuple[str, ...], path: str,
     VPC's private subnets)."""
     if not inbound:
         raise fail(
+            E131,
             f"{path}.inbound_cidrs",
             [],
             f"name the client ranges the {kind} admits (with the VPC CNI every pod holds a VPC address, so the "
@@ -102,12 +109,13 @@ def _validate_inbound(c: EnvironmentConfig, inbound: tuple[str, ...], path: str,
     pod_subnets = [ipaddress.IPv4Network(s) for s in c.vpc.private_subnet_cidrs if _is_cidr(s)]
     for i, cidr in enumerate(inbound):
         if not _is_cidr(cidr):
-            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
+            raise fail(E131, f"{path}.inbound_cidrs[{i}]", cidr, "must be an IPv4 network such as 10.0.0.0/16")
         network = ipaddress.IPv4Network(cidr)
         if network.prefixlen == 0:
-            raise fail(f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+            raise fail(E131, f"{path}.inbound_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
         if not c.vpc.imported and vpc is not None and network.overlaps(vpc):
             raise fail(
+                E131,
                 f"{path}.inbound_cidrs[{i}]",
                 cidr,
                 f"overlaps the environment's VPC {vpc}, where every pod holds an address: list client ranges "
@@ -116,6 +124,7 @@ def _validate_inbound(c: EnvironmentConfig, inbound: tuple[str, ...], path: str,
         for subnet in pod_subnets:
             if network.overlaps(subnet):
                 raise fail(
+                    E131,
                     f"{path}.inbound_cidrs[{i}]",
                     cidr,
                     f"overlaps the VPC's private subnet {subnet}, where pods hold addresses: list only client subnets",
@@ -128,11 +137,16 @@ def _validate_pod_subnets(c: EnvironmentConfig, path: str) -> None:
     v = c.vpc
     if not v.imported:
         if v.private_subnet_cidrs:
-            raise fail(f"{path}.private_subnet_cidrs", list(v.private_subnet_cidrs), "only with vpc_id (a new VPC's "
-                       "subnets are carved from cidr)")  # fmt: skip
+            raise fail(
+                E112,
+                f"{path}.private_subnet_cidrs",
+                list(v.private_subnet_cidrs),
+                "only with vpc_id (a new VPC's subnets are carved from cidr)",
+            )
         return
     if len(v.private_subnet_cidrs) != len(v.private_subnet_ids):
         raise fail(
+            E112,
             f"{path}.private_subnet_cidrs",
             list(v.private_subnet_cidrs),
             f"an existing VPC behind a load balancer must list the CIDRs of its {len(v.private_subnet_ids)} private "
@@ -141,7 +155,9 @@ def _validate_pod_subnets(c: EnvironmentConfig, path: str) -> None:
     vpc = ipaddress.IPv4Network(v.cidr)
     for i, cidr in enumerate(v.private_subnet_cidrs):
         if not _is_cidr(cidr) or not ipaddress.IPv4Network(cidr).subnet_of(vpc):
-            raise fail(f"{path}.private_subnet_cidrs[{i}]", cidr, f"must be an IPv4 network inside the VPC's {v.cidr}")
+            raise fail(
+                E112, f"{path}.private_subnet_cidrs[{i}]", cidr, f"must be an IPv4 network inside the VPC's {v.cidr}"
+            )
 
 
 def _is_cidr(text: str) -> bool:
@@ -157,18 +173,21 @@ def _validate_load_balancer_subnets(v: VpcConfig, path: str) -> None:
     field = f"{path}.load_balancer_cidrs"
     if v.imported and not v.load_balancer_cidrs:
         raise fail(
+            E112,
             field,
             [],
             "an existing VPC must list the CIDRs of its internal ALB subnets (tagged kubernetes.io/role/internal-elb, "
             "holding no pods): the serving port admits the ALB by them",
         )
     if v.load_balancer_cidrs and len(v.load_balancer_cidrs) < 2:
-        raise fail(field, list(v.load_balancer_cidrs), "an ALB needs subnets in at least 2 availability zones")
+        raise fail(E112, field, list(v.load_balancer_cidrs), "an ALB needs subnets in at least 2 availability zones")
     vpc = ipaddress.IPv4Network(v.cidr)
     for i, cidr in enumerate(v.load_balancer_cidrs):
         try:
             network = ipaddress.IPv4Network(cidr)
         except ValueError:
-            raise fail(f"{field}[{i}]", cidr, "must be an IPv4 network such as 10.0.255.0/26") from None
+            raise fail(E112, f"{field}[{i}]", cidr, "must be an IPv4 network such as 10.0.255.0/26") from None
         if not network.subnet_of(vpc) or not 16 <= network.prefixlen <= 27:
-            raise fail(f"{field}[{i}]", cidr, f"must be a /16 to /27 inside the VPC's {v.cidr} (an ALB needs a /27)")
+            raise fail(
+                E112, f"{field}[{i}]", cidr, f"must be a /16 to /27 inside the VPC's {v.cidr} (an ALB needs a /27)"
+            )

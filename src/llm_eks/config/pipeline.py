@@ -12,6 +12,7 @@ from llm_eks import aws_ids
 from llm_eks.aws_regions import REGIONS
 from llm_eks.config.environment import EnvironmentConfig
 from llm_eks.config.schema import build
+from llm_eks.error_codes import E111
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # cdk.json context key.
@@ -74,44 +75,52 @@ def parse_pipeline(body: Any, environments: Mapping[str, EnvironmentConfig]) -> 
     path = PIPELINE_CONTEXT
     p = build(PipelineConfig, body, path)
     if not aws_ids.ACCOUNT.match(p.account):
-        raise fail(f"{path}.account", p.account, "must be a 12-digit AWS account id")
+        raise fail(E111, f"{path}.account", p.account, "must be a 12-digit AWS account id")
     if p.region not in REGIONS:
         raise fail(
-            f"{path}.region", p.region, f"{did_you_mean(p.region, REGIONS)}must be an AWS region such as us-east-1"
+            E111,
+            f"{path}.region",
+            p.region,
+            f"{did_you_mean(p.region, REGIONS)}must be an AWS region such as us-east-1",
         )
     s = p.source
     if not _CONNECTION_ARN.match(s.connection_arn):
         raise fail(
+            E111,
             f"{path}.source.connection_arn",
             s.connection_arn,
             "must be a CodeConnections connection ARN (arn:aws:codeconnections:<region>:<account>:connection/<id>)",
         )
     if not _REPOSITORY.match(s.repository):
-        raise fail(f"{path}.source.repository", s.repository, "must be owner/name")
+        raise fail(E111, f"{path}.source.repository", s.repository, "must be owner/name")
     if not _BRANCH.match(s.branch) or ".." in s.branch:
-        raise fail(f"{path}.source.branch", s.branch, "must be a branch name")
+        raise fail(E111, f"{path}.source.branch", s.branch, "must be a branch name")
     if not p.synth_commands or any(not c.strip() for c in p.synth_commands):
-        raise fail(f"{path}.synth_commands", list(p.synth_commands), "must be non-empty shell commands")
+        raise fail(E111, f"{path}.synth_commands", list(p.synth_commands), "must be non-empty shell commands")
     if not p.wheelhouse_command.strip():
-        raise fail(f"{path}.wheelhouse_command", p.wheelhouse_command, "must be a shell command")
+        raise fail(E111, f"{path}.wheelhouse_command", p.wheelhouse_command, "must be a shell command")
     names = list(environments)
     stages = p.stage_names(names)
     for i, name in enumerate(stages):
         if name not in environments:
             raise fail(
-                f"{path}.stages[{i}]", name, f"{did_you_mean(name, names)}must name an environment: {', '.join(names)}"
+                E111,
+                f"{path}.stages[{i}]",
+                name,
+                f"{did_you_mean(name, names)}must name an environment: {', '.join(names)}",
             )
     if len(set(stages)) != len(stages):
-        raise fail(f"{path}.stages", list(stages), "must name each environment once")
+        raise fail(E111, f"{path}.stages", list(stages), "must name each environment once")
     for i, name in enumerate(p.approved(names)):
         if name not in stages:
-            raise fail(f"{path}.approval[{i}]", name, f"must be one of the stages: {', '.join(stages)}")
+            raise fail(E111, f"{path}.approval[{i}]", name, f"must be one of the stages: {', '.join(stages)}")
     for name in stages:
         config = environments[name]
         if config.account is None or config.region is None:
             raise ConfigError(
+                E111,
                 f"environments.{name}: account and region are required when the pipeline deploys it (a stage "
                 "deploys into an explicit environment; bootstrap that account with --trust "
-                f"{p.account})"
+                f"{p.account})",
             )
     return p

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from llm_eks.catalog.accelerators import INSTANCE_TYPES
 from llm_eks.config import EnvironmentConfig, ServedWorkload
+from llm_eks.error_codes import E135
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner import Plan, plan
 from llm_eks.planner.compute_mode import KARPENTER
@@ -22,10 +23,10 @@ def plan_workloads(config: EnvironmentConfig) -> tuple[Plan, ...]:
             plans.append(plan(s.config.plan_request(config.compute)))
         except ConfigError as err:
             # The changes that would fit, named as cdk.json sets them for this workload.
-            message = err.render(s.setting) if isinstance(err, NoFitError) else str(err)
+            message = err.render(s.setting) if isinstance(err, NoFitError) else err.message
             if message.startswith("workload."):
                 message = f"{s.path}.{message.removeprefix('workload.')}"
-            raise ConfigError(message) from None
+            raise ConfigError(err.code, message) from None
     return tuple(plans)
 
 
@@ -53,9 +54,11 @@ def fallback_plan(s: ServedWorkload, primary: Plan, compute: str = KARPENTER) ->
     other = INSTANCE_TYPES[value]
     planned = primary.instance
     if other.family == planned.family:
-        raise fail(path, value, f"must be of another family than the planned {planned.instance_type}")
+        raise fail(E135, path, value, f"must be of another family than the planned {planned.instance_type}")
     if other.accelerator_vendor != planned.accelerator_vendor:
-        raise fail(path, value, f"must carry {planned.accelerator_vendor} accelerators like {planned.instance_type}")
+        raise fail(
+            E135, path, value, f"must carry {planned.accelerator_vendor} accelerators like {planned.instance_type}"
+        )
     request = replace(
         w.plan_request(compute),
         accelerator=value,
@@ -68,7 +71,7 @@ def fallback_plan(s: ServedWorkload, primary: Plan, compute: str = KARPENTER) ->
     try:
         fallback = plan(request)
     except ConfigError as err:
-        raise fail(path, value, f"the planner cannot serve the same replica on it: {err}") from None
+        raise fail(E135, path, value, f"the planner cannot serve the same replica on it: {err.message}") from None
     ours, theirs = _flags(vllm_flags(primary.engine)), _flags(vllm_flags(fallback.engine))
     differ = [
         f"{flag} {theirs.get(flag, '(none)')} instead of {ours.get(flag, '(none)')}"
@@ -79,6 +82,7 @@ def fallback_plan(s: ServedWorkload, primary: Plan, compute: str = KARPENTER) ->
         differ.append(f"{fallback.nodes_per_replica} node(s) per replica instead of {primary.nodes_per_replica}")
     if differ:
         raise fail(
+            E135,
             path,
             value,
             f"a replica there needs other engine arguments ({'; '.join(differ)}) than on {planned.instance_type}, "
@@ -87,6 +91,7 @@ def fallback_plan(s: ServedWorkload, primary: Plan, compute: str = KARPENTER) ->
     pod, room = primary.pod_resources, fallback.pod_resources
     if pod.cpu_millicores > room.cpu_millicores or pod.memory_mib > room.memory_mib:
         raise fail(
+            E135,
             path,
             value,
             f"a pod sized for {planned.instance_type} ({pod.cpu}, {pod.memory}) does not fit beside the others on a "

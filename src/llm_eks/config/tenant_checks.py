@@ -9,6 +9,7 @@ import re
 from llm_eks import aws_ids
 from llm_eks.config.environment import EnvironmentConfig, ServedWorkload
 from llm_eks.config.tenants import EKS_CLUSTER_ISSUER, PRIORITY_RANGE, TenantConfig, TenantLimitsConfig
+from llm_eks.error_codes import E132
 from llm_eks.errors import ConfigError, did_you_mean, fail
 
 # Tenant names go into object names (tenant-<name>, the key Secret) and Prometheus labels.
@@ -55,6 +56,7 @@ def validate_tenants(c: EnvironmentConfig, path: str) -> None:
         where = f"{path}.tenants.{name}"
         if not isinstance(name, str) or not TENANT_NAME.match(name):
             raise fail(
+                E132,
                 f"{path}.tenants",
                 name,
                 "tenant names are 1-32 characters: lowercase letters, digits and '-', starting with a letter and not "
@@ -65,6 +67,7 @@ def validate_tenants(c: EnvironmentConfig, path: str) -> None:
         low, high = PRIORITY_RANGE
         if not low <= tenant.priority <= high:
             raise fail(
+                E132,
                 f"{where}.priority",
                 tenant.priority,
                 f"must be {low} to {high} (higher bands are served first; below 0 is shed first)",
@@ -74,6 +77,7 @@ def validate_tenants(c: EnvironmentConfig, path: str) -> None:
         for s in c.served:
             if s.config.engine == "vllm" and s.config.api_key:
                 raise fail(
+                    E132,
                     f"{s.path}.api_key",
                     True,
                     "behind a gateway with tenants the gateway authenticates every request and takes the tenant's key "
@@ -89,19 +93,21 @@ def _validate_issuers(c: EnvironmentConfig, path: str) -> None:
         where = f"{path}.issuers.{name}"
         if name == EKS_CLUSTER_ISSUER:
             raise fail(
+                E132,
                 f"{path}.issuers",
                 name,
                 f"{EKS_CLUSTER_ISSUER} is the cluster's own issuer; set its audiences in gateway.eks_cluster_issuer",
             )
         if not ISSUER_NAME.match(name):
-            raise fail(f"{path}.issuers", name, "issuer names are 1-32 lowercase letters, digits and '-'")
+            raise fail(E132, f"{path}.issuers", name, "issuer names are 1-32 lowercase letters, digits and '-'")
         for field_name in ("issuer", "jwks_uri"):
             value = getattr(issuer, field_name)
             if not _HTTPS_URL.match(value):
-                raise fail(f"{where}.{field_name}", value, "must be an https URL (https://host/path)")
+                raise fail(E132, f"{where}.{field_name}", value, "must be an https URL (https://host/path)")
         _validate_audiences(issuer.audiences, f"{where}.audiences")
         if not _CLAIM.match(issuer.principal_claim):
             raise fail(
+                E132,
                 f"{where}.principal_claim",
                 issuer.principal_claim,
                 "must be a top-level claim name: letters, digits, '_', ':' and '-' (no '.', which would nest)",
@@ -112,6 +118,7 @@ def _validate_issuers(c: EnvironmentConfig, path: str) -> None:
 def _validate_audiences(audiences: tuple[str, ...], where: str) -> None:
     if not audiences or any(not _AUDIENCE.match(a) for a in audiences):
         raise fail(
+            E132,
             where,
             list(audiences),
             "must name 1 or more audiences of 1-253 visible ASCII characters (a token must carry one)",
@@ -133,13 +140,15 @@ def _validate_credential(
     kinds = [kind for kind in ("api_key", "jwt") if getattr(credential, kind) is not None]
     if len(kinds) != 1:
         raise ConfigError(
+            E132,
             f"{where}.credential: {', '.join(kinds) or 'none'} is not allowed; name exactly one credential: api_key "
-            "(a key of its own in Secrets Manager) or jwt (a principal of a named issuer)"
+            "(a key of its own in Secrets Manager) or jwt (a principal of a named issuer)",
         )
     if credential.api_key is not None:
         secret = credential.api_key.secret
         if secret is not None and (secret.startswith("arn:") or not aws_ids.SECRET_NAME.match(secret)):
             raise fail(
+                E132,
                 f"{where}.credential.api_key.secret",
                 secret,
                 "must be a Secrets Manager secret NAME (1-512 of letters, digits and /_+=.@-), not an ARN",
@@ -147,6 +156,7 @@ def _validate_credential(
         key = secret or tenant_key_secret(c, name)
         if key in keys:
             raise fail(
+                E132,
                 f"{where}.credential.api_key.secret",
                 key,
                 f"tenant {keys[key]} holds that key already: each tenant's key is its own (a shared key would make two "
@@ -159,6 +169,7 @@ def _validate_credential(
     if jwt.issuer != EKS_CLUSTER_ISSUER and jwt.issuer not in g.issuers:
         known = [EKS_CLUSTER_ISSUER, *g.issuers]
         raise fail(
+            E132,
             f"{where}.credential.jwt.issuer",
             jwt.issuer,
             f"{did_you_mean(jwt.issuer, known)}must be {EKS_CLUSTER_ISSUER} or a name in gateway.issuers "
@@ -166,12 +177,14 @@ def _validate_credential(
         )
     if not _PRINCIPAL.match(jwt.principal):
         raise fail(
+            E132,
             f"{where}.credential.jwt.principal",
             jwt.principal,
             "must be 1-256 visible ASCII characters without ',' (the value of the issuer's principal claim)",
         )
     if jwt.principal in principals:
         raise fail(
+            E132,
             f"{where}.credential.jwt.principal",
             jwt.principal,
             f"tenant {principals[jwt.principal]} is that principal already: each tenant's credential is its own",
@@ -186,22 +199,23 @@ def tenant_key_secret(c: EnvironmentConfig, tenant: str) -> str:
 
 def _validate_models(c: EnvironmentConfig, tenant: TenantConfig, where: str) -> None:
     if not tenant.models:
-        raise fail(where, [], "name at least one model it may call (a workload, or a name a workload serves)")
+        raise fail(E132, where, [], "name at least one model it may call (a workload, or a name a workload serves)")
     keys = [s.key for s in routed(c) if s.key is not None]
     names = [n for s in routed(c) for n in served_names(s)]
     for i, model in enumerate(tenant.models):
         if model in tenant.models[:i]:
-            raise fail(f"{where}[{i}]", model, "is listed twice")
+            raise fail(E132, f"{where}[{i}]", model, "is listed twice")
         if model not in keys and model not in names:
             known = [*keys, *names]
             raise fail(
+                E132,
                 f"{where}[{i}]",
                 model,
                 f"{did_you_mean(model, known)}must be a workload ({', '.join(keys) or 'none'}) or a name one serves "
                 f"({', '.join(names)})",
             )
     if len(tenant_models(c, tenant)) > MAX_MODELS:
-        raise fail(where, list(tenant.models), f"must come to at most {MAX_MODELS} names (Envoy Gateway's limit)")
+        raise fail(E132, where, list(tenant.models), f"must come to at most {MAX_MODELS} names (Envoy Gateway's limit)")
 
 
 def _validate_limits(limits: TenantLimitsConfig, where: str) -> None:
@@ -215,6 +229,7 @@ def _validate_limits(limits: TenantLimitsConfig, where: str) -> None:
         value = getattr(limits, field_name)
         if value is not None and value < 1:
             raise fail(
+                E132,
                 f"{where}.{field_name}",
                 value,
                 "must be at least 1 (a budget of zero refuses every request; leave it out for no limit)",

@@ -31,6 +31,7 @@ from llm_eks.config.environment import (
     split_revision,
 )
 from llm_eks.config.network_checks import validate_load_balancers
+from llm_eks.error_codes import E110, E112, E113, E114, E115, E117, E120, E121, E122, E125, E126, E127, E128, E140
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.planner import kv_events
 from llm_eks.validation import HF_REPO, LORA_NAME
@@ -48,6 +49,7 @@ def validate_policy_cidr(body: Mapping[str, Any], c: EnvironmentConfig, path: st
     vpc = body.get("vpc")
     if not isinstance(vpc, Mapping) or "cidr" not in vpc:
         raise fail(
+            E112,
             f"{path}.vpc.cidr",
             None,
             "an existing VPC needs its CIDR given (NetworkPolicies admit the EKS control plane and the ALB from it)",
@@ -55,24 +57,30 @@ def validate_policy_cidr(body: Mapping[str, Any], c: EnvironmentConfig, path: st
     try:
         ipaddress.IPv4Network(c.vpc.cidr)
     except ValueError:
-        raise fail(f"{path}.vpc.cidr", c.vpc.cidr, "must be the existing VPC's IPv4 CIDR such as 10.0.0.0/16") from None
+        raise fail(
+            E112, f"{path}.vpc.cidr", c.vpc.cidr, "must be the existing VPC's IPv4 CIDR such as 10.0.0.0/16"
+        ) from None
 
 
 def validate_environment(c: EnvironmentConfig, path: str) -> None:
     """Every cross-field check of environment `c` (at `path`); the first failure raises."""
     if c.account is not None and not aws_ids.ACCOUNT.match(c.account):
-        raise fail(f"{path}.account", c.account, "must be a 12-digit AWS account id")
+        raise fail(E110, f"{path}.account", c.account, "must be a 12-digit AWS account id")
     if c.region is not None and c.region not in REGIONS:
         raise fail(
+            E110,
             f"{path}.region",
             c.region,
             f"{did_you_mean(c.region, REGIONS)}must be a commercial, GovCloud or China AWS region such as us-east-1 "
             "(listed in llm_eks/aws_regions.py)",
         )
     if (c.account is None) != (c.region is None):
-        raise ConfigError(f"{path}: account and region must be given together (or neither, for an env-agnostic stack)")
+        raise ConfigError(
+            E110, f"{path}: account and region must be given together (or neither, for an env-agnostic stack)"
+        )
     if c.kubernetes_version != KUBERNETES_VERSION:
         raise fail(
+            E110,
             f"{path}.kubernetes_version",
             c.kubernetes_version,
             f"must be {KUBERNETES_VERSION}, the version llm-eks pins its kubectl layer and node AMIs to "
@@ -88,13 +96,16 @@ def validate_environment(c: EnvironmentConfig, path: str) -> None:
     listed += [("rollout_role_arns", i, arn) for i, arn in enumerate(c.rollout_role_arns)]
     for n, (name, i, arn) in enumerate(listed):
         if not aws_ids.ROLE_ARN.match(arn):
-            raise fail(f"{path}.{name}[{i}]", arn, "must be an IAM role ARN (arn:aws:iam::<account>:role/...)")
+            raise fail(E110, f"{path}.{name}[{i}]", arn, "must be an IAM role ARN (arn:aws:iam::<account>:role/...)")
         # IAM role names are unique ignoring case, and EKS allows one access entry per principal.
         other = next((field for field, _, earlier in listed[:n] if earlier.lower() == arn.lower()), None)
         if other is not None:
             where = "" if other == name else f" (it is in {other} too)"
             raise fail(
-                f"{path}.{name}[{i}]", arn, f"a role may be listed once{where} (EKS allows one access entry per role)"
+                E110,
+                f"{path}.{name}[{i}]",
+                arn,
+                f"a role may be listed once{where} (EKS allows one access entry per role)",
             )
     inputs.validate_tags(c.tags, f"{path}.tags")
     validate_canaries(c, path)
@@ -118,6 +129,7 @@ def _validate_workloads(c: EnvironmentConfig, path: str) -> None:
     for key, w in c.workloads.items():
         if not _WORKLOAD_KEY.match(key) or key.endswith("-"):
             raise fail(
+                E120,
                 f"{path}.workloads",
                 key,
                 "workload names are 1-20 characters: lowercase letters, digits and '-', starting with a letter and "
@@ -125,13 +137,15 @@ def _validate_workloads(c: EnvironmentConfig, path: str) -> None:
             )
         if w.alb is not None:
             raise ConfigError(
+                E140,
                 f"{path}.workloads.{key}.alb: only allowed in the one-model `workload`; the workloads of "
                 "`workloads` are reached through the environment's gateway or in-cluster through each workload's "
-                "Service"
+                "Service",
             )
     snapshots = {s.config.image_snapshot_id for s in c.served} - {None}
     if len(snapshots) > 1:
         raise fail(
+            E120,
             f"{path}.workloads",
             sorted(snapshots),
             "image_snapshot_id must be the same in every workload that gives one (GPU nodes of every workload "
@@ -143,65 +157,82 @@ def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
     v = c.vpc
     if v.imported:
         if not aws_ids.VPC_ID.match(v.vpc_id or ""):
-            raise fail(f"{path}.vpc_id", v.vpc_id, "must be a VPC id such as vpc-0abc12345def67890")
+            raise fail(E112, f"{path}.vpc_id", v.vpc_id, "must be a VPC id such as vpc-0abc12345def67890")
         if len(v.availability_zones) < 2:
             raise fail(
+                E112,
                 f"{path}.availability_zones",
                 list(v.availability_zones),
                 "an existing VPC needs its availability zones listed (at least 2), so synth needs no lookup",
             )
         if len(v.private_subnet_ids) != len(v.availability_zones):
             raise fail(
+                E112,
                 f"{path}.private_subnet_ids",
                 list(v.private_subnet_ids),
                 f"must list one private subnet per availability zone ({len(v.availability_zones)})",
             )
         for i, subnet in enumerate((*v.private_subnet_ids, *v.public_subnet_ids)):
             if not aws_ids.SUBNET_ID.match(subnet):
-                raise fail(f"{path}.subnet_ids[{i}]", subnet, "must be a subnet id such as subnet-0abc12345def67890")
+                raise fail(
+                    E112, f"{path}.subnet_ids[{i}]", subnet, "must be a subnet id such as subnet-0abc12345def67890"
+                )
         if v.s3_endpoint_id is not None and not aws_ids.VPC_ENDPOINT_ID.match(v.s3_endpoint_id):
             raise fail(
-                f"{path}.s3_endpoint_id", v.s3_endpoint_id, "must be a VPC endpoint id such as vpce-0abc12345def67890"
+                E112,
+                f"{path}.s3_endpoint_id",
+                v.s3_endpoint_id,
+                "must be a VPC endpoint id such as vpce-0abc12345def67890",
             )
         if v.s3_endpoint_id is None and c.weights_bucket is not None and c.weights_bucket.name is None:
             raise ConfigError(
+                E112,
                 f"{path}.s3_endpoint_id: required with an existing vpc_id and a weights bucket the stack creates; name "
-                "the VPC's S3 endpoint (vpce-...), since the bucket refuses object requests from anywhere else"
+                "the VPC's S3 endpoint (vpce-...), since the bucket refuses object requests from anywhere else",
             )
         return
     if v.s3_endpoint_id is not None:
-        raise ConfigError(f"{path}.s3_endpoint_id: only allowed with vpc_id (a new VPC gets an S3 endpoint of its own)")
+        raise ConfigError(
+            E112, f"{path}.s3_endpoint_id: only allowed with vpc_id (a new VPC gets an S3 endpoint of its own)"
+        )
     if v.private_subnet_ids or v.public_subnet_ids:
-        raise ConfigError(f"{path}: subnet ids are only allowed with vpc_id (an existing VPC)")
+        raise ConfigError(E112, f"{path}: subnet ids are only allowed with vpc_id (an existing VPC)")
     try:
         network = ipaddress.IPv4Network(v.cidr)
     except ValueError:
-        raise fail(f"{path}.cidr", v.cidr, "must be an IPv4 CIDR such as 10.0.0.0/16") from None
+        raise fail(E112, f"{path}.cidr", v.cidr, "must be an IPv4 CIDR such as 10.0.0.0/16") from None
     if not any(network.subnet_of(private) for private in inputs.PRIVATE_RANGES):
         raise fail(
+            E112,
             f"{path}.cidr",
             v.cidr,
             "must be inside a private range: 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 (RFC 1918), or "
             "100.64.0.0/10 (RFC 6598); a public range would shadow those addresses on the internet",
         )
     if not 16 <= network.prefixlen <= 20:
-        raise fail(f"{path}.cidr", v.cidr, "prefix length must be /16 to /20 (GPU nodes and pods need addresses)")
+        raise fail(E112, f"{path}.cidr", v.cidr, "prefix length must be /16 to /20 (GPU nodes and pods need addresses)")
     zones = v.availability_zones
     if zones:
         if c.region is None:
-            raise ConfigError(f"{path}.availability_zones: needs account and region (zone names belong to a region)")
+            raise ConfigError(
+                E112, f"{path}.availability_zones: needs account and region (zone names belong to a region)"
+            )
         if len(zones) < 2 or any(not z.startswith(c.region) for z in zones):
-            raise fail(f"{path}.availability_zones", list(zones), f"must be 2 or more zones of {c.region}")
+            raise fail(E112, f"{path}.availability_zones", list(zones), f"must be 2 or more zones of {c.region}")
         if v.az_count not in (VpcConfig.az_count, len(zones)):
-            raise fail(f"{path}.az_count", v.az_count, f"must equal the number of availability_zones ({len(zones)})")
+            raise fail(
+                E112, f"{path}.az_count", v.az_count, f"must equal the number of availability_zones ({len(zones)})"
+            )
     elif c.account is not None and not v.imported:
         raise ConfigError(
+            E112,
             f"{path}.availability_zones: required with account and region (CDK would look the zones up in "
             f"{c.account} at synth, and synth runs offline); list 2 or more zones of {c.region}, as "
-            f"`aws ec2 describe-availability-zones --region {c.region}` names them"
+            f"`aws ec2 describe-availability-zones --region {c.region}` names them",
         )
     elif v.az_count != 2:
         raise fail(
+            E112,
             f"{path}.az_count",
             v.az_count,
             "must be 2 unless availability_zones are listed (with account and region): "
@@ -211,18 +242,22 @@ def _validate_vpc(c: EnvironmentConfig, path: str) -> None:
 
 def _validate_endpoint(e: EndpointConfig, path: str) -> None:
     if e.access not in ("private", "public"):
-        raise fail(f"{path}.access", e.access, "must be 'private' or 'public' (public is limited to public_cidrs)")
+        raise fail(
+            E113, f"{path}.access", e.access, "must be 'private' or 'public' (public is limited to public_cidrs)"
+        )
     if e.access == "private" and e.public_cidrs:
-        raise ConfigError(f"{path}.public_cidrs: only allowed with access 'public'")
+        raise ConfigError(E113, f"{path}.public_cidrs: only allowed with access 'public'")
     if e.access == "public" and not e.public_cidrs:
-        raise fail(f"{path}.public_cidrs", [], "access 'public' needs at least one CIDR to allow")
+        raise fail(E113, f"{path}.public_cidrs", [], "access 'public' needs at least one CIDR to allow")
     for i, cidr in enumerate(e.public_cidrs):
         try:
             network = ipaddress.IPv4Network(cidr)
         except ValueError:
-            raise fail(f"{path}.public_cidrs[{i}]", cidr, "must be an IPv4 CIDR such as 198.51.100.0/24") from None
+            raise fail(
+                E113, f"{path}.public_cidrs[{i}]", cidr, "must be an IPv4 CIDR such as 198.51.100.0/24"
+            ) from None
         if network.prefixlen == 0:
-            raise fail(f"{path}.public_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
+            raise fail(E113, f"{path}.public_cidrs[{i}]", cidr, "must not be the whole internet; list your own ranges")
     inputs.validate_public_cidrs(e.public_cidrs, f"{path}.public_cidrs")
 
 
@@ -230,24 +265,27 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
     check_instance_type(f"{path}.instance_type", s.instance_type)
     if s.instance_type.split(".")[0][0] in ("g", "p") or s.instance_type.startswith(("inf", "trn")):
         raise fail(
+            E114,
             f"{path}.instance_type",
             s.instance_type,
             "must be a CPU instance type (GPU capacity is Karpenter's)",
         )
     if s.min_size < 2:
         raise fail(
+            E114,
             f"{path}.min_size",
             s.min_size,
             "must be at least 2 (Karpenter's 2 replicas need 2 nodes in 2 AZs)",
         )
     if not s.min_size <= s.desired_size <= s.max_size:
         raise fail(
+            E114,
             f"{path}.desired_size",
             s.desired_size,
             f"must be between min_size ({s.min_size}) and max_size ({s.max_size})",
         )
     if not 20 <= s.disk_gib <= 1000:
-        raise fail(f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
+        raise fail(E114, f"{path}.disk_gib", s.disk_gib, "must be 20 to 1000")
 
 
 def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
@@ -259,26 +297,30 @@ def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
             problem = aws_ids.s3_uri_problem(f"s3://{b.name}/")
             if problem is not None:
                 raise fail(
-                    f"{path}.name", b.name, "must be an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"
+                    E115, f"{path}.name", b.name, "must be an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"
                 )
         if b.kms_key_arn is not None:
             if b.name is None:
                 raise ConfigError(
-                    f"{path}.kms_key_arn: only allowed with name (the bucket llm-eks creates has its own key)"
+                    E115, f"{path}.kms_key_arn: only allowed with name (the bucket llm-eks creates has its own key)"
                 )
             if not aws_ids.KMS_KEY_ARN.match(b.kms_key_arn):
-                raise fail(f"{path}.kms_key_arn", b.kms_key_arn, "must be a KMS key ARN (arn:aws:kms:<region>:...)")
+                raise fail(
+                    E115, f"{path}.kms_key_arn", b.kms_key_arn, "must be a KMS key ARN (arn:aws:kms:<region>:...)"
+                )
     for s in c.served:
         if s.config.weights != "staged":
             continue
         if b is None:
             raise fail(
+                E115,
                 f"{s.path}.weights",
                 "staged",
                 f"needs {env_path}.weights_bucket ({{}} to let the stack create one, or the name of yours)",
             )
         if s.config.engine != "vllm":
             raise fail(
+                E115,
                 f"{s.path}.weights",
                 "staged",
                 "needs engine vllm (Ray Serve LLM reads model_source from its serve config, which cannot take the "
@@ -288,13 +330,14 @@ def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
 
 def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None:
     if w.engine not in ENGINES:
-        raise fail(f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
+        raise fail(E121, f"{path}.engine", w.engine, f"must be one of {', '.join(ENGINES)}")
     if w.engine == "ray-serve":
         _validate_ray_serve_workload(w, path)
     inputs.validate_model_spec(w, path)
     _validate_capacity(w, path, held)
     if w.warm_replicas and w.engine != "vllm":
         raise fail(
+            E121,
             f"{path}.warm_replicas",
             w.warm_replicas,
             "needs engine vllm (Ray Serve scales its own workers inside the RayCluster); use 0 with ray-serve",
@@ -303,9 +346,9 @@ def _validate_workload(w: WorkloadConfig, path: str, held: bool = False) -> None
     a = w.autoscaling
     inputs.validate_scale_to_zero(w, path)
     if a.waiting_per_replica < 1:
-        raise fail(f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
+        raise fail(E121, f"{path}.autoscaling.waiting_per_replica", a.waiting_per_replica, "must be at least 1")
     if not 0 < a.kv_cache_usage < 1:
-        raise fail(f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
+        raise fail(E121, f"{path}.autoscaling.kv_cache_usage", a.kv_cache_usage, "must be between 0 and 1 (exclusive)")
     _validate_weights_source(w, path)
     _validate_api_key(w, path)
     kv_events.validate_setting(w.prefix_cache_scorer, path)
@@ -324,6 +367,7 @@ def _validate_ray_serve_workload(w: WorkloadConfig, path: str) -> None:
         value = getattr(w, name)
         if value is True or (type(value) is int and value > 1):
             raise fail(
+                E121,
                 f"{path}.{name}",
                 value,
                 "engine 'ray-serve' serves tensor x pipeline parallelism only; data and expert parallelism "
@@ -333,6 +377,7 @@ def _validate_ray_serve_workload(w: WorkloadConfig, path: str) -> None:
     for name, value in (("disaggregation", w.disaggregation), ("prefill_replicas", w.prefill_replicas)):
         if value == "on" or (name == "prefill_replicas" and value is not None):
             raise fail(
+                E121,
                 f"{path}.{name}",
                 value,
                 "prefill/decode pools are planned for engine 'vllm' only (vLLM's NixlConnector behind the "
@@ -340,6 +385,7 @@ def _validate_ray_serve_workload(w: WorkloadConfig, path: str) -> None:
             )
     if w.kv_offload is not None:
         raise fail(
+            E121,
             f"{path}.kv_offload",
             w.kv_offload,
             "the CPU KV tier is planned for engine 'vllm' only (vLLM keeps it in /dev/shm, where a Ray worker "
@@ -351,50 +397,54 @@ def _validate_capacity(w: WorkloadConfig, path: str, held: bool) -> None:
     """Capacity types, the replica bounds and the accelerator limit."""
     if not w.capacity_types or any(t not in CAPACITY_TYPES for t in w.capacity_types):
         raise fail(
+            E122,
             f"{path}.capacity_types",
             list(w.capacity_types),
             f"must be a non-empty subset of {list(CAPACITY_TYPES)}",
         )
     if len(set(w.capacity_types)) != len(w.capacity_types):
-        raise fail(f"{path}.capacity_types", list(w.capacity_types), "must not repeat a capacity type")
+        raise fail(E122, f"{path}.capacity_types", list(w.capacity_types), "must not repeat a capacity type")
     r = w.replicas
     if r.min < 0 or (r.min == 0 and w.autoscaling.scale_to_zero is None and not held):
         raise fail(
+            E122,
             f"{path}.replicas.min",
             r.min,
             "must be at least 1 (0 only with autoscaling.scale_to_zero working hours, or for a vLLM workload behind "
             "the gateway, whose endpoint picker holds the requests that wake it)",
         )
     if r.max < max(r.min, 1):
-        raise fail(f"{path}.replicas.max", r.max, f"must be at least replicas.min ({r.min}) and at least 1")
+        raise fail(E122, f"{path}.replicas.max", r.max, f"must be at least replicas.min ({r.min}) and at least 1")
     if r.max > 64:
-        raise fail(f"{path}.replicas.max", r.max, "must be at most 64")
+        raise fail(E122, f"{path}.replicas.max", r.max, "must be at most 64")
     if w.accelerator_limit is not None and w.accelerator_limit < 1:
-        raise fail(f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
+        raise fail(E122, f"{path}.accelerator_limit", w.accelerator_limit, "must be a positive number of accelerators")
 
 
 def _validate_weights_source(w: WorkloadConfig, path: str) -> None:
     """Where the weights come from, the Hub token's secret and the image snapshot."""
     if w.weights not in WEIGHT_SOURCES:
-        raise fail(f"{path}.weights", w.weights, f"must be one of {', '.join(WEIGHT_SOURCES)}")
+        raise fail(E125, f"{path}.weights", w.weights, f"must be one of {', '.join(WEIGHT_SOURCES)}")
     if w.weights == "s3":
         if w.weights_s3_uri is None:
-            raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, "weights 's3' needs an s3://bucket/prefix URI")
+            raise fail(E125, f"{path}.weights_s3_uri", w.weights_s3_uri, "weights 's3' needs an s3://bucket/prefix URI")
         problem = aws_ids.s3_uri_problem(w.weights_s3_uri)
         if problem is not None:
-            raise fail(f"{path}.weights_s3_uri", w.weights_s3_uri, problem)
+            raise fail(E125, f"{path}.weights_s3_uri", w.weights_s3_uri, problem)
     elif w.weights_s3_uri is not None:
-        raise ConfigError(f"{path}.weights_s3_uri: only allowed with weights 's3'")
+        raise ConfigError(E125, f"{path}.weights_s3_uri: only allowed with weights 's3'")
     if w.hf_token_secret is not None and (
         not aws_ids.SECRET_NAME.match(w.hf_token_secret) or w.hf_token_secret.startswith(("hf_", "arn:"))
     ):
         raise fail(
+            E125,
             f"{path}.hf_token_secret",
             "hf_…" if w.hf_token_secret.startswith("hf_") else w.hf_token_secret,
             "must be the NAME of a Secrets Manager secret holding the token (never the token, never an ARN)",
         )
     if w.image_snapshot_id is not None and not aws_ids.SNAPSHOT_ID.match(w.image_snapshot_id):
         raise fail(
+            E125,
             f"{path}.image_snapshot_id",
             w.image_snapshot_id,
             "must be an EBS snapshot id such as snap-0123456789abcdef0",
@@ -404,11 +454,12 @@ def _validate_weights_source(w: WorkloadConfig, path: str) -> None:
 def _validate_benchmark(w: WorkloadConfig, path: str) -> None:
     b = w.benchmark
     if b.request_rate <= 0:
-        raise fail(f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")
+        raise fail(E126, f"{path}.benchmark.request_rate", b.request_rate, "must be a positive number of requests/s")
     if not 1 <= b.num_prompts <= 100_000:
-        raise fail(f"{path}.benchmark.num_prompts", b.num_prompts, "must be 1 to 100000")
+        raise fail(E126, f"{path}.benchmark.num_prompts", b.num_prompts, "must be 1 to 100000")
     if b.request_rate > b.num_prompts:
         raise fail(
+            E126,
             f"{path}.benchmark.request_rate",
             b.request_rate,
             f"must be at most num_prompts ({b.num_prompts}) per second; a higher rate sends every prompt in the "
@@ -418,11 +469,11 @@ def _validate_benchmark(w: WorkloadConfig, path: str) -> None:
 
 def _validate_accepted_risks(c: EnvironmentConfig, path: str) -> None:
     if c.accepted_risks and not c.production:
-        raise ConfigError(f"{path}: only allowed with production true (nothing else refuses these risks)")
+        raise ConfigError(E117, f"{path}: only allowed with production true (nothing else refuses these risks)")
     for risk, reason in c.accepted_risks.items():
         if risk not in ACCEPTED_RISKS:
             raise fail(
-                path, risk, f"{did_you_mean(risk, ACCEPTED_RISKS)}must be a risk id: {', '.join(ACCEPTED_RISKS)}"
+                E117, path, risk, f"{did_you_mean(risk, ACCEPTED_RISKS)}must be a risk id: {', '.join(ACCEPTED_RISKS)}"
             )
         inputs.require_reason(f"{path}.{risk}", reason)
 
@@ -431,6 +482,7 @@ def _validate_alpha_features(c: EnvironmentConfig, path: str) -> None:
     for feature, reason in c.alpha_features.items():
         if feature not in ALPHA_FEATURES:
             raise fail(
+                E117,
                 path,
                 feature,
                 f"{did_you_mean(feature, ALPHA_FEATURES)}must be an Alpha feature id: {', '.join(ALPHA_FEATURES)}",
@@ -441,6 +493,7 @@ def _validate_alpha_features(c: EnvironmentConfig, path: str) -> None:
 def _validate_revision(field_path: str, revision: str) -> None:
     if not revision or len(revision) > 255 or not set(revision) <= _REVISION_CHARS or ".." in revision:
         raise fail(
+            E125,
             field_path,
             revision,
             "must be a Hub commit (40 hex), or a branch or tag: up to 255 letters, digits and ._-/+ without '..'",
@@ -455,9 +508,10 @@ def _validate_neuron(w: WorkloadConfig, path: str) -> None:
         return
     where = f"on {w.accelerator} (AWS Neuron)"
     if w.engine != "vllm":
-        raise fail(f"{path}.engine", w.engine, f"{where} needs engine vllm (the Neuron vLLM container)")
+        raise fail(E121, f"{path}.engine", w.engine, f"{where} needs engine vllm (the Neuron vLLM container)")
     if w.weights != "staged" or not w.compile_cache:
         raise fail(
+            E121,
             f"{path}.weights",
             w.weights if w.weights != "staged" else "staged without compile_cache",
             f'{where} needs weights "staged" with compile_cache: the model is compiled ahead of time in the compile '
@@ -470,12 +524,14 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
         return
     if w.engine != "vllm":
         raise fail(
+            E127,
             f"{path}.lora_adapters",
             dict(w.lora_adapters),
             "needs engine vllm (Ray Serve LLM loads LoRA from a dynamic path, which llm-eks does not configure)",
         )
     if w.weights != "staged":
         raise fail(
+            E127,
             f"{path}.lora_adapters",
             dict(w.lora_adapters),
             'needs weights "staged": adapters are staged into the weights bucket at a pinned revision and restored '
@@ -484,6 +540,7 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
     for name, source in w.lora_adapters.items():
         if not LORA_NAME.match(name):
             raise fail(
+                E127,
                 f"{path}.lora_adapters",
                 name,
                 "adapter names are 1-64 letters, digits, '.', '_' and '-', starting with a letter or digit (clients "
@@ -491,6 +548,7 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
             )
         if source.startswith("s3://"):
             raise fail(
+                E127,
                 f"{path}.lora_adapters.{name}",
                 source,
                 "vLLM 0.33 loads an adapter from a local path or the Hugging Face Hub only (vllm/lora/utils.py, "
@@ -499,6 +557,7 @@ def _validate_lora(w: WorkloadConfig, path: str) -> None:
         repo, revision = split_revision(source)
         if not HF_REPO.match(repo):
             raise fail(
+                E127,
                 f"{path}.lora_adapters.{name}",
                 source,
                 "must be a Hugging Face repo id, pinned with @<commit>, such as org/adapter@<40 hex>",
@@ -510,15 +569,17 @@ def _validate_api_key(w: WorkloadConfig, path: str) -> None:
     if w.api_key_secret is None:
         return
     if not w.api_key:
-        raise ConfigError(f"{path}.api_key_secret: only allowed with api_key true")
+        raise ConfigError(E128, f"{path}.api_key_secret: only allowed with api_key true")
     if w.engine != "vllm":
         raise fail(
+            E128,
             f"{path}.api_key_secret",
             w.api_key_secret,
             "only engine 'vllm' checks an API key (Ray Serve LLM has none; NetworkPolicies guard it)",
         )
     if not aws_ids.SECRET_NAME.match(w.api_key_secret) or w.api_key_secret.startswith("arn:"):
         raise fail(
+            E128,
             f"{path}.api_key_secret",
             w.api_key_secret,
             "must be the NAME of a Secrets Manager secret holding the key (never the key, never an ARN)",

@@ -23,6 +23,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E300, E301
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT, digest_values, merge_values
 from llm_eks.images.lock import check_digests, pin
@@ -71,7 +72,9 @@ def check_name(field_name: str, value: str, *, label: bool) -> str:
     else:
         pattern, limit, kind = _DNS_SUBDOMAIN, 253, "DNS subdomain (lowercase letters, digits, '-' and '.'"
     if not value or len(value) > limit or not pattern.match(value):
-        raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a {kind}, at most {limit} characters)")
+        raise ConfigError(
+            E300, f"{field_name}: {value!r} is not allowed; must be a {kind}, at most {limit} characters)"
+        )
     return value
 
 
@@ -84,20 +87,20 @@ def check_cidrs(field_name: str, values: tuple[str, ...]) -> None:
             ipaddress.IPv4Network(value)
         except ValueError:
             raise ConfigError(
-                f"{field_name}: {value!r} is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
+                E300, f"{field_name}: {value!r} is not allowed; must be IPv4 CIDRs such as 10.0.0.0/16"
             ) from None
 
 
 def check_kms_key_arn(field_name: str, value: str | None) -> None:
     """None, or a KMS key ARN (not an alias)."""
     if value is not None and not aws_ids.KMS_KEY_ARN.match(value):
-        raise ConfigError(f"{field_name}: {value!r} is not allowed; must be a KMS key ARN (not an alias)")
+        raise ConfigError(E300, f"{field_name}: {value!r} is not allowed; must be a KMS key ARN (not an alias)")
 
 
 def check_replicas(field_name: str, value: int) -> None:
     """Controllers run 1-3 replicas: more only adds standbys that compete for the system nodes."""
     if not 1 <= value <= 3:
-        raise ConfigError(f"{field_name}: {value} is not allowed; must be between 1 and 3")
+        raise ConfigError(E300, f"{field_name}: {value} is not allowed; must be between 1 and 3")
 
 
 def check_helm_timeout(field_name: str, timeout: cdk.Duration, waits: int) -> None:
@@ -106,20 +109,21 @@ def check_helm_timeout(field_name: str, timeout: cdk.Duration, waits: int) -> No
     worst = minutes * waits + HELM_SETUP_ALLOWANCE.to_minutes()
     if minutes <= 0 or worst > KUBECTL_LAMBDA_LIMIT.to_minutes():
         raise ConfigError(
+            E300,
             f"{field_name}: {minutes:g} min is not allowed; {waits} Helm wait(s) x timeout + "
             f"{HELM_SETUP_ALLOWANCE.to_minutes()} min setup must fit the kubectl Lambda's "
             f"{KUBECTL_LAMBDA_LIMIT.to_minutes()} minutes (at most "
-            f"{round((KUBECTL_LAMBDA_LIMIT.to_minutes() - HELM_SETUP_ALLOWANCE.to_minutes()) / waits, 1):g} min)"
+            f"{round((KUBECTL_LAMBDA_LIMIT.to_minutes() - HELM_SETUP_ALLOWANCE.to_minutes()) / waits, 1):g} min)",
         )
 
 
 def check_helm_values(field_name: str, values: object) -> None:
     """Extra Helm values a user merges over ours: a mapping with string keys at every level."""
     if not isinstance(values, Mapping):
-        raise fail(field_name, values, "must be a mapping of Helm values, e.g. {'replicas': 3}")
+        raise fail(E300, field_name, values, "must be a mapping of Helm values, e.g. {'replicas': 3}")
     for key, value in values.items():
         if not isinstance(key, str):
-            raise fail(field_name, values, f"every key must be a string (found {key!r})")
+            raise fail(E300, field_name, values, f"every key must be a string (found {key!r})")
         if isinstance(value, Mapping):
             check_helm_values(f"{field_name}.{key}", value)
 
@@ -133,13 +137,15 @@ def with_helm_values(ours: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
 def check_statements(field_name: str, statements: object) -> None:
     """Extra IAM statements: a tuple of `iam.PolicyStatement`."""
     if not isinstance(statements, tuple) or not all(isinstance(s, iam.PolicyStatement) for s in statements):
-        raise fail(field_name, statements, "must be a tuple of aws_iam.PolicyStatement")
+        raise fail(E300, field_name, statements, "must be a tuple of aws_iam.PolicyStatement")
 
 
 def check_boundary(field_name: str, boundary: object) -> None:
     """A permissions boundary: an `iam.IManagedPolicy` (e.g. `ManagedPolicy.from_managed_policy_name(...)`)."""
     if boundary is not None and not hasattr(boundary, "managed_policy_arn"):
-        raise fail(field_name, boundary, "must be an aws_iam.IManagedPolicy (ManagedPolicy.from_managed_policy_arn)")
+        raise fail(
+            E300, field_name, boundary, "must be an aws_iam.IManagedPolicy (ManagedPolicy.from_managed_policy_arn)"
+        )
 
 
 def harden_roles(
@@ -162,9 +168,10 @@ def require_kubectl(cluster: eks.ICluster) -> None:
     if cluster.kubectl_provider is None:
         name = cluster.cluster_name if not cdk.Token.is_unresolved(cluster.cluster_name) else "the cluster"
         raise ConfigError(
+            E301,
             f"cluster: {name!r} has no kubectl provider, so Helm releases and manifests cannot be applied to it; "
             "create it with kubectl_provider_options, or import it with kubectl_provider="
-            "KubectlProvider.from_kubectl_provider_attributes(...)"
+            "KubectlProvider.from_kubectl_provider_attributes(...)",
         )
 
 

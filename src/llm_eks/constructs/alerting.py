@@ -32,6 +32,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from llm_eks.constructs import nag
+from llm_eks.error_codes import E134
 from llm_eks.errors import ConfigError, fail, named_errors
 
 # SNS topic names: 1-256 letters, digits, '-' and '_'.
@@ -64,10 +65,10 @@ class AlertTopicsProps:
 
     def validate(self) -> None:
         if not cdk.Token.is_unresolved(self.name_prefix) and not _TOPIC_NAME.match(self.name_prefix):
-            raise fail("alert_topics.name_prefix", self.name_prefix, "must be letters, digits, '-' and '_'")
+            raise fail(E134, "alert_topics.name_prefix", self.name_prefix, "must be letters, digits, '-' and '_'")
         for i, email in enumerate(self.email):
             if not _EMAIL.match(email):
-                raise ConfigError(f"alert_topics.email[{i}]: {email!r} is not allowed; must be an email address")
+                raise ConfigError(E134, f"alert_topics.email[{i}]: {email!r} is not allowed; must be an email address")
 
 
 class AlertTopics(Construct):

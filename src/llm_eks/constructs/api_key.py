@@ -14,6 +14,7 @@ from constructs import Construct
 
 from llm_eks import aws_ids
 from llm_eks.constructs.nag import acknowledge, skip_checkov
+from llm_eks.error_codes import E308
 from llm_eks.errors import fail, named_errors
 
 
@@ -44,9 +45,11 @@ class GeneratedApiKey(Construct):
     def __init__(self, scope: Construct, id: str, props: GeneratedApiKeyProps) -> None:
         super().__init__(scope, id)
         if props.secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(props.secret_name):
-            raise fail("api_key.secret_name", props.secret_name, "must be a Secrets Manager secret name, not an ARN")
+            raise fail(
+                E308, "api_key.secret_name", props.secret_name, "must be a Secrets Manager secret name, not an ARN"
+            )
         if not 32 <= props.length <= 4096:
-            raise fail("api_key.length", props.length, "must be 32 to 4096 characters")
+            raise fail(E308, "api_key.length", props.length, "must be 32 to 4096 characters")
         self.secret_name = props.secret_name
         self.secret = secretsmanager.Secret(
             self,

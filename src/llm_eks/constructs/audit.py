@@ -37,6 +37,7 @@ from constructs import Construct, IConstruct
 
 from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.nag import acknowledge, skip_checkov
+from llm_eks.error_codes import E307
 from llm_eks.errors import ConfigError, named_errors
 
 _REMOVAL_POLICIES = (cdk.RemovalPolicy.RETAIN, cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE, cdk.RemovalPolicy.DESTROY)
@@ -63,28 +64,34 @@ class ObjectAccessTrailProps:
 
     def validate(self) -> None:
         if not self.buckets or len(self.buckets) > 250:
-            raise ConfigError(f"object_access_trail.buckets: {len(self.buckets)} buckets is not allowed; give 1 to 250")
+            raise ConfigError(
+                E307, f"object_access_trail.buckets: {len(self.buckets)} buckets is not allowed; give 1 to 250"
+            )
         days = self.retention_days
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650:
             raise ConfigError(
+                E307,
                 f"object_access_trail.retention_days: {days!r} is not allowed; must be a whole number of days "
-                "from 1 to 3650"
+                "from 1 to 3650",
             )
         if self.lock_mode not in LOCK_MODES:
             raise ConfigError(
+                E307,
                 f"object_access_trail.lock_mode: {self.lock_mode!r} is not allowed; must be one of "
-                f"{', '.join(LOCK_MODES)}"
+                f"{', '.join(LOCK_MODES)}",
             )
         if self.removal_policy not in _REMOVAL_POLICIES:
             raise ConfigError(
+                E307,
                 f"object_access_trail.removal_policy: {self.removal_policy} is not allowed; must be "
-                "RemovalPolicy.RETAIN, RETAIN_ON_UPDATE_OR_DELETE or DESTROY"
+                "RemovalPolicy.RETAIN, RETAIN_ON_UPDATE_OR_DELETE or DESTROY",
             )
         name = self.trail_name
         if name is not None and not _valid_trail_name(name):
             raise ConfigError(
+                E307,
                 f"object_access_trail.trail_name: {name!r} is not allowed; must be 3-128 of letters, digits, '.', "
-                "'_', '-', start and end with a letter or digit"
+                "'_', '-', start and end with a letter or digit",
             )
 
 
@@ -114,7 +121,9 @@ class ObjectAccessTrail(Construct):
         stack = cdk.Stack.of(self)
         name = props.trail_name or f"{stack.stack_name}-object-access"[:128]
         if not _valid_trail_name(name):
-            raise ConfigError(f"object_access_trail.trail_name: {name!r} is not allowed; name the trail explicitly")
+            raise ConfigError(
+                E307, f"object_access_trail.trail_name: {name!r} is not allowed; name the trail explicitly"
+            )
         # Built from the name (not the trail's GetAtt), so the key and bucket policies can name it without a cycle.
         self.trail_arn = stack.format_arn(service="cloudtrail", resource="trail", resource_name=name)
         self.key = kms.Key(

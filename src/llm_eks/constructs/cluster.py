@@ -44,6 +44,7 @@ from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.compute_guard import ComputeModeGuard, ComputeModeGuardProps
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, managed_policy, skip_custom_resource_lambda_checks
+from llm_eks.error_codes import E303
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests.gateway.routes import ROLLOUT_GROUP
 from llm_eks.manifests.labels import SYSTEM_NODE_LABEL
@@ -128,31 +129,36 @@ class InferenceClusterProps:
                          "system_disk_gib", "system_node_role_statements"):  # fmt: skip
                 if getattr(self, name) != getattr(defaults, name):
                     raise ConfigError(
+                        E303,
                         f"{name}: {getattr(self, name)!r} is not allowed with auto_mode; the controllers run on EKS "
-                        "Auto Mode's built-in system node pool, which takes no settings"
+                        "Auto Mode's built-in system node pool, which takes no settings",
                     )
         if self.vpc is not None and self.load_balancer_subnet_cidrs:
             raise ConfigError(
+                E303,
                 "load_balancer_subnet_cidrs: not allowed with an existing vpc; create the subnets in that VPC and "
-                "tag them kubernetes.io/role/internal-elb"
+                "tag them kubernetes.io/role/internal-elb",
             )
         if self.system_min_size < 2:
             raise ConfigError(
+                E303,
                 f"system_min_size: {self.system_min_size} is not allowed; must be at least 2 "
-                "(Karpenter's 2 replicas need 2 nodes in 2 AZs)"
+                "(Karpenter's 2 replicas need 2 nodes in 2 AZs)",
             )
         if not self.system_min_size <= self.system_desired_size <= self.system_max_size:
             raise ConfigError(
+                E303,
                 f"system_desired_size: {self.system_desired_size} is not allowed; must be between "
-                f"system_min_size ({self.system_min_size}) and system_max_size ({self.system_max_size})"
+                f"system_min_size ({self.system_min_size}) and system_max_size ({self.system_max_size})",
             )
         if not 20 <= self.system_disk_gib <= 16384:
             raise ConfigError(
-                f"system_disk_gib: {self.system_disk_gib} is not allowed; must be 20 (the AMI's own size) to 16384"
+                E303,
+                f"system_disk_gib: {self.system_disk_gib} is not allowed; must be 20 (the AMI's own size) to 16384",
             )
         if self.availability_zones and len(self.availability_zones) < 2:
             raise ConfigError(
-                f"availability_zones: {list(self.availability_zones)} is not allowed; list at least 2 zones"
+                E303, f"availability_zones: {list(self.availability_zones)} is not allowed; list at least 2 zones"
             )
 
 
@@ -364,16 +370,18 @@ class InferenceCluster(ClusterComposition, Construct):
         zones = vpc.availability_zones
         if len(cidrs) != len(zones):
             raise ConfigError(
+                E303,
                 f"load_balancer_subnet_cidrs: {list(cidrs)} is not allowed; list one CIDR per availability zone "
-                f"({len(zones)})"
+                f"({len(zones)})",
             )
         taken = [(s.node.path, s.ipv4_cidr_block) for s in (*vpc.public_subnets, *vpc.private_subnets)]
         for i, (cidr, zone) in enumerate(zip(cidrs, zones, strict=True)):
             for path, other in taken:
                 if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(other)):
                     raise ConfigError(
+                        E303,
                         f"load_balancer_subnet_cidrs[{i}]: {cidr!r} is not allowed; it overlaps {other} "
-                        f"({path}): pick a range of the VPC no subnet uses"
+                        f"({path}): pick a range of the VPC no subnet uses",
                     )
             # No route to the internet: an internal ALB only answers clients inside the VPC and its peers.
             subnet = ec2.PrivateSubnet(

@@ -47,6 +47,7 @@ from llm_eks.constructs.lws import LeaderWorkerSetController, LeaderWorkerSetOpt
 from llm_eks.constructs.model_access import ModelWeightsAccess, ModelWeightsAccessOptions, ModelWeightsAccessProps
 from llm_eks.constructs.observability import Observability, ObservabilityOptions, ObservabilityProps
 from llm_eks.constructs.secrets import SecretsStoreCsi, SecretsStoreCsiOptions, SecretsStoreCsiProps
+from llm_eks.error_codes import E304
 from llm_eks.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -119,8 +120,9 @@ class ClusterComposition:
         the controller, pinned to the system nodes, installed after them and after the Pod Identity agent."""
         if self.auto_mode or self.system_nodegroup is None:
             raise ConfigError(
+                E304,
                 "add_karpenter: not allowed on an EKS Auto Mode cluster, which runs Karpenter itself; add the node "
-                "role of your NodeClasses with add_auto_mode_nodes"
+                "role of your NodeClasses with add_auto_mode_nodes",
             )
         options = options or KarpenterOptions()
         scope = self._beside(scope)
@@ -146,7 +148,7 @@ class ClusterComposition:
         """On EKS Auto Mode: the IAM role and access entry of the nodes of your NodeClasses (their `spec.role`). Add
         the charts holding NodeClasses and NodePools with `add_chart(..., after=(nodes,))`."""
         if not self.auto_mode:
-            raise ConfigError("add_auto_mode_nodes: only on an EKS Auto Mode cluster (auto_mode=True)")
+            raise ConfigError(E304, "add_auto_mode_nodes: only on an EKS Auto Mode cluster (auto_mode=True)")
         options = options or AutoModeNodesOptions()
         tagging = getattr(self, "auto_mode_tagging", None)
         props = with_cluster(
@@ -206,8 +208,9 @@ class ClusterComposition:
         """The AWS Load Balancer Controller, after the system nodes (not on EKS Auto Mode: `add_ingress_class`)."""
         if self.auto_mode:
             raise ConfigError(
+                E304,
                 "add_load_balancer_controller: not allowed on an EKS Auto Mode cluster, which runs load balancing "
-                "itself; hand it your Ingresses with add_ingress_class"
+                "itself; hand it your Ingresses with add_ingress_class",
             )
         options = self._on_system_nodes(options or AwsLoadBalancerControllerOptions())
         props = with_cluster(AwsLoadBalancerControllerProps, options, as_icluster(self.cluster))
@@ -217,7 +220,9 @@ class ClusterComposition:
         """On EKS Auto Mode: IngressClass `name` for Auto Mode's ALB controller (eks.amazonaws.com/alb), the class
         llm-eks's Ingresses name (`alb`, the name the AWS Load Balancer Controller's chart gives its own)."""
         if not self.auto_mode:
-            raise ConfigError("add_ingress_class: only on an EKS Auto Mode cluster (add_load_balancer_controller)")
+            raise ConfigError(
+                E304, "add_ingress_class: only on an EKS Auto Mode cluster (add_load_balancer_controller)"
+            )
         manifest = self.cluster.add_manifest(id, ingress_class(name))
         manifest.node.add_dependency(self.system_capacity)
         return manifest

@@ -29,6 +29,7 @@ from constructs import Construct
 
 from llm_eks.constructs import nag
 from llm_eks.constructs.handler import python_handler
+from llm_eks.error_codes import E304
 from llm_eks.errors import fail, named_errors
 from llm_eks.planner.compute_mode import COMPUTE_MODES
 
@@ -47,9 +48,10 @@ class ComputeModeGuardProps:
 
     def validate(self) -> None:
         if self.compute not in COMPUTE_MODES:
-            raise fail("compute", self.compute, f"must be one of {', '.join(COMPUTE_MODES)}")
+            raise fail(E304, "compute", self.compute, f"must be one of {', '.join(COMPUTE_MODES)}")
         if cdk.Token.is_unresolved(self.cluster_name) or not self.cluster_name:
             raise fail(
+                E304,
                 "cluster_name",
                 self.cluster_name,
                 "must be the cluster's fixed name (the guard reads the deployed cluster by it before it exists here)",

@@ -46,6 +46,7 @@ from llm_eks.constructs import nag
 from llm_eks.constructs.handler import python_handler
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import iam5_findings
+from llm_eks.error_codes import E309
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.manifests.source import builds_objects
 from llm_eks.versions import AI_GATEWAY_VERSION, ENVOY_GATEWAY_VERSION, GAIE_VERSION, GATEWAY_API_VERSION, LLMD_VERSION
@@ -194,26 +195,28 @@ class PinnedCrdsProps:
 
     def validate(self) -> None:
         if not self.sources:
-            raise fail("sources", self.sources, "list at least one CrdSource")
+            raise fail(E309, "sources", self.sources, "list at least one CrdSource")
         seen: dict[str, int] = {}
         for i, source in enumerate(self.sources):
             _check_source(f"sources[{i}]", source)
             if source.name in seen:
                 first = f"sources[{seen[source.name]}]"
-                raise fail(f"sources[{i}].name", source.name, f"each CRD may be listed once (also {first})")
+                raise fail(E309, f"sources[{i}].name", source.name, f"each CRD may be listed once (also {first})")
             seen[source.name] = i
         if not _NAME.match(self.name):
-            raise fail("name", self.name, "must be a DNS label of 1-40 lowercase letters, digits and '-'")
+            raise fail(E309, "name", self.name, "must be a DNS label of 1-40 lowercase letters, digits and '-'")
         if not 2 <= self.timeout_minutes <= _MAX_TIMEOUT_MINUTES:
             raise ConfigError(
+                E309,
                 f"timeout_minutes: {self.timeout_minutes} is not allowed; must be between 2 and "
-                f"{_MAX_TIMEOUT_MINUTES} (the Provider framework's Lambda stops at 15)"
+                f"{_MAX_TIMEOUT_MINUTES} (the Provider framework's Lambda stops at 15)",
             )
 
 
 def _check_source(path: str, source: CrdSource) -> None:
     if not _CRD_NAME.match(source.name):
         raise fail(
+            E309,
             f"{path}.name",
             source.name,
             "must be the CRD's metadata.name, <plural>.<group> (a DNS subdomain with a dot, e.g. "
@@ -221,9 +224,9 @@ def _check_source(path: str, source: CrdSource) -> None:
         )
     parts = urllib.parse.urlsplit(source.url)
     if parts.scheme != "https" or not parts.hostname or any(c.isspace() for c in source.url):
-        raise fail(f"{path}.url", source.url, "must be an https:// URL")
+        raise fail(E309, f"{path}.url", source.url, "must be an https:// URL")
     if not _SHA256.match(source.sha256):
-        raise fail(f"{path}.sha256", source.sha256, "must be 64 lowercase hex digits (sha256sum of the file)")
+        raise fail(E309, f"{path}.sha256", source.sha256, "must be 64 lowercase hex digits (sha256sum of the file)")
 
 
 @builds_objects

@@ -50,6 +50,7 @@ from llm_eks.constructs.addons import (
     requests_limits,
     with_helm_values,
 )
+from llm_eks.error_codes import E310
 from llm_eks.errors import fail, named_errors
 from llm_eks.images.charts import IMAGE_DIGESTS_CONTEXT
 from llm_eks.images.lock import check_digests, pin
@@ -103,6 +104,7 @@ class EnvoyGatewayOptions:
         check_name("envoy_gateway.ai_gateway_namespace", self.ai_gateway_namespace, label=True)
         if not self.control_plane_cidrs:
             raise fail(
+                E310,
                 "envoy_gateway.control_plane_cidrs",
                 (),
                 "name the CIDRs the EKS control plane calls webhooks from (the VPC's CIDR), or the AI Gateway's pod "
@@ -115,11 +117,12 @@ class EnvoyGatewayOptions:
         check_replicas("envoy_gateway.ai_gateway_replicas", self.ai_gateway_replicas)
         check_replicas("envoy_gateway.ratelimit_replicas", self.ratelimit_replicas)
         if not 64 <= self.counter_store_mib <= 8192:
-            raise fail("envoy_gateway.counter_store_mib", self.counter_store_mib, "must be 64 to 8192 (MiB)")
+            raise fail(E310, "envoy_gateway.counter_store_mib", self.counter_store_mib, "must be 64 to 8192 (MiB)")
         for header, attribute in self.metrics_request_headers.items():
             for value in (header, attribute):
                 if not value or any(c in value for c in ",: ") or value != value.strip():
                     raise fail(
+                        E310,
                         "envoy_gateway.metrics_request_headers",
                         dict(self.metrics_request_headers),
                         "header and attribute names must be non-empty, without ',', ':' or spaces",

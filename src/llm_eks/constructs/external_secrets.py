@@ -42,6 +42,7 @@ from llm_eks.constructs.addons import (
     requests_limits,
     with_helm_values,
 )
+from llm_eks.error_codes import E308
 from llm_eks.errors import errors_at, fail, named_errors
 from llm_eks.manifests.gateway import platform
 from llm_eks.versions import EXTERNAL_SECRETS_CHART_VERSION
@@ -71,7 +72,7 @@ class ExternalSecretsOptions:
     def validate(self) -> None:
         check_name("external_secrets.namespace", self.namespace, label=True)
         if not 1 <= self.replicas <= 2:
-            raise fail("external_secrets.replicas", self.replicas, "must be 1 or 2")
+            raise fail(E308, "external_secrets.replicas", self.replicas, "must be 1 or 2")
         check_helm_values("external_secrets.helm_values", self.helm_values)
         check_boundary("external_secrets.permissions_boundary", self.permissions_boundary)
 
@@ -121,6 +122,7 @@ class ExternalSecrets(Construct):
         with errors_at(self.node.path):
             if secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(secret_name):
                 raise fail(
+                    E308,
                     "external_secrets.secret_name",
                     secret_name,
                     "must be a Secrets Manager secret NAME (1-512 of letters, digits and /_+=.@-), not an ARN",

@@ -42,6 +42,7 @@ from llm_eks.constructs.addons import (
     install_chart,
     with_helm_values,
 )
+from llm_eks.error_codes import E311
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.node_pools import (
@@ -208,9 +209,10 @@ class GpuDeviceSoftwareOptions:
         ):
             check_helm_values(name, getattr(self, name))
         if not (self.nvidia or self.neuron):
-            raise ConfigError("nvidia, neuron: both False is not allowed; enable the accelerators the pools use")
+            raise ConfigError(E311, "nvidia, neuron: both False is not allowed; enable the accelerators the pools use")
         if self.managed_device_plugins and self.neuron_scheduler:
             raise fail(
+                E311,
                 "neuron_scheduler",
                 True,
                 "the Neuron scheduler extension comes with the Neuron chart's device plugin, which EKS Auto Mode "
@@ -218,12 +220,13 @@ class GpuDeviceSoftwareOptions:
                 "node",
             )
         if self.ami_family not in AMI_FAMILIES:
-            raise fail("ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
+            raise fail(E311, "ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
         minutes = self.helm_timeout.to_minutes(integral=False)
         if not 1 <= minutes <= _MAX_HELM_TIMEOUT_MINUTES:
             raise ConfigError(
+                E311,
                 f"helm_timeout: {minutes:g} minutes is not allowed; must be between 1 and "
-                f"{_MAX_HELM_TIMEOUT_MINUTES} minutes (the kubectl Lambda dies at 15)"
+                f"{_MAX_HELM_TIMEOUT_MINUTES} minutes (the kubectl Lambda dies at 15)",
             )
 
 

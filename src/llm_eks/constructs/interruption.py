@@ -18,6 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from llm_eks.constructs import nag
+from llm_eks.error_codes import E312
 from llm_eks.errors import ConfigError, named_errors
 
 # Logical id -> (source, detail-type), exactly as in Karpenter's CloudFormation. A misspelt detail-type is a rule
@@ -48,13 +49,15 @@ class InterruptionQueueProps:
         # A token (e.g. a generated cluster name) is only known at deploy time; CloudFormation validates it then.
         if not cdk.Token.is_unresolved(self.cluster_name) and not _QUEUE_NAME.match(self.cluster_name):
             raise ConfigError(
+                E312,
                 f"cluster_name: {self.cluster_name!r} is not allowed as the interruption queue name; "
-                "must be 1-80 letters, digits, '-' or '_'"
+                "must be 1-80 letters, digits, '-' or '_'",
             )
         seconds = self.message_retention_seconds
         if not 60 <= seconds <= 1_209_600:
             raise ConfigError(
-                f"message_retention_seconds: {seconds} is not allowed; must be between 60 and 1209600 (SQS limits)"
+                E312,
+                f"message_retention_seconds: {seconds} is not allowed; must be between 60 and 1209600 (SQS limits)",
             )
 
 

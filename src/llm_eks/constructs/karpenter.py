@@ -65,6 +65,7 @@ from llm_eks.constructs.addons import (
 )
 from llm_eks.constructs.interruption import InterruptionQueue, InterruptionQueueProps
 from llm_eks.constructs.teardown import KarpenterTeardown, KarpenterTeardownProps
+from llm_eks.error_codes import E302
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.versions import KARPENTER_VERSION
 
@@ -137,24 +138,30 @@ class KarpenterOptions:
     def validate(self) -> None:
         if not _CHART_VERSION.match(self.version):
             raise ConfigError(
+                E302,
                 f"version: {self.version!r} is not allowed; Karpenter charts are versioned MAJOR.MINOR.PATCH "
-                "without a leading 'v' (e.g. 1.14.1)"
+                "without a leading 'v' (e.g. 1.14.1)",
             )
         if self.replicas < 1:
-            raise ConfigError(f"replicas: {self.replicas} is not allowed; must be at least 1")
+            raise ConfigError(E302, f"replicas: {self.replicas} is not allowed; must be at least 1")
         for name in ("controller_cpu", "controller_memory"):
             value = getattr(self, name)
             if not _QUANTITY.match(value):
-                raise ConfigError(f"{name}: {value!r} is not allowed; must be a Kubernetes quantity like 1, 500m, 1Gi")
+                raise ConfigError(
+                    E302, f"{name}: {value!r} is not allowed; must be a Kubernetes quantity like 1, 500m, 1Gi"
+                )
         if not self.system_node_selector:
             raise ConfigError(
+                E302,
                 "system_node_selector: {} is not allowed; the controller must be pinned to nodes Karpenter does not "
-                "manage"
+                "manage",
             )
         if not 1 <= self.helm_timeout_minutes <= MAX_HELM_TIMEOUT_MINUTES:
             raise ConfigError(
+                E302,
                 f"helm_timeout_minutes: {self.helm_timeout_minutes} is not allowed; must be between 1 and "
-                f"{MAX_HELM_TIMEOUT_MINUTES} (the kubectl provider's Lambda stops at {KUBECTL_HANDLER_TIMEOUT_MINUTES})"
+                f"{MAX_HELM_TIMEOUT_MINUTES} "
+                f"(the kubectl provider's Lambda stops at {KUBECTL_HANDLER_TIMEOUT_MINUTES})",
             )
         check_statements("controller_statements", self.controller_statements)
         check_statements("node_role_statements", self.node_role_statements)
@@ -162,25 +169,27 @@ class KarpenterOptions:
         check_helm_values("helm_values", self.helm_values)
         for name in ("node_repair", "reserved_capacity"):
             if not isinstance(getattr(self, name), bool):
-                raise fail(name, getattr(self, name), "must be True or False")
+                raise fail(E302, name, getattr(self, name), "must be True or False")
         if self.node_role is not None:
             if not hasattr(self.node_role, "role_arn"):
-                raise fail("node_role", self.node_role, "must be an aws_iam.IRole, e.g. Role.from_role_arn(...)")
+                raise fail(E302, "node_role", self.node_role, "must be an aws_iam.IRole, e.g. Role.from_role_arn(...)")
             if self.node_role_statements:
                 raise fail(
+                    E302,
                     "node_role_statements",
                     len(self.node_role_statements),
                     "must be empty with your own node_role; add statements to that role yourself",
                 )
             if self.cni_policy_on_node_role:
                 raise fail(
+                    E302,
                     "cni_policy_on_node_role",
                     True,
                     "must be False with your own node_role; attach AmazonEKS_CNI_Policy to that role yourself",
                 )
         queue = self.interruption_queue
         if queue is not None and not hasattr(queue, "queue_arn"):
-            raise fail("interruption_queue", queue, "must be an InterruptionQueue or an aws_sqs.IQueue")
+            raise fail(E302, "interruption_queue", queue, "must be an InterruptionQueue or an aws_sqs.IQueue")
 
 
 @dataclass(frozen=True, kw_only=True)

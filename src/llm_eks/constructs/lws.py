@@ -30,6 +30,7 @@ from llm_eks.constructs.addons import (
     check_replicas,
     requests_limits,
 )
+from llm_eks.error_codes import E310
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.versions import LWS_CHART_VERSION
@@ -64,8 +65,9 @@ class LeaderWorkerSetOptions:
         check_name("lws.namespace", self.namespace, label=True)
         if not self.control_plane_cidrs:
             raise ConfigError(
+                E310,
                 "lws.control_plane_cidrs: () is not allowed; name the CIDRs the EKS control plane calls webhooks "
-                "from (the VPC's CIDR), or its admission webhooks stay unreachable"
+                "from (the VPC's CIDR), or its admission webhooks stay unreachable",
             )
         check_cidrs("lws.control_plane_cidrs", self.control_plane_cidrs)
         check_replicas("lws.replicas", self.replicas)

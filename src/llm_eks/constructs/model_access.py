@@ -23,6 +23,7 @@ from constructs import Construct
 
 from llm_eks.constructs.addons import PodIdentityRole, check_boundary, check_kms_key_arn, check_name, harden_roles
 from llm_eks.constructs.nag import acknowledge, iam5_findings
+from llm_eks.error_codes import E305
 from llm_eks.errors import ConfigError, named_errors
 
 # S3 general purpose bucket naming rules: 3-63 of lowercase letters, digits, '.', '-'; starts and ends alphanumeric.
@@ -33,8 +34,9 @@ def check_bucket_name(field_name: str, name: str) -> None:
     """An S3 general purpose bucket name."""
     if not _BUCKET.match(name) or ".." in name:
         raise ConfigError(
+            E305,
             f"{field_name}: {name!r} is not allowed; must be an S3 bucket name (3-63 lowercase letters, digits, "
-            "'.', '-')"
+            "'.', '-')",
         )
 
 
@@ -42,8 +44,9 @@ def check_prefix(field_name: str, prefix: str) -> None:
     """An S3 key prefix that grants exactly one folder: ends in '/', no leading '/', no '*'."""
     if not prefix or prefix.startswith("/") or not prefix.endswith("/") or "*" in prefix:
         raise ConfigError(
+            E305,
             f"{field_name}: {prefix!r} is not allowed; must be a key prefix without a leading '/' "
-            "or '*', ending in '/' (so it cannot match a sibling prefix)"
+            "or '*', ending in '/' (so it cannot match a sibling prefix)",
         )
 
 

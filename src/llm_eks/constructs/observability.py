@@ -65,6 +65,7 @@ from llm_eks.constructs.addons import (
 )
 from llm_eks.constructs.alerting import AlertTopics, AlertTopicsProps
 from llm_eks.constructs.secrets import SecretsStoreCsi
+from llm_eks.error_codes import E306
 from llm_eks.errors import ConfigError, named_errors
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.alerting import (
@@ -172,17 +173,21 @@ class ObservabilityOptions:
         check_name("observability.storage_class_name", self.storage_class_name, label=False)
         if not _PROM_DURATION.match(self.retention):
             raise ConfigError(
-                f"observability.retention: {self.retention!r} is not allowed; must be a Prometheus duration such as 15d"
+                E306,
+                f"observability.retention: {self.retention!r} is not allowed; "
+                "must be a Prometheus duration such as 15d",
             )
         if not 10 <= self.volume_size_gib <= 16384:
             raise ConfigError(
-                f"observability.volume_size_gib: {self.volume_size_gib} is not allowed; must be between 10 and 16384"
+                E306,
+                f"observability.volume_size_gib: {self.volume_size_gib} is not allowed; must be between 10 and 16384",
             )
         check_kms_key_arn("observability.kms_key_arn", self.kms_key_arn)
         if self.storage_provisioner not in STORAGE_PROVISIONERS:
             raise ConfigError(
+                E306,
                 f"observability.storage_provisioner: {self.storage_provisioner!r} is not allowed; must be one of "
-                f"{', '.join(STORAGE_PROVISIONERS)} (the EBS CSI add-on's, or EKS Auto Mode's)"
+                f"{', '.join(STORAGE_PROVISIONERS)} (the EBS CSI add-on's, or EKS Auto Mode's)",
             )
         check_helm_values("observability.helm_values", self.helm_values)
         check_boundary("observability.permissions_boundary", self.permissions_boundary)
@@ -190,15 +195,17 @@ class ObservabilityOptions:
             check_replicas(f"observability.{name}", getattr(self, name))
         if self.query_replicas < 2:
             raise ConfigError(
+                E306,
                 f"observability.query_replicas: {self.query_replicas} is not allowed; must be 2 or 3 (KEDA's scaling "
-                "and verify read through it: one replica would be a single point of failure)"
+                "and verify read through it: one replica would be a single point of failure)",
             )
         validate_routes("observability.alert_routes", self.alert_routes)
         if used_secret_receivers(self.alert_routes) and self.secrets_store is None:
             raise ConfigError(
+                E306,
                 "observability.secrets_store: None is not allowed with receivers that hold a secret "
                 f"({', '.join(used_secret_receivers(self.alert_routes))}); pass the cluster's SecretsStoreCsi "
-                "(InferenceCluster.add_secrets_store), which mounts each secret into Alertmanager as a file"
+                "(InferenceCluster.add_secrets_store), which mounts each secret into Alertmanager as a file",
             )
 
     @property
@@ -231,8 +238,9 @@ class Observability(Construct):
         for name in ("prometheus_replicas", "alertmanager_replicas"):
             if getattr(props, name) > zones:
                 raise ConfigError(
+                    E306,
                     f"observability.{name}: {getattr(props, name)} is not allowed; must be at most the cluster's "
-                    f"{zones} availability zones (one replica per zone: another would stay Pending)"
+                    f"{zones} availability zones (one replica per zone: another would stay Pending)",
                 )
         self.namespace = props.namespace
         self.query_image = context_pin(self, props.query_image)

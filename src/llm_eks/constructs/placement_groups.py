@@ -22,6 +22,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
+from llm_eks.error_codes import E300
 from llm_eks.errors import fail, named_errors
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -34,9 +35,9 @@ class ClusterPlacementGroups(Construct):
     def __init__(self, scope: Construct, id: str, *, node_classes: Sequence[str]) -> None:
         for name in node_classes:
             if not _NAME.match(name):
-                raise fail("node_classes", name, "must be EC2NodeClass names (DNS labels)")
+                raise fail(E300, "node_classes", name, "must be EC2NodeClass names (DNS labels)")
         if len(set(node_classes)) != len(node_classes):
-            raise fail("node_classes", list(node_classes), "must not repeat a node class")
+            raise fail(E300, "node_classes", list(node_classes), "must not repeat a node class")
         super().__init__(scope, id)
         self.groups: dict[str, ec2.CfnPlacementGroup] = {}
         for name in node_classes:

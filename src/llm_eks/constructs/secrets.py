@@ -35,6 +35,7 @@ from llm_eks.constructs.addons import (
     install_chart,
     with_helm_values,
 )
+from llm_eks.error_codes import E308
 from llm_eks.errors import ConfigError, errors_at, named_errors
 from llm_eks.versions import SECRETS_STORE_CSI_DRIVER_CHART_VERSION, SECRETS_STORE_CSI_PROVIDER_AWS_CHART_VERSION
 
@@ -140,8 +141,9 @@ class SecretsStoreCsi(Construct):
             check_name("secret_reader.service_account", service_account, label=False)
             if secret_name.startswith("arn:") or not aws_ids.SECRET_NAME.match(secret_name):
                 raise ConfigError(
+                    E308,
                     f"secret_reader.secret_name: {secret_name!r} is not allowed; must be a Secrets Manager secret NAME "
-                    "(1-512 of letters, digits and /_+=.@-), not an ARN"
+                    "(1-512 of letters, digits and /_+=.@-), not an ARN",
                 )
             check_kms_key_arn("secret_reader.kms_key_arn", kms_key_arn)
         identity = PodIdentityRole.for_service_account(self._cluster, namespace, service_account)

@@ -29,6 +29,7 @@ from llm_eks.constructs import nag
 from llm_eks.constructs.handler import python_handler
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import iam5_findings
+from llm_eks.error_codes import E312
 from llm_eks.errors import ConfigError, named_errors
 
 HANDLER_DIR = Path(__file__).parent / "teardown_handler"
@@ -51,13 +52,15 @@ class KarpenterTeardownProps:
     def validate(self) -> None:
         if not cdk.Token.is_unresolved(self.cluster_name) and not _CLUSTER_NAME.match(self.cluster_name):
             raise ConfigError(
+                E312,
                 f"cluster_name: {self.cluster_name!r} is not allowed; must be an EKS cluster name "
-                "(1-100 letters, digits, '-' or '_', starting with a letter or digit)"
+                "(1-100 letters, digits, '-' or '_', starting with a letter or digit)",
             )
         if not 2 <= self.timeout_minutes <= _MAX_TIMEOUT_MINUTES:
             raise ConfigError(
+                E312,
                 f"timeout_minutes: {self.timeout_minutes} is not allowed; must be between 2 and "
-                f"{_MAX_TIMEOUT_MINUTES} (the Provider framework's Lambda stops at 15)"
+                f"{_MAX_TIMEOUT_MINUTES} (the Provider framework's Lambda stops at 15)",
             )
 
 

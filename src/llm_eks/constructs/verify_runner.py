@@ -53,6 +53,7 @@ from llm_eks import aws_ids
 from llm_eks.constructs.buckets import private_bucket
 from llm_eks.constructs.log_encryption import encrypted_log_group
 from llm_eks.constructs.nag import acknowledge, iam5_findings, skip_checkov
+from llm_eks.error_codes import E313
 from llm_eks.errors import ConfigError, fail, named_errors
 from llm_eks.manifests.labels import require_dns1123
 from llm_eks.manifests.verifier import GROUP
@@ -153,15 +154,21 @@ class VerifyRunnerProps:
         require_dns1123("verify_runner.environment", self.environment)
         if not 5 <= self.timeout_minutes <= 480:
             raise fail(
-                "verify_runner.timeout_minutes", self.timeout_minutes, "must be 5 to 480 minutes (verify takes a few)"
+                E313,
+                "verify_runner.timeout_minutes",
+                self.timeout_minutes,
+                "must be 5 to 480 minutes (verify takes a few)",
             )
         t = self.trusted
         if not aws_ids.ACCOUNT.match(t.account):
-            raise fail("verify_runner.trusted.account", t.account, "must be a 12-digit AWS account id")
+            raise fail(E313, "verify_runner.trusted.account", t.account, "must be a 12-digit AWS account id")
         if not aws_ids.ROLE_NAME.match(t.role_name):
-            raise fail("verify_runner.trusted.role_name", t.role_name, "must be an IAM role name (1-64 characters)")
+            raise fail(
+                E313, "verify_runner.trusted.role_name", t.role_name, "must be an IAM role name (1-64 characters)"
+            )
         if not _EXTERNAL_ID.match(t.external_id):
             raise fail(
+                E313,
                 "verify_runner.trusted.external_id",
                 t.external_id,
                 "must be 2 to 1,224 letters, digits and + = , . @ : / - _ (STS's ExternalId)",
@@ -242,7 +249,7 @@ class VerifyRunner(Construct):
         super().__init__(scope, id)
         cluster = props.cluster
         if cluster.vpc is None:
-            raise ConfigError("verify_runner.cluster: the cluster must have its VPC (the project runs inside it)")
+            raise ConfigError(E313, "verify_runner.cluster: the cluster must have its VPC (the project runs inside it)")
         self.source_bucket = private_bucket(
             self,
             "Source",

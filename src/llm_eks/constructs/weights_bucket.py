@@ -61,6 +61,7 @@ from llm_eks.constructs.weights_grants import (
     grant_stager,
     sid,
 )
+from llm_eks.error_codes import E305
 from llm_eks.errors import ConfigError, errors_at, named_errors
 from llm_eks.manifests.weights_staging import COMPILE_CACHE_ROOT, MARKERS
 
@@ -113,26 +114,30 @@ class WeightsBucketOptions:
     def validate(self) -> None:
         if self.removal_policy not in _REMOVAL_POLICIES:
             raise ConfigError(
+                E305,
                 f"weights_bucket.removal_policy: {self.removal_policy} is not allowed; must be RemovalPolicy.RETAIN, "
-                "RETAIN_ON_UPDATE_OR_DELETE or DESTROY (S3 has no snapshots)"
+                "RETAIN_ON_UPDATE_OR_DELETE or DESTROY (S3 has no snapshots)",
             )
         days = self.abort_incomplete_upload_days
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 365:
             raise ConfigError(
+                E305,
                 f"weights_bucket.abort_incomplete_upload_days: {days!r} is not allowed; must be a whole number of "
-                "days from 1 to 365"
+                "days from 1 to 365",
             )
         days = self.noncurrent_version_days
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650:
             raise ConfigError(
+                E305,
                 f"weights_bucket.noncurrent_version_days: {days!r} is not allowed; must be a whole number of days "
-                "from 1 to 3650"
+                "from 1 to 3650",
             )
         alias = self.key_alias
         if alias is not None and (not _ALIAS.match(alias) or alias.startswith("alias/aws/")):
             raise ConfigError(
+                E305,
                 f"weights_bucket.key_alias: {alias!r} is not allowed; must be 'alias/' and 1-250 of letters, digits, "
-                "'/', '_', '-' (not 'alias/aws/', which AWS reserves)"
+                "'/', '_', '-' (not 'alias/aws/', which AWS reserves)",
             )
         check_boundary("weights_bucket.permissions_boundary", self.permissions_boundary)
         if self.existing_bucket_name is not None and not cdk.Token.is_unresolved(self.existing_bucket_name):
@@ -140,29 +145,33 @@ class WeightsBucketOptions:
         if self.existing_kms_key_arn is not None:
             if self.existing_bucket_name is None:
                 raise ConfigError(
+                    E305,
                     "weights_bucket.existing_kms_key_arn: only allowed with existing_bucket_name (a created bucket "
-                    "has its own key)"
+                    "has its own key)",
                 )
             check_kms_key_arn("weights_bucket.existing_kms_key_arn", self.existing_kms_key_arn)
         if self.existing_bucket_name is not None and (self.vpc_endpoint_ids or self.outside_vpc_role_arns):
             raise ConfigError(
+                E305,
                 "weights_bucket.vpc_endpoint_ids: only allowed for a bucket this construct creates (an existing "
-                "bucket's policy is its owner's)"
+                "bucket's policy is its owner's)",
             )
         for i, endpoint in enumerate(self.vpc_endpoint_ids):
             if not cdk.Token.is_unresolved(endpoint) and not aws_ids.VPC_ENDPOINT_ID.match(endpoint):
                 raise ConfigError(
+                    E305,
                     f"weights_bucket.vpc_endpoint_ids[{i}]: {endpoint!r} is not allowed; must be a VPC endpoint id "
-                    "(vpce- and 8 or 17 hex digits)"
+                    "(vpce- and 8 or 17 hex digits)",
                 )
         if self.outside_vpc_role_arns and not self.vpc_endpoint_ids:
             raise ConfigError(
-                "weights_bucket.outside_vpc_role_arns: only allowed with vpc_endpoint_ids (nothing to be exempt from)"
+                E305,
+                "weights_bucket.outside_vpc_role_arns: only allowed with vpc_endpoint_ids (nothing to be exempt from)",
             )
         for i, arn in enumerate(self.outside_vpc_role_arns):
             if not cdk.Token.is_unresolved(arn) and not aws_ids.ROLE_ARN.match(arn):
                 raise ConfigError(
-                    f"weights_bucket.outside_vpc_role_arns[{i}]: {arn!r} is not allowed; must be an IAM role ARN"
+                    E305, f"weights_bucket.outside_vpc_role_arns[{i}]: {arn!r} is not allowed; must be an IAM role ARN"
                 )
 
 
@@ -291,8 +300,9 @@ class WeightsBucket(Construct):
                 if granted[0] == prefix:
                     return granted[1]
                 raise ConfigError(
+                    E305,
                     f"weights_bucket.reader.prefix: {prefix!r} is not allowed; {namespace}/{service_account} already "
-                    f"reads {granted[0]!r} (one prefix per reader: grant a common parent prefix instead)"
+                    f"reads {granted[0]!r} (one prefix per reader: grant a common parent prefix instead)",
                 )
         access = ModelWeightsAccess(
             self,
@@ -326,8 +336,9 @@ class WeightsBucket(Construct):
             for ns, sa, other in self._stagers:
                 if (ns, sa) == (namespace, service_account) and other != prefix and sid("", other) == sid("", prefix):
                     raise ConfigError(
+                        E305,
                         f"weights_bucket.stager.prefix: {prefix!r} is not allowed; its statement ids would repeat "
-                        f"those of {other!r} (IAM wants them unique in a policy)"
+                        f"those of {other!r} (IAM wants them unique in a policy)",
                     )
         existing = self._stagers.get((namespace, service_account, prefix))
         if existing is not None:
@@ -348,7 +359,9 @@ class WeightsBucket(Construct):
         with errors_at(self.node.path):
             self._check_grantee("weights_bucket.marker_reader", namespace, service_account, prefix)
             if not re.fullmatch(r"[0-9a-f]{6,64}", key):
-                raise ConfigError(f"weights_bucket.marker_reader.key: {key!r} is not allowed; must be a staging key")
+                raise ConfigError(
+                    E305, f"weights_bucket.marker_reader.key: {key!r} is not allowed; must be a staging key"
+                )
         identity = self._identity(namespace, service_account)
         read = grant_prefix_reader(identity.role, self.bucket, self.key, f"{MARKERS}{prefix}{key}", "StagingMarker")
         self._acknowledge_prefix(identity, read, "Reads of one staging key's marker")
@@ -364,8 +377,9 @@ class WeightsBucket(Construct):
             self._check_grantee("weights_bucket.object_reader", namespace, service_account, prefix)
             if not names or any(not re.fullmatch(r"[A-Za-z0-9._-]+", n) for n in names):
                 raise ConfigError(
+                    E305,
                     f"weights_bucket.object_reader.names: {list(names)!r} is not allowed; name 1 or more file names "
-                    "of letters, digits and . _ -"
+                    "of letters, digits and . _ -",
                 )
         identity = self._identity(namespace, service_account)
         grant_object_reader(identity.role, self.bucket, self.key, prefix, names)
@@ -401,8 +415,9 @@ class WeightsBucket(Construct):
             self._check_grantee("weights_bucket.cache_writer", namespace, service_account, prefix)
             if not prefix.startswith(f"{COMPILE_CACHE_ROOT}/") or self.key is None:
                 raise ConfigError(
+                    E305,
                     f"weights_bucket.cache_writer.prefix: {prefix!r} is not allowed; a compile cache lives under "
-                    f"{COMPILE_CACHE_ROOT}/ in a bucket this stack creates (whose policy makes it add-only)"
+                    f"{COMPILE_CACHE_ROOT}/ in a bucket this stack creates (whose policy makes it add-only)",
                 )
         identity = self._identity(namespace, service_account)
         self._cache_writers.append(identity.role)
@@ -419,8 +434,9 @@ class WeightsBucket(Construct):
             self._check_grantee("weights_bucket.cache_reader", namespace, service_account, prefix)
             if prefix not in self._cache_prefixes:
                 raise ConfigError(
+                    E305,
                     f"weights_bucket.cache_reader.prefix: {prefix!r} is not allowed; add its cache writer first "
-                    "(add_cache_writer): without one nothing signs the manifests a reader verifies"
+                    "(add_cache_writer): without one nothing signs the manifests a reader verifies",
                 )
         identity = self._identity(namespace, service_account)
         read = grant_cache_reader(identity.role, self.bucket, self.key, prefix, self.signing_key)

@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.error_codes import E705, E706, E707
+from llm_eks.errors import CodedError
 from llm_eks.hub.records import QUANTIZATION_FILES, TOTAL_SIZE_FROM, ModelRecord, recorded_config
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -52,7 +54,7 @@ class HttpResponse:
 Transport = Callable[[str, Mapping[str, str]], HttpResponse]
 
 
-class HubError(Exception):
+class HubError(CodedError):
     """The Hub answered, but not with what `models add` needs; the message is one line."""
 
 
@@ -65,7 +67,7 @@ def endpoint() -> str:
     base = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
     parts = urllib.parse.urlsplit(base)
     if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise HubError(f"HF_ENDPOINT: {base!r} is not allowed; must be a URL such as https://huggingface.co")
+        raise HubError(E707, f"HF_ENDPOINT: {base!r} is not allowed; must be a URL such as https://huggingface.co")
     return base
 
 
@@ -92,8 +94,9 @@ def urllib_transport(url: str, headers: Mapping[str, str]) -> HttpResponse:
         reason = getattr(err, "reason", err)
         host = urllib.parse.urlsplit(url).netloc
         raise HubUnreachable(
+            E705,
             f"{host} unreachable ({reason}); `llm-eks models add` needs the Hugging Face Hub (or a mirror in "
-            "HF_ENDPOINT); synth and `llm-eks plan` then read the recorded file offline"
+            "HF_ENDPOINT); synth and `llm-eks plan` then read the recorded file offline",
         ) from None
 
 
@@ -112,7 +115,7 @@ class HubClient:
         answer = self.transport(url, {**headers, **(extra or {})})
         if answer.status in (200, 206):
             return answer
-        raise HubError(self._refusal(answer, url, model_id))
+        raise HubError(E706, self._refusal(answer, url, model_id))
 
     def _refusal(self, answer: HttpResponse, url: str, model_id: str) -> str:
         """One line for a refused request; the Hub names the reason in X-Error-Code (huggingface_hub's
@@ -142,11 +145,11 @@ class HubClient:
     def json(self, url: str, model_id: str) -> Any:
         answer = self.get(url, model_id)
         if len(answer.body) > MAX_JSON_BYTES:
-            raise HubError(f"{url}: larger than {MAX_JSON_BYTES // 2**20} MiB, not a JSON config")
+            raise HubError(E706, f"{url}: larger than {MAX_JSON_BYTES // 2**20} MiB, not a JSON config")
         try:
             return json.loads(answer.body)
         except ValueError:
-            raise HubError(f"{url}: not JSON") from None
+            raise HubError(E706, f"{url}: not JSON") from None
 
 
 def fetch_record(
@@ -166,7 +169,9 @@ def fetch_record(
     commit = info.get("sha") if isinstance(info, Mapping) else None
     siblings = info.get("siblings") if isinstance(info, Mapping) else None
     if not isinstance(commit, str) or not isinstance(siblings, list):
-        raise HubError(f"{info_url}: the answer has no commit sha and file list; is HF_ENDPOINT a Hugging Face Hub?")
+        raise HubError(
+            E706, f"{info_url}: the answer has no commit sha and file list; is HF_ENDPOINT a Hugging Face Hub?"
+        )
     files = {s["rfilename"]: s for s in siblings if isinstance(s, Mapping) and isinstance(s.get("rfilename"), str)}
 
     def file_url(name: str) -> str:
@@ -174,10 +179,10 @@ def fetch_record(
 
     sources = {"model_info": info_url}
     if "config.json" not in files:
-        raise HubError(f"{model_id}@{commit} has no config.json; llm-eks sizes transformers-format models")
+        raise HubError(E706, f"{model_id}@{commit} has no config.json; llm-eks sizes transformers-format models")
     config = hub.json(file_url("config.json"), model_id)
     if not isinstance(config, Mapping):
-        raise HubError(f"{file_url('config.json')}: not a JSON object")
+        raise HubError(E706, f"{file_url('config.json')}: not a JSON object")
     sources["config.json"] = file_url("config.json")
 
     quantization = None
@@ -185,7 +190,7 @@ def fetch_record(
         if name in files:
             content = hub.json(file_url(name), model_id)
             if not isinstance(content, Mapping):
-                raise HubError(f"{file_url(name)}: not a JSON object")
+                raise HubError(E706, f"{file_url(name)}: not a JSON object")
             quantization, sources[name] = (name, content), file_url(name)
             break
 
@@ -197,7 +202,7 @@ def fetch_record(
         if isinstance(total, float) and total.is_integer():  # some hand-written indexes store 1.6e10-style floats
             total = int(total)
         if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-            raise HubError(f"{file_url(INDEX_FILE)}: metadata.total_size is {total!r}, not a number of bytes")
+            raise HubError(E706, f"{file_url(INDEX_FILE)}: metadata.total_size is {total!r}, not a number of bytes")
         counted = metadata.get("total_parameters") if isinstance(metadata, Mapping) else None
         if isinstance(counted, int) and not isinstance(counted, bool) and counted > 0:
             total_parameters = counted
@@ -208,8 +213,9 @@ def fetch_record(
         sources[SINGLE_FILE] = file_url(SINGLE_FILE)
     else:
         raise HubError(
+            E706,
             f"{model_id}@{commit} has neither {INDEX_FILE} nor {SINGLE_FILE}; llm-eks records safetensors "
-            "checkpoints only (their sizes are exact without downloading the weights)"
+            "checkpoints only (their sizes are exact without downloading the weights)",
         )
     return ModelRecord(
         id=model_id,
@@ -231,13 +237,15 @@ def _single_file_tensor_bytes(hub: HubClient, sibling: Mapping[str, Any], url: s
     lfs = sibling.get("lfs")
     size = sibling.get("size") if sibling.get("size") is not None else (lfs or {}).get("size")
     if isinstance(size, bool) or not isinstance(size, int) or size <= 8:
-        raise HubError(f"{model_id}: the file list gives no size for {SINGLE_FILE}")
+        raise HubError(E706, f"{model_id}: the file list gives no size for {SINGLE_FILE}")
     head = hub.get(url, model_id, {"Range": "bytes=0-7", "Accept": "*/*"}).body[:8]
     if len(head) != 8:
-        raise HubError(f"{url}: fewer than 8 bytes; not a safetensors file")
+        raise HubError(E706, f"{url}: fewer than 8 bytes; not a safetensors file")
     (header,) = struct.unpack("<Q", head)
     if not 2 <= header < size - 8:
-        raise HubError(f"{url}: header length {header} does not fit a file of {size} bytes; not a safetensors file")
+        raise HubError(
+            E706, f"{url}: header length {header} does not fit a file of {size} bytes; not a safetensors file"
+        )
     return size - 8 - header, TOTAL_SIZE_FROM[1]
 
 

@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks.catalog.models import MODELS, ModelSpec
+from llm_eks.error_codes import E200, E708
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.strict_json import loads
 from llm_eks.validation import is_hf_repo_id
@@ -180,33 +181,37 @@ def load_record(path: Path, model_id: str) -> ModelRecord:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{source}: cannot be read ({err.__class__.__name__})") from None
+        raise ConfigError(E708, f"{source}: cannot be read ({err.__class__.__name__})") from None
     data = loads(text, source, root=source)
     if not isinstance(data, Mapping):
-        raise fail(source, data, "must hold a JSON object written by `llm-eks models add`")
+        raise fail(E708, source, data, "must hold a JSON object written by `llm-eks models add`")
     for key in data:
         if key not in _KEYS:
-            raise ConfigError(f"{source}: unknown key {key!r}; {did_you_mean(key, _KEYS)}allowed: {', '.join(_KEYS)}")
+            raise ConfigError(
+                E708, f"{source}: unknown key {key!r}; {did_you_mean(key, _KEYS)}allowed: {', '.join(_KEYS)}"
+            )
     for key in _KEYS:
         if key not in data:
-            raise ConfigError(f"{source}.{key}: missing; re-run `llm-eks models add {model_id}`")
+            raise ConfigError(E708, f"{source}.{key}: missing; re-run `llm-eks models add {model_id}`")
     if data["format"] != FORMAT_VERSION:
-        raise fail(f"{source}.format", data["format"], f"this llm-eks reads format {FORMAT_VERSION}")
+        raise fail(E708, f"{source}.format", data["format"], f"this llm-eks reads format {FORMAT_VERSION}")
     if data["id"] != model_id:
-        raise fail(f"{source}.id", data["id"], f"must be {model_id!r}, the id this file's path names")
+        raise fail(E708, f"{source}.id", data["id"], f"must be {model_id!r}, the id this file's path names")
     if not isinstance(data["revision"], str) or not data["revision"]:
-        raise fail(f"{source}.revision", data["revision"], "must be the branch, tag or commit that was asked for")
+        raise fail(E708, f"{source}.revision", data["revision"], "must be the branch, tag or commit that was asked for")
     if not isinstance(data["commit"], str) or not _COMMIT.match(data["commit"]):
-        raise fail(f"{source}.commit", data["commit"], "must be a 40-character lowercase hex commit sha")
+        raise fail(E708, f"{source}.commit", data["commit"], "must be a 40-character lowercase hex commit sha")
     if not isinstance(data["fetched_at"], str) or not _TIMESTAMP.match(data["fetched_at"]):
-        raise fail(f"{source}.fetched_at", data["fetched_at"], "must be a UTC time such as 2026-11-30T17:00:00Z")
+        raise fail(E708, f"{source}.fetched_at", data["fetched_at"], "must be a UTC time such as 2026-11-30T17:00:00Z")
     _positive_int(data["total_size"], f"{source}.total_size", "a number of bytes")
     if data["total_size_from"] not in TOTAL_SIZE_FROM:
-        raise fail(f"{source}.total_size_from", data["total_size_from"], f"must be one of {list(TOTAL_SIZE_FROM)}")
+        raise fail(
+            E708, f"{source}.total_size_from", data["total_size_from"], f"must be one of {list(TOTAL_SIZE_FROM)}"
+        )
     if data["total_parameters"] is not None:
         _positive_int(data["total_parameters"], f"{source}.total_parameters", "null or a parameter count")
     if not isinstance(data["config"], Mapping):
-        raise fail(f"{source}.config", data["config"], "must be the model's config.json object")
+        raise fail(E708, f"{source}.config", data["config"], "must be the model's config.json object")
     quantization = data["quantization_file"]
     if quantization is not None:
         if (
@@ -216,6 +221,7 @@ def load_record(path: Path, model_id: str) -> ModelRecord:
             or not isinstance(quantization["content"], Mapping)
         ):
             raise fail(
+                E708,
                 f"{source}.quantization_file",
                 quantization,
                 f"must be null or {{name, content}} with name one of {', '.join(QUANTIZATION_FILES)}",
@@ -225,7 +231,7 @@ def load_record(path: Path, model_id: str) -> ModelRecord:
     if not isinstance(sources, Mapping) or not all(
         isinstance(url, str) and url.startswith(("https://", "http://")) for url in sources.values()
     ):
-        raise fail(f"{source}.sources", sources, "must map each file read to the URL it was read from")
+        raise fail(E708, f"{source}.sources", sources, "must map each file read to the URL it was read from")
     return ModelRecord(
         id=data["id"],
         revision=data["revision"],
@@ -263,7 +269,7 @@ def _quantization_config(config: Mapping[str, Any]) -> Any:
 
 def _positive_int(value: Any, path: str, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise fail(path, value, f"must be {what} (a positive integer)")
+        raise fail(E708, path, value, f"must be {what} (a positive integer)")
     return value
 
 
@@ -277,6 +283,7 @@ def recorded_model(models_dir: Path, model_id: Any, field_path: str) -> ModelSpe
         if model_id in MODELS:  # every catalog id is org/name; kept for safety should one not be
             return None
         raise fail(
+            E200,
             field_path,
             model_id,
             f"{did_you_mean(str(model_id), MODELS)}must be a catalog model or a Hugging Face id (org/name) recorded "
@@ -287,6 +294,7 @@ def recorded_model(models_dir: Path, model_id: Any, field_path: str) -> ModelSpe
         if model_id in MODELS:
             return None
         raise fail(
+            E200,
             field_path,
             model_id,
             f"{_typo_of_catalog_id(model_id)}not a catalog model and {path} does not exist: run "

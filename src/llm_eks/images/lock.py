@@ -33,6 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from llm_eks.error_codes import E139, E700
 from llm_eks.errors import ConfigError, fail
 from llm_eks.images.reference import DIGEST_RULE, is_digest, parse_ref
 
@@ -88,42 +89,42 @@ def pin(ref: str, digests: Mapping[str, str]) -> str:
 def check_digests(digests: Any, where: str) -> dict[str, str]:
     """A plain `{reference: digest}` mapping (e.g. from CDK context), validated like the lock file's entries."""
     if not isinstance(digests, Mapping):
-        raise fail(where, digests, "must be an object mapping image references to sha256 digests")
+        raise fail(E700, where, digests, "must be an object mapping image references to sha256 digests")
     for ref, digest in digests.items():
         _check_ref(where, ref)
         if not is_digest(digest):
-            raise fail(f"{where}[{ref!r}]", digest, DIGEST_RULE)
+            raise fail(E700, f"{where}[{ref!r}]", digest, DIGEST_RULE)
     return dict(digests)
 
 
 def parse_lock(data: Any, name: str = LOCK_FILE) -> ImageLock:
     """Validate the decoded JSON of a lock file; ConfigError (one line, naming `name`) otherwise."""
     if not isinstance(data, Mapping):
-        raise fail(name, data, 'must be a JSON object {"version": 1, "images": {...}}')
+        raise fail(E700, name, data, 'must be a JSON object {"version": 1, "images": {...}}')
     unknown = sorted(set(data) - {"version", "images"})
     if unknown:
-        raise ConfigError(f"{name}: unknown key {unknown[0]!r}; allowed: images, version")
+        raise ConfigError(E700, f"{name}: unknown key {unknown[0]!r}; allowed: images, version")
     if data.get("version") != FORMAT_VERSION:
-        raise fail(f"{name}: version", data.get("version"), f"must be {FORMAT_VERSION}")
+        raise fail(E700, f"{name}: version", data.get("version"), f"must be {FORMAT_VERSION}")
     images = data.get("images", {})
     if not isinstance(images, Mapping):
-        raise fail(f"{name}: images", images, "must be an object mapping image references to entries")
+        raise fail(E700, f"{name}: images", images, "must be an object mapping image references to entries")
     entries: dict[str, LockEntry] = {}
     for ref, body in images.items():
         where = f"{name}: images[{ref!r}]"
         _check_ref(f"{name}: images", ref)
         if not isinstance(body, Mapping):
-            raise fail(where, body, 'must be an object {"digest": ..., "resolved_at": ..., "source": ...}')
+            raise fail(E700, where, body, 'must be an object {"digest": ..., "resolved_at": ..., "source": ...}')
         extra = sorted(set(body) - set(_ENTRY_KEYS))
         if extra:
-            raise ConfigError(f"{where}: unknown key {extra[0]!r}; allowed: {', '.join(_ENTRY_KEYS)}")
+            raise ConfigError(E700, f"{where}: unknown key {extra[0]!r}; allowed: {', '.join(_ENTRY_KEYS)}")
         digest, resolved_at, source = (body.get(key) for key in _ENTRY_KEYS)
         if not is_digest(digest):
-            raise fail(f"{where}.digest", digest, DIGEST_RULE)
+            raise fail(E700, f"{where}.digest", digest, DIGEST_RULE)
         if not isinstance(resolved_at, str) or not _TIMESTAMP.match(resolved_at):
-            raise fail(f"{where}.resolved_at", resolved_at, "must be a UTC time such as 2026-11-30T14:00:00Z")
+            raise fail(E700, f"{where}.resolved_at", resolved_at, "must be a UTC time such as 2026-11-30T14:00:00Z")
         if not isinstance(source, str) or not source.startswith("https://") or any(c.isspace() for c in source):
-            raise fail(f"{where}.source", source, "must be the https URL the digest was read from")
+            raise fail(E700, f"{where}.source", source, "must be the https URL the digest was read from")
         entries[ref] = LockEntry(digest, resolved_at, source)
     return ImageLock(name, MappingProxyType(entries))
 
@@ -136,11 +137,11 @@ def load_lock(path: Path) -> ImageLock:
     except FileNotFoundError:
         return ImageLock(name)
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{name}: cannot be read ({err.__class__.__name__})") from None
+        raise ConfigError(E700, f"{name}: cannot be read ({err.__class__.__name__})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{name}: is not JSON (line {err.lineno}: {err.msg})") from None
+        raise ConfigError(E700, f"{name}: is not JSON (line {err.lineno}: {err.msg})") from None
     return parse_lock(data, name)
 
 
@@ -161,4 +162,4 @@ def _check_ref(where: str, ref: Any) -> None:
     try:
         parse_ref(ref)
     except ValueError as err:
-        raise fail(where, ref, f"keys {err}") from None
+        raise fail(E139, where, ref, f"keys {err}") from None

@@ -33,6 +33,8 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from llm_eks.error_codes import E701, E702
+from llm_eks.errors import CodedError
 from llm_eks.images.reference import ImageRef, is_digest, parse_ref
 
 ACCEPT = (
@@ -65,7 +67,7 @@ class HttpResponse:
 Transport = Callable[[str, str, Mapping[str, str]], HttpResponse]
 
 
-class RegistryError(Exception):
+class RegistryError(CodedError):
     """The registry answered, but not with a manifest we can trust."""
 
 
@@ -91,7 +93,7 @@ def urllib_transport(method: str, url: str, headers: Mapping[str, str]) -> HttpR
         return HttpResponse(err.code, _lower(err.headers.items()), err.read())
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
-        raise RegistryUnreachable(f"{urllib.parse.urlsplit(url).hostname} unreachable ({reason})") from None
+        raise RegistryUnreachable(E702, f"{urllib.parse.urlsplit(url).hostname} unreachable ({reason})") from None
 
 
 def resolve(image: str, transport: Transport = urllib_transport) -> Resolved:
@@ -105,22 +107,22 @@ def resolve(image: str, transport: Transport = urllib_transport) -> Resolved:
         token = _anonymous_token(ref, answer.headers.get("www-authenticate", ""), transport)
         answer = transport("GET", url, {**headers, "Authorization": f"Bearer {token}"})
     if answer.status == 404:
-        raise RegistryError(f"not found at {url} (HTTP 404)")
+        raise RegistryError(E701, f"not found at {url} (HTTP 404)")
     if answer.status != 200:
-        raise RegistryError(f"{url} answered HTTP {answer.status}")
+        raise RegistryError(E701, f"{url} answered HTTP {answer.status}")
     media_type = answer.headers.get("content-type", "").split(";")[0].strip()
     if media_type not in ACCEPT:
-        raise RegistryError(f"{url} served {media_type or 'no content type'}, not an OCI/Docker v2 manifest")
+        raise RegistryError(E701, f"{url} served {media_type or 'no content type'}, not an OCI/Docker v2 manifest")
     digest = "sha256:" + hashlib.sha256(answer.body).hexdigest()
     claimed = answer.headers.get("docker-content-digest")
     if claimed is not None and claimed != digest:
-        raise RegistryError(f"Docker-Content-Digest {claimed} does not match the body's {digest}")
+        raise RegistryError(E701, f"Docker-Content-Digest {claimed} does not match the body's {digest}")
     try:
         body = json.loads(answer.body)
     except ValueError:
-        raise RegistryError(f"{url} served a manifest that is not JSON") from None
+        raise RegistryError(E701, f"{url} served a manifest that is not JSON") from None
     if not isinstance(body, dict) or body.get("schemaVersion") != 2:
-        raise RegistryError(f"{url} served a manifest without schemaVersion 2")
+        raise RegistryError(E701, f"{url} served a manifest without schemaVersion 2")
     assert is_digest(digest)
     return Resolved(digest=digest, source=url, media_type=media_type)
 
@@ -160,8 +162,9 @@ def _anonymous_token(ref: ImageRef, challenge: str, transport: Transport) -> str
     realm = (bearer or {}).get("realm", "")
     if bearer is None or not realm.startswith("https://"):
         raise RegistryError(
+            E701,
             f"{ref.api_host} wants {challenge or 'credentials'!r}; only anonymous bearer tokens from an https realm "
-            "are supported"
+            "are supported",
         )
     # An empty value is no value: `scope=""` would ask for a token that may pull nothing.
     query = {key: bearer[key] for key in ("service", "scope") if bearer.get(key)}
@@ -169,14 +172,14 @@ def _anonymous_token(ref: ImageRef, challenge: str, transport: Transport) -> str
     url = f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}"
     answer = transport("GET", url, {"Accept": "application/json"})
     if answer.status != 200:
-        raise RegistryError(f"token endpoint {realm} answered HTTP {answer.status}")
+        raise RegistryError(E701, f"token endpoint {realm} answered HTTP {answer.status}")
     try:
         body = json.loads(answer.body)
     except ValueError:
         body = None
     token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
     if not isinstance(token, str) or not token:
-        raise RegistryError(f"token endpoint {realm} returned no token")
+        raise RegistryError(E701, f"token endpoint {realm} returned no token")
     return token
 
 

@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from llm_eks.error_codes import E601, E703
 from llm_eks.errors import ConfigError, fail
 from llm_eks.versions import BOTTLEROCKET_AMI_VERSION, KUBERNETES_VERSION
 
@@ -112,14 +113,14 @@ def require_amazon_image(ec2: Any, ami_id: str) -> None:
         found = ec2.describe_images(ImageIds=[ami_id])["Images"]
     except client_error as err:
         code = _error_code(err) or "an error"
-        raise fail("images snapshot: builder AMI", ami_id, f"{rule}; DescribeImages answered {code}") from None
+        raise fail(E703, "images snapshot: builder AMI", ami_id, f"{rule}; DescribeImages answered {code}") from None
     image = next((i for i in found if i.get("ImageId") == ami_id), None)
     if image is None:
-        raise fail("images snapshot: builder AMI", ami_id, f"{rule}; DescribeImages does not return it")
+        raise fail(E703, "images snapshot: builder AMI", ami_id, f"{rule}; DescribeImages does not return it")
     alias = image.get("ImageOwnerAlias")
     if alias != "amazon":
         owner = f"OwnerId {image.get('OwnerId', 'unknown')}" + (f", ImageOwnerAlias {alias!r}" if alias else "")
-        raise fail("images snapshot: builder AMI", ami_id, f"{rule}; DescribeImages says {owner}")
+        raise fail(E703, "images snapshot: builder AMI", ami_id, f"{rule}; DescribeImages says {owner}")
 
 
 def require_reusable(ec2: Any, snapshot_id: str, account_id: str) -> None:
@@ -147,6 +148,7 @@ def require_reusable(ec2: Any, snapshot_id: str, account_id: str) -> None:
             problems.append(f"owned by account {snapshot.get('OwnerId')}")
     if problems:
         raise fail(
+            E703,
             f"{SNAPSHOT_FILE} snapshot_id",
             snapshot_id,
             "a recorded snapshot is reused only when it is completed, encrypted and owned by this account "
@@ -208,7 +210,7 @@ def build_snapshot(
     clock = now or (lambda: datetime.now(UTC))
     low, high = MAX_BUILD_MINUTES_RANGE
     if not low <= max_build_minutes <= high:
-        raise fail("--max-build-minutes", max_build_minutes, f"must be {low} to {high}")
+        raise fail(E601, "--max-build-minutes", max_build_minutes, f"must be {low} to {high}")
     require_amazon_image(ec2, ami_id)
     data_ebs: dict[str, Any] = {
         "VolumeSize": volume_gib,
@@ -312,7 +314,9 @@ def _run(ssm: Any, instance_id: str, command: str, waits: _Waits) -> None:
         status = result["Status"]
         if status in ("Failed", "Cancelled", "TimedOut"):
             output = (result.get("StandardErrorContent") or result.get("StandardOutputContent") or "").strip()
-            raise ConfigError(f"images snapshot: {command.split()[-1]!r} failed on the builder ({status}): {output}")
+            raise ConfigError(
+                E703, f"images snapshot: {command.split()[-1]!r} failed on the builder ({status}): {output}"
+            )
         return bool(status == "Success")
 
     waits.until(done, f"`{command[:60]}` on the builder")
@@ -333,11 +337,12 @@ class _Waits:
         while not ready():
             if self.clock() >= self.deadline:
                 raise ConfigError(
+                    E703,
                     f"images snapshot: gave up waiting for {what}: the build passed --max-build-minutes "
-                    f"{self.max_build_minutes} ({EXPIRES_TAG} {utc_stamp(self.deadline)})"
+                    f"{self.max_build_minutes} ({EXPIRES_TAG} {utc_stamp(self.deadline)})",
                 )
             if waited >= _STEP_TIMEOUT_S:
-                raise ConfigError(f"images snapshot: gave up waiting {_STEP_TIMEOUT_S} s for {what}")
+                raise ConfigError(E703, f"images snapshot: gave up waiting {_STEP_TIMEOUT_S} s for {what}")
             self.sleep(5)
             waited += 5
 
@@ -348,7 +353,7 @@ def _data_volume(ec2: Any, instance_id: str) -> str:
         if mapping["DeviceName"] == _DATA_DEVICE:
             volume: str = mapping["Ebs"]["VolumeId"]
             return volume
-    raise ConfigError(f"images snapshot: the builder {instance_id} has no {_DATA_DEVICE}")
+    raise ConfigError(E703, f"images snapshot: the builder {instance_id} has no {_DATA_DEVICE}")
 
 
 @dataclass(frozen=True)
@@ -417,7 +422,9 @@ def read_record(path: Path) -> SnapshotRecord | None:
         body.pop("images_sha256", None)  # derived, written for reviewers
         return SnapshotRecord(**{**body, "images": tuple(body["images"])})
     except (ValueError, TypeError, KeyError) as err:
-        raise ConfigError(f"{path.name}: not a snapshot record written by `llm-eks images snapshot` ({err})") from None
+        raise ConfigError(
+            E703, f"{path.name}: not a snapshot record written by `llm-eks images snapshot` ({err})"
+        ) from None
 
 
 def write_record(path: Path, record: SnapshotRecord) -> None:

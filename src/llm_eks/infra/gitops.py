@@ -17,6 +17,7 @@ from pathlib import Path
 import cdk8s
 
 from llm_eks.config import EnvironmentConfig
+from llm_eks.error_codes import E601
 from llm_eks.errors import ConfigError
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.charts import addon_namespaces, build_charts
@@ -56,8 +57,9 @@ def write_manifests(
     staged = [s.path for s in config.served if s.config.weights == "staged"]
     if staged and weights_bucket is None:
         raise ConfigError(
+            E601,
             f"--weights-bucket: None is not allowed; {staged[0]} has weights 'staged' in a bucket the stack creates: "
-            "pass its name (stack output WeightsBucketName)"
+            "pass its name (stack output WeightsBucketName)",
         )
     charts = build_charts(
         cdk8s.App(),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from llm_eks.config import EnvironmentConfig, WorkloadConfig
 from llm_eks.config.capacity import efa_interfaces
+from llm_eks.error_codes import E704
 from llm_eks.errors import ConfigError, fail
 from llm_eks.images.charts import chart_images
 from llm_eks.images.lock import LOCK_FILE, ImageLock, load_lock
@@ -149,12 +150,14 @@ def require_locked(config: EnvironmentConfig, plans: Sequence[Plan], lock: Image
     )
     if config.require_image_digests:
         raise ConfigError(
+            E704,
             f"environments.{config.name}.require_image_digests: true is not allowed while {lacking}; {lock_it}, or "
-            "set require_image_digests to false"
+            "set require_image_digests to false",
         )
     raise ConfigError(
+        E704,
         f"environments.{config.name}.production: true refuses images by tag, and {lacking}; {lock_it}, or accept "
-        f'the risk: accepted_risks {{"{IMAGES_BY_TAG}": "<why>"}}'
+        f'the risk: accepted_risks {{"{IMAGES_BY_TAG}": "<why>"}}',
     )
 
 
@@ -190,6 +193,7 @@ def require_snapshot_images(
     if set(record.images) != set(images):
         missing = sorted(set(images) - set(record.images))
         raise fail(
+            E704,
             f"environments.{config.name}.workload.image_snapshot_id",
             record.snapshot_id,
             f"{SNAPSHOT_FILE} says it holds another image list (missing {', '.join(missing) or 'none'}); run "

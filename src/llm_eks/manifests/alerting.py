@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E134
 from llm_eks.errors import ConfigError, did_you_mean, fail
 from llm_eks.manifests.source import with_source
 
@@ -106,6 +107,7 @@ def validate_routes(path: str, routes: AlertRoutes) -> None:
         where = f"{path}.receivers.{name}"
         if name in (SNS, CLOUDWATCH) or not _NAME.match(name):
             raise fail(
+                E134,
                 f"{path}.receivers",
                 name,
                 "receiver names are 1-31 lowercase letters, digits and '-', starting with a letter, and not 'sns' or "
@@ -113,12 +115,14 @@ def validate_routes(path: str, routes: AlertRoutes) -> None:
             )
         if receiver.kind not in RECEIVER_KINDS:
             raise fail(
+                E134,
                 f"{where}.type",
                 receiver.kind,
                 f"{did_you_mean(receiver.kind, RECEIVER_KINDS)}must be one of {', '.join(RECEIVER_KINDS)}",
             )
         if not aws_ids.SECRET_NAME.match(receiver.secret) or receiver.secret.startswith("arn:"):
             raise fail(
+                E134,
                 f"{where}.secret",
                 receiver.secret,
                 "must be the NAME of a Secrets Manager secret holding the routing key or URL (never the value, "
@@ -126,14 +130,15 @@ def validate_routes(path: str, routes: AlertRoutes) -> None:
             )
         if receiver.channel is not None:
             if receiver.kind != SLACK:
-                raise ConfigError(f"{where}.channel: only allowed with type slack")
+                raise ConfigError(E134, f"{where}.channel: only allowed with type slack")
             if not _CHANNEL.match(receiver.channel):
-                raise fail(f"{where}.channel", receiver.channel, "must be a Slack channel such as #llm-alerts")
+                raise fail(E134, f"{where}.channel", receiver.channel, "must be a Slack channel such as #llm-alerts")
     known = (SNS, *routes.receivers)
     for severity in (CRITICAL, WARNING):
         names = getattr(routes, severity)
         if not names:
             raise fail(
+                E134,
                 f"{path}.{severity}",
                 [],
                 f"must name at least one receiver ({', '.join(known)}): {severity} alerts must reach someone",
@@ -141,19 +146,21 @@ def validate_routes(path: str, routes: AlertRoutes) -> None:
         for i, name in enumerate(names):
             if name not in known:
                 raise fail(
+                    E134,
                     f"{path}.{severity}[{i}]",
                     name,
                     f"{did_you_mean(name, known)}must be 'sns' or a receiver of {path}.receivers "
                     f"({', '.join(routes.receivers) or 'none defined'})",
                 )
             if name in names[:i]:
-                raise fail(f"{path}.{severity}[{i}]", name, "must not repeat a receiver")
+                raise fail(E134, f"{path}.{severity}[{i}]", name, "must not repeat a receiver")
     switch = routes.deadmans_switch
     if switch != CLOUDWATCH:
         switch_receiver = routes.receivers.get(switch)
         if switch_receiver is None or switch_receiver.kind != WEBHOOK:
             webhooks = [n for n, r in routes.receivers.items() if r.kind == WEBHOOK]
             raise fail(
+                E134,
                 f"{path}.deadmans_switch",
                 switch,
                 "must be 'cloudwatch' (an SNS heartbeat topic watched by a CloudWatch alarm) or a receiver of type "

@@ -65,6 +65,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
+from llm_eks.error_codes import E130
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object
 from llm_eks.manifests.promql import ksm_workload
@@ -203,23 +204,26 @@ def _number(value: float) -> str:
 
 def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
     if a.max_replicas < 1:
-        raise ConfigError(f"autoscaling.max_replicas: {a.max_replicas} is not allowed; must be at least 1")
+        raise ConfigError(E130, f"autoscaling.max_replicas: {a.max_replicas} is not allowed; must be at least 1")
     if a.min_replicas < 0:
-        raise ConfigError(f"autoscaling.min_replicas: {a.min_replicas} is not allowed; must be at least 0")
+        raise ConfigError(E130, f"autoscaling.min_replicas: {a.min_replicas} is not allowed; must be at least 0")
     if a.min_replicas > a.max_replicas:
         raise ConfigError(
+            E130,
             f"autoscaling.min_replicas: {a.min_replicas} is not allowed; must be at most max_replicas "
-            f"({a.max_replicas})"
+            f"({a.max_replicas})",
         )
     if not a.waiting_requests_per_replica > 0:
         raise ConfigError(
+            E130,
             f"autoscaling.waiting_requests_per_replica: {a.waiting_requests_per_replica} is not allowed; "
-            "must be above 0"
+            "must be above 0",
         )
     if not 0 < a.kv_cache_usage_target <= 1:
         raise ConfigError(
+            E130,
             f"autoscaling.kv_cache_usage_target: {a.kv_cache_usage_target} is not allowed; must be above 0 and "
-            "at most 1 (vllm:kv_cache_usage_perc is a fraction)"
+            "at most 1 (vllm:kv_cache_usage_perc is a fraction)",
         )
     for name, value, minimum in (
         ("fallback_failure_threshold", a.fallback_failure_threshold, 1),
@@ -229,7 +233,7 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
         ("cooldown_seconds", a.cooldown_seconds, 0),
     ):
         if value < minimum:
-            raise ConfigError(f"autoscaling.{name}: {value} is not allowed; must be at least {minimum}")
+            raise ConfigError(E130, f"autoscaling.{name}: {value} is not allowed; must be at least {minimum}")
     # A cold start beyond the HPA's longest window is held as long as the HPA can.
     if a.scale_down_stabilization_seconds < min(vllm.startup_seconds, MAX_STABILIZATION_SECONDS):
         floor = (
@@ -238,68 +242,80 @@ def validate_autoscaling_props(a: AutoscalingProps, vllm: VllmProps) -> None:
             else f"{MAX_STABILIZATION_SECONDS} (the HPA's limit; startup_seconds is {vllm.startup_seconds})"
         )
         raise ConfigError(
+            E130,
             f"autoscaling.scale_down_stabilization_seconds: {a.scale_down_stabilization_seconds} is not allowed; "
-            f"must be at least {floor}: removing a replica sooner than one starts again thrashes GPU nodes"
+            f"must be at least {floor}: removing a replica sooner than one starts again thrashes GPU nodes",
         )
     if a.scale_down_period_seconds > 1800:
         raise ConfigError(
+            E130,
             f"autoscaling.scale_down_period_seconds: {a.scale_down_period_seconds} is not allowed; "
-            "must be at most 1800 (the HPA's limit)"
+            "must be at most 1800 (the HPA's limit)",
         )
     if a.scale_down_stabilization_seconds > MAX_STABILIZATION_SECONDS:
         raise ConfigError(
+            E130,
             f"autoscaling.scale_down_stabilization_seconds: {a.scale_down_stabilization_seconds} is not allowed; "
-            f"must be at most {MAX_STABILIZATION_SECONDS} (the HPA's limit)"
+            f"must be at most {MAX_STABILIZATION_SECONDS} (the HPA's limit)",
         )
     if not a.prometheus_url.startswith(("http://", "https://")):
-        raise ConfigError(f"autoscaling.prometheus_url: {a.prometheus_url!r} is not allowed; must be an http(s) URL")
+        raise ConfigError(
+            E130, f"autoscaling.prometheus_url: {a.prometheus_url!r} is not allowed; must be an http(s) URL"
+        )
     if a.floor_replicas != vllm.floor_replicas:
         raise ConfigError(
+            E130,
             f"autoscaling.floor_replicas: {a.floor_replicas} is not allowed; must be the workload's "
-            f"floor_replicas ({vllm.floor_replicas})"
+            f"floor_replicas ({vllm.floor_replicas})",
         )
     if a.min_replicas == 0 and a.scale_to_zero is None and a.held_requests is None and not a.floor_replicas:
         raise ConfigError(
+            E130,
             "autoscaling.min_replicas: 0 is not allowed without scale_to_zero or held_requests; vLLM's metrics "
             "vanish with its last pod, so nothing would ever wake it: set a scale_to_zero schedule (KEDA cron), or "
-            "put the workload behind the gateway, whose endpoint picker holds the requests that wake it"
+            "put the workload behind the gateway, whose endpoint picker holds the requests that wake it",
         )
     if a.scale_to_zero is not None:
         _validate_schedule(a.scale_to_zero, a)
     lowest = a.min_replicas
     if not lowest <= vllm.replicas <= a.max_replicas:
         raise ConfigError(
+            E130,
             f"replicas: {vllm.replicas} is not allowed; must be between autoscaling.min_replicas ({lowest}) and "
-            f"autoscaling.max_replicas ({a.max_replicas})"
+            f"autoscaling.max_replicas ({a.max_replicas})",
         )
 
 
 def _validate_schedule(s: ScaleToZeroSchedule, a: AutoscalingProps) -> None:
     if a.min_replicas != 0:
         raise ConfigError(
+            E130,
             f"autoscaling.min_replicas: {a.min_replicas} is not allowed with scale_to_zero; must be 0 "
-            "(the schedule is what brings replicas back)"
+            "(the schedule is what brings replicas back)",
         )
     # KEDA loads the zone with Go's time.LoadLocation: a name of the IANA tz database.
     if s.timezone not in zoneinfo.available_timezones():
         raise ConfigError(
+            E130,
             f"autoscaling.scale_to_zero.timezone: {s.timezone!r} is not allowed; must be an IANA time zone such "
-            "as Europe/Paris"
+            "as Europe/Paris",
         )
     for name, expr in (("start", s.start), ("end", s.end)):
         if not _CRON.match(expr):
             raise ConfigError(
+                E130,
                 f"autoscaling.scale_to_zero.{name}: {expr!r} is not allowed; must be a 5-field cron expression "
-                "such as '0 7 * * 1-5'"
+                "such as '0 7 * * 1-5'",
             )
     if s.start == s.end:
         raise ConfigError(
-            f"autoscaling.scale_to_zero.end: {s.end!r} is not allowed; must differ from start (KEDA rejects it)"
+            E130, f"autoscaling.scale_to_zero.end: {s.end!r} is not allowed; must differ from start (KEDA rejects it)"
         )
     if not 1 <= s.replicas <= a.max_replicas:
         raise ConfigError(
+            E130,
             f"autoscaling.scale_to_zero.replicas: {s.replicas} is not allowed; must be 1 to max_replicas "
-            f"({a.max_replicas})"
+            f"({a.max_replicas})",
         )
 
 

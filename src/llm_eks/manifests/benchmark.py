@@ -39,6 +39,7 @@ from typing import Any, cast
 import cdk8s
 from constructs import Construct
 
+from llm_eks.error_codes import E126
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
 from llm_eks.manifests.checkov import serving_pod_annotations
@@ -154,31 +155,32 @@ def validate_benchmark_props(b: BenchmarkProps) -> None:
     require_dns1035("benchmark.name", b.name)
     for name, value in (("input_len", b.input_len), ("output_len", b.output_len), ("num_prompts", b.num_prompts)):
         if value < 1:
-            raise ConfigError(f"benchmark.{name}: {value} is not allowed; must be at least 1")
+            raise ConfigError(E126, f"benchmark.{name}: {value} is not allowed; must be at least 1")
     if b.request_rate is not None and not (b.request_rate > 0 and math.isfinite(b.request_rate)):
         raise ConfigError(
-            f"benchmark.request_rate: {b.request_rate} is not allowed; must be above 0 (None sends all at once)"
+            E126, f"benchmark.request_rate: {b.request_rate} is not allowed; must be above 0 (None sends all at once)"
         )
     if b.max_concurrency is not None and b.max_concurrency < 1:
-        raise ConfigError(f"benchmark.max_concurrency: {b.max_concurrency} is not allowed; must be at least 1")
+        raise ConfigError(E126, f"benchmark.max_concurrency: {b.max_concurrency} is not allowed; must be at least 1")
     for name, slo in (("slo_ttft_p99_ms", b.slo_ttft_p99_ms), ("slo_itl_p99_ms", b.slo_itl_p99_ms)):
         if slo is not None and not slo > 0:
-            raise ConfigError(f"benchmark.{name}: {slo} is not allowed; must be above 0")
+            raise ConfigError(E126, f"benchmark.{name}: {slo} is not allowed; must be above 0")
     for name, amount in (("cpu", b.cpu), ("memory", b.memory)):
         if parse_quantity(f"benchmark.{name}", amount) <= 0:
-            raise ConfigError(f"benchmark.{name}: {amount!r} is not allowed; must be above 0")
+            raise ConfigError(E126, f"benchmark.{name}: {amount!r} is not allowed; must be above 0")
     for toleration in b.tolerations:
         key = toleration.get("key")
         if key in _ACCELERATOR_KEYS or (toleration.get("operator") == "Exists" and key is None):
             raise ConfigError(
-                f"benchmark.tolerations: {key or 'every taint'!r} is not allowed; the benchmark runs on CPU capacity"
+                E126,
+                f"benchmark.tolerations: {key or 'every taint'!r} is not allowed; the benchmark runs on CPU capacity",
             )
     for name, value in (
         ("ttl_seconds_after_finished", b.ttl_seconds_after_finished),
         ("active_deadline_seconds", b.active_deadline_seconds),
     ):
         if value < 1:
-            raise ConfigError(f"benchmark.{name}: {value} is not allowed; must be at least 1")
+            raise ConfigError(E126, f"benchmark.{name}: {value} is not allowed; must be at least 1")
 
 
 def bench_args(b: BenchmarkProps, vllm: VllmProps) -> list[str]:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from llm_eks.error_codes import E409
 from llm_eks.errors import fail
 from llm_eks.planner.compute_mode import AUTO_MODE_EXPIRE_AFTER_HOURS
 
@@ -46,6 +47,7 @@ class Disruption:
     def validate(self, path: str) -> None:
         if self.consolidation_policy not in CONSOLIDATION_POLICIES:
             raise fail(
+                E409,
                 f"{path}.consolidation_policy",
                 self.consolidation_policy,
                 "must be 'WhenEmpty', 'WhenEmptyOrUnderutilized' or 'Balanced'",
@@ -53,15 +55,17 @@ class Disruption:
         for name in ("consolidate_after", "expire_after"):
             value = getattr(self, name)
             if not _DURATION.match(value):
-                raise fail(f"{path}.{name}", value, "must be a duration like 30m, 720h, 1h30m, or Never")
+                raise fail(E409, f"{path}.{name}", value, "must be a duration like 30m, 720h, 1h30m, or Never")
         if not _BUDGET_NODES.match(self.budget_nodes):
             raise fail(
+                E409,
                 f"{path}.budget_nodes",
                 self.budget_nodes,
                 "must be a node count like '1' or a percentage like '10%'",
             )
         if not _FINITE_DURATION.match(self.termination_grace_period):
             raise fail(
+                E409,
                 f"{path}.termination_grace_period",
                 self.termination_grace_period,
                 "must be a duration like 10m or 1h",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.error_codes import E137
 from llm_eks.errors import fail
 from llm_eks.manifests.checkov import SERVING_POD_SKIPS, UNLOCKED_IMAGE_SKIP, skip_annotations
 from llm_eks.manifests.labels import selector_labels
@@ -61,7 +62,7 @@ class HeadroomProps:
 def headroom_objects(p: HeadroomProps) -> list[dict[str, Any]]:
     """The PriorityClass (unless another workload's headroom carries it) and the placeholder Deployment."""
     if p.replicas < 1:
-        raise fail("headroom.replicas", p.replicas, "must be at least 1 (leave the headroom out for none)")
+        raise fail(E137, "headroom.replicas", p.replicas, "must be at least 1 (leave the headroom out for none)")
     s = p.serving
     name = f"{s.name}-headroom"
     labels = selector_labels(HEADROOM_APP, name)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E140
 from llm_eks.errors import ConfigError
 
 # The only path the ALB forwards (see ingress_rule).
@@ -57,45 +58,55 @@ class IngressProps:
 def validate_ingress(i: IngressProps) -> None:
     """One-line ConfigError for the first thing wrong with `i` (field names as `ingress.<field>`)."""
     if i.host is not None and not _HOST.match(i.host):
-        raise ConfigError(f"ingress.host: {i.host!r} is not allowed; must be a DNS name such as llm.example.internal")
+        raise ConfigError(
+            E140, f"ingress.host: {i.host!r} is not allowed; must be a DNS name such as llm.example.internal"
+        )
     if i.group_name is not None and not re.match(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$", i.group_name):
         raise ConfigError(
+            E140,
             f"ingress.group_name: {i.group_name!r} is not allowed; must be lowercase letters, digits, '-' and '.', "
-            "at most 63 characters"
+            "at most 63 characters",
         )
     if i.certificate_arn is not None and not aws_ids.ACM_CERTIFICATE_ARN.match(i.certificate_arn):
         raise ConfigError(
+            E140,
             f"ingress.certificate_arn: {i.certificate_arn!r} is not allowed; must be an ACM certificate ARN "
-            "(arn:aws:acm:<region>:<account>:certificate/<id>)"
+            "(arn:aws:acm:<region>:<account>:certificate/<id>)",
         )
     if not 1 <= i.idle_timeout_seconds <= 4000:
         raise ConfigError(
-            f"ingress.idle_timeout_seconds: {i.idle_timeout_seconds} is not allowed; must be 1 to 4000 (ALB limit)"
+            E140,
+            f"ingress.idle_timeout_seconds: {i.idle_timeout_seconds} is not allowed; must be 1 to 4000 (ALB limit)",
         )
     if i.certificate_arn is None and not i.allow_http:
         raise ConfigError(
+            E140,
             "ingress.certificate_arn: None is not allowed; HTTPS needs an ACM certificate ARN "
-            "(or set allow_http to serve plain HTTP)"
+            "(or set allow_http to serve plain HTTP)",
         )
     if i.certificate_arn is not None and i.allow_http:
         raise ConfigError(
+            E140,
             "ingress.allow_http: True is not allowed with certificate_arn; the ALB serves HTTPS only "
-            "(an HTTP listener receives the first request, API key included, in clear)"
+            "(an HTTP listener receives the first request, API key included, in clear)",
         )
     if not TLS12_OR_13_POLICY.match(i.ssl_policy):
         raise ConfigError(
+            E140,
             f"ingress.ssl_policy: {i.ssl_policy!r} is not allowed; must be an ALB policy with TLS 1.2 or 1.3 as "
-            f"its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. {ALB_SSL_POLICY})"
+            f"its lowest version (ELBSecurityPolicy-TLS13-1-2-... or -1-3-..., e.g. {ALB_SSL_POLICY})",
         )
     if not i.inbound_cidrs:
         raise ConfigError(
-            "ingress.inbound_cidrs: [] is not allowed; list the IPv4 CIDRs that may reach the ALB (e.g. the VPC's)"
+            E140,
+            "ingress.inbound_cidrs: [] is not allowed; list the IPv4 CIDRs that may reach the ALB (e.g. the VPC's)",
         )
     for n, cidr in enumerate(i.inbound_cidrs):
         if not _is_ipv4_network(cidr) or cidr.endswith("/0"):
             raise ConfigError(
+                E140,
                 f"ingress.inbound_cidrs[{n}]: {cidr!r} is not allowed; must be an IPv4 network such as 10.0.0.0/16, "
-                "not 0.0.0.0/0"
+                "not 0.0.0.0/0",
             )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
+from llm_eks.error_codes import E400
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.source import SOURCE_ANNOTATION, metadata_reaches_pods, sourced_metadata
 
@@ -54,8 +55,9 @@ def require_dns1035(field: str, value: str) -> None:
     """Service names (and so our workload names) must be DNS-1035 labels."""
     if not _DNS1035.match(value):
         raise ConfigError(
+            E400,
             f"{field}: {value!r} is not allowed; must be a DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters"
+            "starting with a letter, at most 63 characters",
         )
 
 
@@ -63,8 +65,9 @@ def require_dns1123(field: str, value: str) -> None:
     """Namespace names must be DNS-1123 labels."""
     if not _DNS1123.match(value):
         raise ConfigError(
+            E400,
             f"{field}: {value!r} is not allowed; must be a DNS-1123 label: lowercase letters, digits and '-', "
-            "at most 63 characters"
+            "at most 63 characters",
         )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from constructs import Construct
 
+from llm_eks.error_codes import E410
 from llm_eks.errors import fail
 from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
 from llm_eks.manifests.labels import VLLM_APP, app_labels, plain_object, require_dns1123, selector_labels
@@ -111,12 +112,12 @@ def validate(props: MonitoringProps) -> None:
         "monitoring", props.name, props.namespace, "served_model_name", props.served_model_name, props.targets
     )
     if props.replica_kind not in ("deployment", "statefulset"):
-        raise fail("monitoring.replica_kind", props.replica_kind, "must be 'deployment' or 'statefulset'")
+        raise fail(E410, "monitoring.replica_kind", props.replica_kind, "must be 'deployment' or 'statefulset'")
     for i, owner in enumerate(props.replica_names):
         require_dns1123(f"monitoring.replica_names[{i}]", owner)
     if props.replica_names and props.replica_names[0] != props.name:
         raise fail(
-            "monitoring.replica_names", list(props.replica_names), f"must start with the workload {props.name!r}"
+            E410, "monitoring.replica_names", list(props.replica_names), f"must start with the workload {props.name!r}"
         )
     if props.scaled_object is not None:
         require_dns1123("monitoring.scaled_object", props.scaled_object)
@@ -130,7 +131,7 @@ def validate(props: MonitoringProps) -> None:
     if props.prefill_job is not None:
         require_dns1123("monitoring.prefill_job", props.prefill_job)
         if props.prefill_job == props.name:
-            raise fail("monitoring.prefill_job", props.prefill_job, "must differ from the decode pool's name")
+            raise fail(E410, "monitoring.prefill_job", props.prefill_job, "must differ from the decode pool's name")
 
 
 def drift_inputs(props: MonitoringProps) -> DriftInputs:

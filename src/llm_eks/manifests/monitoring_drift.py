@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llm_eks.error_codes import E410
 from llm_eks.errors import fail
 from llm_eks.manifests.monitoring_model import BY_MODEL, BY_MODEL_LE, EngineAlerts, alert_rule
 from llm_eks.manifests.promql import promql_number, selector
@@ -83,14 +84,16 @@ def validate_planned(
 ) -> None:
     """Raise ConfigError (one line naming the field) on a planned figure that is given and not positive."""
     if kv_cache_tokens is not None and (not whole_number(kv_cache_tokens) or kv_cache_tokens < 1):
-        raise fail(f"{prefix}.planned_kv_cache_tokens", kv_cache_tokens, "must be a positive whole number or None")
+        raise fail(
+            E410, f"{prefix}.planned_kv_cache_tokens", kv_cache_tokens, "must be a positive whole number or None"
+        )
     for name, value in (
         ("planned_itl_seconds", itl_seconds),
         ("planned_ttft_seconds", ttft_seconds),
         ("planned_prefill_seconds", prefill_seconds),
     ):
         if value is not None and not positive_number(value):
-            raise fail(f"{prefix}.{name}", value, "must be a positive number of seconds or None")
+            raise fail(E410, f"{prefix}.{name}", value, "must be a positive number of seconds or None")
 
 
 def integers_below(limit: int) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from llm_eks.error_codes import E410
 from llm_eks.errors import fail
 from llm_eks.manifests.labels import require_dns1123
 from llm_eks.validation import positive_number, whole_number
@@ -82,40 +83,50 @@ def validate_targets(prefix: str, targets: MonitoringTargets) -> None:
     """Raise ConfigError on the first bad target (SLOs, cost, thresholds, scrape interval, DCGM); `prefix` names the
     field that holds them (e.g. monitoring.targets)."""
     if not isinstance(targets, MonitoringTargets):
-        raise fail(prefix, targets, "must be a MonitoringTargets")
+        raise fail(E410, prefix, targets, "must be a MonitoringTargets")
     for prop in ("ttft_p99_seconds", "itl_p99_seconds"):
         value = getattr(targets, prop)
         if not positive_number(value) or value > _MAX_SLO_SECONDS:
-            raise fail(f"{prefix}.{prop}", value, f"must be a positive number of seconds, at most {_MAX_SLO_SECONDS:g}")
+            raise fail(
+                E410, f"{prefix}.{prop}", value, f"must be a positive number of seconds, at most {_MAX_SLO_SECONDS:g}"
+            )
     if not positive_number(targets.cost_per_hour_per_replica):
         raise fail(
-            f"{prefix}.cost_per_hour_per_replica", targets.cost_per_hour_per_replica, "must be a positive USD amount"
+            E410,
+            f"{prefix}.cost_per_hour_per_replica",
+            targets.cost_per_hour_per_replica,
+            "must be a positive USD amount",
         )
     threshold = targets.queue_waiting_threshold
     if not whole_number(threshold) or threshold < 1:
-        raise fail(f"{prefix}.queue_waiting_threshold", threshold, "must be a positive whole number of requests")
+        raise fail(E410, f"{prefix}.queue_waiting_threshold", threshold, "must be a positive whole number of requests")
     if not positive_number(targets.kv_cache_usage_threshold) or targets.kv_cache_usage_threshold >= 1:
         raise fail(
+            E410,
             f"{prefix}.kv_cache_usage_threshold",
             targets.kv_cache_usage_threshold,
             "must be between 0 and 1 (exclusive)",
         )
     interval = targets.scrape_interval
     if not isinstance(interval, str) or not interval or not _DURATION.match(interval):
-        raise fail(f"{prefix}.scrape_interval", interval, "must be a Prometheus duration such as 15s or 1m")
+        raise fail(E410, f"{prefix}.scrape_interval", interval, "must be a Prometheus duration such as 15s or 1m")
     if not positive_number(targets.cold_start_seconds) or targets.cold_start_seconds > _MAX_COLD_START_SECONDS:
         raise fail(
+            E410,
             f"{prefix}.cold_start_seconds",
             targets.cold_start_seconds,
             f"must be a positive number of seconds, at most {_MAX_COLD_START_SECONDS:g}",
         )
     if not isinstance(targets.gpu_resource, str) or not _RESOURCE.match(targets.gpu_resource):
-        raise fail(f"{prefix}.gpu_resource", targets.gpu_resource, "must be an extended resource name (vendor.com/x)")
+        raise fail(
+            E410, f"{prefix}.gpu_resource", targets.gpu_resource, "must be an extended resource name (vendor.com/x)"
+        )
     if targets.dcgm:
         if targets.dcgm_namespace is not None:
             require_dns1123(f"{prefix}.dcgm_namespace", targets.dcgm_namespace)
         if not targets.dcgm_service_labels:
             raise fail(
+                E410,
                 f"{prefix}.dcgm_service_labels",
                 dict(targets.dcgm_service_labels),
                 "must select the DCGM exporter Service",

@@ -7,6 +7,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from llm_eks.error_codes import E400
 from llm_eks.errors import ConfigError
 
 # Every form the API server accepts (sign, decimal exponent, n/u suffixes).
@@ -43,6 +44,6 @@ def parse_quantity(field_name: str, value: str) -> Fraction:
     number = quantity(value) if isinstance(value, str) and _PROP_QUANTITY.match(value) else None
     if number is None:
         raise ConfigError(
-            f"{field_name}: {value!r} is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi"
+            E400, f"{field_name}: {value!r} is not allowed; must be a Kubernetes quantity such as 8, 500m or 32Gi"
         )
     return number

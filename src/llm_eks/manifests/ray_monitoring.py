@@ -31,6 +31,7 @@ from typing import Any
 
 from constructs import Construct
 
+from llm_eks.error_codes import E410
 from llm_eks.errors import fail
 from llm_eks.manifests.dashboard import DashboardSpec, ExtraPanel, build_dashboard
 from llm_eks.manifests.labels import app_labels, plain_object
@@ -110,6 +111,7 @@ def validate(props: RayMonitoringProps) -> None:
     validate_monitoring("ray_monitoring", props.name, props.namespace, "model_id", props.model_id, props.targets)
     if not isinstance(props.application, str) or not _APPLICATION.match(props.application):
         raise fail(
+            E410,
             "ray_monitoring.application",
             props.application,
             "must be a Serve application name (letters, digits, ._-)",

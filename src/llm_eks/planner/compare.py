@@ -155,7 +155,7 @@ def neuron_refusals(request: PlanRequest) -> list[tuple[str, str]]:
         if inst.accelerator_vendor == "neuron":
             _, err = _neuron_fits(ctx, inst)
             if err is not None:
-                out.append((inst.instance_type, str(err).split(" is not allowed; ", 1)[-1]))
+                out.append((inst.instance_type, err.message.split(" is not allowed; ", 1)[-1]))
     return out
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.error_codes import E138
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.cost import cost_per_million_output_tokens, replicas_for_target
 from llm_eks.planner.kv_offload import multi_connector_config
@@ -210,6 +211,7 @@ def decide(plan: Plan) -> Decision:
         # Neuron's engine paths run their own vLLM lines, compiled ahead of time: no NIXL pools are modelled there.
         if setting == "on" or r.prefill_replicas is not None:
             raise fail(
+                E138,
                 "workload.disaggregation",
                 setting,
                 f"the planner models prefill/decode pools on NVIDIA GPUs only; {plan.instance_type} runs Neuron's "
@@ -219,6 +221,7 @@ def decide(plan: Plan) -> Decision:
     if plan.expert_parallel or plan.nodes_per_replica > 1:
         if setting == "on" or r.prefill_replicas is not None:
             raise fail(
+                E138,
                 "workload.disaggregation",
                 setting,
                 "the planner models prefill/decode pools of one-node TP x PP replicas only; this plan needs "
@@ -397,6 +400,7 @@ def _check_forced(
     value = r.prefill_replicas if r.prefill_replicas is not None else r.disaggregation
     if rho >= 1:
         raise fail(
+            E138,
             field,
             value,
             f"{prefill_replicas} prefill replica(s) cannot keep up with the prompts (utilisation {rho:.2f} >= 1); "
@@ -404,8 +408,9 @@ def _check_forced(
         )
     if target is not None and ttft > target:
         raise ConfigError(
+            E138,
             f"{field}: {value!r} is not allowed; it cannot meet max_ttft_ms {target:g}: TTFT estimate {ttft:.0f} ms "
             f"with {prefill_replicas} prefill replica(s), of which the KV transfer {transfer_ms:.0f} ms over "
             f"{rate.transport.upper()} at {rate.gb_per_s:g} GB/s; raise max_ttft_ms, use a family with EFA or "
-            + ("leave prefill_replicas out" if r.prefill_replicas is not None else "set disaggregation auto")
+            + ("leave prefill_replicas out" if r.prefill_replicas is not None else "set disaggregation auto"),
         )

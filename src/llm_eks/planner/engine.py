@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from llm_eks.error_codes import E202
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner import kv_events
 from llm_eks.validation import HF_REPO, LORA_NAME, whole_number
@@ -74,34 +75,38 @@ def validate_engine(settings: EngineSettings, path: str) -> None:
         ("max_num_batched_tokens", settings.max_num_batched_tokens),
     ):
         if value is not None and (not whole_number(value) or value < 1):
-            raise fail(f"{path}.{name}", value, "must be a whole number of at least 1")
+            raise fail(E202, f"{path}.{name}", value, "must be a whole number of at least 1")
     utilization = settings.gpu_memory_utilization
     if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
-        raise fail(f"{path}.gpu_memory_utilization", utilization, "must be a fraction in (0, 1]")
+        raise fail(E202, f"{path}.gpu_memory_utilization", utilization, "must be a fraction in (0, 1]")
     seqs, batched = settings.max_num_seqs, settings.max_num_batched_tokens
     if seqs is not None and batched is not None and batched < seqs:
         # vLLM's SchedulerConfig refuses to start otherwise.
-        raise fail(f"{path}.max_num_batched_tokens", batched, f"must be at least max_num_seqs ({seqs})")
+        raise fail(E202, f"{path}.max_num_batched_tokens", batched, f"must be at least max_num_seqs ({seqs})")
     for name, choice in (
         ("kv_cache_dtype", settings.kv_cache_dtype),
         ("quantization", settings.quantization),
         ("dtype", settings.dtype),
     ):
         if choice is not None and (not isinstance(choice, str) or not _CHOICE.match(choice)):
-            raise fail(f"{path}.{name}", choice, "must be one vLLM value such as auto or fp8")
+            raise fail(E202, f"{path}.{name}", choice, "must be one vLLM value such as auto or fp8")
     for name, source in settings.lora_modules:
         if not LORA_NAME.match(name) or not (HF_REPO.match(source) or _LOCAL_PATH.match(source)):
             raise fail(
+                E202,
                 f"{path}.lora_modules",
                 f"{name}={source}",
                 "must be a name (letters, digits, '.', '_', '-') and a Hugging Face repo id or an absolute path",
             )
     if settings.revision is not None and not _REVISION.match(settings.revision):
-        raise fail(f"{path}.revision", settings.revision, "must be a commit, branch or tag (letters, digits, ._-/+)")
+        raise fail(
+            E202, f"{path}.revision", settings.revision, "must be a commit, branch or tag (letters, digits, ._-/+)"
+        )
     if settings.quantization == "awq":
         raise ConfigError(
+            E202,
             f"{path}.quantization: 'awq' is not allowed; it forces the slow AWQ kernel: omit it (auto-detected) or "
-            "use awq_marlin"
+            "use awq_marlin",
         )
 
 

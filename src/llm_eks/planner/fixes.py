@@ -28,6 +28,7 @@ from typing import Any
 
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.error_codes import E209
 from llm_eks.errors import ConfigError
 from llm_eks.planner.request import MAX_NODES_PER_REPLICA, PlanRequest
 from llm_eks.planner.result import TIMES, WARN_NO_EFA, Plan
@@ -113,7 +114,7 @@ class NoFitError(ConfigError):
 
     def __init__(self, path: str, value: Any, reason: str, fixes: tuple[Fix, ...], tried: str) -> None:
         self.path, self.value, self.reason, self.fixes, self.tried = path, value, reason, fixes, tried
-        super().__init__(self.render(bare_setting))
+        super().__init__(E209, self.render(bare_setting))
 
     def render(self, setting: Setting) -> str:
         texts = [t for t in (fix.text(setting) for fix in self.fixes) if t is not None][:MAX_FIXES]

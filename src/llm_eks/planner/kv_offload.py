@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.error_codes import E208
 from llm_eks.errors import fail
 from llm_eks.planner.latency import FITTED, estimate
 
@@ -118,14 +119,15 @@ def validate(setting: Any, turns: Any, think_time_s: Any) -> None:
     sized = isinstance(setting, int | float) and not isinstance(setting, bool) and 1 <= setting <= MAX_OFFLOAD_GIB
     if setting is not None and setting != AUTO and not sized:
         raise fail(
+            E208,
             "workload.kv_offload",
             setting,
             f'must be null (off), "auto" or a size in GiB from 1 to {MAX_OFFLOAD_GIB} (vLLM --kv-offloading-size)',
         )
     if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_TURNS:
-        raise fail("workload.conversation_turns", turns, f"must be an integer from 1 to {MAX_TURNS}")
+        raise fail(E208, "workload.conversation_turns", turns, f"must be an integer from 1 to {MAX_TURNS}")
     if isinstance(think_time_s, bool) or not isinstance(think_time_s, int | float) or not 0 < think_time_s <= 86_400:
-        raise fail("workload.think_time_s", think_time_s, "must be a positive number of seconds (at most 86400)")
+        raise fail(E208, "workload.think_time_s", think_time_s, "must be a positive number of seconds (at most 86400)")
 
 
 def new_tokens_per_turn(input_tokens: int, output_tokens: int, turns: int) -> float:

@@ -10,6 +10,7 @@ from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import INSTANCE_TYPES, unknown_name
 from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
+from llm_eks.error_codes import E127, E201, E202, E205, E206, E207, E208
 from llm_eks.errors import fail
 from llm_eks.planner.compute_mode import AUTO_MODE, COMPUTE_MODES
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
@@ -196,7 +197,7 @@ def validate_request(r: PlanRequest) -> None:
     elif isinstance(r.model, str):
         spec = model(r.model)
     else:
-        raise fail("workload.model", r.model, "must be a catalog model id or a ModelSpec")
+        raise fail(E202, "workload.model", r.model, "must be a catalog model id or a ModelSpec")
     for name, allowed in CHOICES.items():
         _choice(name, getattr(r, name), allowed)
     _check_weight_format(r.weight_format, spec)
@@ -208,17 +209,18 @@ def validate_request(r: PlanRequest) -> None:
     max_len = r.max_model_len if r.max_model_len is not None else spec.max_position_embeddings
     if max_len < typical:
         raise fail(
+            E202,
             "workload.max_model_len",
             max_len,
             f"must hold the typical request (typical_input_tokens + typical_output_tokens = {typical})",
         )
     util = r.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1:
-        raise fail("workload.gpu_memory_utilization", util, "must be a number above 0 and at most 1")
+        raise fail(E202, "workload.gpu_memory_utilization", util, "must be a number above 0 and at most 1")
     if r.accelerator != "auto":
         inst = INSTANCE_TYPES.get(r.accelerator) if isinstance(r.accelerator, str) else None
         if inst is None:
-            raise unknown_name("workload.accelerator", r.accelerator, ["auto", *INSTANCE_TYPES])
+            raise unknown_name(E201, "workload.accelerator", r.accelerator, ["auto", *INSTANCE_TYPES])
     _check_compute(r)
     _int_between("target_concurrency", r.target_concurrency, 1, MAX_TARGET_CONCURRENCY)
     _int_between("warm_replicas", r.warm_replicas, 0, MAX_WARM_REPLICAS)
@@ -229,14 +231,15 @@ def validate_request(r: PlanRequest) -> None:
             isinstance(ceiling, bool) or not isinstance(ceiling, int | float) or not 0 < ceiling <= 600_000
         ):
             raise fail(
-                f"workload.{name}", ceiling, "must be null or a positive number of milliseconds (at most 600000)"
+                E202, f"workload.{name}", ceiling, "must be null or a positive number of milliseconds (at most 600000)"
             )
     if not isinstance(r.allow_without_efa, bool):
-        raise fail("workload.allow_without_efa", r.allow_without_efa, "must be true or false")
+        raise fail(E202, "workload.allow_without_efa", r.allow_without_efa, "must be true or false")
     if r.prefill_replicas is not None:
         _int_between("prefill_replicas", r.prefill_replicas, 1, MAX_PREFILL_REPLICAS)
         if r.disaggregation == "off":
             raise fail(
+                E202,
                 "workload.prefill_replicas",
                 r.prefill_replicas,
                 "sizes a prefill pool, and disaggregation is off: set disaggregation on or auto, or leave it out",
@@ -253,6 +256,7 @@ def _validate_offload(r: PlanRequest) -> None:
     inst = INSTANCE_TYPES.get(r.accelerator) if r.accelerator != "auto" else None
     if r.kv_offload is not None and inst is not None and inst.accelerator_vendor == "neuron":
         raise fail(
+            E208,
             "workload.kv_offload",
             r.kv_offload,
             f"vLLM's CPU tier runs on CUDA GPUs (vLLM 0.33's CPUOffloadingSpec refuses other devices); "
@@ -261,6 +265,7 @@ def _validate_offload(r: PlanRequest) -> None:
     most = max_turns(r.typical_input_tokens, r.typical_output_tokens)
     if r.conversation_turns > most:
         raise fail(
+            E208,
             "workload.conversation_turns",
             r.conversation_turns,
             f"turns of {r.typical_output_tokens} output tokens cannot average {r.typical_input_tokens} prompt "
@@ -274,6 +279,7 @@ def _check_compute(r: PlanRequest) -> None:
         return
     if r.image_source == "snapshot":
         raise fail(
+            E207,
             "workload.image_source",
             r.image_source,
             "needs a node data volume restored from an EBS snapshot, which EKS Auto Mode cannot give (its NodeClass "
@@ -283,18 +289,19 @@ def _check_compute(r: PlanRequest) -> None:
     if r.accelerator != "auto" and isinstance(r.accelerator, str):
         reason = auto_mode.unsupported_reason(auto_mode.family_of(r.accelerator))
         if reason is not None:
-            raise fail("workload.accelerator", r.accelerator, f"{reason}; choose another instance type or auto")
+            raise fail(E201, "workload.accelerator", r.accelerator, f"{reason}; choose another instance type or auto")
 
 
 def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
     if lora is None:
         return
     if not lora.adapters:
-        raise fail("workload.lora_adapters", {}, "must name at least one adapter (or leave it out)")
+        raise fail(E127, "workload.lora_adapters", {}, "must name at least one adapter (or leave it out)")
     if lora.max_rank not in LORA_RANKS:
-        raise fail("workload.max_lora_rank", lora.max_rank, f"must be one of {', '.join(map(str, LORA_RANKS))}")
+        raise fail(E127, "workload.max_lora_rank", lora.max_rank, f"must be one of {', '.join(map(str, LORA_RANKS))}")
     if spec.is_mla:
         raise fail(
+            E127,
             "workload.lora_adapters",
             dict(lora.adapters),
             f"{spec.id} uses multi-head latent attention, whose LoRA buffers the planner does not model; serve "
@@ -304,12 +311,12 @@ def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
-        raise unknown_name(f"workload.{name}", value, list(allowed))
+        raise unknown_name(E205 if name == "weight_format" else E202, f"workload.{name}", value, list(allowed))
 
 
 def _int_between(name: str, value: Any, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise fail(f"workload.{name}", value, f"must be an integer from {low} to {high}")
+        raise fail(E202, f"workload.{name}", value, f"must be an integer from {low} to {high}")
 
 
 def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
@@ -317,12 +324,14 @@ def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
         return
     if spec.quantization is not None and fmt != spec.quantization:
         raise fail(
+            E205,
             "workload.weight_format",
             fmt,
             f"{spec.id} is already quantized ({spec.quantization}); use auto or {spec.quantization}",
         )
     if fmt == "awq-int4" and spec.quantization is None and spec.awq_checkpoint is None:
         raise fail(
+            E205,
             "workload.weight_format",
             fmt,
             f"no AWQ checkpoint of {spec.id} is known; serve an AWQ repo as the model, described with "
@@ -330,6 +339,7 @@ def _check_weight_format(fmt: str, spec: ModelSpec) -> None:
         )
     if spec.quantization is None and fmt not in (*LOAD_TIME_FORMATS, "awq-int4"):
         raise fail(
+            E205,
             "workload.weight_format",
             fmt,
             f"{spec.id} is a 16-bit checkpoint and vLLM makes only fp8 from one at load; serve a {fmt} checkpoint as "
@@ -358,6 +368,7 @@ def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp not in sizes:
             where = f"on {inst.instance_type} ({node_gpus} GPUs per node)" if inst else f"(up to {node_gpus} GPUs)"
             raise fail(
+                E206,
                 "workload.tensor_parallel_size",
                 tp,
                 f"valid sizes for {spec.id} {where}: {', '.join(map(str, sizes))} (its {spec.attention_heads} "
@@ -366,6 +377,7 @@ def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
             )
     if pp is not None and (isinstance(pp, bool) or not isinstance(pp, int) or not 1 <= pp <= spec.layers):
         raise fail(
+            E206,
             "workload.pipeline_parallel_size",
             pp,
             f"must be an integer from 1 to {spec.layers} (each stage holds at least one of {spec.id}'s "
@@ -380,6 +392,7 @@ def _validate_vllm_sizes(r: PlanRequest, spec: ModelSpec) -> None:
         if mns * dp < r.target_concurrency:
             must = f"times data_parallel_size {dp} (vLLM applies it per DP rank) must be" if dp > 1 else "must be"
             raise fail(
+                E206,
                 "workload.max_num_seqs",
                 mns,
                 f"{must} at least target_concurrency ({r.target_concurrency}): a replica never runs more than "
@@ -396,6 +409,7 @@ def _check_gpus_per_replica(r: PlanRequest, tp: int, pp: int, inst: Any) -> None
         allowed = sorted({n * k for n in _GPUS_PER_NODE for k in range(1, r.max_nodes_per_replica + 1)})
         if gpus not in allowed:
             raise fail(
+                E206,
                 "workload.pipeline_parallel_size",
                 pp,
                 f"{shape}; with accelerator auto a replica fills whole nodes, so TP {_TIMES} PP must be one of "
@@ -406,6 +420,7 @@ def _check_gpus_per_replica(r: PlanRequest, tp: int, pp: int, inst: Any) -> None
     n = inst.accelerators
     if gpus > n and gpus % n:
         raise fail(
+            E206,
             "workload.pipeline_parallel_size",
             pp,
             f"{shape} must fit one {inst.instance_type} node ({n} GPU{'s' if n > 1 else ''}) or span whole nodes "
@@ -413,6 +428,7 @@ def _check_gpus_per_replica(r: PlanRequest, tp: int, pp: int, inst: Any) -> None
         )
     if gpus > n and gpus // n > r.max_nodes_per_replica:
         raise fail(
+            E206,
             "workload.pipeline_parallel_size",
             pp,
             f"{shape} spans {gpus // n} {inst.instance_type} nodes; max_nodes_per_replica is "
@@ -432,18 +448,20 @@ def _validate_expert_parallel(r: PlanRequest, spec: ModelSpec) -> None:
     and the heaviest GPU holds ceil(E / EP) experts."""
     dp, ep = r.data_parallel_size, r.enable_expert_parallel
     if ep is not None and not isinstance(ep, bool):
-        raise fail("workload.enable_expert_parallel", ep, "must be true, false or null (the planner chooses)")
+        raise fail(E206, "workload.enable_expert_parallel", ep, "must be true, false or null (the planner chooses)")
     if dp is not None:
         _int_between("data_parallel_size", dp, 1, MAX_DATA_PARALLEL_SIZE)
     if not spec.is_moe:
         if ep:
             raise fail(
+                E206,
                 "workload.enable_expert_parallel",
                 ep,
                 f"{spec.id} is dense: it has no experts to spread; leave it out or set it false",
             )
         if dp is not None and dp > 1:
             raise fail(
+                E206,
                 "workload.data_parallel_size",
                 dp,
                 f"the planner models data parallelism for MoE models (attention per DP rank, experts over DP x TP); "
@@ -452,6 +470,7 @@ def _validate_expert_parallel(r: PlanRequest, spec: ModelSpec) -> None:
         return
     if ep is False and dp is not None and dp > 1:
         raise fail(
+            E206,
             "workload.data_parallel_size",
             dp,
             "without expert parallelism vLLM shards every expert over DP x TP GPUs (FusedMoEParallelConfig.make), "
@@ -462,6 +481,7 @@ def _validate_expert_parallel(r: PlanRequest, spec: ModelSpec) -> None:
     pp = r.pipeline_parallel_size
     if pp is not None and pp > 1:
         raise fail(
+            E206,
             "workload.pipeline_parallel_size",
             pp,
             "the planner models expert parallelism without pipeline stages: use 1 (or leave it out) with "
@@ -469,6 +489,7 @@ def _validate_expert_parallel(r: PlanRequest, spec: ModelSpec) -> None:
         )
     if r.lora is not None:
         raise fail(
+            E206,
             "workload.lora_adapters",
             dict(r.lora.adapters),
             "the planner does not model LoRA buffers under expert parallelism; set enable_expert_parallel false",
@@ -476,6 +497,7 @@ def _validate_expert_parallel(r: PlanRequest, spec: ModelSpec) -> None:
     tp = r.tensor_parallel_size
     if tp is not None and dp is not None and tp * dp == 1:
         raise fail(
+            E206,
             "workload.data_parallel_size",
             dp,
             "expert parallelism needs more than one GPU: vLLM turns it off unless data_parallel_size x "
@@ -493,6 +515,7 @@ def _check_expert_parallel_gpus(r: PlanRequest, tp: int, dp: int) -> None:
         allowed = sorted({n * k for n in _GPUS_PER_NODE for k in range(1, r.max_nodes_per_replica + 1)})
         if gpus not in allowed:
             raise fail(
+                E206,
                 "workload.data_parallel_size",
                 dp,
                 f"{shape}; with accelerator auto a replica fills whole nodes, so DP {_TIMES} TP must be one of "
@@ -502,6 +525,7 @@ def _check_expert_parallel_gpus(r: PlanRequest, tp: int, dp: int) -> None:
     n = inst.accelerators
     if gpus > n and (gpus % n or gpus // n > r.max_nodes_per_replica):
         raise fail(
+            E206,
             "workload.data_parallel_size",
             dp,
             f"{shape} must fit one {inst.instance_type} node ({n} GPUs) or whole nodes (a multiple of {n}, at most "

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType, instance_type
 from llm_eks.catalog.formats import require_supported, support
+from llm_eks.error_codes import E124, E208, E209, E210
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.assumptions import plan_assumptions
 from llm_eks.planner.cold_start import cold_start_paths, estimate_cold_start
@@ -218,12 +219,13 @@ def no_cheapest(ctx: Context, fitting: list[Fit], tried: list[Fit]) -> NoReturn:
             f"max_model_len {ctx.max_len} across up to {r.max_nodes_per_replica} node(s) per replica"
         )
         if not ctx.suggest:
-            raise fail("workload.model", spec.id, reason)
+            raise fail(E209, "workload.model", spec.id, reason)
         fixes, attempted = find_fixes(r, ctx.fmt, None, quiet_plan)
         raise NoFitError("workload.model", spec.id, reason, fixes, attempted)
     best = max(fitting, key=lambda f: (f.typical, -(f.cost or 0)))
     if best.typical < r.target_concurrency:
         raise fail(
+            E210,
             "workload.target_concurrency",
             r.target_concurrency,
             f"at most {best.typical} sequences of {ctx.typical} tokens fit one replica "
@@ -235,6 +237,7 @@ def no_cheapest(ctx: Context, fitting: list[Fit], tried: list[Fit]) -> NoReturn:
     if not within_itl:
         fastest = min(holding, key=lambda f: f.latency.tpot_ms)
         raise fail(
+            E210,
             "workload.max_itl_ms",
             r.max_itl_ms,
             f"the lowest time-per-output-token estimate at {r.target_concurrency} concurrent sequences is "
@@ -243,6 +246,7 @@ def no_cheapest(ctx: Context, fitting: list[Fit], tried: list[Fit]) -> NoReturn:
         )
     quickest = min(within_itl, key=lambda f: f.latency.ttft_ms)
     raise fail(
+        E210,
         "workload.max_ttft_ms",
         r.max_ttft_ms,
         f"the lowest time-to-first-token estimate at {r.target_concurrency} concurrent sequences of "
@@ -274,6 +278,7 @@ def needs_efa(ctx: Context, fit: Fit) -> ConfigError:
     with_efa = [row.instance_type for row in INSTANCE_CATALOG if row.family == inst.family and row.efa]
     choose = f"such as {', '.join(with_efa)}" if with_efa else "of another family"
     return fail(
+        E124,
         path,
         value,
         f"{reason}; choose an instance type with EFA ({choose}), or accept TCP with acknowledged_warnings "
@@ -314,6 +319,7 @@ def kv_offload_too_large(r: PlanRequest, inst: InstanceType, fit: Fit, need: int
     per = f" x {engines} engines per pod" if engines > 1 else ""
     most = f"at most {spare // 1024 // engines} GiB" if spare >= 1024 * engines else "no CPU tier fits"
     return fail(
+        E208,
         "workload.kv_offload",
         r.kv_offload,
         f"a pod's share of {inst.instance_type}'s host memory ({fit.pod.memory_mib} MiB) holds the {need} MiB "
@@ -330,6 +336,7 @@ def no_fit_on(
     memory_fits = [f for f in fits if f.fits]
     if memory_fits and not any(f.nvme_ok for f in memory_fits):
         return fail(
+            E209,
             "workload.weights_source",
             r.weights_source,
             f"the {ctx.checkpoint_bytes / 1e9:.1f} GB checkpoint (plus 10 % headroom) does not fit the "
@@ -341,6 +348,7 @@ def no_fit_on(
         if r.kv_offload is not None:
             return kv_offload_too_large(r, inst, worst, need)
         return fail(
+            E209,
             "workload.accelerator",
             inst.instance_type,
             f"a pod's share of its host memory ({worst.pod.memory_mib} MiB) is below the {need} MiB vLLM needs; "
@@ -357,7 +365,7 @@ def no_fit_on(
         f"({inst.accelerator_memory_gib:.1f} GiB each)"
     )
     if not ctx.suggest:
-        return fail("workload.accelerator", inst.instance_type, reason)
+        return fail(E209, "workload.accelerator", inst.instance_type, reason)
     fixes, tried = find_fixes(r, ctx.fmt, inst, quiet_plan)
     return NoFitError("workload.accelerator", inst.instance_type, reason, fixes, tried)
 

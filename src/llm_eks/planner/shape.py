@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.error_codes import E209
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.memory import GIB
 
@@ -36,6 +37,7 @@ def not_on_instance(ctx: Context, inst: InstanceType) -> ConfigError:
     """No split keeping the fixed sizes fits one node of `inst` or whole nodes up to max_nodes_per_replica."""
     path, value = named_size(ctx)
     return fail(
+        E209,
         path,
         value,
         f"no split with {fixed_sizes_text(ctx)} fits one {inst.instance_type} node ({gpus_text(inst.accelerators)}) or "
@@ -77,6 +79,7 @@ def shape_does_not_fit(ctx: Context, fits: list[Fit]) -> ConfigError:
     inst = best.instance
     nodes = f"{best.nodes}{TIMES} " if best.nodes > 1 else ""
     return fail(
+        E209,
         path,
         value,
         f"{spec.id} at {ctx.fmt} does not fit max_model_len {ctx.max_len} with TP{best.tp} {TIMES} PP{best.pp} on "
@@ -101,6 +104,7 @@ def expert_parallel_not_on(ctx: Context, inst: InstanceType) -> ConfigError:
     r = ctx.request
     tp = f" with TP{r.tensor_parallel_size}" if r.tensor_parallel_size is not None else ""
     return fail(
+        E209,
         path,
         value,
         f"no DP x EP layout{tp} fits one {inst.instance_type} node ({gpus_text(inst.accelerators)}) or whole nodes "
@@ -122,6 +126,7 @@ def expert_parallel_does_not_fit(ctx: Context, inst: InstanceType, shapes: list[
     else:
         why = memory_shortfall(ctx, best)
     return fail(
+        E209,
         path,
         value,
         f"{ctx.spec.id} at {ctx.fmt} does not fit max_model_len {ctx.max_len} with {layout} on {nodes}"

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import IO, Any
 
+from llm_eks.error_codes import E504
 from llm_eks.errors import fail
 
 
@@ -44,7 +45,7 @@ class Journal:
             try:
                 self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
             except OSError as err:
-                raise fail(field, path, f"cannot be written ({err.strerror or err})") from None
+                raise fail(E504, field, path, f"cannot be written ({err.strerror or err})") from None
 
     def write(self, event: str, **fields: Any) -> None:
         record = {"command": self.command, "event": event, "environment": self.environment, "at": now(), **fields}

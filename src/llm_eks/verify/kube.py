@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_eks.error_codes import E500, E501
 from llm_eks.errors import ConfigError, fail
 from llm_eks.manifests.verifier import reads
 from llm_eks.verify.expected import EnvironmentPlan, WorkloadPlan
@@ -45,25 +46,25 @@ def kubeconfig_contexts(field: str, path: str) -> tuple[list[str], str | None]:
     files = [Path(p).expanduser() for p in path.split(os.pathsep) if p]
     existing = [f for f in files if f.is_file()]
     if not existing:
-        raise fail(field, path, "no such file: name a kubeconfig (aws eks update-kubeconfig writes one)")
+        raise fail(E500, field, path, "no such file: name a kubeconfig (aws eks update-kubeconfig writes one)")
     names: list[str] = []
     current = None
     for f in existing:
         try:
             body = yaml.safe_load(f.read_text())
         except OSError as err:
-            raise fail(field, path, f"cannot be read ({err.strerror or err})") from None
+            raise fail(E500, field, path, f"cannot be read ({err.strerror or err})") from None
         except yaml.MarkedYAMLError as err:
             where = (
                 f" at line {err.problem_mark.line + 1}, column {err.problem_mark.column + 1}"
                 if err.problem_mark
                 else ""
             )
-            raise fail(field, path, f"cannot be read as a kubeconfig: {err.problem}{where}") from None
+            raise fail(E500, field, path, f"cannot be read as a kubeconfig: {err.problem}{where}") from None
         except yaml.YAMLError as err:
-            raise fail(field, path, f"cannot be read as a kubeconfig: {_one_line(err)}") from None
+            raise fail(E500, field, path, f"cannot be read as a kubeconfig: {_one_line(err)}") from None
         if not isinstance(body, dict) or not isinstance(body.get("contexts") or [], list):
-            raise fail(field, path, f"cannot be read as a kubeconfig: {f} is not a Config mapping with contexts")
+            raise fail(E500, field, path, f"cannot be read as a kubeconfig: {f} is not a Config mapping with contexts")
         names += [str(c.get("name")) for c in body.get("contexts") or () if isinstance(c, dict)]
         current = body.get("current-context") or current
     return list(dict.fromkeys(names)), current
@@ -92,9 +93,9 @@ class Kube:
         field, path = kubeconfig_path(kubeconfig)
         names, current = kubeconfig_contexts(field, path)
         if context is not None and context not in names:
-            raise fail("--context", context, f"must be a context of {path}: {', '.join(names) or 'none'}")
+            raise fail(E500, "--context", context, f"must be a context of {path}: {', '.join(names) or 'none'}")
         if context is None and not current:
-            raise fail(field, path, "has no current-context: pass --context")
+            raise fail(E500, field, path, "has no current-context: pass --context")
         self.context = context if context is not None else str(current)
         configuration = client.Configuration()
         try:
@@ -102,9 +103,10 @@ class Kube:
                 config_file=path, context=self.context, client_configuration=configuration, persist_config=False
             )
         except Exception as err:  # ConfigException, a failing exec plugin, a bad certificate path
-            raise fail(field, path, f"context {self.context!r} cannot be used ({_one_line(err)})") from None
+            raise fail(E500, field, path, f"context {self.context!r} cannot be used ({_one_line(err)})") from None
         if not configuration.verify_ssl and not allow_insecure:
             raise fail(
+                E500,
                 "--context",
                 self.context,
                 "sets insecure-skip-tls-verify: a command that changes the cluster sends no credentials to an API "
@@ -122,7 +124,7 @@ class Kube:
             return None
         if 200 <= status < 300:
             return json.loads(body)  # type: ignore[no-any-return]
-        raise ClusterError(self._refused(path, status, body))
+        raise ClusterError(E501, self._refused(path, status, body))
 
     def patch(self, path: str, body: Mapping[str, Any]) -> Object:
         """A JSON merge patch (RFC 7386: a list in it replaces the object's list whole) of the object at `path`; the
@@ -130,7 +132,7 @@ class Kube:
         status, answer = self.raw(path, method="PATCH", body=body)
         if 200 <= status < 300:
             return json.loads(answer)  # type: ignore[no-any-return]
-        raise ClusterError(self._refused(path, status, answer, "PATCH"))
+        raise ClusterError(E501, self._refused(path, status, answer, "PATCH"))
 
     def create(self, path: str, body: Mapping[str, Any]) -> tuple[int, Object]:
         """POST `body` to the collection at `path`: (201, the object stored) or (409, the Status) when an object of
@@ -138,13 +140,13 @@ class Kube:
         status, answer = self.raw(path, method="POST", body=body)
         if 200 <= status < 300 or status == 409:
             return status, json.loads(answer)
-        raise ClusterError(self._refused(path, status, answer, "POST"))
+        raise ClusterError(E501, self._refused(path, status, answer, "POST"))
 
     def delete(self, path: str) -> None:
         """Delete the object at `path` with its dependents in the background (a Job's pods); gone already is fine."""
         status, answer = self.raw(path, method="DELETE", body={"propagationPolicy": "Background"})
         if not (200 <= status < 300 or status == 404):
-            raise ClusterError(self._refused(path, status, answer, "DELETE"))
+            raise ClusterError(E501, self._refused(path, status, answer, "DELETE"))
 
     def text(self, path: str, query: Sequence[tuple[str, str]] = ()) -> str | None:
         """The text at `path` (a pod's log; None on 404). ClusterError when refused."""
@@ -153,7 +155,7 @@ class Kube:
             return None
         if 200 <= status < 300:
             return body.decode(errors="replace")
-        raise ClusterError(self._refused(path, status, body))
+        raise ClusterError(E501, self._refused(path, status, body))
 
     def raw(
         self,
@@ -186,11 +188,13 @@ class Kube:
             )
         except ApiException as err:
             if err.status == 0:  # TLS failure: the client reports it with status 0
-                raise ClusterError(f"kubernetes API: {self.server} refused TLS: {_one_line(err.reason)}") from None
+                raise ClusterError(
+                    E501, f"kubernetes API: {self.server} refused TLS: {_one_line(err.reason)}"
+                ) from None
             return int(err.status), err.body if isinstance(err.body, bytes) else str(err.body or "").encode()
         except urllib3.exceptions.HTTPError as err:
             raise ClusterError(
-                f"kubernetes API: {self.server} (context {self.context}) is unreachable: {_reason(err)}"
+                E501, f"kubernetes API: {self.server} (context {self.context}) is unreachable: {_reason(err)}"
             ) from None
         return int(response.status), bytes(response.data)
 

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
+from llm_eks.error_codes import E505
 from llm_eks.manifests.benchmark import CONTAINER, RESULT_MARKER
 from llm_eks.manifests.verifier.reads import PODS, Read
 from llm_eks.verify.checks_load import LoadResult, LoadSpec
@@ -57,8 +58,9 @@ def _start(kube: Kube, spec: LoadSpec) -> None:
     existing = kube.get(JOBS.path(spec.job_name, spec.namespace))
     if existing is not None and finished(existing) is None:
         raise ClusterError(
+            E505,
             f"load: Job {spec.namespace}/{spec.job_name} is still running (another load run?); wait for it or "
-            f"delete it: kubectl -n {spec.namespace} delete job {spec.job_name}"
+            f"delete it: kubectl -n {spec.namespace} delete job {spec.job_name}",
         )
     # A finished run's Job (its TTL not yet over): replace it.
     kube.delete(JOBS.path(spec.job_name, spec.namespace))
@@ -67,7 +69,9 @@ def _start(kube: Kube, spec: LoadSpec) -> None:
         if code != 409:
             return
         time.sleep(1)  # the old Job is still being deleted
-    raise ClusterError(f"load: Job {spec.namespace}/{spec.job_name} could not be replaced: {answer.get('message')}")
+    raise ClusterError(
+        E505, f"load: Job {spec.namespace}/{spec.job_name} could not be replaced: {answer.get('message')}"
+    )
 
 
 def _collect(kube: Kube, spec: LoadSpec, state: str) -> LoadResult:
@@ -118,7 +122,7 @@ def run_loads(
             if pending:
                 if clock() > deadline + GRACE_SECONDS:
                     names = ", ".join(f"{s.namespace}/{s.job_name}" for s in pending)
-                    raise ClusterError(f"load: {names} did not finish within its activeDeadlineSeconds")
+                    raise ClusterError(E505, f"load: {names} did not finish within its activeDeadlineSeconds")
                 sleep(POLL_SECONDS)
     finally:
         for spec in started:

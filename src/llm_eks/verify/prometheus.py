@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import promql_parser
 
+from llm_eks.error_codes import E502, E503
 from llm_eks.errors import fail
 from llm_eks.manifests.promql import MetricSource, selector
 from llm_eks.manifests.verifier import reads
@@ -48,14 +49,14 @@ def duration_seconds(field: str, text: str) -> float:
     """Seconds of a Prometheus duration (1h, 30m, 2h30m, 1d), read by the PromQL parser itself; at least a minute."""
     allowed = "a Prometheus duration such as 1h, 30m or 2h30m (at least 1m)"
     if not _WINDOW_TEXT.match(text):
-        raise fail(field, text, allowed)
+        raise fail(E503, field, text, allowed)
     try:
         call: Any = promql_parser.parse(f"rate(up[{text}])")
         seconds = float(call.args[0].range.total_seconds())
     except (ValueError, AttributeError, IndexError):
-        raise fail(field, text, allowed) from None
+        raise fail(E503, field, text, allowed) from None
     if seconds < 60:
-        raise fail(field, text, allowed)
+        raise fail(E503, field, text, allowed)
     return seconds
 
 
@@ -169,19 +170,23 @@ class Prometheus:
             # The API server's own answer: the proxy could not reach Prometheus, or RBAC refused the proxy.
             if status == 403:
                 raise ClusterError(
+                    E502,
                     f"prometheus: 403 Forbidden through the service proxy ({where}): {status_message(body)}; verify "
-                    f"needs the llm-eks-verify group's ClusterRole and Roles ({HELP})"
+                    f"needs the llm-eks-verify group's ClusterRole and Roles ({HELP})",
                 )
             raise ClusterError(
-                f"prometheus: unreachable through the API server's service proxy ({where}): {status_message(body)}"
+                E502,
+                f"prometheus: unreachable through the API server's service proxy ({where}): {status_message(body)}",
             )
         if not isinstance(parsed, dict) or "status" not in parsed:
-            raise ClusterError(f"prometheus: {where} answered {status} with no Prometheus API body")
+            raise ClusterError(E502, f"prometheus: {where} answered {status} with no Prometheus API body")
         if parsed["status"] != "success":
-            raise ClusterError(f"prometheus: query refused ({parsed.get('errorType')}: {parsed.get('error')}): {expr}")
+            raise ClusterError(
+                E502, f"prometheus: query refused ({parsed.get('errorType')}: {parsed.get('error')}): {expr}"
+            )
         data = parsed.get("data") or {}
         if data.get("resultType") != "vector":
-            raise ClusterError(f"prometheus: {expr} returned a {data.get('resultType')}, not an instant vector")
+            raise ClusterError(E502, f"prometheus: {expr} returned a {data.get('resultType')}, not an instant vector")
         return [(item.get("metric") or {}, float(item["value"][1])) for item in data.get("result") or ()]
 
     def scalar(self, expr: str) -> float | None:

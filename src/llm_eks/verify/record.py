@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_eks.catalog.accelerators import INSTANCE_TYPES
+from llm_eks.error_codes import E504
 from llm_eks.errors import fail
 from llm_eks.verify.args_diff import flags
 from llm_eks.verify.checks_nodes import INSTANCE_TYPE_LABEL
@@ -202,4 +203,4 @@ def write_points(path: str, points: list[dict[str, Any]]) -> None:
     try:
         Path(path).write_text(json.dumps(points, indent=1, ensure_ascii=False) + "\n")
     except OSError as err:
-        raise fail("--record", path, f"cannot be written ({err.strerror or err})") from None
+        raise fail(E504, "--record", path, f"cannot be written ({err.strerror or err})") from None

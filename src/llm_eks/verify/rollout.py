@@ -33,7 +33,8 @@ from typing import Any
 from llm_eks.config import EnvironmentConfig
 from llm_eks.config.canary import canary_key
 from llm_eks.config.plans import plan_workloads
-from llm_eks.errors import fail
+from llm_eks.error_codes import E506
+from llm_eks.errors import CodedError, fail
 from llm_eks.infra.workloads import VllmWorkload, build_workloads
 from llm_eks.manifests.gateway import GatewayProps, ModelRoute, traffic_split
 from llm_eks.manifests.gateway.routes import TrafficSplit
@@ -85,7 +86,7 @@ def pair(config: EnvironmentConfig, key: str) -> Pair:
     if key not in with_canary:
         where = f"environments.{config.name}.workloads"
         raise fail(
-            "--workload", key, f"must be a workload of {where} with a canary: {', '.join(with_canary) or 'none'}"
+            E506, "--workload", key, f"must be a workload of {where} with a canary: {', '.join(with_canary) or 'none'}"
         )
     plans = plan_workloads(config)
     workloads = build_workloads(config, plans)
@@ -120,7 +121,8 @@ def _replicas(kube: Kube, p: Pair, name: str, field: str = "spec") -> int:
     owner = kube.get(p._path(name))
     if owner is None:
         raise ClusterError(
-            f"no {p.canary_owner.resource} {p.canary_namespace}/{name}: deploy the environment with the canary first"
+            E506,
+            f"no {p.canary_owner.resource} {p.canary_namespace}/{name}: deploy the environment with the canary first",
         )
     if field == "spec":
         return int((owner.get("spec") or {}).get("replicas") or 0)
@@ -163,7 +165,7 @@ def set_weight(
     while _replicas(kube, p, p.canary_name, "status") < n:
         if waited >= p.start_seconds:
             raise ClusterError(
-                f"{p.canary_namespace}/{p.canary_name}: {n} replica(s) asked, not ready after {p.start_seconds} s"
+                E506, f"{p.canary_namespace}/{p.canary_name}: {n} replica(s) asked, not ready after {p.start_seconds} s"
             )
         sleep(poll)
         waited += poll
@@ -210,7 +212,9 @@ def interrupts() -> Iterator[None]:
 
 
 def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
+    # The progress line carries the sentence; the command's error line that follows carries the code.
+    text = err.message if isinstance(err, CodedError) else str(err)
+    return " ".join(text.split()) or type(err).__name__
 
 
 def _back_to_zero(kube: Kube, p: Pair, say: Callable[[str], None], why: str) -> int | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from llm_eks.config import EnvironmentConfig
 from llm_eks.config.plans import plan_workloads
+from llm_eks.error_codes import E505
 from llm_eks.images.lock import ImageLock
 from llm_eks.planner import Plan
 from llm_eks.planner.at_load import LoadEstimate, ObservedLoad, estimate_at_load
@@ -78,7 +79,7 @@ def run_load(
     )
     if not specs:
         which = ", ".join(sorted(load.only)) if load.only is not None else "vLLM workload"
-        raise ClusterError(f"load: no {which} with a Ready replica to send load to")
+        raise ClusterError(E505, f"load: no {which} with a Ready replica to send load to")
     results = run_loads(kube, specs, say=load.say, sleep=load.sleep)
     rows = [row for spec in specs for row in load_rows(spec, results[spec.workload])]
     return rows, max(r.seconds for r in results.values())

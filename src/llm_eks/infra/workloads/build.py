@@ -10,6 +10,7 @@ from llm_eks.config import EnvironmentConfig, ServedWorkload
 from llm_eks.config.canary_capacity import check_canary_capacity
 from llm_eks.config.capacity import check_reservations, floor_replicas, replica_price, reservation
 from llm_eks.config.plans import fallback_plan
+from llm_eks.error_codes import E120, E137
 from llm_eks.errors import fail
 from llm_eks.images.lock import ImageLock
 from llm_eks.infra.images import require_locked
@@ -218,6 +219,7 @@ def _unique_served_names(served: Sequence[ServedWorkload], plans: Sequence[Plan]
         for path, name in names:
             if name in seen:
                 raise fail(
+                    E120,
                     path,
                     name,
                     f"is already served by {seen[name]}; served model and adapter names must be unique in an "
@@ -235,10 +237,11 @@ def warm_headroom(
         return None
     path = f"{s.path}.warm_replicas"
     if plan.nodes_per_replica > 1:
-        raise fail(path, warm, "needs a replica that fits one node (this plan spans nodes); use 0")
+        raise fail(E137, path, warm, "needs a replica that fits one node (this plan spans nodes); use 0")
     held = warm * vllm.accelerators_per_pod
     if held > pool.accelerator_limit:
         raise fail(
+            E137,
             path,
             warm,
             f"holds {held} accelerators, above the node pool's limit of {pool.accelerator_limit} "

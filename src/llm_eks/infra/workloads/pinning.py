@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llm_eks.config import COMMIT, EnvironmentConfig
+from llm_eks.error_codes import E118
 from llm_eks.errors import fail
 from llm_eks.infra.workloads.props import checkpoint_revision
 from llm_eks.planner import Plan
@@ -29,6 +30,7 @@ def require_pinned_revisions(config: EnvironmentConfig, plans: Sequence[Plan]) -
         revision = checkpoint_revision(s, plan)
         if not COMMIT.match(revision):
             raise fail(
+                E118,
                 f"{s.path}.revision",
                 revision,
                 "production needs a commit, and a branch or tag name can move under running replicas: run "
@@ -38,6 +40,7 @@ def require_pinned_revisions(config: EnvironmentConfig, plans: Sequence[Plan]) -
         for name, repo, adapter_revision in s.config.adapters:
             if not COMMIT.match(adapter_revision):
                 raise fail(
+                    E118,
                     f"{s.path}.lora_adapters.{name}",
                     f"{repo}@{adapter_revision}",
                     f"production needs a commit: write {repo}@<40-hex commit>; {accept}",

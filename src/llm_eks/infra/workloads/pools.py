@@ -10,6 +10,7 @@ from dataclasses import replace
 from llm_eks.catalog.accelerators import FAMILIES, INSTANCE_TYPES
 from llm_eks.config import CapacityReservationConfig, ServedWorkload, WorkloadConfig
 from llm_eks.config.capacity import ON_DEMAND, compile_writer, efa_interfaces, nodes_at_max, replica_nodes
+from llm_eks.error_codes import E137
 from llm_eks.errors import fail
 from llm_eks.manifests.disruption import AUTO_MODE_CPU_DISRUPTION, AUTO_MODE_GPU_DISRUPTION, GPU_DISRUPTION, Disruption
 from llm_eks.manifests.node_pools import (
@@ -45,9 +46,12 @@ def gpu_pool(
     limit = w.accelerator_limit if w.accelerator_limit is not None else needed
     path = f"{s.path}.accelerator_limit"
     if limit < per_node:
-        raise fail(path, limit, f"must be at least one {plan.instance.instance_type} node's {per_node} accelerators")
+        raise fail(
+            E137, path, limit, f"must be at least one {plan.instance.instance_type} node's {per_node} accelerators"
+        )
     if limit < needed:
         raise fail(
+            E137,
             path,
             limit,
             f"must be at least {needed}: replicas.max {w.replicas.max} needs {nodes} {plan.instance.instance_type} "

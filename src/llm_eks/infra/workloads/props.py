@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from llm_eks.config import CapacityReservationConfig, EnvironmentConfig, ServedWorkload
 from llm_eks.config.capacity import prefill_max_replicas, replica_price
+from llm_eks.error_codes import E120, E138, E140
 from llm_eks.errors import ConfigError, fail
 from llm_eks.infra.workloads.pools import placement
 from llm_eks.manifests.autoscaling import (
@@ -115,6 +116,7 @@ def only_workload(config: EnvironmentConfig) -> ServedWorkload:
     """The environment's single workload; a ConfigError where `workloads` names several."""
     if len(config.served) != 1:
         raise fail(
+            E120,
             f"environments.{config.name}.workloads",
             list(config.workloads),
             "this call takes an environment of one workload; for several use plan_workloads and build_workloads",
@@ -128,9 +130,10 @@ def vllm_props(
     w = s.config
     if plan.nodes_per_replica > 1 and w.alb is not None:
         raise ConfigError(
+            E140,
             f"{s.path}.alb: not allowed here; {plan.model.id} needs {plan.nodes_per_replica} "
             f"{plan.instance.instance_type} nodes per replica (a LeaderWorkerSet, whose workers never serve); reach it "
-            "through its Service, or use engine 'ray-serve'"
+            "through its Service, or use engine 'ray-serve'",
         )
     selector, tolerations = placement(w, pool)
     # Config validation allows exactly these two.
@@ -218,6 +221,7 @@ def disaggregation_props(
         return None
     if plan.nodes_per_replica > 1:
         raise fail(
+            E138,
             f"{s.path}.disaggregation",
             s.config.disaggregation,
             f"a replica of {plan.model.id} spans {plan.nodes_per_replica} {plan.instance.instance_type} nodes; "
@@ -225,13 +229,16 @@ def disaggregation_props(
         )
     if config.gateway is None:
         raise fail(
+            E138,
             f"{s.path}.disaggregation",
             s.config.disaggregation,
             "the plan disaggregates prefill and decode, which the gateway's endpoint picker routes (its prefill and "
             "decode profiles): add a gateway to the environment, or use disaggregation off",
         )
     if s.canary_of is not None:
-        raise fail(f"{s.path}.disaggregation", s.config.disaggregation, "a next version is served aggregated; use off")
+        raise fail(
+            E138, f"{s.path}.disaggregation", s.config.disaggregation, "a next version is served aggregated; use off"
+        )
     prefill = d.disaggregated.pools[0]
     body = Disaggregation(
         prefill_replicas=prefill.replicas,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
+from llm_eks.error_codes import E131
 from llm_eks.errors import ConfigError
 from llm_eks.manifests import network_policies as netpol
 from llm_eks.manifests.gateway.auth import key_secrets, security_policies, tenant_filters
@@ -40,13 +41,15 @@ class GatewayChart(cdk8s.Chart):
         props.validate()
         if any(i.issuer == CLUSTER_ISSUER for i in props.issuers):
             raise ConfigError(
+                E131,
                 "gateway.issuers: 'eks-cluster' is not allowed here; the cluster's OIDC issuer URL must be filled in "
-                "first (GatewayProps.with_cluster_issuer)"
+                "first (GatewayProps.with_cluster_issuer)",
             )
         if region is None and any(t.api_key_secret is not None for t in props.tenants):
             raise ConfigError(
+                E131,
                 "region: None is not allowed with API-key tenants; the SecretStore reads their keys from Secrets "
-                "Manager in one region (give the environment a region, or pass --region)"
+                "Manager in one region (give the environment a region, or pass --region)",
             )
         super().__init__(scope, construct_id, namespace=props.namespace)
         self.props = props
@@ -77,7 +80,7 @@ class ModelRouteChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, construct_id: str, props: GatewayProps, route: ModelRoute) -> None:
         if route not in props.routes:
-            raise ConfigError(f"route: {route.name!r} is not allowed; it is not one of the gateway's routes")
+            raise ConfigError(E131, f"route: {route.name!r} is not allowed; it is not one of the gateway's routes")
         props.validate()
         super().__init__(scope, construct_id, namespace=route.namespace)
         add_objects(self, route_objects(props, route))

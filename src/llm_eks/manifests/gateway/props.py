@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E131, E133
 from llm_eks.errors import ConfigError, fail
 from llm_eks.manifests.gateway.platform import EXTERNAL_SECRETS_NAMESPACE
 from llm_eks.manifests.gateway.tenants import CLUSTER_ISSUER, Issuer, Tenant, validate_tenants
@@ -249,8 +250,9 @@ class GatewayProps:
             return self
         if issuer is None:
             raise ConfigError(
+                E131,
                 "gateway.issuers: 'eks-cluster' needs the cluster's OIDC issuer URL, which only a deployed cluster "
-                "knows: pass --oidc-issuer (aws eks describe-cluster --query cluster.identity.oidc.issuer)"
+                "knows: pass --oidc-issuer (aws eks describe-cluster --query cluster.identity.oidc.issuer)",
             )
         return replace(
             self,
@@ -266,38 +268,45 @@ def validate_gateway(p: GatewayProps) -> None:
     require_dns1123("gateway.namespace", p.namespace)
     require_dns1035("gateway.name", p.name)
     if p.expose not in EXPOSE:
-        raise ConfigError(f"gateway.expose: {p.expose!r} is not allowed; must be one of {', '.join(EXPOSE)}")
+        raise ConfigError(E131, f"gateway.expose: {p.expose!r} is not allowed; must be one of {', '.join(EXPOSE)}")
     if p.load_balancer_class not in NLB_CLASSES:
-        raise fail("gateway.load_balancer_class", p.load_balancer_class, f"must be one of {', '.join(NLB_CLASSES)}")
+        raise fail(
+            E131, "gateway.load_balancer_class", p.load_balancer_class, f"must be one of {', '.join(NLB_CLASSES)}"
+        )
     if p.load_balanced:
         _validate_load_balancer(p)
     else:
         for name in ("inbound_cidrs", "load_balancer_cidrs", "certificate_arn"):
             if getattr(p, name):
-                raise ConfigError(f"gateway.{name}: not allowed with expose cluster (there is no load balancer)")
+                raise ConfigError(E131, f"gateway.{name}: not allowed with expose cluster (there is no load balancer)")
     if not 1024 <= p.max_request_bytes <= 256 * 1024 * 1024:
         raise ConfigError(
-            f"gateway.max_request_bytes: {p.max_request_bytes} is not allowed; must be 1024 to 268435456 (256 MiB)"
+            E131,
+            f"gateway.max_request_bytes: {p.max_request_bytes} is not allowed; must be 1024 to 268435456 (256 MiB)",
         )
     for issuer in p.issuers:
         if issuer.issuer != CLUSTER_ISSUER:
             for name in ("issuer", "jwks_uri"):
                 value = getattr(issuer, name)
                 if not _is_token(value) and not _HTTPS_URL.match(value):
-                    raise fail(f"gateway.issuers[{issuer.name}].{name}", value, "must be an https URL")
+                    raise fail(E131, f"gateway.issuers[{issuer.name}].{name}", value, "must be an https URL")
         if not issuer.audiences:
-            raise fail(f"gateway.issuers[{issuer.name}].audiences", (), "a token must carry one of them: name one")
+            raise fail(
+                E131, f"gateway.issuers[{issuer.name}].audiences", (), "a token must carry one of them: name one"
+            )
     if not 1 <= p.envoy_replicas <= 10:
-        raise fail("gateway.envoy_replicas", p.envoy_replicas, "must be between 1 and 10")
+        raise fail(E131, "gateway.envoy_replicas", p.envoy_replicas, "must be between 1 and 10")
     if not p.routes:
-        raise ConfigError("gateway.routes: () is not allowed; name at least one workload to route to")
+        raise ConfigError(E131, "gateway.routes: () is not allowed; name at least one workload to route to")
     owner: dict[str, str] = {}
     for r in p.routes:
         _validate_route(p, r, owner)
     names = [r.name for r in p.routes]
     for name in names:
         if names.count(name) > 1:
-            raise ConfigError(f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own")
+            raise ConfigError(
+                E131, f"gateway.routes: name {name!r} is not allowed twice; each workload's route is its own"
+            )
     validate_tenants(p.tenants, p.issuers, set(owner))
 
 
@@ -306,22 +315,27 @@ def _validate_route(p: GatewayProps, r: ModelRoute, owner: dict[str, str]) -> No
     require_dns1035(f"{path}.name", r.name)
     require_dns1123(f"{path}.namespace", r.namespace)
     if len(r.picker) > 63:
-        raise ConfigError(f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)")
+        raise ConfigError(
+            E131, f"{path}.name: {r.name!r} is not allowed; at most 59 characters (its picker is <name>-epp)"
+        )
     if not r.model_names:
-        raise ConfigError(f"{path}.model_names: () is not allowed; name the served model")
+        raise ConfigError(E131, f"{path}.model_names: () is not allowed; name the served model")
     if not 1 <= r.picker_replicas <= 3:
-        raise ConfigError(f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
+        raise ConfigError(E131, f"{path}.picker_replicas: {r.picker_replicas} is not allowed; must be 1, 2 or 3")
     if isinstance(r.backend, PoolBackend) and r.routed and r.flow is None:
-        raise ConfigError(f"{path}.flow: None is not allowed; a pool's picker holds and sheds by its flow control")
+        raise ConfigError(
+            E131, f"{path}.flow: None is not allowed; a pool's picker holds and sheds by its flow control"
+        )
     if r.flow is not None:
         _validate_flow(r.flow, f"{path}.flow")
     elif not 1 <= r.request_timeout_seconds <= 3600:
-        raise fail(f"{path}.request_timeout_seconds", r.request_timeout_seconds, "must be 1 to 3600")
+        raise fail(E131, f"{path}.request_timeout_seconds", r.request_timeout_seconds, "must be 1 to 3600")
     if not r.routed:
         _validate_canary_pair(p, r, path)
         return
     if len(r.model_names) > MATCHES_PER_RULE * RULES_PER_ROUTE:
         raise fail(
+            E131,
             f"{path}.model_names",
             len(r.model_names),
             f"is too many names for one AIGatewayRoute: at most {MATCHES_PER_RULE * RULES_PER_ROUTE}",
@@ -329,12 +343,14 @@ def _validate_route(p: GatewayProps, r: ModelRoute, owner: dict[str, str]) -> No
     for model in r.model_names:
         if not _MODEL_NAME.match(model):
             raise ConfigError(
-                f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces"
+                E131,
+                f"{path}.model_names: {model!r} is not allowed; must be 1-4096 visible ASCII characters, no spaces",
             )
         if model in owner:
             raise ConfigError(
+                E131,
                 f"{path}.model_names: {model!r} is not allowed; {owner[model]} already serves it (each model name "
-                "routes to exactly one workload)"
+                "routes to exactly one workload)",
             )
         owner[model] = path
 
@@ -343,18 +359,23 @@ def _validate_flow(f: FlowControl, path: str) -> None:
     # The AI Gateway gives each picker ext_proc message 300 s (extensionserver/inferencepool.go): a longer hold
     # would be cut by Envoy, not answered by the picker.
     if not 1 <= f.hold_seconds < 300:
-        raise fail(f"{path}.hold_seconds", f.hold_seconds, "must be 1 to 299 (the AI Gateway's 300 s picker timeout)")
+        raise fail(
+            E131, f"{path}.hold_seconds", f.hold_seconds, "must be 1 to 299 (the AI Gateway's 300 s picker timeout)"
+        )
     if f.request_timeout_seconds <= f.hold_seconds:
         raise fail(
+            E131,
             f"{path}.request_timeout_seconds",
             f.request_timeout_seconds,
             f"must exceed the hold ({f.hold_seconds} s): a held request would time out before it is served",
         )
     for name in ("retry_after_seconds", "max_concurrency", "band_capacity"):
         if getattr(f, name) < 1:
-            raise fail(f"{path}.{name}", getattr(f, name), "must be at least 1")
+            raise fail(E131, f"{path}.{name}", getattr(f, name), "must be at least 1")
     if f.band_capacity > 5000:
-        raise fail(f"{path}.band_capacity", f.band_capacity, "must be at most 5000 (the picker's default per band)")
+        raise fail(
+            E131, f"{path}.band_capacity", f.band_capacity, "must be at most 5000 (the picker's default per band)"
+        )
 
 
 def _validate_canary_pair(p: GatewayProps, r: ModelRoute, path: str) -> None:
@@ -362,20 +383,24 @@ def _validate_canary_pair(p: GatewayProps, r: ModelRoute, path: str) -> None:
     assert r.canary_of is not None
     current = next((c for c in p.routes if (c.name, c.namespace) == r.canary_of), None)
     if current is None or current.next_version is None or current.next_version.name != r.name:
-        raise ConfigError(f"{path}.canary_of: {r.canary_of!r} is not allowed; name the route whose next version it is")
+        raise ConfigError(
+            E133, f"{path}.canary_of: {r.canary_of!r} is not allowed; name the route whose next version it is"
+        )
     if r.namespace != current.namespace:
         raise fail(
+            E133,
             f"{path}.namespace",
             r.namespace,
             f"must be its current version's {current.namespace}: its pods join that version's InferencePool",
         )
     if r.model_names != current.model_names:
         raise ConfigError(
+            E133,
             f"{path}.model_names: {list(r.model_names)} is not allowed; a next version answers exactly the names of "
-            f"the version it replaces: {list(current.model_names)}"
+            f"the version it replaces: {list(current.model_names)}",
         )
     if not isinstance(r.backend, PoolBackend) or not isinstance(current.backend, PoolBackend):
-        raise ConfigError(f"{path}.backend: a next version and its current version are InferencePools (vLLM)")
+        raise ConfigError(E133, f"{path}.backend: a next version and its current version are InferencePools (vLLM)")
 
 
 def _validate_load_balancer(p: GatewayProps) -> None:
@@ -383,37 +408,41 @@ def _validate_load_balancer(p: GatewayProps) -> None:
     if p.certificate_arn is not None:
         if not aws_ids.ACM_CERTIFICATE_ARN.match(p.certificate_arn):
             raise ConfigError(
+                E131,
                 f"gateway.certificate_arn: {p.certificate_arn!r} is not allowed; must be an ACM certificate ARN "
-                "(arn:aws:acm:<region>:<account>:certificate/<id>)"
+                "(arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
         if p.allow_http:
             raise ConfigError(
-                "gateway.allow_http: True is not allowed with certificate_arn; the endpoint serves HTTPS only"
+                E131, "gateway.allow_http: True is not allowed with certificate_arn; the endpoint serves HTTPS only"
             )
     elif not p.allow_http:
         raise ConfigError(
+            E131,
             "gateway.certificate_arn: None is not allowed without allow_http; name an ACM certificate for HTTPS, "
-            "or set allow_http to serve plain HTTP"
+            "or set allow_http to serve plain HTTP",
         )
     if not TLS12_OR_13_POLICY.match(p.ssl_policy):
         raise ConfigError(
+            E131,
             f"gateway.ssl_policy: {p.ssl_policy!r} is not allowed; must be an ELBSecurityPolicy-TLS13-1-2-* or "
-            "-TLS13-1-3-* policy (TLS 1.2 and newer)"
+            "-TLS13-1-3-* policy (TLS 1.2 and newer)",
         )
     for field_name, blocks in (("inbound_cidrs", p.inbound_cidrs), ("load_balancer_cidrs", p.load_balancer_cidrs)):
         if not blocks:
-            raise ConfigError(f"gateway.{field_name}: () is not allowed; name at least one IPv4 CIDR")
+            raise ConfigError(E131, f"gateway.{field_name}: () is not allowed; name at least one IPv4 CIDR")
         for block in blocks:
             try:
                 net = ipaddress.IPv4Network(block)
             except ValueError:
                 raise ConfigError(
-                    f"gateway.{field_name}: {block!r} is not allowed; must be an IPv4 CIDR such as 10.0.0.0/16"
+                    E131, f"gateway.{field_name}: {block!r} is not allowed; must be an IPv4 CIDR such as 10.0.0.0/16"
                 ) from None
             if net.prefixlen == 0:
                 raise ConfigError(
+                    E131,
                     f"gateway.{field_name}: {block!r} is not allowed; must not be the whole internet, list your own "
-                    "ranges"
+                    "ranges",
                 )
 
 

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E132
 from llm_eks.errors import ConfigError, fail
 
 TENANT_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
@@ -90,37 +91,49 @@ def validate_tenants(tenants: tuple[Tenant, ...], issuers: tuple[Issuer, ...], n
     """Each tenant has exactly one credential and holds it alone, names only models some route serves (`names`),
     a priority in range and limits above zero; each JWT tenant's issuer exists."""
     if not tenants:
-        raise ConfigError("gateway.tenants: () is not allowed; at least one tenant must be able to call the gateway")
+        raise ConfigError(
+            E132, "gateway.tenants: () is not allowed; at least one tenant must be able to call the gateway"
+        )
     by_issuer = {i.name: i for i in issuers}
     seen: dict[str, str] = {}
     for t in tenants:
         path = f"gateway.tenants[{t.name}]"
         if not TENANT_NAME.match(t.name):
-            raise fail(f"{path}.name", t.name, "must be 1-32 lowercase letters, digits and '-', starting with a letter")
+            raise fail(
+                E132, f"{path}.name", t.name, "must be 1-32 lowercase letters, digits and '-', starting with a letter"
+            )
         if (t.api_key_secret is None) == (t.jwt_principal is None) or (t.jwt_principal is None) != (
             t.jwt_issuer is None
         ):
-            raise ConfigError(f"{path}: name exactly one credential: an API key secret, or a JWT issuer and principal")
+            raise ConfigError(
+                E132, f"{path}: name exactly one credential: an API key secret, or a JWT issuer and principal"
+            )
         if t.api_key_secret is not None and (
             t.api_key_secret.startswith("arn:") or not aws_ids.SECRET_NAME.match(t.api_key_secret)
         ):
-            raise fail(f"{path}.api_key_secret", t.api_key_secret, "must be a Secrets Manager secret name")
+            raise fail(E132, f"{path}.api_key_secret", t.api_key_secret, "must be a Secrets Manager secret name")
         if t.jwt_issuer is not None and t.jwt_issuer not in by_issuer:
-            raise fail(f"{path}.jwt_issuer", t.jwt_issuer, f"must be one of {', '.join(by_issuer) or 'no issuer'}")
+            raise fail(
+                E132, f"{path}.jwt_issuer", t.jwt_issuer, f"must be one of {', '.join(by_issuer) or 'no issuer'}"
+            )
         if t.jwt_principal is not None and not PRINCIPAL.match(t.jwt_principal):
-            raise fail(f"{path}.jwt_principal", t.jwt_principal, "must be 1-256 visible ASCII characters without ','")
+            raise fail(
+                E132, f"{path}.jwt_principal", t.jwt_principal, "must be 1-256 visible ASCII characters without ','"
+            )
         credential = t.api_key_secret or f"jwt:{t.jwt_principal}"
         if credential in seen or t.name in seen.values():
-            raise fail(f"{path}", t.name, f"shares its name or credential with tenant {seen.get(credential, t.name)}")
+            raise fail(
+                E132, f"{path}", t.name, f"shares its name or credential with tenant {seen.get(credential, t.name)}"
+            )
         seen[credential] = t.name
         if not t.models:
-            raise fail(f"{path}.models", (), "name at least one model")
+            raise fail(E132, f"{path}.models", (), "name at least one model")
         for model in t.models:
             if model not in names:
-                raise fail(f"{path}.models", model, "must be a name one of the gateway's routes serves")
+                raise fail(E132, f"{path}.models", model, "must be a name one of the gateway's routes serves")
         if t.priority not in PRIORITIES:
-            raise fail(f"{path}.priority", t.priority, "must be -100 to 100")
+            raise fail(E132, f"{path}.priority", t.priority, "must be -100 to 100")
         for name in LIMIT_FIELDS:
             value = getattr(t.limits, name)
             if value is not None and value < 1:
-                raise fail(f"{path}.limits.{name}", value, "must be at least 1 (None: no limit)")
+                raise fail(E132, f"{path}.limits.{name}", value, "must be at least 1 (None: no limit)")

@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llm_eks.catalog import auto_mode
+from llm_eks.error_codes import E408
 from llm_eks.errors import fail
 from llm_eks.manifests.node_pools.efa import network_interfaces
 from llm_eks.manifests.node_pools.reserved import ReservedCapacity, duration_seconds
@@ -149,21 +150,24 @@ def validate_auto_mode(p: NodePoolsProps) -> None:
     """What Auto Mode cannot do of `p`: one-line errors naming the field."""
     why_ami = "EKS Auto Mode picks the node AMI (Bottlerocket) and takes no user data"
     if p.ami_family != BOTTLEROCKET:
-        raise fail("ami_family", p.ami_family, f"{why_ami}: leave ami_family at {BOTTLEROCKET}")
+        raise fail(E408, "ami_family", p.ami_family, f"{why_ami}: leave ami_family at {BOTTLEROCKET}")
     if p.ami_version is not None:
-        raise fail("ami_version", p.ami_version, f"{why_ami}: leave ami_version unset")
+        raise fail(E408, "ami_version", p.ami_version, f"{why_ami}: leave ami_version unset")
     if p.image_snapshot_id is not None:
         raise fail(
+            E408,
             "image_snapshot_id",
             p.image_snapshot_id,
             "EKS Auto Mode's NodeClass takes no block device mappings, so no node restores a data volume from it",
         )
     if not p.parallel_image_pull:
-        raise fail("parallel_image_pull", False, "EKS Auto Mode configures image pulls itself (its SOCI parallel pull)")
+        raise fail(
+            E408, "parallel_image_pull", False, "EKS Auto Mode configures image pulls itself (its SOCI parallel pull)"
+        )
     for i, pool in enumerate(p.gpu_pools):
         reason = auto_mode.unsupported_reason(pool.instance_family)
         if reason is not None:
-            raise fail(f"gpu_pools[{i}].instance_family", pool.instance_family, reason)
+            raise fail(E408, f"gpu_pools[{i}].instance_family", pool.instance_family, reason)
     disruptions = [(f"gpu_pools[{i}]", pool.disruption) for i, pool in enumerate(p.gpu_pools)]
     if p.cpu_pool is not None:
         disruptions.append(("cpu_pool", p.cpu_pool.disruption))
@@ -171,6 +175,7 @@ def validate_auto_mode(p: NodePoolsProps) -> None:
         expire = disruption.expire_after
         if expire == "Never" or duration_seconds(expire) > MAX_EXPIRE_AFTER_SECONDS:
             raise fail(
+                E408,
                 f"{path}.disruption.expire_after",
                 expire,
                 f"EKS Auto Mode replaces every node at {auto_mode.MAX_NODE_LIFETIME_DAYS} days: at most "
@@ -178,4 +183,4 @@ def validate_auto_mode(p: NodePoolsProps) -> None:
             )
     for key in p.tags:
         if key.startswith(_RESERVED_TAG_PREFIXES):
-            raise fail(f"tags.{key}", p.tags[key], "uses a tag key EKS Auto Mode reserves for what it launches")
+            raise fail(E408, f"tags.{key}", p.tags[key], "uses a tag key EKS Auto Mode reserves for what it launches")

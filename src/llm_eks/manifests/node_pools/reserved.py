@@ -27,6 +27,7 @@ from llm_eks.aws_ids import (
     MAX_RESERVATION_TERMS,
     RESERVATION_TYPES,
 )
+from llm_eks.error_codes import E123
 from llm_eks.errors import fail
 
 RESERVED = "reserved"
@@ -71,27 +72,39 @@ class ReservedCapacity:
 
     def validate(self, path: str) -> None:
         if not self.ids and not self.tags:
-            raise fail(f"{path}.ids", [], "list the reservations (cr-...) or select them by tags")
+            raise fail(E123, f"{path}.ids", [], "list the reservations (cr-...) or select them by tags")
         for i, reservation_id in enumerate(self.ids):
             if not CAPACITY_RESERVATION_ID.match(reservation_id):
                 raise fail(
-                    f"{path}.ids[{i}]", reservation_id, "must be a capacity reservation id like cr-0123456789abcdef0"
+                    E123,
+                    f"{path}.ids[{i}]",
+                    reservation_id,
+                    "must be a capacity reservation id like cr-0123456789abcdef0",
                 )
         if len(self.selector_terms()) > MAX_RESERVATION_TERMS:
-            raise fail(f"{path}.ids", len(self.ids), f"Karpenter takes at most {MAX_RESERVATION_TERMS} selector terms")
+            raise fail(
+                E123, f"{path}.ids", len(self.ids), f"Karpenter takes at most {MAX_RESERVATION_TERMS} selector terms"
+            )
         if len(self.tags) > MAX_RESERVATION_TAGS or any(not k or not v for k, v in self.tags.items()):
             raise fail(
-                f"{path}.tags", dict(self.tags), f"must be 1-{MAX_RESERVATION_TAGS} tags with non-empty keys and values"
+                E123,
+                f"{path}.tags",
+                dict(self.tags),
+                f"must be 1-{MAX_RESERVATION_TAGS} tags with non-empty keys and values",
             )
         if self.owner_id is not None and (not self.tags or not ACCOUNT.match(self.owner_id)):
-            raise fail(f"{path}.owner_id", self.owner_id, "must be a 12-digit account id, and only with tags")
+            raise fail(E123, f"{path}.owner_id", self.owner_id, "must be a 12-digit account id, and only with tags")
         if self.tags and self.owner_id is None:
             raise fail(
+                E123,
                 f"{path}.owner_id",
                 None,
                 "required with tags: without it they also match reservations other accounts share",
             )
         if self.reservation_type not in RESERVATION_TYPES:
             raise fail(
-                f"{path}.reservation_type", self.reservation_type, f"must be one of {', '.join(RESERVATION_TYPES)}"
+                E123,
+                f"{path}.reservation_type",
+                self.reservation_type,
+                f"must be one of {', '.join(RESERVATION_TYPES)}",
             )

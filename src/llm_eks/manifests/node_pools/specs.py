@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 from llm_eks import aws_ids
 from llm_eks.catalog import accelerators as catalog
+from llm_eks.error_codes import E123, E124, E406, E407
 from llm_eks.errors import fail
 from llm_eks.manifests.disruption import CPU_DISRUPTION, GPU_DISRUPTION, Disruption
 from llm_eks.manifests.node_pools.reserved import (
@@ -88,6 +89,7 @@ def _check_capacity_types(path: str, values: tuple[str, ...], *, reserved: bool 
     """'spot' and/or 'on-demand'; with `reserved` (a pool with capacity reservations) 'reserved' too."""
     if not values:
         raise fail(
+            E406,
             path,
             values,
             "must list 'reserved', 'spot' or 'on-demand'" if reserved else "must list 'spot', 'on-demand' or both",
@@ -96,16 +98,16 @@ def _check_capacity_types(path: str, values: tuple[str, ...], *, reserved: bool 
     for i, value in enumerate(values):
         if value not in allowed:
             if reserved:
-                raise fail(f"{path}[{i}]", value, "must be 'reserved', 'spot' or 'on-demand'")
+                raise fail(E406, f"{path}[{i}]", value, "must be 'reserved', 'spot' or 'on-demand'")
             extra = " (or 'reserved', with a reservation)" if value == RESERVED else ""
-            raise fail(f"{path}[{i}]", value, f"must be 'spot' or 'on-demand'{extra}")
+            raise fail(E406, f"{path}[{i}]", value, f"must be 'spot' or 'on-demand'{extra}")
     if len(set(values)) != len(values):
-        raise fail(path, values, "must not repeat a capacity type")
+        raise fail(E406, path, values, "must not repeat a capacity type")
 
 
 def _check_name(path: str, name: str) -> None:
     if not _DNS_LABEL.match(name):
-        raise fail(path, name, "must be a DNS label: lowercase letters, digits and '-', at most 63 characters")
+        raise fail(E406, path, name, "must be a DNS label: lowercase letters, digits and '-', at most 63 characters")
 
 
 @dataclass(frozen=True)
@@ -173,50 +175,60 @@ class GpuPoolSpec:
     def validate(self, path: str) -> None:
         _check_name(f"{path}.name", self.name)
         if self.vendor not in VENDORS:
-            raise fail(f"{path}.vendor", self.vendor, f"must be one of {', '.join(VENDORS)}")
+            raise fail(E406, f"{path}.vendor", self.vendor, f"must be one of {', '.join(VENDORS)}")
         if self.instance_family in UNSUPPORTED_FAMILIES:
-            raise fail(f"{path}.instance_family", self.instance_family, UNSUPPORTED_FAMILIES[self.instance_family])
+            raise fail(
+                E406, f"{path}.instance_family", self.instance_family, UNSUPPORTED_FAMILIES[self.instance_family]
+            )
         sizes = catalog.FAMILIES.get(self.instance_family)
         if sizes is None:
             raise fail(
+                E406,
                 f"{path}.instance_family",
                 self.instance_family,
                 f"must be a catalog family: {', '.join(supported_families())}",
             )
         if sizes[0].accelerator_vendor != self.vendor:
             raise fail(
+                E406,
                 f"{path}.vendor",
                 self.vendor,
                 f"must be {sizes[0].accelerator_vendor!r} for instance family {self.instance_family}",
             )
         if not self.instance_types:
             raise fail(
-                f"{path}.instance_types", self.instance_types, f"must list at least one {self.instance_family} size"
+                E406,
+                f"{path}.instance_types",
+                self.instance_types,
+                f"must list at least one {self.instance_family} size",
             )
         known = [row.instance_type for row in sizes]
         for i, instance_type in enumerate(self.instance_types):
             if instance_type not in known:
-                raise fail(f"{path}.instance_types[{i}]", instance_type, f"must be one of {', '.join(known)}")
+                raise fail(E406, f"{path}.instance_types[{i}]", instance_type, f"must be one of {', '.join(known)}")
         largest = max(catalog.INSTANCE_TYPES[t].accelerators for t in self.instance_types)
         if self.accelerators_per_node is not None and self.accelerators_per_node != largest:
             raise fail(
+                E406,
                 f"{path}.accelerators_per_node",
                 self.accelerators_per_node,
                 f"must be {largest}, the accelerators of the largest planned size (or None)",
             )
         _check_capacity_types(f"{path}.capacity_types", self.capacity_types, reserved=self.reservation is not None)
         if self.weight is not None and not 1 <= self.weight <= 100:
-            raise fail(f"{path}.weight", self.weight, "must be 1 to 100 (Karpenter's NodePool weight) or None")
+            raise fail(E406, f"{path}.weight", self.weight, "must be 1 to 100 (Karpenter's NodePool weight) or None")
         self._validate_reservation(path)
         self._validate_efa(path)
         if self.accelerator_limit < largest:
             raise fail(
+                E406,
                 f"{path}.accelerator_limit",
                 self.accelerator_limit,
                 f"must be at least {largest} (one {self._largest_size()} node), or no node can launch",
             )
         if self.has_nvme and not any(catalog.INSTANCE_TYPES[t].local_nvme_gb for t in self.instance_types):
             raise fail(
+                E406,
                 f"{path}.has_nvme",
                 self.has_nvme,
                 f"must be False or None: no planned {self.instance_family} size has instance-store NVMe",
@@ -232,6 +244,7 @@ class GpuPoolSpec:
         self.reservation.validate(f"{path}.reservation")
         if RESERVED not in self.capacity_types:
             raise fail(
+                E123,
                 f"{path}.capacity_types",
                 self.capacity_types,
                 "must include 'reserved' with a reservation (Karpenter launches into it only then)",
@@ -239,6 +252,7 @@ class GpuPoolSpec:
         grace = self.disruption.termination_grace_period
         if self.reservation.capacity_block and duration_seconds(grace) > CAPACITY_BLOCK_DRAIN_SECONDS:
             raise fail(
+                E123,
                 f"{path}.disruption.termination_grace_period",
                 grace,
                 f"must be at most {CAPACITY_BLOCK_DRAIN} for a Capacity Block: Karpenter drains its nodes 40 minutes "
@@ -247,11 +261,12 @@ class GpuPoolSpec:
 
     def _validate_efa(self, path: str) -> None:
         if self.efa_interfaces < 0:
-            raise fail(f"{path}.efa_interfaces", self.efa_interfaces, "must be 0 (no EFA) or more")
+            raise fail(E124, f"{path}.efa_interfaces", self.efa_interfaces, "must be 0 (no EFA) or more")
         for instance_type in self.instance_types if self.efa_interfaces else ():
             offered = catalog.INSTANCE_TYPES[instance_type].efa_interfaces
             if offered < self.efa_interfaces:
                 raise fail(
+                    E124,
                     f"{path}.efa_interfaces",
                     self.efa_interfaces,
                     f"must be at most {offered}, the EFA interfaces of {instance_type} (Karpenter would drop the type)",
@@ -280,17 +295,19 @@ class CpuPoolSpec:
     def validate(self, path: str) -> None:
         _check_name(f"{path}.name", self.name)
         if not self.instance_categories:
-            raise fail(f"{path}.instance_categories", self.instance_categories, "must list at least one of c, m, r")
+            raise fail(
+                E406, f"{path}.instance_categories", self.instance_categories, "must list at least one of c, m, r"
+            )
         for i, category in enumerate(self.instance_categories):
             if category not in ("c", "m", "r"):
-                raise fail(f"{path}.instance_categories[{i}]", category, "must be 'c', 'm' or 'r'")
+                raise fail(E406, f"{path}.instance_categories[{i}]", category, "must be 'c', 'm' or 'r'")
         if not 1 <= self.min_generation <= 10:
-            raise fail(f"{path}.min_generation", self.min_generation, "must be between 1 and 10")
+            raise fail(E406, f"{path}.min_generation", self.min_generation, "must be between 1 and 10")
         _check_capacity_types(f"{path}.capacity_types", self.capacity_types)
         if self.cpu_limit < 2:
-            raise fail(f"{path}.cpu_limit", self.cpu_limit, "must be at least 2 vCPUs (the smallest c/m/r size)")
+            raise fail(E406, f"{path}.cpu_limit", self.cpu_limit, "must be at least 2 vCPUs (the smallest c/m/r size)")
         if not 20 <= self.volume_gib <= 16384:
-            raise fail(f"{path}.volume_gib", self.volume_gib, "must be between 20 and 16384 GiB")
+            raise fail(E406, f"{path}.volume_gib", self.volume_gib, "must be between 20 and 16384 GiB")
         self.disruption.validate(f"{path}.disruption")
 
 
@@ -354,13 +371,13 @@ class NodePoolsProps:
 
     def validate(self) -> None:
         if not self.cluster_name:
-            raise fail("cluster_name", self.cluster_name, "must be the EKS cluster name (or a CDK token for it)")
+            raise fail(E407, "cluster_name", self.cluster_name, "must be the EKS cluster name (or a CDK token for it)")
         if self.compute not in COMPUTE_MODES:
-            raise fail("compute", self.compute, f"must be one of {', '.join(COMPUTE_MODES)}")
+            raise fail(E407, "compute", self.compute, f"must be one of {', '.join(COMPUTE_MODES)}")
         if not self.node_role_name or self.node_role_name.startswith("arn:"):
-            raise fail("node_role_name", self.node_role_name, "must be the node IAM role's NAME, not its ARN")
+            raise fail(E407, "node_role_name", self.node_role_name, "must be the node IAM role's NAME, not its ARN")
         if not self.gpu_pools:
-            raise fail("gpu_pools", self.gpu_pools, "must list at least one GPU pool")
+            raise fail(E407, "gpu_pools", self.gpu_pools, "must list at least one GPU pool")
         for i, pool in enumerate(self.gpu_pools):
             pool.validate(f"gpu_pools[{i}]")
         if self.cpu_pool is not None:
@@ -369,6 +386,7 @@ class NodePoolsProps:
         self._validate_ami()
         if not 40 <= self.root_volume_gib <= 16384:
             raise fail(
+                E407,
                 "root_volume_gib",
                 self.root_volume_gib,
                 "must be between 40 and 16384 GiB (a vLLM image alone takes ~30 GB)",
@@ -383,6 +401,7 @@ class NodePoolsProps:
             first = classes.setdefault(pool.node_class, pool)
             if first.reservation != pool.reservation:
                 raise fail(
+                    E123,
                     f"gpu_pools[{i}].reservation",
                     pool.reservation,
                     f"must equal that of {first.name}: both launch from node class {pool.node_class}",
@@ -390,7 +409,7 @@ class NodePoolsProps:
         seen = {self.cpu_pool.name} if self.cpu_pool is not None else set()
         for i, pool in enumerate(self.gpu_pools):
             if pool.name in seen:
-                raise fail(f"gpu_pools[{i}].name", pool.name, "must be unique across gpu_pools and cpu_pool")
+                raise fail(E407, f"gpu_pools[{i}].name", pool.name, "must be unique across gpu_pools and cpu_pool")
             seen.add(pool.name)
 
     def _validate_ids(self) -> None:
@@ -398,12 +417,14 @@ class NodePoolsProps:
         if self.image_snapshot_id is not None:
             if not aws_ids.SNAPSHOT_ID.match(self.image_snapshot_id):
                 raise fail(
+                    E407,
                     "image_snapshot_id",
                     self.image_snapshot_id,
                     "must be an EBS snapshot id like snap-0123456789abcdef0",
                 )
             if self.ami_family != BOTTLEROCKET:
                 raise fail(
+                    E407,
                     "image_snapshot_id",
                     self.image_snapshot_id,
                     f"needs ami_family 'bottlerocket' (ami_family is {self.ami_family!r}: "
@@ -411,13 +432,15 @@ class NodePoolsProps:
                 )
         for i, sg in enumerate(self.security_group_ids):
             if not _is_token(sg) and not aws_ids.SECURITY_GROUP_ID.match(sg):
-                raise fail(f"security_group_ids[{i}]", sg, "must be a security group id like sg-0123456789abcdef0")
+                raise fail(
+                    E407, f"security_group_ids[{i}]", sg, "must be a security group id like sg-0123456789abcdef0"
+                )
         for i, subnet in enumerate(self.subnet_ids):
             if not _is_token(subnet) and not aws_ids.SUBNET_ID.match(subnet):
-                raise fail(f"subnet_ids[{i}]", subnet, "must be a subnet id like subnet-0123456789abcdef0")
+                raise fail(E407, f"subnet_ids[{i}]", subnet, "must be a subnet id like subnet-0123456789abcdef0")
         for key in self.tags:
             if not key or key in _RESERVED_TAGS or key.startswith(_RESERVED_TAG_PREFIXES):
-                raise fail(f"tags.{key}", self.tags[key], "uses a tag key Karpenter reserves for node ownership")
+                raise fail(E407, f"tags.{key}", self.tags[key], "uses a tag key Karpenter reserves for node ownership")
 
     def _validate_placement_groups(self) -> None:
         wanted = self.efa_node_classes
@@ -425,6 +448,7 @@ class NodePoolsProps:
             group = self.placement_groups.get(node_class)
             if group is None:
                 raise fail(
+                    E407,
                     "placement_groups",
                     dict(self.placement_groups),
                     f"must name the cluster placement group (pg-...) of EFA node class {node_class}",
@@ -432,11 +456,15 @@ class NodePoolsProps:
             # Karpenter selects the group by id; Auto Mode's NodeClass by name (node_pools/auto_mode.py).
             if self.compute == KARPENTER and not _is_token(group) and not aws_ids.PLACEMENT_GROUP_ID.match(group):
                 raise fail(
-                    f"placement_groups.{node_class}", group, "must be a placement group id like pg-0123456789abcdef0"
+                    E407,
+                    f"placement_groups.{node_class}",
+                    group,
+                    "must be a placement group id like pg-0123456789abcdef0",
                 )
         for node_class in self.placement_groups:
             if node_class not in wanted:
                 raise fail(
+                    E407,
                     "placement_groups",
                     node_class,
                     f"must be an EFA node class of the pools: {', '.join(wanted) or 'none has EFA'}",
@@ -444,18 +472,19 @@ class NodePoolsProps:
 
     def _validate_ami(self) -> None:
         if self.ami_family not in AMI_FAMILIES:
-            raise fail("ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
+            raise fail(E407, "ami_family", self.ami_family, f"must be one of {', '.join(AMI_FAMILIES)}")
         if self.ami_version is None:
             return
         if self.ami_version == "latest":
             raise fail(
+                E407,
                 "ami_version",
                 self.ami_version,
                 "pin a release (latest drifts and replaces every node whenever AWS publishes an AMI)",
             )
         pattern, example = _AMI_VERSION_FORMAT[self.ami_family]
         if not pattern.match(self.ami_version):
-            raise fail("ami_version", self.ami_version, f"must be {example}")
+            raise fail(E407, "ami_version", self.ami_version, f"must be {example}")
 
 
 def workload_placement(
@@ -474,7 +503,10 @@ def workload_placement(
     if capacity_type is not None:
         if capacity_type not in pool.capacity_types:
             raise fail(
-                "capacity_type", capacity_type, f"must be one pool {pool.name} allows: {', '.join(pool.capacity_types)}"
+                E407,
+                "capacity_type",
+                capacity_type,
+                f"must be one pool {pool.name} allows: {', '.join(pool.capacity_types)}",
             )
         node_selector[CAPACITY_TYPE_LABEL] = capacity_type
     return node_selector, tolerations

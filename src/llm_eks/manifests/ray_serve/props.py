@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E403, E405
 from llm_eks.errors import ConfigError, fail
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.pods import (
@@ -180,7 +181,7 @@ def llm_deployment_name(model_id: str) -> str:
 
 
 def _fail(prop: str, value: object, allowed: str) -> ConfigError:
-    return fail(f"ray_serve.{prop}", value, allowed)
+    return fail(E405, f"ray_serve.{prop}", value, allowed)
 
 
 def _at_least(prop: str, value: object, minimum: int) -> None:
@@ -318,7 +319,8 @@ def _validate_drain(p: RayServeProps) -> None:
     drain = p.pre_stop_seconds + p.drain_timeout_seconds
     if not whole_number(p.termination_grace_seconds) or not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
         raise ConfigError(
+            E403,
             f"ray_serve.drain: preStop {p.pre_stop_seconds} s + Ray drain timeout {p.drain_timeout_seconds} s = "
             f"{drain} s must be below terminationGracePeriodSeconds {p.termination_grace_seconds} s, which must be at "
-            f"most {MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)"
+            f"most {MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)",
         )

@@ -20,6 +20,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from llm_eks.error_codes import E404
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.checkov import serving_pod_annotations
 from llm_eks.manifests.labels import app_labels
@@ -81,12 +82,14 @@ def writer_name(p: VllmProps) -> str:
 def writer_objects(p: VllmProps, timing: ProbeTiming) -> list[dict[str, Any]]:
     """The writer's ServiceAccount and Job (vLLM's props as the Deployment has them)."""
     if p.compile_cache is None or p.staged_weights is None:
-        raise ConfigError("compile_cache: only with staged weights (the writer reads them as the replicas do)")
+        raise ConfigError(E404, "compile_cache: only with staged weights (the writer reads them as the replicas do)")
     if p.nodes_per_replica > 1:
-        raise ConfigError("compile_cache: not for a replica that spans nodes (one writer pod compiles one server)")
+        raise ConfigError(
+            E404, "compile_cache: not for a replica that spans nodes (one writer pod compiles one server)"
+        )
     name, key = writer_name(p), cache_key(p)
     if len(name) > 63 or len(f"{p.name}-cc-{key}") > 63:
-        raise ConfigError(f"compile_cache: {p.name!r} is too long for the writer's names (at most 48 characters)")
+        raise ConfigError(E404, f"compile_cache: {p.name!r} is too long for the writer's names (at most 48 characters)")
     # The server as the Deployment runs it, without what a client needs (key, Hub token) and without probes.
     # It compiles for the planned family: on node_selector's pool alone, never a fallback family's.
     # A disaggregated workload's writer compiles as its prefill server (pod.compiled_server says why).

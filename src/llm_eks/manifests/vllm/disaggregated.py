@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from llm_eks.error_codes import E138
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.source import builds_objects
 from llm_eks.versions import DISAGG_SIDECAR_IMAGE
@@ -78,15 +79,20 @@ def validate_disaggregation(d: Disaggregation, nodes_per_replica: int, neuron: b
     """One-line errors for what the chart cannot serve disaggregated."""
     if nodes_per_replica > 1:
         raise ConfigError(
+            E138,
             f"disaggregation: not allowed with nodes_per_replica {nodes_per_replica}; prefill/decode pools are served "
-            "one node per replica here (a LeaderWorkerSet P/D is not built yet): use disaggregation off"
+            "one node per replica here (a LeaderWorkerSet P/D is not built yet): use disaggregation off",
         )
     if neuron:
-        raise ConfigError("disaggregation: not allowed on Neuron; the NIXL connector needs the GPU engine")
+        raise ConfigError(E138, "disaggregation: not allowed on Neuron; the NIXL connector needs the GPU engine")
     if d.prefill_replicas < 0:
-        raise ConfigError(f"disaggregation.prefill_replicas: {d.prefill_replicas} is not allowed; must be at least 0")
+        raise ConfigError(
+            E138, f"disaggregation.prefill_replicas: {d.prefill_replicas} is not allowed; must be at least 0"
+        )
     if d.non_cached_tokens < 0:
-        raise ConfigError(f"disaggregation.non_cached_tokens: {d.non_cached_tokens} is not allowed; must be at least 0")
+        raise ConfigError(
+            E138, f"disaggregation.non_cached_tokens: {d.non_cached_tokens} is not allowed; must be at least 0"
+        )
 
 
 def side_channel_env() -> list[dict[str, Any]]:

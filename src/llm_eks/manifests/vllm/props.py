@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E401, E402, E403
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.ingress import IngressProps, validate_ingress
 from llm_eks.manifests.labels import POOL_LABEL, VLLM_APP, require_dns1035, require_dns1123, selector_labels
@@ -239,7 +240,7 @@ def service_url(props: VllmProps) -> str:
 
 def _at_least(field_name: str, value: int, minimum: int) -> None:
     if value < minimum:
-        raise ConfigError(f"{field_name}: {value} is not allowed; must be at least {minimum}")
+        raise ConfigError(E401, f"{field_name}: {value} is not allowed; must be at least {minimum}")
 
 
 NEXT_VERSION_APP = "vllm-next"
@@ -261,8 +262,9 @@ def validate_vllm_props(p: VllmProps) -> None:
     require_dns1123("namespace", p.namespace)
     if not p.served_model_name or any(c in p.served_model_name for c in '"\\\n'):
         raise ConfigError(
+            E401,
             f"served_model_name: {p.served_model_name!r} is not allowed; must be non-empty without '\"', '\\' "
-            "or a newline (it is quoted in PromQL)"
+            "or a newline (it is quoted in PromQL)",
         )
     _validate_model_source(p)
     _validate_layout(p)
@@ -271,15 +273,16 @@ def validate_vllm_props(p: VllmProps) -> None:
     _at_least("replicas", p.replicas, 0)
     _at_least("provisioning_seconds", p.provisioning_seconds, 0)
     if not p.startup_margin >= 1:
-        raise ConfigError(f"startup_margin: {p.startup_margin} is not allowed; must be at least 1")
+        raise ConfigError(E401, f"startup_margin: {p.startup_margin} is not allowed; must be at least 1")
     if p.run_as_user is not None:
         _at_least("run_as_user", p.run_as_user, 1)
     _at_least("pdb_max_unavailable", p.pdb_max_unavailable, 1)
     _at_least("floor_replicas", p.floor_replicas, 0)
     if bool(p.floor_replicas) != bool(p.floor_pools):
         raise ConfigError(
+            E401,
             f"floor_pools: {list(p.floor_pools)} is not allowed with floor_replicas {p.floor_replicas}; name the "
-            "NodePools the on-demand floor may use exactly when it has replicas"
+            "NodePools the on-demand floor may use exactly when it has replicas",
         )
     _validate_drain(p)
     validate_engine(p.engine, "engine")
@@ -291,27 +294,30 @@ def validate_vllm_props(p: VllmProps) -> None:
         validate_ingress(p.ingress)
         if p.nodes_per_replica > 1:
             raise ConfigError(
+                E401,
                 f"ingress: not allowed with nodes_per_replica {p.nodes_per_replica}; the ALB's readiness gate "
-                "follows pods, and only a group's leader serves"
+                "follows pods, and only a group's leader serves",
             )
 
 
 def _validate_model_source(p: VllmProps) -> None:
     """Where the weights come from, and the secrets as Secrets Manager names."""
     if p.weights not in ("hf", "s3"):
-        raise ConfigError(f"weights: {p.weights!r} is not allowed; must be 'hf' or 's3'")
+        raise ConfigError(E401, f"weights: {p.weights!r} is not allowed; must be 'hf' or 's3'")
     if p.weights == "s3" and not p.model.startswith("s3://"):
-        raise ConfigError(f"model: {p.model!r} is not allowed with weights 's3'; must be an s3:// URI")
+        raise ConfigError(E401, f"model: {p.model!r} is not allowed with weights 's3'; must be an s3:// URI")
     if p.weights == "hf" and not HF_REPO.match(p.model):
         raise ConfigError(
+            E401,
             f"model: {p.model!r} is not allowed with weights 'hf'; must be a Hugging Face repo id such as "
-            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')"
+            "meta-llama/Llama-3.1-8B-Instruct (for s3:// set weights 's3')",
         )
     for field_name, secret in (("hf_token_secret", p.hf_token_secret), ("api_key_secret", p.api_key_secret)):
         if secret is not None and not aws_ids.SECRET_NAME.match(secret):
             raise ConfigError(
+                E401,
                 f"{field_name}: {secret!r} is not allowed; must be a Secrets Manager secret name "
-                "(letters, digits and /_+=.@-)"
+                "(letters, digits and /_+=.@-)",
             )
 
 
@@ -325,8 +331,9 @@ def _validate_layout(p: VllmProps) -> None:
         _at_least(name, value, 1)
     if p.data_parallel_size > 1 and p.pipeline_parallel_size > 1:
         raise ConfigError(
+            E401,
             f"data_parallel_size: {p.data_parallel_size} is not allowed with pipeline_parallel_size "
-            f"{p.pipeline_parallel_size}; data-parallel ranks here are tensor-parallel only (use 1 for either)"
+            f"{p.pipeline_parallel_size}; data-parallel ranks here are tensor-parallel only (use 1 for either)",
         )
     _at_least("accelerators_per_node", p.accelerators_per_node, 1)
     _at_least("cores_per_accelerator", p.cores_per_accelerator, 1)
@@ -335,34 +342,39 @@ def _validate_layout(p: VllmProps) -> None:
     _at_least("efa_interfaces", p.efa_interfaces, 0)
     if p.efa_interfaces and p.nodes_per_replica == 1 and p.disaggregation is None:
         raise ConfigError(
+            E401,
             f"efa_interfaces: {p.efa_interfaces} is not allowed with nodes_per_replica 1; EFA carries the traffic "
-            "between the nodes of a replica, or a disaggregated workload's KV cache (use 0)"
+            "between the nodes of a replica, or a disaggregated workload's KV cache (use 0)",
         )
     cores = p.cores_per_accelerator
     if p.tensor_parallel_size > p.accelerators_per_node * cores:
         raise ConfigError(
+            E401,
             f"tensor_parallel_size: {p.tensor_parallel_size} is not allowed; must be at most "
             f"{p.accelerators_per_node * cores} (accelerators per node"
-            + (f" x {cores} cores each)" if cores > 1 else ")")
+            + (f" x {cores} cores each)" if cores > 1 else ")"),
         )
     world = p.tensor_parallel_size * p.pipeline_parallel_size * p.data_parallel_size
     if p.accelerators_per_pod * p.nodes_per_replica * cores != world:
         per = f" / {cores} cores per accelerator" if cores > 1 else ""
         raise ConfigError(
+            E401,
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must equal tensor_parallel_size x "
             f"pipeline_parallel_size x data_parallel_size / nodes_per_replica{per} ({world} / {p.nodes_per_replica}"
-            f"{f' / {cores}' if cores > 1 else ''}), a whole number (vLLM splits the ranks evenly over the nodes)"
+            f"{f' / {cores}' if cores > 1 else ''}), a whole number (vLLM splits the ranks evenly over the nodes)",
         )
     if p.data_parallel_size > 1 and p.accelerators_per_pod % p.tensor_parallel_size:
         raise ConfigError(
+            E401,
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed with data_parallel_size "
             f"{p.data_parallel_size}; each pod runs whole data-parallel ranks of tensor_parallel_size "
-            f"{p.tensor_parallel_size} accelerators"
+            f"{p.tensor_parallel_size} accelerators",
         )
     if p.accelerators_per_pod > p.accelerators_per_node:
         raise ConfigError(
+            E401,
             f"accelerators_per_pod: {p.accelerators_per_pod} is not allowed; must be at most "
-            f"{p.accelerators_per_node} (accelerators per node)"
+            f"{p.accelerators_per_node} (accelerators per node)",
         )
 
 
@@ -370,21 +382,23 @@ def _validate_resources(p: VllmProps) -> None:
     """The accelerator resource name, CPU, memory, /dev/shm and the model cache."""
     if "/" not in p.accelerator_resource:
         raise ConfigError(
+            E401,
             f"accelerator_resource: {p.accelerator_resource!r} is not allowed; must be an extended resource "
-            "name such as nvidia.com/gpu or aws.amazon.com/neuron"
+            "name such as nvidia.com/gpu or aws.amazon.com/neuron",
         )
     if parse_quantity("cpu", p.cpu) <= 0:
-        raise ConfigError(f"cpu: {p.cpu!r} is not allowed; must be above 0")
+        raise ConfigError(E401, f"cpu: {p.cpu!r} is not allowed; must be above 0")
     memory = parse_quantity("memory", p.memory)
     shm = parse_quantity("shm_size", p.shm_size)
     if parse_quantity("cache_size", p.cache_size) <= 0:
-        raise ConfigError(f"cache_size: {p.cache_size!r} is not allowed; must be above 0")
+        raise ConfigError(E401, f"cache_size: {p.cache_size!r} is not allowed; must be above 0")
     if shm <= 0:
-        raise ConfigError(f"shm_size: {p.shm_size!r} is not allowed; must be above 0")
+        raise ConfigError(E401, f"shm_size: {p.shm_size!r} is not allowed; must be above 0")
     if memory < shm:
         raise ConfigError(
+            E401,
             f"memory: {p.memory} is not allowed; must be at least shm_size ({p.shm_size}) because /dev/shm "
-            "pages count against the memory limit"
+            "pages count against the memory limit",
         )
 
 
@@ -395,9 +409,10 @@ def _validate_drain(p: VllmProps) -> None:
     drain = p.pre_stop_seconds + p.shutdown_timeout_seconds
     if not drain < p.termination_grace_seconds <= MAX_GRACE_SECONDS:
         raise ConfigError(
+            E403,
             f"drain: preStop {p.pre_stop_seconds} s + shutdown timeout {p.shutdown_timeout_seconds} s = {drain} s "
             f"must be below terminationGracePeriodSeconds {p.termination_grace_seconds} s, which must be at most "
-            f"{MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)"
+            f"{MAX_GRACE_SECONDS} s (2-minute Spot notice minus margin)",
         )
 
 
@@ -406,13 +421,15 @@ def _validate_neuron(p: VllmProps) -> None:
     if p.neuron is None:
         if p.cores_per_accelerator != 1:
             raise ConfigError(
-                f"cores_per_accelerator: {p.cores_per_accelerator} is not allowed without neuron; a GPU is one core"
+                E401,
+                f"cores_per_accelerator: {p.cores_per_accelerator} is not allowed without neuron; a GPU is one core",
             )
         return
     if p.neuron.shape.max_model_len != p.engine.max_model_len:
         raise ConfigError(
+            E401,
             f"engine.max_model_len: {p.engine.max_model_len} is not allowed; must equal the compiled shape's "
-            f"max_model_len ({p.neuron.shape.max_model_len}): a Neuron engine serves the length it compiled"
+            f"max_model_len ({p.neuron.shape.max_model_len}): a Neuron engine serves the length it compiled",
         )
     for name, value in (
         ("pipeline_parallel_size", p.pipeline_parallel_size),
@@ -421,22 +438,24 @@ def _validate_neuron(p: VllmProps) -> None:
     ):
         if value != 1:
             raise ConfigError(
+                E401,
                 f"{name}: {value} is not allowed with neuron; a Neuron replica is one pod of tensor-parallel "
-                "NeuronCores (use 1)"
+                "NeuronCores (use 1)",
             )
     if p.expert_parallel or p.engine.lora_modules:
-        raise ConfigError("neuron: expert parallelism and LoRA adapters are not served on Neuron here")
+        raise ConfigError(E401, "neuron: expert parallelism and LoRA adapters are not served on Neuron here")
     if p.staged_weights is None or p.compile_cache is None:
         raise ConfigError(
+            E401,
             "neuron: needs staged_weights and compile_cache: a Neuron engine compiles ahead of time in the compile "
-            "cache's writer Job (from the staged weights) and its serving pods restore what it published"
+            "cache's writer Job (from the staged weights) and its serving pods restore what it published",
         )
 
 
 def _validate_extra_engine_args(p: VllmProps) -> None:
     for token in p.extra_engine_args:
         if not isinstance(token, str):
-            raise ConfigError(f"extra_engine_args: {token!r} is not allowed; every argument must be a string")
+            raise ConfigError(E402, f"extra_engine_args: {token!r} is not allowed; every argument must be a string")
         flag = token.partition("=")[0]
         if not flag.startswith("-"):
             continue
@@ -455,4 +474,4 @@ def _validate_extra_engine_args(p: VllmProps) -> None:
             # vLLM 0.33 replaces its connector with the CPU tier's (config/vllm.py _post_init_kv_transfer_config).
             reason = "--kv-offloading-size (engine.kv_offloading_size) replaces its connector; pass one or the other"
         if reason:
-            raise ConfigError(f"extra_engine_args: {flag!r} is not allowed; {reason}")
+            raise ConfigError(E402, f"extra_engine_args: {flag!r} is not allowed; {reason}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_eks import aws_ids
+from llm_eks.error_codes import E411
 from llm_eks.errors import fail
 from llm_eks.manifests.labels import require_dns1035, require_dns1123
 from llm_eks.manifests.node_pools.specs import LABEL_NODE_POOL, CpuPoolSpec
@@ -95,15 +96,18 @@ class WeightsStagingProps:
 
 def _at_least(name: str, value: int, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise fail(f"weights_staging.{name}", value, f"must be a whole number of at least {minimum}")
+        raise fail(E411, f"weights_staging.{name}", value, f"must be a whole number of at least {minimum}")
 
 
 def _patterns(name: str, patterns: tuple[str, ...], *, required: bool) -> None:
     if required and not patterns:
-        raise fail(f"weights_staging.{name}", patterns, "must list at least one file pattern such as '*.safetensors'")
+        raise fail(
+            E411, f"weights_staging.{name}", patterns, "must list at least one file pattern such as '*.safetensors'"
+        )
     for i, pattern in enumerate(patterns):
         if not isinstance(pattern, str) or not pattern or pattern.startswith("/") or "$" in pattern:
             raise fail(
+                E411,
                 f"weights_staging.{name}[{i}]",
                 pattern,
                 "must be a non-empty fnmatch pattern relative to the repo root, without '$'",
@@ -115,6 +119,7 @@ def validate_weights_staging_props(p: WeightsStagingProps) -> None:
     require_dns1035("weights_staging.name", p.name)
     if len(p.name) > NAME_MAX:
         raise fail(
+            E411,
             "weights_staging.name",
             p.name,
             f"must be at most {NAME_MAX} characters (the Job name adds '-' and a {KEY_LENGTH}-character key)",
@@ -122,12 +127,14 @@ def validate_weights_staging_props(p: WeightsStagingProps) -> None:
     require_dns1123("weights_staging.namespace", p.namespace)
     if len(p.repo_id) > 96 or not HF_REPO.match(p.repo_id) or ".." in p.repo_id or "--" in p.repo_id:
         raise fail(
+            E411,
             "weights_staging.repo_id",
             p.repo_id,
             "must be a Hugging Face repo id (org/name) such as meta-llama/Llama-3.1-8B",
         )
     if not p.revision or len(p.revision) > 255 or not set(p.revision) <= _REVISION_CHARS or ".." in p.revision:
         raise fail(
+            E411,
             "weights_staging.revision",
             p.revision,
             "must be a branch, tag or commit: up to 255 letters, digits and ._-/+ without '..'",
@@ -136,30 +143,36 @@ def validate_weights_staging_props(p: WeightsStagingProps) -> None:
     if problem is None and (not p.prefix.endswith("/") or p.prefix.startswith("/") or "*" in p.prefix):
         problem = "the key prefix must end in '/', not start with '/' and hold no '*' (IAM grants it as <prefix>*)"
     if problem is not None:
-        raise fail("weights_staging.prefix", p.prefix, problem)
+        raise fail(E411, "weights_staging.prefix", p.prefix, problem)
     if p.hf_token_secret is not None and not aws_ids.SECRET_NAME.match(p.hf_token_secret):
         raise fail(
+            E411,
             "weights_staging.hf_token_secret",
             p.hf_token_secret,
             "must be a Secrets Manager secret name (letters, digits and /_+=.@-)",
         )
     if p.aws_region is not None and not aws_ids.REGION.match(p.aws_region):
-        raise fail("weights_staging.aws_region", p.aws_region, "must be an AWS region such as us-east-1")
+        raise fail(E411, "weights_staging.aws_region", p.aws_region, "must be an AWS region such as us-east-1")
     if not p.image or any(c.isspace() for c in p.image) or "$" in p.image:
-        raise fail("weights_staging.image", p.image, "must be an image reference without spaces or '$'")
+        raise fail(E411, "weights_staging.image", p.image, "must be an image reference without spaces or '$'")
     _at_least("run_as_user", p.run_as_user, 1)
     _patterns("allow_patterns", p.allow_patterns, required=True)
     _patterns("ignore_patterns", p.ignore_patterns, required=False)
     for name, amount in (("cpu", p.cpu), ("memory", p.memory), ("scratch_size", p.scratch_size)):
         if parse_quantity(f"weights_staging.{name}", amount) <= 0:
-            raise fail(f"weights_staging.{name}", amount, "must be above 0")
+            raise fail(E411, f"weights_staging.{name}", amount, "must be above 0")
     if parse_quantity("weights_staging.scratch_size", p.scratch_size) < 2 * 1024**3:
-        raise fail("weights_staging.scratch_size", p.scratch_size, "must be at least 2Gi (one file plus 1Gi headroom)")
+        raise fail(
+            E411, "weights_staging.scratch_size", p.scratch_size, "must be at least 2Gi (one file plus 1Gi headroom)"
+        )
     for toleration in p.tolerations:
         key = toleration.get("key")
         if key in _ACCELERATOR_KEYS or (toleration.get("operator") == "Exists" and key is None):
             raise fail(
-                "weights_staging.tolerations", key or "every taint", "staging runs on CPU capacity, never GPU nodes"
+                E411,
+                "weights_staging.tolerations",
+                key or "every taint",
+                "staging runs on CPU capacity, never GPU nodes",
             )
     _at_least("backoff_limit", p.backoff_limit, 0)
     _at_least("ttl_seconds_after_finished", p.ttl_seconds_after_finished, 1)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from llm_eks.catalog.accelerators import CATALOG, InstanceType
 from llm_eks.catalog.neuron import NeuronEngine, neuron_engine, neuron_refusal
+from llm_eks.error_codes import E209, E211
 from llm_eks.errors import ConfigError, fail
 from llm_eks.planner.compute_mode import AUTO_MODE, image_source_on
 from llm_eks.planner.neuron.assumptions import neuron_assumptions
@@ -82,6 +83,7 @@ def refuse_if_unserved(ctx: Context, inst: InstanceType) -> None:
     engine = neuron_engine(inst)
     if r.lora is not None:
         raise fail(
+            E211,
             "workload.lora_adapters",
             dict(r.lora.adapters),
             f"{engine.name} on {inst.instance_type} is not planned with LoRA adapters by llm-eks; serve them on a GPU "
@@ -89,6 +91,7 @@ def refuse_if_unserved(ctx: Context, inst: InstanceType) -> None:
         )
     if r.pipeline_parallel_size not in (None, 1):
         raise fail(
+            E211,
             "workload.pipeline_parallel_size",
             r.pipeline_parallel_size,
             f"{engine.name} does not run pipeline parallelism; a replica on {inst.instance_type} is one pod of "
@@ -96,6 +99,7 @@ def refuse_if_unserved(ctx: Context, inst: InstanceType) -> None:
         )
     if r.data_parallel_size not in (None, 1) or r.enable_expert_parallel:
         raise fail(
+            E211,
             "workload.data_parallel_size",
             r.data_parallel_size,
             f"{engine.name} serves one tensor-parallel group per pod here; scale out with replicas (use 1 or leave "
@@ -129,6 +133,7 @@ def not_a_size(ctx: Context, inst: InstanceType) -> ConfigError:
         else ""
     )
     return fail(
+        E209,
         "workload.tensor_parallel_size",
         r.tensor_parallel_size,
         f"on {inst.instance_type} a pod takes {', '.join(map(str, counts))} chip(s) of "
@@ -145,6 +150,7 @@ def no_fit(ctx: Context, inst: InstanceType, fits: list[NeuronFit], suggest: boo
         widest = max(fits, key=lambda f: f.chips)
         larger = f"; {_other_sizes(ctx, inst, usable)}" if suggest else ""
         return fail(
+            E209,
             "workload.accelerator",
             inst.instance_type,
             f"{spec.id}'s {ctx.weight_bytes / 1e9:.1f} GB of bf16 weights take "
@@ -157,6 +163,7 @@ def no_fit(ctx: Context, inst: InstanceType, fits: list[NeuronFit], suggest: boo
         fit = max(fits, key=lambda f: f.pod.memory_mib)
         larger = _other_sizes(ctx, inst, lambda f: f.host_memory_ok and f.fits) if suggest else ""
         return fail(
+            E209,
             "workload.accelerator",
             inst.instance_type,
             f"a pod's {fit.pod.memory_mib:,} MiB of host memory is not enough to compile and load the "
@@ -168,6 +175,7 @@ def no_fit(ctx: Context, inst: InstanceType, fits: list[NeuronFit], suggest: boo
     if r.max_num_seqs is not None and any(f.max_sequences >= 1 for f in fits):
         most = max(f.max_sequences for f in fits)
         return fail(
+            E209,
             "workload.max_num_seqs",
             r.max_num_seqs,
             f"{engine.name} compiles max_num_seqs x max_model_len {ctx.max_len} of KV cache on every core and at most "
@@ -187,6 +195,7 @@ def no_fit(ctx: Context, inst: InstanceType, fits: list[NeuronFit], suggest: boo
     )
     larger = f"; {_other_sizes(ctx, inst, usable)}" if suggest else ""
     return fail(
+        E209,
         "workload.accelerator",
         inst.instance_type,
         f"{spec.id} takes {widest.weight_bytes_per_core / GIB:.2f} GiB of weights on each of {widest.tp} "

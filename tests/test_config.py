@@ -130,7 +130,8 @@ def test_existing_vpc_needs_its_cidr(cidr: str | None, message: str) -> None:
             "max_model_len, max_num_seqs, "
             "model, model_spec, on_demand_floor, pipeline_parallel_size, prefill_replicas, prefix_cache_scorer, "
             "replicas, revision, slo, target_concurrency, tensor_parallel_size, think_time_s, trust_remote_code, "
-            "typical_input_tokens, typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri [LLMEKS-E103]",
+            "typical_input_tokens, typical_output_tokens, warm_replicas, weight_format, weights, weights_s3_uri "
+            "[LLMEKS-E103]",
         ),
         (
             {"account": "1234"},

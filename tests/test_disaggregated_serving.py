@@ -256,7 +256,7 @@ def test_efa_false_where_the_kv_cache_moves_over_efa_is_one_line() -> None:
     assert str(err.value) == (
         "environments.rag.workload.efa: False is not allowed; the plan disaggregates prefill and decode on "
         "p5.48xlarge, moving the KV cache over EFA (NIXL's libfabric backend), which needs EFA in every pod: leave "
-        "efa unset, or use disaggregation off"
+        "efa unset, or use disaggregation off [LLMEKS-E124]"
     )
     # Served aggregated, the same workload may leave EFA off (one replica per node: nothing crosses nodes).
     body["workload"]["disaggregation"] = "off"

@@ -86,7 +86,7 @@ def test_a_sidecar_that_does_not_fit_the_gpu_node_fails_with_cdk_synths_one_line
         "the largest allowed type, g6e.2xlarge, has allocatable 58.2Gi); Karpenter would leave it Pending. Fix: lower "
         "the pod's memory request to at most 58.2Gi memory or allow a larger instance type in NodePool gpu-g6e"
     )
-    assert str(err.value) == line
+    assert err.value.message == line and err.value.code.id == "LLMEKS-E412"
     # The same line `cdk synth` reports when a CDK stack applies these objects.
     assert _cdk_synth_lines(chart_objects(app.charts)) == [line]
 

@@ -259,7 +259,7 @@ def test_precise_where_it_cannot_work_is_one_line(overrides: dict[str, Any], nee
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("qa.workloads.small.prefix_cache_scorer: 'precise' is not allowed; ")
-    assert f"the precise scorer needs {needs}" in message and message.endswith("; use auto or approximate")
+    assert f"the precise scorer needs {needs}" in message and message.endswith("; use auto or approximate [LLMEKS-E141]")
 
 
 def test_a_gated_model_needs_no_token_in_the_picker(objects: list[dict[str, Any]]) -> None:
@@ -295,5 +295,5 @@ def test_an_unknown_setting_is_refused_with_the_config() -> None:
         charts(_offloaded(prefix_cache_scorer="exact"))
     assert str(caught.value) == (
         "environments.qa.workloads.small.prefix_cache_scorer: 'exact' is not allowed; must be one of auto, precise, "
-        "approximate"
+        "approximate [LLMEKS-E141]"
     )

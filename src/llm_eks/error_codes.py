@@ -197,8 +197,10 @@ E124 = ErrorCode(
     124,
     "EFA not possible or not needed",
     "EFA is asked for an instance type without it or a replica that fits one node, or a replica spans nodes of a "
-    "type without EFA, or more EFA interfaces are asked than the type has.",
-    "Enable EFA only for replicas that span nodes of an EFA instance type; otherwise choose such a type.",
+    "type without EFA, or more EFA interfaces are asked than the type has, or EFA is turned off where the plan "
+    "moves prefill's KV cache to decode over it.",
+    "Enable EFA only for replicas that span nodes of an EFA instance type (or that move KV caches between pools); "
+    "otherwise choose such a type.",
     "how-to/serve-across-nodes.md",
 )
 E125 = ErrorCode(
@@ -324,6 +326,15 @@ E140 = ErrorCode(
     "or certificate is malformed.",
     "Use the gateway for several workloads, or correct the ingress setting the message names.",
     "how-to/load-balancer.md",
+)
+E141 = ErrorCode(
+    141,
+    "Prefix-cache scorer not possible",
+    "prefix_cache_scorer is not auto, precise or approximate, or precise is asked where the endpoint picker cannot "
+    "subscribe to the pods' KV events or render prompts on them (no gateway, vLLM checking its own API key, Ray "
+    "Serve, Neuron, several data-parallel engines per replica, an '@' in the served model name).",
+    "Use auto or approximate, or serve the workload behind the gateway with tenants (which turns api_key off).",
+    "concepts/gateway.md",
 )
 
 # Planner and model catalog: the request, the model's description, and whether anything fits.
@@ -612,6 +623,14 @@ E411 = ErrorCode(
     "The staging Job's name, repository, revision, file patterns or sizes are malformed or out of range.",
     "Correct the prop the message names.",
     "how-to/cold-start.md",
+)
+E412 = ErrorCode(
+    412,
+    "Synth-time checks failed",
+    "A check over the synthesized objects (scheduling on the node pools, probes, disruption, limits) found an "
+    "object that would deploy and then fail; one line per finding names the rule, the object and the fix.",
+    "Apply the fix each line gives (`[RULE] object: problem. Fix: ...`).",
+    "concepts/checks.md",
 )
 
 # Verification against a cluster: `llm-eks verify`, `canary` and the load run.

@@ -209,6 +209,7 @@ def efa_interfaces(s: ServedWorkload, plan: Plan) -> int:
             # NIXL's libfabric backend finds no EFA device in a pod without one: the engine would not start, and the
             # plan's TTFT counts the transfer at EFA's rate, which TCP is orders of magnitude below.
             raise fail(
+                E124,
                 f"{s.path}.efa",
                 False,
                 f"the plan disaggregates prefill and decode on {inst.instance_type}, moving the KV cache over EFA "

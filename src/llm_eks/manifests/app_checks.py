@@ -20,6 +20,7 @@ from typing import Any
 
 import cdk8s
 
+from llm_eks.error_codes import E412
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.checks import (
     Finding,
@@ -35,7 +36,7 @@ class ChecksFailed(ConfigError):
     fix`), the text `cdk synth` reports for the same objects."""
 
     def __init__(self, findings: Sequence[Finding]) -> None:
-        super().__init__("\n".join(str(f) for f in findings))
+        super().__init__(E412, "\n".join(str(f) for f in findings))
         self.findings = tuple(findings)
 
 

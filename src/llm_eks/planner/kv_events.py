@@ -74,6 +74,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llm_eks.error_codes import E141
 from llm_eks.errors import fail
 
 PRECISE = "precise"
@@ -115,7 +116,7 @@ def vllm_flags(config: str) -> list[str]:
 def validate_setting(setting: Any, path: str) -> None:
     """The workload's `prefix_cache_scorer` alone (ConfigError naming `<path>.prefix_cache_scorer`)."""
     if setting not in SETTINGS:
-        raise fail(f"{path}.{FIELD}", setting, f"must be one of {', '.join(SETTINGS)}")
+        raise fail(E141, f"{path}.{FIELD}", setting, f"must be one of {', '.join(SETTINGS)}")
 
 
 def resolve(
@@ -135,7 +136,7 @@ def resolve(
     validate_setting(setting, path)
     why_not = _why_not(picker, api_key, engine, neuron, engines_per_replica, served_model_name)
     if setting == PRECISE and why_not is not None:
-        raise fail(f"{path}.{FIELD}", setting, f"the precise scorer needs {why_not}; use auto or approximate")
+        raise fail(E141, f"{path}.{FIELD}", setting, f"the precise scorer needs {why_not}; use auto or approximate")
     if setting == PRECISE or (setting == AUTO and offload and why_not is None):
         return PRECISE
     return APPROXIMATE

@@ -475,7 +475,7 @@ def test_the_scheduling_check_places_envoy_gateways_envoy_pods() -> None:
     (finding,) = check_objects([builtin_system_pool(), envoy_proxy(placed)])
     assert str(finding).startswith(
         "[SCHEDULING] EnvoyProxy/inference-gateway/inference: envoy: no NodePool can run this pod (system: does not "
-        "tolerate taint CriticalAddonsOnly:NoSchedule)"
+        "tolerate taint CriticalAddonsOnly:NoSchedule); EKS Auto Mode would leave it Pending"
     )
     tolerated = replace(placed, tolerations=SYSTEM_POOL_TOLERATIONS)
     assert check_objects([builtin_system_pool(), envoy_proxy(tolerated)]) == []

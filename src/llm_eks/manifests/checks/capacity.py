@@ -58,6 +58,13 @@ class Capacity:
         return self.name if self.karpenter else f"node group {self.name}"
 
     @property
+    def auto_mode(self) -> bool:
+        """An EKS Auto Mode NodePool (its node class is eks.amazonaws.com's): AWS runs the Karpenter behind it."""
+        return bool(self.obj) and mapping_at(self.obj, "spec", "template", "spec", "nodeClassRef").get("group") == (
+            "eks.amazonaws.com"
+        )
+
+    @property
     def allow_undefined(self) -> frozenset[str]:
         return WELL_KNOWN_LABELS if self.karpenter else frozenset()
 

@@ -306,6 +306,8 @@ def check_scheduling(templates: Sequence[PodTemplate], sched: Scheduler) -> Iter
     if not sched.capacity:
         return
     static = any(not c.karpenter for c in sched.capacity)
+    # Auto Mode's users run no Karpenter of their own: name what they do run.
+    provisioner = "EKS Auto Mode" if any(c.auto_mode for c in sched.capacity) else "Karpenter"
     for template in templates:
         ok, misses = sched.matches(template.spec)
         if ok or template.max_pods == 0:
@@ -314,7 +316,7 @@ def check_scheduling(templates: Sequence[PodTemplate], sched: Scheduler) -> Iter
         closest = [m for m in misses if m.score == best]
         reasons = "; ".join(f"{m.pool.short}: {m.reason}" for m in closest)
         who = "no NodePool or node group" if static else "no NodePool"
-        then = "it would stay Pending" if static else "Karpenter would leave it Pending"
+        then = "it would stay Pending" if static else f"{provisioner} would leave it Pending"
         yield Finding(
             SCHEDULING,
             object_ref(template.obj),

@@ -357,8 +357,7 @@ class Plan:
         an aggregated replica on one node, or on an instance type without EFA."""
         if self.nodes_per_replica > 1:
             return self.instance.efa_interfaces
-        d = self.disaggregation
-        if d is not None and d.kv_transfer_configs() is not None and d.phase.transfer.transport == "efa":
+        if self.disaggregation is not None and self.disaggregation.kv_over_efa:
             return max(1, self.instance.efa_interfaces * self.gpus_per_pod // self.instance.accelerators)
         return 0
 

@@ -8,6 +8,7 @@ Run as a module to rewrite them: `python -m tests.golden_output`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -15,6 +16,9 @@ import tempfile
 from pathlib import Path
 
 GOLDEN = Path(__file__).parent / "golden"
+# EKS Auto Mode's output (examples/auto_mode's environment), held the same way by tests/test_auto_mode_stack.py.
+AUTO_MODE_GOLDEN = Path(__file__).parent / "golden_auto_mode"
+AUTO_MODE_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "auto_mode"
 
 
 def collect(outdir: Path, environments: tuple[str, ...]) -> dict[str, str]:
@@ -39,11 +43,18 @@ def main() -> None:
         files = collect(Path(tmp) / "out", ENVIRONMENTS)
         # The fault matrix page's generated block follows the same objects (tests/test_fault_matrix.py).
         faults.write(Path(tmp) / "out", CDK_JSON["context"])
-    shutil.rmtree(GOLDEN, ignore_errors=True)
-    for name, text in files.items():
-        (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
-        (GOLDEN / name).write_text(text)
-    print(f"wrote {len(files)} golden files under {GOLDEN}")
+        context = json.loads((AUTO_MODE_EXAMPLE / "cdk.json").read_text())["context"]
+        with contextlib.chdir(AUTO_MODE_EXAMPLE):
+            error = _synth(Path(tmp) / "auto", context)
+        if error is not None:
+            sys.exit(error)
+        auto_files = collect(Path(tmp) / "auto", tuple(context["environments"]))
+    for folder, written in ((GOLDEN, files), (AUTO_MODE_GOLDEN, auto_files)):
+        shutil.rmtree(folder, ignore_errors=True)
+        for name, text in written.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+        print(f"wrote {len(written)} golden files under {folder}")
 
 
 if __name__ == "__main__":

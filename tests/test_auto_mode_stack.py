@@ -39,6 +39,7 @@ from llm_eks.manifests.node_pools.auto_mode import SYSTEM_POOL_SELECTOR, SYSTEM_
 from tests.admission import denials
 from tests.coded import raises_code
 from tests.conftest import REPO_ROOT
+from tests.golden_output import AUTO_MODE_GOLDEN, collect
 from tests.kube_schema import assert_valid
 from tests.test_reserved_capacity import LARGEST
 
@@ -479,3 +480,17 @@ def test_the_scheduling_check_places_envoy_gateways_envoy_pods() -> None:
     )
     tolerated = replace(placed, tolerations=SYSTEM_POOL_TOLERATIONS)
     assert check_objects([builtin_system_pool(), envoy_proxy(tolerated)]) == []
+
+
+def test_the_auto_mode_example_equals_its_golden_files(synth: Synth) -> None:
+    """examples/auto_mode's output is held in tests/golden_auto_mode like the default app's in tests/golden: a change
+    of Auto Mode output shows in a reviewed diff (`make golden` rewrites both)."""
+    expected = {
+        str(path.relative_to(AUTO_MODE_GOLDEN)): path.read_text()
+        for path in sorted(AUTO_MODE_GOLDEN.rglob("*"))
+        if path.is_file()
+    }
+    actual = collect(synth.outdir, (AUTO,))
+    assert sorted(actual) == sorted(expected), "files differ; `make golden` rewrites them"
+    for name, text in expected.items():
+        assert actual[name] == text, f"{name} differs; `make golden` rewrites it"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import cdk8s
 import cdk8s_plus_35 as kplus
 from constructs import Construct
 
@@ -92,26 +93,31 @@ def secret_file_class(
     )
 
 
-def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> None:
-    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case. Each
-    names the module that built it (labels.builds_objects on its builder). On a cdk8s-plus chart (plus.PlusChart),
-    the standard kinds plus.BUILDERS lists become cdk8s-plus objects, synthesized as the dicts are."""
+def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> list[cdk8s.ApiObject | kplus.Resource]:
+    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case, and return
+    them in order. Each names the module that built it (labels.builds_objects on its builder). On a cdk8s-plus chart
+    (plus.PlusChart), the standard kinds plus.BUILDERS lists become cdk8s-plus objects, synthesized as the dicts are;
+    the others are plain ApiObjects."""
     on_plus = isinstance(scope, plus.PlusChart)
+    added: list[cdk8s.ApiObject | kplus.Resource] = []
     for obj in objects:
         construct_id = f"{obj['kind'].lower()}-{obj['metadata']['name']}"
         build = plus.BUILDERS.get((obj["apiVersion"], obj["kind"])) if on_plus else None
         if build is not None:
             if SOURCE_ANNOTATION not in (obj["metadata"].get("annotations") or {}):  # a builder without builds_objects
                 raise ValueError(f"{obj['kind']} {obj['metadata']['name']}: names no source; decorate its builder")
-            build(scope, construct_id, obj)
+            added.append(build(scope, construct_id, obj))
             continue
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-        plain_object(
-            scope,
-            construct_id,
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            metadata=obj["metadata"],
-            body=body,
-            source=(obj["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION),
+        added.append(
+            plain_object(
+                scope,
+                construct_id,
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                metadata=obj["metadata"],
+                body=body,
+                source=(obj["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION),
+            )
         )
+    return added

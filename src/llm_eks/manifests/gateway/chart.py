@@ -38,7 +38,6 @@ from llm_eks.manifests.gateway.routes import route_objects
 from llm_eks.manifests.gateway.tenants import CLUSTER_ISSUER
 from llm_eks.manifests.serving_objects import add_objects
 
-
 # The charts' public API: attribute name and type. A user's extended chart relies on these; tests/test_chart_api.py
 # fails when one is removed or its type changes (a breaking change: a 0.x minor, announced in the changelog).
 GATEWAY_PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (

@@ -202,6 +202,26 @@ def deployment(
     )
 
 
+def daemon_set(
+    scope: Construct, construct_id: str, obj: Mapping[str, Any], account: kplus.IServiceAccount | None = None
+) -> kplus.DaemonSet:
+    """The DaemonSet `obj` as a cdk8s-plus DaemonSet with `account` as its service account (None: the one its pod
+    spec names, if any), reconciled. Its selector is exactly `obj`'s."""
+    spec = obj["spec"]
+    selector = kplus.LabelSelector.of(labels=spec["selector"]["matchLabels"])
+    return _reconciled(
+        kplus.DaemonSet,
+        scope,
+        construct_id,
+        obj,
+        {
+            "min_ready_seconds": spec.get("minReadySeconds"),
+            **_workload_props(scope, construct_id, spec["template"], account),
+        },
+        lambda made: made.select(selector),
+    )
+
+
 def job(
     scope: Construct, construct_id: str, obj: Mapping[str, Any], account: kplus.IServiceAccount | None = None
 ) -> kplus.Job:
@@ -267,6 +287,7 @@ BUILDERS: dict[tuple[str, str], Callable[[Construct, str, Mapping[str, Any]], kp
     ("v1", "Service"): service,
     ("batch/v1", "Job"): job,
     ("apps/v1", "Deployment"): deployment,
+    ("apps/v1", "DaemonSet"): daemon_set,
 }
 
 

@@ -1,5 +1,5 @@
-"""The objects the vLLM and the Ray Serve chart emit around their workload: the workload Namespace, and the
-ServiceAccount (a cdk8s-plus ServiceAccount: manifests/plus) with the Hugging Face token's SecretProviderClass."""
+"""The objects the vLLM and the Ray Serve chart emit around their workload: the workload Namespace and the
+ServiceAccount (cdk8s-plus objects: manifests/plus) with the Hugging Face token's SecretProviderClass."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from llm_eks.manifests.pods import HF_TOKEN_FILE, secret_provider_class_name
 from llm_eks.manifests.source import SOURCE_ANNOTATION, sourced_metadata
 
 
-def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None) -> None:
+def workload_namespace(
+    scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None
+) -> kplus.Namespace:
     """The workload Namespace, under the restricted Pod Security Standard: every pod we run there (vLLM, the Ray
     head and workers with KubeRay's injected containers, the benchmark Job) is non-root, drops every capability,
     never escalates and uses the RuntimeDefault seccomp profile."""
@@ -26,15 +28,8 @@ def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[s
         **pod_security_labels("restricted"),
         **(extra_labels or {}),
     }
-    plain_object(
-        scope,
-        "namespace",
-        api_version="v1",
-        kind="Namespace",
-        metadata={"name": namespace, "labels": labels},
-        body={},
-        source=__name__,
-    )
+    metadata = sourced_metadata({"name": namespace, "labels": labels}, __name__)
+    return plus.namespace(scope, "namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
 
 
 def workload_identity(

@@ -44,6 +44,7 @@ from llm_eks.manifests.plus.builders import (
     daemon_set,
     deployment,
     job,
+    namespace,
     service,
     service_account,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "deployment",
     "in_order",
     "job",
+    "namespace",
     "reconcile",
     "service",
     "service_account",

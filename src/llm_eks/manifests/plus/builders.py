@@ -280,6 +280,14 @@ def config_map(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> k
     return _reconciled(kplus.ConfigMap, scope, construct_id, obj, props)
 
 
+def namespace(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.Namespace:
+    """The Namespace `obj` (its labels carry the Pod Security level) as a cdk8s-plus Namespace, reconciled. Not in
+    BUILDERS: on a chart with a namespace (the gateway's), cdk8s puts that namespace into a plain Namespace's
+    metadata and cdk8s-plus does not, so building that one through cdk8s-plus would change the synthesized text (a
+    correct change, as a Namespace is cluster-scoped, left for a release that reviews it in the golden files)."""
+    return _reconciled(kplus.Namespace, scope, construct_id, obj, {})
+
+
 # The kinds serving_objects.add_objects builds through cdk8s-plus on a PlusChart: (apiVersion, kind) -> builder.
 BUILDERS: dict[tuple[str, str], Callable[[Construct, str, Mapping[str, Any]], kplus.Resource]] = {
     ("v1", "ServiceAccount"): service_account,

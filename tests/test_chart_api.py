@@ -175,7 +175,7 @@ def test_every_public_attribute_holds_its_type_in_every_shape(charts: dict[str, 
     assert charts["compile-cache"].compile_cache_job is not None and charts["default"].compile_cache_job is None
 
 
-def _objects(chart: VllmChart) -> dict[tuple[str, str], dict[str, Any]]:
+def _objects(chart: cdk8s.Chart) -> dict[tuple[str, str], dict[str, Any]]:
     return {(o["kind"], o["metadata"]["name"]): o for o in chart.to_json()}
 
 

@@ -259,7 +259,8 @@ def test_precise_where_it_cannot_work_is_one_line(overrides: dict[str, Any], nee
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("qa.workloads.small.prefix_cache_scorer: 'precise' is not allowed; ")
-    assert f"the precise scorer needs {needs}" in message and message.endswith("; use auto or approximate [LLMEKS-E141]")
+    assert f"the precise scorer needs {needs}" in message
+    assert message.endswith("; use auto or approximate [LLMEKS-E141]")
 
 
 def test_a_gated_model_needs_no_token_in_the_picker(objects: list[dict[str, Any]]) -> None:

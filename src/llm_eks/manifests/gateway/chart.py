@@ -59,9 +59,9 @@ ROUTE_PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
 _K = TypeVar("_K", bound=kplus.Resource)
 
 
-def _one(added: list[cdk8s.ApiObject | kplus.Resource], kind: type[_K]) -> _K | None:
-    """The one object of cdk8s-plus class `kind` among `added`, or None."""
-    found = [o for o in added if isinstance(o, kind)]
+def _one(added: list[cdk8s.ApiObject | kplus.Resource], kind: type[_K], name: str | None = None) -> _K | None:
+    """The object of cdk8s-plus class `kind` (named `name`, if given) among `added`, or None."""
+    found = [o for o in added if isinstance(o, kind) and name in (None, o.name)]
     return found[0] if len(found) == 1 else None
 
 
@@ -137,7 +137,8 @@ class ModelRouteChart(plus.PlusChart):
         super().__init__(scope, construct_id, namespace=route.namespace)
         self.props, self.route = props, route
         added = add_objects(self, route_objects(props, route))
-        self.picker_deployment = _one(added, kplus.Deployment)
-        self.picker_service = _one(added, kplus.Service)
-        self.picker_config = _one(added, kplus.ConfigMap)
-        self.picker_service_account = _one(added, kplus.ServiceAccount)
+        # The picker's objects are all named after it (picker.endpoint_picker).
+        self.picker_deployment = _one(added, kplus.Deployment, route.picker)
+        self.picker_service = _one(added, kplus.Service, route.picker)
+        self.picker_config = _one(added, kplus.ConfigMap, route.picker)
+        self.picker_service_account = _one(added, kplus.ServiceAccount, route.picker)

@@ -430,3 +430,15 @@ def test_a_props_change_that_a_shape_needs_is_still_validated() -> None:
     # The chart validates its props before building anything through cdk8s-plus (one line, no jsii traceback).
     with pytest.raises(ValueError, match="is not allowed"):
         VllmChart(cdk8s.App(), "vllm", dataclasses.replace(base_props(), name="Not_A_Name"))
+
+
+def test_the_neuron_monitors_daemon_set_and_service_synthesize_their_reviewed_dicts() -> None:
+    """No cdk.json environment runs on Neuron: its chart's cdk8s-plus objects are checked here."""
+    from llm_eks.manifests.neuron_monitor import NeuronMonitorChart
+
+    chart = NeuronMonitorChart(cdk8s.App(), "neuron", image="neuron-monitor:1", namespace="m", scrape_interval="15s")
+    synthesized = _objects(chart)
+    assert {k for k, _ in chart._reviewed} == {"DaemonSet", "Service"}
+    for key, reviewed in chart._reviewed.items():
+        assert json.dumps(synthesized[key]) == json.dumps(reviewed), key
+    assert [o.kind for o in _plain_objects(chart)] == ["ServiceMonitor"]

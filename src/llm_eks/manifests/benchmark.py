@@ -41,12 +41,13 @@ from constructs import Construct
 
 from llm_eks.error_codes import E126
 from llm_eks.errors import ConfigError
+from llm_eks.manifests import plus
 from llm_eks.manifests.api_key import api_key_mount, api_key_volume, export_key
 from llm_eks.manifests.checkov import serving_pod_annotations
-from llm_eks.manifests.labels import app_labels, plain_object, require_dns1035
+from llm_eks.manifests.labels import app_labels, require_dns1035
 from llm_eks.manifests.pods import container_security_context, hf_token_env, hf_token_mount, hf_token_volume, placement
 from llm_eks.manifests.quantities import parse_quantity
-from llm_eks.manifests.source import builds_objects
+from llm_eks.manifests.source import builds_objects, sourced_metadata
 from llm_eks.manifests.vllm import VllmProps, pod_security_context, service_url, validate_vllm_props
 
 BENCHMARK_APP = "vllm-benchmark"
@@ -274,7 +275,7 @@ def service_account(vllm: VllmProps, benchmark: BenchmarkProps) -> dict[str, Any
     }
 
 
-class BenchmarkChart(cdk8s.Chart):
+class BenchmarkChart(plus.PlusChart):
     """The `vllm bench serve` Job for one `VllmChart` workload, and its ServiceAccount unless `with_service_account`
     is False (the account is then applied elsewhere: `service_account`)."""
 
@@ -287,7 +288,7 @@ class BenchmarkChart(cdk8s.Chart):
         *,
         with_service_account: bool = True,
     ) -> None:
-        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        super().__init__(scope, construct_id)
         validate_vllm_props(vllm)
         validate_benchmark_props(benchmark)
         b = benchmark
@@ -335,41 +336,34 @@ class BenchmarkChart(cdk8s.Chart):
         if b.tokenizer_prefix is not None:
             pod_spec["initContainers"] = [_fetch_tokenizer(vllm, b)]
         pod_spec.update(placement(b.node_selector, b.tolerations))
+        account = None
         if with_service_account:
-            account = service_account(vllm, b)
-            body = {"automountServiceAccountToken": account["automountServiceAccountToken"]}
-            plain_object(
+            account_obj = service_account(vllm, b)
+            account = plus.service_account(
                 self,
                 "service-account",
-                api_version="v1",
-                kind="ServiceAccount",
-                metadata=account["metadata"],
-                body=body,
-                source=__name__,
+                {**account_obj, "metadata": sourced_metadata(account_obj["metadata"], __name__)},
             )
-        plain_object(
-            self,
-            "job",
-            api_version="batch/v1",
-            kind="Job",
-            metadata={
-                "name": b.name,
-                "namespace": vllm.namespace,
-                "labels": labels,
-                # It runs the vLLM image as the server does, so the same checkov findings apply for the same reasons.
-                "annotations": serving_pod_annotations(b.image or vllm.image),
+        metadata = {
+            "name": b.name,
+            "namespace": vllm.namespace,
+            "labels": labels,
+            # It runs the vLLM image as the server does, so the same checkov findings apply for the same reasons.
+            "annotations": serving_pod_annotations(b.image or vllm.image),
+        }
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": sourced_metadata(metadata, __name__),
+            "spec": {
+                # A benchmark retried after a failure measures something else; fail once, loudly.
+                "backoffLimit": 0,
+                "ttlSecondsAfterFinished": b.ttl_seconds_after_finished,
+                "activeDeadlineSeconds": b.active_deadline_seconds,
+                "template": {"metadata": {"labels": labels}, "spec": pod_spec},
             },
-            body={
-                "spec": {
-                    # A benchmark retried after a failure measures something else; fail once, loudly.
-                    "backoffLimit": 0,
-                    "ttlSecondsAfterFinished": b.ttl_seconds_after_finished,
-                    "activeDeadlineSeconds": b.active_deadline_seconds,
-                    "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-                }
-            },
-            source=__name__,
-        )
+        }
+        plus.job(self, "job", job, account)
 
 
 def _fetch_tokenizer(vllm: VllmProps, b: BenchmarkProps) -> dict[str, Any]:

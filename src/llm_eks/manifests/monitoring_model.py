@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import cdk8s
+import cdk8s_plus_35 as kplus
 from constructs import Construct
 
+from llm_eks.manifests import plus
 from llm_eks.manifests.dashboard import UID_MAX_LENGTH, panel_queries
 from llm_eks.manifests.labels import PART_OF, plain_object, require_dns1035, require_dns1123
 from llm_eks.manifests.monitoring_targets import (
@@ -25,6 +27,7 @@ from llm_eks.manifests.monitoring_targets import (
     validate_targets,
 )
 from llm_eks.manifests.promql import MetricSource, check_promql, infrastructure_problems, promql_number, selector
+from llm_eks.manifests.source import sourced_metadata
 from llm_eks.validation import require_model_name
 
 # Series of one served model in one namespace (what the alerts aggregate by).
@@ -236,8 +239,12 @@ def gpu_pods_pending(namespace: str, pod_pattern: str, targets: MonitoringTarget
     )
 
 
-class WorkloadMonitoringChart(cdk8s.Chart):
-    """A monitoring chart: alert rules and a dashboard whose PromQL must use current metric names."""
+class WorkloadMonitoringChart(plus.PlusChart):
+    """A monitoring chart: alert rules and a dashboard whose PromQL must use current metric names. Its dashboard's
+    ConfigMap is a cdk8s-plus ConfigMap (`dashboard_config_map`, set by add_dcgm_alerts_and_dashboard); the rules and
+    monitors are Prometheus Operator custom resources, plain objects."""
+
+    dashboard_config_map: kplus.ConfigMap
 
     def __init__(
         self,
@@ -249,7 +256,7 @@ class WorkloadMonitoringChart(cdk8s.Chart):
         metric_names: str,
         drift_rules: list[dict[str, Any]] | None = None,
     ) -> None:
-        super().__init__(scope, construct_id, namespace=namespace, disable_resource_name_hashes=True)
+        super().__init__(scope, construct_id, namespace=namespace)
         self.alert_rules = alert_rules
         # The plan and observed recording rules and the drift alerts (llm_eks.manifests.monitoring_drift), in a
         # group of their own: a group evaluates in order, so its alerts read the series it has just recorded.
@@ -276,14 +283,21 @@ class WorkloadMonitoringChart(cdk8s.Chart):
             body={"spec": {"groups": self.rule_groups(name)}},
             source=__name__,
         )
-        plain_object(
+        metadata = {
+            "name": f"{name}-dashboard",
+            # As cdk8s puts the chart's namespace on an object that names none.
+            "namespace": self.namespace,
+            "labels": {**labels, "grafana_dashboard": "1"},
+        }
+        self.dashboard_config_map = plus.config_map(
             self,
             "Dashboard",
-            api_version="v1",
-            kind="ConfigMap",
-            metadata={"name": f"{name}-dashboard", "labels": {**labels, "grafana_dashboard": "1"}},
-            body={"data": {f"{name}.json": json.dumps(self.dashboard, indent=2, sort_keys=True)}},
-            source=__name__,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": sourced_metadata(metadata, __name__),
+                "data": {f"{name}.json": json.dumps(self.dashboard, indent=2, sort_keys=True)},
+            },
         )
 
     def rule_groups(self, name: str) -> list[dict[str, Any]]:

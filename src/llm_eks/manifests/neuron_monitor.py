@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import cdk8s
 from constructs import Construct
 
+from llm_eks.manifests import plus
 from llm_eks.manifests.checkov import UNLOCKED_IMAGE_SKIP, skip_annotations
-from llm_eks.manifests.labels import PART_OF, plain_object
+from llm_eks.manifests.labels import PART_OF
 from llm_eks.manifests.node_pools import ACCELERATOR_RESOURCE, LABEL_ACCELERATOR, NEURON
 from llm_eks.manifests.promql import selector
+from llm_eks.manifests.serving_objects import add_objects
+from llm_eks.manifests.source import with_source
 
 NEURON_MONITOR_NAME = "neuron-monitor"
 NEURON_MONITOR_PORT = 8000
@@ -144,22 +146,13 @@ def on_workload_nodes(expr: str, namespace: str) -> str:
     return f"{expr} * on ({NODE_LABEL}) group_left () max by ({NODE_LABEL}) ({pods})"
 
 
-class NeuronMonitorChart(cdk8s.Chart):
-    """The Neuron monitor's DaemonSet, Service and ServiceMonitor, in the monitoring namespace (the cluster's one
-    copy, whichever workloads run on Neuron)."""
+class NeuronMonitorChart(plus.PlusChart):
+    """The Neuron monitor's DaemonSet and Service (cdk8s-plus objects: manifests/plus) and ServiceMonitor, in the
+    monitoring namespace (the cluster's one copy, whichever workloads run on Neuron)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, image: str, namespace: str, scrape_interval: str
     ) -> None:
-        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
-        for obj in [*neuron_monitor_objects(namespace, image), neuron_service_monitor(namespace, scrape_interval)]:
-            body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-            plain_object(
-                self,
-                f"{obj['kind']}",
-                api_version=obj["apiVersion"],
-                kind=obj["kind"],
-                metadata=obj["metadata"],
-                body=body,
-                source=__name__,
-            )
+        super().__init__(scope, construct_id)
+        objects = [*neuron_monitor_objects(namespace, image), neuron_service_monitor(namespace, scrape_interval)]
+        add_objects(self, [with_source(obj, __name__) for obj in objects])

@@ -1,11 +1,12 @@
-"""The objects the vLLM and the Ray Serve chart emit around their workload: the workload Namespace, and the
-ServiceAccount (a cdk8s-plus ServiceAccount: manifests/plus) with the Hugging Face token's SecretProviderClass."""
+"""The objects the vLLM and the Ray Serve chart emit around their workload: the workload Namespace and the
+ServiceAccount (cdk8s-plus objects: manifests/plus) with the Hugging Face token's SecretProviderClass."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import cdk8s
 import cdk8s_plus_35 as kplus
 from constructs import Construct
 
@@ -16,7 +17,9 @@ from llm_eks.manifests.pods import HF_TOKEN_FILE, secret_provider_class_name
 from llm_eks.manifests.source import SOURCE_ANNOTATION, sourced_metadata
 
 
-def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None) -> None:
+def workload_namespace(
+    scope: Construct, namespace: str, extra_labels: Mapping[str, str] | None = None
+) -> kplus.Namespace:
     """The workload Namespace, under the restricted Pod Security Standard: every pod we run there (vLLM, the Ray
     head and workers with KubeRay's injected containers, the benchmark Job) is non-root, drops every capability,
     never escalates and uses the RuntimeDefault seccomp profile."""
@@ -25,15 +28,8 @@ def workload_namespace(scope: Construct, namespace: str, extra_labels: Mapping[s
         **pod_security_labels("restricted"),
         **(extra_labels or {}),
     }
-    plain_object(
-        scope,
-        "namespace",
-        api_version="v1",
-        kind="Namespace",
-        metadata={"name": namespace, "labels": labels},
-        body={},
-        source=__name__,
-    )
+    metadata = sourced_metadata({"name": namespace, "labels": labels}, __name__)
+    return plus.namespace(scope, "namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
 
 
 def workload_identity(
@@ -92,26 +88,31 @@ def secret_file_class(
     )
 
 
-def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> None:
-    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case. Each
-    names the module that built it (labels.builds_objects on its builder). On a cdk8s-plus chart (plus.PlusChart),
-    the standard kinds plus.BUILDERS lists become cdk8s-plus objects, synthesized as the dicts are."""
+def add_objects(scope: Construct, objects: list[dict[str, Any]]) -> list[cdk8s.ApiObject | kplus.Resource]:
+    """Add whole Kubernetes objects (NetworkPolicies, ...) to a chart, named `<kind>-<name>` in lower case, and return
+    them in order. Each names the module that built it (labels.builds_objects on its builder). On a cdk8s-plus chart
+    (plus.PlusChart), the standard kinds plus.BUILDERS lists become cdk8s-plus objects, synthesized as the dicts are;
+    the others are plain ApiObjects."""
     on_plus = isinstance(scope, plus.PlusChart)
+    added: list[cdk8s.ApiObject | kplus.Resource] = []
     for obj in objects:
         construct_id = f"{obj['kind'].lower()}-{obj['metadata']['name']}"
         build = plus.BUILDERS.get((obj["apiVersion"], obj["kind"])) if on_plus else None
         if build is not None:
             if SOURCE_ANNOTATION not in (obj["metadata"].get("annotations") or {}):  # a builder without builds_objects
                 raise ValueError(f"{obj['kind']} {obj['metadata']['name']}: names no source; decorate its builder")
-            build(scope, construct_id, obj)
+            added.append(build(scope, construct_id, obj))
             continue
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-        plain_object(
-            scope,
-            construct_id,
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            metadata=obj["metadata"],
-            body=body,
-            source=(obj["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION),
+        added.append(
+            plain_object(
+                scope,
+                construct_id,
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                metadata=obj["metadata"],
+                body=body,
+                source=(obj["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION),
+            )
         )
+    return added

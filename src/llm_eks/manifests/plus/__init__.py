@@ -24,7 +24,8 @@ volumes), and what a user adds later is appended after them, so the patches keep
 cannot express is appended by a patch (`volumes/-`).
 
 Modules: `reconcile` (the patches, and PlusChart, which synthesizes its objects in the reviewed dicts' key order),
-`builders` (one dict in, one cdk8s-plus object out).
+`builders` (one dict in, one cdk8s-plus object out: ServiceAccount, ConfigMap, Service, Job, Deployment, DaemonSet,
+Namespace).
 
 Cost: one jsii round trip per call. A container is one ContainerProps (its fields in one call, each env value one
 more), the rendering one `to_json`, the patches one `add_json_patch` call plus one per operation. The vLLM chart
@@ -41,8 +42,10 @@ from llm_eks.manifests.plus.builders import (
     BUILDERS,
     PodParts,
     config_map,
+    daemon_set,
     deployment,
     job,
+    namespace,
     service,
     service_account,
 )
@@ -54,9 +57,11 @@ __all__ = [
     "PlusChart",
     "PodParts",
     "config_map",
+    "daemon_set",
     "deployment",
     "in_order",
     "job",
+    "namespace",
     "reconcile",
     "service",
     "service_account",

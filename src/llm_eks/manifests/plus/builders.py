@@ -202,6 +202,26 @@ def deployment(
     )
 
 
+def daemon_set(
+    scope: Construct, construct_id: str, obj: Mapping[str, Any], account: kplus.IServiceAccount | None = None
+) -> kplus.DaemonSet:
+    """The DaemonSet `obj` as a cdk8s-plus DaemonSet with `account` as its service account (None: the one its pod
+    spec names, if any), reconciled. Its selector is exactly `obj`'s."""
+    spec = obj["spec"]
+    selector = kplus.LabelSelector.of(labels=spec["selector"]["matchLabels"])
+    return _reconciled(
+        kplus.DaemonSet,
+        scope,
+        construct_id,
+        obj,
+        {
+            "min_ready_seconds": spec.get("minReadySeconds"),
+            **_workload_props(scope, construct_id, spec["template"], account),
+        },
+        lambda made: made.select(selector),
+    )
+
+
 def job(
     scope: Construct, construct_id: str, obj: Mapping[str, Any], account: kplus.IServiceAccount | None = None
 ) -> kplus.Job:
@@ -260,6 +280,14 @@ def config_map(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> k
     return _reconciled(kplus.ConfigMap, scope, construct_id, obj, props)
 
 
+def namespace(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.Namespace:
+    """The Namespace `obj` (its labels carry the Pod Security level) as a cdk8s-plus Namespace, reconciled. Not in
+    BUILDERS: on a chart with a namespace (the gateway's), cdk8s puts that namespace into a plain Namespace's
+    metadata and cdk8s-plus does not, so building that one through cdk8s-plus would change the synthesized text (a
+    correct change, as a Namespace is cluster-scoped, left for a release that reviews it in the golden files)."""
+    return _reconciled(kplus.Namespace, scope, construct_id, obj, {})
+
+
 # The kinds serving_objects.add_objects builds through cdk8s-plus on a PlusChart: (apiVersion, kind) -> builder.
 BUILDERS: dict[tuple[str, str], Callable[[Construct, str, Mapping[str, Any]], kplus.Resource]] = {
     ("v1", "ServiceAccount"): service_account,
@@ -267,6 +295,7 @@ BUILDERS: dict[tuple[str, str], Callable[[Construct, str, Mapping[str, Any]], kp
     ("v1", "Service"): service,
     ("batch/v1", "Job"): job,
     ("apps/v1", "Deployment"): deployment,
+    ("apps/v1", "DaemonSet"): daemon_set,
 }
 
 

@@ -134,8 +134,8 @@ class PlusChart(cdk8s.Chart):
     """A chart whose cdk8s-plus objects, built by this module's builders, are synthesized in their reviewed dicts'
     key order (in_order)."""
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
-        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+    def __init__(self, scope: Construct, construct_id: str, namespace: str | None = None) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True, namespace=namespace)
         # Each cdk8s-plus object's reconciled paths (reconcile), by construct id: what tests pin.
         self.reconciled: dict[str, list[str]] = {}
         self._reviewed: dict[tuple[Any, Any], Mapping[str, Any]] = {}

@@ -1,4 +1,10 @@
-"""The RayService: Serve config, head and worker groups built from RayServeProps (props.py)."""
+"""The RayService: Serve config, head and worker groups built from RayServeProps (props.py).
+
+`RayServeChart` is a cdk8s-plus chart (manifests/plus): its ServiceAccount is a cdk8s-plus ServiceAccount, and the
+objects an environment adds (serving_objects.add_objects) of the kinds cdk8s-plus models are cdk8s-plus objects too.
+The RayService is a custom resource (ray.io/v1), a dict validated against the vendored KubeRay CRD. The typed
+attributes PUBLIC_ATTRIBUTES lists are the chart's public API (tests/test_chart_api.py snapshots them).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import cdk8s
+import cdk8s_plus_35 as kplus
 import yaml
 from constructs import Construct
 
+from llm_eks.manifests import plus
 from llm_eks.manifests.labels import PART_OF, app_labels, plain_object
 from llm_eks.manifests.pods import (
     POD_INTERFACE,
@@ -99,14 +107,37 @@ def _resources(cpu: str, memory: str, extra: Mapping[str, str] | None = None) ->
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-class RayServeChart(cdk8s.Chart):
-    """The Ray Serve LLM workload for one model (see the module docstring for how it scales)."""
+# The chart's public API: attribute name and type. A user's extended chart relies on these; tests/test_chart_api.py
+# fails when one is removed or its type changes (a breaking change: a 0.x minor, announced in the changelog).
+PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("props", "RayServeProps"),
+    # The Serve config KubeRay deploys (serveConfigV2, as a dict).
+    ("serve_config", "dict[str, Any]"),
+    # The account the head and workers run as (Pod Identity binds it to the token secret and the weights bucket).
+    ("service_account", "kplus.ServiceAccount"),
+    # The RayService (a custom resource: a plain object); extend it with add_json_patch.
+    ("ray_service", "cdk8s.ApiObject"),
+    # The labels of the workload's Ray pods (head and workers): select them by these.
+    ("selector", "dict[str, str]"),
+)
+
+
+class RayServeChart(plus.PlusChart):
+    """The Ray Serve LLM workload for one model (see the module docstring for how it scales); its public attributes
+    are PUBLIC_ATTRIBUTES."""
+
+    props: RayServeProps
+    serve_config: dict[str, Any]
+    service_account: kplus.ServiceAccount
+    ray_service: cdk8s.ApiObject
+    selector: dict[str, str]
 
     def __init__(self, scope: Construct, construct_id: str, props: RayServeProps) -> None:
         validate(props)
-        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        super().__init__(scope, construct_id)
         self.props = props
         self.serve_config = serve_config(props)
+        self.selector = _template_labels(props)
         labels = app_labels(RAY_SERVE_APP, props.name)
 
         def meta(name: str) -> dict[str, Any]:
@@ -114,8 +145,8 @@ class RayServeChart(cdk8s.Chart):
 
         if props.create_namespace:
             workload_namespace(self, props.namespace)
-        workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
-        plain_object(
+        self.service_account = workload_identity(self, meta, props.name, props.hf_token_secret, props.aws_region)
+        self.ray_service = plain_object(
             self,
             "ray-service",
             api_version="ray.io/v1",

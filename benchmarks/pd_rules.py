@@ -14,30 +14,14 @@ both modes and says which served better, the planner's `auto` recommendation wit
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
+from benchmarks.latency_rules import Rule, Run, version_rule
 from llm_eks.catalog.accelerators import instance_type
 from llm_eks.catalog.models import model
 from llm_eks.errors import ConfigError
 
-Run = dict[str, Any]
-
 # The KV transports the planner has a rate for (disaggregation.transfer_rate): NIXL's libfabric backend over EFA, and
 # TCP. RoCE, InfiniBand or NVLink within a node move the KV cache at other rates the planner does not hold.
 MODELLED_TRANSPORTS = ("efa", "tcp")
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    text: str
-    # Why `run` breaks the rule (one phrase), or None.
-    check: Callable[[Run], str | None]
-    # True: the rule excludes only the run's TTFT; its decode figure and decision are still scored.
-    ttft_only: bool = False
 
 
 def _hardware(run: Run) -> str | None:
@@ -48,15 +32,6 @@ def _hardware(run: Run) -> str | None:
         return f"not in the catalog: {error}"
     if inst.accelerator_vendor != "nvidia":
         return f"{inst.accelerator_name} is not an NVIDIA GPU"
-    return None
-
-
-def _version(run: Run) -> str | None:
-    match = re.search(r"(\d+)\.(\d+)", str(run.get("vllm_version") or ""))
-    if match is None:
-        return "no vLLM version stated"
-    if (int(match.group(1)), int(match.group(2))) < (0, 10):
-        return f"vLLM {match.group(0)} (before the V1 engine and its NixlConnector became the default path, 0.10)"
     return None
 
 
@@ -87,7 +62,7 @@ def _transport(run: Run) -> str | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("P1", "An NVIDIA GPU of a catalog instance and a catalog model.", _hardware),
-    Rule("P2", "The source states a vLLM version of 0.10 or later (the V1 engine, NixlConnector).", _version),
+    Rule("P2", "The source states a vLLM version of 0.10 or later (the V1 engine, NixlConnector).", version_rule),
     Rule(
         "P3",
         "Prefill and decode pools run the same TP (the planner sizes one layout for both pools; a benchmark with "

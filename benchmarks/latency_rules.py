@@ -32,7 +32,8 @@ class Rule:
     ttft_only: bool = False
 
 
-def _version(run: Run) -> str | None:
+def version_rule(run: Run) -> str | None:
+    """Why the run's vLLM is not one the model describes (none stated, or before the V1 engine), or None."""
     match = re.search(r"(\d+)\.(\d+)", str(run.get("vllm_version") or ""))
     if match is None:
         return "no vLLM version stated"
@@ -87,7 +88,7 @@ def _prefix_cache(run: Run) -> str | None:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("R1", "The source states a vLLM version of 0.10 or later (the V1 engine and its scheduler).", _version),
+    Rule("R1", "The source states a vLLM version of 0.10 or later (the V1 engine and its scheduler).", version_rule),
     Rule(
         "R2",
         "A fixed number of requests in flight: a closed loop at `--max-concurrency`, or one wave of requests sent "

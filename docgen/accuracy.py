@@ -1,6 +1,7 @@
 """The planner's accuracy tables, from the same code the tests and `make bench` run over the published
 measurements: the KV cache and memory figures against vLLM start-up logs (benchmarks/kv_error_table.py), and the
-latency estimates against published `vllm bench serve` runs (benchmarks/latency_error_table.py)."""
+latency estimates against published `vllm bench serve` runs (benchmarks/latency_error_table.py), and the
+prefill/decode estimate against published P/D benchmarks (benchmarks/pd_error_table.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import statistics
 
 from benchmarks import latency_error_table as latency
 from benchmarks import latency_rules as rules
+from benchmarks import pd_error_table as pd
+from benchmarks import pd_rules
 from benchmarks.kv_error_table import rows
 from docgen.markdown import cell
 from llm_eks.planner.latency import FITTED, FIXTURE_SHA256
@@ -182,4 +185,54 @@ def neuron_latency_accuracy() -> str:
             f"{r.decode_held_out:.2f} | {_signed(r.decode_error)} | {r.ttft_measured:,.0f} | {r.ttft_held_out:,.0f} | "
             f"{_signed(r.ttft_error)} |"
         )
+    return "\n".join(lines)
+
+
+def pd_rules_section() -> str:
+    """The P/D scoring rules as benchmarks/pd_rules.py holds them, every rule each excluded benchmark breaks, and the
+    published benchmarks looked at that hold no row."""
+    result = pd.scores()
+    out = [f"- **{r.id}.** {r.text}" for r in pd_rules.RULES]
+    total = len(result.rows) + len(result.excluded)
+    out += ["", f"Of {total} benchmark(s) in the fixture, {len(result.excluded)} excluded:", ""]
+    out += ["| benchmark | source | rules it breaks |", "|---|---|---|"]
+    for run_id, source, breaches in result.excluded:
+        why = "; ".join(f"{rule}: {text}" for rule, text in breaches)
+        out.append(f"| `{run_id}` | {_source(source)} | {cell(why)} |")
+    out += ["", "Published P/D benchmarks looked at that hold no row of the fixture:", ""]
+    out += ["| source | what it states, and why it holds no row |", "|---|---|"]
+    out += [f"| {_source(url)} | {cell(why)} |" for url, why in pd_rules.SOURCES_LOOKED_AT]
+    return "\n".join(out)
+
+
+def pd_accuracy_table() -> str:
+    """The scored P/D benchmarks: published vs estimated TTFT and time per output token, and the decision."""
+    result = pd.scores()
+    summary = {s.figure: s for s in pd.summarize(result.rows)}
+    if not result.rows:
+        return (
+            f"No published benchmark in the fixture (sha256 `{pd.digest()[:12]}...`) passes the rules above, so the "
+            "planner's P/D TTFT, time per output token and decision are **not scored**: there is no error figure "
+            "to state, and none is claimed."
+        )
+    agree = [r.agrees for r in result.rows if r.agrees is not None]
+    lines = [
+        "| benchmark | setting | TTFT ms | estimated | error | decode metric | ms | estimated | error | "
+        "source found better | planner recommends |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result.rows:
+        est = "" if r.ttft_estimated is None else f"{r.ttft_estimated:,.0f}"
+        ttft_err = f"not scored ({r.ttft_rule.split(':')[0]})" if r.ttft_rule else _signed(r.ttft_error)
+        dec = "" if r.decode_estimated is None else f"{r.decode_estimated:g}"
+        lines.append(
+            f"| {_source(r.source)} | {cell(r.setting)} | {r.ttft_measured:,.0f} | {est} | {ttft_err} | "
+            f"{r.decode_metric} | {r.decode_measured:g} | {dec} | {_signed(r.decode_error)} | "
+            f"{r.published_better or ''} | {r.recommended or cell(r.refused or '')} |"
+        )
+    lines += ["", "| figure | benchmarks | median \\|error\\| | worst |", "|---|---|---|---|"]
+    for s in summary.values():
+        if s.median is not None and s.worst is not None:
+            lines.append(f"| {s.figure} | {s.points} | {_pct(s.median)} | {_pct(s.worst)} |")
+    lines += ["", f"The decision agrees with the source's finding on {sum(agree)} of {len(agree)} benchmark(s)."]
     return "\n".join(lines)

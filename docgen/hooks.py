@@ -25,6 +25,8 @@ from docgen.accuracy import (  # noqa: E402
     latency_rules,
     latency_summary,
     neuron_latency_accuracy,
+    pd_accuracy_table,
+    pd_rules_section,
 )
 from docgen.cli_reference import cli_reference  # noqa: E402
 from docgen.cold_start import cold_start_table  # noqa: E402
@@ -57,6 +59,8 @@ def generators() -> dict[str, Callable[[], str]]:
         "latency-rules": latency_rules,
         "latency-summary": latency_summary,
         "neuron-latency-accuracy": neuron_latency_accuracy,
+        "pd-rules": pd_rules_section,
+        "pd-accuracy": pd_accuracy_table,
     }
 
 

@@ -14,7 +14,7 @@ from llm_eks.catalog.accelerators import instance_type
 from llm_eks.catalog.models import CONFIG_MODELS, MODELS, ModelSpec, estimate_parameters
 from llm_eks.errors import ConfigError
 from llm_eks.planner import GIB, PlanRequest, PlanWarning, plan, valid_tensor_parallel_sizes
-from llm_eks.planner.result import ColdStart
+from llm_eks.planner.cold_start import ColdStart
 from llm_eks.planner.sizing import Context
 
 X = "\N{MULTIPLICATION SIGN}"  # the sign in "1x L40S"

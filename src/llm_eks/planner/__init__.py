@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from llm_eks.planner.cold_start import ColdStart
 from llm_eks.planner.kv_offload import Reuse, reuse
 from llm_eks.planner.memory import GIB
 from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
@@ -45,7 +46,6 @@ from llm_eks.planner.result import (
     WARN_NO_PRICE,
     WARN_RESERVATION,
     WARNING_IDS,
-    ColdStart,
     Plan,
     PlanWarning,
 )

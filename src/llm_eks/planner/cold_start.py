@@ -6,14 +6,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llm_eks.planner.compute_mode import AUTO_MODE, image_source_on
 from llm_eks.planner.request import IMAGE_SOURCES
-from llm_eks.planner.result import ColdStart, ColdStartPath
 
 if TYPE_CHECKING:
     from llm_eks.planner.sizing import Context, Fit
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """Modelled time from a pod being scheduled to serving, and its parts (seconds)."""
+
+    image_pull_s: float
+    weights_s: float
+    warmup_s: float
+    # Image pull + weights + warm-up, on a node that is already up.
+    total_s: float
+    # Container start to serving (weights + warm-up): what the startup probe must allow.
+    startup_s: float
+    # Karpenter launch to a Ready GPU node.
+    node_provision_s: float
+    # A replica that needs a new node: node provisioning + total.
+    scale_out_s: float
+
+
+@dataclass(frozen=True)
+class ColdStartPath:
+    """One way a replica can start (weights source, image source, new or warm node) and its modelled seconds."""
+
+    weights_source: str
+    image_source: str
+    # True: warm headroom keeps the node up (no node launch; the image is still pulled or restored).
+    warm_node: bool
+    node_s: float
+    image_s: float
+    weights_s: float
+    warmup_s: float
+    total_s: float
+    # The path the request (config) uses.
+    in_use: bool
+
 
 # Cold start. The vLLM OpenAI image is ~12 GB compressed (28.6 GB unpacked, vllm-project/vllm#22377, #27154).
 IMAGE_COMPRESSED_BYTES = 12e9

@@ -10,6 +10,7 @@ from typing import Any
 from llm_eks.catalog import auto_mode
 from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.models import ModelSpec
+from llm_eks.planner.cold_start import ColdStart, ColdStartPath
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
 from llm_eks.planner.kv_offload import Reuse, host_mib
@@ -33,40 +34,6 @@ def layout_text(tp: int, pp: int, dp: int = 1, expert_parallel: bool = False) ->
 # The extended resource EFA interfaces are requested as (Karpenter's `vpc.amazonaws.com/efa`, which the EFA device
 # plugin advertises): a multi-node replica's pods ask for all of their node's.
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-
-
-@dataclass(frozen=True)
-class ColdStart:
-    """Modelled time from a pod being scheduled to serving, and its parts (seconds)."""
-
-    image_pull_s: float
-    weights_s: float
-    warmup_s: float
-    # Image pull + weights + warm-up, on a node that is already up.
-    total_s: float
-    # Container start to serving (weights + warm-up): what the startup probe must allow.
-    startup_s: float
-    # Karpenter launch to a Ready GPU node.
-    node_provision_s: float
-    # A replica that needs a new node: node provisioning + total.
-    scale_out_s: float
-
-
-@dataclass(frozen=True)
-class ColdStartPath:
-    """One way a replica can start (weights source, image source, new or warm node) and its modelled seconds."""
-
-    weights_source: str
-    image_source: str
-    # True: warm headroom keeps the node up (no node launch; the image is still pulled or restored).
-    warm_node: bool
-    node_s: float
-    image_s: float
-    weights_s: float
-    warmup_s: float
-    total_s: float
-    # The path the request (config) uses.
-    in_use: bool
 
 
 # Plan warning ids: stable, so a user can acknowledge one (`cdk.Annotations.of(scope).acknowledge_warning(id, why)`)

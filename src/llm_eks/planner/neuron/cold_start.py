@@ -30,11 +30,12 @@ from llm_eks.planner.cold_start import (
     NVME_READ_BYTES_PER_S,
     S3_STREAM_BYTES_PER_S,
     WARMUP_INIT_S,
+    ColdStart,
+    ColdStartPath,
     image_paths,
     image_seconds,
 )
 from llm_eks.planner.request import IMAGE_SOURCES
-from llm_eks.planner.result import ColdStart, ColdStartPath
 
 # Seconds of ahead-of-time compile per GB of checkpoint, per engine path (module docstring).
 COMPILE_S_PER_GB = {"nxd-inference": 15 * 60 / 15, "vllm-neuron": 20 * 60 / 70}

@@ -17,13 +17,13 @@ from llm_eks.config import parse_environment
 from llm_eks.config.plans import plan_workloads
 from llm_eks.errors import ConfigError
 from llm_eks.infra.workloads import build_workloads
+from llm_eks.manifests.checks import violations
 from llm_eks.manifests.vllm import VllmProps, validate_vllm_props
 from llm_eks.manifests.vllm.disaggregated import DISAGG_SIDECAR_IMAGE, ROLE_LABEL, Disaggregation
 from tests.conftest import REPO_ROOT
 from tests.kube_schema import assert_valid
 from tests.test_examples import synth_example
 from tests.test_gateway_picker import check_config
-from tests.test_network_policies import restricted_violations
 from tests.test_vllm_chart import base_props
 from tests.test_vllm_flags import _check
 from tests.upstream_wheels import VLLM, extracted, missing_reason
@@ -144,7 +144,7 @@ def test_the_routing_sidecar_fronts_the_decode_vllm_only(objects: list[dict[str,
     prefill = _one(objects, "Deployment", PREFILL)["spec"]["template"]["spec"]
     assert "routing-sidecar" not in [c["name"] for c in prefill.get("initContainers", [])]
     for spec in (decode, prefill):
-        assert restricted_violations(spec) == []
+        assert violations(spec, "restricted") == []
 
 
 def test_the_picker_config_has_both_profiles_beside_flow_control(objects: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import cdk8s
+import cdk8s_plus_35 as kplus
 import pytest
 import yaml
 
@@ -96,3 +97,91 @@ def test_the_unextended_environment_passes_both_ways() -> None:
     _example().platform(app)
     check_app(app)
     assert _cdk_synth_lines(chart_objects(app.charts)) == []
+
+
+def _restricted_sidecar(**security: Any) -> Any:
+    """A sidecar that meets the namespace's restricted level, with `security` overriding its security context."""
+    props = {
+        "ensure_non_root": True,
+        "user": 1000,
+        "allow_privilege_escalation": False,
+        "capabilities": kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL]),
+        **security,
+    }
+    return kplus.ContainerSecurityContextProps(**props)
+
+
+def _add_sidecar(chart: Any, security: Any) -> None:
+    chart.deployment.add_container(
+        name="log-shipper",
+        image="public.ecr.aws/aws-observability/aws-for-fluent-bit:3.2.1",
+        resources=kplus.ContainerResources(
+            cpu=kplus.CpuResources(request=kplus.Cpu.millis(100)),
+            memory=kplus.MemoryResources(request=cdk8s.Size.mebibytes(128), limit=cdk8s.Size.mebibytes(128)),
+        ),
+        security_context=security,
+    )
+
+
+def _failed(app: cdk8s.App) -> ChecksFailed:
+    with pytest.raises(ChecksFailed) as err:
+        check_app(app)
+    # The same lines `cdk synth` reports when a CDK stack applies these objects.
+    assert _cdk_synth_lines(chart_objects(app.charts)) == err.value.message.split("\n")
+    return err.value
+
+
+RESTRICTED = (
+    "which Pod Security restricted (enforced on namespace inference) forbids; the API server would reject its pods"
+)
+
+
+def test_a_privileged_sidecar_fails_pod_security_with_cdk_synths_one_line() -> None:
+    example = _example()
+    app = cdk8s.App()
+    _add_sidecar(example.platform(app), _restricted_sidecar(privileged=True))
+    err = _failed(app)
+    assert err.message == (
+        f"[POD_SECURITY] Deployment/inference/{NAME}: container log-shipper sets securityContext.privileged=true, "
+        f"{RESTRICTED}. Fix: remove securityContext.privileged, or, if it needs the host, run it in a namespace whose "
+        "pod-security.kubernetes.io/enforce label is privileged"
+    )
+    assert err.code.id == "LLMEKS-E413"
+
+
+def test_a_root_sidecar_and_a_workload_without_seccomp_fail_with_one_line_each() -> None:
+    example = _example()
+    app = cdk8s.App()
+    chart = example.platform(app)
+    _add_sidecar(chart, _restricted_sidecar(ensure_non_root=False, user=0))
+    # A workload of the user's own beside vLLM: cdk8s-plus has no seccomp setting, and its default container
+    # security context keeps every capability.
+    kplus.Deployment(
+        chart,
+        "tokenizer",
+        metadata=cdk8s.ApiObjectMetadata(namespace="inference"),
+        containers=[
+            kplus.ContainerProps(
+                name="tokenizer",
+                image="tokenizer:1",
+                resources=kplus.ContainerResources(
+                    cpu=kplus.CpuResources(request=kplus.Cpu.millis(100)),
+                    memory=kplus.MemoryResources(request=cdk8s.Size.mebibytes(64)),
+                ),
+            )
+        ],
+    )
+    err = _failed(app)
+    assert err.message.split("\n") == [
+        f"[POD_SECURITY] Deployment/inference/{NAME}: container log-shipper sets securityContext.runAsNonRoot=false, "
+        f"{RESTRICTED}. Fix: set the pod's securityContext.runAsNonRoot: true, with runAsUser a non-zero user the "
+        "image can run as",
+        f"[POD_SECURITY] Deployment/inference/{NAME}: container log-shipper sets securityContext.runAsUser=0, "
+        f"{RESTRICTED}. Fix: run as a non-zero user (securityContext.runAsUser, e.g. the image's own non-root user)",
+        "[POD_SECURITY] Deployment/inference/vllm-tokenizer: container tokenizer does not drop ALL capabilities, "
+        f'{RESTRICTED}. Fix: set securityContext.capabilities.drop: ["ALL"] and add nothing but NET_BIND_SERVICE',
+        "[POD_SECURITY] Deployment/inference/vllm-tokenizer: neither the pod nor container tokenizer sets "
+        f"seccompProfile.type RuntimeDefault or Localhost, {RESTRICTED}. Fix: set the pod's "
+        "securityContext.seccompProfile.type to RuntimeDefault (or Localhost with a profile)",
+    ]
+    assert err.code.id == "LLMEKS-E413"

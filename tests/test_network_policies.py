@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.checks import POD_SECURITY, check_objects, namespace_levels
+from llm_eks.manifests.checks.objects import pod_templates
 from llm_eks.manifests.gateway import platform
 from llm_eks.manifests.source import SOURCE_ANNOTATION
 from tests.conftest import Synthesized
@@ -481,87 +483,23 @@ def test_namespace_pod_security_levels_and_reasons(synthesized: Synthesized, env
         assert reason is None or "\n" not in reason
 
 
-_RESTRICTED_VOLUMES = {
-    "configMap",
-    "csi",
-    "downwardAPI",
-    "emptyDir",
-    "ephemeral",
-    "persistentVolumeClaim",
-    "projected",
-    "secret",
-}
-
-
-def restricted_violations(spec: dict[str, Any], injected: tuple[dict[str, Any], ...] = ()) -> list[str]:
-    """The Pod Security Standard `restricted` checks (kubernetes.io/docs/concepts/security/pod-security-standards)
-    on a pod spec; `injected` are containers an operator adds at run time."""
-    problems = []
-    for key in ("hostNetwork", "hostPID", "hostIPC"):
-        if spec.get(key):
-            problems.append(key)
-    for volume in spec.get("volumes", []):
-        kinds = set(volume) - {"name"}
-        if not kinds <= _RESTRICTED_VOLUMES:
-            problems.append(f"volume {volume['name']}: {kinds}")
-    pod_ctx = spec.get("securityContext", {})
-    if pod_ctx.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
-        problems.append("pod seccompProfile")
-    if pod_ctx.get("runAsUser") == 0:
-        problems.append("pod runAsUser 0")
-    containers = [*spec.get("initContainers", []), *spec.get("containers", []), *injected]
-    for c in containers:
-        ctx = c.get("securityContext", {})
-        name = c["name"]
-        if ctx.get("privileged"):
-            problems.append(f"{name}: privileged")
-        if ctx.get("allowPrivilegeEscalation") is not False:
-            problems.append(f"{name}: allowPrivilegeEscalation")
-        caps = ctx.get("capabilities", {})
-        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
-            problems.append(f"{name}: capabilities")
-        if not ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")):
-            problems.append(f"{name}: runAsNonRoot")
-        if ctx.get("runAsUser") == 0:
-            problems.append(f"{name}: runAsUser 0")
-        if any(p.get("hostPort") for p in c.get("ports", [])):
-            problems.append(f"{name}: hostPort")
-    return problems
-
-
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
-def test_every_pod_we_run_meets_restricted(synthesized: Synthesized, env: str) -> None:
-    specs: list[tuple[str, dict[str, Any], tuple[dict[str, Any], ...]]] = []
-    for o in _objects(synthesized, env):
-        if o["kind"] in ("Deployment", "Job"):
-            specs.append((o["metadata"]["name"], o["spec"]["template"]["spec"], ()))
-        if o["kind"] == "RayService":
-            cluster = o["spec"]["rayClusterConfig"]
-            head = cluster["headGroupSpec"]["template"]["spec"]
-            ray = head["containers"][0]
-            # KubeRay 1.7.0 injects the autoscaler sidecar into the head (with autoscalerOptions.securityContext)
-            # and the wait-gcs-ready init container into workers (a copy of the Ray container's securityContext).
-            autoscaler = {"name": "autoscaler", "securityContext": cluster["autoscalerOptions"]["securityContext"]}
-            specs.append(("ray-head", head, (autoscaler,)))
-            for group in cluster["workerGroupSpecs"]:
-                worker = group["template"]["spec"]
-                wait = {"name": "wait-gcs-ready", "securityContext": worker["containers"][0]["securityContext"]}
-                specs.append((f"ray-{group['groupName']}", worker, (wait,)))
-            assert ray["securityContext"] == worker["containers"][0]["securityContext"]
-    assert specs
-    problems = [f"{name}: {p}" for name, spec, injected in specs for p in restricted_violations(spec, injected)]
-    assert not problems, "\n".join(problems)
-
-
-def test_the_restricted_check_catches_what_baseline_allowed() -> None:
-    spec = {
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [
-            {"name": "c", "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
-        ],
-        "volumes": [{"name": "h", "hostPath": {"path": "/var"}}],
+def test_every_pod_we_run_meets_its_namespaces_level(synthesized: Synthesized, env: str) -> None:
+    """The library's POD_SECURITY check (the one `cdk synth` runs) on every pod template of the environment, KubeRay's
+    autoscaler sidecar in the Ray head included; the workloads all land in namespaces that enforce restricted."""
+    objects = _objects(synthesized, env)
+    levels = namespace_levels(objects)
+    judged = {
+        (template.obj["kind"], template.part): levels[template.obj["metadata"]["namespace"]]
+        for template in pod_templates(objects, daemonsets=True)
+        if template.obj["kind"] != "EnvoyProxy"
     }
-    assert restricted_violations(spec) == ["volume h: {'hostPath'}", "c: runAsNonRoot"]
+    assert {kind for kind, _ in judged} >= {"Deployment", "Job"}
+    assert set(judged.values()) <= {"restricted", "privileged"}
+    if env == "staging":
+        assert judged[("RayService", "head")] == judged[("RayService", "worker group gpu")] == "restricted"
+    problems = [str(f) for f in check_objects(objects) if f.rule == POD_SECURITY]
+    assert not problems, "\n".join(problems)
 
 
 def test_namespace_below_restricted_needs_a_reason() -> None:

@@ -628,8 +628,19 @@ E412 = ErrorCode(
     412,
     "Synth-time checks failed",
     "A check over the synthesized objects (scheduling on the node pools, probes, disruption, limits) found an "
-    "object that would deploy and then fail; one line per finding names the rule, the object and the fix.",
+    "object that would deploy and then fail; one line per finding names the rule, the object and the fix. Findings "
+    "that are all Pod Security ones carry LLMEKS-E413.",
     "Apply the fix each line gives (`[RULE] object: problem. Fix: ...`).",
+    "concepts/checks.md",
+)
+E413 = ErrorCode(
+    413,
+    "Pod Security Standard not met",
+    "A pod template (a container or volume added to a chart, say) breaks the Pod Security level its namespace "
+    "enforces (label pod-security.kubernetes.io/enforce): the API server would reject its pods, so the workload "
+    "applies and never runs. One `[POD_SECURITY]` line per rule broken names the object, the containers and the fix.",
+    "Apply the fix the line gives (drop the privilege, set the security context), or run the pod in a namespace whose "
+    "level allows it, with the reason on the Namespace.",
     "concepts/checks.md",
 )
 

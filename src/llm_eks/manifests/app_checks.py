@@ -20,9 +20,10 @@ from typing import Any
 
 import cdk8s
 
-from llm_eks.error_codes import E412
+from llm_eks.error_codes import E412, E413
 from llm_eks.errors import ConfigError
 from llm_eks.manifests.checks import (
+    POD_SECURITY,
     Finding,
     InstanceLookup,
     StaticNodeGroup,
@@ -33,10 +34,12 @@ from llm_eks.manifests.checks import (
 
 class ChecksFailed(ConfigError):
     """The findings of the synth-time checks; its message is one line per finding (`[RULE] object: problem. Fix:
-    fix`), the text `cdk synth` reports for the same objects."""
+    fix`), the text `cdk synth` reports for the same objects. Its code is LLMEKS-E413 when every finding is a Pod
+    Security one, else LLMEKS-E412."""
 
     def __init__(self, findings: Sequence[Finding]) -> None:
-        super().__init__(E412, "\n".join(str(f) for f in findings))
+        pod_security = all(f.rule == POD_SECURITY for f in findings)
+        super().__init__(E413 if pod_security else E412, "\n".join(str(f) for f in findings))
         self.findings = tuple(findings)
 
 

@@ -7,7 +7,7 @@ Objects come from charts and from users' YAML: a field of the wrong type is read
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -135,6 +135,8 @@ class PodTemplate:
     scale_fix: str
     # Pods per unit of that setting (Ray numOfHosts, LeaderWorkerSet size).
     unit_pods: int = 1
+    # The template's metadata (labels, annotations), as the pods get it.
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _max_replicas(obj: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> tuple[int, str, str]:
@@ -167,8 +169,9 @@ def _max_replicas(obj: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) 
 
 
 def _ray_templates(obj: Mapping[str, Any], cluster: Mapping[str, Any]) -> Iterator[PodTemplate]:
-    if mapping_at(cluster, "headGroupSpec", "template"):
-        yield PodTemplate(obj, "head", mapping_at(cluster, "headGroupSpec", "template", "spec"), 1, "1 head", "")
+    head = mapping_at(cluster, "headGroupSpec", "template")
+    if head:
+        yield PodTemplate(obj, "head", mapping_at(head, "spec"), 1, "1 head", "", metadata=mapping_at(head, "metadata"))
     for group in mappings_at(cluster, "workerGroupSpecs"):
         hosts = as_int(group.get("numOfHosts"), 1)
         if group.get("maxReplicas") is not None:
@@ -187,33 +190,43 @@ def _ray_templates(obj: Mapping[str, Any], cluster: Mapping[str, Any]) -> Iterat
             scale,
             f"the {part}'s maxReplicas",
             hosts,
+            mapping_at(group, "template", "metadata"),
         )
 
 
-def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]:
-    """Every pod template the objects would create, except DaemonSets'."""
+def ray_cluster_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The RayCluster spec of a RayCluster, RayService (rayClusterConfig) or RayJob (rayClusterSpec), or {}."""
+    path = {"RayCluster": (), "RayService": ("rayClusterConfig",), "RayJob": ("rayClusterSpec",)}
+    group, kind = group_kind(obj)
+    return mapping_at(obj, "spec", *path[kind]) if group == "ray.io" and kind in path else {}
+
+
+def pod_templates(objects: Sequence[Mapping[str, Any]], *, daemonsets: bool = False) -> Iterator[PodTemplate]:
+    """Every pod template the objects would create; DaemonSets' (one pod per node, max_pods None) only when asked."""
     for obj in objects:
         group, kind = group_kind(obj)
         spec = mapping_at(obj, "spec")
+        template = mapping_at(spec, "template")
+        meta = mapping_at(template, "metadata")
         if kind in ("Deployment", "StatefulSet", "ReplicaSet") and group == "apps":
             count, source, fix = _max_replicas(obj, objects)
-            yield PodTemplate(obj, "", mapping_at(spec, "template", "spec"), count, source, fix)
+            yield PodTemplate(obj, "", mapping_at(template, "spec"), count, source, fix, metadata=meta)
+        elif kind == "DaemonSet" and group == "apps" and daemonsets:
+            yield PodTemplate(obj, "", mapping_at(template, "spec"), None, "one per node", "", metadata=meta)
         elif kind == "Job" and group == "batch":
             count = as_int(spec.get("parallelism"), 1)
-            yield PodTemplate(obj, "", mapping_at(spec, "template", "spec"), count, f"parallelism {count}", "")
+            yield PodTemplate(obj, "", mapping_at(template, "spec"), count, f"parallelism {count}", "", metadata=meta)
         elif kind == "CronJob" and group == "batch":
             job = mapping_at(spec, "jobTemplate", "spec")
             count = as_int(job.get("parallelism"), 1)
-            yield PodTemplate(obj, "", mapping_at(job, "template", "spec"), count, f"parallelism {count}", "")
+            meta = mapping_at(job, "template", "metadata")
+            yield PodTemplate(
+                obj, "", mapping_at(job, "template", "spec"), count, f"parallelism {count}", "", metadata=meta
+            )
         elif kind == "Pod" and group == "":
-            yield PodTemplate(obj, "", spec, 1, "1 pod", "")
+            yield PodTemplate(obj, "", spec, 1, "1 pod", "", metadata=mapping_at(obj, "metadata"))
         elif group == "ray.io" and kind in ("RayCluster", "RayService", "RayJob"):
-            cluster = {
-                "RayCluster": spec,
-                "RayService": spec.get("rayClusterConfig"),
-                "RayJob": spec.get("rayClusterSpec"),
-            }
-            yield from _ray_templates(obj, mapping_at(cluster, kind))
+            yield from _ray_templates(obj, ray_cluster_spec(obj))
         elif group == "gateway.envoyproxy.io" and kind == "EnvoyProxy":
             yield from _envoy_templates(obj, mapping_at(spec, "provider", "kubernetes", "envoyDeployment"))
         elif group == "leaderworkerset.x-k8s.io" and kind == "LeaderWorkerSet":
@@ -223,14 +236,23 @@ def pod_templates(objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]
             groups, source, fix = _max_replicas(obj, objects)
             size = as_int(lwt.get("size"), 1)
             worker = mapping_at(lwt, "workerTemplate", "spec")
+            worker_meta = mapping_at(lwt, "workerTemplate", "metadata")
             if mapping_at(lwt, "leaderTemplate"):
                 leader = mapping_at(lwt, "leaderTemplate", "spec")
-                yield PodTemplate(obj, "leader", leader, groups, source, fix)
+                leader_meta = mapping_at(lwt, "leaderTemplate", "metadata")
+                yield PodTemplate(obj, "leader", leader, groups, source, fix, metadata=leader_meta)
                 yield PodTemplate(
-                    obj, "worker", worker, groups * (size - 1), f"{source} x (size {size} - 1)", fix, max(size - 1, 1)
+                    obj,
+                    "worker",
+                    worker,
+                    groups * (size - 1),
+                    f"{source} x (size {size} - 1)",
+                    fix,
+                    max(size - 1, 1),
+                    worker_meta,
                 )
             else:
-                yield PodTemplate(obj, "", worker, groups * size, f"{source} x size {size}", fix, size)
+                yield PodTemplate(obj, "", worker, groups * size, f"{source} x size {size}", fix, size, worker_meta)
 
 
 def _envoy_templates(obj: Mapping[str, Any], deployment: Mapping[str, Any]) -> Iterator[PodTemplate]:

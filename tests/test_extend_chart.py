@@ -136,6 +136,26 @@ RESTRICTED = (
 )
 
 
+def _tokenizer(chart: Any, security: Any = None) -> kplus.Deployment:
+    """A workload of the user's own beside vLLM, in its namespace."""
+    return kplus.Deployment(
+        chart,
+        "tokenizer",
+        metadata=cdk8s.ApiObjectMetadata(namespace="inference"),
+        containers=[
+            kplus.ContainerProps(
+                name="tokenizer",
+                image="tokenizer:1",
+                resources=kplus.ContainerResources(
+                    cpu=kplus.CpuResources(request=kplus.Cpu.millis(100)),
+                    memory=kplus.MemoryResources(request=cdk8s.Size.mebibytes(64)),
+                ),
+                security_context=security,
+            )
+        ],
+    )
+
+
 def test_a_privileged_sidecar_fails_pod_security_with_cdk_synths_one_line() -> None:
     example = _example()
     app = cdk8s.App()
@@ -156,21 +176,7 @@ def test_a_root_sidecar_and_a_workload_without_seccomp_fail_with_one_line_each()
     _add_sidecar(chart, _restricted_sidecar(ensure_non_root=False, user=0))
     # A workload of the user's own beside vLLM: cdk8s-plus has no seccomp setting, and its default container
     # security context keeps every capability.
-    kplus.Deployment(
-        chart,
-        "tokenizer",
-        metadata=cdk8s.ApiObjectMetadata(namespace="inference"),
-        containers=[
-            kplus.ContainerProps(
-                name="tokenizer",
-                image="tokenizer:1",
-                resources=kplus.ContainerResources(
-                    cpu=kplus.CpuResources(request=kplus.Cpu.millis(100)),
-                    memory=kplus.MemoryResources(request=cdk8s.Size.mebibytes(64)),
-                ),
-            )
-        ],
-    )
+    _tokenizer(chart)
     err = _failed(app)
     assert err.message.split("\n") == [
         f"[POD_SECURITY] Deployment/inference/{NAME}: container log-shipper sets securityContext.runAsNonRoot=false, "
@@ -185,3 +191,16 @@ def test_a_root_sidecar_and_a_workload_without_seccomp_fail_with_one_line_each()
         "securityContext.seccompProfile.type to RuntimeDefault (or Localhost with a profile)",
     ]
     assert err.code.id == "LLMEKS-E413"
+
+
+def test_the_fixes_the_how_to_gives_pass() -> None:
+    example = _example()
+    app = cdk8s.App()
+    chart = example.platform(app)
+    _add_sidecar(chart, _restricted_sidecar())
+    tokenizer = _tokenizer(chart, _restricted_sidecar())
+    seccomp = {"type": "RuntimeDefault"}
+    cdk8s.ApiObject.of(tokenizer).add_json_patch(
+        cdk8s.JsonPatch.add("/spec/template/spec/securityContext/seccompProfile", seccomp)
+    )
+    check_app(app)

@@ -10,7 +10,8 @@ With llm-eks installed (docs/getting-started/install.md) and Node 24 or 22 on PA
 The chart's objects are cdk8s-plus objects (VllmChart.PUBLIC_ATTRIBUTES): `chart.deployment` is a
 `cdk8s_plus_35.Deployment`, so `add_container`, `add_volume` and `mount` work as on any cdk8s-plus workload. What the
 chart built stays as it was (selector, vLLM container, probes); what you add is checked like the rest: a container
-that does not fit the GPU node, say, fails here with the one-line finding `cdk synth` would report.
+that does not fit the GPU node, say, or one the namespace's restricted Pod Security level forbids (privileged, root,
+keeping capabilities), fails here with the one-line finding `cdk synth` would report.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ RESTRICTED_VOLUMES = (
 SECCOMP_TYPES = ("RuntimeDefault", "Localhost")
 APPARMOR_TYPES = ("RuntimeDefault", "Localhost")
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
-# KubeRay's in-tree autoscaler sidecar (AutoscalerContainerName in ray-operator/controllers/ray/utils/constant.go).
+# KubeRay's in-tree autoscaler sidecar (AutoscalerContainerName, ray-operator/controllers/ray/common/pod.go v1.7.0).
 RAY_AUTOSCALER = "autoscaler"
 # For the baseline rules: what a node agent that needs the host does instead.
 _ELSEWHERE = f"or, if it needs the host, run it in a namespace whose {ENFORCE_LABEL} label is privileged"
@@ -242,14 +242,21 @@ def _volume_names(pod: _Pod, bad: Callable[[Mapping[str, Any]], bool]) -> list[s
     return [str(v.get("name", "?")) for v in mappings_at(pod.spec, "volumes") if bad(v)]
 
 
-def _host_path(pod: _Pod) -> Violation | None:
-    names = _volume_names(pod, lambda v: "hostPath" in v)
+def _volumes(check: str, names: Sequence[str], one: str, more: str, fix: str) -> Violation | None:
+    """`volume a <one>` or `volumes a, b <more>`, or None when no volume is named."""
     if not names:
         return None
-    what = ("volume " if len(names) == 1 else "volumes ") + ", ".join(names)
-    return Violation(
+    if len(names) == 1:
+        return Violation(check, f"volume {names[0]} {one}", fix)
+    return Violation(check, f"volumes {', '.join(names)} {more}", fix)
+
+
+def _host_path(pod: _Pod) -> Violation | None:
+    return _volumes(
         "hostPathVolumes",
-        f"{what} {'is a hostPath volume' if len(names) == 1 else 'are hostPath volumes'}",
+        _volume_names(pod, lambda v: "hostPath" in v),
+        "is a hostPath volume",
+        "are hostPath volumes",
         f"use an emptyDir, persistentVolumeClaim or csi volume instead, {_ELSEWHERE}",
     )
 
@@ -409,13 +416,12 @@ def _volume_types(pod: _Pod) -> Violation | None:
         return [str(k) for k in volume if k != "name"]
 
     bad = _volume_names(pod, lambda v: not any(k in RESTRICTED_VOLUMES for k in kinds(v)))
-    if not bad:
-        return None
-    types = [k for v in mappings_at(pod.spec, "volumes") if str(v.get("name", "?")) in bad for k in kinds(v)]
-    what = ("volume " if len(bad) == 1 else "volumes ") + ", ".join(bad)
-    return Violation(
+    types = _listed([k for v in mappings_at(pod.spec, "volumes") if str(v.get("name", "?")) in bad for k in kinds(v)])
+    return _volumes(
         "restrictedVolumes",
-        f"{what} use{'s' if len(bad) == 1 else ''} {_listed(types) or 'no volume source'}",
+        bad,
+        f"uses {types or 'no volume source'}",
+        f"use {types or 'no volume source'}",
         f"use only {', '.join(RESTRICTED_VOLUMES)} volumes, {_ELSEWHERE}",
     )
 

@@ -4,8 +4,8 @@ that synthesizes its objects in the dicts' key order."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import cdk8s
 import cdk8s_plus_35 as kplus
@@ -113,7 +113,7 @@ def reconcile(resource: kplus.Resource, desired: Mapping[str, Any]) -> list[str]
     paths = [f"{op} {_pointer(path)}" for op, path, _ in ops]
     chart = cdk8s.Chart.of(resource)
     if isinstance(chart, PlusChart):
-        chart.record(resource.node.id, desired, paths)
+        chart.record(resource, desired, paths)
     return paths
 
 
@@ -139,10 +139,15 @@ class PlusChart(cdk8s.Chart):
         # Each cdk8s-plus object's reconciled paths (reconcile), by construct id: what tests pin.
         self.reconciled: dict[str, list[str]] = {}
         self._reviewed: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+        # The chart's NetworkPolicies by name (the workload's own and those an environment adds): a user allows
+        # more traffic with cdk8s-plus's API (`add_ingress_rule`) or a policy of their own.
+        self.network_policies: dict[str, kplus.NetworkPolicy] = {}
 
-    def record(self, construct_id: str, obj: Mapping[str, Any], paths: list[str]) -> None:
-        """`obj`, the reviewed dict of this chart's cdk8s-plus object `construct_id`, and its reconciled paths."""
-        self.reconciled[construct_id] = paths
+    def record(self, resource: kplus.Resource, obj: Mapping[str, Any], paths: list[str]) -> None:
+        """`obj`, the reviewed dict of this chart's cdk8s-plus object `resource`, and its reconciled paths."""
+        self.reconciled[resource.node.id] = paths
+        if isinstance(resource, kplus.NetworkPolicy):
+            self.network_policies[obj["metadata"]["name"]] = resource
         # An object's own metadata comes out of cdk8s sorted (ApiObjectMetadata), as a plain ApiObject's does.
         self._reviewed[(obj["kind"], obj["metadata"]["name"])] = {**obj, "metadata": _sorted(obj["metadata"])}
 
@@ -156,3 +161,30 @@ def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value)}
     return value
+
+
+_R = TypeVar("_R", bound=kplus.Resource)
+
+
+def reconciled(
+    kind: Callable[..., _R],
+    scope: Construct,
+    construct_id: str,
+    obj: Mapping[str, Any],
+    props: Mapping[str, Any],
+    then: Callable[[_R], None] | None = None,
+) -> _R:
+    """`kind(scope, construct_id, metadata=obj's, **props)`, `then` applied (what takes a call of its own, such as
+    a selector), reconciled with `obj`."""
+    made = kind(scope, construct_id, metadata=metadata(obj["metadata"]), **props)
+    if then is not None:
+        then(made)
+    reconcile(made, obj)
+    return made
+
+
+def metadata(fields: Mapping[str, Any]) -> cdk8s.ApiObjectMetadata:
+    """An object's metadata (name, namespace, labels, annotations) as cdk8s takes it."""
+    return cdk8s.ApiObjectMetadata(
+        **{key: fields[key] for key in ("name", "namespace", "labels", "annotations") if key in fields}
+    )

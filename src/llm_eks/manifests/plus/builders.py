@@ -11,6 +11,7 @@ import cdk8s_plus_35 as kplus
 from constructs import Construct
 
 from llm_eks.manifests.plus.network import network_policy
+from llm_eks.manifests.plus.rbac import role, role_binding
 from llm_eks.manifests.plus.reconcile import metadata, reconciled
 
 _PULL = {
@@ -278,4 +279,6 @@ BUILDERS: dict[tuple[str, str], Callable[[Construct, str, Mapping[str, Any]], kp
     ("apps/v1", "Deployment"): deployment,
     ("apps/v1", "DaemonSet"): daemon_set,
     ("networking.k8s.io/v1", "NetworkPolicy"): network_policy,
+    ("rbac.authorization.k8s.io/v1", "Role"): role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): role_binding,
 }

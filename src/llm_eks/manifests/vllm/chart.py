@@ -1,11 +1,12 @@
 """`VllmChart`: the objects of one served model (see the package docstring).
 
-Its Deployments, Services, ServiceAccounts and compile-cache Job, and the NetworkPolicies an environment adds, are
-cdk8s-plus objects (manifests/plus builds them so they synthesize exactly the reviewed dicts), exposed as the typed
-attributes PUBLIC_ATTRIBUTES lists: a user extends them with cdk8s-plus's API (`chart.deployment.add_container(...)`,
-`add_volume`, `chart.network_policies[...].add_ingress_rule(...)`). The rest are plain objects: custom resources
-(LeaderWorkerSet, SecretProviderClass), and the kinds cdk8s-plus-35 has no class for (PodDisruptionBudget) or that
-stay dicts for now (Ingress, Role, RoleBinding): tests/test_chart_api.py lists each with its reason.
+Its Deployments, Services, ServiceAccounts, compile-cache Job and P/D sidecar's Role and RoleBinding, and the
+NetworkPolicies and Roles an environment adds, are cdk8s-plus objects (manifests/plus builds them so they synthesize
+exactly the reviewed dicts), exposed as the typed attributes PUBLIC_ATTRIBUTES lists: a user extends them with
+cdk8s-plus's API (`chart.deployment.add_container(...)`, `add_volume`,
+`chart.network_policies[...].add_ingress_rule(...)`). The rest are plain objects: custom resources (LeaderWorkerSet,
+SecretProviderClass), and the kinds cdk8s-plus-35 has no class for (PodDisruptionBudget) or that stay dicts for now
+(Ingress): tests/test_chart_api.py lists each with its reason.
 """
 
 from __future__ import annotations

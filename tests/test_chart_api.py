@@ -81,8 +81,9 @@ RAW_OBJECTS = {
     "LeaderWorkerSet": "a custom resource (leaderworkerset.x-k8s.io/v1), a dict validated against the vendored CRD "
     "(tests/fixtures/upstream/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml, test_multi_node.py)",
     "PodDisruptionBudget": "cdk8s-plus-35 2.0.5 has no PodDisruptionBudget class",
-    "Ingress": "the internal ALB's Ingress is mostly controller annotations and a named backend port, which "
-    "cdk8s-plus's Ingress (numeric service ports) cannot express: a dict until a user needs it extended",
+    "Ingress": "its backend names the Service's port (`http`); cdk8s-plus-35 2.0.5's IngressBackend.fromService "
+    "renders the port number only, and Ingress sorts each host's paths (lib/ingress.js synthRules), so the named port "
+    "patched in by index would land on a path a user adds that sorts before /v1: a dict, extended by add_json_patch",
 }
 
 

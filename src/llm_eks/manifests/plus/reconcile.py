@@ -103,17 +103,23 @@ def _patch(op: str, path: tuple[str | int, ...], value: Any) -> cdk8s.JsonPatch:
     return _OPS[op](pointer, _props_form(path, value))
 
 
-def reconcile(resource: kplus.Resource, desired: Mapping[str, Any]) -> list[str]:
+def reconcile(
+    resource: kplus.Resource,
+    desired: Mapping[str, Any],
+    chart: cdk8s.Chart | None = None,
+    construct_id: str | None = None,
+) -> list[str]:
     """Patch `resource`'s object so it synthesizes `desired` (a whole object: apiVersion, kind, metadata, ...);
-    returns the patched paths (`op pointer`), which tests/test_chart_api.py pins per object."""
+    returns the patched paths (`op pointer`), which tests/test_chart_api.py pins per object. `chart` and
+    `construct_id`: the resource's chart and id when the caller knows them (each saves a jsii round trip)."""
     api_object = cdk8s.ApiObject.of(resource)
     ops = list(_diff(api_object.to_json(), dict(desired), ()))
     if ops:
         api_object.add_json_patch(*(_patch(op, path, value) for op, path, value in ops))
     paths = [f"{op} {_pointer(path)}" for op, path, _ in ops]
-    chart = cdk8s.Chart.of(resource)
+    chart = chart or cdk8s.Chart.of(resource)
     if isinstance(chart, PlusChart):
-        chart.record(resource, desired, paths)
+        chart.record(construct_id or resource.node.id, resource, desired, paths)
     return paths
 
 
@@ -143,9 +149,10 @@ class PlusChart(cdk8s.Chart):
         # more traffic with cdk8s-plus's API (`add_ingress_rule`) or a policy of their own.
         self.network_policies: dict[str, kplus.NetworkPolicy] = {}
 
-    def record(self, resource: kplus.Resource, obj: Mapping[str, Any], paths: list[str]) -> None:
-        """`obj`, the reviewed dict of this chart's cdk8s-plus object `resource`, and its reconciled paths."""
-        self.reconciled[resource.node.id] = paths
+    def record(self, construct_id: str, resource: kplus.Resource, obj: Mapping[str, Any], paths: list[str]) -> None:
+        """`obj`, the reviewed dict of this chart's cdk8s-plus object `resource` (`construct_id`), and its reconciled
+        paths."""
+        self.reconciled[construct_id] = paths
         if isinstance(resource, kplus.NetworkPolicy):
             self.network_policies[obj["metadata"]["name"]] = resource
         # An object's own metadata comes out of cdk8s sorted (ApiObjectMetadata), as a plain ApiObject's does.
@@ -179,7 +186,8 @@ def reconciled(
     made = kind(scope, construct_id, metadata=metadata(obj["metadata"]), **props)
     if then is not None:
         then(made)
-    reconcile(made, obj)
+    # On a chart itself (add_objects, the charts' own builders), the chart is the scope: no round trip to find it.
+    reconcile(made, obj, scope if isinstance(scope, cdk8s.Chart) else None, construct_id)
     return made
 
 

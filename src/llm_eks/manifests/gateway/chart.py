@@ -44,6 +44,8 @@ GATEWAY_PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("props", "GatewayProps"),
     # The per-tenant Grafana dashboard (found by Grafana's sidecar through its grafana_dashboard label).
     ("dashboard", "kplus.ConfigMap"),
+    # The gateway namespace's NetworkPolicies by name (its default-deny and who reaches the Envoy pods).
+    ("network_policies", "dict[str, kplus.NetworkPolicy]"),
 )
 ROUTE_PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("props", "GatewayProps"),
@@ -54,6 +56,8 @@ ROUTE_PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("picker_service", "kplus.Service | None"),
     ("picker_config", "kplus.ConfigMap | None"),
     ("picker_service_account", "kplus.ServiceAccount | None"),
+    # Who reaches the workload's pods and the picker through the gateway, by name.
+    ("network_policies", "dict[str, kplus.NetworkPolicy]"),
 )
 
 _K = TypeVar("_K", bound=kplus.Resource)
@@ -77,6 +81,7 @@ class GatewayChart(plus.PlusChart):
 
     props: GatewayProps
     dashboard: kplus.ConfigMap
+    network_policies: dict[str, kplus.NetworkPolicy]
 
     def __init__(self, scope: Construct, construct_id: str, props: GatewayProps, region: str | None = None) -> None:
         props.validate()
@@ -129,6 +134,7 @@ class ModelRouteChart(plus.PlusChart):
     picker_service: kplus.Service | None
     picker_config: kplus.ConfigMap | None
     picker_service_account: kplus.ServiceAccount | None
+    network_policies: dict[str, kplus.NetworkPolicy]
 
     def __init__(self, scope: Construct, construct_id: str, props: GatewayProps, route: ModelRoute) -> None:
         if route not in props.routes:

@@ -23,9 +23,10 @@ cdk8s-plus's rendering (lib/pod.js AbstractPod._toPodSpec: containers' mounts, t
 volumes), and what a user adds later is appended after them, so the patches keep to our items. A volume cdk8s-plus
 cannot express is appended by a patch (`volumes/-`).
 
-Modules: `reconcile` (the patches, and PlusChart, which synthesizes its objects in the reviewed dicts' key order),
-`builders` (one dict in, one cdk8s-plus object out: ServiceAccount, ConfigMap, Service, Job, Deployment, DaemonSet,
-Namespace).
+Modules: `reconcile` (the patches, and PlusChart, which synthesizes its objects in the reviewed dicts' key order and
+holds its NetworkPolicies by name), `builders` (one dict in, one cdk8s-plus object out: ServiceAccount, ConfigMap,
+Service, Job, Deployment, DaemonSet, Namespace), `network` (NetworkPolicy: each rule from its first peer, the others
+patched into it), `rbac` (Role, each rule from its first group and resource; RoleBinding, by name to its subjects).
 
 Cost: one jsii round trip per call. A container is one ContainerProps (its fields in one call, each env value one
 more), the rendering one `to_json`, the patches one `add_json_patch` call plus one per operation. The vLLM chart
@@ -49,6 +50,8 @@ from llm_eks.manifests.plus.builders import (
     service,
     service_account,
 )
+from llm_eks.manifests.plus.network import network_policy
+from llm_eks.manifests.plus.rbac import role, role_binding
 from llm_eks.manifests.plus.reconcile import PROPS_KEYS, PlusChart, in_order, reconcile
 
 __all__ = [
@@ -62,7 +65,10 @@ __all__ = [
     "in_order",
     "job",
     "namespace",
+    "network_policy",
     "reconcile",
+    "role",
+    "role_binding",
     "service",
     "service_account",
 ]

@@ -4,13 +4,15 @@ each models and what is patched)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import cdk8s
 import cdk8s_plus_35 as kplus
 from constructs import Construct
 
-from llm_eks.manifests.plus.reconcile import reconcile
+from llm_eks.manifests.plus.network import network_policy
+from llm_eks.manifests.plus.rbac import role, role_binding
+from llm_eks.manifests.plus.reconcile import metadata, reconciled
 
 _PULL = {
     "Always": kplus.ImagePullPolicy.ALWAYS,
@@ -137,26 +139,6 @@ def _pod_props(scope: Construct, pod: Mapping[str, Any], account: kplus.IService
     }
 
 
-_R = TypeVar("_R", bound=kplus.Resource)
-
-
-def _reconciled(
-    kind: Callable[..., _R],
-    scope: Construct,
-    construct_id: str,
-    obj: Mapping[str, Any],
-    props: Mapping[str, Any],
-    then: Callable[[_R], None] | None = None,
-) -> _R:
-    """`kind(scope, construct_id, metadata=obj's, **props)`, `then` applied (what takes a call of its own, such as
-    a selector), reconciled with `obj`."""
-    made = kind(scope, construct_id, metadata=_metadata(obj["metadata"]), **props)
-    if then is not None:
-        then(made)
-    reconcile(made, obj)
-    return made
-
-
 def _seconds(value: int | None) -> cdk8s.Duration | None:
     return None if value is None else cdk8s.Duration.seconds(value)
 
@@ -167,7 +149,7 @@ def _workload_props(
     """A workload's pod: no cdk8s-plus address label (select=False), its labels, its pod props."""
     return {
         "select": False,
-        "pod_metadata": _metadata(template["metadata"]),
+        "pod_metadata": metadata(template["metadata"]),
         **_pod_props(Construct(scope, f"{construct_id}-pod"), template["spec"], account),
     }
 
@@ -187,7 +169,7 @@ def deployment(
             max_unavailable=kplus.PercentOrAbsolute.absolute(rolling["maxUnavailable"]),
         )
     selector = kplus.LabelSelector.of(labels=spec["selector"]["matchLabels"])
-    return _reconciled(
+    return reconciled(
         kplus.Deployment,
         scope,
         construct_id,
@@ -209,7 +191,7 @@ def daemon_set(
     spec names, if any), reconciled. Its selector is exactly `obj`'s."""
     spec = obj["spec"]
     selector = kplus.LabelSelector.of(labels=spec["selector"]["matchLabels"])
-    return _reconciled(
+    return reconciled(
         kplus.DaemonSet,
         scope,
         construct_id,
@@ -228,7 +210,7 @@ def job(
     """The Job `obj` as a cdk8s-plus Job with `account` as its service account (None: the one its pod spec names),
     reconciled."""
     spec = obj["spec"]
-    return _reconciled(
+    return reconciled(
         kplus.Job,
         scope,
         construct_id,
@@ -251,7 +233,7 @@ def service(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplu
         for key, value in spec.get("selector", {}).items():
             made.select_label(key, value)
 
-    return _reconciled(
+    return reconciled(
         kplus.Service,
         scope,
         construct_id,
@@ -269,7 +251,7 @@ def service(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplu
 
 def service_account(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.ServiceAccount:
     """The ServiceAccount `obj` as a cdk8s-plus ServiceAccount, reconciled."""
-    return _reconciled(
+    return reconciled(
         kplus.ServiceAccount, scope, construct_id, obj, {"automount_token": obj.get("automountServiceAccountToken")}
     )
 
@@ -277,7 +259,7 @@ def service_account(scope: Construct, construct_id: str, obj: Mapping[str, Any])
 def config_map(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.ConfigMap:
     """The ConfigMap `obj` as a cdk8s-plus ConfigMap, reconciled."""
     props = {"data": obj.get("data"), "immutable": obj.get("immutable")}
-    return _reconciled(kplus.ConfigMap, scope, construct_id, obj, props)
+    return reconciled(kplus.ConfigMap, scope, construct_id, obj, props)
 
 
 def namespace(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kplus.Namespace:
@@ -285,7 +267,7 @@ def namespace(scope: Construct, construct_id: str, obj: Mapping[str, Any]) -> kp
     BUILDERS: on a chart with a namespace (the gateway's), cdk8s puts that namespace into a plain Namespace's
     metadata and cdk8s-plus does not, so building that one through cdk8s-plus would change the synthesized text (a
     correct change, as a Namespace is cluster-scoped, left for a release that reviews it in the golden files)."""
-    return _reconciled(kplus.Namespace, scope, construct_id, obj, {})
+    return reconciled(kplus.Namespace, scope, construct_id, obj, {})
 
 
 # The kinds serving_objects.add_objects builds through cdk8s-plus on a PlusChart: (apiVersion, kind) -> builder.
@@ -296,10 +278,7 @@ BUILDERS: dict[tuple[str, str], Callable[[Construct, str, Mapping[str, Any]], kp
     ("batch/v1", "Job"): job,
     ("apps/v1", "Deployment"): deployment,
     ("apps/v1", "DaemonSet"): daemon_set,
+    ("networking.k8s.io/v1", "NetworkPolicy"): network_policy,
+    ("rbac.authorization.k8s.io/v1", "Role"): role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): role_binding,
 }
-
-
-def _metadata(metadata: Mapping[str, Any]) -> cdk8s.ApiObjectMetadata:
-    return cdk8s.ApiObjectMetadata(
-        **{key: metadata[key] for key in ("name", "namespace", "labels", "annotations") if key in metadata}
-    )

@@ -4,8 +4,8 @@ that synthesizes its objects in the dicts' key order."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import cdk8s
 import cdk8s_plus_35 as kplus
@@ -103,17 +103,23 @@ def _patch(op: str, path: tuple[str | int, ...], value: Any) -> cdk8s.JsonPatch:
     return _OPS[op](pointer, _props_form(path, value))
 
 
-def reconcile(resource: kplus.Resource, desired: Mapping[str, Any]) -> list[str]:
+def reconcile(
+    resource: kplus.Resource,
+    desired: Mapping[str, Any],
+    chart: cdk8s.Chart | None = None,
+    construct_id: str | None = None,
+) -> list[str]:
     """Patch `resource`'s object so it synthesizes `desired` (a whole object: apiVersion, kind, metadata, ...);
-    returns the patched paths (`op pointer`), which tests/test_chart_api.py pins per object."""
+    returns the patched paths (`op pointer`), which tests/test_chart_api.py pins per object. `chart` and
+    `construct_id`: the resource's chart and id when the caller knows them (each saves a jsii round trip)."""
     api_object = cdk8s.ApiObject.of(resource)
     ops = list(_diff(api_object.to_json(), dict(desired), ()))
     if ops:
         api_object.add_json_patch(*(_patch(op, path, value) for op, path, value in ops))
     paths = [f"{op} {_pointer(path)}" for op, path, _ in ops]
-    chart = cdk8s.Chart.of(resource)
+    chart = chart or cdk8s.Chart.of(resource)
     if isinstance(chart, PlusChart):
-        chart.record(resource.node.id, desired, paths)
+        chart.record(construct_id or resource.node.id, resource, desired, paths)
     return paths
 
 
@@ -139,10 +145,16 @@ class PlusChart(cdk8s.Chart):
         # Each cdk8s-plus object's reconciled paths (reconcile), by construct id: what tests pin.
         self.reconciled: dict[str, list[str]] = {}
         self._reviewed: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+        # The chart's NetworkPolicies by name (the workload's own and those an environment adds): a user allows
+        # more traffic with cdk8s-plus's API (`add_ingress_rule`) or a policy of their own.
+        self.network_policies: dict[str, kplus.NetworkPolicy] = {}
 
-    def record(self, construct_id: str, obj: Mapping[str, Any], paths: list[str]) -> None:
-        """`obj`, the reviewed dict of this chart's cdk8s-plus object `construct_id`, and its reconciled paths."""
+    def record(self, construct_id: str, resource: kplus.Resource, obj: Mapping[str, Any], paths: list[str]) -> None:
+        """`obj`, the reviewed dict of this chart's cdk8s-plus object `resource` (`construct_id`), and its reconciled
+        paths."""
         self.reconciled[construct_id] = paths
+        if isinstance(resource, kplus.NetworkPolicy):
+            self.network_policies[obj["metadata"]["name"]] = resource
         # An object's own metadata comes out of cdk8s sorted (ApiObjectMetadata), as a plain ApiObject's does.
         self._reviewed[(obj["kind"], obj["metadata"]["name"])] = {**obj, "metadata": _sorted(obj["metadata"])}
 
@@ -156,3 +168,31 @@ def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value)}
     return value
+
+
+_R = TypeVar("_R", bound=kplus.Resource)
+
+
+def reconciled(
+    kind: Callable[..., _R],
+    scope: Construct,
+    construct_id: str,
+    obj: Mapping[str, Any],
+    props: Mapping[str, Any],
+    then: Callable[[_R], None] | None = None,
+) -> _R:
+    """`kind(scope, construct_id, metadata=obj's, **props)`, `then` applied (what takes a call of its own, such as
+    a selector), reconciled with `obj`."""
+    made = kind(scope, construct_id, metadata=metadata(obj["metadata"]), **props)
+    if then is not None:
+        then(made)
+    # On a chart itself (add_objects, the charts' own builders), the chart is the scope: no round trip to find it.
+    reconcile(made, obj, scope if isinstance(scope, cdk8s.Chart) else None, construct_id)
+    return made
+
+
+def metadata(fields: Mapping[str, Any]) -> cdk8s.ApiObjectMetadata:
+    """An object's metadata (name, namespace, labels, annotations) as cdk8s takes it."""
+    return cdk8s.ApiObjectMetadata(
+        **{key: fields[key] for key in ("name", "namespace", "labels", "annotations") if key in fields}
+    )

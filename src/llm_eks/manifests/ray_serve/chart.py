@@ -119,6 +119,9 @@ PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("ray_service", "cdk8s.ApiObject"),
     # The labels of the workload's Ray pods (head and workers): select them by these.
     ("selector", "dict[str, str]"),
+    # Its NetworkPolicies by name (the ones an environment adds, with the namespace's default-deny): allow more
+    # traffic with `add_ingress_rule` on one, or a policy of your own.
+    ("network_policies", "dict[str, kplus.NetworkPolicy]"),
 )
 
 
@@ -131,6 +134,7 @@ class RayServeChart(plus.PlusChart):
     service_account: kplus.ServiceAccount
     ray_service: cdk8s.ApiObject
     selector: dict[str, str]
+    network_policies: dict[str, kplus.NetworkPolicy]
 
     def __init__(self, scope: Construct, construct_id: str, props: RayServeProps) -> None:
         validate(props)

@@ -1,11 +1,12 @@
 """`VllmChart`: the objects of one served model (see the package docstring).
 
-Its Deployments, Services, ServiceAccounts and compile-cache Job are cdk8s-plus objects (manifests/plus builds them
-so they synthesize exactly the reviewed dicts), exposed as the typed attributes PUBLIC_ATTRIBUTES lists: a user
-extends them with cdk8s-plus's API (`chart.deployment.add_container(...)`, `add_volume`, ...). The rest are plain
-objects: custom resources (LeaderWorkerSet, SecretProviderClass), and the kinds cdk8s-plus-35 has no class for
-(PodDisruptionBudget) or that stay dicts for now (Ingress, Role, RoleBinding): tests/test_chart_api.py lists each with
-its reason.
+Its Deployments, Services, ServiceAccounts, compile-cache Job and P/D sidecar's Role and RoleBinding, and the
+NetworkPolicies and Roles an environment adds, are cdk8s-plus objects (manifests/plus builds them so they synthesize
+exactly the reviewed dicts), exposed as the typed attributes PUBLIC_ATTRIBUTES lists: a user extends them with
+cdk8s-plus's API (`chart.deployment.add_container(...)`, `add_volume`,
+`chart.network_policies[...].add_ingress_rule(...)`). The rest are plain objects: custom resources (LeaderWorkerSet,
+SecretProviderClass), and the kinds cdk8s-plus-35 has no class for (PodDisruptionBudget) or that stay dicts for now
+(Ingress): tests/test_chart_api.py lists each with its reason.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("compile_cache_service_account", "kplus.ServiceAccount | None"),
     # The labels of every serving pod (both Deployments, all pools): select the workload's pods by them.
     ("selector", "dict[str, str]"),
+    # Its NetworkPolicies by name (the ones an environment adds, with the namespace's default-deny): allow more
+    # traffic with `add_ingress_rule` on one, or a policy of your own.
+    ("network_policies", "dict[str, kplus.NetworkPolicy]"),
 )
 
 
@@ -100,6 +104,7 @@ class VllmChart(plus.PlusChart):
     compile_cache_job: kplus.Job | None
     compile_cache_service_account: kplus.ServiceAccount | None
     selector: dict[str, str]
+    network_policies: dict[str, kplus.NetworkPolicy]
 
     def __init__(self, scope: Construct, construct_id: str, props: VllmProps) -> None:
         super().__init__(scope, construct_id)

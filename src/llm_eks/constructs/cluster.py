@@ -1,7 +1,7 @@
-"""`InferenceCluster` (its props and their checks in cluster_props.py): the VPC, the EKS control plane, the system node group and the managed add-ons
+"""`InferenceCluster`: the VPC, the EKS control plane, the system node group and the managed add-ons
 (cluster_addons.py), or on EKS Auto Mode (`auto_mode`) the cluster with Auto Mode's compute, storage and load
-balancing and its built-in system pool (cluster_auto_mode.py). Either way a `ComputeModeGuard` refuses a deploy that
-would switch a deployed cluster's mode.
+balancing and its built-in system pool (cluster_auto_mode.py); its props and their checks are in cluster_props.py.
+Either way a `ComputeModeGuard` refuses a deploy that would switch a deployed cluster's mode.
 
 GPU capacity is not here: Karpenter (self-managed, or Auto Mode's) launches it. This construct only provides what every
 controller needs: a private network tagged for discovery, a cluster with every log type and envelope encryption, and a

@@ -5,10 +5,14 @@ the modelled cold start of every default workload.
 
     make bench                                   # or: .venv/bin/python benchmarks/bench.py [options]
     make bench ARGS="--anchor ../anchor --skip-tests"     # the anchor ratio: median of 5 side-by-side runs
+    make bench ARGS="--floor --skip-tests"                # a Python CDK app's floor: the twin apps' ratio
 
 --anchor DIR: a CDK app folder (cdk.json, node_modules) synthesized with `npx cdk synth`, alternating run by run
 with ours, so both see the same machine. Run it after `make synth`/`make test` have set up .venv and node_modules,
 so set-up time is not counted. Figures are medians; CPU includes every child process (the jsii node kernel).
+
+--floor: the same bare aws-eks-v2 cluster with the kubectl layer and cdk-nag, once in Python and once in JavaScript
+(benchmarks/twin/), synthesized alternately: the ratio any Python CDK app starts from against a JavaScript one.
 """
 
 from __future__ import annotations
@@ -78,6 +82,54 @@ def cdk_synth(env: str, anchor: Path | None, runs: int) -> None:
         print(f"ratio                       {wall / a_wall:6.2f}x wall  {cpu / a_cpu:6.2f}x CPU")
 
 
+TWIN = ROOT / "benchmarks" / "twin"
+# The npm packages of the JavaScript twin, and the Python distributions that carry the same jsii assemblies.
+TWIN_PACKAGES = {
+    "aws-cdk-lib": "aws-cdk-lib",
+    "cdk-nag": "cdk-nag",
+    "constructs": "constructs",
+    "@aws-cdk/lambda-layer-kubectl-v35": "aws-cdk.lambda-layer-kubectl-v35",
+}
+
+
+def _twin_versions() -> dict[str, tuple[str, str]]:
+    """Each twin package's (Python, npm) version; the JavaScript twin's packages are installed on first use."""
+    from importlib.metadata import version
+
+    js = TWIN / "js"
+    if not (js / "node_modules").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=js, check=True)
+    return {
+        npm: (version(dist), json.loads((js / "node_modules" / npm / "package.json").read_text())["version"])
+        for npm, dist in TWIN_PACKAGES.items()
+    }
+
+
+def floor(runs: int) -> None:
+    """The twin apps' `cdk synth`, alternating, and their ratio: the floor of a Python CDK app's synth."""
+    versions = _twin_versions()
+    differ = {name: pair for name, pair in versions.items() if pair[0] != pair[1]}
+    if differ:
+        raise SystemExit(f"twin versions differ (Python, npm): {differ}; align benchmarks/twin/js/package.json")
+    samples: dict[str, list[tuple[float, float]]] = {"python": [], "js": []}
+    for _ in range(runs):
+        for side in samples:
+            samples[side].append(run([CDK, "synth", *QUIET, "-o", f"cdk.out.{side}"], cwd=TWIN / side)[:2])
+    resources = {
+        side: sorted(json.loads((TWIN / side / f"cdk.out.{side}" / "Twin.template.json").read_text())["Resources"])
+        for side in samples
+    }
+    if resources["python"] != resources["js"]:
+        raise SystemExit("the twins synthesized different resources; they must build the same thing")
+    pinned = ", ".join(f"{name} {pair[0]}" for name, pair in versions.items())
+    print(f"twin apps ({len(resources['js'])} resources each; {pinned}):")
+    medians = {side: [statistics.median(x) for x in zip(*s, strict=True)] for side, s in samples.items()}
+    for side, (wall, cpu) in medians.items():
+        print(f"  {side:26} {wall:6.2f} s wall  {cpu:6.2f} s CPU  (median of {runs}, alternating)")
+    (p_wall, p_cpu), (j_wall, j_cpu) = medians["python"], medians["js"]
+    print(f"floor: Python / JavaScript   {p_wall / j_wall:6.2f}x wall  {p_cpu / j_cpu:6.2f}x CPU")
+
+
 def sizes() -> None:
     for template in sorted((ROOT / "cdk.out").glob("LlmEks-*.template.json")):
         body = json.loads(template.read_text())
@@ -100,6 +152,7 @@ def main() -> int:
     parser.add_argument(
         "--synth-runs", type=int, default=5, help="side-by-side `cdk synth` runs (ours, the anchor) for the ratio"
     )
+    parser.add_argument("--floor", action="store_true", help="also synthesize the Python/JavaScript twin apps")
     parser.add_argument("--skip-tests", action="store_true", help="do not time `make test` and `make check-fast`")
     args = parser.parse_args()
     os.environ.setdefault("CDK_DISABLE_VERSION_CHECK", "1")
@@ -107,6 +160,8 @@ def main() -> int:
 
     phases(environments, args.runs)
     cdk_synth(environments[-1], args.anchor.resolve() if args.anchor else None, args.synth_runs)
+    if args.floor:
+        floor(args.synth_runs)
     wall, cpu, _ = run(["make", "synth"])
     print(f"make synth (all {len(environments)})      {wall:6.2f} s wall  {cpu:6.2f} s CPU")
     sizes()

@@ -25,14 +25,12 @@ from tests.kube_schema import assert_valid
 from tests.test_examples import synth_example
 from tests.test_gateway_picker import check_config
 from tests.test_vllm_chart import base_props
-from tests.test_vllm_flags import _check
+from tests.test_vllm_flags import _check, engine_flags
 from tests.upstream_wheels import VLLM, extracted, missing_reason
 
 EXAMPLE = REPO_ROOT / "examples" / "disaggregated"
 NAME = "vllm-llama-3-3-70b-instruct"
 PREFILL = f"{NAME}-prefill"
-# The chart's own `vllm serve` flags (tests/test_vllm_chart.py checks them); the rest must be vLLM 0.33's.
-CHART_FLAGS = {"--host": 1, "--port": 1, "--shutdown-timeout": 1, "--load-format": 1}
 
 
 def _synth(context: dict[str, Any], outdir: Path) -> list[dict[str, Any]]:
@@ -52,18 +50,6 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     return found
-
-
-def _engine_flags(args: list[str]) -> list[str]:
-    """`vllm serve` arguments without the model and the chart's own flags."""
-    out, i = [], 1
-    while i < len(args):
-        if args[i] in CHART_FLAGS:
-            i += 2
-            continue
-        out.append(args[i])
-        i += 1
-    return out
 
 
 def test_every_object_validates(objects: list[dict[str, Any]]) -> None:
@@ -100,7 +86,7 @@ def test_each_pool_runs_nixl_in_its_role_over_efa(objects: list[dict[str, Any]])
             "kv_role": role,
             "kv_connector_extra_config": {"backends": ["LIBFABRIC"]},
         }
-        _check(_engine_flags(args))
+        _check(engine_flags(args))
         env = {e["name"]: e for e in vllm["env"]}
         assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         assert env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5600"
@@ -306,7 +292,7 @@ def test_both_pools_restore_the_one_compile_cache_its_writer_publishes(objects: 
     assert transfer["kv_role"] == "kv_producer"
     # The writer compiles with the serving pods' own engine flags and the same KV connector.
     served = _one(objects, "Deployment", PREFILL)["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert _engine_flags(args) == _engine_flags(served)
+    assert engine_flags(args) == engine_flags(served)
 
 
 def test_the_kv_transfer_config_is_no_factor_of_vllm_0_33_s_compile_cache() -> None:

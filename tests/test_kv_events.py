@@ -9,13 +9,16 @@ import ast
 import copy
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from llm_eks.cli import main
 from llm_eks.errors import ConfigError
 from llm_eks.planner import kv_events
+from tests.conftest import REPO_ROOT
 from tests.gateway_cases import BODY, all_of, charts, flat, one
 from tests.test_gateway_picker import SPEC, check_config
 from tests.upstream_wheels import VLLM, extracted, missing_reason
@@ -61,8 +64,11 @@ def _vllm_container(objects: list[dict[str, Any]], deployment: str) -> dict[str,
 # -- vLLM's side ------------------------------------------------------------------------------------------------
 
 
-def _kv_events_fields() -> dict[str, str]:
-    """KVEventsConfig's fields in the wheel (config/kv_events.py): name -> annotation source."""
+def kv_events_fields() -> dict[str, str] | None:
+    """KVEventsConfig's fields in the vLLM 0.33.0 wheel (config/kv_events.py): name -> annotation source; None
+    where the wheel is not extracted (`make upstream`)."""
+    if extracted(VLLM) is None:
+        return None
     tree = ast.parse(_source("config/kv_events.py"))
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KVEventsConfig"]
     return {
@@ -73,7 +79,9 @@ def _kv_events_fields() -> dict[str, str]:
 
 
 def test_the_events_config_sets_only_fields_vllm_reads_with_their_types() -> None:
-    fields = _kv_events_fields()
+    fields = kv_events_fields()
+    if fields is None:
+        pytest.skip(missing_reason(VLLM))
     config = json.loads(kv_events.kv_events_config("Qwen/Qwen3-8B"))
     assert set(config) <= set(fields)
     assert fields["enable_kv_cache_events"] == "bool" and config["enable_kv_cache_events"] is True
@@ -229,7 +237,9 @@ def _resolve(setting: str = "auto", **overrides: Any) -> str:
         "engines_per_replica": 1,
         "served_model_name": SMALL,
     }
-    return kv_events.resolve(setting, "qa.workloads.small", **{**inputs, **overrides})
+    given = {**inputs, **overrides}
+    picker = kv_events.Picker(given.pop("picker"), given.pop("api_key"), given.pop("engine"))
+    return kv_events.resolve(setting, "qa.workloads.small", picker=picker, **given).scorer
 
 
 def test_auto_is_precise_only_where_the_cache_outlives_the_gpu_and_the_picker_can_tokenize() -> None:
@@ -298,3 +308,104 @@ def test_an_unknown_setting_is_refused_with_the_config() -> None:
         "environments.qa.workloads.small.prefix_cache_scorer: 'exact' is not allowed; must be one of auto, precise, "
         "approximate [LLMEKS-E141]"
     )
+
+
+# -- what `llm-eks plan` says -------------------------------------------------------------------------------------
+
+CHAT_EXAMPLE = REPO_ROOT / "examples" / "multi_turn_chat" / "cdk.json"
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def plan_rows(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, str]:
+    """`llm-eks plan` run with `argv`: its table's rows by label."""
+    assert main(["plan", *argv]) == 0
+    out = capsys.readouterr().out
+    rows = (re.match(r"^([A-Z][\w /]*?)  +(\S.*)$", line) for line in out.splitlines())
+    return {row.group(1): row.group(2) for row in rows if row is not None}
+
+
+def _chat_env(tmp_path: Path, **workload: Any) -> str:
+    """The multi-turn chat example's cdk.json with its workload's fields replaced (None: removed)."""
+    body = json.loads(CHAT_EXAMPLE.read_text())
+    env = body["context"]["environments"]["chat"]
+    for key, value in workload.items():
+        if key == "gateway":
+            env.pop("gateway")
+        elif value is None:
+            env["workload"].pop(key)
+        else:
+            env["workload"][key] = value
+    path = tmp_path / "cdk.json"
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+def test_plan_model_shows_the_precise_flags_and_what_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = plan_rows(capsys, "--model", LLAMA_8B, "--max-model-len", "8192", "--kv-offload", "16")
+    assert rows["Prefix scorer"].endswith("; assumes the environment's gateway and api_key false")
+    args = rows["Engine args"].split(" ")
+    i = args.index("--kv-events-config")
+    assert args[i : i + 3] == ["--kv-events-config", kv_events.kv_events_config(LLAMA_8B), "--enable-scale-out"]
+    # approximate: no events, nothing to say.
+    rows = plan_rows(capsys, "--model", LLAMA_8B, "--max-model-len", "8192", "--kv-offload", "16",
+                      "--prefix-cache-scorer", "approximate")  # fmt: skip
+    assert "Prefix scorer" not in rows and "--kv-events-config" not in rows["Engine args"]
+
+
+def test_plan_says_in_one_line_why_a_plan_keeps_the_approximate_scorer(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = plan_rows(capsys, "--model", "deepseek-ai/DeepSeek-V3", "--accelerator", "p5en.48xlarge",
+                      "--max-model-len", "32768", "--data-parallel-size", "8", "--tensor-parallel-size", "1",
+                      "--kv-offload", "auto")  # fmt: skip
+    assert rows["Prefix scorer"] == (
+        "approximate: the precise scorer needs one engine per pod (this plan runs 8 data-parallel engines, one event "
+        "port each)"
+    )
+    assert "--kv-events-config" not in rows["Engine args"]
+
+
+def test_plan_refuses_precise_on_neuron_and_an_unknown_scorer_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--model", LLAMA_8B, "--accelerator", "inf2.8xlarge", "--max-model-len", "8192"]
+    assert main([*argv, "--prefix-cache-scorer", "precise"]) == 2
+    assert capsys.readouterr().err == (
+        "llm-eks: error: workload.prefix_cache_scorer: 'precise' is not allowed; the precise scorer needs a GPU engine "
+        "(the Neuron engines are older vLLM releases, checked for neither events nor render); use auto or "
+        "approximate [LLMEKS-E141]\n"
+    )
+    assert main(["plan", "--model", LLAMA_8B, "--prefix-cache-scorer", "exact"]) == 2
+    assert capsys.readouterr().err == (
+        "llm-eks: error: workload.prefix_cache_scorer: 'exact' is not allowed; must be one of auto, precise, "
+        "approximate [LLMEKS-E141]\n"
+    )
+
+
+def test_plan_env_reads_the_gateway_and_the_api_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rows = plan_rows(capsys, "--env", "chat", "--context-file", str(CHAT_EXAMPLE))
+    assert "assumes" not in rows["Prefix scorer"] and "--kv-events-config" in rows["Engine args"]
+    # Its vLLM checking a key: auto keeps the approximate scorer and says why; precise is refused at its path.
+    keyed = _chat_env(tmp_path, api_key=None, prefix_cache_scorer="auto")
+    rows = plan_rows(capsys, "--env", "chat", "--context-file", keyed)
+    assert rows["Prefix scorer"].startswith("approximate: the precise scorer needs api_key false: ")
+    assert "--kv-events-config" not in rows["Engine args"]
+    assert main(["plan", "--env", "chat", "--context-file", _chat_env(tmp_path, api_key=None)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "llm-eks: error: environments.chat.workload.prefix_cache_scorer: 'precise' is not allowed; the precise scorer "
+        "needs api_key false"
+    )
+    # No gateway.
+    rows = plan_rows(capsys, "--env", "chat", "--context-file", _chat_env(tmp_path, gateway=None,
+                                                                          prefix_cache_scorer="auto"))  # fmt: skip
+    assert (
+        rows["Prefix scorer"]
+        == "approximate: the precise scorer needs the gateway (its endpoint picker is what scores)"
+    )
+    # The option overrides the environment's setting.
+    rows = plan_rows(capsys, "--env", "chat", "--context-file", str(CHAT_EXAMPLE), "--prefix-cache-scorer",
+                      "approximate")  # fmt: skip
+    assert "Prefix scorer" not in rows and "--kv-events-config" not in rows["Engine args"]
+
+
+def test_plan_json_carries_the_scorer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--env", "chat", "--context-file", str(CHAT_EXAMPLE), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["prefix_cache"] == {"setting": "precise", "scorer": "precise", "why_not": None, "assumed": False}
+    assert "--enable-scale-out" in body["engine_args"]

@@ -66,6 +66,23 @@ FIELD_FLAGS = {
 }
 
 
+# The chart's own `vllm serve` flags (tests/test_vllm_chart.py checks them), each with a value; the rest must be
+# vLLM 0.33's.
+CHART_FLAGS = ("--host", "--port", "--shutdown-timeout", "--load-format")
+
+
+def engine_flags(args: list[str]) -> list[str]:
+    """A vLLM container's `vllm serve` arguments without the model (the first) and the chart's own flags."""
+    out, i = [], 1
+    while i < len(args):
+        if args[i] in CHART_FLAGS:
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
 def _check(args: tuple[str, ...] | list[str]) -> None:
     """Each flag is vLLM's, followed by a value exactly when vLLM's takes one (--lora-modules takes several)."""
     i = 0

@@ -56,6 +56,7 @@ _REQUEST_OPTIONS = (
     "kv_offload",
     "conversation_turns",
     "think_time_s",
+    "prefix_cache_scorer",
 )
 
 
@@ -222,6 +223,13 @@ def add_parser(commands: Any) -> None:
         type=float,
         metavar="S",
         help=f"mean seconds between an answer and the next message (default {_default('think_time_s')}, an assumption)",
+    )
+    p.add_argument(
+        "--prefix-cache-scorer",
+        help=f"{_choices('prefix_cache_scorer')} (default {_default('prefix_cache_scorer')}: precise where a CPU tier "
+        "is on): how the gateway's endpoint picker scores prefix-cache hits; precise adds vLLM's KV-events flags to "
+        "the engine args (with --env the environment's gateway and api_key decide whether it can; with --model a "
+        "gateway and api_key false are assumed)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare = p.add_argument_group("compare before choosing")
@@ -395,7 +403,7 @@ def _env_requests(args: argparse.Namespace, overrides: dict[str, Any]) -> list[_
             )
 
     def maker(w: Any) -> Callable[[], Any]:
-        request = functools.partial(w.plan_request, config.compute)
+        request = functools.partial(w.plan_request, config.compute, config.gateway is not None)
         return lambda: dataclasses.replace(request(), **overrides) if overrides else request()
 
     return [_Target(maker(s.config), s.path, s.key if config.workloads else None, s.setting) for s in served]

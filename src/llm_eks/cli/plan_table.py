@@ -176,6 +176,10 @@ def table(p: Any) -> str:
     if p.auto_mode_fee is not None:
         # On EKS Auto Mode nodes are replaced weekly: what that costs the replicas (planner/compute_mode.py).
         rows.insert(-2, ("Node lifetime", p.node_replacement.line()))
+    scoring = None if p.prefix_cache is None else p.prefix_cache.line(p.kv_offload_gib is not None)
+    if scoring is not None:
+        # Which prefix-cache scorer the endpoint picker runs, and the flags precise adds (planner/kv_events.py).
+        rows.insert(-1, ("Prefix scorer", scoring))
     rows += [("Warning", str(w)) for w in p.warnings]  # with its id, to acknowledge it in the CDK app
     return _render(p, rows)
 

@@ -313,9 +313,11 @@ class WorkloadConfig:
             return "staged"
         return "s3" if self.weights in ("s3", "staged") else "nvme"
 
-    def plan_request(self, compute: str = KARPENTER) -> PlanRequest:
-        """The planner's input for this workload, on the environment's `compute`."""
+    def plan_request(self, compute: str = KARPENTER, gateway: bool | None = None) -> PlanRequest:
+        """The planner's input for this workload, on the environment's `compute`; `gateway`: whether the
+        environment routes it through a gateway (None: not known, as for `llm-eks plan --model`)."""
         from llm_eks.planner import LoraAdapters
+        from llm_eks.planner.kv_events import Picker
 
         model: Any = self.model
         if self.model_spec is not None:
@@ -359,6 +361,9 @@ class WorkloadConfig:
             kv_offload=self.kv_offload,
             conversation_turns=self.conversation_turns,
             think_time_s=self.think_time_s,
+            prefix_cache_scorer=self.prefix_cache_scorer,
+            # vLLM checks a key only where api_key is on and the engine is vLLM (Ray Serve LLM has none).
+            picker=None if gateway is None else Picker(gateway, self.api_key and self.engine == "vllm", self.engine),
             lora=(
                 LoraAdapters(tuple((name, repo) for name, repo, _ in self.adapters), self.max_lora_rank)
                 if self.lora_adapters

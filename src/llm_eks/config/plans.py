@@ -20,7 +20,7 @@ def plan_workloads(config: EnvironmentConfig) -> tuple[Plan, ...]:
     plans = []
     for s in config.served:
         try:
-            plans.append(plan(s.config.plan_request(config.compute)))
+            plans.append(plan(s.config.plan_request(config.compute, config.gateway is not None)))
         except ConfigError as err:
             # The changes that would fit, named as cdk.json sets them for this workload.
             message = err.render(s.setting) if isinstance(err, NoFitError) else err.message
@@ -61,6 +61,8 @@ def fallback_plan(s: ServedWorkload, primary: Plan, compute: str = KARPENTER) ->
         )
     request = replace(
         w.plan_request(compute),
+        # The same environment: the same gateway, so the same prefix-cache scorer (one pod template).
+        picker=primary.request.picker,
         accelerator=value,
         tensor_parallel_size=primary.tensor_parallel_size,
         pipeline_parallel_size=primary.pipeline_parallel_size,

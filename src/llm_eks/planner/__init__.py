@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from llm_eks.planner import kv_events
 from llm_eks.planner.cold_start import ColdStart
 from llm_eks.planner.kv_offload import Reuse, reuse
 from llm_eks.planner.memory import GIB
@@ -82,7 +83,24 @@ def plan(request: PlanRequest) -> Plan:
     # The prefill/decode decision on the chosen layout (ConfigError when a forced one cannot meet the targets).
     from llm_eks.planner.disaggregation import decide
 
-    return dataclasses.replace(planned_, disaggregation=decide(planned_), prefix_reuse=_reuse(planned_))
+    return dataclasses.replace(
+        planned_, disaggregation=decide(planned_), prefix_reuse=_reuse(planned_), prefix_cache=_scoring(planned_)
+    )
+
+
+def _scoring(p: Plan) -> kv_events.Scoring:
+    """The endpoint picker's prefix-cache scorer on the plan's own layout (a precise request it cannot serve is a
+    one-line ConfigError naming workload.prefix_cache_scorer)."""
+    r = p.request
+    return kv_events.resolve(
+        r.prefix_cache_scorer,
+        "workload",
+        offload=bool(p.kv_offload_gib),
+        picker=r.picker,
+        neuron=p.neuron is not None,
+        engines_per_replica=p.data_parallel_size,
+        served_model_name=p.served_model_name,
+    )
 
 
 def _reuse(p: Plan) -> Reuse | None:

@@ -13,6 +13,11 @@ serving (no tier it cannot see); and the P/D decision itself reads only the appr
 router v0.10.0 (below), so precise scoring changes which pods are picked, not whether to prefill remotely. It costs
 a render call per request on a serving pod and one ZMQ subscription per pod.
 
+The planner resolves it (the plan's `prefix_cache`, PlanRequest.prefix_cache_scorer), so `llm-eks plan` prints the
+flags the chart renders from the same `Plan.engine`. What the environment decides (a gateway, vLLM's API key, the
+engine) comes in as a `Picker` from the workload's config; a request without one (`llm-eks plan --model`) is planned
+as if behind a gateway with api_key false, and the plan says so.
+
 The precise scorer needs real token ids, and the picker gets them from vLLM's render endpoint on the workload's own
 pods (the Service, port 8000): the tokenizer is the one vLLM serves (same revision, same chat template), the picker
 downloads nothing, needs no Hugging Face token and no egress, and a gated model costs nothing more. It is refused
@@ -72,6 +77,7 @@ llm-d router v0.10.0 (llm-d/llm-d-router, commit 71f4f0999f95b96c49a9d0c4afbd18d
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from llm_eks.error_codes import E141
@@ -119,40 +125,82 @@ def validate_setting(setting: Any, path: str) -> None:
         raise fail(E141, f"{path}.{FIELD}", setting, f"must be one of {', '.join(SETTINGS)}")
 
 
+@dataclass(frozen=True)
+class Picker:
+    """What the environment gives a workload's endpoint picker, which a plan request alone cannot know."""
+
+    # A gateway routes to the workload (its endpoint picker is what scores).
+    gateway: bool
+    # The workload's vLLM checks an API key (its own, or one the config names).
+    api_key: bool
+    # "vllm" or "ray-serve" (Ray Serve has no endpoint picker).
+    engine: str = "vllm"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The picker's prefix-cache scorer for one plan: what was asked, what it gets, and what precise lacks."""
+
+    setting: str
+    # PRECISE or APPROXIMATE.
+    scorer: str
+    # What precise routing lacks on this plan (None: nothing it knows of).
+    why_not: str | None
+    # True when the environment was not given (`llm-eks plan --model`): a gateway and api_key false were assumed.
+    assumed: bool
+
+    @property
+    def precise(self) -> bool:
+        return self.scorer == PRECISE
+
+    def line(self, offload: bool) -> str | None:
+        """One line for `llm-eks plan`; None where there is nothing to say (auto or approximate without a CPU tier,
+        nothing keeping precise out)."""
+        if self.precise:
+            where = "; assumes the environment's gateway and api_key false" if self.assumed else ""
+            return (
+                f"precise: vLLM's KV-cache events (ports {EVENTS_PORT}, {REPLAY_PORT}) feed the gateway's endpoint "
+                f"picker, which tokenizes on the workload's pods (--kv-events-config, --enable-scale-out){where}"
+            )
+        if self.why_not is not None and (offload or self.setting == PRECISE):
+            return f"approximate: the precise scorer needs {self.why_not}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"setting": self.setting, "scorer": self.scorer, "why_not": self.why_not, "assumed": self.assumed}
+
+
 def resolve(
     setting: Any,
     path: str,
     *,
     offload: bool,
-    picker: bool,
-    api_key: bool,
-    engine: str,
+    picker: Picker | None,
     neuron: bool,
     engines_per_replica: int,
     served_model_name: str,
-) -> str:
-    """PRECISE or APPROXIMATE for one workload (module docstring); `precise` where it cannot work is a ConfigError
-    naming `<path>.prefix_cache_scorer`."""
+) -> Scoring:
+    """The scorer one plan gets (module docstring); `precise` where it cannot work is a ConfigError naming
+    `<path>.prefix_cache_scorer`. `picker` None: the environment is not known, and a gateway with api_key false is
+    assumed (the plan says so)."""
     validate_setting(setting, path)
-    why_not = _why_not(picker, api_key, engine, neuron, engines_per_replica, served_model_name)
+    known = picker if picker is not None else Picker(gateway=True, api_key=False)
+    why_not = _why_not(known, neuron, engines_per_replica, served_model_name)
     if setting == PRECISE and why_not is not None:
         raise fail(E141, f"{path}.{FIELD}", setting, f"the precise scorer needs {why_not}; use auto or approximate")
-    if setting == PRECISE or (setting == AUTO and offload and why_not is None):
-        return PRECISE
-    return APPROXIMATE
+    precise = setting == PRECISE or (setting == AUTO and offload and why_not is None)
+    return Scoring(setting, PRECISE if precise else APPROXIMATE, why_not, assumed=picker is None)
 
 
-def _why_not(
-    picker: bool, api_key: bool, engine: str, neuron: bool, engines_per_replica: int, served_model_name: str
-) -> str | None:
+def _why_not(picker: Picker, neuron: bool, engines_per_replica: int, served_model_name: str) -> str | None:
     """What precise routing lacks on this workload, or None."""
-    if engine != "vllm":
+    if picker.engine != "vllm":
         return "engine vllm (Ray Serve has no endpoint picker)"
-    if not picker:
+    if not picker.gateway:
         return "the gateway (its endpoint picker is what scores)"
     if neuron:
         return "a GPU engine (the Neuron engines are older vLLM releases, checked for neither events nor render)"
-    if api_key:
+    if picker.api_key:
         return (
             "api_key false: the picker tokenizes on the workload's own vLLM (/v1/completions/render), sends no "
             "key, and vLLM checks one on every /v1 path (the gateway still authenticates every caller)"

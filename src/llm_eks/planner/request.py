@@ -12,6 +12,7 @@ from llm_eks.catalog.formats import FORMATS
 from llm_eks.catalog.models import ModelSpec, model
 from llm_eks.error_codes import E127, E201, E202, E205, E206, E207, E208
 from llm_eks.errors import fail
+from llm_eks.planner import kv_events
 from llm_eks.planner.compute_mode import AUTO_MODE, COMPUTE_MODES
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
 from llm_eks.planner.kv_offload import THINK_TIME_S, max_turns
@@ -47,6 +48,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "image_source": IMAGE_SOURCES,
     "compute": COMPUTE_MODES,
     "disaggregation": DISAGGREGATION_MODES,
+    "prefix_cache_scorer": kv_events.SETTINGS,
 }
 
 MAX_TARGET_CONCURRENCY = 4096
@@ -148,6 +150,12 @@ class PlanRequest:
     conversation_turns: int = 1
     # Mean seconds between an answer and the conversation's next message (an assumption the reuse estimate uses).
     think_time_s: float = THINK_TIME_S
+    # How the gateway's endpoint picker scores prefix-cache hits: auto is precise (vLLM's KV-cache events, the CPU
+    # tier included) where kv_offload is on and the picker can use it, approximate elsewhere (planner/kv_events.py).
+    prefix_cache_scorer: str = kv_events.AUTO
+    # What the environment gives the picker (gateway, vLLM's API key, engine), from the workload's config; None
+    # (`llm-eks plan --model`): planned as if behind a gateway with api_key false, and the plan says so.
+    picker: kv_events.Picker | None = None
 
     def __post_init__(self) -> None:
         validate_request(self)
@@ -233,6 +241,8 @@ def validate_request(r: PlanRequest) -> None:
             raise fail(
                 E202, f"workload.{name}", ceiling, "must be null or a positive number of milliseconds (at most 600000)"
             )
+    if r.picker is not None and not isinstance(r.picker, kv_events.Picker):
+        raise fail(E202, "workload.picker", r.picker, "must be a kv_events.Picker or None")
     if not isinstance(r.allow_without_efa, bool):
         raise fail(E202, "workload.allow_without_efa", r.allow_without_efa, "must be true or false")
     if r.prefill_replicas is not None:
@@ -310,7 +320,10 @@ def _validate_lora(lora: LoraAdapters | None, spec: ModelSpec) -> None:
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in allowed:
+    if name == kv_events.FIELD:
+        # The workload's own check, message and code (E141), as cdk.json's value gets.
+        kv_events.validate_setting(value, "workload")
+    elif not isinstance(value, str) or value not in allowed:
         raise unknown_name(E205 if name == "weight_format" else E202, f"workload.{name}", value, list(allowed))
 
 

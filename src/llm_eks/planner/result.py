@@ -13,6 +13,7 @@ from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.cold_start import ColdStart, ColdStartPath
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
 from llm_eks.planner.engine import EngineSettings, data_parallel_pod_flags, parallel_flags, vllm_flags
+from llm_eks.planner.kv_events import Scoring, kv_events_config
 from llm_eks.planner.kv_offload import Reuse, host_mib
 from llm_eks.planner.neuron.engine import NeuronLayout, neuron_flags
 from llm_eks.planner.neuron.sizing import NeuronFit
@@ -109,6 +110,9 @@ class Plan:
     # A plan on a Neuron instance type: its engine path, compiled shape and cores (tensor_parallel_size then counts
     # NeuronCores, gpus_per_pod chips, and the per-GPU memory figures are per core). None on GPUs.
     neuron: NeuronLayout | None = None
+    # The endpoint picker's prefix-cache scorer (kv_events.Scoring): precise adds vLLM's KV-events flags to the
+    # engine. None only on a plan made without it (the search's candidates): approximate, no events.
+    prefix_cache: Scoring | None = None
 
     @cached_property
     def context(self) -> Context:
@@ -381,6 +385,11 @@ class Plan:
             max_lora_rank=16 if self.request.lora is None else self.request.lora.max_rank,
             language_model_only=spec.language_model_only,
             kv_offloading_size=self.kv_offload_gib,
+            kv_events_config=(
+                kv_events_config(self.served_model_name)
+                if self.prefix_cache is not None and self.prefix_cache.precise
+                else None
+            ),
         )
 
     @property
@@ -551,6 +560,7 @@ class Plan:
                 "backend": None if self.kv_offload_gib is None else "native",
             },
             "prefix_reuse": None if self.prefix_reuse is None else self.prefix_reuse.to_dict(),
+            "prefix_cache": None if self.prefix_cache is None else self.prefix_cache.to_dict(),
             "assumptions": list(self.assumptions),
             "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
             **({"neuron": self.neuron.to_dict()} if self.neuron is not None else {}),

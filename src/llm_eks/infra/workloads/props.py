@@ -43,7 +43,7 @@ from llm_eks.manifests.weights_staging import (
     staging_key,
 )
 from llm_eks.manifests.weights_staging.props import NAME_MAX
-from llm_eks.planner import Plan, kv_events
+from llm_eks.planner import Plan
 from llm_eks.planner.pods import shm_mib
 from llm_eks.versions import RAY_LLM_IMAGE, VLLM_IMAGE
 
@@ -151,11 +151,6 @@ def vllm_props(
             plan.engine,
             revision=hub_revision(s, plan),
             trust_remote_code=w.trust_remote_code,
-            kv_events_config=(
-                kv_events.kv_events_config(plan.served_model_name)
-                if prefix_cache_scorer(config, s, plan) == kv_events.PRECISE
-                else None
-            ),
         ),
         tensor_parallel_size=plan.tensor_parallel_size,
         pipeline_parallel_size=plan.pipeline_parallel_size,
@@ -189,23 +184,6 @@ def vllm_props(
         cores_per_accelerator=plan.instance.cores_per_accelerator if n is not None else 1,
         compile_seconds=n.compile_seconds if n is not None else 0,
         scheduler_name=NEURON_SCHEDULER_NAME if n is not None and n.scheduler_extension else None,
-    )
-
-
-def prefix_cache_scorer(config: EnvironmentConfig, s: ServedWorkload, plan: Plan) -> str:
-    """The picker's prefix-cache scorer for workload `s`: precise (fed by vLLM's KV events) or approximate
-    (planner/kv_events.py); `precise` where the picker cannot use it is a one-line ConfigError."""
-    w = s.config
-    return kv_events.resolve(
-        w.prefix_cache_scorer,
-        s.path,
-        offload=bool(plan.kv_offload_gib),
-        picker=config.gateway is not None,
-        api_key=api_key_secret(config, s) is not None,
-        engine=w.engine,
-        neuron=plan.neuron is not None,
-        engines_per_replica=plan.data_parallel_size,
-        served_model_name=plan.served_model_name,
     )
 
 

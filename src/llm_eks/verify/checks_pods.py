@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from llm_eks.verify.args_diff import args_difference, config_difference
-from llm_eks.verify.expected import PREFILL_ROLE, WorkloadPlan
+from llm_eks.verify.expected import PREFILL_ROLE, WorkloadPlan, prefill_role
 from llm_eks.verify.observed import (
     EMPTY,
     Object,
@@ -45,12 +45,19 @@ def _live(pods: Sequence[Object]) -> list[Object]:
 
 
 def _role(w: WorkloadPlan, pod: Object) -> str:
+    """The pod's `args` role: server, leader or worker; of a prefill pod, prefill_role of that."""
     pod_labels = (pod.get("metadata") or EMPTY).get("labels") or EMPTY
-    if w.phases is not None and all(pod_labels.get(k) == v for k, v in w.phases.prefill_pod_labels.items()):
-        return PREFILL_ROLE
     if w.owner_kind != "LeaderWorkerSet":
-        return "server"
-    return "leader" if pod_labels.get(LWS_WORKER_INDEX_LABEL) == "0" else "worker"
+        role = "server"
+    else:
+        role = "leader" if pod_labels.get(LWS_WORKER_INDEX_LABEL) == "0" else "worker"
+    if w.phases is not None and all(pod_labels.get(k) == v for k, v in w.phases.prefill_pod_labels.items()):
+        return prefill_role(role)
+    return role
+
+
+def _prefills(w: WorkloadPlan, pod: Object) -> bool:
+    return _role(w, pod).startswith(PREFILL_ROLE)
 
 
 def _owner_ref(w: WorkloadPlan) -> str:
@@ -65,11 +72,15 @@ def serving_rows(w: WorkloadPlan, objs: WorkloadObjects) -> list[Row]:
     """The workload's `pods` row; a disaggregated workload's, one per pool, each against its own bounds."""
     if w.phases is None:
         return [serving_row(w, objs)]
-    prefill = [p for p in objs.pods if _role(w, p) == PREFILL_ROLE]
-    decode = replace(objs, pods=tuple(p for p in objs.pods if _role(w, p) != PREFILL_ROLE))
+    prefill = [p for p in objs.pods if _prefills(w, p)]
+    decode = replace(objs, pods=tuple(p for p in objs.pods if not _prefills(w, p)))
     bounds = (w.phases.prefill_replicas_min, w.phases.prefill_replicas_max)
     pool = replace(objs, owner=objs.prefill_owner, pods=tuple(prefill))
-    return [serving_row(w, decode), _deployment_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")]
+    if w.owner_kind == "LeaderWorkerSet":
+        prefill_row = _groups_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")
+    else:
+        prefill_row = _deployment_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")
+    return [serving_row(w, decode), prefill_row]
 
 
 def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
@@ -122,19 +133,32 @@ def _count_row(
 
 def _owner_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """A LeaderWorkerSet's groups or a RayService's workers."""
-    unit = "groups" if w.owner_kind == "LeaderWorkerSet" else "replicas"
+    if w.owner_kind == "LeaderWorkerSet":
+        return _groups_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas)
     floor = f" ({w.floor_replicas} on the on-demand floor)" if w.floor_replicas else ""
-    planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} {unit}{floor}"
+    planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} replicas{floor}"
     if objs.owner is None:
         return Row("pods", w.name, planned, "not found", "breach", f"no {_owner_ref(w)}")
     pods = _live(objs.pods)
+    return _ray_serving_row(w, objs.owner, pods, [p for p in pods if is_true(p, "Ready")], planned)
+
+
+def _groups_row(
+    w: WorkloadPlan, objs: WorkloadObjects, owner: str, bounds: tuple[int, int], pool: str, floor_replicas: int = 0
+) -> Row:
+    """LeaderWorkerSet `owner` (and its on-demand floor's `floor_replicas` groups): its groups Ready (the
+    LeaderWorkerSet's readyReplicas), their count within `bounds`."""
+    low, high = bounds
+    floor = f" ({floor_replicas} on the on-demand floor)" if floor_replicas else ""
+    planned = f"LeaderWorkerSet, {low}-{high} groups{floor}{pool}"
+    if objs.owner is None:
+        return Row("pods", owner, planned, "not found", "breach", f"no LeaderWorkerSet {w.namespace}/{owner}")
+    pods = _live(objs.pods)
     ready = [p for p in pods if is_true(p, "Ready")]
-    if w.owner_kind == "RayService":
-        return _ray_serving_row(w, objs.owner, pods, ready, planned)
-    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + w.floor_replicas
+    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + floor_replicas
     ready_units = int(status(objs.owner).get("readyReplicas") or 0)
     observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
-    return _count_row(w.name, planned, observed, pods, ready_units, desired, (w.replicas_min, w.replicas_max), unit)
+    return _count_row(owner, planned, observed, pods, ready_units, desired, bounds, "groups")
 
 
 def _ray_serving_row(
@@ -231,7 +255,7 @@ def pod_starts(
     starts, slow, skipped = [], [], 0
     for pod in _live(objs.pods):
         began = created(pod)
-        if _role(w, pod) == "worker" or began is None:
+        if _role(w, pod).endswith("worker") or began is None:
             continue
         node_at = _node_created(pod, nodes)
         new_node = node_at is not None and node_at > began

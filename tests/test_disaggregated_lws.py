@@ -266,3 +266,10 @@ def test_the_node_pool_holds_both_pools_groups_at_their_largest(objects: list[di
     pools = [o for o in objects if o["kind"] == "NodePool" and o["spec"].get("limits", {}).get("nvidia.com/gpu")]
     # replicas.max 2 decode + 4 prefill groups of 2 p5.48xlarge (8 GPUs each); no compile-cache writer across nodes.
     assert [p["spec"]["limits"]["nvidia.com/gpu"] for p in pools] == [96]
+
+
+def test_a_pending_pod_of_either_pool_s_groups_is_alerted(objects: list[dict[str, Any]]) -> None:
+    """LeaderWorkerSet pods are `<name>-<group>` (leaders) and `<name>-<group>-<index>` (workers), of both pools."""
+    rules = _one(objects, "PrometheusRule", f"{NAME}-alerts")["spec"]["groups"]
+    (pending,) = [r for g in rules for r in g["rules"] if r.get("alert") == "GpuPodsPendingTooLong"]
+    assert f'pod=~"({NAME}|{PREFILL})-[0-9]+(-[0-9]+)?"' in pending["expr"]

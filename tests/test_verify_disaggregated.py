@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +59,12 @@ def clusters(prometheus: PrometheusServer) -> dict[str, StubCluster]:
         change(out[name])
     prometheus.load(series(c) for c in out.values())
     return out
+
+
+def _not_ready(pod: dict[str, Any]) -> None:
+    for c in pod["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c["status"] = "False"
 
 
 def _run(cluster: StubCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
@@ -146,9 +153,7 @@ def test_a_prefill_pod_not_ready_is_the_prefill_pool_s_drift(
 ) -> None:
     cluster = fresh({ENV: clusters["healthy"]}, ENV)
     (first, *_) = [p for p in cluster.all("Pod") if p["metadata"]["name"].startswith(f"{PREFILL}-")]
-    for c in first["status"]["conditions"]:
-        if c["type"] == "Ready":
-            c["status"] = "False"
+    _not_ready(first)
     run = _run(cluster, tmp_path, capsys)
     assert run.row("pods", NAME)["verdict"] == "ok"
     prefill = run.row("pods", PREFILL)
@@ -220,9 +225,7 @@ def test_a_prefill_worker_lost_is_the_prefill_pool_s_drift(
     pool drifts, the decode pool stays ok."""
     cluster = fresh({WIDE: wide}, WIDE)
     (worker,) = [p for p in cluster.all("Pod") if p["metadata"]["name"] == f"{WIDE_PREFILL}-0-1"]
-    for c in worker["status"]["conditions"]:
-        if c["type"] == "Ready":
-            c["status"] = "False"
+    _not_ready(worker)
     run = _run(cluster, tmp_path, capsys)
     assert run.row("pods", WIDE_NAME)["verdict"] == "ok"
     prefill = run.row("pods", WIDE_PREFILL)

@@ -76,35 +76,48 @@ def serving_rows(w: WorkloadPlan, objs: WorkloadObjects) -> list[Row]:
     decode = replace(objs, pods=tuple(p for p in objs.pods if not _prefills(w, p)))
     bounds = (w.phases.prefill_replicas_min, w.phases.prefill_replicas_max)
     pool = replace(objs, owner=objs.prefill_owner, pods=tuple(prefill))
-    if w.owner_kind == "LeaderWorkerSet":
-        prefill_row = _groups_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")
-    else:
-        prefill_row = _deployment_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")
-    return [serving_row(w, decode), prefill_row]
+    groups = w.owner_kind == "LeaderWorkerSet"
+    return [
+        serving_row(w, decode),
+        _pool_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)", 0, groups=groups),
+    ]
 
 
 def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """The owner exists, its pods are Ready, and the replica count is within replicas.min..max."""
     if w.owner_kind != "Deployment":
         return _owner_row(w, objs)
-    return _deployment_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas)
+    return _pool_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas, groups=False)
 
 
-def _deployment_row(
-    w: WorkloadPlan, objs: WorkloadObjects, owner: str, bounds: tuple[int, int], pool: str, floor_replicas: int = 0
+def _pool_row(
+    w: WorkloadPlan,
+    objs: WorkloadObjects,
+    owner: str,
+    bounds: tuple[int, int],
+    pool: str,
+    floor_replicas: int,
+    *,
+    groups: bool,
 ) -> Row:
-    """Deployment `owner` (and its on-demand floor's `floor_replicas`): its pods Ready, its count within `bounds`."""
+    """Deployment `owner`, or (`groups`) LeaderWorkerSet `owner` counted in groups Ready (its readyReplicas), and
+    its on-demand floor's `floor_replicas`: its pods Ready, its count within `bounds`."""
+    kind, unit = ("LeaderWorkerSet", "groups") if groups else ("Deployment", "replicas")
     low, high = bounds
     floor = f" ({floor_replicas} on the on-demand floor)" if floor_replicas else ""
-    planned = f"Deployment, {low}-{high} replicas{floor}{pool}"
+    planned = f"{kind}, {low}-{high} {unit}{floor}{pool}"
     if objs.owner is None:
-        return Row("pods", owner, planned, "not found", "breach", f"no Deployment {w.namespace}/{owner}")
+        return Row("pods", owner, planned, "not found", "breach", f"no {kind} {w.namespace}/{owner}")
     pods = _live(objs.pods)
     ready = [p for p in pods if is_true(p, "Ready")]
     # The on-demand floor's replicas are fixed: the plan's, beside what KEDA asks of the owner.
     desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + floor_replicas
-    observed = f"{len(ready)}/{desired} Ready"
-    return _count_row(owner, planned, observed, pods, len(ready), desired, bounds, "replicas")
+    if groups:
+        ready_units = int(status(objs.owner).get("readyReplicas") or 0)
+        observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
+    else:
+        ready_units, observed = len(ready), f"{len(ready)}/{desired} Ready"
+    return _count_row(owner, planned, observed, pods, ready_units, desired, bounds, unit)
 
 
 def _count_row(
@@ -134,31 +147,13 @@ def _count_row(
 def _owner_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """A LeaderWorkerSet's groups or a RayService's workers."""
     if w.owner_kind == "LeaderWorkerSet":
-        return _groups_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas)
+        return _pool_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas, groups=True)
     floor = f" ({w.floor_replicas} on the on-demand floor)" if w.floor_replicas else ""
     planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} replicas{floor}"
     if objs.owner is None:
         return Row("pods", w.name, planned, "not found", "breach", f"no {_owner_ref(w)}")
     pods = _live(objs.pods)
     return _ray_serving_row(w, objs.owner, pods, [p for p in pods if is_true(p, "Ready")], planned)
-
-
-def _groups_row(
-    w: WorkloadPlan, objs: WorkloadObjects, owner: str, bounds: tuple[int, int], pool: str, floor_replicas: int = 0
-) -> Row:
-    """LeaderWorkerSet `owner` (and its on-demand floor's `floor_replicas` groups): its groups Ready (the
-    LeaderWorkerSet's readyReplicas), their count within `bounds`."""
-    low, high = bounds
-    floor = f" ({floor_replicas} on the on-demand floor)" if floor_replicas else ""
-    planned = f"LeaderWorkerSet, {low}-{high} groups{floor}{pool}"
-    if objs.owner is None:
-        return Row("pods", owner, planned, "not found", "breach", f"no LeaderWorkerSet {w.namespace}/{owner}")
-    pods = _live(objs.pods)
-    ready = [p for p in pods if is_true(p, "Ready")]
-    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + floor_replicas
-    ready_units = int(status(objs.owner).get("readyReplicas") or 0)
-    observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
-    return _count_row(owner, planned, observed, pods, ready_units, desired, bounds, "groups")
 
 
 def _ray_serving_row(

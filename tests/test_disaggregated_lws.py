@@ -104,7 +104,7 @@ def test_a_pipeline_parallel_layout_stays_aggregated_and_says_why() -> None:
     assert d is not None and d.recommended == "aggregated" and d.disaggregated is None
     assert d.why == (
         "TP8 PP2: vLLM 0.33's NixlConnector serves no pipeline-parallel pool: a decode engine with PP > 1 refuses to "
-        "start (kv_consumer) and a PP > 1 prefill's later stages are never read"
+        "start (kv_consumer) and its reader tells a PP > 1 prefill's stages apart by TP rank only"
     )
     with raises_code(E138) as err:
         plan(_wide_ep(tensor_parallel_size=8, data_parallel_size=None, enable_expert_parallel=False,
@@ -112,7 +112,7 @@ def test_a_pipeline_parallel_layout_stays_aggregated_and_says_why() -> None:
     assert str(err.value) == (
         "workload.disaggregation: 'on' is not allowed; this plan needs TP8 PP2 on 2 node(s): vLLM 0.33's "
         "NixlConnector serves no pipeline-parallel pool: a decode engine with PP > 1 refuses to start (kv_consumer) "
-        "and a PP > 1 prefill's later stages are never read; use auto or off [LLMEKS-E138]"
+        "and its reader tells a PP > 1 prefill's stages apart by TP rank only; use auto or off [LLMEKS-E138]"
     )
 
 

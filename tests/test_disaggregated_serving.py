@@ -231,15 +231,15 @@ def _props(**overrides: Any) -> VllmProps:
         (
             {"nodes_per_replica": 2, "pipeline_parallel_size": 2},
             "disaggregation: not allowed with pipeline_parallel_size 2; vLLM 0.33's NixlConnector serves no "
-            "pipeline-parallel pool (a decode engine with PP > 1 refuses to start, a PP > 1 prefill's later stages "
-            "are never read): use a TP or DP x EP layout, or disaggregation off [LLMEKS-E138]",
+            "pipeline-parallel pool (a decode engine with PP > 1 refuses to start, its reader tells a PP > 1 "
+            "prefill's stages apart by TP rank only): use a TP or DP x EP layout, or disaggregation off [LLMEKS-E138]",
         ),
         (
             # One node too: the refusal is vLLM's, not the LeaderWorkerSet's.
             {"accelerators_per_pod": 2, "accelerators_per_node": 2, "pipeline_parallel_size": 2},
             "disaggregation: not allowed with pipeline_parallel_size 2; vLLM 0.33's NixlConnector serves no "
-            "pipeline-parallel pool (a decode engine with PP > 1 refuses to start, a PP > 1 prefill's later stages "
-            "are never read): use a TP or DP x EP layout, or disaggregation off [LLMEKS-E138]",
+            "pipeline-parallel pool (a decode engine with PP > 1 refuses to start, its reader tells a PP > 1 "
+            "prefill's stages apart by TP rank only): use a TP or DP x EP layout, or disaggregation off [LLMEKS-E138]",
         ),
         (
             {"extra_engine_args": ("--kv-transfer-config", "{}")},

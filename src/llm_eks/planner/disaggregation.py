@@ -48,10 +48,11 @@ vLLM 0.33.0 facts used (the wheel's source, vllm/_version.py 0.33.0, commit g4ba
 - Prefill and decode TP may differ: the decode side reads a P rank's heads split or several P ranks' together
   (tp_ratio of either sign, nixl/base_worker.py:2399-2436). Pipeline parallelism may not: a kv_consumer with
   pipeline_parallel_size > 1 raises NotImplementedError (base_worker.py:869-890), and NixlConnector's pull reader
-  keys a producer's agents and memory by TP rank alone (base_worker.py:2440-2447, 2683; pull_worker.py:456), so a
-  pipeline-parallel prefill pool's later stages are never read (only NixlPushConnector routes PP stages, and the
-  routing sidecar drives the pull protocol). A pipeline-parallel layout (TP x PP, which every TP x PP replica
-  spanning nodes is: TP stays inside a node, planner/parallelism.py) is served aggregated: PP_REFUSAL.
+  keys a producer's agents and memory by TP rank alone (base_worker.py:2440-2447, 2683; pull_worker.py:456), so
+  the stages of a pipeline-parallel prefill pool, each holding its own layers' KV, are not told apart (only
+  NixlPushConnector routes PP stages, and the routing sidecar drives the pull protocol). A pipeline-parallel
+  layout (TP x PP, which every TP x PP replica spanning nodes is: TP stays inside a node, planner/parallelism.py)
+  is served aggregated: PP_REFUSAL.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ NIXL_SIDE_CHANNEL_PORT = 5600
 # Why a pipeline-parallel layout is not split into prefill and decode pools (module docstring, vLLM 0.33).
 PP_REFUSAL = (
     "vLLM 0.33's NixlConnector serves no pipeline-parallel pool: a decode engine with PP > 1 refuses to start "
-    "(kv_consumer) and a PP > 1 prefill's later stages are never read"
+    "(kv_consumer) and its reader tells a PP > 1 prefill's stages apart by TP rank only"
 )
 
 

@@ -90,8 +90,8 @@ def validate_disaggregation(d: Disaggregation, pipeline_parallel_size: int, neur
         raise ConfigError(
             E138,
             f"disaggregation: not allowed with pipeline_parallel_size {pipeline_parallel_size}; vLLM 0.33's "
-            "NixlConnector serves no pipeline-parallel pool (a decode engine with PP > 1 refuses to start, a PP > 1 "
-            "prefill's later stages are never read): use a TP or DP x EP layout, or disaggregation off",
+            "NixlConnector serves no pipeline-parallel pool (a decode engine with PP > 1 refuses to start, its reader "
+            "tells a PP > 1 prefill's stages apart by TP rank only): use a TP or DP x EP layout, or disaggregation off",
         )
     if neuron:
         raise ConfigError(E138, "disaggregation: not allowed on Neuron; the NIXL connector needs the GPU engine")

@@ -582,10 +582,11 @@ def record_cases(s: Scene, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ready(s: Scene, value: int) -> dict[str, str]:
-    """kube-state-metrics' ready replicas of the scene's Deployment (its own labels; the ServiceMonitor of KSM keeps
-    them: honorLabels)."""
-    labels = {"namespace": s.namespace, "deployment": s.job, "job": "kube-state-metrics", "instance": "10.0.2.9:8080"}
-    return {"series": series_text("kube_deployment_status_replicas_ready", labels), "values": f"{value}x{SPAN}"}
+    """kube-state-metrics' ready replicas of the scene's Deployment, or of the leader StatefulSet a LeaderWorkerSet
+    names after itself (its own labels; the ServiceMonitor of KSM keeps them: honorLabels)."""
+    kind = "statefulset" if s.replica_kind == "statefulset" else "deployment"
+    labels = {"namespace": s.namespace, kind: s.job, "job": "kube-state-metrics", "instance": "10.0.2.9:8080"}
+    return {"series": series_text(f"kube_{kind}_status_replicas_ready", labels), "values": f"{value}x{SPAN}"}
 
 
 def _keda_case(trigger: Mapping[str, Any], title: str, inputs: list[dict[str, str]], samples: list[dict[str, Any]]

@@ -41,6 +41,7 @@ PUBLIC_API = (
     ("leader_worker_set", "cdk8s.ApiObject | None"),
     ("floor_leader_worker_set", "cdk8s.ApiObject | None"),
     ("prefill_deployment", "kplus.Deployment | None"),
+    ("prefill_leader_worker_set", "cdk8s.ApiObject | None"),
     ("prefill_service", "kplus.Service | None"),
     ("service", "kplus.Service"),
     ("pod_disruption_budget", "cdk8s.ApiObject"),
@@ -144,6 +145,14 @@ SHAPES: dict[str, dict[str, Any]] = {
     },
     "prefill-decode": {"ingress": None, "disaggregation": _disaggregation()},
     "multi-node": {"nodes_per_replica": 2, "pipeline_parallel_size": 2, "ingress": None},
+    # Data-parallel ranks over two nodes, each pool a LeaderWorkerSet.
+    "multi-node-prefill-decode": {
+        "nodes_per_replica": 2,
+        "data_parallel_size": 2,
+        "expert_parallel": True,
+        "ingress": None,
+        "disaggregation": _disaggregation(),
+    },
 }
 
 
@@ -175,6 +184,9 @@ def test_every_public_attribute_holds_its_type_in_every_shape(charts: dict[str, 
     assert charts["default"].floor_deployment is None and charts["floor"].floor_deployment is not None
     assert charts["multi-node"].deployment is None and charts["multi-node"].leader_worker_set is not None
     assert charts["prefill-decode"].prefill_deployment is not None and charts["prefill-decode"].prefill_service
+    lws = charts["multi-node-prefill-decode"]
+    assert lws.prefill_deployment is None and lws.prefill_leader_worker_set is not None and lws.prefill_service
+    assert charts["prefill-decode"].prefill_leader_worker_set is None
     assert charts["compile-cache"].compile_cache_job is not None and charts["default"].compile_cache_job is None
 
 

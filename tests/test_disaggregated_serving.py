@@ -37,8 +37,9 @@ def _synth(context: dict[str, Any], outdir: Path) -> list[dict[str, Any]]:
     return synth_example("disaggregated", context, outdir)
 
 
-def _context() -> dict[str, Any]:
-    return dict(json.loads((EXAMPLE / "cdk.json").read_text())["context"])
+def _context(env: str = "rag") -> dict[str, Any]:
+    """The example's context, `env` selected (`-c env=NAME`): its stack alone."""
+    return {**json.loads((EXAMPLE / "cdk.json").read_text())["context"], "env": env}
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +216,16 @@ def _props(**overrides: Any) -> VllmProps:
     [
         (
             {"nodes_per_replica": 2, "pipeline_parallel_size": 2},
-            "disaggregation: not allowed with nodes_per_replica 2; prefill/decode pools are served one node per "
-            "replica here (a LeaderWorkerSet P/D is not built yet): use disaggregation off [LLMEKS-E138]",
+            "disaggregation: not allowed with pipeline_parallel_size 2; vLLM 0.33's NixlConnector serves no "
+            "pipeline-parallel pool (a decode engine with PP > 1 refuses to start, its reader tells a PP > 1 "
+            "prefill's stages apart by TP rank only): use a TP or DP x EP layout, or disaggregation off [LLMEKS-E138]",
+        ),
+        (
+            # One node too: the refusal is vLLM's, not the LeaderWorkerSet's.
+            {"accelerators_per_pod": 2, "accelerators_per_node": 2, "pipeline_parallel_size": 2},
+            "disaggregation: not allowed with pipeline_parallel_size 2; vLLM 0.33's NixlConnector serves no "
+            "pipeline-parallel pool (a decode engine with PP > 1 refuses to start, its reader tells a PP > 1 "
+            "prefill's stages apart by TP rank only): use a TP or DP x EP layout, or disaggregation off [LLMEKS-E138]",
         ),
         (
             {"extra_engine_args": ("--kv-transfer-config", "{}")},

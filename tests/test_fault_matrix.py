@@ -121,3 +121,33 @@ def test_the_prefill_rows_say_what_a_disaggregated_workload_does(facts: dict[str
     zero, lost = _cell(pd, title_zero), _cell(pd, title_lost)
     assert zero.verdict == "D" and "the decode pod prefills the prompt itself" in zero.text
     assert lost.verdict == "D" and "kv_load_failure_policy defaults to fail" in lost.text
+
+
+def test_a_worker_lost_in_a_prefill_group_recreates_the_group(facts: dict[str, faults.EnvFacts]) -> None:
+    """A prefill pool whose replicas span nodes (a LeaderWorkerSet of groups): a lost worker takes its whole group
+    down (RecreateGroupOnPodRestart), the other groups or the decode pods take its prompts. A one-node prefill pool
+    (a Deployment) has no such row."""
+    staging = facts["staging"]
+    title = "Worker lost in a prefill group (disaggregated, replicas spanning nodes)"
+    assert _cell(staging, title).verdict == "—"
+    w = staging.workloads[0]
+    one_node = dataclasses.replace(staging, workloads=(dataclasses.replace(w, prefill_pool=True),))
+    assert _cell(one_node, title).text == "No disaggregated workload whose replicas span nodes."
+    groups = dataclasses.replace(staging, workloads=(dataclasses.replace(w, prefill_pool=True, prefill_group_size=2),))
+    cell = _cell(groups, title)
+    assert cell.verdict == "D"
+    assert cell.text.startswith(f"{w.name}: LeaderWorkerSet recreates the whole prefill group")
+    assert "the other prefill groups take the prompts" in cell.text
+
+
+def test_a_prefill_leader_worker_set_is_a_prefill_pool() -> None:
+    """The facts read a prefill LeaderWorkerSet and its group size from the objects, as they read a Deployment."""
+    from docgen.faults.facts import _prefill_pool
+
+    lws = {
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "vllm-x-prefill", "namespace": "inference"},
+        "spec": {"leaderWorkerTemplate": {"size": 2}},
+    }
+    assert _prefill_pool([lws], "vllm-x") == {"size": 2}
+    assert _prefill_pool([], "vllm-x") == {}

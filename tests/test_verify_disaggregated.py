@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +59,12 @@ def clusters(prometheus: PrometheusServer) -> dict[str, StubCluster]:
         change(out[name])
     prometheus.load(series(c) for c in out.values())
     return out
+
+
+def _not_ready(pod: dict[str, Any]) -> None:
+    for c in pod["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c["status"] = "False"
 
 
 def _run(cluster: StubCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
@@ -146,9 +153,7 @@ def test_a_prefill_pod_not_ready_is_the_prefill_pool_s_drift(
 ) -> None:
     cluster = fresh({ENV: clusters["healthy"]}, ENV)
     (first, *_) = [p for p in cluster.all("Pod") if p["metadata"]["name"].startswith(f"{PREFILL}-")]
-    for c in first["status"]["conditions"]:
-        if c["type"] == "Ready":
-            c["status"] = "False"
+    _not_ready(first)
     run = _run(cluster, tmp_path, capsys)
     assert run.row("pods", NAME)["verdict"] == "ok"
     prefill = run.row("pods", PREFILL)
@@ -177,3 +182,52 @@ def test_a_prefill_pool_short_of_kv_cache_is_its_drift(
     assert row["verdict"] == "drift", row
     assert row["detail"].startswith(f"{PREFILL}-") and "-20.0%" in row["detail"], row
     assert run.code == 1
+
+
+# --- Pools whose replicas span nodes (the example's `wide-ep` environment: each pool a LeaderWorkerSet) -------------
+
+WIDE = "wide-ep"
+WIDE_NAME = "vllm-deepseek-v3"
+WIDE_PREFILL = f"{WIDE_NAME}-prefill"
+
+
+@pytest.fixture(scope="module")
+def wide(prometheus: PrometheusServer) -> StubCluster:
+    envs = json.loads(Path(CONTEXT_FILE).read_text())["context"]["environments"]
+    # Its pods' rows only: its metrics are never loaded (Prometheus holds the example's `rag` series).
+    return healthy_cluster(parse_environment(WIDE, envs[WIDE]), prometheus=prometheus)
+
+
+def test_each_pool_s_groups_are_read_from_its_own_leader_worker_set(
+    wide: StubCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = wide.workload(WIDE_NAME)
+    assert w.owner_kind == "LeaderWorkerSet" and w.phases is not None
+    # Every pod's `vllm serve` arguments are its pool's and its place in the group's.
+    assert set(w.args) == {"leader", "worker", "prefill-leader", "prefill-worker"}
+    assert "--headless" in w.args["prefill-worker"] and "--headless" not in w.args["prefill-leader"]
+    run = _run(wide, tmp_path, capsys)
+    rows = {name: run.row("pods", name) for name in (WIDE_NAME, WIDE_PREFILL)}
+    assert rows[WIDE_NAME]["planned"] == f"LeaderWorkerSet, {w.replicas_min}-{w.replicas_max} groups"
+    assert rows[WIDE_NAME]["observed"] == "1/1 groups Ready (2 pods of 2)", rows[WIDE_NAME]
+    low, high = w.phases.prefill_replicas_min, w.phases.prefill_replicas_max
+    assert rows[WIDE_PREFILL]["planned"] == f"LeaderWorkerSet, {low}-{high} groups (prefill pool)"
+    assert rows[WIDE_PREFILL]["observed"] == "2/2 groups Ready (4 pods of 4)", rows[WIDE_PREFILL]
+    assert {r["verdict"] for r in rows.values()} == {"ok"}
+    args = run.row("args", WIDE_NAME)
+    assert (args["verdict"], args["observed"]) == ("ok", "as planned on 6 pods"), args
+
+
+def test_a_prefill_worker_lost_is_the_prefill_pool_s_drift(
+    wide: StubCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prefill group's worker not Ready (its node lost: LeaderWorkerSet then recreates the whole group): the prefill
+    pool drifts, the decode pool stays ok."""
+    cluster = fresh({WIDE: wide}, WIDE)
+    (worker,) = [p for p in cluster.all("Pod") if p["metadata"]["name"] == f"{WIDE_PREFILL}-0-1"]
+    _not_ready(worker)
+    run = _run(cluster, tmp_path, capsys)
+    assert run.row("pods", WIDE_NAME)["verdict"] == "ok"
+    prefill = run.row("pods", WIDE_PREFILL)
+    assert prefill["verdict"] == "drift", prefill
+    assert prefill["detail"].startswith(f"{WIDE_PREFILL}-0-1")

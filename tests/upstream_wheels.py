@@ -66,6 +66,10 @@ VLLM = Wheel(
         "vllm/config/kv_transfer.py",
         "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py",
         "vllm/envs.py",
+        # Why a pipeline-parallel pool is refused, and where each engine's side channel listens
+        # (tests/test_disaggregated_lws.py).
+        "vllm/distributed/kv_transfer/kv_connector/v1/nixl/pull_worker.py",
+        "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py",
         # The metric names the P/D dashboard, alerts and verify read (tests/test_disaggregated_monitoring.py).
         "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
         "vllm/v1/metrics/loggers.py",

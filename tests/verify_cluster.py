@@ -354,6 +354,18 @@ class _Builder:
                 # Disaggregated: the prefill pool's Deployment, on the workload's GPU pool too.
                 self._deployment(w, w.phases.prefill_job, first=replicas + w.floor_replicas)
             return
+        self._leader_worker_set(w, w.name)
+        if w.phases is not None:
+            # Disaggregated: the prefill pool's LeaderWorkerSet, its pods numbered after the decode pool's.
+            self._leader_worker_set(
+                w, w.phases.prefill_job, first=replicas * int(obj["spec"]["leaderWorkerTemplate"]["size"])
+            )
+
+    def _leader_worker_set(self, w: WorkloadPlan, name: str, first: int = 0) -> None:
+        """LeaderWorkerSet `name` made live, every group Ready, its pods (numbered from `first`) as LWS v0.10 labels
+        them."""
+        obj = self.rendered_one("LeaderWorkerSet", name)
+        replicas = int(obj["spec"]["replicas"])
         lws = obj["spec"]["leaderWorkerTemplate"]
         self.objects.append(
             _live(
@@ -368,24 +380,26 @@ class _Builder:
         for group in range(replicas):
             for index in range(int(lws["size"])):
                 template = lws["leaderTemplate"] if index == 0 else lws["workerTemplate"]
-                node_name, created, ready = self._place(w, group * int(lws["size"]) + index, f"g{group}-{index}")
+                at = first + group * int(lws["size"]) + index
+                tag = f"g{group}-{index}" if name == w.name else f"prefill-g{group}-{index}"
+                node_name, created, ready = self._place(w, at, tag)
                 labels = {
                     **template["metadata"]["labels"],
-                    LWS_NAME_LABEL: w.name,
+                    LWS_NAME_LABEL: name,
                     LWS_INDEX_LABEL: str(index),
-                    LWS_GROUP_LABEL: _suffix(w.name, str(group)) * 8,
+                    LWS_GROUP_LABEL: _suffix(name, str(group)) * 8,
                 }
-                name = f"{w.name}-{group}" if index == 0 else f"{w.name}-{group}-{index}"
+                pod_name = f"{name}-{group}" if index == 0 else f"{name}-{group}-{index}"
                 self.objects.append(
                     pod(
-                        name,
+                        pod_name,
                         w.namespace,
                         labels,
                         template["spec"],
                         node_name,
                         created,
                         ready,
-                        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", w.name),
+                        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", name),
                     )
                 )
 

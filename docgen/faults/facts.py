@@ -60,8 +60,10 @@ class Workload:
     # The plan's figures: a replica on a new node, the start-up of a container on its node (weights + warm-up).
     cold_start_s: int = 0
     startup_s: int = 0
-    # A disaggregated vLLM workload: its prefill Deployment (`<name>-prefill`) beside the decode one.
+    # A disaggregated vLLM workload: its prefill Deployment or LeaderWorkerSet (`<name>-prefill`) beside the decode
+    # one, and the pods of one prefill replica (> 1: a LeaderWorkerSet group spanning nodes).
     prefill_pool: bool = False
+    prefill_group_size: int = 1
 
     @property
     def floor_holds_minimum(self) -> bool:
@@ -230,10 +232,19 @@ def _vllm_workloads(objects: list[dict[str, Any]], plans: Mapping[str, tuple[int
                 stall_probe="exec" in container.get("livenessProbe", {}),
                 cold_start_s=cold,
                 startup_s=startup,
-                prefill_pool=_named(objects, "Deployment", f"{name}-prefill") is not None,
+                prefill_pool=bool(_prefill_pool(objects, name)),
+                prefill_group_size=_prefill_pool(objects, name).get("size", 1),
             )
         )
     return out
+
+
+def _prefill_pool(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The prefill pool of vLLM workload `name`: {} without one; {"size": pods per group} for a LeaderWorkerSet."""
+    if _named(objects, "Deployment", f"{name}-prefill") is not None:
+        return {"size": 1}
+    lws = _named(objects, "LeaderWorkerSet", f"{name}-prefill")
+    return {} if lws is None else {"size": int(lws["spec"]["leaderWorkerTemplate"]["size"])}
 
 
 def _ray_workloads(objects: list[dict[str, Any]], plans: Mapping[str, tuple[int, int]]) -> list[Workload]:

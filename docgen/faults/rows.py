@@ -419,6 +419,22 @@ def kv_transfer_failed(f: EnvFacts) -> Cell:
     )
 
 
+def prefill_worker_lost(f: EnvFacts) -> Cell:
+    """A worker pod of a prefill LeaderWorkerSet group lost (its node reclaimed or failed): the chart's
+    RecreateGroupOnPodRestart has LeaderWorkerSet recreate the whole group (kubernetes-sigs/lws v0.10.0), whose
+    data-parallel engines all stop with it; its leader leaves the InferencePool's Ready endpoints meanwhile."""
+    groups = [w.name for w in f.workloads if w.prefill_group_size > 1]
+    if not groups:
+        return Cell(NONE, "No disaggregated workload whose replicas span nodes.")
+    return Cell(
+        DEGRADES,
+        f"{', '.join(groups)}: LeaderWorkerSet recreates the whole prefill group (RecreateGroupOnPodRestart): its "
+        "prefills in flight fail, and so do the requests whose KV blocks decode pods had yet to read from it (as in "
+        "row 25); the picker stops choosing its leader, the other prefill groups take the prompts (with none left the "
+        "decode pods prefill themselves, as in row 24) until the group is back after its cold start.",
+    )
+
+
 @dataclass(frozen=True)
 class Fault:
     title: str
@@ -451,6 +467,7 @@ FAULTS = (
     Fault("Secrets Manager down during a cold start", secrets_down),
     Fault("Prefill pool at zero or down (disaggregated)", prefill_pool_down),
     Fault("Prefill pod lost mid-request, or KV transfer fails (disaggregated)", kv_transfer_failed),
+    Fault("Worker lost in a prefill group (disaggregated, replicas spanning nodes)", prefill_worker_lost),
 )
 
 

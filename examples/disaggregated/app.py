@@ -7,6 +7,10 @@ Deployment behind llm-d's routing sidecar, the KV cache moving over EFA with vLL
 endpoint picker choosing a decode pod and, for a long uncached prompt, a prefill pod. `llm-eks plan --env rag` prints
 the decision and its numbers.
 
+A second environment, `wide-ep`, serves DeepSeek-V3 as 16 data-parallel ranks with expert parallelism over two
+p5.48xlarge per replica: its pools are a prefill and a decode LeaderWorkerSet (`llm-eks plan --env wide-ep`).
+`npx cdk synth` builds both stacks; `-c env=rag` or `-c env=wide-ep` builds one.
+
 With llm-eks installed and Node 24 or 22 on PATH, in a folder holding this app.py and cdk.json:
 
     npm install aws-cdk@2.1148.1 && npx cdk synth

@@ -307,8 +307,9 @@ E137 = ErrorCode(
 E138 = ErrorCode(
     138,
     "Prefill/decode disaggregation not possible",
-    "The workload asks for prefill/decode pools the plan cannot give: a replica spans nodes, the accelerator is "
-    "not an NVIDIA GPU, the pools cannot meet the latency target, or their sizes are out of range.",
+    "The workload asks for prefill/decode pools the plan cannot give: a pipeline-parallel layout (which vLLM's NIXL "
+    "connector cannot split), an accelerator that is not an NVIDIA GPU, pools that cannot meet the latency target, "
+    "or sizes out of range.",
     "Let the planner decide (auto), or serve the workload aggregated.",
     "how-to/disaggregate.md",
 )

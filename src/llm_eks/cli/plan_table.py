@@ -213,9 +213,19 @@ def reuse_lines(u: Any) -> list[str]:
 
 def _mode(m: Any) -> str:
     cost = "no price" if m.usd_per_million_output_tokens is None else f"${m.usd_per_million_output_tokens:.3f}"
-    pools = " + ".join(f"{pool.replicas}{TIMES} {pool.role} {pool.split}" for pool in m.pools)
+    pools = " + ".join(
+        f"{pool.replicas}{TIMES} {pool.role} {pool.split}"
+        + (f" on {pool.nodes_per_replica} nodes" if pool.nodes_per_replica > 1 else "")
+        for pool in m.pools
+    )
     met = "meets" if m.meets_targets else "misses"
     return f"{pools}: TTFT ~{m.ttft_ms:g} ms, ~{m.tpot_ms:g} ms per output token, {cost} per 1M output tokens ({met})"
+
+
+def _pool_kind(d: Any) -> str:
+    """What serves each pool: a Deployment, or a LeaderWorkerSet where a replica spans nodes."""
+    nodes = d.disaggregated.pools[0].nodes_per_replica if d.disaggregated is not None else 1
+    return f"LeaderWorkerSet ({nodes} pods per replica)" if nodes > 1 else "Deployment"
 
 
 def decision_lines(d: Any) -> list[str]:
@@ -235,7 +245,7 @@ def decision_lines(d: Any) -> list[str]:
     lines.append(
         f"{d.setting}: {d.recommended}{ratio}: {d.why}"
         + (
-            "; served so: a prefill and a decode Deployment behind the gateway's endpoint picker"
+            f"; served so: a prefill and a decode {_pool_kind(d)} behind the gateway's endpoint picker"
             if d.recommended == "disaggregated"
             else ""
         )

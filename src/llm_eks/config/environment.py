@@ -277,7 +277,8 @@ class WorkloadConfig:
     dedicated_pool: bool = False
     # Separate prefill and decode pools: auto lets the planner recommend them where they cost less per million output
     # tokens at the SLO (or meet an SLO one pool misses; `llm-eks plan` says which and why); on always, off never.
-    # Planned only: the charts serve every workload aggregated today. engine ray-serve: off (on is refused).
+    # Served as a prefill and a decode Deployment (a LeaderWorkerSet each where a replica spans nodes); a
+    # pipeline-parallel layout stays aggregated. engine ray-serve: off (on is refused).
     disaggregation: str = "auto"
     # Prefill replicas of a disaggregated plan; None: the fewest that meet the TTFT target.
     prefill_replicas: int | None = None

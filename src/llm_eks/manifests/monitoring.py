@@ -162,11 +162,11 @@ def _pod_pattern(props: MonitoringProps) -> str:
     Deployment, or a LeaderWorkerSet's `<name>-<group>` leaders and `<name>-<group>-<worker>` workers
     (kubernetes-sigs/lws@v0.10.0 leader and worker StatefulSets)."""
     names = props.replica_names or (props.name,)
-    if props.replica_kind == "statefulset":
-        return f"{props.name}-[0-9]+(-[0-9]+)?"
-    # A disaggregated workload's prefill Deployment is named after its pool's scrape job (its Service).
+    # A disaggregated workload's prefill Deployment (or LeaderWorkerSet) is named after its pool's scrape job.
     names = (*names, props.prefill_job) if props.prefill_job is not None else names
     owners = names[0] if len(names) == 1 else f"({'|'.join(names)})"
+    if props.replica_kind == "statefulset":
+        return f"{owners}-[0-9]+(-[0-9]+)?"
     return f"{owners}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}"
 
 

@@ -14,6 +14,15 @@ Both modes use the plan's instance type and split (a prefill and a decode replic
   decode engine's wait for its step and the step itself (model.TTFT_WAIT_STEPS, async scheduling).
 - KV transfer: the whole prompt's KV (the model's KV bytes per token, every layer, x the prompt) crosses from the
   prefill to the decode pod once. Rates are published figures, never measured here (TRANSFER_RATES).
+- Data-parallel replicas (DP x EP, on one node or spanning nodes): each data-parallel rank is an engine of its own
+  (its scheduler, batch and KV cache), so both pools are counted in engines: the decode batch is target_concurrency
+  over every decode engine, the prefill queue has one server per prefill engine. A request's KV lives on the one
+  engine that prefilled it (its TP GPUs, on one node: TP stays inside a node), and moves to one decode engine over
+  those GPUs' share of their node's network, whichever node of the replica that engine runs on: a replica spanning
+  nodes adds engines, not bandwidth per request. Multi-head latent attention keeps the whole latent on every TP rank
+  and each decode rank reads its own copy (one read per rank at equal TP, kv_connector/v1/nixl/pull_worker.py:
+  316-320), so an MLA request moves TP x its KV bytes. The expert collectives of a step stay at the planned decode
+  batch's (latency/model.py), a prefill step's growing per prompt token as in the aggregated model.
 
 $ per million output tokens is cost.COST_FORMULA for each mode ((prefill + decode) replicas in the disaggregated
 one). The TTFT target is max_ttft_ms, or without one the aggregated plan's own TTFT (disaggregation must not answer
@@ -29,7 +38,21 @@ vLLM 0.33.0 facts used (the wheel's source, vllm/_version.py 0.33.0, commit g4ba
 - extra config `backends` defaults to ["UCX"] (nixl/base_worker.py:624-626); ["LIBFABRIC"] selects NIXL's
   libfabric plugin, the one that drives EFA (UCX on EFA falls back to TCP: ray-project/ray#62339).
 - The NIXL handshake listens on env VLLM_NIXL_SIDE_CHANNEL_PORT (default 5600) + the data-parallel index, on
-  VLLM_NIXL_SIDE_CHANNEL_HOST (default localhost) (envs.py:232-233, 1720-1727; nixl/base_scheduler.py:76-80).
+  VLLM_NIXL_SIDE_CHANNEL_HOST (default localhost) (envs.py:232-233, 1720-1727; nixl/base_scheduler.py:76-80). The
+  index is the engine's global data-parallel rank (v1/engine/core.py:1545), so a worker pod's engines listen on
+  5600 + their ranks on that pod's own address. One listener per engine, in its scheduler, serves the agent metadata
+  of every (PP rank, TP rank) of the engine (base_scheduler.py:296-383), which the engine core collected from all of
+  its workers, on whatever node they run (v1/engine/core.py:910-930); the KV itself then moves between the GPU
+  workers' own NIXL agents, rank to rank (pull_worker.py _read_blocks), so every pod of one pool reaches every pod
+  of the other.
+- Prefill and decode TP may differ: the decode side reads a P rank's heads split or several P ranks' together
+  (tp_ratio of either sign, nixl/base_worker.py:2399-2436). Pipeline parallelism may not: a kv_consumer with
+  pipeline_parallel_size > 1 raises NotImplementedError (base_worker.py:869-890), and NixlConnector's pull reader
+  keys a producer's agents and memory by TP rank alone (base_worker.py:2440-2447, 2683; pull_worker.py:456), so
+  the stages of a pipeline-parallel prefill pool, each holding its own layers' KV, are not told apart (only
+  NixlPushConnector routes PP stages, and the routing sidecar drives the pull protocol). A pipeline-parallel
+  layout (TP x PP, which every TP x PP replica spanning nodes is: TP stays inside a node, planner/parallelism.py)
+  is served aggregated: PP_REFUSAL.
 """
 
 from __future__ import annotations
@@ -62,6 +85,12 @@ DISAGGREGATED = "disaggregated"
 # The side-channel port of the NIXL handshake (vLLM 0.33 envs.py VLLM_NIXL_SIDE_CHANNEL_PORT default).
 NIXL_SIDE_CHANNEL_PORT = 5600
 
+# Why a pipeline-parallel layout is not split into prefill and decode pools (module docstring, vLLM 0.33).
+PP_REFUSAL = (
+    "vLLM 0.33's NixlConnector serves no pipeline-parallel pool: a decode engine with PP > 1 refuses to start "
+    "(kv_consumer) and its reader tells a PP > 1 prefill's stages apart by TP rank only"
+)
+
 
 @dataclass(frozen=True)
 class TransferRate:
@@ -83,18 +112,18 @@ TCP_RATE = TransferRate(
 )
 
 
-def transfer_rate(inst: InstanceType, gpus_per_replica: int) -> TransferRate:
-    """The KV-transfer rate between a prefill and a decode replica of `gpus_per_replica` GPUs on `inst`: NIXL's
-    libfabric backend over EFA (the replica's share of the node's network bandwidth, an upper bound), else TCP."""
+def transfer_rate(inst: InstanceType, gpus_per_engine: int) -> TransferRate:
+    """The KV-transfer rate between a prefill and a decode engine of `gpus_per_engine` GPUs on `inst` (a replica, or
+    one data-parallel rank of one): NIXL's libfabric backend over EFA (the engine's GPUs' share of their node's
+    network bandwidth, an upper bound), else TCP."""
     if not inst.efa:
         return TCP_RATE
-    share = min(gpus_per_replica, inst.accelerators) / inst.accelerators
-    nodes = max(1, gpus_per_replica // inst.accelerators)
-    rate = inst.network_gbps / 8 * share * nodes
+    share = min(gpus_per_engine, inst.accelerators) / inst.accelerators
+    rate = inst.network_gbps / 8 * share
     return TransferRate(
         "efa",
         round(rate, 3),
-        f"upper bound: {inst.instance_type}'s published {inst.network_gbps:g} Gbps x the replica's share of its "
+        f"upper bound: {inst.instance_type}'s published {inst.network_gbps:g} Gbps x the engine's share of its "
         "GPUs; no NIXL-over-EFA transfer measurement was found",
         True,
     )
@@ -125,6 +154,8 @@ class Pool:
     gpus_per_replica: int
     replicas: int
     usd_per_hour: float | None
+    # Nodes one replica spans (> 1: a LeaderWorkerSet group per replica).
+    nodes_per_replica: int = 1
 
 
 @dataclass(frozen=True)
@@ -194,8 +225,9 @@ class Decision:
         body = dataclasses.asdict(self)
         body["ratio"] = self.ratio
         body["kv_transfer_config"] = self.kv_transfer_configs()
-        # What the charts render: a vLLM workload behind the gateway is served as the plan recommends (a replica
-        # spanning nodes or a workload without a gateway is refused, never silently aggregated).
+        # What the charts render: a vLLM workload behind the gateway is served as the plan recommends, each pool a
+        # Deployment or, where a replica spans nodes, a LeaderWorkerSet (a workload without a gateway is refused,
+        # never silently aggregated).
         body["deployed"] = self.recommended
         return body
 
@@ -218,16 +250,15 @@ def decide(plan: Plan) -> Decision:
                 "engine path: use auto or off",
             )
         return Decision(setting, AGGREGATED, "not modelled on Neuron instance types", aggregated)
-    if plan.expert_parallel or plan.nodes_per_replica > 1:
+    if plan.pipeline_parallel_size > 1:
         if setting == "on" or r.prefill_replicas is not None:
             raise fail(
                 E138,
                 "workload.disaggregation",
                 setting,
-                "the planner models prefill/decode pools of one-node TP x PP replicas only; this plan needs "
-                f"{_split(plan)} on {plan.nodes_per_replica} node(s): use auto or off",
+                f"this plan needs {_split(plan)} on {plan.nodes_per_replica} node(s): {PP_REFUSAL}; use auto or off",
             )
-        return Decision(setting, AGGREGATED, "not modelled for multi-node or expert-parallel replicas", aggregated)
+        return Decision(setting, AGGREGATED, f"{_split(plan)}: {PP_REFUSAL}", aggregated)
     ctx = plan.context
     ttft_target = r.max_ttft_ms if r.max_ttft_ms is not None else aggregated.ttft_ms
     disaggregated, phase = _disaggregated(ctx, plan, fit, ttft_target)
@@ -299,6 +330,7 @@ def _aggregated(plan: Plan) -> Mode:
         plan.gpus_per_replica,
         replicas,
         None if hourly is None else round(hourly * replicas, 4),
+        plan.nodes_per_replica,
     )
     return Mode(
         AGGREGATED,
@@ -322,7 +354,9 @@ PREFILL_MAX_UTILIZATION = 0.8
 def _disaggregated(ctx: Context, plan: Plan, fit: Fit, ttft_target: float) -> tuple[Mode, PrefillPhase]:
     r = plan.request
     decode_replicas = replicas_for_target(ctx, fit)
-    batch = math.ceil(r.target_concurrency / decode_replicas)
+    # Every data-parallel rank is an engine of its own: the batch is per engine (module docstring).
+    engines = fit.dp
+    batch = math.ceil(r.target_concurrency / (decode_replicas * engines))
     step = dataclasses.replace(fit.step, batch=batch)
     decode_ms = step_time(step, FITTED, batch).total_ms
     # Prompts arrive as sequences finish: target_concurrency sequences, each out tokens of one decode step.
@@ -331,8 +365,10 @@ def _disaggregated(ctx: Context, plan: Plan, fit: Fit, ttft_target: float) -> tu
     tokens_per_ms = budget / step_time(step, FITTED, 0, budget).total_ms
     chunks = math.ceil(r.typical_input_tokens / budget)
     prefill_ms = chunks * step_time(step, FITTED, 0, r.typical_input_tokens / chunks).total_ms
-    kv_bytes = ctx.kv_bytes_per_token * r.typical_input_tokens
-    rate = transfer_rate(plan.instance, fit.gpus)
+    # Latent attention: each TP rank holds, and its decode peer reads, the whole latent (module docstring).
+    copies = fit.tp if fit.step.is_mla else 1
+    kv_bytes = ctx.kv_bytes_per_token * r.typical_input_tokens * copies
+    rate = transfer_rate(plan.instance, fit.tp * fit.pp)
     transfer_ms = kv_bytes / (rate.gb_per_s * 1e9) * 1e3
     decode_wait_ms = (TTFT_WAIT_STEPS[True] + 1) * decode_ms
     fixed_ms = FITTED.serving_ms + prefill_ms + transfer_ms + decode_wait_ms
@@ -340,7 +376,7 @@ def _disaggregated(ctx: Context, plan: Plan, fit: Fit, ttft_target: float) -> tu
 
     def at(prefill_replicas: int) -> tuple[float, float]:
         """(TTFT ms, utilisation) with `prefill_replicas` prefill replicas; TTFT infinite at or above saturation."""
-        rho = prompts_per_ms * service_ms / prefill_replicas
+        rho = prompts_per_ms * service_ms / (prefill_replicas * engines)
         if rho >= 1:
             return math.inf, rho
         return fixed_ms + rho * service_ms / (2 * (1 - rho)), rho
@@ -354,9 +390,9 @@ def _disaggregated(ctx: Context, plan: Plan, fit: Fit, ttft_target: float) -> tu
     hourly = fit.cost
     total = prefill_replicas + decode_replicas
     cost = None if hourly is None else cost_per_million_output_tokens(total, hourly, r.target_concurrency, decode_ms)
-    split = layout_text(fit.tp, fit.pp)
+    split = layout_text(fit.tp, fit.pp, fit.dp, fit.expert_parallel)
     pools = tuple(
-        Pool(role, plan.instance_type, split, fit.gpus, n, None if hourly is None else round(hourly * n, 4))
+        Pool(role, plan.instance_type, split, fit.gpus, n, None if hourly is None else round(hourly * n, 4), fit.nodes)
         for role, n in (("prefill", prefill_replicas), ("decode", decode_replicas))
     )
     shown_ttft = ttft if math.isfinite(ttft) else 600_000.0

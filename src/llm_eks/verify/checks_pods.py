@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from llm_eks.verify.args_diff import args_difference, config_difference
-from llm_eks.verify.expected import PREFILL_ROLE, WorkloadPlan
+from llm_eks.verify.expected import PREFILL_ROLE, WorkloadPlan, prefill_role
 from llm_eks.verify.observed import (
     EMPTY,
     Object,
@@ -45,12 +45,19 @@ def _live(pods: Sequence[Object]) -> list[Object]:
 
 
 def _role(w: WorkloadPlan, pod: Object) -> str:
+    """The pod's `args` role: server, leader or worker; of a prefill pod, prefill_role of that."""
     pod_labels = (pod.get("metadata") or EMPTY).get("labels") or EMPTY
-    if w.phases is not None and all(pod_labels.get(k) == v for k, v in w.phases.prefill_pod_labels.items()):
-        return PREFILL_ROLE
     if w.owner_kind != "LeaderWorkerSet":
-        return "server"
-    return "leader" if pod_labels.get(LWS_WORKER_INDEX_LABEL) == "0" else "worker"
+        role = "server"
+    else:
+        role = "leader" if pod_labels.get(LWS_WORKER_INDEX_LABEL) == "0" else "worker"
+    if w.phases is not None and all(pod_labels.get(k) == v for k, v in w.phases.prefill_pod_labels.items()):
+        return prefill_role(role)
+    return role
+
+
+def _prefills(w: WorkloadPlan, pod: Object) -> bool:
+    return _role(w, pod).startswith(PREFILL_ROLE)
 
 
 def _owner_ref(w: WorkloadPlan) -> str:
@@ -65,35 +72,52 @@ def serving_rows(w: WorkloadPlan, objs: WorkloadObjects) -> list[Row]:
     """The workload's `pods` row; a disaggregated workload's, one per pool, each against its own bounds."""
     if w.phases is None:
         return [serving_row(w, objs)]
-    prefill = [p for p in objs.pods if _role(w, p) == PREFILL_ROLE]
-    decode = replace(objs, pods=tuple(p for p in objs.pods if _role(w, p) != PREFILL_ROLE))
+    prefill = [p for p in objs.pods if _prefills(w, p)]
+    decode = replace(objs, pods=tuple(p for p in objs.pods if not _prefills(w, p)))
     bounds = (w.phases.prefill_replicas_min, w.phases.prefill_replicas_max)
     pool = replace(objs, owner=objs.prefill_owner, pods=tuple(prefill))
-    return [serving_row(w, decode), _deployment_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)")]
+    groups = w.owner_kind == "LeaderWorkerSet"
+    return [
+        serving_row(w, decode),
+        _pool_row(w, pool, w.phases.prefill_job, bounds, " (prefill pool)", 0, groups=groups),
+    ]
 
 
 def serving_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """The owner exists, its pods are Ready, and the replica count is within replicas.min..max."""
     if w.owner_kind != "Deployment":
         return _owner_row(w, objs)
-    return _deployment_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas)
+    return _pool_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas, groups=False)
 
 
-def _deployment_row(
-    w: WorkloadPlan, objs: WorkloadObjects, owner: str, bounds: tuple[int, int], pool: str, floor_replicas: int = 0
+def _pool_row(
+    w: WorkloadPlan,
+    objs: WorkloadObjects,
+    owner: str,
+    bounds: tuple[int, int],
+    pool: str,
+    floor_replicas: int,
+    *,
+    groups: bool,
 ) -> Row:
-    """Deployment `owner` (and its on-demand floor's `floor_replicas`): its pods Ready, its count within `bounds`."""
+    """Deployment `owner`, or (`groups`) LeaderWorkerSet `owner` counted in groups Ready (its readyReplicas), and
+    its on-demand floor's `floor_replicas`: its pods Ready, its count within `bounds`."""
+    kind, unit = ("LeaderWorkerSet", "groups") if groups else ("Deployment", "replicas")
     low, high = bounds
     floor = f" ({floor_replicas} on the on-demand floor)" if floor_replicas else ""
-    planned = f"Deployment, {low}-{high} replicas{floor}{pool}"
+    planned = f"{kind}, {low}-{high} {unit}{floor}{pool}"
     if objs.owner is None:
-        return Row("pods", owner, planned, "not found", "breach", f"no Deployment {w.namespace}/{owner}")
+        return Row("pods", owner, planned, "not found", "breach", f"no {kind} {w.namespace}/{owner}")
     pods = _live(objs.pods)
     ready = [p for p in pods if is_true(p, "Ready")]
     # The on-demand floor's replicas are fixed: the plan's, beside what KEDA asks of the owner.
     desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + floor_replicas
-    observed = f"{len(ready)}/{desired} Ready"
-    return _count_row(owner, planned, observed, pods, len(ready), desired, bounds, "replicas")
+    if groups:
+        ready_units = int(status(objs.owner).get("readyReplicas") or 0)
+        observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
+    else:
+        ready_units, observed = len(ready), f"{len(ready)}/{desired} Ready"
+    return _count_row(owner, planned, observed, pods, ready_units, desired, bounds, unit)
 
 
 def _count_row(
@@ -122,19 +146,14 @@ def _count_row(
 
 def _owner_row(w: WorkloadPlan, objs: WorkloadObjects) -> Row:
     """A LeaderWorkerSet's groups or a RayService's workers."""
-    unit = "groups" if w.owner_kind == "LeaderWorkerSet" else "replicas"
+    if w.owner_kind == "LeaderWorkerSet":
+        return _pool_row(w, objs, w.name, (w.replicas_min, w.replicas_max), "", w.floor_replicas, groups=True)
     floor = f" ({w.floor_replicas} on the on-demand floor)" if w.floor_replicas else ""
-    planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} {unit}{floor}"
+    planned = f"{w.owner_kind}, {w.replicas_min}-{w.replicas_max} replicas{floor}"
     if objs.owner is None:
         return Row("pods", w.name, planned, "not found", "breach", f"no {_owner_ref(w)}")
     pods = _live(objs.pods)
-    ready = [p for p in pods if is_true(p, "Ready")]
-    if w.owner_kind == "RayService":
-        return _ray_serving_row(w, objs.owner, pods, ready, planned)
-    desired = int((objs.owner.get("spec") or EMPTY).get("replicas") or 0) + w.floor_replicas
-    ready_units = int(status(objs.owner).get("readyReplicas") or 0)
-    observed = f"{ready_units}/{desired} groups Ready ({count(len(ready), 'pod')} of {len(pods)})"
-    return _count_row(w.name, planned, observed, pods, ready_units, desired, (w.replicas_min, w.replicas_max), unit)
+    return _ray_serving_row(w, objs.owner, pods, [p for p in pods if is_true(p, "Ready")], planned)
 
 
 def _ray_serving_row(
@@ -231,7 +250,7 @@ def pod_starts(
     starts, slow, skipped = [], [], 0
     for pod in _live(objs.pods):
         began = created(pod)
-        if _role(w, pod) == "worker" or began is None:
+        if _role(w, pod).endswith("worker") or began is None:
             continue
         node_at = _node_created(pod, nodes)
         new_node = node_at is not None and node_at > began

@@ -35,7 +35,7 @@ from llm_eks.planner import Plan
 from llm_eks.planner.at_load import ObservedLoad, estimate_at_load
 from llm_eks.planner.drift import P99_MIN_SAMPLES
 from llm_eks.verify.checks_load import LoadSpec
-from llm_eks.verify.expected import PREFILL_ROLE, EnvironmentPlan, PhasePlan, PoolPlan, RoutePlan, WorkloadPlan
+from llm_eks.verify.expected import EnvironmentPlan, PhasePlan, PoolPlan, RoutePlan, WorkloadPlan, prefill_role
 
 # KubeRay 1.7.0 labels every Ray pod with its node type (ray-operator/controllers/ray/common/pod.go, labelPod; the
 # template's own labels cannot override it): the GPU workers are "worker".
@@ -131,12 +131,13 @@ def _workload(config: EnvironmentConfig, w: Workload, plan: Plan) -> WorkloadPla
 
 def _args(p: VllmProps, roles: tuple[Role, ...]) -> dict[str, tuple[str, ...]]:
     """The `vllm serve` arguments by pod role; a disaggregated workload's own pods decode (as its chart renders them:
-    the decode port and KV-transfer config) and its prefill pool's pods prefill."""
+    the decode port and KV-transfer config) and its prefill pool's pods prefill (their roles: prefill_role)."""
     if p.disaggregation is None:
         return {role: tuple(container_args(p, role)) for role in roles}
+    decode, prefill = replace(p, pd_role="decode"), replace(p, pd_role="prefill")
     return {
-        "server": tuple(container_args(replace(p, pd_role="decode"))),
-        PREFILL_ROLE: tuple(container_args(replace(p, pd_role="prefill"))),
+        **{role: tuple(container_args(decode, role)) for role in roles},
+        **{prefill_role(role): tuple(container_args(prefill, role)) for role in roles},
     }
 
 

@@ -13,8 +13,17 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 Engine: TypeAlias = Literal["vllm", "ray-serve"]
-# The `args` role of a disaggregated workload's prefill pods (its own pods decode, as "server").
+# The `args` role of a disaggregated workload's prefill pods (its own pods decode, as "server", or "leader" and
+# "worker" of a LeaderWorkerSet group).
 PREFILL_ROLE = "prefill"
+
+
+def prefill_role(role: str) -> str:
+    """The `args` role of a prefill pod of pod role `role`: PREFILL_ROLE for a server, `prefill-leader` and
+    `prefill-worker` for the pods of a prefill LeaderWorkerSet's groups."""
+    return PREFILL_ROLE if role == "server" else f"{PREFILL_ROLE}-{role}"
+
+
 # The object that owns a workload's serving pods.
 OwnerKind: TypeAlias = Literal["Deployment", "LeaderWorkerSet", "RayService"]
 
@@ -78,7 +87,7 @@ class PhasePlan:
     transfer_ms: float
     # The labels that tell its prefill pods from its decode pods (the endpoint picker's role label).
     prefill_pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # The prefill Deployment's replica bounds (its own ScaledObject's).
+    # The prefill Deployment's (or LeaderWorkerSet's groups') bounds (its own ScaledObject's).
     prefill_replicas_min: int = 0
     prefill_replicas_max: int = 0
 
@@ -104,7 +113,7 @@ class WorkloadPlan:
     # The image every serving pod runs (pinned by digest when images.lock.json has it).
     image: str
     # vLLM: the `vllm serve` arguments by pod role (server, or leader and worker of a LeaderWorkerSet group; a
-    # disaggregated workload's prefill pods: PREFILL_ROLE).
+    # disaggregated workload's prefill pods: prefill_role of theirs).
     args: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     # vLLM: the replicas of `<name>-floor`, the on-demand floor beside the owner KEDA scales (0: none).
     floor_replicas: int = 0

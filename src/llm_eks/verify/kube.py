@@ -241,7 +241,8 @@ class Kube:
                 pool = self.get(reads.INFERENCE_POOLS.path(w.route.backend_name, namespace))
         prefill = None
         if w.phases is not None:
-            prefill = self.get(reads.DEPLOYMENTS.path(w.phases.prefill_job, w.namespace))
+            # The prefill pool is the same kind as the decode pool (a LeaderWorkerSet where a replica spans nodes).
+            prefill = self.get(kind.path(w.phases.prefill_job, w.namespace))
         return WorkloadObjects(owner, tuple((pods or {}).get("items") or ()), route, pool, prefill)
 
 

@@ -192,19 +192,12 @@ def disaggregation_props(
 ) -> Disaggregation | None:
     """The prefill pool of a workload the plan disaggregates (its decision, or `disaggregation: on`): the planner's
     prefill replicas and each pool's NIXL --kv-transfer-config; None when it serves aggregated. A replica spanning
-    nodes is refused (one line): P/D is served one node per replica here."""
+    nodes is served as a LeaderWorkerSet per pool (the chart); the planner never disaggregates a pipeline-parallel
+    layout (planner/disaggregation.py)."""
     d = plan.disaggregation
     configs = None if d is None else d.kv_transfer_configs()
     if d is None or configs is None or d.disaggregated is None:
         return None
-    if plan.nodes_per_replica > 1:
-        raise fail(
-            E138,
-            f"{s.path}.disaggregation",
-            s.config.disaggregation,
-            f"a replica of {plan.model.id} spans {plan.nodes_per_replica} {plan.instance.instance_type} nodes; "
-            "prefill/decode pools are served one node per replica here: use disaggregation off",
-        )
     if config.gateway is None:
         raise fail(
             E138,

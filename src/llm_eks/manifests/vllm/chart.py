@@ -61,8 +61,10 @@ PUBLIC_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     # A replica spanning nodes: its LeaderWorkerSet (a custom resource, a plain object), and the floor's.
     ("leader_worker_set", "cdk8s.ApiObject | None"),
     ("floor_leader_worker_set", "cdk8s.ApiObject | None"),
-    # A disaggregated workload's prefill Deployment and the Service over its pods (`deployment` decodes).
+    # A disaggregated workload's prefill Deployment (or, a replica spanning nodes, its LeaderWorkerSet) and the
+    # Service over its pods (`deployment` or `leader_worker_set` decodes).
     ("prefill_deployment", "kplus.Deployment | None"),
+    ("prefill_leader_worker_set", "cdk8s.ApiObject | None"),
     ("prefill_service", "kplus.Service | None"),
     ("service", "kplus.Service"),
     ("pod_disruption_budget", "cdk8s.ApiObject"),
@@ -82,6 +84,11 @@ def floor_name(p: VllmProps) -> str:
     return f"{p.name}-floor"
 
 
+def _leaders(p: VllmProps) -> dict[str, str]:
+    """The label selecting only a LeaderWorkerSet group's leader (its workers serve no HTTP); none for a Deployment."""
+    return {LWS_WORKER_INDEX_LABEL: "0"} if p.nodes_per_replica > 1 else {}
+
+
 def _split(workload: kplus.Deployment | cdk8s.ApiObject) -> tuple[kplus.Deployment | None, cdk8s.ApiObject | None]:
     """(the Deployment, None) or (None, the LeaderWorkerSet)."""
     return (workload, None) if isinstance(workload, kplus.Deployment) else (None, workload)
@@ -98,6 +105,7 @@ class VllmChart(plus.PlusChart):
     leader_worker_set: cdk8s.ApiObject | None
     floor_leader_worker_set: cdk8s.ApiObject | None
     prefill_deployment: kplus.Deployment | None
+    prefill_leader_worker_set: cdk8s.ApiObject | None
     prefill_service: kplus.Service | None
     service: kplus.Service
     pod_disruption_budget: cdk8s.ApiObject
@@ -111,7 +119,7 @@ class VllmChart(plus.PlusChart):
         validate_vllm_props(props)
         self.props = props
         self.deployment = self.floor_deployment = self.prefill_deployment = None
-        self.leader_worker_set = self.floor_leader_worker_set = None
+        self.leader_worker_set = self.floor_leader_worker_set = self.prefill_leader_worker_set = None
         self.prefill_service = None
         self.compile_cache_job = self.compile_cache_service_account = None
         disaggregation = props.disaggregation
@@ -158,7 +166,7 @@ class VllmChart(plus.PlusChart):
             meta(props.name),
             # Only a group's leader serves (its workers run --headless); of a disaggregated workload, the decode
             # pods (their sidecar prefills a long prompt on the prefill pool).
-            {**serving, **role} if props.nodes_per_replica == 1 else {**serving, LWS_WORKER_INDEX_LABEL: "0"},
+            {**serving, **role, **_leaders(props)},
         )
         self.pod_disruption_budget = plain_object(
             self,
@@ -202,15 +210,16 @@ class VllmChart(plus.PlusChart):
         return plus.service(self, construct_id, obj)
 
     def _prefill(self, p: VllmProps, replicas: int, pool: dict[str, str], meta: Any) -> None:
-        """The prefill Deployment `<name>-prefill` (its own immutable selector, the workload's instance and pool), and
-        a Service over its pods for the workload's ServiceMonitor (its job label is the Service's name)."""
+        """The prefill Deployment (or LeaderWorkerSet) `<name>-prefill` (its own immutable selector, the workload's
+        instance and pool), and a Service over its pods (a group's leaders) for the workload's ServiceMonitor (its
+        job label is the Service's name)."""
         name = prefill_name(p.name)
         selector = selector_labels(PREFILL_APP, p.name)
         own = {**selector, "app.kubernetes.io/part-of": PART_OF}
-        self.prefill_deployment, _ = _split(
+        self.prefill_deployment, self.prefill_leader_worker_set = _split(
             self._serving(p, name, replicas, (own, {**own, **pool, ROLE_LABEL: "prefill"}), selector, meta, floor=False)
         )
-        self.prefill_service = self._service("service-prefill", meta(name), selector)
+        self.prefill_service = self._service("service-prefill", meta(name), {**selector, **_leaders(p)})
 
     def _serving(
         self,

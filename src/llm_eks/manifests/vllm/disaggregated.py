@@ -1,5 +1,14 @@
 """Prefill/decode disaggregation of a vLLM workload: a prefill Deployment (`<name>-prefill`, vLLM as NIXL KV
-producer) beside the decode Deployment (`<name>`, vLLM as KV consumer behind llm-d's routing sidecar).
+producer) beside the decode Deployment (`<name>`, vLLM as KV consumer behind llm-d's routing sidecar); where a replica
+spans nodes, a LeaderWorkerSet each, under the same names.
+
+A replica spanning nodes (data-parallel ranks over a LeaderWorkerSet group, as the aggregated path runs them): every
+pod of a group carries its pool's role label and the KV-transfer config, since each of its engines (the leader's and
+the workers' data-parallel ranks) is a NIXL producer or consumer with its own side channel (5600 + its global rank,
+on its own pod's address) and GPU agents; the InferencePool selects only the leaders (worker index 0), whose API
+servers serve the group's ranks, so the picker and the sidecar's allowlist name leaders only. The routing sidecar
+runs on the decode leader alone: the workers run --headless and serve no HTTP. vLLM 0.33 takes no pipeline-parallel
+pool (planner/disaggregation.py says where): validate_disaggregation refuses it.
 
 The request path: the endpoint picker runs its decode profile first, then (when its prefix-based decider says the
 uncached part of the prompt is long enough) the prefill profile, and sends the request to the chosen decode pod with
@@ -75,13 +84,14 @@ def prefill_name(name: str) -> str:
     return f"{name}-prefill"
 
 
-def validate_disaggregation(d: Disaggregation, nodes_per_replica: int, neuron: bool) -> None:
+def validate_disaggregation(d: Disaggregation, pipeline_parallel_size: int, neuron: bool) -> None:
     """One-line errors for what the chart cannot serve disaggregated."""
-    if nodes_per_replica > 1:
+    if pipeline_parallel_size > 1:
         raise ConfigError(
             E138,
-            f"disaggregation: not allowed with nodes_per_replica {nodes_per_replica}; prefill/decode pools are served "
-            "one node per replica here (a LeaderWorkerSet P/D is not built yet): use disaggregation off",
+            f"disaggregation: not allowed with pipeline_parallel_size {pipeline_parallel_size}; vLLM 0.33's "
+            "NixlConnector serves no pipeline-parallel pool (a decode engine with PP > 1 refuses to start, its reader "
+            "tells a PP > 1 prefill's stages apart by TP rank only): use a TP or DP x EP layout, or disaggregation off",
         )
     if neuron:
         raise ConfigError(E138, "disaggregation: not allowed on Neuron; the NIXL connector needs the GPU engine")

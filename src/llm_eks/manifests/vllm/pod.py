@@ -372,8 +372,9 @@ def serving_pod_spec(
     }
     if p.staged_weights is not None:
         pod_spec["initContainers"] = staged_weights_init_containers(p, role)
-    if p.pd_role == "decode" and p.disaggregation is not None:
-        # Last of the init containers: a native sidecar starts after the ones before it have finished.
+    if p.pd_role == "decode" and p.disaggregation is not None and role != "worker":
+        # Last of the init containers: a native sidecar starts after the ones before it have finished. A group's
+        # workers run --headless: only its leader serves, behind the sidecar.
         sidecar = sidecar_container(p.disaggregation, p.namespace, PORT, PORT_NAME)
         pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), sidecar]
         volumes.append(sidecar_token_volume())

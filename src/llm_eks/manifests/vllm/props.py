@@ -289,7 +289,7 @@ def validate_vllm_props(p: VllmProps) -> None:
     _validate_neuron(p)
     _validate_extra_engine_args(p)
     if p.disaggregation is not None:
-        validate_disaggregation(p.disaggregation, p.nodes_per_replica, p.neuron is not None)
+        validate_disaggregation(p.disaggregation, p.pipeline_parallel_size, p.neuron is not None)
     if p.ingress is not None:
         validate_ingress(p.ingress)
         if p.nodes_per_replica > 1:

@@ -36,7 +36,7 @@ from llm_eks.constructs.cluster_addons import (
     NODE_MONITORING_ADDON,
     VPC_CNI_POLICY,
 )
-from llm_eks.constructs.cluster_props import InferenceClusterProps
+from llm_eks.constructs.cluster_props import InferenceClusterProps as InferenceClusterProps  # re-exported
 from llm_eks.constructs.composition import ClusterComposition
 from llm_eks.constructs.compute_guard import ComputeModeGuard, ComputeModeGuardProps
 from llm_eks.constructs.log_encryption import encrypted_log_group

@@ -17,8 +17,8 @@ from llm_eks.manifests.vllm.disaggregated import ROLE_LABEL
 from llm_eks.planner import TIMES, PlanRequest, plan
 from tests.coded import raises_code
 from tests.kube_schema import assert_valid
-from tests.test_disaggregated_serving import EXAMPLE, _context, _engine_flags, _one, _synth
-from tests.test_vllm_flags import _check
+from tests.test_disaggregated_serving import EXAMPLE, _context, _one, _synth
+from tests.test_vllm_flags import _check, engine_flags
 from tests.upstream_wheels import VLLM, extracted, missing_reason
 
 ENV = "wide-ep"
@@ -194,7 +194,7 @@ def test_every_pod_runs_nixl_in_its_pool_s_role_and_its_data_parallel_ranks(obje
             assert args[args.index("--port") + 1] == port
             assert args[args.index("--data-parallel-address") + 1] == "$(LWS_LEADER_ADDRESS)"
             assert ("--headless" in args) == (kind == "worker")
-            _check(_engine_flags(args))
+            _check(engine_flags(args))
             if kind == "worker":
                 start = "--data-parallel-start-rank $((LWS_WORKER_INDEX * 8))"
                 assert vllm["command"][2].endswith(f'exec vllm serve "$@" {start}')

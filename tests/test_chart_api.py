@@ -104,8 +104,9 @@ BUILT_IN_RAW_OBJECTS = {
     "ValidatingAdmissionPolicy": ENVIRONMENT_RAW_OBJECTS["ValidatingAdmissionPolicy"],
     "ValidatingAdmissionPolicyBinding": ENVIRONMENT_RAW_OBJECTS["ValidatingAdmissionPolicyBinding"],
     "Namespace": "the gateway chart's namespace: on a chart with a namespace, cdk8s writes that namespace into a plain "
-    "Namespace's metadata and cdk8s-plus does not (plus.namespace), so moving it would change the synthesized text; "
-    "the workloads' namespaces are cdk8s-plus Namespaces",
+    "Namespace's metadata and cdk8s-plus does not (plus.namespace), so moving it changes the applied object's "
+    "identity (test_upgrade reads it as removing Namespace inference-gateway/inference-gateway, whose deletion would "
+    "take the gateway with it); the workloads' namespaces are cdk8s-plus Namespaces",
 }
 # The kinds cdk8s-plus builds (manifests/plus BUILDERS, and Namespace through plus.namespace): never plain.
 STANDARD_KINDS = {

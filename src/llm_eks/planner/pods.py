@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The extended resource EFA interfaces are requested as (Karpenter's `vpc.amazonaws.com/efa`, which the EFA device
-# plugin advertises): a multi-node replica's pods ask for all of their node's.
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-
 # Pods share a node with DaemonSets (CNI, kube-proxy, CSI drivers, device plugin, DCGM and node exporters, log
 # agent): keep this much of the node's allocatable CPU and memory for them.
 DAEMONSET_CPU_MILLICORES = 1000

@@ -3,12 +3,12 @@ cold start, warnings and pod requests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
 from llm_eks.catalog import auto_mode
-from llm_eks.catalog.accelerators import InstanceType
+from llm_eks.catalog.accelerators import PRICE_REGION, PRICES_READ, InstanceType
 from llm_eks.catalog.models import ModelSpec
 from llm_eks.planner.cold_start import ColdStart, ColdStartPath
 from llm_eks.planner.compute_mode import AUTO_MODE, NodeReplacement, image_source_on, node_replacement
@@ -17,8 +17,7 @@ from llm_eks.planner.kv_events import Scoring, kv_events_config
 from llm_eks.planner.kv_offload import Reuse, host_mib
 from llm_eks.planner.neuron.engine import NeuronLayout, neuron_flags
 from llm_eks.planner.neuron.sizing import NeuronFit
-from llm_eks.planner.pods import EFA_RESOURCE as EFA_RESOURCE  # re-exported: charts import it from here
-from llm_eks.planner.pods import PodResources
+from llm_eks.planner.pods import PodResources, vllm_host_mib
 from llm_eks.planner.request import PlanRequest
 from llm_eks.planner.sizing import Context, Fit
 
@@ -31,6 +30,11 @@ def layout_text(tp: int, pp: int, dp: int = 1, expert_parallel: bool = False) ->
     if expert_parallel:
         return f"DP{dp} TP{tp} EP{dp * tp}"
     return f"TP{tp} PP{pp}"
+
+
+# The extended resource EFA interfaces are requested as (Karpenter's `vpc.amazonaws.com/efa`, which the EFA device
+# plugin advertises): a multi-node replica's pods ask for all of their node's.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 
 # Plan warning ids: stable, so a user can acknowledge one (`cdk.Annotations.of(scope).acknowledge_warning(id, why)`)
@@ -444,10 +448,123 @@ class Plan:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready view (stable key order; `plan --json`), built in plan_json.py."""
-        from llm_eks.planner.plan_json import plan_dict
-
-        return plan_dict(self)
+        """JSON-ready view (stable key order)."""
+        inst = self.instance
+        return {
+            "summary": self.summary_line(),
+            "model": {
+                "id": self.model.id,
+                "served_model_name": self.served_model_name,
+                "checkpoint": self.checkpoint,
+                "parameters": self.model.parameters,
+                "weight_format": self.weight_format,
+                "kv_cache_dtype": self.kv_cache_dtype,
+                "max_model_len": self.max_model_len,
+            },
+            "instance": {
+                "instance_type": inst.instance_type,
+                "instance_family": inst.family,
+                "accelerator_name": inst.accelerator_name,
+                "accelerator_vendor": inst.accelerator_vendor,
+                "ray_accelerator_type": inst.ray_accelerator_type,
+                "karpenter_name": inst.karpenter_name,
+                "extended_resource": inst.extended_resource,
+                "accelerators_per_node": inst.accelerators,
+                "accelerator_memory_gib": round(inst.accelerator_memory_gib, 2),
+                "on_demand_usd_per_hour": inst.on_demand_usd_per_hour,
+                "efa_interfaces": inst.efa_interfaces,
+                "prices_read": PRICES_READ,
+                "price_region": PRICE_REGION,
+            },
+            "parallelism": {
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "pipeline_parallel_size": self.pipeline_parallel_size,
+                "gpus_per_replica": self.gpus_per_replica,
+                "nodes_per_replica": self.nodes_per_replica,
+                "replicas_per_node": self.replicas_per_node,
+                "gpus_per_pod": self.gpus_per_pod,
+                "layout": self.layout,
+                "data_parallel_size": self.data_parallel_size,
+                "data_parallel_size_local": self.data_parallel_size_local,
+                "expert_parallel_size": self.expert_parallel_size,
+                "efa_interfaces_per_pod": self.efa_interfaces_per_pod,
+            },
+            "memory": {
+                "weight_bytes": self.weight_bytes,
+                "checkpoint_bytes": self.checkpoint_bytes,
+                "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+                "kv_bytes_per_token": self.kv_bytes_per_token,
+                "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
+                "gpu_memory_bytes": self.gpu_memory_bytes,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "reserve_bytes_per_gpu": self.reserve_bytes_per_gpu,
+                "usable_bytes_per_gpu": self.usable_bytes_per_gpu,
+                "usable_bytes_per_replica": self.usable_bytes_per_replica,
+                "kv_cache_bytes_per_gpu": self.kv_cache_bytes_per_gpu,
+                "kv_cache_tokens": self.kv_cache_tokens,
+            },
+            "concurrency": {
+                "target": self.request.target_concurrency,
+                "typical_tokens": self.request.typical_tokens,
+                "at_typical_size": self.max_concurrency_typical,
+                "at_full_context": self.max_concurrency_full_context,
+                "meets_target": self.meets_target,
+                "itl_estimate_ms": self.itl_estimate_ms,
+                "tpot_estimate_ms": self.tpot_estimate_ms,
+                "ttft_estimate_ms": self.ttft_estimate_ms,
+                "output_tokens_per_s": self.output_tokens_per_s,
+            },
+            "cost": {
+                "usd_per_replica_hour": self.cost_per_replica_hour,
+                "warm_replicas": self.request.warm_replicas,
+                "warm_headroom_usd_per_hour": self.warm_headroom_usd_per_hour,
+            },
+            "compute": {
+                "mode": self.request.compute,
+                "auto_mode_fee_usd_per_hour": (
+                    auto_mode.fee_usd_per_hour(inst.instance_type) if self.request.compute == AUTO_MODE else None
+                ),
+                "node_replacement": {
+                    "every_days": self.node_replacement.every_days,
+                    "restarts_per_replica_month": self.node_replacement.restarts_per_replica_month,
+                    "restart_s": self.node_replacement.restart_s,
+                    "why": self.node_replacement.why,
+                },
+            },
+            "cold_start": {
+                "image_pull_s": self.cold_start.image_pull_s,
+                "weights_s": self.cold_start.weights_s,
+                "weights_source": self.request.weights_source,
+                "image_source": self.node_image_source,
+                "warmup_s": self.cold_start.warmup_s,
+                "total_s": self.cold_start.total_s,
+                "startup_s": self.cold_start.startup_s,
+                "node_provision_s": self.cold_start.node_provision_s,
+                "scale_out_s": self.cold_start.scale_out_s,
+                "paths": [asdict(path) for path in self.cold_start_paths],
+            },
+            "pod_resources": {
+                "cpu": self.pod_resources.cpu,
+                "memory": self.pod_resources.memory,
+                self.extended_resource: self.gpus_per_pod,
+                **({EFA_RESOURCE: self.efa_interfaces_per_pod} if self.efa_interfaces_per_pod else {}),
+            },
+            "engine_args": list(self.engine_args),
+            "disaggregation": None if self.disaggregation is None else self.disaggregation.to_dict(),
+            "kv_offload": {
+                "setting": self.request.kv_offload,
+                "gib_per_engine": self.kv_offload_gib,
+                "engines_per_pod": self.engines_per_pod,
+                "host_mib_per_pod": self.kv_offload_mib_per_pod,
+                "vllm_host_mib_per_pod": vllm_host_mib(self.gpus_per_pod),
+                "backend": None if self.kv_offload_gib is None else "native",
+            },
+            "prefix_reuse": None if self.prefix_reuse is None else self.prefix_reuse.to_dict(),
+            "prefix_cache": None if self.prefix_cache is None else self.prefix_cache.to_dict(),
+            "assumptions": list(self.assumptions),
+            "warnings": [{"id": w.id, "message": w.message} for w in self.warnings],
+            **({"neuron": self.neuron.to_dict()} if self.neuron is not None else {}),
+        }
 
 
 def tokens_text(n: int) -> str:

@@ -21,7 +21,8 @@ from llm_eks.planner import PlanRequest, plan
 from llm_eks.planner.at_load import ObservedLoad, estimate_at_load
 from llm_eks.planner.drift import DRIFT_RATIOS, drift_ratio, drifted
 from llm_eks.planner.latency import FITTED, FIXTURE_SHA256, PEAKS, StepShape, all_reduce_us, step_time
-from llm_eks.planner.result import WARN_TTFT, Plan
+from llm_eks.planner.plan_warnings import WARN_TTFT
+from llm_eks.planner.result import Plan
 from llm_eks.planner.sizing import Context, evaluate
 from llm_eks.verify import checks_metrics
 

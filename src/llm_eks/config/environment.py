@@ -24,8 +24,8 @@ from llm_eks.config.workload_options import (
 )
 from llm_eks.planner.compute_mode import COMPUTE_MODES, KARPENTER
 from llm_eks.planner.engine import GPU_MEMORY_UTILIZATION
+from llm_eks.planner.plan_warnings import WARN_NO_EFA
 from llm_eks.planner.request import PlanRequest
-from llm_eks.planner.result import WARN_NO_EFA
 from llm_eks.versions import KUBERNETES_VERSION
 
 ENGINES = ("vllm", "ray-serve")

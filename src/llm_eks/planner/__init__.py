@@ -25,6 +25,7 @@ constructs and charts use.
     kv_offload    the CPU KV tier (vLLM --kv-offloading-size): its host memory, and the prefix reuse of multi-turn chat
     kv_events     precise prefix-cache routing: when a workload gets it, and vLLM's --kv-events-config
     engine        the vLLM engine settings a plan carries, and their `vllm serve` flags and Ray engine_kwargs
+    plan_warnings the warnings a plan carries, with ids a user can acknowledge
     result        Plan and what it carries
 """
 
@@ -37,19 +38,18 @@ from llm_eks.planner.cold_start import ColdStart
 from llm_eks.planner.kv_offload import Reuse, reuse
 from llm_eks.planner.memory import GIB
 from llm_eks.planner.parallelism import valid_tensor_parallel_sizes
-from llm_eks.planner.pods import PodResources
-from llm_eks.planner.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
-from llm_eks.planner.result import (
-    TIMES,
+from llm_eks.planner.plan_warnings import (
     WARN_CONCURRENCY,
     WARN_ITL,
     WARN_NO_EFA,
     WARN_NO_PRICE,
     WARN_RESERVATION,
     WARNING_IDS,
-    Plan,
     PlanWarning,
 )
+from llm_eks.planner.pods import PodResources
+from llm_eks.planner.request import KV_CACHE_DTYPES, WEIGHT_FORMATS, WEIGHTS_SOURCES, LoraAdapters, PlanRequest
+from llm_eks.planner.result import TIMES, Plan
 from llm_eks.planner.search import planned
 from llm_eks.planner.sizing import Context, Fit
 

@@ -30,8 +30,9 @@ from llm_eks.catalog.accelerators import CATALOG as INSTANCE_CATALOG
 from llm_eks.catalog.accelerators import InstanceType
 from llm_eks.error_codes import E209
 from llm_eks.errors import ConfigError
+from llm_eks.planner.plan_warnings import WARN_NO_EFA
 from llm_eks.planner.request import MAX_NODES_PER_REPLICA, PlanRequest
-from llm_eks.planner.result import TIMES, WARN_NO_EFA, Plan
+from llm_eks.planner.result import TIMES, Plan
 
 # How a caller names "set field to value" (a CLI flag, a cdk.json path); None: the caller has no such setting.
 Setting = Callable[[str, Any], "str | None"]

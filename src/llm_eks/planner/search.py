@@ -19,18 +19,10 @@ from llm_eks.planner.fixes import NoFitError, find_fixes
 from llm_eks.planner.kv_cache import cdiv
 from llm_eks.planner.neuron.plan import plan_on_neuron
 from llm_eks.planner.parallelism import candidate_shapes, expert_parallel_shapes
+from llm_eks.planner.plan_warnings import WARN_CONCURRENCY, WARN_NO_EFA, WARN_NO_PRICE, PlanWarning, slo_warnings
 from llm_eks.planner.pods import vllm_host_mib
 from llm_eks.planner.request import PlanRequest
-from llm_eks.planner.result import (
-    TIMES,
-    WARN_CONCURRENCY,
-    WARN_NO_EFA,
-    WARN_NO_PRICE,
-    Plan,
-    PlanWarning,
-    layout_text,
-    slo_warnings,
-)
+from llm_eks.planner.result import TIMES, Plan, layout_text
 from llm_eks.planner.shape import (
     expert_parallel_does_not_fit,
     expert_parallel_not_on,

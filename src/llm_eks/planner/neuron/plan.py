@@ -25,14 +25,8 @@ from llm_eks.planner.neuron.sizing import (
     evaluate,
     largest_fitting_length,
 )
-from llm_eks.planner.result import (
-    TIMES,
-    WARN_CONCURRENCY,
-    WARN_NO_PRICE,
-    Plan,
-    PlanWarning,
-    slo_warnings,
-)
+from llm_eks.planner.plan_warnings import WARN_CONCURRENCY, WARN_NO_PRICE, PlanWarning, slo_warnings
+from llm_eks.planner.result import TIMES, Plan
 from llm_eks.planner.sizing import Context
 
 GIB = 1024**3

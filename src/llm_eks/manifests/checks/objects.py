@@ -228,7 +228,7 @@ def pod_templates(objects: Sequence[Mapping[str, Any]], *, daemonsets: bool = Fa
         elif group == "ray.io" and kind in ("RayCluster", "RayService", "RayJob"):
             yield from _ray_templates(obj, ray_cluster_spec(obj))
         elif group == "gateway.envoyproxy.io" and kind == "EnvoyProxy":
-            yield from _envoy_templates(obj, mapping_at(spec, "provider", "kubernetes", "envoyDeployment"))
+            yield from _envoy_templates(obj, objects)
         elif group == "leaderworkerset.x-k8s.io" and kind == "LeaderWorkerSet":
             lwt = mapping_at(spec, "leaderWorkerTemplate")
             # Groups at the maximum scale: a ScaledObject or HPA on the LeaderWorkerSet (its scale subresource
@@ -255,18 +255,104 @@ def pod_templates(objects: Sequence[Mapping[str, Any]], *, daemonsets: bool = Fa
                 yield PodTemplate(obj, "", worker, groups * size, f"{source} x size {size}", fix, size, worker_meta)
 
 
-def _envoy_templates(obj: Mapping[str, Any], deployment: Mapping[str, Any]) -> Iterator[PodTemplate]:
-    """The Envoy pods Envoy Gateway makes of an EnvoyProxy: its `envoyDeployment.pod` placement and the Envoy
-    container's resources (envoyproxy/gateway v1.9.0 api/v1alpha1/shared_types.go KubernetesDeploymentSpec; one
-    replica when unset, DefaultDeploymentReplicas in the same file). The sidecars added at deploy
-    time (Envoy Gateway's shutdown manager, the AI Gateway's external processor) are not counted."""
+# The containers Envoy Gateway and the AI Gateway add to every Envoy pod beside Envoy. Envoy Gateway v1.9.0's
+# shutdown manager is a regular container with fixed requests that no EnvoyProxy field sets (envoyproxy/gateway v1.9.0
+# internal/infrastructure/kubernetes/proxy/resource.go expectedProxyContainers: Resources
+# DefaultShutdownManagerContainerResourceRequirements(); api/v1alpha1/shared_types.go: 10m cpu, 32Mi memory).
+SHUTDOWN_MANAGER: Mapping[str, Any] = {
+    "name": "shutdown-manager",
+    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+}
+# envoyproxy/ai-gateway v1.1.0 internal/controller/gateway_mutator.go (extProcContainerName, the annotation
+# GatewayConfigAnnotationKey names the Gateway's GatewayConfig in its namespace).
+EXTPROC_CONTAINER = "ai-gateway-extproc"
+GATEWAY_CONFIG_ANNOTATION = "aigateway.envoyproxy.io/gateway-config"
+_AI_GATEWAY = "aigateway.envoyproxy.io"
+_GATEWAY_API = "gateway.networking.k8s.io"
+
+
+def _names_envoy_proxy(ref: Mapping[str, Any], name: str) -> bool:
+    return (ref.get("group"), ref.get("kind"), ref.get("name")) == ("gateway.envoyproxy.io", "EnvoyProxy", name)
+
+
+def _gateways(proxy: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The Gateways whose Envoy pods this EnvoyProxy shapes: its own `infrastructure.parametersRef`, else its
+    GatewayClass's `parametersRef` (which names the EnvoyProxy's namespace)."""
+    _, ns, name = _meta(proxy)
+    classes = {
+        _meta(o)[2]
+        for o in objects
+        if group_kind(o) == (_GATEWAY_API, "GatewayClass")
+        and _names_envoy_proxy(mapping_at(o, "spec", "parametersRef"), name)
+        and value_at(o, "spec", "parametersRef", "namespace") == ns
+    }
+    found = []
+    for gateway in objects:
+        if group_kind(gateway) != (_GATEWAY_API, "Gateway"):
+            continue
+        own = mapping_at(gateway, "spec", "infrastructure", "parametersRef")
+        if own:
+            if _meta(gateway)[1] == ns and _names_envoy_proxy(own, name):
+                found.append(gateway)
+        elif value_at(gateway, "spec", "gatewayClassName") in classes:
+            found.append(gateway)
+    return found
+
+
+def _extproc(gateway: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The AI Gateway's external processor in the Gateway's Envoy pods, or None when it adds none.
+
+    Its mutating webhook adds it only while an AIGatewayRoute or MCPRoute names the Gateway as a parent (name, and
+    namespace defaulting to the route's); from Kubernetes 1.33 as a native sidecar (an init container with
+    restartPolicy Always), before as a regular container: either way its requests add to Envoy's. Its resources are
+    the Gateway's GatewayConfig's `extProc.kubernetes.resources`, none without one (envoyproxy/ai-gateway v1.1.0
+    internal/controller/gateway_mutator.go mutatePod, parentRefsMatchGateway, fetchGatewayConfig;
+    internal/controller/extproc_builder.go buildExtProcContainer; internal/controller/controller.go
+    isKubernetes133OrLater)."""
+    _, ns, name = _meta(gateway)
+    routed = any(
+        group_kind(route) in ((_AI_GATEWAY, "AIGatewayRoute"), (_AI_GATEWAY, "MCPRoute"))
+        and any(
+            ref.get("name") == name and (ref.get("namespace") or _meta(route)[1]) == ns
+            for ref in mappings_at(route, "spec", "parentRefs")
+        )
+        for route in objects
+    )
+    if not routed:
+        return None
+    config = value_at(gateway, "metadata", "annotations", GATEWAY_CONFIG_ANNOTATION)
+    resources = next(
+        (
+            mapping_at(o, "spec", "extProc", "kubernetes", "resources")
+            for o in objects
+            if group_kind(o) == (_AI_GATEWAY, "GatewayConfig") and _meta(o)[1:] == (ns, config)
+        ),
+        {},
+    )
+    return {"name": EXTPROC_CONTAINER, "restartPolicy": "Always", "resources": resources}
+
+
+def _envoy_templates(proxy: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> Iterator[PodTemplate]:
+    """The Envoy pods Envoy Gateway makes of an EnvoyProxy, one Deployment per Gateway that uses it: its
+    `envoyDeployment.pod` placement, its init containers, the Envoy container's resources (envoyproxy/gateway v1.9.0
+    api/v1alpha1/shared_types.go KubernetesDeploymentSpec; one replica when unset, DefaultDeploymentReplicas in the
+    same file), the shutdown manager, and the AI Gateway's external processor when it adds one (`_extproc`)."""
+    deployment = mapping_at(proxy, "spec", "provider", "kubernetes", "envoyDeployment")
     if not deployment:
         return
     pod = mapping_at(deployment, "pod")
     placement = {key: pod[key] for key in ("nodeSelector", "tolerations", "affinity") if key in pod}
-    container = {"name": "envoy", "resources": mapping_at(deployment, "container", "resources")}
+    envoy = {"name": "envoy", "resources": mapping_at(deployment, "container", "resources")}
     count = as_int(deployment.get("replicas"), 1)
-    yield PodTemplate(obj, "envoy", {**placement, "containers": [container]}, count, f"replicas {count}", "")
+    gateways = _gateways(proxy, objects)
+    # Without a Gateway in the objects, one template of what every Envoy pod of it has.
+    targets: list[Mapping[str, Any] | None] = [*gateways] or [None]
+    for gateway in targets:
+        extproc = _extproc(gateway, objects) if gateway is not None else None
+        init = [*mappings_at(deployment, "initContainers"), *([extproc] if extproc else [])]
+        spec = {**placement, "containers": [envoy, SHUTDOWN_MANAGER], **({"initContainers": init} if init else {})}
+        part = f"envoy of Gateway {_meta(gateway)[2]}" if gateway is not None and len(gateways) > 1 else "envoy"
+        yield PodTemplate(proxy, part, spec, count, f"replicas {count}", "")
 
 
 def part_prefix(template: PodTemplate) -> str:

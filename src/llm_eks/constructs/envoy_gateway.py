@@ -11,7 +11,8 @@ Three parts, in this order:
      and the AI Gateway as extension server. Its CRDs come from `PinnedCrds` (`crds.enabled: false`): Helm never
      upgrades a chart's crds/, and that subchart also carries the Gateway API experimental channel;
   3. `aieg` (chart ai-gateway-helm) in `envoy-ai-gateway-system`: the controller (AIGatewayRoute -> HTTPRoute, the
-     extension server, and a mutating webhook that adds its external processor to every Envoy pod).
+     extension server, and a mutating webhook that adds its external processor to the Envoy pods of every Gateway
+     an AI route names).
 
 Whatever creates Gateways of this controller, AIGatewayRoutes or Envoy Gateway policies must come after it and after
 the CRDs (`crds.ENVOY_GATEWAY_CRDS`, `AI_GATEWAY_CRDS`, `GATEWAY_API_CRDS`, `INFERENCE_POOL_CRD`, `LLMD_CRDS`), which

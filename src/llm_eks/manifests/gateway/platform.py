@@ -135,8 +135,8 @@ def ai_gateway_namespace(
     monitoring_namespace: str = netpol.MONITORING_NAMESPACE,
 ) -> list[dict[str, Any]]:
     """Envoy Gateway's controller calls the AI Gateway's extension server (1063) on every translation; the API server
-    calls its pod mutating webhook (9443), which adds the external processor to every Envoy pod; Prometheus scrapes
-    it. Its QuotaPolicy xDS port (18002) stays closed: nothing here uses QuotaPolicy."""
+    calls its pod mutating webhook (9443), which adds the external processor to the Envoy pods of a Gateway an AI
+    route names; Prometheus scrapes it. Its QuotaPolicy xDS port (18002) stays closed: nothing here uses QuotaPolicy."""
     return [
         netpol.namespace(ns, "restricted"),
         netpol.default_deny(ns),

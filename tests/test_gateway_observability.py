@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from llm_eks.manifests.gateway.observability import FAULTS, REFUSED
+from llm_eks.manifests.gateway.usage import INPUT_RECORD, OUTPUT_RECORD
 from llm_eks.manifests.promql import check_promql
 from llm_eks.manifests.promql_parse import parse_promql
 from tests.gateway_cases import BODY, charts, flat, one
 from tests.kube_schema import assert_valid
 from tests.promtool import run_rule_tests
-from tests.promtool_cases import render, series_text
+from tests.promtool_cases import render, sample, series_text
 from tests.promtool_fault_cases import picker_standby_missing
 
 SPAN = "60"
@@ -29,11 +30,16 @@ def objects() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def groups(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     rule = one(objects, "PrometheusRule", "inference-alerts")
     assert rule["metadata"]["namespace"] == "inference-gateway"
-    (group,) = rule["spec"]["groups"]
-    return group["rules"]
+    return {g["name"]: g["rules"] for g in rule["spec"]["groups"]}
+
+
+@pytest.fixture(scope="module")
+def rules(groups: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    assert set(groups) == {"inference-gateway.alerts", "inference-gateway.usage"}
+    return groups["inference-gateway.alerts"]
 
 
 def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
@@ -224,6 +230,67 @@ def test_every_gateway_alert_passes_promtool(
     run_rule_tests(tmp_path, "gateway", [{"name": "gateway", "rules": rules}], tests)
 
 
+def _tokens(
+    tenant: str, model: str, kind: str, per_minute: int, pod: str = "envoy-a", namespace: str = ""
+) -> dict[str, str]:
+    """One Envoy pod's gen_ai_client_token_usage_sum (AI Gateway v1.1.0 internal/metrics/genai.go attributes)."""
+    labels = {
+        **ENVOY,
+        **({"namespace": namespace} if namespace else {}),
+        "pod": pod,
+        "tenant": tenant,
+        "gen_ai_original_model": model,
+        "gen_ai_request_model": model,
+        "gen_ai_response_model": model,
+        "gen_ai_operation_name": "chat",
+        "gen_ai_provider_name": "openai",
+        "gen_ai_token_type": kind,
+    }
+    return _series("gen_ai_client_token_usage_sum", labels, f"0+{per_minute}x{SPAN}")
+
+
+def test_the_usage_records_hold_each_tenants_tokens_per_model_over_the_hour(
+    groups: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """Summed over the Envoy pods, split by tenant and model; another type (cached input) and another namespace's
+    gateway are not counted."""
+    inputs = [
+        _tokens("team-a", "llama", "input", 100),
+        _tokens("team-a", "llama", "input", 50, pod="envoy-b"),
+        _tokens("team-a", "llama", "output", 20),
+        _tokens("team-a", "qwen", "input", 7),
+        _tokens("team-b", "llama", "output", 3, pod="envoy-b"),
+        _tokens("team-a", "llama", "cached_input", 1000),
+        _tokens("team-a", "llama", "input", 1000, namespace="other-gateway"),
+    ]
+    gw = {"namespace": "inference-gateway"}
+
+    def row(tenant: str, model: str) -> dict[str, str]:
+        return {**gw, "tenant": tenant, "gen_ai_original_model": model}
+
+    checks = [
+        # 60 minutes of a counter rising every minute: increase over the hour is 60 x the rise.
+        {
+            "expr": INPUT_RECORD,
+            "eval_time": "60m",
+            "exp_samples": [
+                sample(INPUT_RECORD, row("team-a", "llama"), 150 * 60),
+                sample(INPUT_RECORD, row("team-a", "qwen"), 7 * 60),
+            ],
+        },
+        {
+            "expr": OUTPUT_RECORD,
+            "eval_time": "60m",
+            "exp_samples": [
+                sample(OUTPUT_RECORD, row("team-a", "llama"), 20 * 60),
+                sample(OUTPUT_RECORD, row("team-b", "llama"), 3 * 60),
+            ],
+        },
+    ]
+    test = {"name": "usage records", "interval": "1m", "input_series": inputs, "promql_expr_test": checks}
+    run_rule_tests(tmp_path, "usage", [{"name": "usage", "rules": groups["inference-gateway.usage"]}], [test])
+
+
 def test_the_refusal_outcomes_are_the_pickers_own() -> None:
     """llm-d router v0.10.0 pkg/epp/flowcontrol/types/outcomes.go: the refusals, and not Dispatched or a client's
     own cancellation."""
@@ -246,6 +313,7 @@ def test_the_dashboard_shows_each_tenants_traffic(objects: list[dict[str, Any]])
         "Refused by flow control per tenant",
         "Requests and errors per tenant (every model)",
         "Tokens per tenant (every model)",
+        "Tokens per tenant and model, last hour (usage)",
     ]
     for panel in dashboard["panels"]:
         for target in panel["targets"]:

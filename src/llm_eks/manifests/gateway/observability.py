@@ -44,6 +44,7 @@ from llm_eks.manifests.gateway.platform import (
     VALKEY,
 )
 from llm_eks.manifests.gateway.props import GatewayProps, ModelRoute, PoolBackend
+from llm_eks.manifests.gateway.usage import usage_panel, usage_rules
 from llm_eks.manifests.monitoring_model import alert_rule, dashboard_uid
 from llm_eks.manifests.promql import ksm_workload, selector
 from llm_eks.manifests.source import builds_objects
@@ -383,14 +384,14 @@ def tenant_panels(p: GatewayProps) -> tuple[ExtraPanel, ...]:
 
 @builds_objects
 def gateway_monitoring(p: GatewayProps) -> list[dict[str, Any]]:
-    """The PrometheusRule and the dashboard ConfigMap."""
+    """The PrometheusRule (the alerts, and the usage records of usage.py) and the dashboard ConfigMap."""
     name = f"{p.name}-gateway"
     dashboard = panels_dashboard(
         dashboard_uid(name),
         f"llm-eks gateway: {p.namespace}/{p.name}",
         "Every tenant's traffic through the inference gateway: requests, tokens, time held and refusals.",
         ("llm-eks", "gateway"),
-        tenant_panels(p),
+        (*tenant_panels(p), usage_panel(p.namespace)),
     )
     alerts = meta(f"{p.name}-alerts", p.namespace)
     board = meta(f"{p.name}-dashboard", p.namespace)
@@ -400,7 +401,12 @@ def gateway_monitoring(p: GatewayProps) -> list[dict[str, Any]]:
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PrometheusRule",
             "metadata": alerts,
-            "spec": {"groups": [{"name": f"{name}.alerts", "rules": gateway_alert_rules(p)}]},
+            "spec": {
+                "groups": [
+                    {"name": f"{name}.alerts", "rules": gateway_alert_rules(p)},
+                    {"name": f"{name}.usage", "rules": usage_rules(p.namespace)},
+                ]
+            },
         },
         {
             "apiVersion": "v1",

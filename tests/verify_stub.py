@@ -284,7 +284,9 @@ class StubApiServer:
             if path != PROXY + "/api/v1/query":
                 return 404, {"status": "error", "errorType": "not_found", "error": "404 page not found"}
             self.queries.append(qs["query"][0])
-            return self.prometheus.query(qs["query"][0], self.at)
+            # Without `time` Prometheus evaluates now: here, the end of the cluster's scenario; with it (usage), then.
+            at = float(qs["time"][0]) if "time" in qs else self.at
+            return self.prometheus.query(qs["query"][0], at)
         kind = KINDS[info.resource]
         found = [
             o

@@ -696,6 +696,22 @@ E506 = ErrorCode(
     "Deploy the environment with the canary first, then step it.",
     "how-to/promote.md",
 )
+E507 = ErrorCode(
+    507,
+    "Usage window not allowed",
+    "A --from or --to time of `llm-eks usage` is not an ISO 8601 time, --to lies in the future, or the window is "
+    "shorter than a minute.",
+    "Give UTC times such as 2026-11-01 or 2026-11-01T09:00:00Z, --from at least a minute before --to.",
+    "how-to/share-an-endpoint.md",
+)
+E508 = ErrorCode(
+    508,
+    "No tenants to report",
+    "`llm-eks usage` was asked about an environment without a gateway: no tenant is authenticated, so no token is "
+    "counted per tenant.",
+    "Declare `gateway` (and its `tenants`) in the environment, or ask about one that has them.",
+    "how-to/share-an-endpoint.md",
+)
 
 # Command line: arguments of `llm-eks`.
 E600 = ErrorCode(

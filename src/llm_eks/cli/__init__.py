@@ -7,6 +7,7 @@
     verify     hold a deployed environment against its plan, through the kubeconfig
     canary     move a workload's traffic to its next version step by step, verifying each step
     rollback   send a workload's traffic back to its current version
+    usage      tokens each gateway tenant used per model over a window (billing, chargeback)
 
 Bad input exits 2 with one line on stderr, never a traceback. A command imports what it needs when it runs, so
 `llm-eks plan` never loads aws_cdk, cdk8s or jsii; the commands that do (`starts_jsii`) first check the Node.js jsii
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from llm_eks import __version__
-from llm_eks.cli import canary, images, manifests, models, plan, verify
+from llm_eks.cli import canary, images, manifests, models, plan, usage, verify
 from llm_eks.cli.parsing import Parser, UsageError
 from llm_eks.error_codes import E600
 from llm_eks.errors import ConfigError
@@ -37,6 +38,7 @@ def parser() -> Parser:
     models.add_parser(commands)
     verify.add_parser(commands)
     canary.add_parser(commands)
+    usage.add_parser(commands)
     return top
 
 

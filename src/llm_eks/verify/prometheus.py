@@ -157,11 +157,12 @@ class Prometheus:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
 
-    def query(self, expr: str) -> list[Sample]:
-        """The instant vector `expr` evaluates to now. ClusterError when Prometheus cannot be reached through the
-        proxy or refuses the query."""
+    def query(self, expr: str, at: float | None = None) -> list[Sample]:
+        """The instant vector `expr` evaluates to now, or at the Unix time `at`. ClusterError when Prometheus cannot
+        be reached through the proxy or refuses the query."""
         where = f"{reads.PROMETHEUS_NAMESPACE}/{reads.PROMETHEUS_PROXY_NAME}"
-        status, body = self.transport.raw(reads.prometheus_query_path(), [("query", expr)])
+        params = [("query", expr)] + ([("time", f"{at:.3f}")] if at is not None else [])
+        status, body = self.transport.raw(reads.prometheus_query_path(), params)
         try:
             parsed: Any = json.loads(body)
         except ValueError:

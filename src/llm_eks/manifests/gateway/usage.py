@@ -2,14 +2,19 @@
 gateway counted them, in the gateway's PrometheusRule (hourly records, a dashboard panel) and in the query
 `llm-eks usage` sends for any window.
 
-The source is the AI Gateway's `gen_ai.client.token.usage` histogram (envoyproxy/ai-gateway v1.1.0
-internal/metrics/genai.go: unit token, one observation per response with the tokens of its `usage`, attribute
-`gen_ai.token.type` = `input` or `output`, the model the client asked for in `gen_ai.original.model`), which
-Prometheus holds as `gen_ai_client_token_usage_sum` (the release's examples/monitoring/grafana-dashboard.json reads
-that name). Its `_sum` is the tokens counted, its `_count` the responses. The `tenant` label is the tenant header the
-gateway's own filter sets after authentication (tenant_filter.py), copied into the metrics by the controller's
-`metricsRequestHeaderAttributes` (constructs/envoy_gateway.py `ai_gateway_values`, set by infra/stack.py): a client
-cannot choose it.
+The source is the AI Gateway's `gen_ai.client.token.usage` histogram (envoyproxy/ai-gateway v1.1.0, c217da8:
+internal/metrics/genai.go, unit token, the model the client asked for in `gen_ai.original.model`;
+internal/metrics/metrics_impl.go `RecordTokenUsage`, one observation per response and token type), which Prometheus
+holds as `gen_ai_client_token_usage_sum` (the release's examples/monitoring/grafana-dashboard.json reads that name and
+sums `gen_ai_token_type=~"input|output"`). Only `input` and `output` are read: `input` already holds the cached and
+cache-creation tokens (internal/metrics/metrics.go `ExtractTokenUsageFromExplicitCaching`), which are recorded again
+as `cached_input` and `cache_creation_input`, and `reasoning` is recorded apart; adding them would count twice.
+
+The `tenant` label is the tenant header the gateway's own filter sets after authentication (tenant_filter.py), copied
+into the metric's attributes by the controller's `--metricsRequestHeaderAttributes` (v1.1.0
+manifests/charts/ai-gateway-helm/values.yaml:110 `controller.metricsRequestHeaderAttributes`, passed on by
+templates/deployment.yaml:71-72; metrics_impl.go `buildBaseAttributes` names the attribute as mapped), which
+constructs/envoy_gateway.py `ai_gateway_values` sets from infra/stack.py: a client cannot choose it.
 
 `increase()` over a counter reads what was scraped inside the window and extrapolates to its edges, so a window's
 figure is exact to within the tokens of one scrape interval at each end; an Envoy pod's restart resets its counters,

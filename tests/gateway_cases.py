@@ -122,3 +122,21 @@ def all_of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     return found
+
+
+def token_labels(tenant: str, model: str, kind: str, pod: str, namespace: str = "inference-gateway") -> dict[str, str]:
+    """The labels of one Envoy pod's gen_ai_client_token_usage series: the AI Gateway v1.1.0's attributes
+    (internal/metrics/metrics_impl.go buildBaseAttributes and RecordTokenUsage), the tenant header's attribute and the
+    PodMonitor's target labels."""
+    return {
+        "namespace": namespace,
+        "job": f"{namespace}/inference",
+        "pod": pod,
+        "tenant": tenant,
+        "gen_ai_original_model": model,
+        "gen_ai_request_model": model,
+        "gen_ai_response_model": model,
+        "gen_ai_operation_name": "chat",
+        "gen_ai_provider_name": "openai",
+        "gen_ai_token_type": kind,
+    }

@@ -15,7 +15,7 @@ from llm_eks.manifests.gateway.observability import FAULTS, REFUSED
 from llm_eks.manifests.gateway.usage import INPUT_RECORD, OUTPUT_RECORD
 from llm_eks.manifests.promql import check_promql
 from llm_eks.manifests.promql_parse import parse_promql
-from tests.gateway_cases import BODY, charts, flat, one
+from tests.gateway_cases import BODY, charts, flat, one, token_labels
 from tests.kube_schema import assert_valid
 from tests.promtool import run_rule_tests
 from tests.promtool_cases import render, sample, series_text
@@ -233,19 +233,8 @@ def test_every_gateway_alert_passes_promtool(
 def _tokens(
     tenant: str, model: str, kind: str, per_minute: int, pod: str = "envoy-a", namespace: str = ""
 ) -> dict[str, str]:
-    """One Envoy pod's gen_ai_client_token_usage_sum (AI Gateway v1.1.0 internal/metrics/genai.go attributes)."""
-    labels = {
-        **ENVOY,
-        **({"namespace": namespace} if namespace else {}),
-        "pod": pod,
-        "tenant": tenant,
-        "gen_ai_original_model": model,
-        "gen_ai_request_model": model,
-        "gen_ai_response_model": model,
-        "gen_ai_operation_name": "chat",
-        "gen_ai_provider_name": "openai",
-        "gen_ai_token_type": kind,
-    }
+    """One Envoy pod's gen_ai_client_token_usage_sum, rising by `per_minute`."""
+    labels = token_labels(tenant, model, kind, pod, namespace or ENVOY["namespace"])
     return _series("gen_ai_client_token_usage_sum", labels, f"0+{per_minute}x{SPAN}")
 
 

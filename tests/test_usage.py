@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from llm_eks.cli import main
+from tests.gateway_cases import token_labels
 from tests.prometheus_server import SPAN, PrometheusServer, Series
 from tests.verify_cluster import StubCluster
 from tests.verify_run import CONTEXT_FILE, fresh, healthy_clusters
@@ -27,19 +28,7 @@ LLAMA, QWEN = "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-30B-A3B"
 
 def _tokens(tenant: str, model: str, kind: str, hour: float, pod: str = "envoy-a", namespace: str = GATEWAY) -> Series:
     """One Envoy pod's counter of `kind` tokens, rising by `hour` over the hour."""
-    labels = {
-        "namespace": namespace,
-        "job": f"{namespace}/inference",
-        "pod": pod,
-        "tenant": tenant,
-        "gen_ai_original_model": model,
-        "gen_ai_request_model": model,
-        "gen_ai_response_model": model,
-        "gen_ai_operation_name": "chat",
-        "gen_ai_provider_name": "openai",
-        "gen_ai_token_type": kind,
-    }
-    return ("gen_ai_client_token_usage_sum", labels, hour, True)
+    return ("gen_ai_client_token_usage_sum", token_labels(tenant, model, kind, pod, namespace), hour, True)
 
 
 # An hour of the gateway's counters (AI Gateway v1.1.0 attributes): team-a on two pods and two models, team-b on one;

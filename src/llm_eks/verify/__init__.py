@@ -17,6 +17,7 @@ The modules, in the order data flows:
                    JSON lines of verify's and canary's steps
     run            one verification, end to end
     rollout        canary and rollback: the route's weights, step by step
+    usage          `llm-eks usage`: each gateway tenant's tokens per model over a window, through the same proxy
 
 Importing this package loads neither aws_cdk nor cdk8s nor the kubernetes client.
 """

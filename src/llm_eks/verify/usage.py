@@ -4,8 +4,8 @@ uses: llm_eks.verify.prometheus). One instant query, evaluated at the window's e
 (llm_eks.manifests.gateway.usage: the AI Gateway's token counter, per tenant header and requested model).
 
 Figures are `increase()` of counters, rounded to whole tokens: exact for the scrapes inside the window, extrapolated
-to its edges (at most a scrape interval's tokens at each end), and bounded by Prometheus's retention (a window older
-than it reads as no use).
+to its edges (at most a scrape interval's tokens at each end), and bounded by what the query endpoint holds (a window
+older than its retention reads as no use).
 """
 
 from __future__ import annotations

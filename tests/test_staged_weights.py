@@ -151,10 +151,19 @@ def test_staging_and_the_compile_cache_cut_the_planned_cold_start(env: str, hub:
             "let the stack create one, or the name of yours) [LLMEKS-E115]",
         ),
         (
-            {"weights_bucket": {}, "workload": {"engine": "ray-serve", "weights": "staged"}},
-            "environments.qa.workload.weights: 'staged' is not allowed; needs engine vllm (Ray Serve LLM reads "
-            "model_source from its serve config, which cannot take the bucket name from the cluster); use weights "
-            "'s3' with weights_s3_uri [LLMEKS-E115]",
+            # Ray Serve stages into the environment's bucket too: it needs one as vLLM does.
+            {"workload": {"engine": "ray-serve", "weights": "staged"}},
+            "environments.qa.workload.weights: 'staged' is not allowed; needs environments.qa.weights_bucket ({} to "
+            "let the stack create one, or the name of yours) [LLMEKS-E115]",
+        ),
+        (
+            # Staged LoRA adapters stay vLLM's.
+            {
+                "weights_bucket": {},
+                "workload": {"engine": "ray-serve", "weights": "staged", "lora_adapters": {"sql": "org/sql-lora"}},
+            },
+            "environments.qa.workload.lora_adapters: {'sql': 'org/sql-lora'} is not allowed; needs engine vllm (Ray "
+            "Serve LLM loads LoRA from a dynamic path, which llm-eks does not configure) [LLMEKS-E127]",
         ),
         (
             {"weights_bucket": {"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab"}},

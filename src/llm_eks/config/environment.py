@@ -214,13 +214,15 @@ class WorkloadConfig:
     # When KEDA adds and removes replicas (below).
     autoscaling: AutoscalingConfig = field(default_factory=AutoscalingConfig)
     # hf: download from Hugging Face into the node's NVMe cache; s3: stream from weights_s3_uri (a bucket you fill);
-    # staged: stream from the environment's weights_bucket, filled once by llm-eks's staging Job.
+    # staged: stream from the environment's weights_bucket, filled once by llm-eks's staging Job (engine ray-serve:
+    # each worker pod copies the staged files to its node, verified, and serves them from there).
     weights: str = "hf"
     # Only with weights "s3": the bucket and prefix holding the checkpoint files.
     weights_s3_uri: str | None = None
-    # Only with weights "staged": keep vLLM's torch.compile cache in the weights bucket, so a replica on a new node
-    # restores it instead of compiling. A Job of its own (no traffic, no secrets) compiles once per image and flags
-    # and publishes it add-only and signed; serving pods only read it and refuse a file the signature does not cover.
+    # Only with weights "staged" and engine vllm (Ray Serve keeps none): keep vLLM's torch.compile cache in the
+    # weights bucket, so a replica on a new node restores it instead of compiling. A Job of its own (no traffic, no
+    # secrets) compiles once per image and flags and publishes it add-only and signed; serving pods only read it and
+    # refuse a file the signature does not cover.
     compile_cache: bool = True
     # The Hub commit (40 hex) of the checkpoint the plan serves. A branch or tag is resolved anew at each staging or
     # start, so what runs can change under you (production refuses it). None: the commit `llm-eks models add`
@@ -309,8 +311,8 @@ class WorkloadConfig:
     @property
     def weights_source(self) -> str:
         """The planner's weights path: the Hub into NVMe, an S3 stream, or (staged with its compile cache) both the
-        stream and a restored torch.compile cache."""
-        if self.weights == "staged" and self.compile_cache:
+        stream and a restored torch.compile cache. Ray Serve keeps no compile cache: its staged weights are "s3"."""
+        if self.weights == "staged" and self.compile_cache and self.engine == "vllm":
             return "staged"
         return "s3" if self.weights in ("s3", "staged") else "nvme"
 

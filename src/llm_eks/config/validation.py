@@ -279,7 +279,7 @@ def _validate_system_nodes(s: SystemNodesConfig, path: str) -> None:
 
 
 def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
-    """An existing bucket's name and key; workloads with weights "staged" need the bucket and the vLLM engine."""
+    """An existing bucket's name and key; workloads with weights "staged" need the bucket."""
     b = c.weights_bucket
     if b is not None:
         path = f"{env_path}.weights_bucket"
@@ -307,14 +307,6 @@ def _validate_weights_bucket(c: EnvironmentConfig, env_path: str) -> None:
                 f"{s.path}.weights",
                 "staged",
                 f"needs {env_path}.weights_bucket ({{}} to let the stack create one, or the name of yours)",
-            )
-        if s.config.engine != "vllm":
-            raise fail(
-                E115,
-                f"{s.path}.weights",
-                "staged",
-                "needs engine vllm (Ray Serve LLM reads model_source from its serve config, which cannot take the "
-                "bucket name from the cluster); use weights 's3' with weights_s3_uri",
             )
 
 

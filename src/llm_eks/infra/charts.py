@@ -75,14 +75,12 @@ def prerequisites(workload: Workload) -> tuple[Addon, ...]:
         needs.append("lws")
     # The Secrets Store driver for any pod of the workload that mounts a secret: the serving pods, or the staging Job
     # (the Hub token, which staged-weights serving pods never hold).
-    staging_token = (
-        isinstance(workload, VllmWorkload) and workload.staging is not None and workload.staging.hf_token_secret
-    )
+    staging_token = workload.staging is not None and workload.staging.hf_token_secret
     if workload.secrets or staging_token:
         needs.append("secrets")
     if workload.weights_s3_uri is not None:
         needs.append("weights")
-    if isinstance(workload, VllmWorkload) and workload.staging is not None:
+    if workload.staging is not None:
         # Read access for the pods, write access for the staging Job.
         needs += ["weights", "staging"]
     if isinstance(workload, VllmWorkload) and workload.vllm.ingress is not None:
@@ -225,7 +223,7 @@ def build_charts(
         )
     for workload in workloads:
         if isinstance(workload, RayServeWorkload):
-            charts += _ray_serve_charts(app, workload)
+            charts += _ray_serve_charts(app, workload, weights_bucket)
         else:
             # A next version shares its current version's namespace, whose Roles and load policy name both load Jobs.
             loads = [
@@ -270,7 +268,7 @@ def _gateway_charts(
     return charts
 
 
-def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartPlan]:
+def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload, weights_bucket: str | None) -> list[ChartPlan]:
     r = workload.ray
     ray_id, monitoring_id = chart_id(workload, "ray-serve"), chart_id(workload, "monitoring")
     ray = RayServeChart(app, ray_id, r)
@@ -281,6 +279,10 @@ def _ray_serve_charts(app: cdk8s.App, workload: RayServeWorkload) -> list[ChartP
     )
     # What `llm-eks verify` reads in the namespace (group llm-eks-verify).
     add_objects(ray, workload_rbac(r.namespace))
+    if workload.staging is not None:
+        # As for vLLM: the staging Job and the workers that wait for it in one apply; no compile cache to sign.
+        bucket = [] if weights_bucket is None else [bucket_config_map(r.namespace, weights_bucket)]
+        add_objects(ray, [*bucket, *staging_objects(workload.staging)])
     return [
         ChartPlan(ray_id, ray, needs=("node-pools", *prerequisites(workload)), workload=workload),
         ChartPlan(

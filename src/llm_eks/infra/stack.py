@@ -421,7 +421,7 @@ class InferenceStack(cdk.Stack):
                 self._secrets().add_secret_reader(namespace, account, secret_name)
             identity = PodIdentityRole.for_service_account(as_icluster(self.cluster), namespace, account)
             self._workload_prerequisites[(workload.key, "secrets")] = (identity,)
-        if isinstance(workload, VllmWorkload) and workload.staging is not None:
+        if workload.staging is not None:
             self._add_staging_access(workload, workload.staging)
         if isinstance(workload, VllmWorkload):
             self._add_benchmark_access(workload)
@@ -439,9 +439,10 @@ class InferenceStack(cdk.Stack):
             )
             self._workload_prerequisites[(workload.key, "weights")] = (weights, weights.identity)
 
-    def _add_staging_access(self, workload: VllmWorkload, staging: WeightsStagingProps) -> None:
-        """Staged weights: the serving pods read the prefix and their staging key's marker, the staging Job's own
-        ServiceAccount writes the prefix and its markers (and reads the Hub token)."""
+    def _add_staging_access(self, workload: Workload, staging: WeightsStagingProps) -> None:
+        """Staged weights: the serving pods (vLLM's, or a RayService's head and workers, which share one
+        ServiceAccount) read the prefix and their staging key's marker, the staging Job's own ServiceAccount writes
+        the prefix and its markers (and reads the Hub token)."""
         if self.weights_bucket is None:
             raise ValueError("staged weights without a weights bucket")  # config validation refuses it
         bucket = self.weights_bucket
@@ -453,7 +454,7 @@ class InferenceStack(cdk.Stack):
         readers: tuple[IConstruct, ...] = (reader,)
         # Who waits for the weights: the serving pods, and the compile cache's writer (it runs the same server).
         waiting = [account]
-        if workload.vllm.compile_cache is not None:
+        if isinstance(workload, VllmWorkload) and workload.vllm.compile_cache is not None:
             # Its one writer is the compile-cache Job's own ServiceAccount; the pods read and verify the cache.
             cache = workload.vllm.compile_cache
             writer = bucket.add_cache_writer(namespace, writer_name(workload.vllm), cache)

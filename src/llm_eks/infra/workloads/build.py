@@ -35,6 +35,7 @@ from llm_eks.infra.workloads.props import (
     ray_props,
     vllm_props,
     weights_staging_props,
+    with_staged_ray_weights,
     with_staged_weights,
 )
 from llm_eks.infra.workloads.types import RayServeWorkload, VllmWorkload, Workload
@@ -74,12 +75,16 @@ def _build_one(
     if s.config.engine == "ray-serve":
         ray = ray_props(s, plan, pool, region, cpu)
         ray = replace(ray, image=lock.pin(ray.image))
+        ray_staging = weights_staging_props(s, plan, ray, cpu) if s.config.weights == "staged" else None
+        if ray_staging is not None:
+            ray = with_staged_ray_weights(ray, ray_staging)
         return RayServeWorkload(
             gpu_pool=pool,
             cpu_pool=cpu,
             ray=ray,
             monitoring=ray_monitoring_props(s, plan, ray, dcgm_service_monitor=dcgm_service_monitor, reserved=reserved),
             key=s.key,
+            staging=ray_staging,
         )
     floor = floor_replicas(config, s)
     fallback = fallback_plan(s, plan, config.compute)

@@ -29,7 +29,7 @@ from llm_eks.manifests.monitoring import MonitoringProps
 from llm_eks.manifests.monitoring_targets import MonitoringTargets
 from llm_eks.manifests.node_pools import CpuPoolSpec, GpuPoolSpec, workload_placement
 from llm_eks.manifests.ray_monitoring import RayMonitoringProps
-from llm_eks.manifests.ray_serve import RayServeProps
+from llm_eks.manifests.ray_serve import STAGED_WEIGHTS_DIR, RayServeProps
 from llm_eks.manifests.vllm import IngressProps, VllmProps
 from llm_eks.manifests.vllm.disaggregated import Disaggregation, prefill_name
 from llm_eks.manifests.vllm.neuron import NEURON_SCHEDULER_NAME
@@ -237,26 +237,32 @@ def hub_revision(s: ServedWorkload, plan: Plan) -> str | None:
     return None if s.config.weights != "hf" or revision == "main" else revision
 
 
-def weights_staging_props(s: ServedWorkload, plan: Plan, vllm: VllmProps, cpu: CpuPoolSpec) -> WeightsStagingProps:
+def weights_staging_props(
+    s: ServedWorkload, plan: Plan, server: VllmProps | RayServeProps, cpu: CpuPoolSpec
+) -> WeightsStagingProps:
     """The staging Job of a workload with weights "staged": the plan's checkpoint at its revision, copied once into
     the environment's bucket under models/<repo>/<revision>/, by a Job on the CPU pool running the workload's own
-    (pinned) image. The checkpoint's *.py files only for a workload that runs remote code."""
+    (pinned) image as that image's user (vLLM's, or Ray's: the Ray LLM image ships huggingface_hub with vLLM and
+    boto3 with Ray). The checkpoint's *.py files only for a workload that runs remote code."""
     selector, tolerations = workload_placement(cpu)
     revision = checkpoint_revision(s, plan)
     patterns = DEFAULT_ALLOW_PATTERNS + (REMOTE_CODE_PATTERNS if s.config.trust_remote_code else ())
-    return WeightsStagingProps(
+    staging = WeightsStagingProps(
         name=f"stage-{slug(s.config.model) if s.key is None else s.key}",
-        namespace=vllm.namespace,
+        namespace=server.namespace,
         repo_id=plan.checkpoint,
         prefix=f"models/{plan.checkpoint}/{revision}/",
         revision=revision,
         hf_token_secret=s.config.hf_token_secret,
-        aws_region=vllm.aws_region,
-        image=vllm.image,
+        aws_region=server.aws_region,
+        image=server.image,
         node_selector=selector,
         tolerations=tuple(tolerations),
         allow_patterns=patterns,
     )
+    if isinstance(server, RayServeProps) and server.run_as_user is not None:
+        staging = replace(staging, run_as_user=server.run_as_user)
+    return staging
 
 
 def adapter_staging_props(staging: WeightsStagingProps, name: str, repo: str, revision: str) -> WeightsStagingProps:
@@ -295,6 +301,19 @@ def with_staged_weights(
         compile_cache=compile_cache,
         # Nothing is fetched from the Hub at start: no revision flag, no token (the staging Jobs hold it).
         engine=replace(vllm.engine, revision=None, lora_modules=lora),
+        hf_token_secret=None,
+    )
+
+
+def with_staged_ray_weights(ray: RayServeProps, staging: WeightsStagingProps) -> RayServeProps:
+    """`ray` serving the staged prefix: every worker pod copies it, verified, to its node once the staging key's
+    marker is there, and model_source names that local copy. No revision and no Hub token (the staging Job holds
+    it)."""
+    return replace(
+        ray,
+        model_source=STAGED_WEIGHTS_DIR,
+        staged_weights=(staging.prefix, staging_key(staging)),
+        engine=replace(ray.engine, revision=None),
         hf_token_secret=None,
     )
 

@@ -89,6 +89,13 @@ class RayServeWorkload:
     key: str | None = None
     # The environment's gateway (one object, shared by every workload of the environment); None: no gateway.
     gateway: GatewayProps | None = None
+    # The Job that copies the weights into the environment's bucket (weights "staged"); None: no staging.
+    staging: WeightsStagingProps | None = None
+
+    @property
+    def adapter_stagings(self) -> tuple[tuple[str, WeightsStagingProps], ...]:
+        """None: Ray Serve LLM serves no staged LoRA adapters (config refuses lora_adapters with ray-serve)."""
+        return ()
 
     @property
     def pools(self) -> tuple[GpuPoolSpec, ...]:
@@ -112,7 +119,8 @@ class RayServeWorkload:
 
     @property
     def weights_s3_uri(self) -> str | None:
-        """The S3 prefix the workers stream weights from; None: the Hugging Face Hub."""
+        """The S3 prefix the workers read weights from, in a bucket the user fills; None: the Hugging Face Hub, or the
+        environment's bucket (`staging`)."""
         return self.ray.model_source if self.ray.model_source.startswith("s3://") else None
 
 

@@ -55,6 +55,29 @@ Arithmetic: preStop 15 + graceful shutdown 85 = 100 <= preStop 15 + drain 90 = 1
 110 <= 110 (120 s notice minus Karpenter's reaction margin). A replica spanning several nodes (pipeline parallel)
 lives on one of them: losing another of its nodes fails the replica, and Serve restarts it elsewhere.
 
+Staged weights (`staged_weights`, weights "staged" in the config): the serve config cannot name the weights bucket,
+whose name exists only at deploy time (a pod learns it from ConfigMap `llm-eks-weights`; serveConfigV2 is a string
+KubeRay hands to Ray as is). So every GPU worker pod copies the staged checkpoint to its own node before Ray starts
+there: init container `fetch-weights` (manifests.weights_staging, wait.py with --fetch-to, run by the Ray image's
+python3 with boto3) waits for the staging key's marker, then copies exactly the files the marker lists, each checked
+against its recorded size and sha256, into an emptyDir (sized as the Hub download's cache) that the Ray container
+mounts read-only at STAGED_WEIGHTS_DIR; model_source names that directory. The Ray pods' ServiceAccount reads the
+prefix and the key's markers (Pod Identity, read-only); the staging Job, with a ServiceAccount of its own, holds the
+Hub token, so no Ray pod does. The head gets no copy: nothing on it loads the model. Upstream, in ray-project/ray
+(each file read at the commit named, recent main; not checked against the ray-2.60.0 tag's own commit):
+- ModelLoadingConfig.model_source is "a HuggingFace model ID, S3 mirror config, GCS mirror config, or a local path"
+  (python/ray/llm/_internal/serve/core/configs/llm_config.py @1190ecb, class ModelLoadingConfig);
+- for a model source that is neither a mirror config nor a remote s3:// / gs:// path, download_model_files logs "No
+  cloud storage mirror configured" and returns it unchanged, so vLLM gets the local path as its model
+  (python/ray/llm/_internal/common/utils/download_utils.py @03a117e, download_model_files); an s3:// source would
+  instead be copied with the AWS CLI, unchecked (`aws s3 cp --recursive`,
+  python/ray/llm/_internal/common/utils/cloud_filesystem/s3_filesystem.py @142b36d, S3FileSystem.download_files);
+- the replica actor takes the first bundle of the model's placement group, with the first engine worker
+  (python/ray/llm/_internal/serve/core/server/llm_server.py @00e69eb, _merge_replica_actor_and_child_actor_bundles):
+  it runs on a GPU worker, where the copy is, never on the head (which advertises no CPU or GPU);
+- the Ray images install boto3 (docker/base-deps/requirements.in @e852f9b), which the init container needs.
+No torch.compile cache is kept for Ray Serve workloads (the vLLM chart's compile-cache Job serves `vllm serve` only).
+
 The package: `props` (RayServeProps, its constants and validation) and `chart` (the RayService built from them).
 """
 
@@ -81,6 +104,7 @@ from llm_eks.manifests.ray_serve.props import (
     RAY_SERVE_APP,
     SERVE_DRAIN_NOTICE_SECONDS,
     SERVE_PORT,
+    STAGED_WEIGHTS_DIR,
     WORKER_GROUP,
     RayServeProps,
     llm_deployment_name,
@@ -100,6 +124,7 @@ __all__ = [
     "RAY_SERVE_APP",
     "SERVE_DRAIN_NOTICE_SECONDS",
     "SERVE_PORT",
+    "STAGED_WEIGHTS_DIR",
     "WORKER_GROUP",
     "RayServeChart",
     "RayServeProps",

@@ -36,11 +36,14 @@ from llm_eks.manifests.ray_serve.props import (
     RAY_DRAIN_TIMEOUT_ENV,
     RAY_SERVE_APP,
     SERVE_PORT,
+    STAGED_WEIGHTS_DIR,
+    STAGED_WEIGHTS_VOLUME,
     WORKER_GROUP,
     RayServeProps,
     validate,
 )
 from llm_eks.manifests.serving_objects import workload_identity, workload_namespace
+from llm_eks.manifests.weights_staging import fetch_weights_init_container
 from llm_eks.planner.engine import ray_engine_kwargs
 from llm_eks.planner.result import EFA_RESOURCE
 
@@ -262,6 +265,8 @@ def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
         env.append(hf_token_env())
         container["volumeMounts"] = [hf_token_mount()]
         pod["volumes"] = [hf_token_volume(p.name)]
+    if p.staged_weights is not None:
+        _with_staged_weights(p, pod, container)
     nodes = p.nodes_per_replica
     return {
         "groupName": WORKER_GROUP,
@@ -275,6 +280,23 @@ def worker_group_spec(p: RayServeProps) -> dict[str, Any]:
         "resources": {f"accelerator_type:{p.accelerator_type}": "1"},
         "template": {"metadata": {"labels": _template_labels(p)}, "spec": pod},
     }
+
+
+def _with_staged_weights(p: RayServeProps, pod: dict[str, Any], container: dict[str, Any]) -> None:
+    """Every worker pod copies the staged checkpoint onto its node before Ray starts there: an init container waits
+    for the staging key's marker, then copies the files it lists, each checked against its size and sha256, into
+    an emptyDir that the Ray container mounts read-only at STAGED_WEIGHTS_DIR (model_source). Any replica, on any
+    of its nodes, then finds the model locally (Ray Serve LLM downloads nothing for a local path)."""
+    assert p.staged_weights is not None and p.worker_ephemeral_storage is not None  # validate() checked both
+    prefix, key = p.staged_weights
+    fetch = fetch_weights_init_container(prefix, key, STAGED_WEIGHTS_DIR, p.image, p.aws_region)
+    fetch["volumeMounts"] = [{"name": STAGED_WEIGHTS_VOLUME, "mountPath": STAGED_WEIGHTS_DIR}]
+    pod["initContainers"] = [fetch]
+    pod.setdefault("volumes", []).append(
+        {"name": STAGED_WEIGHTS_VOLUME, "emptyDir": {"sizeLimit": p.worker_ephemeral_storage}}
+    )
+    mount = {"name": STAGED_WEIGHTS_VOLUME, "mountPath": STAGED_WEIGHTS_DIR, "readOnly": True}
+    container.setdefault("volumeMounts", []).append(mount)
 
 
 def worker_gpus_total(p: RayServeProps) -> int:

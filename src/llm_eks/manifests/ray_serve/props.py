@@ -15,6 +15,7 @@ from llm_eks.manifests.pods import (
     MAX_GRACE_SECONDS,
 )
 from llm_eks.manifests.quantities import parse_quantity
+from llm_eks.manifests.weights_staging.props import KEY_LENGTH
 from llm_eks.planner.engine import RAY_ENGINE_FIELDS, EngineSettings, validate_engine
 from llm_eks.validation import HF_REPO, MODEL_NAME, whole_number
 from llm_eks.versions import RAY_LLM_IMAGE, RAY_VERSION
@@ -72,6 +73,10 @@ _UPSCALING_MODES = ("Default", "Aggressive", "Conservative")
 # NewClusterWithIncrementalUpgrade needs the Gateway API; it is not offered.
 _UPGRADE_STRATEGIES = ("NewCluster", "None")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
+# Where a worker pod's init container puts the staged checkpoint (an emptyDir on the node's disk): model_source names
+# it, and Ray Serve LLM passes a local path to vLLM unchanged (module docstring).
+STAGED_WEIGHTS_DIR = "/mnt/llm-eks/weights"
+STAGED_WEIGHTS_VOLUME = "staged-weights"
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,10 @@ class RayServeProps:
     aws_region: str | None = None
     # Ephemeral storage of a worker pod for the downloaded weights (planner); None when streaming from S3.
     worker_ephemeral_storage: str | None = None
+    # Staged weights, as (bucket prefix, staging key): each worker pod's init container waits for the key's marker in
+    # the environment's weights bucket, then copies the files it lists, verified, into STAGED_WEIGHTS_DIR, which
+    # model_source must then name. None: Ray Serve LLM fetches model_source itself.
+    staged_weights: tuple[str, str] | None = None
     namespace: str = "inference"
     # Emit the Namespace object (one chart must own it; the lead decides which).
     create_namespace: bool = True
@@ -197,7 +206,9 @@ def validate(p: RayServeProps) -> None:
     require_dns1123("ray_serve.namespace", p.namespace)
     if not isinstance(p.model_id, str) or not MODEL_NAME.match(p.model_id):
         raise _fail("model_id", p.model_id, "must be 1-253 characters of letters, digits and ._/:@+-")
-    if not isinstance(p.model_source, str) or not (_S3_URI.match(p.model_source) or HF_REPO.match(p.model_source)):
+    if p.staged_weights is not None:
+        _validate_staged(p)
+    elif not isinstance(p.model_source, str) or not (_S3_URI.match(p.model_source) or HF_REPO.match(p.model_source)):
         raise _fail("model_source", p.model_source, "must be a Hugging Face repo id (org/name) or an s3:// URI")
     if p.accelerator_type not in RAY_NVIDIA_ACCELERATOR_TYPES:
         raise _fail(
@@ -229,6 +240,21 @@ def validate(p: RayServeProps) -> None:
     _validate_engine_kwargs(p)
     _validate_pods(p)
     _validate_drain(p)
+
+
+def _validate_staged(p: RayServeProps) -> None:
+    """Staged weights: a bucket prefix and a staging key, served from the directory the workers copy them to."""
+    if p.model_source != STAGED_WEIGHTS_DIR:
+        raise _fail("model_source", p.model_source, f"must be {STAGED_WEIGHTS_DIR} with staged_weights")
+    prefix, key = p.staged_weights or ("", "")
+    if not isinstance(prefix, str) or not prefix.endswith("/") or prefix.startswith("/") or "$" in prefix:
+        raise _fail("staged_weights", prefix, "the prefix must end in '/', not start with '/' and hold no '$'")
+    if not isinstance(key, str) or not re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", key):
+        raise _fail("staged_weights", key, f"the key must be a staging key ({KEY_LENGTH} hex digits)")
+    if p.worker_ephemeral_storage is None:
+        raise _fail("worker_ephemeral_storage", None, "must be set with staged_weights (the copy lives on the node)")
+    if p.hf_token_secret is not None:
+        raise _fail("hf_token_secret", p.hf_token_secret, "must be None with staged_weights (nothing from the Hub)")
 
 
 def _validate_layout(p: RayServeProps) -> None:

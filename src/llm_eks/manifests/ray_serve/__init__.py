@@ -63,19 +63,19 @@ python3 with boto3) waits for the staging key's marker, then copies exactly the 
 against its recorded size and sha256, into an emptyDir (sized as the Hub download's cache) that the Ray container
 mounts read-only at STAGED_WEIGHTS_DIR; model_source names that directory. The Ray pods' ServiceAccount reads the
 prefix and the key's markers (Pod Identity, read-only); the staging Job, with a ServiceAccount of its own, holds the
-Hub token, so no Ray pod does. The head gets no copy: nothing on it loads the model. Upstream, in ray-project/ray
-(each file read at the commit named, recent main; not checked against the ray-2.60.0 tag's own commit):
+Hub token, so no Ray pod does. The head gets no copy: nothing on it loads the model. Upstream, read in the ray
+2.60.0 wheel (RAY_VERSION; ray/llm/_internal/...):
 - ModelLoadingConfig.model_source is "a HuggingFace model ID, S3 mirror config, GCS mirror config, or a local path"
-  (python/ray/llm/_internal/serve/core/configs/llm_config.py @1190ecb, class ModelLoadingConfig);
+  (serve/core/configs/llm_config.py:125-138);
 - for a model source that is neither a mirror config nor a remote s3:// / gs:// path, download_model_files logs "No
   cloud storage mirror configured" and returns it unchanged, so vLLM gets the local path as its model
-  (python/ray/llm/_internal/common/utils/download_utils.py @03a117e, download_model_files); an s3:// source would
-  instead be copied with the AWS CLI, unchecked (`aws s3 cp --recursive`,
-  python/ray/llm/_internal/common/utils/cloud_filesystem/s3_filesystem.py @142b36d, S3FileSystem.download_files);
+  (common/utils/download_utils.py:246-299); an s3:// source would instead be listed and downloaded with boto3,
+  with no checksum of any file (common/utils/cloud_filesystem/s3_filesystem.py:230-300, S3FileSystem.download_files);
 - the replica actor takes the first bundle of the model's placement group, with the first engine worker
-  (python/ray/llm/_internal/serve/core/server/llm_server.py @00e69eb, _merge_replica_actor_and_child_actor_bundles):
-  it runs on a GPU worker, where the copy is, never on the head (which advertises no CPU or GPU);
-- the Ray images install boto3 (docker/base-deps/requirements.in @e852f9b), which the init container needs.
+  (serve/core/server/llm_server.py:110-131, _merge_replica_actor_and_child_actor_bundles, used at 811): it runs on a
+  GPU worker, where the copy is, never on the head (which advertises no CPU or GPU);
+- Ray LLM's own S3 code imports boto3 (s3_filesystem.py:13), and the Ray images install it (ray-project/ray
+  docker/base-deps/requirements.in, read on main @e852f9b), which the init container needs.
 No torch.compile cache is kept for Ray Serve workloads (the vLLM chart's compile-cache Job serves `vllm serve` only).
 
 The package: `props` (RayServeProps, its constants and validation) and `chart` (the RayService built from them).

@@ -56,6 +56,7 @@ from llm_eks.manifests.alerting import used_secret_receivers
 from llm_eks.manifests.benchmark import TOKENIZER_FILES
 from llm_eks.manifests.gateway import GATEWAY_NAMESPACE
 from llm_eks.manifests.gateway.props import TENANT_HEADER
+from llm_eks.manifests.gateway.usage import TENANT as TENANT_LABEL
 from llm_eks.manifests.node_pools import NodePoolsChart
 from llm_eks.manifests.ray_serve import RayServeChart
 from llm_eks.manifests.verifier import rbac_objects
@@ -393,8 +394,8 @@ class InferenceStack(cdk.Stack):
             EnvoyGatewayOptions(
                 control_plane_cidrs=self._control_plane_cidrs,
                 gateway_namespaces=(GATEWAY_NAMESPACE,),
-                # The tenant the gateway authenticated, as a label of the AI Gateway's gen_ai metrics.
-                metrics_request_headers={TENANT_HEADER: "tenant"},
+                # The tenant the gateway authenticated, as the label the usage records and `llm-eks usage` sum by.
+                metrics_request_headers={TENANT_HEADER: TENANT_LABEL},
             )
         )
         crds.add_dependent(gateway)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_eks.manifests import network_policies as netpol
+from llm_eks.manifests.checks.objects import GATEWAY_CONFIG_ANNOTATION
 from llm_eks.manifests.gateway.common import meta
 from llm_eks.manifests.gateway.platform import ENVOY_POD, OWNING_GATEWAY_NAME, OWNING_GATEWAY_NAMESPACE
 from llm_eks.manifests.gateway.props import (
@@ -41,7 +42,6 @@ GATEWAY_API = "gateway.networking.k8s.io"
 EG_API = "gateway.envoyproxy.io/v1alpha1"
 CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
 SCHEME_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-scheme"
-GATEWAY_CONFIG_ANNOTATION = "aigateway.envoyproxy.io/gateway-config"
 # Token costs, as metadata keys (namespace io.envoy.ai_gateway) the rate-limit rules charge.
 INPUT_TOKENS, OUTPUT_TOKENS, TOTAL_TOKENS = "llm_input_token", "llm_output_token", "llm_total_token"
 # A client may set none of these: prefixes and names, matched case-insensitively, removed before anything routes.
